@@ -1,0 +1,30 @@
+# Needs only Python 3.10+ with pip and venv. `make demo` and `make test`
+# create .venv on first use and reuse it afterwards.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: demo test test-quick bench clean
+
+$(VENV)/.installed: setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[cpu]"
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(PY) -m pip install --quiet -e ".[cpu,test]"
+	touch $@
+
+demo: $(VENV)/.installed
+	$(PY) -m keras_xla_guard.demo --log-dir logs/demo
+
+test: $(VENV)/.installed-test
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-quick: $(VENV)/.installed-test
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) logs test-artifacts .pytest_cache

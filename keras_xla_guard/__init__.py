@@ -1,0 +1,75 @@
+"""keras-xla-guard: measure whether XLA really runs your TensorFlow training.
+
+Public API (imported lazily: `import keras_xla_guard` does not import
+TensorFlow or Keras; the first use of a name that needs them does):
+
+- `XlaGuardCallback`: Keras callback that profiles selected epochs.
+- `XlaGuardEngine`: the engine behind it, for other adapters.
+- `analyze_trace`, `analyze_xspace`, `combine_reports`: pure trace analysis.
+- `CoverageReport`, `OpStat`, `format_report`: result types.
+- Errors: `XlaGuardError` and its subclasses, `XlaGuardWarning`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from keras_xla_guard._version import __version__
+from keras_xla_guard.errors import (
+    BackendError,
+    ProfilerBusyError,
+    TraceError,
+    TraceNotFoundError,
+    TraceParseError,
+    TraceTooLargeError,
+    XlaGuardError,
+    XlaGuardWarning,
+)
+from keras_xla_guard.report import CoverageReport, OpStat, format_report
+
+if TYPE_CHECKING:
+    from keras_xla_guard.analysis import analyze_trace, analyze_xspace, combine_reports
+    from keras_xla_guard.callback import XlaGuardCallback
+    from keras_xla_guard.engine import XlaGuardEngine
+
+__all__ = [
+    "BackendError",
+    "CoverageReport",
+    "OpStat",
+    "ProfilerBusyError",
+    "TraceError",
+    "TraceNotFoundError",
+    "TraceParseError",
+    "TraceTooLargeError",
+    "XlaGuardCallback",
+    "XlaGuardEngine",
+    "XlaGuardError",
+    "XlaGuardWarning",
+    "__version__",
+    "analyze_trace",
+    "analyze_xspace",
+    "combine_reports",
+    "format_report",
+]
+
+_LAZY = {
+    "XlaGuardCallback": "keras_xla_guard.callback",
+    "XlaGuardEngine": "keras_xla_guard.engine",
+    "analyze_trace": "keras_xla_guard.analysis",
+    "analyze_xspace": "keras_xla_guard.analysis",
+    "combine_reports": "keras_xla_guard.analysis",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'keras_xla_guard' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

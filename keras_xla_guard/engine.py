@@ -1,0 +1,383 @@
+"""The guard engine: profiling windows, analysis and summaries.
+
+`XlaGuard` knows nothing about Keras callbacks. Adapters (the Keras callback,
+the custom-loop API) call `train_begin`, `epoch_begin`, `step_begin`,
+`epoch_end` and `train_end`; the engine decides when the profiler runs,
+analyzes each trace off the training thread, and writes the results.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import functools
+import os
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from keras_xla_guard.analysis import DEFAULT_TOP_K, analyze_xspace, combine_reports
+from keras_xla_guard.errors import ProfilerBusyError, XlaGuardWarning
+from keras_xla_guard.profiler import ProfilerSession
+from keras_xla_guard.report import CoverageReport, format_report
+from keras_xla_guard.schedule import DEFAULT_MAX_STEPS, DEFAULT_SKIP_STEPS, ProfileSchedule
+from keras_xla_guard.xplane import DEFAULT_MAX_TRACE_BYTES, TRACE_SUFFIX, load_xspace
+
+__all__ = ["DEFAULT_LOG_DIR", "XlaGuardEngine"]
+
+DEFAULT_LOG_DIR = os.path.join("logs", "xla_guard")
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _never_raises(method: _F) -> _F:
+    """Turns any exception inside a guard hook into a warning.
+
+    The user's training must never fail because of the guard: on error the
+    profiler is stopped, the current window is marked failed, and training
+    continues.
+    """
+
+    @functools.wraps(method)
+    def wrapper(self: "XlaGuardEngine", *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - by design, see docstring
+            self._fail(f"{method.__name__}: {type(e).__name__}: {e}")
+            return None
+
+    return wrapper  # type: ignore[return-value]
+
+
+@dataclasses.dataclass
+class _Window:
+    epoch: int
+    session: ProfilerSession
+    first_step: int
+    started: float
+    next_step: int
+    step_trace: Any = None
+
+
+class XlaGuardEngine:
+    """Profiles selected epochs and turns each trace into a `CoverageReport`.
+
+    Args:
+        log_dir: Directory for traces (`<log_dir>/plugins/profile/`) and
+            TensorBoard summaries. Defaults to `"logs/xla_guard"`.
+        profile_epochs: Epochs (0-based) to profile: an int, an iterable of
+            ints or a range. Defaults to `None`: epoch 1, or epoch 0 when
+            training has a single epoch (unless `profile_every` is given).
+        profile_every: Also profile every N-th epoch. Defaults to `None`.
+        skip_steps: Steps at the start of an epoch left out of the window.
+            Defaults to `2`.
+        max_steps: Most steps per window (`None`: whole epoch). Defaults to
+            `20`.
+        top_k: Plain TF ops kept per report. Defaults to `10`.
+        write_summaries: Write TensorBoard summaries. Defaults to `True`.
+        async_analysis: Analyze traces on a background thread so training
+            does not wait. Defaults to `True`.
+        max_trace_bytes: Skip analysis of larger trace files. Defaults to
+            1 GiB.
+        verbose: 0 silent, 1 prints one line per report at the end of
+            training. Defaults to `1`.
+
+    Raises:
+        ValueError: If an argument is invalid.
+    """
+
+    def __init__(
+        self,
+        log_dir: str | os.PathLike[str] = DEFAULT_LOG_DIR,
+        profile_epochs: int | Iterable[int] | None = None,
+        profile_every: int | None = None,
+        skip_steps: int = DEFAULT_SKIP_STEPS,
+        max_steps: int | None = DEFAULT_MAX_STEPS,
+        top_k: int = DEFAULT_TOP_K,
+        write_summaries: bool = True,
+        async_analysis: bool = True,
+        max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES,
+        verbose: int = 1,
+    ) -> None:
+        if not isinstance(log_dir, (str, os.PathLike)) or not os.fspath(log_dir):
+            raise ValueError(
+                f"`log_dir` must be a non-empty path. Received: log_dir={log_dir!r}"
+            )
+        self._explicit_schedule = profile_epochs is not None or profile_every is not None
+        self.schedule = ProfileSchedule.create(profile_epochs, profile_every, skip_steps, max_steps)
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
+            raise ValueError(f"`top_k` must be an integer >= 0. Received: top_k={top_k!r}")
+        if isinstance(max_trace_bytes, bool) or not isinstance(max_trace_bytes, int) or max_trace_bytes <= 0:
+            raise ValueError(
+                "`max_trace_bytes` must be a positive integer. "
+                f"Received: max_trace_bytes={max_trace_bytes!r}"
+            )
+        if verbose not in (0, 1, True, False):
+            raise ValueError(f"`verbose` must be 0 or 1. Received: verbose={verbose!r}")
+        self.log_dir = Path(log_dir)
+        self.top_k = top_k
+        self.write_summaries = bool(write_summaries)
+        self.async_analysis = bool(async_analysis)
+        self.max_trace_bytes = max_trace_bytes
+        self.verbose = int(verbose)
+        self.steps_per_call = 1
+        self.note_providers: list[Callable[[CoverageReport], list[str]]] = []
+        self._reports: dict[int, CoverageReport] = {}
+        self._lock = threading.Lock()
+        self._window: _Window | None = None
+        self._pending_epoch: int | None = None
+        self._pending_start = 0
+        self._steps_hint: int | None = None
+        self._first_epoch = 0
+        self._epoch: int | None = None
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._futures: list[concurrent.futures.Future[None]] = []
+        self._writer: Any = None
+
+    # ------------------------------------------------------------------ API
+
+    @property
+    def reports(self) -> dict[int, CoverageReport]:
+        """Reports finished so far, keyed by 0-based epoch index.
+
+        Call `wait()` first to include windows still being analyzed.
+        """
+        with self._lock:
+            return dict(sorted(self._reports.items()))
+
+    @property
+    def profiling(self) -> bool:
+        """Whether the profiler is running for this guard right now."""
+        return self._window is not None
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Blocks until every submitted trace analysis has finished.
+
+        Args:
+            timeout: Seconds to wait at most. Defaults to no limit.
+        """
+        futures = list(self._futures)
+        concurrent.futures.wait(futures, timeout=timeout)
+
+    @_never_raises
+    def train_begin(self, epochs: int | None = None, initial_epoch: int = 0) -> None:
+        """Starts a training run.
+
+        Args:
+            epochs: Total epochs of the run, if known (for the default
+                schedule).
+            initial_epoch: First epoch index of the run. Defaults to `0`.
+        """
+        self._first_epoch = initial_epoch
+        if not self._explicit_schedule:
+            last = (epochs - 1) if epochs else None
+            default = initial_epoch + 1 if last is None or last >= initial_epoch + 1 else initial_epoch
+            self.schedule = dataclasses.replace(self.schedule, epochs=frozenset({default}))
+
+    @_never_raises
+    def epoch_begin(self, epoch: int, steps: int | None = None) -> None:
+        """Marks the start of an epoch.
+
+        Args:
+            epoch: 0-based epoch index.
+            steps: Steps the epoch will run, if known.
+        """
+        self._epoch = epoch
+        self._stop_window()
+        self._pending_epoch = None
+        self._steps_hint = steps
+        if self.schedule.profiles_epoch(epoch, self._first_epoch):
+            self._pending_epoch = epoch
+            self._pending_start = self.schedule.start_step(steps)
+
+    @_never_raises
+    def step_begin(self, step: int) -> None:
+        """Marks the start of a training step (or of one multi-step call).
+
+        Args:
+            step: 0-based index of the step within the epoch.
+        """
+        window = self._window
+        if window is not None:
+            cap = self.schedule.max_steps
+            if cap is not None and step - window.first_step >= cap:
+                self._stop_window(next_step=step)
+                return
+            self._mark_step(window, step)
+            return
+        if self._pending_epoch is not None and step >= self._pending_start:
+            self._start_window(self._pending_epoch, step)
+
+    @_never_raises
+    def epoch_end(self, epoch: int) -> None:
+        """Marks the end of an epoch; finishes its window if one is open.
+
+        Args:
+            epoch: 0-based epoch index.
+        """
+        if self._window is not None:
+            self._stop_window()
+        elif self._pending_epoch == epoch:
+            self._store(
+                CoverageReport(
+                    status="skipped",
+                    reason=(
+                        f"the epoch ended before step {self._pending_start}, where the "
+                        "profiling window starts (lower skip_steps)"
+                    ),
+                    epoch=epoch,
+                    steps_profiled=0,
+                )
+            )
+        self._pending_epoch = None
+
+    def train_end(self, timeout: float | None = None) -> None:
+        """Ends the run: stops the profiler, waits for analyses, flushes.
+
+        Args:
+            timeout: Seconds to wait for pending analyses. Defaults to no
+                limit.
+        """
+        try:
+            self._stop_window()
+        except Exception as e:  # noqa: BLE001 - see _never_raises
+            self._fail(f"train_end: {type(e).__name__}: {e}")
+        self._pending_epoch = None
+        self.wait(timeout)
+        if self._writer is not None:
+            try:
+                self._writer.close()
+            except Exception as e:  # noqa: BLE001
+                self._warn(f"closing the TensorBoard writer failed: {e}")
+        if self.verbose:
+            for report in self.reports.values():
+                print(f"keras-xla-guard: {format_report(report, max_ops=3)}", flush=True)
+
+    def abort(self) -> None:
+        """Stops the profiler at once (exception path); never raises."""
+        window, self._window = self._window, None
+        if window is not None:
+            try:
+                if window.step_trace is not None:
+                    window.step_trace.__exit__(None, None, None)
+                window.session.stop()
+            except Exception:  # noqa: BLE001 - already on an error path
+                pass
+
+    # ------------------------------------------------------------ internals
+
+    def _warn(self, message: str) -> None:
+        warnings.warn(f"keras-xla-guard: {message}", XlaGuardWarning, stacklevel=3)
+
+    def _fail(self, message: str) -> None:
+        epoch = self._window.epoch if self._window is not None else self._pending_epoch
+        self.abort()
+        self._pending_epoch = None
+        self._warn(f"{message}. Training continues without this profiling window.")
+        if epoch is not None:
+            self._store(CoverageReport(status="failed", reason=message, epoch=epoch))
+
+    def _start_window(self, epoch: int, step: int) -> None:
+        self._pending_epoch = None
+        session = ProfilerSession(self.log_dir, run_name=f"epoch{epoch}")
+        try:
+            session.start()
+        except ProfilerBusyError as e:
+            self._store(CoverageReport(status="skipped", reason=str(e), epoch=epoch, steps_profiled=0))
+            return
+        self._window = _Window(epoch, session, step, time.perf_counter(), step)
+        self._mark_step(self._window, step)
+
+    def _mark_step(self, window: _Window, step: int) -> None:
+        import tensorflow as tf
+
+        if window.step_trace is not None:
+            window.step_trace.__exit__(None, None, None)
+        # `_r=1` makes XProf's step-time tools recognise the region as a step.
+        window.step_trace = tf.profiler.experimental.Trace("train", step_num=step, _r=1)
+        window.step_trace.__enter__()
+        window.next_step = step + self.steps_per_call
+
+    def _stop_window(self, next_step: int | None = None) -> None:
+        window, self._window = self._window, None
+        if window is None:
+            return
+        if window.step_trace is not None:
+            window.step_trace.__exit__(None, None, None)
+        files = window.session.stop()
+        wall = time.perf_counter() - window.started
+        steps = (next_step if next_step is not None else window.next_step) - window.first_step
+        job = functools.partial(self._analyze, window.epoch, files, steps, wall)
+        if self.async_analysis:
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=1, thread_name_prefix="keras_xla_guard"
+                )
+            self._futures.append(self._executor.submit(job))
+        else:
+            job()
+
+    def _analyze(self, epoch: int, files: list[Path], steps: int, wall: float) -> None:
+        try:
+            if not files:
+                report = CoverageReport(
+                    status="failed",
+                    reason="the profiler wrote no trace file",
+                    epoch=epoch,
+                    steps_profiled=steps,
+                    window_wall_s=wall,
+                )
+            else:
+                parts = [
+                    analyze_xspace(
+                        load_xspace(f, max_bytes=self.max_trace_bytes),
+                        trace_path=str(f),
+                        host=f.name[: -len(TRACE_SUFFIX)],
+                        top_k=self.top_k,
+                    )
+                    for f in files
+                ]
+                report = dataclasses.replace(
+                    combine_reports(parts, top_k=self.top_k),
+                    epoch=epoch,
+                    steps_profiled=steps,
+                    window_wall_s=wall,
+                )
+                notes = list(report.notes)
+                for provider in self.note_providers:
+                    notes.extend(provider(report))
+                report = dataclasses.replace(report, notes=tuple(dict.fromkeys(notes)))
+        except Exception as e:  # noqa: BLE001 - analysis must not break training
+            self._warn(f"analysis of epoch {epoch} failed: {type(e).__name__}: {e}")
+            self._store(
+                CoverageReport(
+                    status="failed",
+                    reason=f"analysis failed: {type(e).__name__}: {e}",
+                    epoch=epoch,
+                    steps_profiled=steps,
+                    window_wall_s=wall,
+                    trace_paths=tuple(str(f) for f in files),
+                )
+            )
+            return
+        self._store(report)
+        if self.write_summaries:
+            try:
+                self._summary_writer().write_report(report, step=epoch)
+            except Exception as e:  # noqa: BLE001 - the report itself is fine
+                self._warn(f"writing TensorBoard summaries for epoch {epoch} failed: "
+                           f"{type(e).__name__}: {e}")
+
+    def _summary_writer(self) -> Any:
+        if self._writer is None:
+            from keras_xla_guard.summary import SummaryWriter
+
+            self._writer = SummaryWriter(self.log_dir)
+        return self._writer
+
+    def _store(self, report: CoverageReport) -> None:
+        assert report.epoch is not None
+        with self._lock:
+            self._reports[report.epoch] = report

@@ -1,0 +1,50 @@
+"""Exceptions raised by keras-xla-guard.
+
+Every error the package raises on purpose derives from `XlaGuardError`, so a
+caller can catch the whole family with one clause.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "XlaGuardError",
+    "BackendError",
+    "ProfilerBusyError",
+    "TraceError",
+    "TraceNotFoundError",
+    "TraceParseError",
+    "TraceTooLargeError",
+    "XlaGuardWarning",
+]
+
+
+class XlaGuardError(Exception):
+    """Base class of every error raised by keras-xla-guard."""
+
+
+class BackendError(XlaGuardError, RuntimeError):
+    """Keras runs on a backend other than TensorFlow."""
+
+
+class ProfilerBusyError(XlaGuardError):
+    """Another profiler session is already running in this process."""
+
+
+class TraceError(XlaGuardError):
+    """A trace file or directory cannot be analyzed."""
+
+
+class TraceNotFoundError(TraceError, FileNotFoundError):
+    """No `*.xplane.pb` trace exists at the given path."""
+
+
+class TraceParseError(TraceError):
+    """The file is not a readable XSpace protobuf (empty, truncated, garbage)."""
+
+
+class TraceTooLargeError(TraceError):
+    """The trace file is larger than the configured size cap."""
+
+
+class XlaGuardWarning(UserWarning):
+    """Something inside the guard failed; training goes on without it."""
