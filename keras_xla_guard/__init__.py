@@ -4,6 +4,7 @@ Public API (imported lazily: `import keras_xla_guard` does not import
 TensorFlow or Keras; the first use of a name that needs them does):
 
 - `XlaGuardCallback`: Keras callback that profiles selected epochs.
+- `XlaGuard`: the same guard for custom training loops.
 - `XlaGuardEngine`: the engine behind it, for other adapters.
 - `analyze_trace`, `analyze_xspace`, `combine_reports`: pure trace analysis.
 - `CoverageReport`, `OpStat`, `format_report`: result types.
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from keras_xla_guard.analysis import analyze_trace, analyze_xspace, combine_reports
     from keras_xla_guard.callback import XlaGuardCallback
     from keras_xla_guard.engine import XlaGuardEngine
+    from keras_xla_guard.loop import XlaGuard
 
 __all__ = [
     "BackendError",
@@ -42,6 +44,7 @@ __all__ = [
     "TraceNotFoundError",
     "TraceParseError",
     "TraceTooLargeError",
+    "XlaGuard",
     "XlaGuardCallback",
     "XlaGuardEngine",
     "XlaGuardError",
@@ -54,6 +57,7 @@ __all__ = [
 ]
 
 _LAZY = {
+    "XlaGuard": "keras_xla_guard.loop",
     "XlaGuardCallback": "keras_xla_guard.callback",
     "XlaGuardEngine": "keras_xla_guard.engine",
     "analyze_trace": "keras_xla_guard.analysis",

@@ -1,0 +1,312 @@
+"""`XlaGuard`: the guard for custom training loops, without `model.fit`.
+
+A thin adapter over `XlaGuardEngine`, like the Keras callback: the user's
+loop marks epochs with `guard.epoch(epoch)` and the guard counts steps by
+wrapping the train step with `guard.watch(train_step)`. The wrapper runs in
+Python around the call, so the compiled function itself is never changed.
+Neither Keras nor TensorFlow is imported here.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import types
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from keras_xla_guard.analysis import DEFAULT_TOP_K
+from keras_xla_guard.engine import DEFAULT_LOG_DIR, XlaGuardEngine
+from keras_xla_guard.report import CoverageReport
+from keras_xla_guard.schedule import DEFAULT_MAX_STEPS, DEFAULT_SKIP_STEPS
+from keras_xla_guard.xplane import DEFAULT_MAX_TRACE_BYTES
+
+__all__ = ["XlaGuard"]
+
+
+class _WatchedStep:
+    """A train step wrapped by `XlaGuard.watch`.
+
+    Calls go straight to the wrapped callable after one Python-side step
+    mark; attributes the wrapper does not define (`get_concrete_function`,
+    `experimental_get_tracing_count`, ... of a `tf.function`) are read from
+    the wrapped callable.
+    """
+
+    def __init__(self, guard: "XlaGuard", fn: Callable[..., Any]) -> None:
+        functools.update_wrapper(self, fn, updated=())
+        self._guard = guard
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self._guard._before_step()
+        return self.__wrapped__(*args, **kwargs)
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        # Lets `@guard.watch` decorate a method like a plain function would.
+        if instance is None:
+            return self
+        return types.MethodType(self, instance)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.__wrapped__, name)
+
+    def __repr__(self) -> str:
+        return f"<keras_xla_guard watched step {self.__wrapped__!r}>"
+
+
+class _EpochScope:
+    """Context manager returned by `XlaGuard.epoch`."""
+
+    def __init__(self, guard: "XlaGuard", epoch: int, steps: int | None) -> None:
+        self._guard = guard
+        self.epoch = epoch
+        self.steps = steps
+
+    def __enter__(self) -> "_EpochScope":
+        self._guard._enter_epoch(self.epoch, self.steps)
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        self._guard._exit_epoch(self.epoch, failed=exc is not None)
+        # Never swallow the user's exception: it propagates as raised.
+        return False
+
+
+class XlaGuard:
+    """Measures how much of a custom training loop's op time runs under XLA.
+
+    The same guard as `XlaGuardCallback`, for loops that call their own
+    train step (typically a `tf.function(jit_compile=True)`) instead of
+    `model.fit`. Wrap the step with `watch()` and run each epoch inside
+    `with guard.epoch(epoch):`. In the selected epochs the guard starts
+    TensorFlow's profiler for a window of steps, marks every step for XProf,
+    analyzes the trace on a background thread and writes the same reports
+    and TensorBoard output (`xla_guard/...` scalars, a Custom Scalars layout
+    and a text table) as the callback. Nothing inside the guard can break
+    training: its own failures become `XlaGuardWarning`s.
+
+    Args:
+        log_dir: Directory for traces (`<log_dir>/plugins/profile/`) and
+            TensorBoard summaries. Defaults to `"logs/xla_guard"`.
+        profile_epochs: Epoch indices (0-based) to profile: an int, an
+            iterable of ints or a range. Defaults to `None`: the second epoch
+            the loop runs (the first one after compilation), unless
+            `profile_every` is given.
+        profile_every: Also profile every N-th epoch, counted from the first
+            epoch the loop runs. Defaults to `None`.
+        skip_steps: Steps at the start of each profiled epoch to leave out
+            (iterator start-up, compilation). Defaults to `2`.
+        max_steps: Most steps profiled per window, bounding trace size;
+            `None` profiles the whole epoch. Defaults to `20`.
+        top_k: How many plain TF ops each report lists. Defaults to `10`.
+        write_summaries: Write TensorBoard summaries. Defaults to `True`.
+        async_analysis: Analyze traces off the training thread. Defaults
+            to `True`.
+        max_trace_bytes: Traces larger than this are not analyzed.
+            Defaults to 1 GiB.
+        verbose: 1 prints each report when the guard is closed, 0 is
+            silent. Defaults to `1`.
+
+    Raises:
+        ValueError: If an argument is invalid.
+
+    Example:
+
+    ```python
+    import tensorflow as tf
+    from keras_xla_guard import XlaGuard
+
+    w = tf.Variable(tf.zeros((8, 1)))
+    x = tf.random.normal((512, 8))
+    dataset = tf.data.Dataset.from_tensor_slices((x, x[:, :1])).batch(32)
+
+    @tf.function(jit_compile=True)
+    def train_step(x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((x @ w - y) ** 2)
+        w.assign_sub(0.1 * tape.gradient(loss, w))
+        return loss
+
+    with XlaGuard(log_dir="logs/xla_guard", profile_epochs=(1,)) as guard:
+        step = guard.watch(train_step)
+        for epoch in range(3):
+            with guard.epoch(epoch):
+                for x_batch, y_batch in dataset:
+                    loss = step(x_batch, y_batch)
+    print(guard.reports[1].xla_time_fraction)
+    ```
+    """
+
+    def __init__(
+        self,
+        log_dir: str | os.PathLike[str] = DEFAULT_LOG_DIR,
+        profile_epochs: int | Iterable[int] | None = None,
+        profile_every: int | None = None,
+        skip_steps: int = DEFAULT_SKIP_STEPS,
+        max_steps: int | None = DEFAULT_MAX_STEPS,
+        top_k: int = DEFAULT_TOP_K,
+        write_summaries: bool = True,
+        async_analysis: bool = True,
+        max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES,
+        verbose: int = 1,
+    ) -> None:
+        self.engine = XlaGuardEngine(
+            log_dir=log_dir,
+            profile_epochs=profile_epochs,
+            profile_every=profile_every,
+            skip_steps=skip_steps,
+            max_steps=max_steps,
+            top_k=top_k,
+            write_summaries=write_summaries,
+            async_analysis=async_analysis,
+            max_trace_bytes=max_trace_bytes,
+            verbose=verbose,
+        )
+        self.engine.note_providers.append(self._jit_notes)
+        self._watched: list[Callable[..., Any]] = []
+        self._running = False
+        self._epoch: int | None = None
+        self._step = 0
+
+    @property
+    def reports(self) -> dict[int, CoverageReport]:
+        """Reports keyed by 0-based epoch index.
+
+        Reading this waits for trace analyses still running, so a report
+        is there as soon as its epoch has ended.
+        """
+        self.engine.wait()
+        return self.engine.reports
+
+    @property
+    def log_dir(self) -> str:
+        """The directory holding traces and TensorBoard summaries."""
+        return os.fspath(self.engine.log_dir)
+
+    def watch(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Wraps a train step so that each call counts as one training step.
+
+        The wrapper marks the step for the profiler (a
+        `tf.profiler.experimental.Trace("train", step_num=..., _r=1)`
+        region, only inside a profiling window) and then calls `fn` with
+        the same arguments. It works in Python around the call: nothing is
+        added to a compiled function, the return value and any exception
+        pass through unchanged, and `fn`'s name, docstring and attributes
+        (e.g. `get_concrete_function` of a `tf.function`) stay reachable.
+        Calls outside `with guard.epoch(...)` are passed through unmarked.
+
+        Args:
+            fn: The train step: a `tf.function` or any callable.
+
+        Returns:
+            The wrapped step; call it instead of `fn`. Watching an already
+            watched step of this guard returns it unchanged.
+
+        Raises:
+            ValueError: If `fn` is not callable.
+        """
+        if isinstance(fn, _WatchedStep) and fn._guard is self:
+            return fn
+        if not callable(fn):
+            raise ValueError(f"`fn` must be a callable train step. Received: fn={fn!r}")
+        self._watched.append(fn)
+        return _WatchedStep(self, fn)
+
+    def epoch(self, epoch: int, steps: int | None = None) -> _EpochScope:
+        """Marks one epoch of the loop; use it as a context manager.
+
+        Entering it starts the epoch (and, in a selected epoch, arms the
+        profiling window); leaving it ends the epoch and hands the trace to
+        analysis. If an exception leaves the block, the profiler is stopped
+        and the exception propagates unchanged.
+
+        Args:
+            epoch: 0-based epoch index.
+            steps: Steps the epoch will run, if known. With fewer steps than
+                `skip_steps`, the window then starts at step 0. Defaults to
+                `None`.
+
+        Returns:
+            A context manager for the epoch's `with` block.
+
+        Raises:
+            ValueError: If `epoch` or `steps` is invalid.
+        """
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise ValueError(
+                f"`epoch` must be a non-negative integer (0-based). Received: epoch={epoch!r}"
+            )
+        if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
+            raise ValueError(f"`steps` must be a positive integer or None. Received: steps={steps!r}")
+        return _EpochScope(self, epoch, steps)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Ends the run: stops the profiler, waits for analyses, flushes.
+
+        Prints the reports when `verbose=1`. Calling it again does nothing;
+        a later `epoch()` starts a new run with the same guard.
+
+        Args:
+            timeout: Seconds to wait for pending analyses. Defaults to no
+                limit.
+        """
+        if not self._running:
+            return
+        self._running = False
+        self._epoch = None
+        self.engine.train_end(timeout)
+
+    def __enter__(self) -> "XlaGuard":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        if exc is not None:
+            self.engine.abort()
+        self.close()
+        return False
+
+    # ------------------------------------------------------------ internals
+
+    def _enter_epoch(self, epoch: int, steps: int | None) -> None:
+        if self._epoch is not None:
+            raise RuntimeError(
+                f"`guard.epoch({epoch})` was entered inside `guard.epoch({self._epoch})`; "
+                "epochs cannot be nested."
+            )
+        if not self._running:
+            self._running = True
+            self.engine.train_begin(epochs=None, initial_epoch=epoch)
+        self._epoch = epoch
+        self._step = 0
+        self.engine.epoch_begin(epoch, steps=steps)
+
+    def _exit_epoch(self, epoch: int, failed: bool) -> None:
+        self._epoch = None
+        if failed:
+            self.engine.abort()
+        else:
+            self.engine.epoch_end(epoch)
+
+    def _before_step(self) -> None:
+        if self._epoch is None:
+            return
+        step, self._step = self._step, self._step + 1
+        self.engine.step_begin(step)
+
+    def _jit_notes(self, report: CoverageReport) -> list[str]:
+        if report.xla_time_s > 0 or report.non_xla_op_time_s == 0 or not self._watched:
+            return []
+        # tf.function keeps its jit_compile argument only in a private
+        # attribute; a plain callable has none.
+        flags = [getattr(fn, "_jit_compile", None) for fn in self._watched]
+        if not any(flags):
+            return [
+                "XLA is not requested: the watched train step is not a "
+                "tf.function(jit_compile=True); pass jit_compile=True to its tf.function"
+            ]
+        return [
+            "the watched train step has jit_compile=True but no XLA execution was "
+            "recorded in this window; check the TensorFlow log for compilation errors"
+        ]
