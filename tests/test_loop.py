@@ -1,0 +1,294 @@
+"""Tests for `XlaGuard`, the guard for custom training loops."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from keras_xla_guard import XlaGuard
+from keras_xla_guard.xplane import load_xspace
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+FEATURES = 16
+BATCH = 32
+BATCHES = 8
+
+
+def _make_step(jit_compile: bool, seed: int = 0) -> tuple[Any, list[Any]]:
+    """A raw-variable MLP train step: forward, gradients, SGD update."""
+    import tensorflow as tf
+
+    init = tf.random.stateless_normal
+    w1 = tf.Variable(0.1 * init((FEATURES, 64), seed=(seed, 1)))
+    w2 = tf.Variable(0.1 * init((64, 1), seed=(seed, 2)))
+
+    @tf.function(jit_compile=jit_compile)
+    def train_step(x: Any, y: Any) -> Any:
+        """One SGD step."""
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((tf.nn.relu(x @ w1) @ w2 - y) ** 2)
+        g1, g2 = tape.gradient(loss, [w1, w2])
+        w1.assign_sub(0.01 * g1)
+        w2.assign_sub(0.01 * g2)
+        return loss
+
+    return train_step, [w1, w2]
+
+
+def _dataset() -> Any:
+    import tensorflow as tf
+
+    x = tf.random.stateless_normal((BATCH * BATCHES, FEATURES), seed=(7, 7))
+    y = tf.reduce_sum(x[:, :1], axis=1, keepdims=True)
+    return tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH)
+
+
+def _train(guard: XlaGuard, train_step: Any, epochs: int = 3) -> list[float]:
+    step = guard.watch(train_step)
+    losses = []
+    with guard:
+        for epoch in range(epochs):
+            with guard.epoch(epoch):
+                for x, y in _dataset():
+                    losses.append(float(step(x, y)))
+    return losses
+
+
+def _step_markers(trace_path: str) -> list[dict[str, int]]:
+    """Stats of every `train` step-marker event in a trace."""
+    markers = []
+    space = load_xspace(trace_path)
+    for plane in space.planes:
+        names = {mid: m.name for mid, m in plane.event_metadata.items()}
+        stat_names = {mid: m.name for mid, m in plane.stat_metadata.items()}
+        for line in plane.lines:
+            for event in line.events:
+                if names.get(event.metadata_id) == "train":
+                    markers.append(
+                        {stat_names[s.metadata_id]: s.int64_value for s in event.stats}
+                    )
+    return markers
+
+
+def _tensor_tags(log_dir: str) -> set[str]:
+    from tensorboard.backend.event_processing import event_accumulator
+
+    acc = event_accumulator.EventAccumulator(log_dir, size_guidance={"tensors": 0})
+    acc.Reload()
+    return set(acc.Tags()["tensors"])
+
+
+@pytest.fixture(scope="module")
+def jit_run(tmp_path_factory: pytest.TempPathFactory) -> XlaGuard:
+    """Three epochs of a jit-compiled step, epoch 1 profiled."""
+    log_dir = tmp_path_factory.mktemp("jit")
+    guard = XlaGuard(log_dir=log_dir, profile_epochs=(1,), verbose=0)
+    train_step, _ = _make_step(jit_compile=True)
+    _train(guard, train_step)
+    return guard
+
+
+@pytest.fixture(scope="module")
+def plain_run(tmp_path_factory: pytest.TempPathFactory) -> XlaGuard:
+    """Three epochs of a tf.function step without jit, default schedule."""
+    log_dir = tmp_path_factory.mktemp("plain")
+    guard = XlaGuard(log_dir=log_dir, verbose=0)
+    train_step, _ = _make_step(jit_compile=False)
+    _train(guard, train_step)
+    return guard
+
+
+# ------------------------------------------------------------ fast tests
+
+
+def test_import_does_not_import_tensorflow_or_keras() -> None:
+    """Importing the loop module pulls in neither TensorFlow nor Keras."""
+    code = (
+        "import sys, keras_xla_guard.loop; "
+        "print(sorted(m for m in ('keras', 'tensorflow') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_public_name_is_exported() -> None:
+    """`XlaGuard` is re-exported from the package."""
+    import keras_xla_guard
+
+    assert "XlaGuard" in keras_xla_guard.__all__
+    assert keras_xla_guard.XlaGuard is XlaGuard
+
+
+@pytest.mark.parametrize("epoch", [-1, 1.0, True, "1", None])
+def test_epoch_rejects_bad_index(tmp_path: Path, epoch: Any) -> None:
+    """`guard.epoch` raises ValueError quoting a bad epoch index."""
+    guard = XlaGuard(log_dir=tmp_path, verbose=0)
+    with pytest.raises(ValueError, match=rf"Received: epoch={epoch!r}"):
+        guard.epoch(epoch)
+
+
+@pytest.mark.parametrize("steps", [0, -3, 2.5, True])
+def test_epoch_rejects_bad_steps(tmp_path: Path, steps: Any) -> None:
+    """`guard.epoch` raises ValueError quoting a bad step count."""
+    guard = XlaGuard(log_dir=tmp_path, verbose=0)
+    with pytest.raises(ValueError, match=rf"Received: steps={steps!r}"):
+        guard.epoch(0, steps=steps)
+
+
+def test_watch_rejects_non_callable(tmp_path: Path) -> None:
+    """`watch` raises ValueError quoting a non-callable argument."""
+    guard = XlaGuard(log_dir=tmp_path, verbose=0)
+    with pytest.raises(ValueError, match=r"Received: fn=42"):
+        guard.watch(42)
+
+
+def test_constructor_validates_like_the_callback(tmp_path: Path) -> None:
+    """Bad schedule arguments raise ValueError quoting the value."""
+    with pytest.raises(ValueError, match=r"Received: profile_epochs=-1"):
+        XlaGuard(log_dir=tmp_path, profile_epochs=-1)
+    with pytest.raises(ValueError, match=r"Received: log_dir=''"):
+        XlaGuard(log_dir="")
+
+
+def test_watch_passes_values_and_exceptions_through(tmp_path: Path) -> None:
+    """The watched step returns the same object and raises the same exception."""
+    guard = XlaGuard(log_dir=tmp_path, profile_epochs=(9,), verbose=0)
+    result = object()
+    error = ArithmeticError("user error")
+
+    def train_step(x: Any, *, fail: bool = False) -> Any:
+        """The user's step."""
+        if fail:
+            raise error
+        return result
+
+    step = guard.watch(train_step)
+    with guard.epoch(0):
+        assert step(1) is result
+        with pytest.raises(ArithmeticError) as info:
+            step(1, fail=True)
+    assert info.value is error
+    assert step.__name__ == "train_step"
+    assert step.__doc__ == "The user's step."
+    assert step.__wrapped__ is train_step
+    assert guard.watch(step) is step
+
+
+def test_nested_epochs_are_rejected(tmp_path: Path) -> None:
+    """Entering `guard.epoch` inside another raises RuntimeError."""
+    guard = XlaGuard(log_dir=tmp_path, profile_epochs=(9,), verbose=0)
+    with pytest.raises(RuntimeError, match=r"cannot be nested"):
+        with guard.epoch(0):
+            with guard.epoch(1):
+                pass
+
+
+# ------------------------------------------------------------ real TF
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("exc", [ValueError("bad batch"), KeyboardInterrupt()])
+def test_exception_in_epoch_stops_profiler_and_propagates(tmp_path: Path, exc: BaseException) -> None:
+    """An exception inside `guard.epoch` stops the profiler and escapes unchanged."""
+    import tensorflow as tf
+
+    guard = XlaGuard(log_dir=tmp_path / "guard", profile_epochs=(0,), skip_steps=0, verbose=0)
+    step = guard.watch(lambda x: x + 1)
+    with pytest.raises(type(exc)) as info:
+        with guard.epoch(0):
+            step(tf.constant(1.0))
+            step(tf.constant(2.0))
+            assert guard.engine.profiling
+            raise exc
+    assert info.value is exc
+    assert not guard.engine.profiling
+    tf.profiler.experimental.start(str(tmp_path / "other"))
+    tf.profiler.experimental.stop()
+    guard.close()
+    assert 0 not in guard.reports
+
+
+@pytest.mark.slow
+def test_jit_step_runs_inside_xla(jit_run: XlaGuard) -> None:
+    """A tf.function(jit_compile=True) step reports at least 90% XLA time."""
+    report = jit_run.reports[1]
+    assert report.ok, report.reason
+    assert report.xla_time_fraction >= 0.9
+    assert report.xla_executions == BATCHES - 2
+    assert report.steps_profiled == BATCHES - 2
+    assert list(jit_run.reports) == [1]
+
+
+@pytest.mark.slow
+def test_plain_step_has_no_xla(plain_run: XlaGuard) -> None:
+    """A tf.function step without jit reports 0 XLA time and says why."""
+    assert list(plain_run.reports) == [1]
+    report = plain_run.reports[1]
+    assert report.ok, report.reason
+    assert report.xla_time_fraction == 0
+    assert report.non_xla_op_time_s > 0
+    assert any("jit_compile=True" in note for note in report.notes)
+
+
+@pytest.mark.slow
+def test_step_markers_in_trace(jit_run: XlaGuard) -> None:
+    """Each profiled step is a `train` event with step_num and `_r=1` for XProf."""
+    markers = _step_markers(jit_run.reports[1].trace_path)
+    assert [m["step_num"] for m in markers] == list(range(2, BATCHES))
+    assert all(m["_r"] == 1 for m in markers)
+
+
+@pytest.mark.slow
+def test_event_files_hold_guard_tags(jit_run: XlaGuard) -> None:
+    """TensorBoard event files hold the same `xla_guard/*` tags as the callback's."""
+    from keras_xla_guard.summary import SCALAR_TAGS
+
+    tags = _tensor_tags(jit_run.log_dir)
+    assert set(SCALAR_TAGS) <= tags
+    assert "xla_guard/report" in tags
+
+
+@pytest.mark.slow
+def test_watch_keeps_tf_function_api_and_numbers(tmp_path: Path) -> None:
+    """A watched, profiled step trains to the same weights as the bare step."""
+    import numpy as np
+
+    bare_step, bare_vars = _make_step(jit_compile=True, seed=3)
+    watched_fn, watched_vars = _make_step(jit_compile=True, seed=3)
+    bare_losses = [float(bare_step(x, y)) for _ in range(2) for x, y in _dataset()]
+    guard = XlaGuard(log_dir=tmp_path, profile_epochs=(0, 1), skip_steps=0, verbose=0)
+    watched_losses = _train(guard, watched_fn, epochs=2)
+    step = guard.watch(watched_fn)
+    assert watched_losses == bare_losses
+    assert all(np.isfinite(watched_losses))
+    for bare, watched in zip(bare_vars, watched_vars):
+        np.testing.assert_array_equal(bare.numpy(), watched.numpy())
+    assert step.experimental_get_tracing_count() == 1
+    assert step.get_concrete_function is not None
+    assert [r.status for r in guard.reports.values()] == ["ok", "ok"]
+
+
+@pytest.mark.slow
+def test_variable_shapes_compile_once_per_shape(tmp_path: Path) -> None:
+    """Each new input shape of a jit step is one XLA compilation in the trace."""
+    import tensorflow as tf
+
+    lengths = [4, 6, 8, 4, 6, 10, 8, 4]
+    train_step, _ = _make_step(jit_compile=True)
+    guard = XlaGuard(log_dir=tmp_path, profile_epochs=(0,), skip_steps=0, verbose=0)
+    step = guard.watch(train_step)
+    with guard:
+        with guard.epoch(0):
+            for n in lengths:
+                x = tf.random.stateless_normal((n, FEATURES), seed=(n, 0))
+                step(x, tf.zeros((n, 1)))
+    report = guard.reports[0]
+    assert report.ok, report.reason
+    assert report.compilations == len(set(lengths))
+    assert step.experimental_get_tracing_count() == len(set(lengths))
