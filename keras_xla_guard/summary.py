@@ -8,19 +8,25 @@ from __future__ import annotations
 
 import os
 import re
+import threading
+import unicodedata
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from keras_xla_guard.report import CoverageReport
 
 __all__ = [
+    "LAYOUT_CATEGORY",
     "SCALAR_TAGS",
     "SummaryWriter",
     "escape_markdown",
     "layout_proto",
+    "markdown_table",
     "report_markdown",
 ]
 
 PREFIX = "xla_guard"
+LAYOUT_CATEGORY = "XLA Guard"
 # Tag -> how to read it from a report. The step of every point is the epoch.
 SCALAR_TAGS: dict[str, Any] = {
     f"{PREFIX}/xla_time_fraction": lambda r: r.xla_time_fraction,
@@ -33,25 +39,97 @@ SCALAR_TAGS: dict[str, Any] = {
     f"{PREFIX}/input_pipeline_time_s": lambda r: r.input_pipeline_time_s,
 }
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~])")
+# ASCII characters with a meaning in Markdown (Python-Markdown, which
+# TensorBoard's text plugin uses, and CommonMark) or in HTML. They become
+# numeric character references: those render as the character itself in
+# every dialect, whereas a backslash escape is literal text wherever the
+# dialect does not define it (Python-Markdown shows `\~` as `\~`).
+_MD_SPECIAL = frozenset("\\`*_{}[]()#+-.!|~<>&^=")
+
+
+def _plain_char(char: str) -> str:
+    if char in _MD_SPECIAL:
+        return f"&#{ord(char)};"
+    # Line and paragraph separators, tabs, control and format characters
+    # (bidi overrides, Python-Markdown's STX/ETX placeholders) would end a
+    # table row, reorder the text or confuse the renderer.
+    if char != " " and (char.isspace() or unicodedata.category(char)[0] in "CZ"):
+        return " "
+    return char
 
 
 def escape_markdown(text: str) -> str:
-    """Escapes text so Markdown and HTML render it literally.
+    """Escapes text so Markdown and HTML render it literally, on one line.
 
-    Op names are user-controlled (layer names); no name may break a table
-    row or inject markup into TensorBoard's text dashboard.
+    Op and layer names are user-controlled; no name may break a table row,
+    start a list or code block, or inject links or markup into TensorBoard's
+    text dashboard.
 
     Args:
         text: Any string.
 
     Returns:
-        The string with Markdown punctuation backslash-escaped, `<`, `>`
-        and `&` as HTML entities, and newlines as spaces.
+        The string with Markdown and HTML punctuation and leading or
+        trailing spaces as numeric character references (`|` becomes
+        `&#124;`), and line breaks, tabs, control and format characters as
+        spaces.
+
+    Example:
+
+    ```python
+    from keras_xla_guard.summary import escape_markdown
+
+    escape_markdown("dense|1")  # 'dense&#124;1', shown as dense|1
+    ```
     """
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    text = text.replace("\r", " ").replace("\n", " ")
-    return _MD_SPECIAL.sub(r"\\\1", text)
+    escaped = "".join(map(_plain_char, text))
+    # Leading spaces would start a code block and two trailing ones a line
+    # break when the text begins or ends a line.
+    body = escaped.strip(" ")
+    if not body:
+        return "&#32;" * len(escaped)
+    lead = len(escaped) - len(escaped.lstrip(" "))
+    trail = len(escaped) - len(escaped.rstrip(" "))
+    return "&#32;" * lead + body + "&#32;" * trail
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """Renders a Markdown table with every cell escaped.
+
+    Args:
+        header: Column titles. A title ending in `":"` is right-aligned (the
+            colon is not shown).
+        rows: One sequence of cell values per row, as many as `header`;
+            values are converted with `str`.
+
+    Returns:
+        The table as Markdown lines joined with `"\\n"`.
+
+    Raises:
+        ValueError: If a row has a different number of cells than `header`.
+
+    Example:
+
+    ```python
+    from keras_xla_guard.summary import markdown_table
+
+    print(markdown_table(["op", "ms:"], [["MatMul", "1.5"]]))
+    ```
+    """
+    titles = [h[:-1] if h.endswith(":") else h for h in header]
+    align = ["---:" if h.endswith(":") else "---" for h in header]
+    lines = [
+        "| " + " | ".join(escape_markdown(t) for t in titles) + " |",
+        "|" + "|".join(align) + "|",
+    ]
+    for row in rows:
+        cells = [str(c) for c in row]
+        if len(cells) != len(header):
+            raise ValueError(
+                f"Each row needs {len(header)} cells. Received: row={list(row)!r}"
+            )
+        lines.append("| " + " | ".join(escape_markdown(c) for c in cells) + " |")
+    return "\n".join(lines)
 
 
 def report_markdown(report: CoverageReport) -> str:
@@ -74,15 +152,15 @@ def report_markdown(report: CoverageReport) -> str:
         "",
     ]
     if report.top_non_xla_ops:
-        parts += [
-            "| # | op type | op name | self time (ms) | count |",
-            "|---|---|---|---:|---:|",
-        ]
-        for i, op in enumerate(report.top_non_xla_ops, 1):
-            parts.append(
-                f"| {i} | {escape_markdown(op.op_type)} | {escape_markdown(op.op_name)} "
-                f"| {op.self_time_s * 1e3:.3f} | {op.count} |"
+        parts.append(
+            markdown_table(
+                ["#", "op type", "op name", "self time (ms):", "count:"],
+                (
+                    [i, op.op_type, op.op_name, f"{op.self_time_s * 1e3:.3f}", op.count]
+                    for i, op in enumerate(report.top_non_xla_ops, 1)
+                ),
             )
+        )
     else:
         parts.append("No plain TF op ran outside XLA in this window.")
     for note in report.notes:
@@ -109,7 +187,7 @@ def layout_proto() -> Any:
     return layout_pb2.Layout(
         category=[
             layout_pb2.Category(
-                title="XLA Guard",
+                title=LAYOUT_CATEGORY,
                 chart=[
                     chart("XLA coverage (%)", "coverage_percent"),
                     chart("XLA vs non-XLA op time (s)", "xla_time_s", "non_xla_op_time_s"),
@@ -125,14 +203,31 @@ def layout_proto() -> Any:
 class SummaryWriter:
     """Writes guard reports as TensorBoard summaries into one run directory.
 
+    The Custom Scalars layout is written with the first summary, so any run
+    holding guard data also holds its layout. Safe to use from several
+    threads (the engine writes from its analysis thread).
+
     Args:
         log_dir: The run directory (event files are written directly in it).
+
+    Example:
+
+    ```python
+    from keras_xla_guard import CoverageReport
+    from keras_xla_guard.summary import SummaryWriter
+
+    writer = SummaryWriter("logs/xla_guard")
+    writer.write_report(CoverageReport(xla_time_s=0.9, non_xla_op_time_s=0.1,
+                                       xla_time_fraction=0.9), step=1)
+    writer.close()
+    ```
     """
 
     def __init__(self, log_dir: str | os.PathLike[str]) -> None:
         self.log_dir = os.fspath(log_dir)
         self._writer: Any = None
         self._layout_written = False
+        self._lock = threading.RLock()
 
     def _get(self) -> Any:
         if self._writer is None:
@@ -143,16 +238,17 @@ class SummaryWriter:
 
     def write_layout(self) -> None:
         """Writes the Custom Scalars layout once per writer."""
-        if self._layout_written:
-            return
         import tensorflow as tf
         from tensorboard.plugins.custom_scalar import summary as cs_summary
 
-        with self._get().as_default():
-            tf.summary.experimental.write_raw_pb(
-                cs_summary.pb(layout_proto()).SerializeToString(), step=0
-            )
-        self._layout_written = True
+        with self._lock:
+            if self._layout_written:
+                return
+            with self._get().as_default():
+                tf.summary.experimental.write_raw_pb(
+                    cs_summary.pb(layout_proto()).SerializeToString(), step=0
+                )
+            self._layout_written = True
 
     def write_report(self, report: CoverageReport, step: int) -> None:
         """Writes one report's scalars and text at `step` (the epoch).
@@ -163,43 +259,52 @@ class SummaryWriter:
         """
         import tensorflow as tf
 
-        self.write_layout()
-        with self._get().as_default(step=step):
-            if report.status == "ok":
-                for tag, read in SCALAR_TAGS.items():
-                    tf.summary.scalar(tag, float(read(report)))
-            tf.summary.text(f"{PREFIX}/report", report_markdown(report))
-        self._writer.flush()
+        with self._lock:
+            self.write_layout()
+            with self._get().as_default(step=step):
+                if report.status == "ok":
+                    for tag, read in SCALAR_TAGS.items():
+                        tf.summary.scalar(tag, float(read(report)))
+                tf.summary.text(f"{PREFIX}/report", report_markdown(report))
+            self._writer.flush()
 
     def write_scalars(self, values: dict[str, float], step: int) -> None:
         """Writes extra scalars (e.g. signature counts) under `xla_guard/`.
 
         Args:
-            values: Tag suffix -> value.
-            step: The TensorBoard step.
+            values: Tag suffix -> value, e.g. `{"new_signatures": 3}`.
+            step: The TensorBoard step, normally the 0-based epoch index.
         """
         import tensorflow as tf
 
-        with self._get().as_default(step=step):
-            for name, value in values.items():
-                tf.summary.scalar(f"{PREFIX}/{name}", float(value))
+        with self._lock:
+            self.write_layout()
+            with self._get().as_default(step=step):
+                for name, value in values.items():
+                    tf.summary.scalar(f"{PREFIX}/{name}", float(value))
+            self._writer.flush()
 
     def write_text(self, name: str, markdown: str, step: int) -> None:
         """Writes a Markdown text summary under `xla_guard/<name>`.
 
         Args:
-            name: Tag suffix.
-            markdown: The (already escaped) Markdown.
-            step: The TensorBoard step.
+            name: Tag suffix, e.g. `"recompilation"`.
+            markdown: The Markdown; build it with `escape_markdown` and
+                `markdown_table` so names cannot inject markup.
+            step: The TensorBoard step, normally the 0-based epoch index.
         """
         import tensorflow as tf
 
-        with self._get().as_default(step=step):
-            tf.summary.text(f"{PREFIX}/{name}", markdown)
+        with self._lock:
+            self.write_layout()
+            with self._get().as_default(step=step):
+                tf.summary.text(f"{PREFIX}/{name}", markdown)
+            self._writer.flush()
 
     def close(self) -> None:
         """Flushes and closes the event file."""
-        if self._writer is not None:
-            self._writer.flush()
-            self._writer.close()
-            self._writer = None
+        with self._lock:
+            if self._writer is not None:
+                self._writer.flush()
+                self._writer.close()
+                self._writer = None
