@@ -280,13 +280,14 @@ class XlaGuardEngine:
             self._store(CoverageReport(status="failed", reason=message, epoch=epoch))
 
     def _start_window(self, epoch: int, step: int) -> None:
-        self._pending_epoch = None
         session = ProfilerSession(self.log_dir, run_name=f"epoch{epoch}")
         try:
             session.start()
         except ProfilerBusyError as e:
+            self._pending_epoch = None
             self._store(CoverageReport(status="skipped", reason=str(e), epoch=epoch, steps_profiled=0))
             return
+        self._pending_epoch = None
         self._window = _Window(epoch, session, step, time.perf_counter(), step)
         self._mark_step(self._window, step)
 
