@@ -48,6 +48,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--epochs must be >= 1. Received: {args.epochs}")
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import warnings
+
+    # Keras warns that shuffle is ignored for tf.data input; not news here.
+    warnings.filterwarnings("ignore", message="`shuffle=True` was passed")
     import numpy as np
     import tensorflow as tf
 
