@@ -1,0 +1,159 @@
+"""End to end: a real fit beside Keras' TensorBoard callback, served by a real
+`tensorboard` process, checked through TensorBoard's HTTP data API."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import warnings
+
+import pytest
+
+with warnings.catch_warnings():
+    # TensorBoard's vendored bleach imports html5lib's deprecated sanitizer.
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from tensorboard.plugin_util import markdown_to_safe_html
+
+from keras_xla_guard.summary import SCALAR_TAGS, layout_proto, report_markdown
+from tensorboard_server import (
+    GUARD_RUN,
+    HOSTILE_LAYER,
+    PROFILED_EPOCHS,
+    HtmlTables,
+    TensorBoardServer,
+    fit_beside_keras_tensorboard,
+    guard_data_loaded,
+)
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def fit(tmp_path_factory):
+    """One real fit writing the guard run and Keras' train/validation runs."""
+    return fit_beside_keras_tensorboard(tmp_path_factory.mktemp("tb_e2e"))
+
+
+@pytest.fixture(scope="module")
+def server(fit, tmp_path_factory):
+    """A real `tensorboard --logdir` over the fit's log root, killed at teardown."""
+    tb = TensorBoardServer(fit.log_root, tmp_path_factory.mktemp("tb_e2e_server") / "tensorboard.log")
+    try:
+        tb.start(guard_data_loaded)
+        yield tb
+    finally:
+        tb.stop()
+
+
+def _close(a: float, b: float) -> bool:
+    # TensorBoard serves the float32 values tf.summary stored.
+    return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9)
+
+
+def test_fit_profiled_the_expected_epochs(fit) -> None:
+    """The fit produced an ok report for each profiled epoch with plain ops to list."""
+    assert sorted(fit.reports) == list(PROFILED_EPOCHS)
+    assert all(r.ok and r.top_non_xla_ops for r in fit.reports.values())
+
+
+def test_runs_are_ours_and_keras(server) -> None:
+    """TensorBoard lists exactly our run and Keras' train and validation runs."""
+    assert sorted(server.json("/data/runs")) == sorted([GUARD_RUN, "train", "validation"])
+
+
+def test_dashboards_are_active(server) -> None:
+    """The Scalars, Custom Scalars, Text and Profile dashboards are enabled."""
+    plugins = server.json("/data/plugins_listing")
+    for name in ("scalars", "custom_scalars", "text", "profile"):
+        assert plugins[name]["enabled"], name
+
+
+def test_scalar_values_per_epoch_match_the_reports(server, fit) -> None:
+    """Every guard scalar is served with one point per profiled epoch, equal to the report."""
+    tags = server.json("/data/plugin/scalars/tags")[GUARD_RUN]
+    assert sorted(tags) == sorted(SCALAR_TAGS)
+    for tag, read in SCALAR_TAGS.items():
+        points = server.json("/data/plugin/scalars/scalars", run=GUARD_RUN, tag=tag)
+        assert [step for _, step, _ in points] == list(PROFILED_EPOCHS), tag
+        for _, step, value in points:
+            assert _close(value, float(read(fit.reports[step]))), (tag, step, value)
+    coverage = server.json("/data/plugin/scalars/scalars", run=GUARD_RUN, tag="xla_guard/non_xla_op_time_s")
+    assert all(value > 0 for _, _, value in coverage)
+
+
+def test_keras_runs_are_intact(server, fit) -> None:
+    """Keras' epoch losses are served unchanged and its runs hold none of our tags."""
+    tags = server.json("/data/plugin/scalars/tags")
+    for run, key in (("train", "loss"), ("validation", "val_loss")):
+        assert not [t for t in tags[run] if t.startswith("xla_guard/")], run
+        points = server.json("/data/plugin/scalars/scalars", run=run, tag="epoch_loss")
+        assert [step for _, step, _ in points] == [0, 1, 2]
+        assert all(_close(v, h) for (_, _, v), h in zip(points, fit.history[key], strict=True)), run
+    assert "keras" in server.json("/data/plugin/graphs/info")["train"]["tags"]
+
+
+def test_custom_scalars_layout_is_served(server) -> None:
+    """The Custom Scalars plugin serves the "XLA Guard" category with our charts."""
+    served = server.json("/data/plugin/custom_scalars/layout")
+    expected = layout_proto()
+    assert [c["title"] for c in served["category"]] == ["XLA Guard"]
+    charts = served["category"][0]["chart"]
+    assert [(c["title"], c["multiline"]["tag"]) for c in charts] == [
+        (c.title, list(c.multiline.tag)) for c in expected.category[0].chart
+    ]
+
+
+def test_custom_scalars_charts_get_the_report_values(server, fit) -> None:
+    """Each chart's tag regex fetches our values the way the dashboard does."""
+    for chart in layout_proto().category[0].chart:
+        for regex in chart.multiline.tag:
+            served = server.json("/data/plugin/custom_scalars/scalars", run=GUARD_RUN, tag=regex)
+            assert served["regex_valid"]
+            tag = regex.strip("^$").replace("\\", "")
+            if tag not in SCALAR_TAGS:
+                continue
+            points = served["tag_to_events"][tag]
+            assert [s for _, s, _ in points] == list(PROFILED_EPOCHS)
+            for _, step, value in points:
+                assert _close(value, float(SCALAR_TAGS[tag](fit.reports[step]))), (tag, step)
+
+
+def test_text_panel_renders_the_escaped_op_table(server, fit) -> None:
+    """The Text plugin serves one report per epoch whose table shows each op name literally."""
+    assert server.json("/data/plugin/text/tags") == {GUARD_RUN: ["xla_guard/report"]}
+    entries = server.json("/data/plugin/text/text", run=GUARD_RUN, tag="xla_guard/report")
+    assert [e["step"] for e in entries] == list(PROFILED_EPOCHS)
+    for entry in entries:
+        report = fit.reports[entry["step"]]
+        parsed = HtmlTables(entry["text"])
+        assert parsed.tags_in_cells == []
+        assert parsed.rows[0] == ["#", "op type", "op name", "self time (ms)", "count"]
+        assert parsed.rows[1:] == [
+            [str(i), op.op_type, op.op_name, f"{op.self_time_s * 1e3:.3f}", str(op.count)]
+            for i, op in enumerate(report.top_non_xla_ops, 1)
+        ]
+        assert any(HOSTILE_LAYER in row[2] for row in parsed.rows[1:])
+        assert all(" ".join(n.split()) in parsed.visible_text for n in report.notes)
+        assert entry["text"] == markdown_to_safe_html(report_markdown(report))
+
+
+def test_profile_tab_lists_and_opens_our_traces(server, fit) -> None:
+    """The Profile plugin lists one run per profiled epoch and reads its trace."""
+    trace_files = [Path(p) for r in fit.reports.values() for p in r.trace_paths]
+    assert len(trace_files) == len(PROFILED_EPOCHS)
+    runs = server.json("/data/plugin/profile/runs")
+    assert sorted(runs) == sorted(f"{GUARD_RUN}/{p.parent.name}" for p in trace_files)
+    for run, trace in zip(sorted(runs), sorted(trace_files, key=lambda p: p.parent.name)):
+        tools = server.json("/data/plugin/profile/run_tools", run=run)
+        assert "framework_op_stats" in tools and any(t.startswith("trace_viewer") for t in tools)
+        host = trace.name[: -len(".xplane.pb")]
+        assert server.json("/data/plugin/profile/hosts", run=run, tag="framework_op_stats") == [
+            {"hostname": host}
+        ]
+        table = json.loads(
+            server.get("/data/plugin/profile/data", run=run, tag="framework_op_stats", host=host)
+        )
+        op_names = {row["c"][3]["v"] for t in table for row in t.get("rows", [])}
+        assert any(HOSTILE_LAYER in name for name in op_names)
