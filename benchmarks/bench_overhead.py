@@ -1,0 +1,106 @@
+"""Overhead of XlaGuardCallback on training, measured side by side.
+
+Prints one JSON object:
+
+* ``unprofiled``: wall time of one `fit` epoch with the callback attached but
+  not profiling that epoch, over the same epoch without it (goal <= 1.01);
+* ``profiled_vs_keras_tensorboard``: wall time of an epoch in which the
+  guard profiles `steps` steps, over the same epoch profiled for the same
+  steps by `keras.callbacks.TensorBoard(profile_batch=...)` (goal <= 1.10).
+
+Each ratio is the median of per-pair ratios of alternated runs on the same
+compiled model, so drift of the machine affects both sides alike.
+
+Usage: python benchmarks/bench_overhead.py [--pairs 7] [--steps 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pairs", type=int, default=7, help="alternated run pairs per measurement")
+    parser.add_argument("--steps", type=int, default=20, help="profiled steps per window")
+    parser.add_argument("--batches", type=int, default=120, help="steps per epoch")
+    args = parser.parse_args()
+
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from keras_xla_guard import XlaGuardCallback
+
+    keras.utils.set_random_seed(0)
+    x = np.random.default_rng(0).standard_normal((args.batches * 64, 128)).astype("float32")
+    y = x[:, :1].copy()
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).prefetch(2)
+    model = keras.Sequential([keras.Input((128,)), keras.layers.Dense(256, activation="relu"),
+                              keras.layers.Dense(256, activation="relu"), keras.layers.Dense(1)])
+    model.compile("adam", "mse", jit_compile=True)
+    model.fit(ds, epochs=1, verbose=0)  # trace + compile outside the measurement
+
+    def epoch_time(callbacks: list) -> float:
+        t0 = time.perf_counter()
+        model.fit(ds, epochs=1, callbacks=callbacks, verbose=0)
+        return time.perf_counter() - t0
+
+    tmp = tempfile.mkdtemp(prefix="xla_guard_bench_")
+    unprofiled: list[float] = []
+    plain: list[float] = []
+    for i in range(args.pairs):
+        guard = XlaGuardCallback(log_dir=os.path.join(tmp, f"idle{i}"), profile_epochs=(5,), verbose=0)
+        pair = [("guard", [guard]), ("none", [])]
+        if i % 2:
+            pair.reverse()
+        times = {name: epoch_time(cbs) for name, cbs in pair}
+        unprofiled.append(times["guard"] / times["none"])
+        plain.append(times["none"])
+
+    profiled: list[float] = []
+    guard_s: list[float] = []
+    keras_s: list[float] = []
+    first, last = 2, 2 + args.steps - 1
+    for i in range(args.pairs):
+        guard = XlaGuardCallback(log_dir=os.path.join(tmp, f"guard{i}"), profile_epochs=0,
+                                 skip_steps=first, max_steps=args.steps, verbose=0)
+        tb = keras.callbacks.TensorBoard(log_dir=os.path.join(tmp, f"tb{i}"), profile_batch=(first + 1, last + 1),
+                                         write_graph=False)
+        pair = [("guard", [guard]), ("keras", [tb])]
+        if i % 2:
+            pair.reverse()
+        times = {name: epoch_time(cbs) for name, cbs in pair}
+        assert guard.reports[0].status == "ok", guard.reports[0]
+        profiled.append(times["guard"] / times["keras"])
+        guard_s.append(times["guard"])
+        keras_s.append(times["keras"])
+
+    print(json.dumps({
+        "benchmark": "callback_overhead",
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "tensorflow": tf.__version__, "keras": keras.__version__},
+        "steps_per_epoch": args.batches,
+        "pairs": args.pairs,
+        "unprofiled": {"ratio_median": statistics.median(unprofiled),
+                       "epoch_s_median_without": statistics.median(plain), "goal": 1.01},
+        "profiled_vs_keras_tensorboard": {"ratio_median": statistics.median(profiled),
+                                          "epoch_s_median_guard": statistics.median(guard_s),
+                                          "epoch_s_median_keras": statistics.median(keras_s),
+                                          "profiled_steps": args.steps, "goal": 1.10},
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    main()
