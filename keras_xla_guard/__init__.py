@@ -8,6 +8,8 @@ TensorFlow or Keras; the first use of a name that needs them does):
 - `XlaGuardEngine`: the engine behind it, for other adapters.
 - `analyze_trace`, `analyze_xspace`, `combine_reports`: pure trace analysis.
 - `CoverageReport`, `OpStat`, `format_report`: result types.
+- `doctor`, `explain`, `model_verdicts`: why XLA does or does not run
+  (`DoctorReport`, `ExplainReport`, `Verdict`).
 - Errors: `XlaGuardError` and its subclasses, `XlaGuardWarning`.
 """
 
@@ -32,18 +34,23 @@ from keras_xla_guard.report import CoverageReport, OpStat, format_report
 if TYPE_CHECKING:
     from keras_xla_guard.analysis import analyze_trace, analyze_xspace, combine_reports
     from keras_xla_guard.callback import XlaGuardCallback
+    from keras_xla_guard.doctor import DoctorReport, Verdict, doctor
     from keras_xla_guard.engine import XlaGuardEngine
+    from keras_xla_guard.explain import ExplainReport, explain, model_verdicts
     from keras_xla_guard.loop import XlaGuard
 
 __all__ = [
     "BackendError",
     "CoverageReport",
+    "DoctorReport",
+    "ExplainReport",
     "OpStat",
     "ProfilerBusyError",
     "TraceError",
     "TraceNotFoundError",
     "TraceParseError",
     "TraceTooLargeError",
+    "Verdict",
     "XlaGuard",
     "XlaGuardCallback",
     "XlaGuardEngine",
@@ -53,7 +60,10 @@ __all__ = [
     "analyze_trace",
     "analyze_xspace",
     "combine_reports",
+    "doctor",
+    "explain",
     "format_report",
+    "model_verdicts",
 ]
 
 _LAZY = {
@@ -63,6 +73,12 @@ _LAZY = {
     "analyze_trace": "keras_xla_guard.analysis",
     "analyze_xspace": "keras_xla_guard.analysis",
     "combine_reports": "keras_xla_guard.analysis",
+    "DoctorReport": "keras_xla_guard.doctor",
+    "Verdict": "keras_xla_guard.doctor",
+    "doctor": "keras_xla_guard.doctor",
+    "ExplainReport": "keras_xla_guard.explain",
+    "explain": "keras_xla_guard.explain",
+    "model_verdicts": "keras_xla_guard.explain",
 }
 
 

@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import os
+import threading
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
 import keras
 
 from keras_xla_guard.analysis import DEFAULT_TOP_K
+from keras_xla_guard.doctor import ERROR, WARNING, Verdict
 from keras_xla_guard.engine import DEFAULT_LOG_DIR, XlaGuardEngine
-from keras_xla_guard.errors import BackendError
+from keras_xla_guard.errors import BackendError, XlaGuardWarning
 from keras_xla_guard.report import CoverageReport
 from keras_xla_guard.schedule import DEFAULT_MAX_STEPS, DEFAULT_SKIP_STEPS
 from keras_xla_guard.xplane import DEFAULT_MAX_TRACE_BYTES
 
 __all__ = ["XlaGuardCallback", "check_backend"]
+
+# Below this XLA share of op time the first report carries the verdicts.
+_LOW_COVERAGE = 0.5
 
 
 def check_backend() -> None:
@@ -71,6 +77,15 @@ class XlaGuardCallback(keras.callbacks.Callback):
             Defaults to 1 GiB.
         verbose: 1 prints each report at the end of training, 0 is silent.
             Defaults to `1`.
+        explain: Run `explain()` at train begin: `True` uses a batch of
+            zeros built from the model's input spec (`None` dimensions
+            become 2 for the batch and 8 elsewhere; the outputs' sum stands
+            in for the loss), because Keras 3 gives callbacks no access to
+            `fit`'s data without consuming it. Pass one batch instead,
+            `x` or `(x, y)`, to explain the real step with its loss.
+            Findings land in `explain_report` and, with the process' XLA
+            switch verdicts, in the notes of the first low-coverage report
+            and its TensorBoard text. Defaults to `False`.
 
     Raises:
         ValueError: If an argument is invalid.
@@ -104,6 +119,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
         async_analysis: bool = True,
         max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES,
         verbose: int = 1,
+        explain: Any = False,
     ) -> None:
         super().__init__()
         check_backend()
@@ -119,7 +135,12 @@ class XlaGuardCallback(keras.callbacks.Callback):
             max_trace_bytes=max_trace_bytes,
             verbose=verbose,
         )
-        self.engine.note_providers.append(self._jit_notes)
+        self._explain = explain
+        self.explain_report: Any = None
+        self._switch_verdicts: tuple[Verdict, ...] = ()
+        self._noted = False
+        self._note_lock = threading.Lock()
+        self.engine.note_providers.append(self._verdict_notes)
         self._original_train_function: Any = None
         self._wrapped_train_function: Any = None
 
@@ -133,23 +154,76 @@ class XlaGuardCallback(keras.callbacks.Callback):
         """The directory holding traces and TensorBoard summaries."""
         return os.fspath(self.engine.log_dir)
 
-    def _jit_notes(self, report: CoverageReport) -> list[str]:
+    def _verdict_notes(self, report: CoverageReport) -> list[str]:
+        """Verdicts explaining a low coverage, for the first such report only."""
         model = self.model
-        if model is None or report.xla_time_s > 0 or report.non_xla_op_time_s == 0:
+        if model is None or not report.ok or report.non_xla_op_time_s == 0:
             return []
-        jit = getattr(model, "jit_compile", None)
-        if jit is False:
-            return [
-                "XLA is not requested: model.jit_compile is False (Keras resolves "
-                "jit_compile='auto' to False on CPU-only machines and under a "
-                "distribution strategy); pass jit_compile=True to compile()"
-            ]
-        if jit:
-            return [
+        if report.xla_time_fraction >= _LOW_COVERAGE:
+            return []
+        with self._note_lock:
+            if self._noted:
+                return []
+            self._noted = True
+        from keras_xla_guard.explain import model_verdicts
+
+        verdicts = list(self._switch_verdicts) + model_verdicts(model)
+        if self.explain_report is not None:
+            verdicts += self.explain_report.verdicts
+        notes = [v.as_note() for v in verdicts if v.status in (WARNING, ERROR)]
+        if getattr(model, "jit_compile", False) and report.xla_time_s == 0:
+            notes.append(
                 "model.jit_compile is True but no XLA execution was recorded in "
                 "this window; check the TensorFlow log for compilation errors"
-            ]
-        return []
+            )
+        return list(dict.fromkeys(notes))
+
+    def _diagnose(self) -> None:
+        """Gathers switch verdicts and runs `explain` (never raises)."""
+        from keras_xla_guard.doctor import doctor
+
+        try:
+            facts = doctor(probe=False, check_devices=False, resolve_keras=False)
+            # JIT_COMPILE_OFF says the same per model, and is wrong for a
+            # jit_compile=True model, so the process-wide form is left out.
+            self._switch_verdicts = tuple(
+                v for v in facts.problems if v.code != "XLA_NOT_REQUESTED"
+            )
+            if self._explain is not False and self._explain is not None:
+                self._run_explain()
+        except Exception as e:  # noqa: BLE001 - diagnosis must not break training
+            warnings.warn(
+                f"keras-xla-guard: diagnosis at train begin failed: {type(e).__name__}: {e}",
+                XlaGuardWarning,
+                stacklevel=3,
+            )
+
+    def _run_explain(self) -> None:
+        from keras_xla_guard.explain import explain
+
+        model = self.model
+        batch = self._explain
+        if batch is True:
+            batch = _zeros_batch(model)
+            if batch is None:
+                warnings.warn(
+                    "keras-xla-guard: explain=True needs a model with known inputs "
+                    "(model.inputs); pass explain=(x, y) with one batch instead",
+                    XlaGuardWarning,
+                    stacklevel=4,
+                )
+                return
+        self.explain_report = explain(model, batch)
+        if not self.explain_report.compilable and getattr(model, "jit_compile", False):
+            ops = ", ".join(
+                f"{op.op_type} in layer {op.layer!r}" for op in self.explain_report.unsupported_ops
+            )
+            warnings.warn(
+                "keras-xla-guard: the train step cannot compile with jit_compile=True: "
+                f"{ops or self.explain_report.error}",
+                XlaGuardWarning,
+                stacklevel=4,
+            )
 
     # Keras hooks. on_train_batch_end is deliberately not implemented: doing
     # so would turn off Keras' asynchronous batch-end dispatch for everyone.
@@ -158,6 +232,8 @@ class XlaGuardCallback(keras.callbacks.Callback):
         spe = getattr(self.model, "steps_per_execution", 1) or 1
         self.engine.steps_per_call = int(spe)
         params = self.params or {}
+        self._noted = False
+        self._diagnose()
         self.engine.train_begin(epochs=params.get("epochs"), initial_epoch=0)
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
@@ -209,3 +285,20 @@ class XlaGuardCallback(keras.callbacks.Callback):
                 model.train_function = self._original_train_function
             self._original_train_function = None
             self._wrapped_train_function = None
+
+
+def _zeros_batch(model: Any) -> Any:
+    """A batch of zeros matching the model's input spec, or `None`."""
+    import tensorflow as tf
+
+    inputs = getattr(model, "inputs", None)
+    if not inputs:
+        return None
+    tensors = []
+    for spec in inputs:
+        shape = [
+            (2 if axis == 0 else 8) if size is None else size
+            for axis, size in enumerate(spec.shape)
+        ]
+        tensors.append(tf.zeros(shape, dtype=spec.dtype))
+    return tensors[0] if len(tensors) == 1 else tensors

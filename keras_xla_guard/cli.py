@@ -39,6 +39,17 @@ def _run_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _run_doctor(args: argparse.Namespace) -> int:
+    from keras_xla_guard.doctor import doctor
+
+    report = doctor(probe=not args.no_probe, probe_timeout=args.probe_timeout)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2, sort_keys=True))
+    else:
+        print(report)
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Builds the argument parser (exposed for documentation and tests).
 
@@ -55,6 +66,14 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("path", help="an .xplane.pb file, a profile run dir or a log dir")
     report.add_argument("--json", action="store_true", help="print the report as JSON")
     report.set_defaults(run=_run_report)
+    doctor = sub.add_parser("doctor", help="diagnose whether and why XLA runs on this machine")
+    doctor.add_argument("--json", action="store_true", help="print the report as JSON")
+    doctor.add_argument(
+        "--no-probe", action="store_true", help="skip the measured auto-clustering probe"
+    )
+    doctor.add_argument("--probe-timeout", type=float, default=120.0, metavar="SECONDS",
+                        help="time limit of the probe process (default: 120)")
+    doctor.set_defaults(run=_run_doctor)
     return parser
 
 
