@@ -10,12 +10,10 @@ import dataclasses
 import os
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 from keras_xla_guard.classify import (
     COMPILE_COUNT_RE,
-    XLA_COMPILE_TYPES,
-    XLA_LAUNCH_TYPES,
     Category,
     classify_name,
     classify_op_type,
@@ -39,6 +37,12 @@ _ABSORBING = frozenset(
 _XLA_DEVICE_LINES = frozenset({"XLA Modules"})
 
 
+# A kernel's pending record: [bucket_ps, has_xla, has_compile, pending, key, role, outer]
+# where `key` is (op_type, op_name), `pending` a list of (key, ps) of plain
+# ops nested inside it (or None) and `outer` the enclosing kernel's record.
+_K_BUCKET, _K_XLA, _K_COMPILE, _K_PENDING, _K_KEY, _K_ROLE, _K_OUTER = range(7)
+
+
 class _Totals:
     """Mutable accumulator for one analysis (picoseconds)."""
 
@@ -49,23 +53,16 @@ class _Totals:
         self.compilations = 0
         self.modules: list[str] = []
 
-
-class _Node:
-    __slots__ = ("start", "end", "cat", "absorb", "child_ps", "bucket", "has_xla",
-                 "has_compile", "op", "pending", "parent")
-
-    def __init__(self, start: int, end: int, cat: int, absorb: int, op: Any, parent: Any) -> None:
-        self.start = start
-        self.end = end
-        self.cat = cat
-        self.absorb = absorb
-        self.child_ps = 0
-        self.bucket = 0
-        self.has_xla = False
-        self.has_compile = False
-        self.op = op
-        self.pending: list[tuple[tuple[str, str], int]] | None = None
-        self.parent = parent
+    def add(self, other: "_Totals") -> None:
+        """Adds another accumulator's sums into this one."""
+        self.ps = [a + b for a, b in zip(self.ps, other.ps)]
+        for key, (t, n) in other.ops.items():
+            rec = self.ops[key]
+            rec[0] += t
+            rec[1] += n
+        self.executions += other.executions
+        self.compilations += other.compilations
+        self.modules.extend(other.modules)
 
 
 def _stat_index(plane: Any) -> dict[str, int]:
@@ -95,165 +92,272 @@ def _has_stat(event: Any, stat_id: int) -> bool:
     return stat_id >= 0 and any(s.metadata_id == stat_id for s in event.stats)
 
 
-def _kernel_ancestor(node: _Node | None) -> _Node | None:
-    while node is not None and node.cat != Category.KERNEL:
-        node = node.parent
-    return node
+class _PlaneCache:
+    """What one plane's metadata says, looked up once per analysis.
 
-
-def _settle(node: _Node, totals: _Totals) -> None:
-    """Books a finished event's time once all its children are known.
-
-    Events without a category of their own (`NONE`) hand their self time up
-    to the nearest categorized ancestor, so e.g. the compile passes inside a
-    `StatefulPartitionedCall` count as compile time. Plain-op time of
-    kernels nested in another kernel is held as `pending` until the outer
-    kernel is resolved: if the outer kernel turns out to be compiling (the
-    constant folding TF runs before an XLA compile), that time is compile
-    time, not a user op.
+    Attributes:
+        infos: Metadata id -> (category, (op key, op role) or None, is an
+            executable span), filled as ids are met.
+        markers: Metadata ids of events that each count one compilation.
+        name_id, type_id, hlo_id: Stat metadata ids of `name`,
+            `kernel_type` and `hlo_module`; -1 when the plane has none.
     """
-    node.bucket += max(0, node.end - node.start - node.child_ps)
-    parent = node.parent
-    cat = node.cat
-    if cat == Category.NONE:
-        if parent is not None:
-            parent.bucket += node.bucket
-            parent.has_xla = parent.has_xla or node.has_xla
-            parent.has_compile = parent.has_compile or node.has_compile
-        elif node.absorb:
-            totals.ps[node.absorb] += node.bucket
-        else:
-            totals.ps[Category.OTHER] += node.bucket
-        return
-    if cat != Category.KERNEL:
-        totals.ps[cat] += node.bucket
-        if parent is not None:
-            if cat == Category.XLA:
-                parent.has_xla = True
-            elif cat == Category.COMPILE:
-                parent.has_compile = True
-        return
-    op_name, op_type = node.op
-    role = classify_op_type(op_type)
-    pending = node.pending
-    if node.has_compile:
-        if node.has_xla:
+
+    def __init__(self, plane: Any) -> None:
+        self.metadata = plane.event_metadata
+        self.infos: dict[int, tuple[int, Any, bool]] = {}
+        self.markers = frozenset(
+            mid for mid, md in self.metadata.items() if COMPILE_COUNT_RE.match(md.name)
+        )
+        stat_ids = _stat_index(plane)
+        self.name_id = stat_ids.get("name", -1)
+        self.type_id = stat_ids.get("kernel_type", -1)
+        self.hlo_id = stat_ids.get("hlo_module", -1)
+
+    def info(self, mid: int) -> tuple[int, Any, bool]:
+        md = self.metadata.get(mid)
+        name = md.name if md is not None else ""
+        cat = classify_name(name)
+        op = None
+        if cat == Category.KERNEL:
+            op_name, op_type = split_tf_op(name)  # type: ignore[misc]
+            op = ((op_type, op_name), classify_op_type(op_type))
+        info = self.infos[mid] = (cat, op, "Executable::" in name)
+        return info
+
+
+def _count_compile(plane: Any, event: Any, name_id: int, totals: _Totals) -> None:
+    totals.compilations += 1
+    module = _stats_str(plane, event, name_id)
+    if module:
+        totals.modules.append(module)
+
+
+def _settle_kernel(rec: list[Any], totals: _Totals) -> None:
+    """Books a TF kernel once all its children are known.
+
+    Plain-op time of kernels nested in another kernel is handed to the
+    outer kernel as `pending`: if the outer kernel turns out to be
+    compiling (the constant folding TF runs before an XLA compile), that
+    time is compile time, not a user op.
+    """
+    bucket = rec[_K_BUCKET]
+    role = rec[_K_ROLE]
+    pending = rec[_K_PENDING]
+    ps = totals.ps
+    if rec[_K_COMPILE]:
+        if rec[_K_XLA]:
             totals.executions += 1
         if pending:
-            totals.ps[Category.COMPILE] += sum(ps for _, ps in pending)
+            ps[Category.COMPILE] += sum(t for _, t in pending)
             pending = None
-        totals.ps[Category.COMPILE] += node.bucket
+        ps[Category.COMPILE] += bucket
     elif role == "xla_compile":
-        totals.ps[Category.XLA] += node.bucket
-    elif role == "xla_launch" or node.has_xla:
-        totals.ps[Category.XLA] += node.bucket
+        ps[Category.XLA] += bucket
+    elif role == "xla_launch" or rec[_K_XLA]:
+        ps[Category.XLA] += bucket
         totals.executions += 1
     elif role == "input":
-        totals.ps[Category.INPUT] += node.bucket
+        ps[Category.INPUT] += bucket
+    elif pending is None:
+        pending = [(rec[_K_KEY], bucket)]
     else:
-        entry = ((op_type, op_name), node.bucket)
-        if pending is None:
-            pending = [entry]
-        else:
-            pending.append(entry)
+        pending.append((rec[_K_KEY], bucket))
     if not pending:
         return
-    outer = _kernel_ancestor(parent)
+    outer = rec[_K_OUTER]
     if outer is not None:
-        if outer.pending is None:
-            outer.pending = pending
+        if outer[_K_PENDING] is None:
+            outer[_K_PENDING] = pending
         else:
-            outer.pending.extend(pending)
+            outer[_K_PENDING].extend(pending)
         return
-    for key, ps in pending:
-        totals.ps[Category.OP] += ps
-        rec = totals.ops[key]
-        rec[0] += ps
-        rec[1] += 1
+    ops = totals.ops
+    for key, t in pending:
+        ps[Category.OP] += t
+        op = ops[key]
+        op[0] += t
+        op[1] += 1
 
 
-def _scan_line(plane: Any, line: Any, cats: dict[int, int], stat_ids: dict[str, int], totals: _Totals) -> None:
-    """Walks one thread's events as a tree (by time nesting) and books them."""
+def _scan_line(plane: Any, line: Any, cache: _PlaneCache, totals: _Totals) -> None:
+    """Walks one thread's events as a tree (by time nesting) and books them.
+
+    TensorFlow writes a line's events ordered by start time; a line that is
+    not (an edited or foreign trace) is scanned again in sorted order.
+    """
     events = line.events
     if not events:
         return
-    order: Iterable[Any] = events
-    prev = -1
-    for e in events:
-        off = e.offset_ps
-        if off < prev:
-            order = sorted(events, key=lambda e: (e.offset_ps, -e.duration_ps))
-            break
-        prev = off
-    name_id = stat_ids.get("name", -1)
-    type_id = stat_ids.get("kernel_type", -1)
-    hlo_id = stat_ids.get("hlo_module", -1)
-    metadata = plane.event_metadata
     # Everything on a tf.data thread is input-pipeline work, including the
     # TF kernels of `Dataset.map` functions that run there.
     line_absorb = Category.INPUT if line.name.startswith("tf_data") else 0
-    stack: list[_Node] = []
-    top: _Node | None = None
-    for event in order:
-        mid = event.metadata_id
-        cat = cats.get(mid)
-        if cat is None:
-            md = metadata.get(mid)
-            name = md.name if md is not None else ""
-            cat = classify_name(name)
-            if COMPILE_COUNT_RE.match(name):
-                cat = -cat  # a compile marker: counted each time it occurs
-            cats[mid] = cat
-        if cat < 0:
-            cat = -cat
-            totals.compilations += 1
-            module = _stats_str(plane, event, name_id)
-            if module:
-                totals.modules.append(module)
+    part = _Totals()
+    if not _scan_events(plane, events, line_absorb, cache, part):
+        part = _Totals()
+        ordered = sorted(events, key=lambda e: (e.offset_ps, -e.duration_ps))
+        _scan_events(plane, ordered, line_absorb, cache, part)
+    totals.add(part)
+
+
+def _scan_events(
+    plane: Any,
+    events: Any,
+    line_absorb: int,
+    cache: _PlaneCache,
+    totals: _Totals,
+) -> bool:
+    """Books one line's events; returns `False` if they are out of order.
+
+    Out of order means a positive-duration event starting before the one
+    before it; events sorted by start time always pass.
+
+    Every event's self time (its duration minus its children's) goes to its
+    nearest categorized ancestor-or-self, its *owner*: events without a
+    category of their own (`NONE`) hand their time up, so e.g. the compile
+    passes inside a `StatefulPartitionedCall` count as compile time, and
+    inside an absorbing event (an XLA launch, a compile, the input
+    pipeline) every descendant counts as that category. Time is booked as
+    events are entered, into a one-element list per category or into the
+    record of a TF kernel; a kernel is resolved when it ends, because only
+    its children tell whether it launched or compiled XLA code.
+
+    This loop is the hot path of `analyze_trace` (one pass, one stack tuple
+    per event); `benchmarks/bench_analyze.py` measures it against a bare
+    parse-and-iterate of the same file.
+    """
+    name_id, type_id, hlo_id = cache.name_id, cache.type_id, cache.hlo_id
+    infos, markers = cache.infos, cache.markers
+    NONE, XLA, KERNEL, ASYNC_KERNEL = Category.NONE, Category.XLA, Category.KERNEL, Category.ASYNC_KERNEL
+    OP = Category.OP
+    holders = [[0] for _ in range(len(totals.ps))]
+    other = holders[Category.OTHER]
+    # Stack entries are tuples (end, owner, kernel ancestor-or-self, absorb,
+    # kernel): `owner` is the list whose [0] collects the entry's self time
+    # (a category holder or a kernel record), `kernel` a kernel record or
+    # None. A kernel starts as a lighter (end, None, outer kernel, 0,
+    # (key, role), duration) entry and gets its record only when a child
+    # arrives: most kernels are leaves.
+    # The root entry's end lies beyond any int64 offset + duration; its
+    # owner is a sink for the (meaningless) child time of top-level events.
+    root = (1 << 70, [0], None, line_absorb, None)
+    stack = [root]
+    push, pop = stack.append, stack.pop
+    top = root
+    top_end = root[0]
+    last_start = -(1 << 70)
+    ps = totals.ps
+    ops = totals.ops
+    for event in events:
         dur = event.duration_ps
         if dur <= 0:
+            # Instant events (markers, counters) take no time and nest
+            # nothing; their order does not matter either.
+            if markers and event.metadata_id in markers:
+                _count_compile(plane, event, name_id, totals)
             continue
         start = event.offset_ps
+        if start < last_start:
+            return False
+        last_start = start
+        mid = event.metadata_id
+        try:
+            cat, op, is_executable = infos[mid]
+        except KeyError:
+            cat, op, is_executable = cache.info(mid)
+        if markers and mid in markers:
+            _count_compile(plane, event, name_id, totals)
         end = start + dur
-        while top is not None and start >= top.end:
-            stack.pop()
-            _settle(top, totals)
-            top = stack[-1] if stack else None
-        absorb = top.absorb if top is not None else line_absorb
-        op = None
+        while start >= top_end:
+            entry = pop()
+            kernel = entry[4]
+            if kernel is not None:
+                if entry[1] is not None:
+                    _settle_kernel(kernel, totals)
+                elif kernel[1] == "op" and entry[2] is None:
+                    # The common case, inlined: a leaf plain-op kernel
+                    # outside any other kernel.
+                    t = entry[5]
+                    ps[OP] += t
+                    rec = ops[kernel[0]]
+                    rec[0] += t
+                    rec[1] += 1
+                else:
+                    _settle_kernel([entry[5], False, False, None, kernel[0], kernel[1], entry[2]], totals)
+            top = stack[-1]
+            top_end = top[0]
+        parent_owner = top[1]
+        absorb = top[3]
         if absorb:
-            cat = Category.NONE
-        elif cat == Category.KERNEL:
-            op = split_tf_op(metadata[mid].name)
-        elif cat == Category.ASYNC_KERNEL:
-            name = _stats_str(plane, event, name_id)
+            if top is root:
+                owner = holders[absorb]
+                owner[0] += dur
+                top = (end, owner, None, absorb, None)
+            else:
+                if end > top_end:
+                    parent_owner[0] += end - top_end
+                top = (end, parent_owner, top[2], absorb, None)
+            push(top)
+            top_end = end
+            continue
+        if parent_owner is None:
+            kernel = top[4]
+            parent_owner = [top[5], False, False, None, kernel[0], kernel[1], top[2]]
+            top = stack[-1] = (top_end, parent_owner, parent_owner, 0, parent_owner)
+        if cat == NONE:
+            if hlo_id >= 0 and _has_stat(event, hlo_id):
+                cat = XLA
+        elif cat == ASYNC_KERNEL:
             op_type = _stats_str(plane, event, type_id)
             if op_type:
-                cat = Category.KERNEL
-                op = (name or op_type, op_type)
+                name = _stats_str(plane, event, name_id) or op_type
+                op = ((op_type, name), classify_op_type(op_type))
+                cat = KERNEL
             else:
-                cat = Category.NONE
-        elif cat == Category.NONE and _has_stat(event, hlo_id):
-            cat = Category.XLA
-        if cat == Category.XLA and _kernel_ancestor(top) is None:
-            # An executable span outside any kernel is a launch of its own;
-            # HLO/thunk work without one runs on a pool thread for a launch
-            # that another thread already times.
-            if "Executable::" in metadata[mid].name:
-                totals.executions += 1
+                cat = NONE
+        kanc = top[2]
+        if cat == NONE:
+            if top is root:
+                other[0] += dur
+                top = (end, other, None, 0, None)
             else:
-                cat = Category.XLA_WORKER
-        if cat in _ABSORBING:
-            absorb = cat
-        elif absorb and top is None:
-            cat = absorb
-        node = _Node(start, end, cat, absorb, op, top)
-        if top is not None:
-            top.child_ps += min(end, top.end) - start
-        stack.append(node)
-        top = node
-    while stack:
-        _settle(stack.pop(), totals)
+                if end > top_end:
+                    parent_owner[0] += end - top_end
+                top = (end, parent_owner, kanc, 0, None)
+            push(top)
+            top_end = end
+            continue
+        parent_owner[0] -= (end if end < top_end else top_end) - start
+        if cat == KERNEL:
+            top = (end, None, kanc, 0, op, dur)
+        else:
+            if cat == XLA:
+                if kanc is None:
+                    # An executable span outside any kernel is a launch of
+                    # its own; HLO/thunk work without one runs on a pool
+                    # thread for a launch that another thread already times.
+                    if is_executable:
+                        totals.executions += 1
+                    else:
+                        cat = Category.XLA_WORKER
+                if len(parent_owner) > 1:
+                    parent_owner[_K_XLA] = True
+            elif cat == Category.COMPILE and len(parent_owner) > 1:
+                parent_owner[_K_COMPILE] = True
+            owner = holders[cat]
+            owner[0] += dur
+            top = (end, owner, kanc, cat if cat in _ABSORBING else 0, None)
+        push(top)
+        top_end = end
+    for entry in reversed(stack):
+        kernel = entry[4]
+        if kernel is not None:
+            if entry[1] is None:
+                kernel = [entry[5], False, False, None, kernel[0], kernel[1], entry[2]]
+            _settle_kernel(kernel, totals)
+    for cat, holder in enumerate(holders):
+        ps[cat] += holder[0]
+    return True
 
 
 def _scan_device_plane(plane: Any, stat_ids: dict[str, int], totals: _Totals) -> bool:
@@ -392,13 +496,13 @@ def analyze_xspace(
     device_totals = _Totals()
     device_active = False
     for plane in space.planes:
-        stat_ids = _stat_index(plane)
         if plane.name.startswith("/device:"):
+            stat_ids = _stat_index(plane)
             device_active = _scan_device_plane(plane, stat_ids, device_totals) or device_active
         elif _is_host_plane(plane.name):
-            cats: dict[int, int] = {}
+            cache = _PlaneCache(plane)
             for line in plane.lines:
-                _scan_line(plane, line, cats, stat_ids, host_totals)
+                _scan_line(plane, line, cache, host_totals)
     if device_active:
         # Device time is what the accelerator spent; compiles and the input
         # pipeline still happen on the host.
