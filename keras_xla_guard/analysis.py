@@ -24,7 +24,8 @@ from keras_xla_guard.xplane import (
     DEFAULT_MAX_TRACE_BYTES,
     TRACE_SUFFIX,
     find_trace_files,
-    load_xspace,
+    iter_lines,
+    open_xspace,
 )
 
 __all__ = ["DEFAULT_TOP_K", "analyze_trace", "analyze_xspace", "combine_reports"]
@@ -360,7 +361,7 @@ def _scan_events(
     return True
 
 
-def _scan_device_plane(plane: Any, stat_ids: dict[str, int], totals: _Totals) -> bool:
+def _scan_device_plane(plane: Any, stat_ids: dict[str, int], totals: _Totals, source: str) -> bool:
     """Books an accelerator plane; returns whether it held any activity.
 
     XProf's convention: a device plane has an "XLA Modules" line (one event
@@ -374,7 +375,7 @@ def _scan_device_plane(plane: Any, stat_ids: dict[str, int], totals: _Totals) ->
     module_runs = 0
     kernel_xla_ps = 0
     active = False
-    for line in plane.lines:
+    for line in iter_lines(plane, source=source):
         if line.name in _XLA_DEVICE_LINES:
             for event in line.events:
                 module_ps += event.duration_ps
@@ -492,17 +493,23 @@ def analyze_xspace(
     """
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
         raise ValueError(f"`top_k` must be a non-negative integer. Received: top_k={top_k!r}")
+    source = trace_path or "<trace>"
     host_totals = _Totals()
     device_totals = _Totals()
     device_active = False
     for plane in space.planes:
         if plane.name.startswith("/device:"):
             stat_ids = _stat_index(plane)
-            device_active = _scan_device_plane(plane, stat_ids, device_totals) or device_active
+            device_active = (
+                _scan_device_plane(plane, stat_ids, device_totals, source) or device_active
+            )
         elif _is_host_plane(plane.name):
             cache = _PlaneCache(plane)
-            for line in plane.lines:
+            for line in iter_lines(plane, source=source):
                 _scan_line(plane, line, cache, host_totals)
+                # A lazily read line holds its events' bytes: let it go
+                # before the next one is read.
+                del line
     if device_active:
         # Device time is what the accelerator spent; compiles and the input
         # pipeline still happen on the host.
@@ -615,7 +622,7 @@ def analyze_trace(
     """
     files = find_trace_files(path)
     reports = [
-        analyze_xspace(load_xspace(f, max_bytes=max_bytes), trace_path=str(f),
+        analyze_xspace(open_xspace(f, max_bytes=max_bytes), trace_path=str(f),
                        host=_host_of(f), top_k=top_k)
         for f in files
     ]

@@ -10,6 +10,8 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 from keras_xla_guard._version import __version__
 from keras_xla_guard.errors import XlaGuardError
@@ -28,15 +30,131 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
 
 
-def _run_report(args: argparse.Namespace) -> int:
-    from keras_xla_guard.analysis import analyze_trace
+REPORT_SCHEMA_VERSION = 1
 
-    report = analyze_trace(args.path)
+_BYTE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1, got {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return value
+
+
+def _byte_size(text: str) -> int:
+    number, unit = text.strip(), ""
+    if number[-1:].upper() in _BYTE_UNITS:
+        number, unit = number[:-1], number[-1:].upper()
+    try:
+        value = int(number) * _BYTE_UNITS[unit]
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive size in bytes (suffix K, M or G allowed), got {text!r}"
+        )
+    return value
+
+
+def _analyze_runs(args: argparse.Namespace) -> list[tuple[Path, list[Any], Any]]:
+    """Analyzes every host of every selected run: (run dir, hosts, combined)."""
+    from keras_xla_guard.analysis import analyze_xspace, combine_reports
+    from keras_xla_guard.xplane import TRACE_SUFFIX, find_trace_files, open_xspace
+
+    files = find_trace_files(args.path, all_runs=args.all)
+    by_run: dict[Path, list[Path]] = {}
+    for f in files:
+        by_run.setdefault(f.parent, []).append(f)
+    runs = []
+    for run_dir, run_files in by_run.items():
+        hosts = [
+            analyze_xspace(
+                open_xspace(f, max_bytes=args.max_bytes),
+                trace_path=str(f),
+                host=f.name[: -len(TRACE_SUFFIX)] if f.name.endswith(TRACE_SUFFIX) else f.stem,
+                top_k=args.top_k,
+            )
+            for f in run_files
+        ]
+        runs.append((run_dir, hosts, combine_reports(hosts, top_k=args.top_k)))
+    return runs
+
+
+def _violations(args: argparse.Namespace, runs: list[tuple[Path, list[Any], Any]]) -> list[dict[str, Any]]:
+    found = []
+    for run_dir, _, combined in runs:
+        if args.min_coverage is not None and combined.xla_time_fraction < args.min_coverage:
+            found.append({
+                "run": run_dir.name,
+                "check": "min_coverage",
+                "threshold": args.min_coverage,
+                "value": combined.xla_time_fraction,
+                "message": f"run {run_dir.name}: XLA share {combined.xla_time_fraction:.1%} "
+                           f"is below --min-coverage {args.min_coverage:.1%}",
+            })
+        if args.max_compilations is not None and combined.compilations > args.max_compilations:
+            found.append({
+                "run": run_dir.name,
+                "check": "max_compilations",
+                "threshold": args.max_compilations,
+                "value": combined.compilations,
+                "message": f"run {run_dir.name}: {combined.compilations} XLA compilations "
+                           f"exceed --max-compilations {args.max_compilations}",
+            })
+    return found
+
+
+def _run_report(args: argparse.Namespace) -> int:
+    from keras_xla_guard.table import coverage_table
+
+    runs = _analyze_runs(args)
+    violations = _violations(args, runs)
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2, sort_keys=True))
+        document = {
+            "schema_version": REPORT_SCHEMA_VERSION,
+            "tool_version": __version__,
+            "path": str(args.path),
+            "thresholds": {
+                "min_coverage": args.min_coverage,
+                "max_compilations": args.max_compilations,
+            },
+            "runs": [
+                {
+                    "run": run_dir.name,
+                    "run_dir": str(run_dir),
+                    "hosts": [r.to_dict() for r in hosts],
+                    "combined": combined.to_dict(),
+                }
+                for run_dir, hosts, combined in runs
+            ],
+            "violations": violations,
+            "ok": not violations,
+        }
+        print(json.dumps(document, indent=2, sort_keys=True))
     else:
-        print(report)
-    return EXIT_OK
+        print(coverage_table([(run_dir.name, hosts, combined) for run_dir, hosts, combined in runs]))
+        notes = dict.fromkeys(
+            f"note ({run_dir.name}): {note}" for run_dir, _, combined in runs for note in combined.notes
+        )
+        for line in notes:
+            print(line)
+        for v in violations:
+            print(f"FAILED: {v['message']}")
+    return EXIT_THRESHOLD if violations else EXIT_OK
 
 
 def _run_doctor(args: argparse.Namespace) -> int:
@@ -48,6 +166,33 @@ def _run_doctor(args: argparse.Namespace) -> int:
     else:
         print(report)
     return EXIT_OK
+
+
+def _add_report_parser(sub: Any) -> None:
+    from keras_xla_guard.analysis import DEFAULT_TOP_K
+    from keras_xla_guard.xplane import DEFAULT_MAX_TRACE_BYTES
+
+    report = sub.add_parser(
+        "report",
+        help="analyze existing traces (.xplane.pb, run dir or log dir)",
+        description="Measure XLA coverage in existing TF profiler traces. Exit code 0: "
+        "ok, 1: a threshold was violated, 2: bad input.",
+    )
+    report.add_argument("path", help="an .xplane.pb file, a profile run dir or a log dir")
+    report.add_argument("--json", action="store_true",
+                        help=f"print JSON (schema_version {REPORT_SCHEMA_VERSION}, see README)")
+    report.add_argument("--all", action="store_true",
+                        help="with a log dir, report every run instead of the newest")
+    report.add_argument("--min-coverage", type=_fraction, metavar="F",
+                        help="exit 1 if a run's XLA share of op time is below F (0..1)")
+    report.add_argument("--max-compilations", type=_count, metavar="N",
+                        help="exit 1 if a run compiled more than N XLA programs")
+    report.add_argument("--max-bytes", type=_byte_size, default=DEFAULT_MAX_TRACE_BYTES,
+                        metavar="SIZE", help="refuse trace files larger than SIZE "
+                        "(bytes, or with suffix K, M, G; default: 1G)")
+    report.add_argument("--top-k", type=_count, default=DEFAULT_TOP_K, metavar="K",
+                        help=f"plain TF ops listed per report (default: {DEFAULT_TOP_K})")
+    report.set_defaults(run=_run_report)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,10 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    report = sub.add_parser("report", help="analyze an existing trace (.xplane.pb or log dir)")
-    report.add_argument("path", help="an .xplane.pb file, a profile run dir or a log dir")
-    report.add_argument("--json", action="store_true", help="print the report as JSON")
-    report.set_defaults(run=_run_report)
+    _add_report_parser(sub)
     doctor = sub.add_parser("doctor", help="diagnose whether and why XLA runs on this machine")
     doctor.add_argument("--json", action="store_true", help="print the report as JSON")
     doctor.add_argument(
@@ -91,11 +233,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.run(args))
-    except XlaGuardError as e:
-        print(f"keras-xla-guard: error: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except (OSError, ValueError) as e:
-        print(f"keras-xla-guard: error: {e}", file=sys.stderr)
+    except (XlaGuardError, OSError, ValueError) as e:
+        # One line, whatever the message holds, so scripts can rely on it.
+        message = " ".join(str(e).split())
+        print(f"keras-xla-guard: error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
 

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import itertools
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -31,7 +33,9 @@ __all__ = [
     "TRACE_SUFFIX",
     "find_run_dirs",
     "find_trace_files",
+    "iter_lines",
     "load_xspace",
+    "open_xspace",
     "xplane_pb2",
 ]
 
@@ -42,6 +46,11 @@ DEFAULT_MAX_TRACE_BYTES = 1 << 30
 
 _XPLANE_MODULE = "tensorflow.tsl.profiler.protobuf.xplane_pb2"
 _xplane_pb2: ModuleType | None = None
+# Events parsed at once when a line is read lazily: large enough that the
+# per-chunk cost vanishes, small enough that a chunk's memory does not count.
+_CHUNK_EVENTS = 8192
+_LAZY_PACKAGE = "keras_xla_guard.lazy"
+_lazy_classes: tuple[Any, Any, Any] | None = None
 
 
 def xplane_pb2() -> ModuleType:
@@ -146,28 +155,8 @@ def find_trace_files(
     ]
 
 
-def load_xspace(
-    path: str | os.PathLike[str],
-    *,
-    max_bytes: int = DEFAULT_MAX_TRACE_BYTES,
-) -> Any:
-    """Reads one `.xplane.pb` file into an `XSpace` message.
-
-    Args:
-        path: Path of the trace file.
-        max_bytes: Refuse files larger than this many bytes. Defaults to
-            `DEFAULT_MAX_TRACE_BYTES` (1 GiB).
-
-    Returns:
-        The parsed `xplane_pb2.XSpace` message.
-
-    Raises:
-        ValueError: If `max_bytes` is not a positive integer.
-        TraceNotFoundError: If the file does not exist.
-        TraceTooLargeError: If the file is larger than `max_bytes`.
-        TraceParseError: If the bytes are not an XSpace with at least one
-            plane (empty, truncated, random bytes, another message type).
-    """
+def _read_trace(path: str | os.PathLike[str], max_bytes: int) -> bytes:
+    """Reads a trace file's bytes after checking it exists and fits the cap."""
     if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0:
         raise ValueError(
             f"`max_bytes` must be a positive integer. Received: max_bytes={max_bytes!r}"
@@ -190,10 +179,214 @@ def load_xspace(
     if size == 0:
         raise TraceParseError(f"Trace file {str(p)!r} is empty.")
     try:
-        data = p.read_bytes()
+        return p.read_bytes()
     except OSError as e:
         raise TraceError(f"Cannot read trace file {str(p)!r}: {e}") from None
-    return parse_xspace(data, source=str(p))
+
+
+def load_xspace(
+    path: str | os.PathLike[str],
+    *,
+    max_bytes: int = DEFAULT_MAX_TRACE_BYTES,
+) -> Any:
+    """Reads one `.xplane.pb` file into an `XSpace` message.
+
+    Args:
+        path: Path of the trace file.
+        max_bytes: Refuse files larger than this many bytes. Defaults to
+            `DEFAULT_MAX_TRACE_BYTES` (1 GiB).
+
+    Returns:
+        The parsed `xplane_pb2.XSpace` message.
+
+    Raises:
+        ValueError: If `max_bytes` is not a positive integer.
+        TraceNotFoundError: If the file does not exist.
+        TraceTooLargeError: If the file is larger than `max_bytes`.
+        TraceParseError: If the bytes are not an XSpace with at least one
+            plane (empty, truncated, random bytes, another message type).
+    """
+    return parse_xspace(_read_trace(path, max_bytes), source=str(path))
+
+
+def open_xspace(
+    path: str | os.PathLike[str],
+    *,
+    max_bytes: int = DEFAULT_MAX_TRACE_BYTES,
+) -> Any:
+    """Reads one `.xplane.pb` file for analysis, keeping its events serialized.
+
+    A fully parsed XSpace takes about 5-6 times the file size in memory.
+    This twin of it (same fields and metadata) leaves each line's events as
+    bytes; `iter_lines` then parses one line's events at a time, a chunk at
+    a time, so peak memory stays near twice the file size.
+
+    Args:
+        path: Path of the trace file.
+        max_bytes: Refuse files larger than this many bytes. Defaults to
+            `DEFAULT_MAX_TRACE_BYTES` (1 GiB).
+
+    Returns:
+        An XSpace-like message for `keras_xla_guard.analyze_xspace`: its
+        planes have `name`, `event_metadata`, `stat_metadata` and `stats`
+        as usual; read their lines with `iter_lines`.
+
+    Raises:
+        ValueError: If `max_bytes` is not a positive integer.
+        TraceNotFoundError: If the file does not exist.
+        TraceTooLargeError: If the file is larger than `max_bytes`.
+        TraceParseError: If the bytes are not an XSpace with at least one
+            plane. Lines that turn out not to decode raise it later, from
+            `iter_lines`.
+
+    Example:
+
+    ```python
+    from keras_xla_guard.xplane import iter_lines, open_xspace
+    space = open_xspace("logs/plugins/profile/run/host.xplane.pb")
+    for plane in space.planes:
+        for line in iter_lines(plane):
+            print(plane.name, line.name, len(line.events))
+    ```
+    """
+    source = str(path)
+    space_cls, _, _ = _lazy_message_classes()
+    space = _decode(space_cls, _read_trace(path, max_bytes), source)
+    if not space.planes:
+        raise TraceParseError(
+            f"{source} decoded to an XSpace without planes: not a TF profiler "
+            "trace, or an empty one."
+        )
+    return space
+
+
+def iter_lines(plane: Any, *, source: str = "<trace>") -> Iterator[Any]:
+    """Yields a plane's lines, parsing the lines of an `open_xspace` plane lazily.
+
+    Args:
+        plane: An `XPlane` of a parsed XSpace or of `open_xspace`.
+        source: Name used in error messages. Defaults to `"<trace>"`.
+
+    Yields:
+        Objects with the `XLine` fields `name` and `events`. For a lazily
+        read plane, `events` decodes chunk by chunk while it is iterated;
+        drop each line before asking for the next to keep memory low.
+
+    Raises:
+        TraceParseError: If a lazily read line does not decode, or its
+            first event names undefined metadata.
+    """
+    if plane.DESCRIPTOR.full_name != f"{_LAZY_PACKAGE}.XPlane":
+        yield from plane.lines
+        return
+    lines = plane.lines
+    for i in range(len(lines)):
+        yield _LazyLine(lines[i], plane, source)
+
+
+class _LazyLine:
+    """One line of an `open_xspace` plane; its events decode chunk by chunk."""
+
+    __slots__ = ("name", "events")
+
+    def __init__(self, data: bytes, plane: Any, source: str) -> None:
+        _, line_cls, _ = _lazy_message_classes()
+        line = _decode(line_cls, data, source)
+        self.name: str = line.name
+        self.events = _LazyEvents(line.events, plane, source)
+
+
+class _LazyEvents:
+    """A line's serialized events, iterable (as `XEvent`s) any number of times."""
+
+    __slots__ = ("_raw", "_plane", "_source")
+
+    def __init__(self, raw: Any, plane: Any, source: str) -> None:
+        self._raw = raw
+        self._plane = plane
+        self._source = source
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def __iter__(self) -> Iterator[Any]:
+        return itertools.chain.from_iterable(self._chunks())
+
+    def _chunks(self) -> Iterator[Any]:
+        _, line_cls, xline_cls = _lazy_message_classes()
+        raw = self._raw
+        for i in range(0, len(raw), _CHUNK_EVENTS):
+            # Re-serializing a slice of the events with protobuf itself gives
+            # the wire form of an XLine holding just those events.
+            chunk = line_cls()
+            chunk.events.extend(raw[i : i + _CHUNK_EVENTS])
+            events = _decode(xline_cls, chunk.SerializeToString(), self._source).events
+            if i == 0:
+                _check_metadata(self._plane, events[0], self._source)
+            yield events
+
+
+def _check_metadata(plane: Any, event: Any, source: str) -> None:
+    if event.metadata_id and event.metadata_id not in plane.event_metadata:
+        # Dangling references mean the bytes were something else that
+        # happened to decode; analysis would be meaningless.
+        raise TraceParseError(
+            f"{source} is not a consistent XSpace trace: event metadata id "
+            f"{event.metadata_id} is undefined in plane {plane.name!r}."
+        )
+
+
+def _decode(cls: Any, data: bytes, source: str) -> Any:
+    from google.protobuf.message import DecodeError
+
+    message = cls()
+    try:
+        message.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError) as e:
+        raise TraceParseError(
+            f"{source} is not a valid XSpace trace (protobuf decode failed: {e})."
+        ) from None
+    return message
+
+
+def _lazy_message_classes() -> tuple[Any, Any, Any]:
+    """Returns (lazy XSpace, lazy XLine, real XLine) message classes.
+
+    The lazy twins come from TensorFlow's own `xplane.proto` descriptor,
+    copied into a private pool under another package, with `XPlane.lines`
+    and `XLine.events` retyped as `bytes` (the wire format of an embedded
+    message and of bytes is the same, so the twins read the same files).
+    """
+    global _lazy_classes
+    if _lazy_classes is not None:
+        return _lazy_classes
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    real = xplane_pb2()
+    proto = descriptor_pb2.FileDescriptorProto()
+    real.DESCRIPTOR.CopyToProto(proto)
+    old_prefix = f".{proto.package}."
+    proto.name = "keras_xla_guard/lazy_xplane.proto"
+    proto.package = _LAZY_PACKAGE
+    messages = list(proto.message_type)
+    while messages:
+        message = messages.pop()
+        messages.extend(message.nested_type)
+        for f in message.field:
+            if f.type_name.startswith(old_prefix):
+                f.type_name = f".{_LAZY_PACKAGE}." + f.type_name[len(old_prefix):]
+            if (message.name, f.name) in (("XPlane", "lines"), ("XLine", "events")):
+                f.type = descriptor_pb2.FieldDescriptorProto.TYPE_BYTES
+                f.ClearField("type_name")
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(proto)
+    classes = message_factory.GetMessages([proto], pool=pool)
+    _lazy_classes = (
+        classes[f"{_LAZY_PACKAGE}.XSpace"],
+        classes[f"{_LAZY_PACKAGE}.XLine"],
+        real.XLine,
+    )
+    return _lazy_classes
 
 
 def parse_xspace(data: bytes, *, source: str = "<bytes>") -> Any:
@@ -210,15 +403,7 @@ def parse_xspace(data: bytes, *, source: str = "<bytes>") -> Any:
         TraceParseError: If the bytes do not decode to an XSpace with at
             least one plane.
     """
-    from google.protobuf.message import DecodeError
-
-    space = xplane_pb2().XSpace()
-    try:
-        space.ParseFromString(data)
-    except (DecodeError, RuntimeError, ValueError) as e:
-        raise TraceParseError(
-            f"{source} is not a valid XSpace trace (protobuf decode failed: {e})."
-        ) from None
+    space = _decode(xplane_pb2().XSpace, data, source)
     if not space.planes:
         raise TraceParseError(
             f"{source} decoded to an XSpace without planes: not a TF profiler "
@@ -226,14 +411,6 @@ def parse_xspace(data: bytes, *, source: str = "<bytes>") -> Any:
         )
     for plane in space.planes:
         for line in plane.lines:
-            for event in line.events:
-                if event.metadata_id not in plane.event_metadata and event.metadata_id:
-                    # Dangling references mean the bytes were something else
-                    # that happened to decode; analysis would be meaningless.
-                    raise TraceParseError(
-                        f"{source} is not a consistent XSpace trace: event "
-                        f"metadata id {event.metadata_id} is undefined in "
-                        f"plane {plane.name!r}."
-                    )
-                break
+            if line.events:
+                _check_metadata(plane, line.events[0], source)
     return space

@@ -1,0 +1,216 @@
+"""Benchmark: `analyze_trace` against xprof and against the bare parse floor.
+
+Builds a large real trace (a medium Keras MLP trained for a few hundred steps
+under `tf.profiler.experimental.start/stop`), then times, in alternated rounds:
+
+* `ours`: `keras_xla_guard.analyze_trace(path)` (read, parse, full analysis);
+* `xprof`: xprof's uncached `framework_op_stats` conversion of the same file
+  (its cache `ALL_HOSTS.op_stats_v2.pb` is deleted before every run);
+* `floor`: read and parse with `xplane_pb2`, then touch every event's
+  `offset_ps`, `duration_ps` and `metadata_id` - the least any Python
+  analysis of the file can do.
+
+Peak memory of `analyze_trace` is measured in a fresh interpreter as the rise
+of its peak resident set (`VmHWM` in `/proc/self/status`, Linux) over the
+value after all imports, so it counts protobuf's C allocations, which
+`tracemalloc` cannot see. Prints one JSON object with medians and ratios.
+
+Usage:
+
+```
+.venv/bin/python benchmarks/bench_analyze.py            # build a trace, measure
+.venv/bin/python benchmarks/bench_analyze.py --trace T  # measure an existing file
+```
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+_MEMORY_PROBE = """
+import sys
+from keras_xla_guard.analysis import analyze_trace
+from keras_xla_guard.xplane import _lazy_message_classes, xplane_pb2
+
+def high_water_kib():
+    # VmHWM is this process's peak resident set. ru_maxrss would do, but
+    # Linux carries it over from the parent across exec.
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    raise SystemExit("no VmHWM in /proc/self/status")
+
+xplane_pb2()
+_lazy_message_classes()
+base = high_water_kib()
+report = analyze_trace(sys.argv[1], max_bytes=1 << 31)
+peak = high_water_kib()
+print(base, peak)
+"""
+
+
+def _build_trace(log_dir: Path, steps: int) -> None:
+    """Trains a medium MLP for `steps` steps with the profiler on (no XLA).
+
+    Plain kernels give the most events per step, which is what stresses the
+    analysis; the model is the shape of a typical tabular model.
+    """
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((steps * 32, 64)).astype("float32")
+    y = rng.standard_normal((steps * 32, 1)).astype("float32")
+    model = keras.Sequential(
+        [keras.Input((64,))]
+        + [keras.layers.Dense(128, activation="relu") for _ in range(6)]
+        + [keras.layers.Dense(1)]
+    )
+    model.compile(optimizer="adam", loss="mse", jit_compile=False)
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(32)
+    model.fit(dataset.take(4), epochs=1, verbose=0)
+    tf.profiler.experimental.start(str(log_dir))
+    model.fit(dataset, epochs=1, verbose=0)
+    tf.profiler.experimental.stop()
+
+
+def _trace_file(log_dir: Path) -> Path:
+    files = sorted(log_dir.rglob("*.xplane.pb"))
+    if len(files) != 1:
+        raise SystemExit(f"expected one trace under {log_dir}, found {len(files)}")
+    return files[0]
+
+
+def _time_ours(path: Path) -> float:
+    from keras_xla_guard.analysis import analyze_trace
+
+    t0 = time.perf_counter()
+    analyze_trace(path, max_bytes=1 << 31)
+    return time.perf_counter() - t0
+
+
+def _time_floor(path: Path) -> float:
+    from keras_xla_guard.xplane import xplane_pb2
+
+    t0 = time.perf_counter()
+    space = xplane_pb2().XSpace()
+    space.ParseFromString(path.read_bytes())
+    touched = 0
+    for plane in space.planes:
+        for line in plane.lines:
+            for e in line.events:
+                touched += e.offset_ps + e.duration_ps + e.metadata_id
+    return time.perf_counter() - t0
+
+
+def _time_xprof(path: Path) -> float:
+    from xprof.convert import raw_to_tool_data
+
+    cache = path.parent / "ALL_HOSTS.op_stats_v2.pb"
+    cache.unlink(missing_ok=True)
+    t0 = time.perf_counter()
+    data, _ = raw_to_tool_data.xspace_to_tool_data([str(path)], "framework_op_stats", {})
+    elapsed = time.perf_counter() - t0
+    if not data:
+        raise SystemExit("xprof returned no framework_op_stats data")
+    cache.unlink(missing_ok=True)
+    return elapsed
+
+
+def _count_events(path: Path) -> int:
+    from keras_xla_guard.xplane import load_xspace
+
+    space = load_xspace(path, max_bytes=1 << 31)
+    return sum(len(line.events) for plane in space.planes for line in plane.lines)
+
+
+def _peak_memory(path: Path) -> dict[str, float]:
+    out = subprocess.run(
+        [sys.executable, "-c", _MEMORY_PROBE, str(path)],
+        check=True, capture_output=True, text=True,
+    ).stdout.split()
+    base_kib, peak_kib = int(out[0]), int(out[1])
+    return {"baseline_mib": base_kib / 1024, "peak_above_baseline_mib": (peak_kib - base_kib) / 1024}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the benchmark and prints JSON.
+
+    Args:
+        argv: Command-line arguments. Defaults to `sys.argv[1:]`.
+
+    Returns:
+        The process exit code.
+    """
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trace", type=Path, help="measure this .xplane.pb instead of building one")
+    parser.add_argument("--steps", type=int, default=400, help="training steps profiled (default: %(default)s)")
+    parser.add_argument("--rounds", type=int, default=5, help="alternated rounds (default: %(default)s)")
+    parser.add_argument("--build-into", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.build_into is not None:
+        _build_trace(args.build_into, args.steps)
+        return 0
+
+    with tempfile.TemporaryDirectory(prefix="bench_analyze_") as tmp:
+        path = args.trace
+        if path is None:
+            log_dir = Path(tmp) / "logs"
+            subprocess.run(
+                [sys.executable, __file__, "--build-into", str(log_dir), "--steps", str(args.steps)],
+                check=True,
+            )
+            path = _trace_file(log_dir)
+        else:
+            # xprof writes its cache next to the trace: work on a copy.
+            copy = Path(tmp) / path.name
+            copy.write_bytes(path.read_bytes())
+            path = copy
+
+        timers = {"ours": _time_ours, "xprof": _time_xprof, "floor": _time_floor}
+        for timer in timers.values():
+            timer(path)  # warm-up: imports and the page cache
+        times: dict[str, list[float]] = {name: [] for name in timers}
+        names = list(timers)
+        for r in range(args.rounds):
+            # Rotate the order so no contender always runs first or last.
+            for name in names[r % len(names):] + names[: r % len(names)]:
+                times[name].append(timers[name](path))
+        med = {name: statistics.median(ts) for name, ts in times.items()}
+        size = path.stat().st_size
+        memory = _peak_memory(path)
+        result = {
+            "trace_bytes": size,
+            "trace_events": _count_events(path),
+            "rounds": args.rounds,
+            "median_s": med,
+            "all_s": times,
+            "xprof_over_ours": med["xprof"] / med["ours"],
+            "ours_over_floor": med["ours"] / med["floor"],
+            "peak_memory_mib": memory["peak_above_baseline_mib"],
+            "peak_memory_over_file_size": memory["peak_above_baseline_mib"] * 1024 * 1024 / size,
+            "memory_method": "VmHWM rise over the post-import value, fresh interpreter",
+            "goals_met": {
+                "ours_2x_faster_than_xprof": med["xprof"] / med["ours"] >= 2.0,
+                "ours_within_2x_of_floor": med["ours"] / med["floor"] <= 2.0,
+                "peak_memory_under_3x_file": memory["peak_above_baseline_mib"] * 1024 * 1024 < 3 * size,
+            },
+        }
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
