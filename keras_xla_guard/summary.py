@@ -191,7 +191,14 @@ def layout_proto() -> Any:
                 chart=[
                     chart("XLA coverage (%)", "coverage_percent"),
                     chart("XLA vs non-XLA op time (s)", "xla_time_s", "non_xla_op_time_s"),
-                    chart("Compilations vs new signatures", "compilations", "new_signatures"),
+                    # Measured compilations beside the signature tracker's
+                    # prediction: a gap means shapes are not the only cause.
+                    chart(
+                        "Compilations vs new signatures",
+                        "compilations",
+                        "expected_compilations",
+                        "new_signatures",
+                    ),
                     chart("Compile time (s)", "compile_time_s"),
                     chart("Input pipeline time (s)", "input_pipeline_time_s"),
                 ],

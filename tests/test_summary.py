@@ -249,11 +249,16 @@ def test_layout_has_the_xla_guard_category_and_charts() -> None:
 
 def test_layout_regexes_each_match_exactly_their_tag() -> None:
     """Each chart line matches exactly one guard tag, never a longer look-alike."""
-    known = [*SCALAR_TAGS, "xla_guard/new_signatures", "xla_guard/distinct_signatures"]
+    known = [
+        *SCALAR_TAGS,
+        "xla_guard/new_signatures",
+        "xla_guard/distinct_signatures",
+        "xla_guard/expected_compilations",
+    ]
     expected = [
         ["xla_guard/coverage_percent"],
         ["xla_guard/xla_time_s", "xla_guard/non_xla_op_time_s"],
-        ["xla_guard/compilations", "xla_guard/new_signatures"],
+        ["xla_guard/compilations", "xla_guard/expected_compilations", "xla_guard/new_signatures"],
         ["xla_guard/compile_time_s"],
         ["xla_guard/input_pipeline_time_s"],
     ]
