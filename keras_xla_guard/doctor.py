@@ -340,39 +340,50 @@ def _filter_log(stderr: str) -> tuple[str, ...]:
     return tuple(lines[:_MAX_LOG_LINES])
 
 
-def _run_probe(get_jit: str, cpu_global_jit: bool | None, timeout: float) -> ProbeResult:
-    """Runs the probe in a child process with this process' settings.
+def _start_probe(get_jit: str, cpu_global_jit: bool | None) -> tuple[Any, float]:
+    """Starts the probe in a child process with this process' settings.
 
     The child inherits the environment. It also gets this process'
-    `get_jit()` and the `tf_xla_cpu_global_jit` value TensorFlow holds here,
-    because a flag set in `os.environ` after TensorFlow read it has no effect
-    here but would take effect in a fresh child.
+    `get_jit()` and the `tf_xla_cpu_global_jit` value TensorFlow holds here
+    (`None`: let the child read `TF_XLA_FLAGS` itself), because a flag set in
+    `os.environ` after TensorFlow read it has no effect here but would take
+    effect in a fresh child.
     """
     cmd = [sys.executable, "-m", "keras_xla_guard.doctor", "--probe", "--jit", get_jit or "off"]
     if cpu_global_jit is not None:
         cmd += ["--cpu-global-jit", "1" if cpu_global_jit else "0"]
-    started = time.perf_counter()
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
+    return proc, time.perf_counter()
+
+
+def _finish_probe(run: tuple[Any, float], timeout: float) -> ProbeResult:
+    """Waits for the probe (at most `timeout` seconds after its start)."""
+    proc, started = run
+    remaining = max(timeout - (time.perf_counter() - started), 0.01)
     try:
-        proc = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=timeout, env=dict(os.environ), check=False
-        )
-    except subprocess.TimeoutExpired as e:
-        stderr = e.stderr or ""
-        if isinstance(stderr, bytes):
-            stderr = stderr.decode(errors="replace")
+        stdout, stderr = proc.communicate(timeout=remaining)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, stderr = proc.communicate()
         return ProbeResult(
             ran=False,
             log_lines=_filter_log(stderr),
             seconds=time.perf_counter() - started,
-            error=f"the probe process did not finish within {timeout:.0f} s",
+            error=f"the probe process did not finish within {timeout:g} s",
         )
     seconds = time.perf_counter() - started
-    log_lines = _filter_log(proc.stderr)
+    log_lines = _filter_log(stderr)
     result_line = next(
-        (line for line in reversed(proc.stdout.splitlines()) if line.startswith("{")), None
+        (line for line in reversed(stdout.splitlines()) if line.startswith("{")), None
     )
     if proc.returncode != 0 or result_line is None:
-        tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
+        tail = " | ".join(stderr.strip().splitlines()[-3:])
         return ProbeResult(
             ran=False,
             log_lines=log_lines,
@@ -646,6 +657,30 @@ def doctor(
             f"Received: probe_timeout={probe_timeout!r}"
         )
     started = time.perf_counter()
+    early_probe = None
+    if probe and "tensorflow" not in sys.modules:
+        # TensorFlow holds no state here yet (auto-clustering off, flags as in
+        # the environment), so a child started now sees the same settings;
+        # starting it first lets both TensorFlow imports overlap.
+        early_probe = _start_probe("", None)
+    try:
+        return _doctor(
+            started, early_probe, probe, check_devices, float(probe_timeout), resolve_keras
+        )
+    finally:
+        if early_probe is not None and early_probe[0].poll() is None:
+            early_probe[0].kill()
+            early_probe[0].communicate()
+
+
+def _doctor(
+    started: float,
+    early_probe: tuple[Any, float] | None,
+    probe: bool,
+    check_devices: bool,
+    probe_timeout: float,
+    resolve_keras: bool,
+) -> DoctorReport:
     import tensorflow as tf
 
     physical = tf.config.list_physical_devices()
@@ -675,7 +710,8 @@ def doctor(
     )
     probe_result = None
     if probe:
-        probe_result = _run_probe(get_jit, tf_cpu_global_jit, float(probe_timeout))
+        run = early_probe or _start_probe(get_jit, tf_cpu_global_jit)
+        probe_result = _finish_probe(run, probe_timeout)
         verdicts += _effectiveness_verdicts(
             probe_result,
             requested=requested,

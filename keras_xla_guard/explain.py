@@ -195,9 +195,14 @@ def model_verdicts(model: Any) -> list[Verdict]:
     return verdicts
 
 
-def _layers_without_jit(model: Any) -> tuple[str, ...]:
+def _all_layers(model: Any) -> list[Any]:
+    """The model and all its nested layers (Keras' own traversal when present)."""
     flatten = getattr(model, "_flatten_layers", None)
-    layers = list(flatten()) if flatten is not None else []
+    return list(flatten()) if flatten is not None else [model, *getattr(model, "layers", [])]
+
+
+def _layers_without_jit(model: Any) -> tuple[str, ...]:
+    layers = _all_layers(model)
     return tuple(layer.name for layer in layers if getattr(layer, "supports_jit", True) is False)
 
 
@@ -380,7 +385,7 @@ def explain(model: Any, sample_batch: Any) -> ExplainReport:
         hlo_chars = len(step.experimental_get_compiler_ir(x, y, sample_weight)(stage="hlo"))
     except Exception as e:  # noqa: BLE001 - any compile failure is the finding
         error = str(e)
-    layer_names = frozenset(layer.name for layer in model._flatten_layers())
+    layer_names = frozenset(layer.name for layer in _all_layers(model))
     unsupported: tuple[UnsupportedOp, ...] = ()
     if error:
         concrete = step.get_concrete_function(x, y, sample_weight)

@@ -266,7 +266,12 @@ def test_callback_explain_true_warns_when_jit_step_cannot_compile(tmp_path: Any)
     model = _unsupported_model(jit_compile=True)
     guard = XlaGuardCallback(log_dir=str(tmp_path), verbose=0, explain=True, write_summaries=False)
     guard.set_model(model)
-    with pytest.warns(XlaGuardWarning, match="EagerPyFunc in layer 'py_layer'"):
+    # Called outside fit(), other parts of the guard warn too; only ours matters here.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         guard.on_train_begin()
+    messages = [str(w.message) for w in caught if issubclass(w.category, XlaGuardWarning)]
+    assert any("cannot compile with jit_compile=True" in m for m in messages)
+    assert any("EagerPyFunc in layer 'py_layer'" in m for m in messages)
     assert guard.explain_report is not None and not guard.explain_report.with_loss
     guard.on_train_end()
