@@ -283,7 +283,9 @@ def _auto_jit_requested(auto_jit: str | None) -> bool:
     if auto_jit is None:
         return False
     # `single-gpu(N)` requests auto-clustering on one GPU only.
-    return auto_jit.startswith("single-gpu") or auto_jit.lstrip("-").isdigit() and int(auto_jit) > 0
+    if auto_jit.startswith("single-gpu"):
+        return True
+    return auto_jit.lstrip("-").isdigit() and int(auto_jit) > 0
 
 
 def _tf_cpu_global_jit() -> bool | None:

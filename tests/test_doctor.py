@@ -128,6 +128,24 @@ def test_cpu_flag_set_after_tensorflow_read_it(
 
 
 @pytest.mark.slow
+def test_probe_reproduces_this_process_cpu_flag_and_set_jit(clean_switches: None) -> None:
+    """With set_jit(True) and the CPU flag held by this process, the probe measures XLA."""
+    import tensorflow as tf
+    from tensorflow.python.client import pywrap_tf_session
+
+    tf.config.optimizer.set_jit(True)
+    old = pywrap_tf_session.TF_SetTfXlaCpuGlobalJit(True)
+    try:
+        report = doctor(check_devices=False, resolve_keras=False)
+    finally:
+        pywrap_tf_session.TF_SetTfXlaCpuGlobalJit(old)
+    assert report.tf_cpu_global_jit is True and report.env_cpu_global_jit is False
+    assert report.codes[-1] == "AUTOJIT_EFFECTIVE"
+    assert report.probe is not None and report.probe.xla_executions >= 1
+    assert "CPU_FLAG_SET_TOO_LATE" not in report.codes
+
+
+@pytest.mark.slow
 def test_probe_skipped_still_predicts_missing_cpu_flag(clean_switches: None) -> None:
     """Without the probe, set_jit on CPU without the flag is still reported (as predicted)."""
     import tensorflow as tf
