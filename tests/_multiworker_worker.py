@@ -1,0 +1,87 @@
+"""One worker of a 2-process MultiWorkerMirroredStrategy run (started by tests).
+
+Usage: python _multiworker_worker.py TASK_INDEX PORT0,PORT1 LOG_DIR
+
+Legacy Keras (tf_keras) is used because Keras 3's `fit` does not run under
+MultiWorkerMirroredStrategy (keras-team/keras#20585), and each replica's
+forward and backward pass is compiled with XLA while the gradient all-reduce
+stays outside: on CPU, XLA cannot compile collectives, so
+`compile(jit_compile=True)` (which puts the all-reduce inside the compiled
+step) fails there. Prints one JSON line with what the test needs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+task, ports, log_dir = int(sys.argv[1]), sys.argv[2].split(","), sys.argv[3]
+os.environ["TF_CONFIG"] = json.dumps(
+    {
+        "cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
+        "task": {"type": "worker", "index": task},
+    }
+)
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from keras_xla_guard import XlaGuardCallback  # noqa: E402
+
+
+class ReplicaXla(tf.keras.Sequential):
+    """Runs each replica's forward and backward pass as one XLA executable."""
+
+    @tf.function(jit_compile=True)
+    def _loss_and_grads(self, x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(self(x, training=True) - y))
+            scaled = loss / tf.distribute.get_strategy().num_replicas_in_sync
+        return loss, tape.gradient(scaled, self.trainable_variables)
+
+    def train_step(self, data):
+        x, y = data
+        loss, grads = self._loss_and_grads(x, y)
+        self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
+        return {"loss": loss}
+
+
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+with strategy.scope():
+    tf.keras.utils.set_random_seed(0)
+    model = ReplicaXla(
+        [
+            tf.keras.Input((32,)),
+            tf.keras.layers.Dense(256, activation="relu"),
+            tf.keras.layers.Dense(256, activation="relu"),
+            tf.keras.layers.Dense(1),
+        ]
+    )
+    model.compile(optimizer="sgd")
+
+rng = np.random.default_rng(0)
+x = rng.standard_normal((1024, 32)).astype("float32")
+y = (x[:, :1] * 0.3).astype("float32")
+dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(64)
+guard = XlaGuardCallback(log_dir=log_dir, profile_epochs=(1,), skip_steps=2, verbose=0)
+history = model.fit(dataset, epochs=2, callbacks=[guard], verbose=0)
+report = guard.reports[1]
+print(
+    json.dumps(
+        {
+            "task": task,
+            "status": report.status,
+            "reason": report.reason,
+            "fraction": report.xla_time_fraction,
+            "executions": report.xla_executions,
+            "steps": report.steps_profiled,
+            "trace_paths": list(report.trace_paths),
+            "log_dir_after": guard.log_dir,
+            "loss": history.history["loss"],
+        }
+    ),
+    flush=True,
+)
