@@ -203,8 +203,9 @@ def load_xspace(
         ValueError: If `max_bytes` is not a positive integer.
         TraceNotFoundError: If the file does not exist.
         TraceTooLargeError: If the file is larger than `max_bytes`.
-        TraceParseError: If the bytes are not an XSpace with at least one
-            plane (empty, truncated, random bytes, another message type).
+        TraceParseError: If the bytes are not an XSpace with a host or
+            device plane (empty, truncated, random bytes, another message
+            type).
     """
     return parse_xspace(_read_trace(path, max_bytes), source=str(path))
 
@@ -235,9 +236,9 @@ def open_xspace(
         ValueError: If `max_bytes` is not a positive integer.
         TraceNotFoundError: If the file does not exist.
         TraceTooLargeError: If the file is larger than `max_bytes`.
-        TraceParseError: If the bytes are not an XSpace with at least one
-            plane. Lines that turn out not to decode raise it later, from
-            `iter_lines`.
+        TraceParseError: If the bytes are not an XSpace with a host or
+            device plane. Lines that turn out not to decode raise it later,
+            from `iter_lines`.
 
     Example:
 
@@ -252,11 +253,7 @@ def open_xspace(
     source = str(path)
     space_cls, _, _ = _lazy_message_classes()
     space = _decode(space_cls, _read_trace(path, max_bytes), source)
-    if not space.planes:
-        raise TraceParseError(
-            f"{source} decoded to an XSpace without planes: not a TF profiler "
-            "trace, or an empty one."
-        )
+    _check_planes(space, source)
     return space
 
 
@@ -324,6 +321,23 @@ class _LazyEvents:
             if i == 0:
                 _check_metadata(self._plane, events[0], self._source)
             yield events
+
+
+def _check_planes(space: Any, source: str) -> None:
+    if not space.planes:
+        raise TraceParseError(
+            f"{source} decoded to an XSpace without planes: not a TF profiler "
+            "trace, or an empty one."
+        )
+    # Protobuf decodes many other messages (a GraphDef, a Summary) into an
+    # XSpace of oddly named planes; every profiler trace has a host or a
+    # device plane.
+    if not any(p.name.startswith(("/host:", "/device:")) for p in space.planes):
+        names = sorted({p.name for p in space.planes})[:3]
+        raise TraceParseError(
+            f"{source} is not a TF profiler trace: it has no /host: or "
+            f"/device: plane (plane names: {names!r})."
+        )
 
 
 def _check_metadata(plane: Any, event: Any, source: str) -> None:
@@ -400,15 +414,11 @@ def parse_xspace(data: bytes, *, source: str = "<bytes>") -> Any:
         The parsed `xplane_pb2.XSpace` message.
 
     Raises:
-        TraceParseError: If the bytes do not decode to an XSpace with at
-            least one plane.
+        TraceParseError: If the bytes do not decode to an XSpace with a
+            host or device plane.
     """
     space = _decode(xplane_pb2().XSpace, data, source)
-    if not space.planes:
-        raise TraceParseError(
-            f"{source} decoded to an XSpace without planes: not a TF profiler "
-            "trace, or an empty one."
-        )
+    _check_planes(space, source)
     for plane in space.planes:
         for line in plane.lines:
             if line.events:
