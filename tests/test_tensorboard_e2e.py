@@ -164,7 +164,7 @@ def test_profile_tab_lists_and_opens_our_traces(server, fit) -> None:
 
 
 def test_every_guard_text_panel_is_served_as_safe_html(server) -> None:
-    """Every text panel of our run is served for each epoch, with no markup inside table cells."""
+    """Every text panel of our run is served with no markup in cells and no stray headings."""
     for tag in server.json("/data/plugin/text/tags")[GUARD_RUN]:
         entries = server.json("/data/plugin/text/text", run=GUARD_RUN, tag=tag)
         assert entries, tag
@@ -172,3 +172,6 @@ def test_every_guard_text_panel_is_served_as_safe_html(server) -> None:
             parsed = HtmlTables(entry["text"])
             assert parsed.visible_text, (tag, entry["step"])
             assert parsed.tags_in_cells == [] and "script" not in parsed.tags, (tag, entry["step"])
+            # The guard writes no headings: one would be a name or code line
+            # that Markdown took for syntax.
+            assert not {"h1", "h2", "h3", "h4", "h5", "h6"} & set(parsed.tags), (tag, entry["step"])
