@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _traces import profiled_fit
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -35,34 +36,16 @@ from keras_xla_guard.xplane import (
 )
 
 
-def _profiled_fit(log_dir: Path, jit_compile: bool) -> Path:
-    """Trains a tiny model for 6 steps, all under the profiler; returns the trace."""
-    import keras
-    import numpy as np
-    import tensorflow as tf
-
-    keras.utils.set_random_seed(0)
-    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(8, activation="relu"),
-                              keras.layers.Dense(1)])
-    model.compile(optimizer="adam", loss="mse", jit_compile=jit_compile)
-    x = np.random.default_rng(0).standard_normal((48, 8)).astype("float32")
-    tf.profiler.experimental.start(str(log_dir))
-    model.fit(x, x[:, :1], batch_size=8, epochs=1, verbose=0)
-    tf.profiler.experimental.stop()
-    (trace,) = find_trace_files(log_dir)
-    return trace
-
-
 @pytest.fixture(scope="module")
 def jit_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real trace of a jit_compile=True fit, compilation included."""
-    return _profiled_fit(tmp_path_factory.mktemp("xplane_jit"), jit_compile=True)
+    return profiled_fit(tmp_path_factory.mktemp("xplane_jit"), jit_compile=True)
 
 
 @pytest.fixture(scope="module")
 def plain_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real trace of a jit_compile=False fit."""
-    return _profiled_fit(tmp_path_factory.mktemp("xplane_plain"), jit_compile=False)
+    return profiled_fit(tmp_path_factory.mktemp("xplane_plain"), jit_compile=False)
 
 
 def _assert_valid(report: Any) -> None:

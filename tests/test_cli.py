@@ -1,0 +1,321 @@
+"""Tests for the `keras-xla-guard report` command on real traces.
+
+Exit codes: 0 ok, 1 a threshold was violated, 2 bad input (one line on
+stderr, no traceback).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _traces import profiled_fit, tiny_data, tiny_model
+
+from keras_xla_guard.cli import REPORT_SCHEMA_VERSION, main
+from keras_xla_guard.report import CoverageReport
+
+REPORT_KEYS = set(CoverageReport().to_dict())
+
+
+@pytest.fixture(scope="module")
+def log_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A log dir with two runs: a plain fit, then (newest) a jit_compile fit."""
+    logs = tmp_path_factory.mktemp("cli") / "logs"
+    profiled_fit(logs, jit_compile=False)
+    # TF names a run by the second it starts in: keep the two apart.
+    time.sleep(1.1)
+    profiled_fit(logs, jit_compile=True)
+    return logs
+
+
+@pytest.fixture(scope="module")
+def runs(log_dir: Path) -> dict[str, Path]:
+    """The run directories of `log_dir` by kind."""
+    plain, jit = sorted((log_dir / "plugins" / "profile").iterdir(), key=lambda p: p.name)
+    return {"plain": plain, "jit": jit}
+
+
+@pytest.fixture(scope="module")
+def two_hosts(runs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run dir holding a plain and a jit host trace, as a 2-host run would."""
+    run = tmp_path_factory.mktemp("hosts") / "plugins" / "profile" / "2026_01_01_00_00_00"
+    run.mkdir(parents=True)
+    shutil.copy(next(runs["plain"].glob("*.xplane.pb")), run / "worker-a.xplane.pb")
+    shutil.copy(next(runs["jit"].glob("*.xplane.pb")), run / "worker-b.xplane.pb")
+    return run
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: Any) -> tuple[int, str, str]:
+    """Runs `main` in-process; returns (exit code, stdout, stderr)."""
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as e:
+        code = int(e.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def report_json(capsys: pytest.CaptureFixture[str], *argv: Any) -> tuple[int, dict[str, Any]]:
+    """Runs `report --json` in-process; returns (exit code, parsed document)."""
+    code, out, err = run_cli(capsys, "report", *argv, "--json")
+    assert err == ""
+    return code, json.loads(out)
+
+
+# ------------------------------------------------------------------- output
+
+
+@pytest.mark.slow
+def test_table_shows_the_newest_run_by_default(capsys, log_dir, runs):
+    """A log dir reports its newest run only, as one compact table row."""
+    code, out, err = run_cli(capsys, "report", log_dir)
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[0].split()[:4] == ["run", "host", "XLA", "share"]
+    assert len(lines) == 2
+    assert lines[1].startswith(runs["jit"].name)
+    share = float(lines[1].split()[2].rstrip("%"))
+    assert share >= 90.0
+
+
+@pytest.mark.slow
+def test_all_reports_every_run_oldest_first(capsys, log_dir, runs):
+    """--all gives one row per run, oldest first, with their own coverage."""
+    code, out, _ = run_cli(capsys, "report", log_dir, "--all")
+    assert code == 0
+    rows = out.splitlines()[1:]
+    assert [r.split()[0] for r in rows] == [runs["plain"].name, runs["jit"].name]
+    assert rows[0].split()[2] == "0.0%"
+
+
+@pytest.mark.slow
+def test_json_schema_v1(capsys, log_dir, runs):
+    """--json prints the documented schema: runs with hosts and combined, violations, ok."""
+    code, doc = report_json(capsys, log_dir, "--all")
+    assert code == 0
+    assert set(doc) == {"schema_version", "tool_version", "path", "thresholds", "runs",
+                        "violations", "ok"}
+    assert doc["schema_version"] == REPORT_SCHEMA_VERSION == 1
+    assert doc["thresholds"] == {"min_coverage": None, "max_compilations": None}
+    assert (doc["violations"], doc["ok"]) == ([], True)
+    assert [r["run"] for r in doc["runs"]] == [runs["plain"].name, runs["jit"].name]
+    for run in doc["runs"]:
+        assert set(run) == {"run", "run_dir", "hosts", "combined"}
+        assert Path(run["run_dir"]).name == run["run"]
+        assert len(run["hosts"]) == 1
+        assert set(run["hosts"][0]) == REPORT_KEYS | {"trace_path"}
+        assert run["combined"] == run["hosts"][0]
+    plain, jit = (r["combined"] for r in doc["runs"])
+    assert plain["xla_time_fraction"] == 0.0 and plain["top_non_xla_ops"]
+    assert jit["xla_time_fraction"] >= 0.9 and jit["compilations"] >= 1
+
+
+@pytest.mark.slow
+def test_several_hosts_give_a_row_each_and_a_combined_row(capsys, two_hosts):
+    """A run with two host files: two host rows, then an 'all 2 hosts' row."""
+    code, out, _ = run_cli(capsys, "report", two_hosts)
+    assert code == 0
+    rows = out.splitlines()[1:]
+    assert [r.split()[1] for r in rows] == ["worker-a", "worker-b", "all"]
+    assert "all 2 hosts" in rows[2]
+
+
+@pytest.mark.slow
+def test_combined_json_row_sums_the_hosts(capsys, two_hosts):
+    """The combined report adds the hosts' times and recomputes the fraction."""
+    _, doc = report_json(capsys, two_hosts)
+    (run,) = doc["runs"]
+    a, b = run["hosts"]
+    combined = run["combined"]
+    assert (a["hosts"], b["hosts"], combined["hosts"]) == (
+        ["worker-a"], ["worker-b"], ["worker-a", "worker-b"])
+    assert combined["xla_time_s"] == pytest.approx(a["xla_time_s"] + b["xla_time_s"])
+    assert combined["non_xla_op_time_s"] == pytest.approx(
+        a["non_xla_op_time_s"] + b["non_xla_op_time_s"])
+    xla, non = combined["xla_time_s"], combined["non_xla_op_time_s"]
+    assert combined["xla_time_fraction"] == pytest.approx(xla / (xla + non))
+    assert 0.0 < combined["xla_time_fraction"] < 1.0
+    assert combined["compilations"] == a["compilations"] + b["compilations"]
+
+
+@pytest.mark.slow
+def test_top_k_limits_the_listed_ops(capsys, runs):
+    """--top-k bounds top_non_xla_ops of every report."""
+    _, doc = report_json(capsys, runs["plain"], "--top-k", "2")
+    assert len(doc["runs"][0]["combined"]["top_non_xla_ops"]) == 2
+
+
+# --------------------------------------------------------------- thresholds
+
+
+@pytest.mark.slow
+def test_min_coverage_violation_exits_1_and_says_why(capsys, runs):
+    """A run below --min-coverage exits 1 and prints a FAILED line."""
+    code, out, err = run_cli(capsys, "report", runs["plain"], "--min-coverage", "0.5")
+    assert (code, err) == (1, "")
+    assert out.splitlines()[-1] == (
+        f"FAILED: run {runs['plain'].name}: XLA share 0.0% is below --min-coverage 50.0%"
+    )
+    code, _, _ = run_cli(capsys, "report", runs["jit"], "--min-coverage", "0.5")
+    assert code == 0
+
+
+@pytest.mark.slow
+def test_max_compilations_is_inclusive(capsys, runs):
+    """--max-compilations N passes at exactly N compilations and fails below."""
+    _, doc = report_json(capsys, runs["jit"])
+    n = doc["runs"][0]["combined"]["compilations"]
+    assert n >= 1
+    code, ok_doc = report_json(capsys, runs["jit"], "--max-compilations", n)
+    assert (code, ok_doc["ok"]) == (0, True)
+    code, bad = report_json(capsys, runs["jit"], "--max-compilations", n - 1)
+    assert (code, bad["ok"]) == (1, False)
+    (violation,) = bad["violations"]
+    assert violation["check"] == "max_compilations"
+    assert (violation["threshold"], violation["value"]) == (n - 1, n)
+    assert bad["thresholds"]["max_compilations"] == n - 1
+
+
+@pytest.mark.slow
+def test_thresholds_are_checked_per_run(capsys, log_dir, runs):
+    """With --all, each run is checked on its own; only the failing run is listed."""
+    code, doc = report_json(capsys, log_dir, "--all", "--min-coverage", "0.9")
+    assert code == 1
+    assert [v["run"] for v in doc["violations"]] == [runs["plain"].name]
+    assert doc["violations"][0]["value"] == 0.0
+
+
+# ---------------------------------------------------------------- bad input
+
+
+# Placeholders: {missing}, {empty}, {noise} (random bytes), {bare} (no traces).
+BAD_ARGV = {
+    "missing path": ["report", "{missing}"],
+    "empty file": ["report", "{empty}"],
+    "random bytes": ["report", "{noise}"],
+    "dir without traces": ["report", "{bare}"],
+    "over the size cap": ["report", "{noise}", "--max-bytes", "1K"],
+    "coverage above 1": ["report", "{noise}", "--min-coverage", "1.5"],
+    "coverage not a number": ["report", "{noise}", "--min-coverage", "abc"],
+    "coverage nan": ["report", "{noise}", "--min-coverage", "nan"],
+    "negative compilations": ["report", "{noise}", "--max-compilations", "-1"],
+    "zero size cap": ["report", "{noise}", "--max-bytes", "0"],
+    "bad size unit": ["report", "{noise}", "--max-bytes", "12X"],
+    "bad top-k": ["report", "{noise}", "--top-k", "many"],
+    "missing path argument": ["report"],
+    "unknown option": ["report", "{noise}", "--colour"],
+    "no subcommand": [],
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_ARGV))
+def test_bad_input_exits_2_with_one_line_on_stderr(capsys, tmp_path, case):
+    """Bad paths, bad files and bad numbers: exit 2, one stderr line, no traceback."""
+    paths = {name: tmp_path / f"{name}.xplane.pb" for name in ("missing", "empty", "noise")}
+    paths["empty"].write_bytes(b"")
+    paths["noise"].write_bytes(random.Random(1).randbytes(2048))
+    paths["bare"] = tmp_path / "no_traces"
+    paths["bare"].mkdir()
+    code, out, err = run_cli(capsys, *(a.format(**paths) for a in BAD_ARGV[case]))
+    assert code == 2
+    assert out == ""
+    assert err.endswith("\n") and err.count("\n") == 1
+    assert err.startswith("keras-xla-guard") and "error:" in err
+    assert "Traceback" not in err
+
+
+def test_size_cap_message_names_the_option(capsys, tmp_path):
+    """The size-cap error says how to raise the cap."""
+    trace = tmp_path / "big.xplane.pb"
+    trace.write_bytes(b"\0" * 5000)
+    code, _, err = run_cli(capsys, "report", trace, "--max-bytes", "4K")
+    assert code == 2
+    assert "5000 bytes, above the cap of 4096 bytes" in err and "--max-bytes" in err
+
+
+# --------------------------------------------------------- real subprocesses
+
+
+def _console_script() -> Path:
+    script = Path(sys.executable).parent / "keras-xla-guard"
+    assert script.is_file(), f"console script not installed next to {sys.executable}"
+    return script
+
+
+@pytest.mark.slow
+def test_console_script_exit_codes_and_clean_stderr(log_dir, runs, tmp_path):
+    """The installed `keras-xla-guard report` exits 0/1/2 with one clean stderr line on 2."""
+    script = str(_console_script())
+
+    def run(*argv: Any) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([script, "report", *map(str, argv)], capture_output=True,
+                              text=True, timeout=120)
+
+    ok = run(log_dir, "--json")
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["runs"][0]["run"] == runs["jit"].name
+    assert ok.stderr == ""
+    violated = run(runs["plain"], "--min-coverage", "0.9")
+    assert violated.returncode == 1
+    assert "FAILED" in violated.stdout
+    empty = tmp_path / "empty.xplane.pb"
+    empty.write_bytes(b"")
+    for argv in ([empty], [log_dir, "--min-coverage", "1.5"], []):
+        bad = run(*argv)
+        assert bad.returncode == 2
+        assert bad.stdout == ""
+        assert len(bad.stderr.splitlines()) == 1 and "Traceback" not in bad.stderr
+
+
+@pytest.mark.slow
+def test_report_does_not_import_tensorflow(runs):
+    """`report` reads traces without importing TensorFlow (fast start, no TF logs)."""
+    code = (
+        "import sys; from keras_xla_guard.cli import main; "
+        f"rc = main(['report', {str(runs['jit'])!r}, '--json']); "
+        "print('TF_IMPORTED' if 'tensorflow' in sys.modules else 'TF_ABSENT', rc)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.stdout.splitlines()[-1] == "TF_ABSENT 0", proc.stderr
+
+
+# ------------------------------------------- keras.callbacks.TensorBoard traces
+
+
+def _tensorboard_and_guard(tmp: Path, jit_compile: bool) -> tuple[float, float]:
+    """Coverage of steps profiled by keras' TensorBoard and by XlaGuardCallback."""
+    import keras
+
+    from keras_xla_guard import XlaGuardCallback
+
+    x, y = tiny_data(160)
+    tb_dir = tmp / f"tb_{jit_compile}"
+    tb = keras.callbacks.TensorBoard(log_dir=str(tb_dir), profile_batch=(2, 4))
+    tiny_model(jit_compile).fit(x, y, batch_size=8, epochs=1, callbacks=[tb], verbose=0)
+    guard = XlaGuardCallback(log_dir=tmp / f"guard_{jit_compile}", profile_epochs=(0,),
+                             skip_steps=2, max_steps=3, write_summaries=False, verbose=0)
+    tiny_model(jit_compile).fit(x, y, batch_size=8, epochs=1, callbacks=[guard], verbose=0)
+    report = guard.reports[0]
+    assert report.status == "ok", report.reason
+    doc = json.loads(subprocess.run(
+        [str(_console_script()), "report", str(tb_dir), "--json"],
+        capture_output=True, text=True, timeout=120, check=True).stdout)
+    return doc["runs"][0]["combined"]["xla_time_fraction"], report.xla_time_fraction
+
+
+@pytest.mark.slow
+def test_tensorboard_profile_batch_trace_matches_the_guard(tmp_path):
+    """TensorBoard(profile_batch=(2, 4)) traces give the guard's coverage: jit >= 0.9, plain 0."""
+    tb_jit, guard_jit = _tensorboard_and_guard(tmp_path, jit_compile=True)
+    assert tb_jit >= 0.9 and guard_jit >= 0.9
+    assert tb_jit == pytest.approx(guard_jit, abs=0.05)
+    tb_plain, guard_plain = _tensorboard_and_guard(tmp_path, jit_compile=False)
+    assert (tb_plain, guard_plain) == (0.0, 0.0)
