@@ -29,6 +29,8 @@ _UNSUPPORTED_RE = re.compile(
 # Graph plumbing the XLA bridge handles itself rather than through kernels.
 _PLUMBING = frozenset({"Placeholder", "NoOp", "_Arg", "_Retval", "_DeviceArg", "_DeviceRetval"})
 _SUFFIX_RE = re.compile(r"_\d+$")
+_PY_FUNC_TYPES = frozenset({"EagerPyFunc", "PyFunc", "PyFuncStateless"})
+_STRING_TYPES = frozenset({"AsString", "RegexReplace", "RegexFullMatch", "Substr", "DecodeBase64"})
 _FIX_UNSUPPORTED = (
     "Move this op out of the compiled step (e.g. into the tf.data pipeline or a "
     "preprocessing step before fit), or replace it with an XLA-supported op"
@@ -381,6 +383,9 @@ def explain(model: Any, sample_batch: Any) -> ExplainReport:
     device = _jit_device()
     error = ""
     hlo_chars = 0
+    # Tracing errors (a sample that does not fit the model) propagate as they
+    # are; only the lowering to HLO is the experiment.
+    concrete = step.get_concrete_function(x, y, sample_weight)
     try:
         hlo_chars = len(step.experimental_get_compiler_ir(x, y, sample_weight)(stage="hlo"))
     except Exception as e:  # noqa: BLE001 - any compile failure is the finding
@@ -388,7 +393,6 @@ def explain(model: Any, sample_batch: Any) -> ExplainReport:
     layer_names = frozenset(layer.name for layer in _all_layers(model))
     unsupported: tuple[UnsupportedOp, ...] = ()
     if error:
-        concrete = step.get_concrete_function(x, y, sample_weight)
         unsupported = _unsupported_ops(concrete, error, device, layer_names)
     dynamic = _dynamic_dims(model, x)
     blockers = _layers_without_jit(model)
@@ -411,7 +415,7 @@ def explain(model: Any, sample_batch: Any) -> ExplainReport:
                 MODEL,
                 ERROR,
                 f"{op.op_type} op {op.op_name!r} in {where} has no XLA kernel on {device}.",
-                _FIX_UNSUPPORTED + ".",
+                _fix_for(op.op_type),
             )
         )
     if error and not unsupported:
@@ -460,6 +464,20 @@ def explain(model: Any, sample_batch: Any) -> ExplainReport:
         hlo_chars=hlo_chars,
         verdicts=tuple(verdicts),
     )
+
+
+def _fix_for(op_type: str) -> str:
+    if op_type in _PY_FUNC_TYPES:
+        return (
+            "Rewrite the Python function with TensorFlow ops, or run it in the input "
+            "pipeline (dataset.map) instead of inside the model. " + _FIX_UNSUPPORTED + "."
+        )
+    if "String" in op_type or op_type in _STRING_TYPES:
+        return (
+            "XLA has no string type: turn strings into numbers in the input pipeline "
+            "(e.g. keras.layers.StringLookup inside dataset.map). " + _FIX_UNSUPPORTED + "."
+        )
+    return _FIX_UNSUPPORTED + "."
 
 
 def _first_line(text: str) -> str:

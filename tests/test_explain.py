@@ -99,6 +99,9 @@ def test_unsupported_ops_are_named_with_their_layers(unsupported: keras.Model) -
     unsupported_verdicts = [v for v in report.verdicts if v.code == "XLA_UNSUPPORTED_OP"]
     assert len(unsupported_verdicts) == len(report.unsupported_ops)
     assert all("Move this op out of the compiled step" in v.fix for v in unsupported_verdicts)
+    fixes = {v.message.split()[0]: v.fix for v in unsupported_verdicts}
+    assert "dataset.map" in fixes["EagerPyFunc"] and "Python function" in fixes["EagerPyFunc"]
+    assert "no string type" in fixes["AsString"] and "no string type" in fixes["StringLength"]
     assert "STEP_COMPILES" not in report.codes
 
 
@@ -212,6 +215,14 @@ def test_bad_sample_batch_and_unbuilt_model_are_value_errors() -> None:
         explain(model, (x, y, None, None))
     with pytest.raises(ValueError, match="not built"):
         explain(keras.Sequential([keras.layers.Dense(1)]), x)
+
+
+def test_sample_that_does_not_fit_the_model_raises_instead_of_a_verdict() -> None:
+    """A sample of the wrong shape is the caller's error, not an XLA finding."""
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile("adam", "mse", jit_compile=True)
+    with pytest.raises(ValueError, match="incompatible with the layer"):
+        explain(model, _batch(2, 5))
 
 
 def _text_summaries(log_dir: str) -> list[str]:
