@@ -335,7 +335,8 @@ def explain(model: Any, sample_batch: Any) -> ExplainReport:
 
     Raises:
         ValueError: If the model is not built or `sample_batch` has the
-            wrong structure.
+            wrong structure. Errors the model itself raises while tracing on
+            the sample (e.g. an incompatible input shape) propagate unchanged.
 
     Example:
 
