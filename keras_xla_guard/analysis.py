@@ -17,6 +17,7 @@ from keras_xla_guard.classify import (
     Category,
     classify_name,
     classify_op_type,
+    is_dispatch_only,
     split_tf_op,
 )
 from keras_xla_guard.report import CoverageReport, OpStat
@@ -310,7 +311,7 @@ def _scan_events(
                 cat = XLA
         elif cat == ASYNC_KERNEL:
             op_type = _stats_str(plane, event, type_id)
-            if op_type:
+            if op_type and not is_dispatch_only(op_type):
                 name = _stats_str(plane, event, name_id) or op_type
                 op = ((op_type, name), classify_op_type(op_type))
                 cat = KERNEL

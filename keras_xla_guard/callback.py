@@ -11,6 +11,7 @@ from typing import Any
 import keras
 
 from keras_xla_guard.analysis import DEFAULT_TOP_K
+from keras_xla_guard.distributed import ClusterRun
 from keras_xla_guard.doctor import ERROR, WARNING, Verdict
 from keras_xla_guard.engine import DEFAULT_LOG_DIR, XlaGuardEngine
 from keras_xla_guard.errors import BackendError, XlaGuardWarning
@@ -143,6 +144,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
         self.engine.note_providers.append(self._verdict_notes)
         self._original_train_function: Any = None
         self._wrapped_train_function: Any = None
+        self._cluster: ClusterRun | None = None
 
     @property
     def reports(self) -> dict[int, CoverageReport]:
@@ -225,15 +227,28 @@ class XlaGuardCallback(keras.callbacks.Callback):
                 stacklevel=4,
             )
 
+    # Legacy Keras (tf_keras, TF_USE_LEGACY_KERAS=1) asks its callbacks which
+    # batch hooks they implement; answering makes this class a tf_keras
+    # callback too, with the same hooks.
+
+    def _implements_train_batch_hooks(self) -> bool:
+        return True
+
+    def _implements_test_batch_hooks(self) -> bool:
+        return False
+
+    def _implements_predict_batch_hooks(self) -> bool:
+        return False
+
     # Keras hooks. on_train_batch_end is deliberately not implemented: doing
     # so would turn off Keras' asynchronous batch-end dispatch for everyone.
 
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
-        spe = getattr(self.model, "steps_per_execution", 1) or 1
-        self.engine.steps_per_call = int(spe)
+        self.engine.steps_per_call = _steps_per_call(self.model)
         params = self.params or {}
         self._noted = False
         self._diagnose()
+        self._cluster = _begin_cluster_run(self.engine, self.model, params.get("epochs"))
         self.engine.train_begin(epochs=params.get("epochs"), initial_epoch=0)
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
@@ -250,6 +265,9 @@ class XlaGuardCallback(keras.callbacks.Callback):
 
     def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
         self.engine.train_end()
+        if self._cluster is not None:
+            self._cluster.end()
+            self._cluster = None
         self._sync_wrapper()
 
     def _sync_wrapper(self) -> None:
@@ -285,6 +303,29 @@ class XlaGuardCallback(keras.callbacks.Callback):
                 model.train_function = self._original_train_function
             self._original_train_function = None
             self._wrapped_train_function = None
+
+
+def _steps_per_call(model: Any) -> int:
+    """Steps one `train_function` call runs (`steps_per_execution`)."""
+    spe = getattr(model, "steps_per_execution", 1) or 1
+    # tf_keras keeps it in a tf.Variable, mirrored under a strategy.
+    if hasattr(spe, "numpy"):
+        spe = spe.numpy()
+    return max(1, int(spe))
+
+
+def _begin_cluster_run(engine: XlaGuardEngine, model: Any, epochs: int | None) -> ClusterRun | None:
+    """Sets up per-worker traces under a multi-worker strategy (never raises)."""
+    try:
+        return ClusterRun.begin(engine, getattr(model, "distribute_strategy", None), epochs)
+    except Exception as e:  # noqa: BLE001 - guarding must not break training
+        warnings.warn(
+            f"keras-xla-guard: reading the cluster layout failed ({type(e).__name__}: {e}); "
+            "this worker profiles as if alone",
+            XlaGuardWarning,
+            stacklevel=3,
+        )
+        return None
 
 
 def _zeros_batch(model: Any) -> Any:

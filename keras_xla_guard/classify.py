@@ -12,7 +12,9 @@ in `tests/test_classify.py` and by the real-trace tests):
   compile-phase spans around it (HLO passes, `JitCompiler::Compile`, ...) and
   `_XlaCompile` kernels that compile are compile time.
 * Plain TF op kernels: events named `<op_name>:<OpType>`, and
-  `ExecutorState::ProcessAsync::Start` events carrying `name`/`kernel_type`.
+  `ExecutorState::ProcessAsync::Start` events carrying `name`/`kernel_type`
+  (except collectives, whose start only hands the work to a collective
+  thread; their `<op_name>:<OpType>` event there is the execution).
 * Input pipeline: tf.data iterator events and iterator/optional kernels.
 * Tracing: `tf.function-graph_building` (Python tracing, constant folding).
 * Eager/Python overhead: `Eager*`, `TFE_*` and friends on the Python thread.
@@ -28,6 +30,7 @@ __all__ = [
     "Category",
     "classify_name",
     "classify_op_type",
+    "is_dispatch_only",
     "split_tf_op",
 ]
 
@@ -66,8 +69,11 @@ INPUT_OP_TYPES: Final = frozenset(
         "OptionalGetValue",
         "OptionalHasValue",
         "OptionalNone",
+        "MultiDeviceIterator",
+        "MultiDeviceIteratorFromStringHandle",
         "MultiDeviceIteratorGetNextFromShard",
         "MultiDeviceIteratorInit",
+        "MultiDeviceIteratorToStringHandle",
     }
 )
 _DATASET_TYPE_RE: Final = re.compile(r"Dataset(V\d+)?$")
@@ -92,6 +98,10 @@ _EAGER_RE: Final = re.compile(
     r"|tf\.constant$|ValidateInputTypeAndPlacement$)"
 )
 ASYNC_KERNEL_EVENT: Final = "ExecutorState::ProcessAsync::Start"
+# Collectives (the gradient all-reduce under tf.distribute) start on a compute
+# thread and run on a collective thread, where their own `<name>:<OpType>`
+# event records the execution: their start event is only the hand-off.
+_DISPATCH_ONLY_TYPE_RE: Final = re.compile(r"^(?:Collective\w*|Nccl\w*)$")
 
 
 def split_tf_op(name: str) -> tuple[str, str] | None:
@@ -107,6 +117,21 @@ def split_tf_op(name: str) -> tuple[str, str] | None:
     if m is None:
         return None
     return m.group(1), m.group(2)
+
+
+def is_dispatch_only(op_type: str) -> bool:
+    """Whether an async kernel's start event of this type is only a hand-off.
+
+    Args:
+        op_type: The `kernel_type` of an `ExecutorState::ProcessAsync::Start`
+            event, e.g. `"CollectiveReduceV2"`.
+
+    Returns:
+        `True` for collectives, whose execution is recorded by their own op
+        event on a collective thread (counting the start as well would count
+        every all-reduce twice).
+    """
+    return _DISPATCH_ONLY_TYPE_RE.match(op_type) is not None
 
 
 def classify_name(name: str) -> int:
