@@ -10,6 +10,9 @@ TensorFlow or Keras; the first use of a name that needs them does):
 - `CoverageReport`, `OpStat`, `format_report`: result types.
 - `doctor`, `explain`, `model_verdicts`: why XLA does or does not run
   (`DoctorReport`, `ExplainReport`, `Verdict`).
+- `Signature`, `SignatureTracker`, `EpochSignatures`, `recommend_buckets`,
+  `bucketing_code`: input signatures and recompilation explanations;
+  `pad_to_buckets`: the tf.data fix.
 - Errors: `XlaGuardError` and its subclasses, `XlaGuardWarning`.
 """
 
@@ -22,6 +25,7 @@ from keras_xla_guard._version import __version__
 from keras_xla_guard.errors import (
     BackendError,
     ProfilerBusyError,
+    RecompilationLimitError,
     TraceError,
     TraceNotFoundError,
     TraceParseError,
@@ -34,18 +38,30 @@ from keras_xla_guard.report import CoverageReport, OpStat, format_report
 if TYPE_CHECKING:
     from keras_xla_guard.analysis import analyze_trace, analyze_xspace, combine_reports
     from keras_xla_guard.callback import XlaGuardCallback
+    from keras_xla_guard.data import pad_to_buckets
     from keras_xla_guard.doctor import DoctorReport, Verdict, doctor
     from keras_xla_guard.engine import XlaGuardEngine
     from keras_xla_guard.explain import ExplainReport, explain, model_verdicts
     from keras_xla_guard.loop import XlaGuard
+    from keras_xla_guard.signatures import (
+        EpochSignatures,
+        Signature,
+        SignatureTracker,
+        bucketing_code,
+        recommend_buckets,
+    )
 
 __all__ = [
     "BackendError",
     "CoverageReport",
     "DoctorReport",
+    "EpochSignatures",
     "ExplainReport",
     "OpStat",
     "ProfilerBusyError",
+    "RecompilationLimitError",
+    "Signature",
+    "SignatureTracker",
     "TraceError",
     "TraceNotFoundError",
     "TraceParseError",
@@ -59,11 +75,14 @@ __all__ = [
     "__version__",
     "analyze_trace",
     "analyze_xspace",
+    "bucketing_code",
     "combine_reports",
     "doctor",
     "explain",
     "format_report",
     "model_verdicts",
+    "pad_to_buckets",
+    "recommend_buckets",
 ]
 
 _LAZY = {
@@ -79,6 +98,12 @@ _LAZY = {
     "ExplainReport": "keras_xla_guard.explain",
     "explain": "keras_xla_guard.explain",
     "model_verdicts": "keras_xla_guard.explain",
+    "EpochSignatures": "keras_xla_guard.signatures",
+    "Signature": "keras_xla_guard.signatures",
+    "SignatureTracker": "keras_xla_guard.signatures",
+    "bucketing_code": "keras_xla_guard.signatures",
+    "recommend_buckets": "keras_xla_guard.signatures",
+    "pad_to_buckets": "keras_xla_guard.data",
 }
 
 

@@ -13,10 +13,12 @@ import keras
 from keras_xla_guard.analysis import DEFAULT_TOP_K
 from keras_xla_guard.distributed import ClusterRun
 from keras_xla_guard.doctor import ERROR, WARNING, Verdict
-from keras_xla_guard.engine import DEFAULT_LOG_DIR, XlaGuardEngine
-from keras_xla_guard.errors import BackendError, XlaGuardWarning
+from keras_xla_guard.engine import DEFAULT_LOG_DIR, DEFAULT_MAX_COMPILATIONS, XlaGuardEngine
+from keras_xla_guard.errors import BackendError, RecompilationLimitError, XlaGuardWarning
+from keras_xla_guard.input_tap import KerasInputTracker
 from keras_xla_guard.report import CoverageReport
 from keras_xla_guard.schedule import DEFAULT_MAX_STEPS, DEFAULT_SKIP_STEPS
+from keras_xla_guard.signatures import EpochSignatures
 from keras_xla_guard.xplane import DEFAULT_MAX_TRACE_BYTES
 
 __all__ = ["XlaGuardCallback", "check_backend"]
@@ -87,6 +89,18 @@ class XlaGuardCallback(keras.callbacks.Callback):
             Findings land in `explain_report` and, with the process' XLA
             switch verdicts, in the notes of the first low-coverage report
             and its TensorBoard text. Defaults to `False`.
+        max_compilations: Most XLA compilations (new input signatures of
+            the training batches) one epoch may cause; `None` disables the
+            check. Checked only when the step is compiled with XLA.
+            Defaults to `8`.
+        on_violation: What exceeding `max_compilations` does: `"warn"`,
+            `"raise"` (`RecompilationLimitError` ends `fit`) or `"stop"`
+            (sets `model.stop_training`). Defaults to `"warn"`.
+
+    Every training batch's input signature (structure, shapes, dtypes) is
+    recorded in every epoch, profiled or not, for tf.data, NumPy,
+    generator and `PyDataset` inputs (see `signatures`); a warning comes
+    before TensorFlow's megamorphic-cluster threshold is reached.
 
     Raises:
         ValueError: If an argument is invalid.
@@ -121,6 +135,8 @@ class XlaGuardCallback(keras.callbacks.Callback):
         max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES,
         verbose: int = 1,
         explain: Any = False,
+        max_compilations: int | None = DEFAULT_MAX_COMPILATIONS,
+        on_violation: str = "warn",
     ) -> None:
         super().__init__()
         check_backend()
@@ -135,7 +151,10 @@ class XlaGuardCallback(keras.callbacks.Callback):
             async_analysis=async_analysis,
             max_trace_bytes=max_trace_bytes,
             verbose=verbose,
+            max_compilations=max_compilations,
+            on_violation=on_violation,
         )
+        self._inputs = KerasInputTracker(self.engine)
         self._explain = explain
         self.explain_report: Any = None
         self._switch_verdicts: tuple[Verdict, ...] = ()
@@ -150,6 +169,11 @@ class XlaGuardCallback(keras.callbacks.Callback):
     def reports(self) -> dict[int, CoverageReport]:
         """Reports keyed by 0-based epoch index (complete after `fit`)."""
         return self.engine.reports
+
+    @property
+    def signatures(self) -> dict[int, EpochSignatures]:
+        """Input-signature figures of every epoch, keyed by 0-based epoch index."""
+        return self.engine.signatures
 
     @property
     def log_dir(self) -> str:
@@ -249,18 +273,25 @@ class XlaGuardCallback(keras.callbacks.Callback):
         self._noted = False
         self._diagnose()
         self._cluster = _begin_cluster_run(self.engine, self.model, params.get("epochs"))
+        self.engine.xla_mode = _xla_mode(self.model)
+        self._track(self._attach_inputs, params.get("steps"))
         self.engine.train_begin(epochs=params.get("epochs"), initial_epoch=0)
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self.engine.epoch_begin(epoch, steps=(self.params or {}).get("steps"))
+        self._inputs.begin_epoch()
         self._sync_wrapper()
 
     def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         self.engine.step_begin(batch)
+        self._track(self._inputs.step, batch)
         self._sync_wrapper()
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        self._track(self._inputs.end_epoch)
         self.engine.epoch_end(epoch)
+        if self.engine.stop_requested and self.model is not None:
+            self.model.stop_training = True
         self._sync_wrapper()
 
     def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
@@ -269,6 +300,36 @@ class XlaGuardCallback(keras.callbacks.Callback):
             self._cluster.end()
             self._cluster = None
         self._sync_wrapper()
+
+    def _attach_inputs(self, steps: int | None) -> None:
+        if not self._inputs.attach(self.model, steps):
+            warnings.warn(
+                f"keras-xla-guard: input signatures are not tracked in this fit(): "
+                f"{self._inputs.unavailable_reason}.",
+                XlaGuardWarning,
+                stacklevel=4,
+            )
+
+    def _track(self, method: Any, *args: Any) -> None:
+        """Runs a signature-tracking step; failures become one warning.
+
+        `RecompilationLimitError` (on_violation="raise") passes through, and
+        a stop requested by the guard (on_violation="stop") is handed to
+        Keras through `model.stop_training`.
+        """
+        try:
+            method(*args)
+        except RecompilationLimitError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the guard must not break training
+            self._inputs.tap = None
+            warnings.warn(
+                f"keras-xla-guard: input signature tracking stopped: {type(e).__name__}: {e}",
+                XlaGuardWarning,
+                stacklevel=3,
+            )
+        if self.engine.stop_requested and self.model is not None:
+            self.model.stop_training = True
 
     def _sync_wrapper(self) -> None:
         """Wraps `model.train_function` only while the profiler runs.
@@ -287,10 +348,17 @@ class XlaGuardCallback(keras.callbacks.Callback):
             if original is None:
                 return
             engine = self.engine
+            import tensorflow as tf
+
+            # How Keras ends an epoch over data of unknown length: not an error,
+            # and the window must still be analyzed.
+            end_of_data = (StopIteration, tf.errors.OutOfRangeError)
 
             def train_function(*args: Any, **kwargs: Any) -> Any:
                 try:
                     return original(*args, **kwargs)
+                except end_of_data:
+                    raise
                 except BaseException:
                     engine.abort()
                     raise
@@ -343,3 +411,12 @@ def _zeros_batch(model: Any) -> Any:
         ]
         tensors.append(tf.zeros(shape, dtype=spec.dtype))
     return tensors[0] if len(tensors) == 1 else tensors
+
+
+def _xla_mode(model: Any) -> str | None:
+    """How the train step is compiled: `"jit_compile"`, `"autoclustering"` or `None`."""
+    if getattr(model, "jit_compile", False) is True:
+        return "jit_compile"
+    import tensorflow as tf
+
+    return "autoclustering" if tf.config.optimizer.get_jit() else None

@@ -20,15 +20,27 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from keras_xla_guard.analysis import DEFAULT_TOP_K, analyze_xspace, combine_reports
-from keras_xla_guard.errors import ProfilerBusyError, XlaGuardWarning
+from keras_xla_guard.errors import ProfilerBusyError, RecompilationLimitError, XlaGuardWarning
 from keras_xla_guard.profiler import ProfilerSession
 from keras_xla_guard.report import CoverageReport, format_report
 from keras_xla_guard.schedule import DEFAULT_MAX_STEPS, DEFAULT_SKIP_STEPS, ProfileSchedule
+from keras_xla_guard.signatures import (
+    MEGAMORPHIC_COMPILE_THRESHOLD,
+    MEGAMORPHIC_MIN_EXECUTIONS_PER_COMPILE,
+    EpochSignatures,
+    Signature,
+    SignatureTracker,
+)
 from keras_xla_guard.xplane import DEFAULT_MAX_TRACE_BYTES, TRACE_SUFFIX, load_xspace
 
-__all__ = ["DEFAULT_LOG_DIR", "XlaGuardEngine"]
+__all__ = ["DEFAULT_LOG_DIR", "DEFAULT_MAX_COMPILATIONS", "ON_VIOLATION_CHOICES", "XlaGuardEngine"]
 
 DEFAULT_LOG_DIR = os.path.join("logs", "xla_guard")
+# A healthy input pipeline compiles once or twice (full batches and a short
+# last batch); 8 leaves room for a few buckets and still speaks up before
+# TensorFlow's megamorphic threshold (more than 10 compiles of one cluster).
+DEFAULT_MAX_COMPILATIONS = 8
+ON_VIOLATION_CHOICES = ("warn", "raise", "stop")
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
@@ -44,6 +56,9 @@ def _never_raises(method: _F) -> _F:
     def wrapper(self: "XlaGuardEngine", *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
+        except RecompilationLimitError:
+            # The one deliberate exception: the user asked for on_violation="raise".
+            raise
         except Exception as e:  # noqa: BLE001 - by design, see docstring
             self._fail(f"{method.__name__}: {type(e).__name__}: {e}")
             return None
@@ -83,6 +98,20 @@ class XlaGuardEngine:
             1 GiB.
         verbose: 0 silent, 1 prints one line per report at the end of
             training. Defaults to `1`.
+        max_compilations: Most XLA compilations (new input signatures) one
+            epoch may cause before `on_violation` applies; `None` disables
+            the check. Only checked while `xla_mode` is set. Defaults to `8`.
+        on_violation: What exceeding `max_compilations` does: `"warn"`
+            (an `XlaGuardWarning`), `"raise"` (`RecompilationLimitError`
+            out of the hook) or `"stop"` (warns and sets `stop_requested`,
+            which adapters turn into stopping training). Defaults to
+            `"warn"`.
+
+    Adapters set `xla_mode` (`"jit_compile"`, `"autoclustering"` or `None`)
+    before `train_begin` and report each step's inputs with
+    `observe_inputs` (or `observe_signature`); every epoch then gets
+    signature figures (`signatures`), merged into its `CoverageReport` when
+    the epoch was profiled and written to TensorBoard for every epoch.
 
     Raises:
         ValueError: If an argument is invalid.
@@ -100,7 +129,20 @@ class XlaGuardEngine:
         async_analysis: bool = True,
         max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES,
         verbose: int = 1,
+        max_compilations: int | None = DEFAULT_MAX_COMPILATIONS,
+        on_violation: str = "warn",
     ) -> None:
+        if max_compilations is not None and (
+            isinstance(max_compilations, bool) or not isinstance(max_compilations, int) or max_compilations < 1
+        ):
+            raise ValueError(
+                "`max_compilations` must be an integer >= 1 or None. "
+                f"Received: max_compilations={max_compilations!r}"
+            )
+        if on_violation not in ON_VIOLATION_CHOICES:
+            raise ValueError(
+                f"`on_violation` must be one of {ON_VIOLATION_CHOICES}. Received: on_violation={on_violation!r}"
+            )
         if not isinstance(log_dir, (str, os.PathLike)) or not os.fspath(log_dir):
             raise ValueError(
                 f"`log_dir` must be a non-empty path. Received: log_dir={log_dir!r}"
@@ -135,6 +177,15 @@ class XlaGuardEngine:
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._futures: list[concurrent.futures.Future[None]] = []
         self._writer: Any = None
+        self._writer_lock = threading.Lock()
+        self.max_compilations = max_compilations
+        self.on_violation = on_violation
+        self.xla_mode: str | None = None
+        self.stop_requested = False
+        self._tracker = SignatureTracker()
+        self._signature_stats: dict[int, EpochSignatures] = {}
+        self._violation_epoch: int | None = None
+        self._megamorphic_warned = False
 
     # ------------------------------------------------------------------ API
 
@@ -151,6 +202,58 @@ class XlaGuardEngine:
     def profiling(self) -> bool:
         """Whether the profiler is running for this guard right now."""
         return self._window is not None
+
+    @property
+    def signatures(self) -> dict[int, EpochSignatures]:
+        """Input-signature figures of every finished epoch with observed steps.
+
+        Keyed by 0-based epoch index; present for every epoch, profiled or
+        not (signature tracking needs no profiler).
+        """
+        with self._lock:
+            return dict(sorted(self._signature_stats.items()))
+
+    def observe_inputs(self, inputs: Any, step: int | None = None) -> None:
+        """Records the concrete input signature of one training step.
+
+        Cheap (a walk over the structure reading `.shape` and `.dtype`) and
+        never raises into training, except `RecompilationLimitError` when
+        `on_violation="raise"` and the epoch exceeds `max_compilations`.
+
+        Args:
+            inputs: The step's inputs: a nested structure of arrays or
+                tensors (e.g. the arguments of a compiled function).
+            step: 0-based step index within the epoch, if known.
+
+        Raises:
+            RecompilationLimitError: See above.
+        """
+        try:
+            signature = Signature.of(inputs)
+        except Exception as e:  # noqa: BLE001 - the guard must not break training
+            self._warn(f"reading the input signature failed: {type(e).__name__}: {e}")
+            return
+        self.observe_signature(signature, step=step)
+
+    def observe_signature(self, signature: Signature, step: int | None = None, count: int = 1) -> None:
+        """Records `count` consecutive training steps run with `signature`.
+
+        Args:
+            signature: The steps' input signature.
+            step: 0-based index of the first of them within the epoch.
+            count: Number of steps. Defaults to `1`.
+
+        Raises:
+            RecompilationLimitError: With `on_violation="raise"`, when the
+                epoch exceeds `max_compilations`.
+        """
+        try:
+            self._tracker.observe(signature, step=step, count=count)
+            self._check_compilations()
+        except RecompilationLimitError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the guard must not break training
+            self._warn(f"signature tracking failed: {type(e).__name__}: {e}")
 
     def wait(self, timeout: float | None = None) -> None:
         """Blocks until every submitted trace analysis has finished.
@@ -171,6 +274,10 @@ class XlaGuardEngine:
             initial_epoch: First epoch index of the run. Defaults to `0`.
         """
         self._first_epoch = initial_epoch
+        self._tracker = SignatureTracker(xla=self.xla_mode is not None)
+        self._megamorphic_warned = False
+        self._violation_epoch = None
+        self.stop_requested = False
         if not self._explicit_schedule:
             last = (epochs - 1) if epochs else None
             default = initial_epoch + 1 if last is None or last >= initial_epoch + 1 else initial_epoch
@@ -185,6 +292,7 @@ class XlaGuardEngine:
             steps: Steps the epoch will run, if known.
         """
         self._epoch = epoch
+        self._tracker.begin_epoch(epoch)
         self._stop_window()
         self._pending_epoch = None
         self._steps_hint = steps
@@ -232,6 +340,7 @@ class XlaGuardEngine:
                 )
             )
         self._pending_epoch = None
+        self._finish_signatures(epoch)
 
     def train_end(self, timeout: float | None = None) -> None:
         """Ends the run: stops the profiler, waits for analyses, flushes.
@@ -372,13 +481,109 @@ class XlaGuardEngine:
                            f"{type(e).__name__}: {e}")
 
     def _summary_writer(self) -> Any:
-        if self._writer is None:
-            from keras_xla_guard.summary import SummaryWriter
+        with self._writer_lock:
+            if self._writer is None:
+                from keras_xla_guard.summary import SummaryWriter
 
-            self._writer = SummaryWriter(self.log_dir)
-        return self._writer
+                self._writer = SummaryWriter(self.log_dir)
+            return self._writer
 
     def _store(self, report: CoverageReport) -> None:
         assert report.epoch is not None
         with self._lock:
+            stats = self._signature_stats.get(report.epoch)
+            if stats is not None:
+                report = _with_signatures(report, stats)
             self._reports[report.epoch] = report
+
+    def _check_compilations(self) -> None:
+        """Applies `max_compilations` and the megamorphic warning."""
+        tracker = self._tracker
+        if self.xla_mode is None:
+            return
+        if not self._megamorphic_warned and tracker.megamorphic_risk():
+            self._megamorphic_warned = True
+            self._warn(_megamorphic_message(tracker, self.xla_mode))
+        new = tracker.epoch_new_signatures
+        epoch = self._epoch
+        if self.max_compilations is None or new <= self.max_compilations or self._violation_epoch == epoch:
+            return
+        self._violation_epoch = epoch
+        what = tracker.current_explanations()
+        message = (
+            f"epoch {epoch} caused {new} XLA compilations (new input signatures), more than "
+            f"max_compilations={self.max_compilations}"
+            + (f": {what[0]}" if what else "")
+            + ". Pad or bucket the varying input (see the epoch's signature_explanations)."
+        )
+        if self.on_violation == "raise":
+            self.abort()
+            raise RecompilationLimitError(f"keras-xla-guard: {message}")
+        if self.on_violation == "stop":
+            self.stop_requested = True
+            message += " Stopping training (on_violation='stop')."
+        self._warn(message)
+
+    def _finish_signatures(self, epoch: int) -> None:
+        stats = self._tracker.end_epoch()
+        if stats.steps == 0:
+            return
+        with self._lock:
+            self._signature_stats[epoch] = stats
+            report = self._reports.get(epoch)
+            if report is not None:
+                self._reports[epoch] = _with_signatures(report, stats)
+        if self.write_summaries:
+            try:
+                self._write_signatures(stats)
+            except Exception as e:  # noqa: BLE001 - the figures themselves are fine
+                self._warn(f"writing signature summaries for epoch {epoch} failed: "
+                           f"{type(e).__name__}: {e}")
+
+    def _write_signatures(self, stats: EpochSignatures) -> None:
+        from keras_xla_guard.summary import signatures_markdown
+
+        values: dict[str, float] = {
+            "distinct_signatures": stats.distinct_signatures,
+            "new_signatures": stats.new_signatures,
+        }
+        if stats.expected_compilations is not None:
+            values["expected_compilations"] = stats.expected_compilations
+        writer = self._summary_writer()
+        writer.write_scalars(values, step=stats.epoch)
+        writer.write_text("signatures", signatures_markdown(stats), step=stats.epoch)
+
+
+def _with_signatures(report: CoverageReport, stats: EpochSignatures) -> CoverageReport:
+    return dataclasses.replace(
+        report,
+        distinct_signatures=stats.distinct_signatures,
+        new_signatures=stats.new_signatures,
+        expected_compilations=stats.expected_compilations,
+        signature_explanations=stats.explanations,
+    )
+
+
+def _megamorphic_message(tracker: SignatureTracker, xla_mode: str) -> str:
+    compiles = tracker.total_signatures
+    what = tracker.current_explanations()
+    head = (
+        f"{compiles} XLA compilations of the train step so far (one per input signature) for "
+        f"{tracker.executions} executions, fewer than {MEGAMORPHIC_MIN_EXECUTIONS_PER_COMPILE} per "
+        f"compilation. TensorFlow marks a cluster megamorphic after more than "
+        f"{MEGAMORPHIC_COMPILE_THRESHOLD} compilations with fewer than "
+        f"{MEGAMORPHIC_MIN_EXECUTIONS_PER_COMPILE} executions each. "
+    )
+    if xla_mode == "autoclustering":
+        effect = (
+            "With auto-clustering it then stops compiling the cluster and runs it as plain "
+            "TensorFlow ops for the rest of the process, silently losing XLA."
+        )
+    else:
+        effect = (
+            "With jit_compile=True TensorFlow never gives up: every further new shape is "
+            "compiled again, so compile time keeps growing with each new shape."
+        )
+    cause = f" What varies: {what[0]}." if what else ""
+    return head + effect + cause
+

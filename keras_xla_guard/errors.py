@@ -10,6 +10,7 @@ __all__ = [
     "XlaGuardError",
     "BackendError",
     "ProfilerBusyError",
+    "RecompilationLimitError",
     "TraceError",
     "TraceNotFoundError",
     "TraceParseError",
@@ -28,6 +29,13 @@ class BackendError(XlaGuardError, RuntimeError):
 
 class ProfilerBusyError(XlaGuardError):
     """Another profiler session is already running in this process."""
+
+
+class RecompilationLimitError(XlaGuardError, RuntimeError):
+    """An epoch caused more XLA compilations than `max_compilations` allows.
+
+    Raised only with `on_violation="raise"`; it stops training on purpose.
+    """
 
 
 class TraceError(XlaGuardError):

@@ -64,6 +64,14 @@ class CoverageReport:
         eager_overhead_s: Python/eager dispatch time (`Eager*`, `TFE_*`).
         tracing_time_s: tf.function tracing (graph building) time.
         notes: Human-readable remarks (diagnoses, caveats).
+        distinct_signatures: Different input signatures (structure,
+            shapes, dtypes) of the epoch's training steps; `None` when
+            signatures were not tracked.
+        new_signatures: Signatures first seen in this epoch of the run.
+        expected_compilations: XLA compilations the new signatures cause
+            (one each); `None` when XLA is off or signatures not tracked.
+        signature_explanations: What varied, the closest earlier signature
+            of new ones, and the recommended fix.
     """
 
     status: str = "ok"
@@ -86,6 +94,10 @@ class CoverageReport:
     eager_overhead_s: float = 0.0
     tracing_time_s: float = 0.0
     notes: tuple[str, ...] = field(default=())
+    distinct_signatures: int | None = None
+    new_signatures: int | None = None
+    expected_compilations: int | None = None
+    signature_explanations: tuple[str, ...] = ()
 
     @property
     def trace_path(self) -> str | None:
@@ -109,6 +121,7 @@ class CoverageReport:
         d["compiled_modules"] = list(self.compiled_modules)
         d["top_non_xla_ops"] = [op.to_dict() for op in self.top_non_xla_ops]
         d["notes"] = list(self.notes)
+        d["signature_explanations"] = list(self.signature_explanations)
         d["trace_path"] = self.trace_path
         return d
 
@@ -151,6 +164,18 @@ def format_report(report: CoverageReport, *, max_ops: int = 5) -> str:
             lines.append(
                 f"    {_ms(op.self_time_s):>10}  x{op.count:<5} {op.op_type:<20} {op.op_name}"
             )
+    if report.distinct_signatures is not None:
+        expected = (
+            f", {report.expected_compilations} expected compilation(s)"
+            if report.expected_compilations is not None
+            else ""
+        )
+        lines.append(
+            f"  input signatures:  {report.distinct_signatures:>9}     "
+            f"({report.new_signatures} new{expected})"
+        )
+        for line in report.signature_explanations[:2]:
+            lines.append(f"    {line}")
     for note in report.notes:
         lines.append(f"  note: {note}")
     return "\n".join(lines)

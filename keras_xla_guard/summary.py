@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from keras_xla_guard.report import CoverageReport
+from keras_xla_guard.signatures import EpochSignatures
 
 __all__ = [
     "LAYOUT_CATEGORY",
@@ -23,6 +24,7 @@ __all__ = [
     "layout_proto",
     "markdown_table",
     "report_markdown",
+    "signatures_markdown",
 ]
 
 PREFIX = "xla_guard"
@@ -165,6 +167,37 @@ def report_markdown(report: CoverageReport) -> str:
         parts.append("No plain TF op ran outside XLA in this window.")
     for note in report.notes:
         parts += ["", f"- {escape_markdown(note)}"]
+    return "\n".join(parts)
+
+
+def signatures_markdown(stats: EpochSignatures) -> str:
+    """Renders an epoch's input signatures and their explanation as Markdown.
+
+    Args:
+        stats: The epoch's signature figures.
+
+    Returns:
+        Markdown text: a headline, one bullet per explanation and the
+        recommended tf.data code as a code block.
+    """
+    expected = (
+        f", {stats.expected_compilations} expected XLA compilation(s)"
+        if stats.expected_compilations is not None
+        else ""
+    )
+    parts = [
+        f"**Input signatures: {stats.distinct_signatures} distinct, {stats.new_signatures} new** "
+        f"over {stats.steps} steps{expected}.",
+        "",
+    ]
+    for line in stats.explanations:
+        head, _, code = line.partition("\n")
+        parts.append(f"- {escape_markdown(head)}")
+        if code:
+            # Indented code blocks render literally: no escaping, no fence to break.
+            # Inside a list item the block needs 8 spaces: with 4, Python-Markdown
+            # continues the item as Markdown and `# comment` lines become headings.
+            parts += ["", *("        " + c for c in code.splitlines()), ""]
     return "\n".join(parts)
 
 

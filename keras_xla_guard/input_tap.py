@@ -1,0 +1,257 @@
+"""Recording the concrete shape of every batch `model.fit` trains on.
+
+Keras 3 (TensorFlow backend) turns every input - tf.data datasets, NumPy
+arrays, Python generators, `keras.utils.PyDataset` - into a `tf.data`
+dataset and iterates it *inside* its compiled train function, so neither
+callbacks nor Python ever see a batch. The tap appends one sequential
+`map` (followed by `prefetch(1)`, so it runs on tf.data's own thread, off the
+training step's critical path) to the dataset of `fit`'s epoch iterator.
+The map copies only the batch's *unknown* dimensions (those `None` in the
+dataset's `element_spec`) into a FIFO queue - pure TensorFlow ops, no
+Python per batch; the callback drains the queue as training goes (after
+every step while new shapes keep appearing, every 32 steps once they stop)
+and at the end of each epoch. The elements themselves pass through unchanged.
+When the `element_spec` is fully static, no map is added at all: every
+batch has the static signature.
+
+The epoch iterator is found by walking up from the callback to `fit`'s
+frame (Keras has no public hook for it); if that fails (another Keras
+version, a distribution strategy's `DistributedDataset`), a warning says
+so and training goes on without signature tracking.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from keras_xla_guard.signatures import Signature, flatten_leaves
+
+__all__ = ["DRAIN_EVERY", "InputTap", "KerasInputTracker", "find_fit_epoch_iterator"]
+
+# Draining costs two eager ops. The drain interval starts at 1 step, doubles
+# after every drain that found no new signature and drops back to 1 when one
+# did: new shapes (compilations) are seen within a step or two, which lets the
+# guards warn before TensorFlow's megamorphic threshold, while steady-state
+# training drains only every 32 steps.
+DRAIN_EVERY = 32
+KERAS_ROOT_NAMES = ("x", "y", "sample_weight")
+# fit -> CallbackList.on_train_begin -> our hook -> helpers: a few frames.
+_MAX_FRAMES = 12
+
+
+def find_fit_epoch_iterator(model: Any) -> Any:
+    """Finds the epoch iterator of the `model.fit` call running now.
+
+    Args:
+        model: The Keras model whose `fit` is on the call stack.
+
+    Returns:
+        Keras' `TFEpochIterator`, or `None` if no caller frame of `fit`
+        holds one for this model.
+    """
+    frame = sys._getframe(1)
+    for _ in range(_MAX_FRAMES):
+        if frame is None:
+            return None
+        local = frame.f_locals
+        candidate = local.get("epoch_iterator")
+        if candidate is not None and local.get("self") is model and hasattr(candidate, "_distributed_dataset"):
+            return candidate
+        frame = frame.f_back
+    return None
+
+
+class InputTap:
+    """Copies the unknown dimensions of each dataset element into a queue.
+
+    Args:
+        element_spec: The dataset's `element_spec`.
+
+    Attributes:
+        template: The signature with `None` for every unknown dimension.
+        dims: `(leaf, dim)` pairs recorded per element (dense tensors of
+            known rank only; ragged and sparse parts stay unknown).
+    """
+
+    def __init__(self, element_spec: Any) -> None:
+        import tensorflow as tf
+
+        self.template = Signature.of(element_spec, root_names=KERAS_ROOT_NAMES)
+        leaves = flatten_leaves(element_spec)
+        self.dims = tuple(
+            (leaf, dim)
+            for leaf, dim in self.template.dynamic_dims()
+            if isinstance(leaves[leaf], tf.TensorSpec)
+        )
+        self._unpack = type(element_spec) is tuple
+        self._queue = (
+            tf.queue.FIFOQueue(-1, [tf.int64], shapes=[[len(self.dims)]]) if self.dims else None
+        )
+        self._cache: dict[tuple[int, ...], Signature] = {}
+
+    @property
+    def static(self) -> bool:
+        """Whether every batch has the template's signature (nothing to record)."""
+        return self._queue is None
+
+    @property
+    def distinct(self) -> int:
+        """Different signatures taken from the queue so far."""
+        return len(self._cache)
+
+    def wrap(self, dataset: Any) -> Any:
+        """Returns `dataset` with the recording map appended (or unchanged).
+
+        Args:
+            dataset: The `tf.data.Dataset` whose element_spec built the tap.
+
+        Returns:
+            A dataset yielding the same elements in the same order.
+        """
+        if self._queue is None:
+            return dataset
+        import tensorflow as tf
+
+        queue, dims, unpack = self._queue, self.dims, self._unpack
+
+        def record(*args: Any) -> Any:
+            element = args if unpack else args[0]
+            leaves = flatten_leaves(element)
+            sizes = tf.stack([tf.shape(leaves[leaf], out_type=tf.int64)[dim] for leaf, dim in dims])
+            # A stateful op in a tf.data function runs without a data
+            # dependency; the element is returned untouched.
+            queue.enqueue([sizes])
+            return element
+
+        return dataset.map(record).prefetch(1)
+
+    def take(self, limit: int) -> list[Signature]:
+        """Removes up to `limit` recorded batches, oldest first.
+
+        Args:
+            limit: Most batches to take.
+
+        Returns:
+            Their signatures, in training order.
+        """
+        if self._queue is None or limit <= 0:
+            return []
+        available = int(self._queue.size())
+        n = min(available, limit)
+        if n <= 0:
+            return []
+        rows = self._queue.dequeue_many(n).numpy().tolist()
+        out = []
+        for row in rows:
+            key = tuple(row)
+            sig = self._cache.get(key)
+            if sig is None:
+                sig = self._cache[key] = self.template.with_dims(self.dims, key)
+            out.append(sig)
+        return out
+
+
+class KerasInputTracker:
+    """Feeds the signatures of `fit`'s training batches to an engine.
+
+    Args:
+        engine: The `XlaGuardEngine` receiving `observe_signature` calls.
+    """
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+        self.tap: InputTap | None = None
+        self.unavailable_reason = ""
+        self._spe = 1
+        self._steps_hint: int | None = None
+        self._seen = 0
+        self._last_begin = -1
+        self._interval = 1
+
+    def attach(self, model: Any, steps_hint: int | None) -> bool:
+        """Installs the tap on the running `fit` call's dataset.
+
+        Args:
+            model: The Keras model being fitted.
+            steps_hint: Steps per epoch, if Keras knows them.
+
+        Returns:
+            Whether signatures will be recorded.
+        """
+        import tensorflow as tf
+
+        self.tap = None
+        spe = getattr(model, "steps_per_execution", 1) or 1
+        # tf_keras keeps it in a tf.Variable, mirrored under a strategy.
+        self._spe = int(spe.numpy() if hasattr(spe, "numpy") else spe)
+        self._steps_hint = steps_hint
+        epoch_iterator = find_fit_epoch_iterator(model)
+        dataset = getattr(epoch_iterator, "_distributed_dataset", None)
+        if epoch_iterator is None:
+            self.unavailable_reason = "the fit() call's epoch iterator was not found on the call stack"
+            return False
+        strategy = None
+        if isinstance(dataset, tf.distribute.DistributedDataset):
+            # Under a strategy Keras distributes the adapter's dataset; the
+            # tap goes on that dataset (global batches, before the split
+            # into per-replica batches), which is then distributed again.
+            strategy = getattr(epoch_iterator, "_distribute_strategy", None)
+            adapter = getattr(epoch_iterator, "data_adapter", None)
+            dataset = adapter.get_tf_dataset() if adapter is not None and strategy is not None else dataset
+        if not isinstance(dataset, tf.data.Dataset):
+            self.unavailable_reason = (
+                f"the training input is a {type(dataset).__name__}, not a tf.data.Dataset"
+            )
+            return False
+        tap = InputTap(dataset.element_spec)
+        wrapped = tap.wrap(dataset)
+        if strategy is not None:
+            wrapped = strategy.experimental_distribute_dataset(wrapped)
+        epoch_iterator._distributed_dataset = wrapped
+        self.tap = tap
+        return True
+
+    def begin_epoch(self) -> None:
+        """Resets the per-epoch step count."""
+        self._seen = 0
+        self._last_begin = -1
+        self._interval = 1
+
+    def step(self, begin_step: int) -> None:
+        """Notes the start of a train-function call; drains now and then.
+
+        Args:
+            begin_step: Index of the call's first step within the epoch.
+        """
+        self._last_begin = begin_step
+        tap = self.tap
+        if tap is None or tap.static or begin_step - self._seen < self._interval:
+            return
+        known = tap.distinct
+        self._drain(begin_step)
+        self._interval = 1 if tap.distinct > known else min(2 * self._interval, DRAIN_EVERY)
+
+    def end_epoch(self) -> None:
+        """Records the epoch's remaining batches."""
+        if self.tap is None or self._last_begin < 0:
+            return
+        done = self._last_begin + self._spe
+        if self._steps_hint:
+            done = min(done, self._steps_hint)
+        self._drain(done)
+
+    def _drain(self, done: int) -> None:
+        """Records steps `[self._seen, done)`, as far as the tap has them."""
+        tap = self.tap
+        assert tap is not None
+        pending = done - self._seen
+        if pending <= 0:
+            return
+        if tap.static:
+            self.engine.observe_signature(tap.template, step=self._seen, count=pending)
+            self._seen = done
+            return
+        for sig in tap.take(pending):
+            self.engine.observe_signature(sig, step=self._seen)
+            self._seen += 1
