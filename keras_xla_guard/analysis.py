@@ -231,15 +231,17 @@ def _scan_events(
     name_id, type_id, hlo_id = cache.name_id, cache.type_id, cache.hlo_id
     infos, markers = cache.infos, cache.markers
     NONE, XLA, KERNEL, ASYNC_KERNEL = Category.NONE, Category.XLA, Category.KERNEL, Category.ASYNC_KERNEL
-    OP = Category.OP
     holders = [[0] for _ in range(len(totals.ps))]
     other = holders[Category.OTHER]
+    # Self time and count of leaf plain-op kernels outside other kernels,
+    # by metadata id: the bulk of a trace without XLA, booked cheaply.
+    leaves: defaultdict[int, list[int]] = defaultdict(lambda: [0, 0])
     # Stack entries are tuples (end, owner, kernel ancestor-or-self, absorb,
     # kernel): `owner` is the list whose [0] collects the entry's self time
     # (a category holder or a kernel record), `kernel` a kernel record or
     # None. A kernel starts as a lighter (end, None, outer kernel, 0,
-    # (key, role), duration) entry and gets its record only when a child
-    # arrives: most kernels are leaves.
+    # (key, role), duration, metadata id) entry and gets its record only
+    # when a child arrives: most kernels are leaves.
     # The root entry's end lies beyond any int64 offset + duration; its
     # owner is a sink for the (meaningless) child time of top-level events.
     root = (1 << 70, [0], None, line_absorb, None)
@@ -248,8 +250,6 @@ def _scan_events(
     top = root
     top_end = root[0]
     last_start = -(1 << 70)
-    ps = totals.ps
-    ops = totals.ops
     for event in events:
         dur = event.duration_ps
         if dur <= 0:
@@ -277,13 +277,9 @@ def _scan_events(
                 if entry[1] is not None:
                     _settle_kernel(kernel, totals)
                 elif kernel[1] == "op" and entry[2] is None:
-                    # The common case, inlined: a leaf plain-op kernel
-                    # outside any other kernel.
-                    t = entry[5]
-                    ps[OP] += t
-                    rec = ops[kernel[0]]
-                    rec[0] += t
-                    rec[1] += 1
+                    leaf = leaves[entry[6]]
+                    leaf[0] += entry[5]
+                    leaf[1] += 1
                 else:
                     _settle_kernel([entry[5], False, False, None, kernel[0], kernel[1], entry[2]], totals)
             top = stack[-1]
@@ -306,17 +302,25 @@ def _scan_events(
             kernel = top[4]
             parent_owner = [top[5], False, False, None, kernel[0], kernel[1], top[2]]
             top = stack[-1] = (top_end, parent_owner, parent_owner, 0, parent_owner)
-        if cat == NONE:
-            if hlo_id >= 0 and _has_stat(event, hlo_id):
-                cat = XLA
-        elif cat == ASYNC_KERNEL:
+        if cat == KERNEL:
+            parent_owner[0] -= (end if end < top_end else top_end) - start
+            top = (end, None, top[2], 0, op, dur, mid)
+            push(top)
+            top_end = end
+            continue
+        if cat == ASYNC_KERNEL:
             op_type = _stats_str(plane, event, type_id)
             if op_type and not is_dispatch_only(op_type):
                 name = _stats_str(plane, event, name_id) or op_type
-                op = ((op_type, name), classify_op_type(op_type))
-                cat = KERNEL
-            else:
-                cat = NONE
+                rec = [dur, False, False, None, (op_type, name), classify_op_type(op_type), top[2]]
+                parent_owner[0] -= (end if end < top_end else top_end) - start
+                top = (end, rec, rec, 0, rec)
+                push(top)
+                top_end = end
+                continue
+            cat = NONE
+        elif cat == NONE and hlo_id >= 0 and _has_stat(event, hlo_id):
+            cat = XLA
         kanc = top[2]
         if cat == NONE:
             if top is root:
@@ -330,25 +334,22 @@ def _scan_events(
             top_end = end
             continue
         parent_owner[0] -= (end if end < top_end else top_end) - start
-        if cat == KERNEL:
-            top = (end, None, kanc, 0, op, dur)
-        else:
-            if cat == XLA:
-                if kanc is None:
-                    # An executable span outside any kernel is a launch of
-                    # its own; HLO/thunk work without one runs on a pool
-                    # thread for a launch that another thread already times.
-                    if is_executable:
-                        totals.executions += 1
-                    else:
-                        cat = Category.XLA_WORKER
-                if len(parent_owner) > 1:
-                    parent_owner[_K_XLA] = True
-            elif cat == Category.COMPILE and len(parent_owner) > 1:
-                parent_owner[_K_COMPILE] = True
-            owner = holders[cat]
-            owner[0] += dur
-            top = (end, owner, kanc, cat if cat in _ABSORBING else 0, None)
+        if cat == XLA:
+            if kanc is None:
+                # An executable span outside any kernel is a launch of its
+                # own; HLO/thunk work without one runs on a pool thread for
+                # a launch that another thread already times.
+                if is_executable:
+                    totals.executions += 1
+                else:
+                    cat = Category.XLA_WORKER
+            if len(parent_owner) > 1:
+                parent_owner[_K_XLA] = True
+        elif cat == Category.COMPILE and len(parent_owner) > 1:
+            parent_owner[_K_COMPILE] = True
+        owner = holders[cat]
+        owner[0] += dur
+        top = (end, owner, kanc, cat if cat in _ABSORBING else 0, None)
         push(top)
         top_end = end
     for entry in reversed(stack):
@@ -357,8 +358,15 @@ def _scan_events(
             if entry[1] is None:
                 kernel = [entry[5], False, False, None, kernel[0], kernel[1], entry[2]]
             _settle_kernel(kernel, totals)
+    ps = totals.ps
     for cat, holder in enumerate(holders):
         ps[cat] += holder[0]
+    ops = totals.ops
+    for mid, (t, n) in leaves.items():
+        ps[Category.OP] += t
+        rec = ops[infos[mid][1][0]]
+        rec[0] += t
+        rec[1] += n
     return True
 
 

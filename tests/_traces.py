@@ -38,7 +38,7 @@ def profiled_fit(log_dir: Path, jit_compile: bool, samples: int = 48) -> Path:
 
     model = tiny_model(jit_compile)
     x, y = tiny_data(samples)
-    before = set(find_trace_files(log_dir, all_runs=True)) if log_dir.exists() else set()
+    before = set(log_dir.rglob("*.xplane.pb"))
     tf.profiler.experimental.start(str(log_dir))
     model.fit(x, y, batch_size=8, epochs=1, verbose=0)
     tf.profiler.experimental.stop()
