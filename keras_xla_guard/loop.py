@@ -10,18 +10,33 @@ Neither Keras nor TensorFlow is imported here.
 from __future__ import annotations
 
 import functools
+import inspect
 import os
+import sys
 import types
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from keras_xla_guard.analysis import DEFAULT_TOP_K
-from keras_xla_guard.engine import DEFAULT_LOG_DIR, XlaGuardEngine
+from keras_xla_guard.engine import DEFAULT_LOG_DIR, DEFAULT_MAX_COMPILATIONS, XlaGuardEngine
 from keras_xla_guard.report import CoverageReport
 from keras_xla_guard.schedule import DEFAULT_MAX_STEPS, DEFAULT_SKIP_STEPS
+from keras_xla_guard.signatures import EpochSignatures
 from keras_xla_guard.xplane import DEFAULT_MAX_TRACE_BYTES
 
 __all__ = ["XlaGuard"]
+
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+def _positional_names(fn: Callable[..., Any]) -> tuple[str, ...]:
+    """Names of `fn`'s positional parameters, to name inputs in explanations."""
+    target = getattr(fn, "python_function", fn)
+    try:
+        params = inspect.signature(target).parameters.values()
+    except (TypeError, ValueError):
+        return ()
+    return tuple(p.name for p in params if p.kind in _POSITIONAL)
 
 
 class _WatchedStep:
@@ -36,10 +51,18 @@ class _WatchedStep:
     def __init__(self, guard: "XlaGuard", fn: Callable[..., Any]) -> None:
         functools.update_wrapper(self, fn, updated=())
         self._guard = guard
+        self._names = _positional_names(fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        self._guard._before_step()
+        self._guard._before_step(self, args, kwargs)
         return self.__wrapped__(*args, **kwargs)
+
+    def _inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The call's arguments by parameter name, as signatures name them."""
+        names = self._names
+        inputs = {names[i] if i < len(names) else f"args[{i}]": value for i, value in enumerate(args)}
+        inputs.update(kwargs)
+        return inputs
 
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
         # Lets `@guard.watch` decorate a method like a plain function would.
@@ -84,7 +107,10 @@ class XlaGuard:
     TensorFlow's profiler for a window of steps, marks every step for XProf,
     analyzes the trace on a background thread and writes the same reports
     and TensorBoard output (`xla_guard/...` scalars, a Custom Scalars layout
-    and a text table) as the callback. Nothing inside the guard can break
+    and a text table) as the callback. In every epoch, profiled or not, it
+    records each step's concrete input signature (shapes and dtypes of the
+    call's arguments), counts the XLA compilations they cause and explains
+    which input and dimension varied. Nothing inside the guard can break
     training: its own failures become `XlaGuardWarning`s.
 
     Args:
@@ -108,6 +134,15 @@ class XlaGuard:
             Defaults to 1 GiB.
         verbose: 1 prints each report when the guard is closed, 0 is
             silent. Defaults to `1`.
+        max_compilations: Most XLA compilations (new input signatures) one
+            epoch may cause before `on_violation` applies; `None` disables
+            the check. Checked only when a watched step is compiled with XLA.
+            Defaults to `8`.
+        on_violation: What exceeding `max_compilations` does: `"warn"`
+            (an `XlaGuardWarning`), `"raise"` (`RecompilationLimitError`
+            from the watched step, before it runs) or `"stop"` (warns and
+            sets `stop_requested`; the loop should then end). Defaults to
+            `"warn"`.
 
     Raises:
         ValueError: If an argument is invalid.
@@ -151,6 +186,8 @@ class XlaGuard:
         async_analysis: bool = True,
         max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES,
         verbose: int = 1,
+        max_compilations: int | None = DEFAULT_MAX_COMPILATIONS,
+        on_violation: str = "warn",
     ) -> None:
         self.engine = XlaGuardEngine(
             log_dir=log_dir,
@@ -163,6 +200,8 @@ class XlaGuard:
             async_analysis=async_analysis,
             max_trace_bytes=max_trace_bytes,
             verbose=verbose,
+            max_compilations=max_compilations,
+            on_violation=on_violation,
         )
         self.engine.note_providers.append(self._jit_notes)
         self._watched: list[Callable[..., Any]] = []
@@ -181,6 +220,20 @@ class XlaGuard:
         return self.engine.reports
 
     @property
+    def signatures(self) -> dict[int, EpochSignatures]:
+        """Input-signature figures of every finished epoch, keyed by epoch.
+
+        Present for every epoch with watched steps, profiled or not: distinct
+        and new signatures, expected compilations and explanations.
+        """
+        return self.engine.signatures
+
+    @property
+    def stop_requested(self) -> bool:
+        """Whether `on_violation="stop"` asks the loop to end training."""
+        return self.engine.stop_requested
+
+    @property
     def log_dir(self) -> str:
         """The directory holding traces and TensorBoard summaries."""
         return os.fspath(self.engine.log_dir)
@@ -195,7 +248,12 @@ class XlaGuard:
         added to a compiled function, the return value and any exception
         pass through unchanged, and `fn`'s name, docstring and attributes
         (e.g. `get_concrete_function` of a `tf.function`) stay reachable.
-        Calls outside `with guard.epoch(...)` are passed through unmarked.
+        Each call also records the concrete input signature of its
+        arguments (named after `fn`'s parameters). Calls outside
+        `with guard.epoch(...)` are passed through unmarked. Watch the step
+        before the first epoch: whether it is a `tf.function(jit_compile=True)`
+        decides, for the whole run, whether signatures count as XLA
+        compilations.
 
         Args:
             fn: The train step: a `tf.function` or any callable.
@@ -277,6 +335,7 @@ class XlaGuard:
             )
         if not self._running:
             self._running = True
+            self.engine.xla_mode = self._xla_mode()
             self.engine.train_begin(epochs=None, initial_epoch=epoch)
         self._epoch = epoch
         self._step = 0
@@ -289,19 +348,31 @@ class XlaGuard:
         else:
             self.engine.epoch_end(epoch)
 
-    def _before_step(self) -> None:
+    def _before_step(self, watched: _WatchedStep, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         if self._epoch is None:
             return
         step, self._step = self._step, self._step + 1
         self.engine.step_begin(step)
+        self.engine.observe_inputs(watched._inputs(args, kwargs), step=step)
+
+    def _xla_mode(self) -> str | None:
+        """How the watched steps are compiled, for the signature figures."""
+        # tf.function keeps its jit_compile argument only in a private
+        # attribute; a plain callable has none.
+        if any(getattr(fn, "_jit_compile", None) for fn in self._watched):
+            return "jit_compile"
+        # Auto-clustering is a switch of the TF runtime: without TensorFlow
+        # loaded nobody can have set it, and importing it here would cost
+        # seconds for a step that does not use it.
+        tf = sys.modules.get("tensorflow")
+        if tf is not None and tf.config.optimizer.get_jit() == "autoclustering":
+            return "autoclustering"
+        return None
 
     def _jit_notes(self, report: CoverageReport) -> list[str]:
         if report.xla_time_s > 0 or report.non_xla_op_time_s == 0 or not self._watched:
             return []
-        # tf.function keeps its jit_compile argument only in a private
-        # attribute; a plain callable has none.
-        flags = [getattr(fn, "_jit_compile", None) for fn in self._watched]
-        if not any(flags):
+        if not any(getattr(fn, "_jit_compile", None) for fn in self._watched):
             return [
                 "XLA is not requested: the watched train step is not a "
                 "tf.function(jit_compile=True); pass jit_compile=True to its tf.function"

@@ -18,6 +18,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 FEATURES = 16
 BATCH = 32
 BATCHES = 8
+LENGTHS = [4, 6, 8, 4, 6, 10, 8, 4]
 
 
 def _make_step(jit_compile: bool, seed: int = 0) -> tuple[Any, list[Any]]:
@@ -158,7 +159,7 @@ def test_constructor_validates_like_the_callback(tmp_path: Path) -> None:
 
 def test_watch_passes_values_and_exceptions_through(tmp_path: Path) -> None:
     """The watched step returns the same object and raises the same exception."""
-    guard = XlaGuard(log_dir=tmp_path, profile_epochs=(9,), verbose=0)
+    guard = XlaGuard(log_dir=tmp_path, profile_epochs=(9,), write_summaries=False, verbose=0)
     result = object()
     error = ArithmeticError("user error")
 
@@ -274,21 +275,97 @@ def test_watch_keeps_tf_function_api_and_numbers(tmp_path: Path) -> None:
     assert [r.status for r in guard.reports.values()] == ["ok", "ok"]
 
 
-@pytest.mark.slow
-def test_variable_shapes_compile_once_per_shape(tmp_path: Path) -> None:
-    """Each new input shape of a jit step is one XLA compilation in the trace."""
+@pytest.fixture(scope="module")
+def shapes_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[XlaGuard, Any]:
+    """Two epochs of a jit step over batches of 4 distinct sizes, epoch 0 profiled."""
     import tensorflow as tf
 
-    lengths = [4, 6, 8, 4, 6, 10, 8, 4]
+    guard = XlaGuard(
+        log_dir=tmp_path_factory.mktemp("shapes"), profile_epochs=(0,), skip_steps=0, verbose=0
+    )
     train_step, _ = _make_step(jit_compile=True)
-    guard = XlaGuard(log_dir=tmp_path, profile_epochs=(0,), skip_steps=0, verbose=0)
     step = guard.watch(train_step)
     with guard:
-        with guard.epoch(0):
-            for n in lengths:
-                x = tf.random.stateless_normal((n, FEATURES), seed=(n, 0))
-                step(x, tf.zeros((n, 1)))
+        for epoch in range(2):
+            with guard.epoch(epoch):
+                for n in LENGTHS:
+                    x = tf.random.stateless_normal((n, FEATURES), seed=(n, 0))
+                    step(x, y=tf.zeros((n, 1)))
+    return guard, step
+
+
+@pytest.mark.slow
+def test_variable_shapes_signatures_match_trace_compilations(shapes_run: tuple[XlaGuard, Any]) -> None:
+    """Signature counts and the trace agree: one XLA compilation per new shape."""
+    guard, step = shapes_run
     report = guard.reports[0]
     assert report.ok, report.reason
-    assert report.compilations == len(set(lengths))
-    assert step.experimental_get_tracing_count() == len(set(lengths))
+    distinct = len(set(LENGTHS))
+    assert report.compilations == distinct
+    assert report.distinct_signatures == distinct
+    assert report.new_signatures == distinct
+    assert report.expected_compilations == distinct
+    assert step.experimental_get_tracing_count() == distinct
+
+
+@pytest.mark.slow
+def test_variable_shapes_explained_by_argument_name(shapes_run: tuple[XlaGuard, Any]) -> None:
+    """The explanation names the step's argument, the dimension and the sizes seen."""
+    guard, _ = shapes_run
+    explanations = guard.reports[0].signature_explanations
+    assert "input 'x' dim 0 varied across 4 values (4, 6, 8, 10)" in explanations
+    assert "input 'y' dim 0 varied across 4 values (4, 6, 8, 10)" in explanations
+
+
+@pytest.mark.slow
+def test_unprofiled_epoch_still_tracks_signatures(shapes_run: tuple[XlaGuard, Any]) -> None:
+    """An epoch without profiler gets signature figures and no new compilations."""
+    guard, _ = shapes_run
+    assert list(guard.reports) == [0]
+    stats = guard.signatures[1]
+    assert (stats.steps, stats.distinct_signatures, stats.new_signatures) == (len(LENGTHS), 4, 0)
+    assert stats.expected_compilations == 0
+
+
+@pytest.mark.slow
+def test_raise_on_violation_escapes_the_step_before_it_runs(tmp_path: Path) -> None:
+    """`on_violation="raise"` raises from the watched step and stops the profiler."""
+    import numpy as np
+    import tensorflow as tf
+
+    from keras_xla_guard.errors import RecompilationLimitError
+
+    double = tf.function(lambda x: 2 * x, jit_compile=True)
+    guard = XlaGuard(log_dir=tmp_path, profile_epochs=(0,), skip_steps=0, verbose=0,
+                     max_compilations=2, on_violation="raise")
+    step = guard.watch(double)
+    with pytest.raises(RecompilationLimitError, match=r"max_compilations=2"):
+        with guard.epoch(0):
+            for n in (2, 3, 4):
+                step(np.zeros(n, "float32"))
+    assert not guard.engine.profiling
+    assert double.experimental_get_tracing_count() == 2
+    guard.close()
+
+
+@pytest.mark.slow
+def test_stop_on_violation_sets_stop_requested(tmp_path: Path) -> None:
+    """`on_violation="stop"` warns and asks the loop to stop via `stop_requested`."""
+    import numpy as np
+    import tensorflow as tf
+
+    from keras_xla_guard import XlaGuardWarning
+
+    step_fn = tf.function(lambda x: 2 * x, jit_compile=True)
+    guard = XlaGuard(log_dir=tmp_path, profile_epochs=(5,), verbose=0,
+                     max_compilations=2, on_violation="stop")
+    step = guard.watch(step_fn)
+    sizes = []
+    with pytest.warns(XlaGuardWarning, match=r"on_violation='stop'"):
+        with guard, guard.epoch(0):
+            for n in (2, 3, 4, 5):
+                step(np.zeros(n, "float32"))
+                sizes.append(n)
+                if guard.stop_requested:
+                    break
+    assert sizes == [2, 3, 4]
