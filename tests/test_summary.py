@@ -26,6 +26,7 @@ from keras_xla_guard.summary import (
     layout_proto,
     markdown_table,
     report_markdown,
+    signatures_markdown,
 )
 
 LAYOUT_TAG = "custom_scalars__config__"
@@ -235,6 +236,39 @@ def test_report_markdown_of_failed_report_escapes_the_reason() -> None:
     parsed = _render(report_markdown(report))
     assert parsed.tags == ["p", "strong"]
     assert _visible(report_markdown(report)) == "XLA coverage: failed - boom | <b>x</b> # h"
+
+
+def test_signatures_markdown_shows_fix_code_as_a_code_block() -> None:
+    """The recompilation panel shows explanations literally and the fix as one code block."""
+    from keras_xla_guard.signatures import EpochSignatures, bucketing_code
+
+    code = bucketing_code("x['a|b<script>']", 1, [8, 16], 32)
+    stats = EpochSignatures(
+        epoch=0,
+        steps=7,
+        distinct_signatures=5,
+        new_signatures=5,
+        expected_compilations=5,
+        compilations_so_far=5,
+        short_last_batch=False,
+        explanations=(
+            "input x['a|b<script>'] dim 1 varied across 5 values (5, 7, 9, 11, 13)",
+            f"fix: pad x['a|b<script>'] dim 1 to 2 bucket length(s) [8, 16]:\n{code}",
+            "last line *after* the code",
+        ),
+        signatures=(),
+    )
+    rendered = markdown_to_safe_html(signatures_markdown(stats))
+    parsed = _render(signatures_markdown(stats))
+    assert set(parsed.tags) == {"p", "strong", "ul", "li", "pre", "code"}
+    assert parsed.tags.count("pre") == 1 and parsed.tags.count("li") == 3
+    block = _Cells()
+    block.feed(rendered[rendered.index("<pre>"):rendered.index("</pre>")])
+    assert "".join(block.text) == code + "\n"
+    shown = _visible(signatures_markdown(stats))
+    assert shown.startswith("Input signatures: 5 distinct, 5 new over 7 steps, 5 expected XLA compilation(s).")
+    assert "input x['a|b<script>'] dim 1 varied across 5 values (5, 7, 9, 11, 13)" in shown
+    assert shown.endswith("last line *after* the code")
 
 
 def test_layout_has_the_xla_guard_category_and_charts() -> None:
