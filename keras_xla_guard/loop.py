@@ -372,6 +372,14 @@ class XlaGuard:
     def _jit_notes(self, report: CoverageReport) -> list[str]:
         if report.xla_time_s > 0 or report.non_xla_op_time_s == 0 or not self._watched:
             return []
+        if self.engine.xla_mode == "autoclustering":
+            return [
+                "auto-clustering is requested (tf.config.optimizer.get_jit()) but no XLA "
+                "cluster ran in this window; on a CPU-only machine it also needs "
+                "TF_XLA_FLAGS=--tf_xla_cpu_global_jit before TensorFlow is imported. "
+                "keras_xla_guard.doctor() in this process diagnoses the switches; "
+                "tf.function(jit_compile=True) on the train step avoids them"
+            ]
         if not any(getattr(fn, "_jit_compile", None) for fn in self._watched):
             return [
                 "XLA is not requested: the watched train step is not a "

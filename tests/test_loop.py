@@ -369,3 +369,26 @@ def test_stop_on_violation_sets_stop_requested(tmp_path: Path) -> None:
                 if guard.stop_requested:
                     break
     assert sizes == [2, 3, 4]
+
+
+@pytest.fixture
+def autoclustering() -> Any:
+    """Requests TF auto-clustering for one test, restoring the switch after."""
+    import tensorflow as tf
+
+    before = tf.config.optimizer.get_jit()
+    tf.config.optimizer.set_jit("autoclustering")
+    yield
+    tf.config.optimizer.set_jit(before or False)
+
+
+@pytest.mark.slow
+def test_ineffective_autoclustering_is_explained(tmp_path: Path, autoclustering: Any) -> None:
+    """Auto-clustering without the CPU flag: 0% XLA and a note naming the flag."""
+    guard = XlaGuard(log_dir=tmp_path, profile_epochs=(0,), skip_steps=0, verbose=0)
+    train_step, _ = _make_step(jit_compile=False)
+    _train(guard, train_step, epochs=1)
+    report = guard.reports[0]
+    assert guard.engine.xla_mode == "autoclustering"
+    assert report.xla_time_fraction == 0
+    assert any("--tf_xla_cpu_global_jit" in note for note in report.notes)
