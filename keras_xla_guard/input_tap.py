@@ -14,10 +14,13 @@ and at the end of each epoch. The elements themselves pass through unchanged.
 When the `element_spec` is fully static, no map is added at all: every
 batch has the static signature.
 
-The epoch iterator is found by walking up from the callback to `fit`'s
-frame (Keras has no public hook for it); if that fails (another Keras
-version, a distribution strategy's `DistributedDataset`), a warning says
-so and training goes on without signature tracking.
+The dataset is found by walking up from the callback to `fit`'s frame
+(Keras has no public hook for it): Keras 3 keeps it in the local
+`epoch_iterator` (`_distributed_dataset`), tf_keras in `data_handler`
+(`_dataset`); both build the epoch's iterator from it only after
+`on_train_begin`. If that fails (another Keras version, a distributed
+tf_keras dataset), a warning says so and training goes on without
+signature tracking.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any
 
 from keras_xla_guard.signatures import Signature, flatten_leaves
 
-__all__ = ["DRAIN_EVERY", "InputTap", "KerasInputTracker", "find_fit_epoch_iterator"]
+__all__ = ["DRAIN_EVERY", "InputTap", "KerasInputTracker", "find_fit_dataset"]
 
 # Draining costs two eager ops. The drain interval starts at 1 step, doubles
 # after every drain that found no new signature and drops back to 1 when one
@@ -38,26 +41,31 @@ DRAIN_EVERY = 32
 KERAS_ROOT_NAMES = ("x", "y", "sample_weight")
 # fit -> CallbackList.on_train_begin -> our hook -> helpers: a few frames.
 _MAX_FRAMES = 12
+# (local variable of fit, attribute holding the dataset it iterates):
+# Keras 3's TensorFlow trainer, then tf_keras.
+_DATASET_HOLDERS = (("epoch_iterator", "_distributed_dataset"), ("data_handler", "_dataset"))
 
 
-def find_fit_epoch_iterator(model: Any) -> Any:
-    """Finds the epoch iterator of the `model.fit` call running now.
+def find_fit_dataset(model: Any) -> tuple[Any, str] | None:
+    """Finds where the running `model.fit` call keeps its training dataset.
 
     Args:
         model: The Keras model whose `fit` is on the call stack.
 
     Returns:
-        Keras' `TFEpochIterator`, or `None` if no caller frame of `fit`
-        holds one for this model.
+        `(holder, attribute)`: `getattr(holder, attribute)` is the dataset
+        `fit` will iterate; `None` if no caller frame of `fit` has one.
     """
     frame = sys._getframe(1)
     for _ in range(_MAX_FRAMES):
         if frame is None:
             return None
         local = frame.f_locals
-        candidate = local.get("epoch_iterator")
-        if candidate is not None and local.get("self") is model and hasattr(candidate, "_distributed_dataset"):
-            return candidate
+        if local.get("self") is model:
+            for name, attribute in _DATASET_HOLDERS:
+                holder = local.get(name)
+                if holder is not None and hasattr(holder, attribute):
+                    return holder, attribute
         frame = frame.f_back
     return None
 
@@ -186,18 +194,19 @@ class KerasInputTracker:
         # tf_keras keeps it in a tf.Variable, mirrored under a strategy.
         self._spe = int(spe.numpy() if hasattr(spe, "numpy") else spe)
         self._steps_hint = steps_hint
-        epoch_iterator = find_fit_epoch_iterator(model)
-        dataset = getattr(epoch_iterator, "_distributed_dataset", None)
-        if epoch_iterator is None:
-            self.unavailable_reason = "the fit() call's epoch iterator was not found on the call stack"
+        found = find_fit_dataset(model)
+        if found is None:
+            self.unavailable_reason = "the fit() call's dataset was not found on the call stack"
             return False
+        holder, attribute = found
+        dataset = getattr(holder, attribute)
         strategy = None
         if isinstance(dataset, tf.distribute.DistributedDataset):
             # Under a strategy Keras distributes the adapter's dataset; the
             # tap goes on that dataset (global batches, before the split
             # into per-replica batches), which is then distributed again.
-            strategy = getattr(epoch_iterator, "_distribute_strategy", None)
-            adapter = getattr(epoch_iterator, "data_adapter", None)
+            strategy = getattr(holder, "_distribute_strategy", None)
+            adapter = getattr(holder, "data_adapter", None)
             dataset = adapter.get_tf_dataset() if adapter is not None and strategy is not None else dataset
         if not isinstance(dataset, tf.data.Dataset):
             self.unavailable_reason = (
@@ -208,7 +217,7 @@ class KerasInputTracker:
         wrapped = tap.wrap(dataset)
         if strategy is not None:
             wrapped = strategy.experimental_distribute_dataset(wrapped)
-        epoch_iterator._distributed_dataset = wrapped
+        setattr(holder, attribute, wrapped)
         self.tap = tap
         return True
 

@@ -572,8 +572,51 @@ def test_recommended_bucketing_cuts_measured_compilations(tmp_path):
     assert report.compilations == report.expected_compilations
 
 
-def test_epoch_iterator_is_not_found_outside_fit():
-    """Outside model.fit there is no epoch iterator to tap."""
-    from keras_xla_guard.input_tap import find_fit_epoch_iterator
+def test_fit_dataset_is_not_found_outside_fit():
+    """Outside model.fit there is no dataset to tap."""
+    from keras_xla_guard.input_tap import find_fit_dataset
 
-    assert find_fit_epoch_iterator(object()) is None
+    assert find_fit_dataset(object()) is None
+
+
+_TF_KERAS_SCRIPT = """
+import json, sys, warnings
+import numpy as np
+import tensorflow as tf
+from keras_xla_guard import XlaGuardCallback
+
+warnings.simplefilter("error", UserWarning)
+rng = np.random.default_rng(0)
+batches = [(rng.integers(0, 50, (8, n)).astype("int32"), rng.standard_normal((8, 1)).astype("float32"))
+           for n in (5, 7, 5, 9)]
+spec = (tf.TensorSpec((None, None), tf.int32), tf.TensorSpec((None, 1), tf.float32))
+data = tf.data.Dataset.from_generator(lambda: iter(batches), output_signature=spec)
+model = tf.keras.Sequential([tf.keras.layers.Embedding(50, 8), tf.keras.layers.GlobalAveragePooling1D(),
+                             tf.keras.layers.Dense(1)])
+model.compile("adam", "mse", jit_compile=True)
+guard = XlaGuardCallback(log_dir=sys.argv[1], profile_epochs=[99], verbose=0)
+model.fit(data, epochs=2, callbacks=[guard], verbose=0)
+print(json.dumps({"module": type(model).__module__,
+                  "epochs": {e: s.to_dict() for e, s in guard.signatures.items()}}))
+"""
+
+
+@pytest.mark.slow
+def test_tf_keras_fit_is_tracked_too(tmp_path):
+    """With TF_USE_LEGACY_KERAS=1 the tap finds tf_keras' data handler and records each batch."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2")
+    done = subprocess.run([sys.executable, "-c", _TF_KERAS_SCRIPT, str(tmp_path)], env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["module"].startswith("tf_keras")
+    first, second = result["epochs"]["0"], result["epochs"]["1"]
+    assert (first["steps"], first["distinct_signatures"], first["new_signatures"]) == (4, 3, 3)
+    assert first["expected_compilations"] == 3
+    assert (second["steps"], second["new_signatures"]) == (4, 0)
+    assert first["explanations"][0] == "input x dim 1 varied across 3 values (5, 7, 9)"
