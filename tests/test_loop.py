@@ -246,6 +246,22 @@ def test_step_markers_in_trace(jit_run: XlaGuard) -> None:
 
 
 @pytest.mark.slow
+def test_xprof_sees_the_marked_steps(jit_run: XlaGuard) -> None:
+    """XProf's step-time analysis (the oracle) lists the guard's `train` steps."""
+    import json
+
+    from xprof.convert import raw_to_tool_data
+
+    data, _ = raw_to_tool_data.xspace_to_tool_data(
+        [jit_run.reports[1].trace_path], "input_pipeline_analyzer", {}
+    )
+    step_table = json.loads(data)[1]
+    names = [row["c"][0]["v"] for row in step_table["rows"]]
+    # XProf leaves out the window's first and last step as possibly incomplete.
+    assert names == [f"train {n}" for n in range(3, BATCHES - 1)]
+
+
+@pytest.mark.slow
 def test_event_files_hold_guard_tags(jit_run: XlaGuard) -> None:
     """TensorBoard event files hold the same `xla_guard/*` tags as the callback's."""
     from keras_xla_guard.summary import SCALAR_TAGS
