@@ -37,7 +37,7 @@ CHROMIUM_FLAGS = [
     "--no-first-run",
     "--disable-component-update",
     "--disable-sync",
-    "--window-size=1280,1000",
+    "--window-size=1280,1300",  # tall enough for all five charts
 ]
 
 # Text of the page with shadow DOMs flattened (TensorBoard's dashboards are
