@@ -249,8 +249,10 @@ class XlaGuard:
         pass through unchanged, and `fn`'s name, docstring and attributes
         (e.g. `get_concrete_function` of a `tf.function`) stay reachable.
         Each call also records the concrete input signature of its
-        arguments (named after `fn`'s parameters). Calls outside
-        `with guard.epoch(...)` are passed through unmarked. Watch the step
+        arguments (named after `fn`'s parameters). Call it from Python, not
+        from inside another `tf.function` (there it would run only while
+        tracing). Calls outside `with guard.epoch(...)` are passed through
+        unmarked. Watch the step
         before the first epoch: whether it is a `tf.function(jit_compile=True)`
         decides, for the whole run, whether signatures count as XLA
         compilations.

@@ -97,11 +97,15 @@ def jit_run(tmp_path_factory: pytest.TempPathFactory) -> XlaGuard:
 
 @pytest.fixture(scope="module")
 def plain_run(tmp_path_factory: pytest.TempPathFactory) -> XlaGuard:
-    """Three epochs of a tf.function step without jit, default schedule."""
+    """Three epochs of a tf.function step without jit: the issue's API, no close()."""
     log_dir = tmp_path_factory.mktemp("plain")
     guard = XlaGuard(log_dir=log_dir, verbose=0)
     train_step, _ = _make_step(jit_compile=False)
-    _train(guard, train_step)
+    step = guard.watch(train_step)
+    for epoch in range(3):
+        with guard.epoch(epoch):
+            for x, y in _dataset():
+                step(x, y)
     return guard
 
 
@@ -235,6 +239,22 @@ def test_plain_step_has_no_xla(plain_run: XlaGuard) -> None:
     assert report.xla_time_fraction == 0
     assert report.non_xla_op_time_s > 0
     assert any("jit_compile=True" in note for note in report.notes)
+
+
+@pytest.mark.slow
+def test_close_prints_reports_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """With verbose=1, closing prints each report once; closing again does nothing."""
+    import tensorflow as tf
+
+    guard = XlaGuard(log_dir=tmp_path, profile_epochs=(0,), skip_steps=0)
+    step = guard.watch(tf.function(lambda x: tf.matmul(x, x), jit_compile=True))
+    with guard:
+        with guard.epoch(0):
+            for _ in range(3):
+                step(tf.ones((4, 4)))
+    guard.close()
+    out = capsys.readouterr().out
+    assert out.count("keras-xla-guard: XLA coverage (epoch 0, 3 steps") == 1
 
 
 @pytest.mark.slow
