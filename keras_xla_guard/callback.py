@@ -11,7 +11,7 @@ from typing import Any
 import keras
 
 from keras_xla_guard.analysis import DEFAULT_TOP_K
-from keras_xla_guard.distributed import ClusterRun
+from keras_xla_guard.distributed import ClusterRun, strategy_verdicts
 from keras_xla_guard.doctor import ERROR, WARNING, Verdict
 from keras_xla_guard.engine import DEFAULT_LOG_DIR, DEFAULT_MAX_COMPILATIONS, XlaGuardEngine
 from keras_xla_guard.errors import BackendError, RecompilationLimitError, XlaGuardWarning
@@ -194,6 +194,9 @@ class XlaGuardCallback(keras.callbacks.Callback):
         from keras_xla_guard.explain import model_verdicts
 
         verdicts = list(self._switch_verdicts) + model_verdicts(model)
+        if any(v.code.startswith("STRATEGY_") for v in verdicts):
+            # Its fix, compile(jit_compile=True), fails under the strategy.
+            verdicts = [v for v in verdicts if v.code != "JIT_COMPILE_OFF"]
         if self.explain_report is not None:
             verdicts += self.explain_report.verdicts
         notes = [v.as_note() for v in verdicts if v.status in (WARNING, ERROR)]
@@ -214,7 +217,12 @@ class XlaGuardCallback(keras.callbacks.Callback):
             # jit_compile=True model, so the process-wide form is left out.
             self._switch_verdicts = tuple(
                 v for v in facts.problems if v.code != "XLA_NOT_REQUESTED"
-            )
+            ) + tuple(strategy_verdicts(self.model))
+            for verdict in self._switch_verdicts:
+                if verdict.code == "STRATEGY_JIT_COMPILE_FAILS":
+                    # The first step will fail; this is the user's one chance
+                    # to read why before TensorFlow's error.
+                    warnings.warn(f"keras-xla-guard: {verdict}", XlaGuardWarning, stacklevel=3)
             if self._explain is not False and self._explain is not None:
                 self._run_explain()
         except Exception as e:  # noqa: BLE001 - diagnosis must not break training

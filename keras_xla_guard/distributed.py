@@ -35,6 +35,7 @@ __all__ = [
     "figures_matrix",
     "gather_figures",
     "save_reports",
+    "strategy_verdicts",
     "worker_info",
     "worker_reports",
     "workers_markdown",
@@ -375,3 +376,89 @@ class ClusterRun:
         finally:
             engine.log_dir = self.base_log_dir
             engine.write_summaries = self._write_summaries
+
+
+_PER_REPLICA_FIX = '''class MyModel(keras.Sequential):  # Keras 3; or your keras.Model subclass
+    @tf.function(jit_compile=True)
+    def _xla_step(self, x, y):
+        with tf.GradientTape() as tape:
+            y_pred = self(x, training=True)
+            loss = self.compute_loss(x=x, y=y, y_pred=y_pred)
+        return y_pred, loss, tape.gradient(loss, self.trainable_variables)
+
+    def train_step(self, data):
+        x, y = data
+        y_pred, loss, grads = self._xla_step(x, y)
+        self.optimizer.apply(grads, self.trainable_variables)
+        for metric in self.metrics:
+            if metric.name == "loss":  # compute_loss divided it by the replica count
+                metric.update_state(loss * self.distribute_strategy.num_replicas_in_sync)
+            else:
+                metric.update_state(y, y_pred)
+        return self.get_metrics_result()
+# build and compile it in strategy.scope() without jit_compile'''
+
+
+def strategy_verdicts(model: Any) -> list[Any]:
+    """Verdicts about XLA under a `tf.distribute` strategy with several replicas.
+
+    `compile(jit_compile=True)` makes Keras (3 and tf_keras) compile the
+    step that spans all replicas - every replica's variables and the
+    gradient all-reduce - as one XLA program. TensorFlow rejects it with
+    "Trying to access resource ... located in device ..." (MirroredStrategy;
+    keras-team/keras#19005) or, on CPU, "Collectives are not yet implemented
+    for CPU devices when compiling with XLA". What runs is XLA per replica:
+    each replica's forward and backward pass compiled, the all-reduce and
+    the optimizer update outside.
+
+    Args:
+        model: A compiled Keras (or tf_keras) model.
+
+    Returns:
+        `STRATEGY_JIT_COMPILE_FAILS` (error) for `jit_compile=True`, or
+        `STRATEGY_XLA_PER_REPLICA` (warning) otherwise; empty with fewer
+        than two replicas.
+
+    Example:
+
+    ```python
+    from keras_xla_guard.distributed import strategy_verdicts
+    for verdict in strategy_verdicts(model):
+        print(verdict)
+    ```
+    """
+    from keras_xla_guard.doctor import ERROR, WARNING, Verdict
+    from keras_xla_guard.explain import MODEL
+
+    strategy = getattr(model, "distribute_strategy", None)
+    replicas = int(getattr(strategy, "num_replicas_in_sync", 1) or 1)
+    if replicas < 2:
+        return []
+    if getattr(model, "jit_compile", False):
+        return [
+            Verdict(
+                "STRATEGY_JIT_COMPILE_FAILS",
+                MODEL,
+                ERROR,
+                f"model.jit_compile is True under {type(strategy).__name__} with {replicas} "
+                "replicas: Keras compiles the step of all replicas, gradient all-reduce "
+                "included, as one XLA program, which TensorFlow rejects (\"Trying to access "
+                "resource ... located in device ...\", or on CPU \"Collectives are not yet "
+                "implemented for CPU devices when compiling with XLA\"). Compile each "
+                "replica's forward and backward pass instead.",
+                _PER_REPLICA_FIX,
+            )
+        ]
+    return [
+        Verdict(
+            "STRATEGY_XLA_PER_REPLICA",
+            MODEL,
+            WARNING,
+            f"Under {type(strategy).__name__} with {replicas} replicas, "
+            "compile(jit_compile=True) does not run; XLA works per replica: compile each "
+            "replica's forward and backward pass, keep the gradient all-reduce and the "
+            "optimizer update outside. If you already do, the time outside XLA is the "
+            "all-reduce and the update (see the op table).",
+            _PER_REPLICA_FIX,
+        )
+    ]
