@@ -135,6 +135,11 @@ def _count_compile(plane: Any, event: Any, name_id: int, totals: _Totals) -> Non
         totals.modules.append(module)
 
 
+def _kernel_record(bucket: int, op: tuple[tuple[str, str], str], outer: Any) -> list[Any]:
+    """A new kernel record (layout: the `_K_*` indices) for op `(key, role)`."""
+    return [bucket, False, False, None, op[0], op[1], outer]
+
+
 def _settle_kernel(rec: list[Any], totals: _Totals) -> None:
     """Books a TF kernel once all its children are known.
 
@@ -230,7 +235,8 @@ def _scan_events(
     """
     name_id, type_id, hlo_id = cache.name_id, cache.type_id, cache.hlo_id
     infos, markers = cache.infos, cache.markers
-    NONE, XLA, KERNEL, ASYNC_KERNEL = Category.NONE, Category.XLA, Category.KERNEL, Category.ASYNC_KERNEL
+    NONE, XLA, KERNEL = Category.NONE, Category.XLA, Category.KERNEL
+    ASYNC_KERNEL = Category.ASYNC_KERNEL
     holders = [[0] for _ in range(len(totals.ps))]
     other = holders[Category.OTHER]
     # Self time and count of leaf plain-op kernels outside other kernels,
@@ -281,7 +287,7 @@ def _scan_events(
                     leaf[0] += entry[5]
                     leaf[1] += 1
                 else:
-                    _settle_kernel([entry[5], False, False, None, kernel[0], kernel[1], entry[2]], totals)
+                    _settle_kernel(_kernel_record(entry[5], kernel, entry[2]), totals)
             top = stack[-1]
             top_end = top[0]
         parent_owner = top[1]
@@ -300,7 +306,7 @@ def _scan_events(
             continue
         if parent_owner is None:
             kernel = top[4]
-            parent_owner = [top[5], False, False, None, kernel[0], kernel[1], top[2]]
+            parent_owner = _kernel_record(top[5], kernel, top[2])
             top = stack[-1] = (top_end, parent_owner, parent_owner, 0, parent_owner)
         if cat == KERNEL:
             parent_owner[0] -= (end if end < top_end else top_end) - start
@@ -312,7 +318,7 @@ def _scan_events(
             op_type = _stats_str(plane, event, type_id)
             if op_type and not is_dispatch_only(op_type):
                 name = _stats_str(plane, event, name_id) or op_type
-                rec = [dur, False, False, None, (op_type, name), classify_op_type(op_type), top[2]]
+                rec = _kernel_record(dur, ((op_type, name), classify_op_type(op_type)), top[2])
                 parent_owner[0] -= (end if end < top_end else top_end) - start
                 top = (end, rec, rec, 0, rec)
                 push(top)
@@ -356,7 +362,7 @@ def _scan_events(
         kernel = entry[4]
         if kernel is not None:
             if entry[1] is None:
-                kernel = [entry[5], False, False, None, kernel[0], kernel[1], entry[2]]
+                kernel = _kernel_record(entry[5], kernel, entry[2])
             _settle_kernel(kernel, totals)
     ps = totals.ps
     for cat, holder in enumerate(holders):

@@ -11,7 +11,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from keras_xla_guard._version import __version__
 from keras_xla_guard.errors import XlaGuardError
@@ -70,17 +70,23 @@ def _byte_size(text: str) -> int:
     return value
 
 
-def _analyze_runs(args: argparse.Namespace) -> list[tuple[Path, list[Any], Any]]:
-    """Analyzes every host of every selected run: (run dir, hosts, combined)."""
+class _Run(NamedTuple):
+    """The reports of one profile run: one per host, and their sum."""
+
+    run_dir: Path
+    hosts: list[Any]
+    combined: Any
+
+
+def _analyze_runs(args: argparse.Namespace) -> list[_Run]:
     from keras_xla_guard.analysis import analyze_xspace, combine_reports
     from keras_xla_guard.xplane import TRACE_SUFFIX, find_trace_files, open_xspace
 
-    files = find_trace_files(args.path, all_runs=args.all)
     by_run: dict[Path, list[Path]] = {}
-    for f in files:
+    for f in find_trace_files(args.path, all_runs=args.all):
         by_run.setdefault(f.parent, []).append(f)
     runs = []
-    for run_dir, run_files in by_run.items():
+    for run_dir, files in by_run.items():
         hosts = [
             analyze_xspace(
                 open_xspace(f, max_bytes=args.max_bytes),
@@ -88,34 +94,62 @@ def _analyze_runs(args: argparse.Namespace) -> list[tuple[Path, list[Any], Any]]
                 host=f.name[: -len(TRACE_SUFFIX)] if f.name.endswith(TRACE_SUFFIX) else f.stem,
                 top_k=args.top_k,
             )
-            for f in run_files
+            for f in files
         ]
-        runs.append((run_dir, hosts, combine_reports(hosts, top_k=args.top_k)))
+        runs.append(_Run(run_dir, hosts, combine_reports(hosts, top_k=args.top_k)))
     return runs
 
 
-def _violations(args: argparse.Namespace, runs: list[tuple[Path, list[Any], Any]]) -> list[dict[str, Any]]:
+def _violations(args: argparse.Namespace, runs: list[_Run]) -> list[dict[str, Any]]:
+    """Checks each run's combined report against the thresholds given."""
     found = []
-    for run_dir, _, combined in runs:
-        if args.min_coverage is not None and combined.xla_time_fraction < args.min_coverage:
+    for run in runs:
+        name, fraction = run.run_dir.name, run.combined.xla_time_fraction
+        compilations = run.combined.compilations
+        if args.min_coverage is not None and fraction < args.min_coverage:
             found.append({
-                "run": run_dir.name,
+                "run": name,
                 "check": "min_coverage",
                 "threshold": args.min_coverage,
-                "value": combined.xla_time_fraction,
-                "message": f"run {run_dir.name}: XLA share {combined.xla_time_fraction:.1%} "
-                           f"is below --min-coverage {args.min_coverage:.1%}",
+                "value": fraction,
+                "message": f"run {name}: XLA share {fraction:.1%} is below "
+                           f"--min-coverage {args.min_coverage:.1%}",
             })
-        if args.max_compilations is not None and combined.compilations > args.max_compilations:
+        if args.max_compilations is not None and compilations > args.max_compilations:
             found.append({
-                "run": run_dir.name,
+                "run": name,
                 "check": "max_compilations",
                 "threshold": args.max_compilations,
-                "value": combined.compilations,
-                "message": f"run {run_dir.name}: {combined.compilations} XLA compilations "
-                           f"exceed --max-compilations {args.max_compilations}",
+                "value": compilations,
+                "message": f"run {name}: {compilations} XLA compilations exceed "
+                           f"--max-compilations {args.max_compilations}",
             })
     return found
+
+
+def _report_document(args: argparse.Namespace, runs: list[_Run],
+                     violations: list[dict[str, Any]]) -> dict[str, Any]:
+    """The `report --json` document (schema in the README; keys only get added)."""
+    return {
+        "schema_version": REPORT_SCHEMA_VERSION,
+        "tool_version": __version__,
+        "path": str(args.path),
+        "thresholds": {
+            "min_coverage": args.min_coverage,
+            "max_compilations": args.max_compilations,
+        },
+        "runs": [
+            {
+                "run": run.run_dir.name,
+                "run_dir": str(run.run_dir),
+                "hosts": [r.to_dict() for r in run.hosts],
+                "combined": run.combined.to_dict(),
+            }
+            for run in runs
+        ],
+        "violations": violations,
+        "ok": not violations,
+    }
 
 
 def _run_report(args: argparse.Namespace) -> int:
@@ -124,36 +158,14 @@ def _run_report(args: argparse.Namespace) -> int:
     runs = _analyze_runs(args)
     violations = _violations(args, runs)
     if args.json:
-        document = {
-            "schema_version": REPORT_SCHEMA_VERSION,
-            "tool_version": __version__,
-            "path": str(args.path),
-            "thresholds": {
-                "min_coverage": args.min_coverage,
-                "max_compilations": args.max_compilations,
-            },
-            "runs": [
-                {
-                    "run": run_dir.name,
-                    "run_dir": str(run_dir),
-                    "hosts": [r.to_dict() for r in hosts],
-                    "combined": combined.to_dict(),
-                }
-                for run_dir, hosts, combined in runs
-            ],
-            "violations": violations,
-            "ok": not violations,
-        }
-        print(json.dumps(document, indent=2, sort_keys=True))
+        print(json.dumps(_report_document(args, runs, violations), indent=2, sort_keys=True))
     else:
-        print(coverage_table([(run_dir.name, hosts, combined) for run_dir, hosts, combined in runs]))
-        notes = dict.fromkeys(
-            f"note ({run_dir.name}): {note}" for run_dir, _, combined in runs for note in combined.notes
-        )
-        for line in notes:
-            print(line)
-        for v in violations:
-            print(f"FAILED: {v['message']}")
+        print(coverage_table([(run.run_dir.name, run.hosts, run.combined) for run in runs]))
+        for run in runs:
+            for note in run.combined.notes:
+                print(f"note ({run.run_dir.name}): {note}")
+        for violation in violations:
+            print(f"FAILED: {violation['message']}")
     return EXIT_THRESHOLD if violations else EXIT_OK
 
 

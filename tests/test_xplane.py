@@ -214,7 +214,8 @@ _MUTATION = st.one_of(
                                         min_size=1, max_size=16)),
     st.tuples(st.just("splice"), st.tuples(st.floats(0.0, 1.0), st.floats(0.0, 1.0),
                                            st.floats(0.0, 1.0))),
-    st.tuples(st.just("insert"), st.tuples(st.floats(0.0, 1.0), st.binary(min_size=1, max_size=64))),
+    st.tuples(st.just("insert"),
+              st.tuples(st.floats(0.0, 1.0), st.binary(min_size=1, max_size=64))),
 )
 
 
