@@ -1,7 +1,8 @@
 """The guard engine: profiling windows, analysis and summaries.
 
-`XlaGuard` knows nothing about Keras callbacks. Adapters (the Keras callback,
-the custom-loop API) call `train_begin`, `epoch_begin`, `step_begin`,
+`XlaGuardEngine` knows nothing about Keras callbacks. Adapters (the Keras
+callback `XlaGuardCallback`, the custom-loop guard `XlaGuard` in `loop.py`)
+call `train_begin`, `epoch_begin`, `step_begin`,
 `epoch_end` and `train_end`; the engine decides when the profiler runs,
 analyzes each trace off the training thread, and writes the results.
 """
