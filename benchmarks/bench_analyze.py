@@ -59,11 +59,11 @@ print(base, peak)
 """
 
 
-def _build_trace(log_dir: Path, steps: int) -> None:
-    """Trains a medium MLP for `steps` steps with the profiler on (no XLA).
+def _build_trace(log_dir: Path, steps: int, jit_compile: bool) -> None:
+    """Trains a medium MLP for `steps` steps with the profiler on.
 
-    Plain kernels give the most events per step, which is what stresses the
-    analysis; the model is the shape of a typical tabular model.
+    Without XLA, plain kernels give the most events per step, which is what
+    stresses the analysis; the model is the shape of a typical tabular model.
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import keras
@@ -79,7 +79,7 @@ def _build_trace(log_dir: Path, steps: int) -> None:
         + [keras.layers.Dense(128, activation="relu") for _ in range(6)]
         + [keras.layers.Dense(1)]
     )
-    model.compile(optimizer="adam", loss="mse", jit_compile=False)
+    model.compile(optimizer="adam", loss="mse", jit_compile=jit_compile)
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(32)
     model.fit(dataset.take(4), epochs=1, verbose=0)
     tf.profiler.experimental.start(str(log_dir))
@@ -164,10 +164,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="training steps profiled (default: %(default)s)")
     parser.add_argument("--rounds", type=int, default=5,
                         help="alternated rounds (default: %(default)s)")
+    parser.add_argument("--jit-compile", action="store_true",
+                        help="build the trace from a jit_compile=True model (XLA events)")
     parser.add_argument("--build-into", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.build_into is not None:
-        _build_trace(args.build_into, args.steps)
+        _build_trace(args.build_into, args.steps, args.jit_compile)
         return 0
 
     with tempfile.TemporaryDirectory(prefix="bench_analyze_") as tmp:
@@ -176,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
             log_dir = Path(tmp) / "logs"
             subprocess.run(
                 [sys.executable, __file__, "--build-into", str(log_dir),
-                 "--steps", str(args.steps)],
+                 "--steps", str(args.steps)] + (["--jit-compile"] if args.jit_compile else []),
                 check=True,
             )
             path = _trace_file(log_dir)

@@ -91,7 +91,10 @@ def _stats_str(plane: Any, event: Any, stat_id: int) -> str:
 
 
 def _has_stat(event: Any, stat_id: int) -> bool:
-    return stat_id >= 0 and any(s.metadata_id == stat_id for s in event.stats)
+    for stat in event.stats:
+        if stat.metadata_id == stat_id:
+            return True
+    return False
 
 
 class _PlaneCache:
@@ -491,9 +494,10 @@ def analyze_xspace(
     """Measures XLA coverage in one parsed XSpace.
 
     Args:
-        space: An `xplane_pb2.XSpace` message.
-        trace_path: Where the trace came from, recorded in the report.
-            Defaults to `None`.
+        space: An `xplane_pb2.XSpace` message, or a trace read lazily by
+            `keras_xla_guard.xplane.open_xspace` (far less memory).
+        trace_path: Where the trace came from, recorded in the report and
+            named in errors. Defaults to `None`.
         host: Host name recorded in the report. Defaults to `None`.
         top_k: How many plain TF ops to keep in `top_non_xla_ops`.
             Defaults to `10`.
@@ -505,6 +509,7 @@ def analyze_xspace(
 
     Raises:
         ValueError: If `top_k` is negative.
+        TraceParseError: If a line of a lazily read trace does not decode.
     """
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
         raise ValueError(f"`top_k` must be a non-negative integer. Received: top_k={top_k!r}")

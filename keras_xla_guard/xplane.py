@@ -220,7 +220,8 @@ def open_xspace(
     A fully parsed XSpace takes about 5-6 times the file size in memory.
     This twin of it (same fields and metadata) leaves each line's events as
     bytes; `iter_lines` then parses one line's events at a time, a chunk at
-    a time, so peak memory stays near twice the file size.
+    a time, so peak memory stays near the file size plus about three times
+    its largest line.
 
     Args:
         path: Path of the trace file.
