@@ -204,7 +204,8 @@ class XlaGuard:
             on_violation=on_violation,
         )
         self.engine.note_providers.append(self._jit_notes)
-        self._watched: list[Callable[..., Any]] = []
+        # One flag per watched step: whether it runs compiled by XLA.
+        self._watched_jit: list[bool] = []
         self._running = False
         self._epoch: int | None = None
         self._step = 0
@@ -238,7 +239,7 @@ class XlaGuard:
         """The directory holding traces and TensorBoard summaries."""
         return os.fspath(self.engine.log_dir)
 
-    def watch(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def watch(self, fn: Callable[..., Any], jit_compile: bool | None = None) -> Callable[..., Any]:
         """Wraps a train step so that each call counts as one training step.
 
         The wrapper marks the step for the profiler (a
@@ -252,26 +253,39 @@ class XlaGuard:
         arguments (named after `fn`'s parameters). Call it from Python, not
         from inside another `tf.function` (there it would run only while
         tracing). Calls outside `with guard.epoch(...)` are passed through
-        unmarked. Watch the step
-        before the first epoch: whether it is a `tf.function(jit_compile=True)`
-        decides, for the whole run, whether signatures count as XLA
-        compilations.
+        unmarked. Watch the step before the first epoch: whether it runs
+        under XLA decides, for the whole run, whether new signatures count
+        as XLA compilations (and `max_compilations` applies).
 
         Args:
             fn: The train step: a `tf.function` or any callable.
+            jit_compile: Whether `fn` runs compiled by XLA. Defaults to
+                `None`: read from a `tf.function`'s `jit_compile`; pass
+                `True` for a Python step that calls a
+                `tf.function(jit_compile=True)` itself (e.g. through
+                `strategy.run`).
 
         Returns:
             The wrapped step; call it instead of `fn`. Watching an already
             watched step of this guard returns it unchanged.
 
         Raises:
-            ValueError: If `fn` is not callable.
+            ValueError: If `fn` is not callable or `jit_compile` is not a
+                bool or `None`.
         """
         if isinstance(fn, _WatchedStep) and fn._guard is self:
             return fn
         if not callable(fn):
             raise ValueError(f"`fn` must be a callable train step. Received: fn={fn!r}")
-        self._watched.append(fn)
+        if jit_compile is not None and not isinstance(jit_compile, bool):
+            raise ValueError(
+                f"`jit_compile` must be True, False or None. Received: jit_compile={jit_compile!r}"
+            )
+        if jit_compile is None:
+            # tf.function keeps its jit_compile argument only in a private
+            # attribute; a plain callable has none.
+            jit_compile = bool(getattr(fn, "_jit_compile", None))
+        self._watched_jit.append(jit_compile)
         return _WatchedStep(self, fn)
 
     def epoch(self, epoch: int, steps: int | None = None) -> _EpochScope:
@@ -359,9 +373,7 @@ class XlaGuard:
 
     def _xla_mode(self) -> str | None:
         """How the watched steps are compiled, for the signature figures."""
-        # tf.function keeps its jit_compile argument only in a private
-        # attribute; a plain callable has none.
-        if any(getattr(fn, "_jit_compile", None) for fn in self._watched):
+        if any(self._watched_jit):
             return "jit_compile"
         # Auto-clustering is a switch of the TF runtime: without TensorFlow
         # loaded nobody can have set it, and importing it here would cost
@@ -372,7 +384,7 @@ class XlaGuard:
         return None
 
     def _jit_notes(self, report: CoverageReport) -> list[str]:
-        if report.xla_time_s > 0 or report.non_xla_op_time_s == 0 or not self._watched:
+        if report.xla_time_s > 0 or report.non_xla_op_time_s == 0 or not self._watched_jit:
             return []
         if self.engine.xla_mode == "autoclustering":
             return [
@@ -382,7 +394,7 @@ class XlaGuard:
                 "keras_xla_guard.doctor() in this process diagnoses the switches; "
                 "tf.function(jit_compile=True) on the train step avoids them"
             ]
-        if not any(getattr(fn, "_jit_compile", None) for fn in self._watched):
+        if not any(self._watched_jit):
             return [
                 "XLA is not requested: the watched train step is not a "
                 "tf.function(jit_compile=True); pass jit_compile=True to its tf.function"

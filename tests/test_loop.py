@@ -153,6 +153,13 @@ def test_watch_rejects_non_callable(tmp_path: Path) -> None:
         guard.watch(42)
 
 
+def test_watch_rejects_non_bool_jit_compile(tmp_path: Path) -> None:
+    """`watch` raises ValueError quoting a `jit_compile` that is not a bool."""
+    guard = XlaGuard(log_dir=tmp_path, verbose=0)
+    with pytest.raises(ValueError, match=r"Received: jit_compile='yes'"):
+        guard.watch(print, jit_compile="yes")
+
+
 def test_constructor_validates_like_the_callback(tmp_path: Path) -> None:
     """Bad schedule arguments raise ValueError quoting the value."""
     with pytest.raises(ValueError, match=r"Received: profile_epochs=-1"):
@@ -428,3 +435,26 @@ def test_ineffective_autoclustering_is_explained(tmp_path: Path, autoclustering:
     assert guard.engine.xla_mode == "autoclustering"
     assert report.xla_time_fraction == 0
     assert any("--tf_xla_cpu_global_jit" in note for note in report.notes)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("declared", [True, None])
+def test_python_step_declared_jit_counts_compilations(tmp_path: Path, declared: Any) -> None:
+    """A Python step calling a jit function counts compilations once declared so."""
+    import numpy as np
+    import tensorflow as tf
+
+    double = tf.function(lambda x: 2 * x, jit_compile=True)
+
+    def train_step(x: Any) -> Any:
+        return double(x)
+
+    guard = XlaGuard(log_dir=tmp_path, profile_epochs=(9,), write_summaries=False, verbose=0)
+    step = guard.watch(train_step, jit_compile=declared)
+    with guard, guard.epoch(0):
+        for n in (2, 3, 2, 5):
+            step(np.zeros(n, "float32"))
+    stats = guard.signatures[0]
+    assert stats.distinct_signatures == 3
+    assert stats.expected_compilations == (3 if declared else None)
+    assert double.experimental_get_tracing_count() == 3
