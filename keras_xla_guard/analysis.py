@@ -248,17 +248,22 @@ def _scan_events(
     # Stack entries are tuples (end, owner, kernel ancestor-or-self, absorb,
     # kernel): `owner` is the list whose [0] collects the entry's self time
     # (a category holder or a kernel record), `kernel` a kernel record or
-    # None. A kernel starts as a lighter (end, None, outer kernel, 0,
-    # (key, role), duration, metadata id) entry and gets its record only
-    # when a child arrives: most kernels are leaves.
-    # The root entry's end lies beyond any int64 offset + duration; its
-    # owner is a sink for the (meaningless) child time of top-level events.
+    # None. The root entry's end lies beyond any int64 offset + duration;
+    # its owner is a sink for the (meaningless) child time of top-level
+    # events.
     root = (1 << 70, [0], None, line_absorb, None)
     stack = [root]
     push, pop = stack.append, stack.pop
     top = root
     top_end = root[0]
     last_start = -(1 << 70)
+    # The kernel entered last waits here, off the stack, until the next
+    # event tells whether it has children; most kernels are leaves and never
+    # need a stack entry or a record.
+    leaf_end: int | None = None
+    leaf_dur = leaf_mid = 0
+    leaf_op: Any = None
+    leaf_outer: Any = None
     for event in events:
         dur = event.duration_ps
         if dur <= 0:
@@ -279,18 +284,24 @@ def _scan_events(
         if markers and mid in markers:
             _count_compile(plane, event, name_id, totals)
         end = start + dur
-        while start >= top_end:
-            entry = pop()
-            kernel = entry[4]
-            if kernel is not None:
-                if entry[1] is not None:
-                    _settle_kernel(kernel, totals)
-                elif kernel[1] == "op" and entry[2] is None:
-                    leaf = leaves[entry[6]]
-                    leaf[0] += entry[5]
+        if leaf_end is not None:
+            if start >= leaf_end:
+                if leaf_op[1] == "op" and leaf_outer is None:
+                    leaf = leaves[leaf_mid]
+                    leaf[0] += leaf_dur
                     leaf[1] += 1
                 else:
-                    _settle_kernel(_kernel_record(entry[5], kernel, entry[2]), totals)
+                    _settle_kernel(_kernel_record(leaf_dur, leaf_op, leaf_outer), totals)
+            else:
+                rec = _kernel_record(leaf_dur, leaf_op, leaf_outer)
+                top = (leaf_end, rec, rec, 0, rec)
+                push(top)
+                top_end = leaf_end
+            leaf_end = None
+        while start >= top_end:
+            kernel = pop()[4]
+            if kernel is not None:
+                _settle_kernel(kernel, totals)
             top = stack[-1]
             top_end = top[0]
         parent_owner = top[1]
@@ -307,15 +318,9 @@ def _scan_events(
             push(top)
             top_end = end
             continue
-        if parent_owner is None:
-            kernel = top[4]
-            parent_owner = _kernel_record(top[5], kernel, top[2])
-            top = stack[-1] = (top_end, parent_owner, parent_owner, 0, parent_owner)
         if cat == KERNEL:
             parent_owner[0] -= (end if end < top_end else top_end) - start
-            top = (end, None, top[2], 0, op, dur, mid)
-            push(top)
-            top_end = end
+            leaf_end, leaf_dur, leaf_mid, leaf_op, leaf_outer = end, dur, mid, op, top[2]
             continue
         if cat == ASYNC_KERNEL:
             op_type = _stats_str(plane, event, type_id)
@@ -361,12 +366,11 @@ def _scan_events(
         top = (end, owner, kanc, cat if cat in _ABSORBING else 0, None)
         push(top)
         top_end = end
+    if leaf_end is not None:
+        _settle_kernel(_kernel_record(leaf_dur, leaf_op, leaf_outer), totals)
     for entry in reversed(stack):
-        kernel = entry[4]
-        if kernel is not None:
-            if entry[1] is None:
-                kernel = _kernel_record(entry[5], kernel, entry[2])
-            _settle_kernel(kernel, totals)
+        if entry[4] is not None:
+            _settle_kernel(entry[4], totals)
     ps = totals.ps
     for cat, holder in enumerate(holders):
         ps[cat] += holder[0]
