@@ -400,16 +400,22 @@ def _scan_device_plane(plane: Any, stat_ids: dict[str, int], totals: _Totals, so
     for line in iter_lines(plane, source=source):
         if line.name in _XLA_DEVICE_LINES:
             for event in line.events:
-                module_ps += event.duration_ps
-                module_runs += 1
-            active = active or bool(line.events)
+                active = True
+                # Instant or negative-length events carry no time (only
+                # edited or damaged traces have the latter).
+                if event.duration_ps > 0:
+                    module_ps += event.duration_ps
+                    module_runs += 1
             continue
         if not line.name.startswith("Stream"):
             continue
         for event in line.events:
             active = True
+            dur = event.duration_ps
+            if dur <= 0:
+                continue
             if any(s.metadata_id in hlo_ids for s in event.stats):
-                kernel_xla_ps += event.duration_ps
+                kernel_xla_ps += dur
                 continue
             label = _stats_str(plane, event, tf_op_id)
             parsed = split_tf_op(label) if label else None
@@ -419,9 +425,9 @@ def _scan_device_plane(plane: Any, stat_ids: dict[str, int], totals: _Totals, so
                 key = ("(device kernel)", label or kernel)
             else:
                 key = (parsed[1], parsed[0])
-            totals.ps[Category.OP] += event.duration_ps
+            totals.ps[Category.OP] += dur
             rec = totals.ops[key]
-            rec[0] += event.duration_ps
+            rec[0] += dur
             rec[1] += 1
     totals.ps[Category.XLA] += module_ps if module_runs else kernel_xla_ps
     totals.executions += module_runs

@@ -297,3 +297,46 @@ def test_weird_but_valid_xspace_never_breaks_the_analysis(edits, jit_trace, tmp_
         assert "undefined" in str(e)
     else:
         _assert_valid(report)
+
+
+_DEVICE_EVENT = st.tuples(
+    st.sampled_from(["XLA Modules", "Stream #1", "Stream #2", "XLA Ops"]),
+    st.integers(-(2**63), 2**63 - 1),
+    st.one_of(st.integers(-(2**63), 2**63 - 1), st.integers(-5, 5)),
+    st.sampled_from(["hlo_op", "tf_op", "none", "dangling"]),
+    st.one_of(st.sampled_from(["dense/MatMul:MatMul", "", "a:b:c", ":X"]), st.text(max_size=12)),
+)
+
+
+@pytest.mark.slow
+@settings(max_examples=150, deadline=5000, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(device_events=st.lists(_DEVICE_EVENT, max_size=30))
+def test_weird_device_plane_never_breaks_the_analysis(device_events, jit_trace):
+    """A real trace plus an odd accelerator plane (any durations, labels, ids): a valid report."""
+    space = xplane_pb2().XSpace()
+    space.CopyFrom(load_xspace(jit_trace))
+    plane = space.planes.add(id=99, name="/device:GPU:0")
+    plane.event_metadata[1].name = "fusion.1"
+    plane.stat_metadata[1].name = "hlo_op"
+    plane.stat_metadata[2].name = "tf_op"
+    lines: dict[str, Any] = {}
+    for line_name, offset, duration, stat, label in device_events:
+        if line_name not in lines:
+            lines[line_name] = plane.lines.add(name=line_name)
+        event = lines[line_name].events.add(
+            metadata_id=1 if stat != "dangling" else 7, offset_ps=offset, duration_ps=duration)
+        if stat == "hlo_op":
+            event.stats.add(metadata_id=1, str_value=label)
+        elif stat == "tf_op":
+            event.stats.add(metadata_id=2, str_value=label)
+        elif stat == "dangling":
+            event.stats.add(metadata_id=77, ref_value=5)
+    report = analyze_xspace(space)
+    _assert_valid(report)
+    # XProf reads device activity from "XLA Modules" and "Stream..." lines.
+    counted = [(n, d) for n, _, d, _, _ in device_events if n == "XLA Modules" or n[:6] == "Stream"]
+    assert report.time_base == ("device" if counted else "host")
+    if counted:
+        positive = sum(d for _, d in counted if d > 0) * 1e-12
+        assert report.xla_time_s + report.non_xla_op_time_s <= positive * (1 + 1e-9)
