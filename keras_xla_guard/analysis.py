@@ -232,9 +232,9 @@ def _scan_events(
     record of a TF kernel; a kernel is resolved when it ends, because only
     its children tell whether it launched or compiled XLA code.
 
-    This loop is the hot path of `analyze_trace` (one pass, one stack tuple
-    per event); `benchmarks/bench_analyze.py` measures it against a bare
-    parse-and-iterate of the same file.
+    This loop is the hot path of `analyze_trace` (one pass, at most one
+    stack tuple per event); `benchmarks/bench_analyze.py` measures it
+    against a bare parse-and-iterate of the same file.
     """
     name_id, type_id, hlo_id = cache.name_id, cache.type_id, cache.hlo_id
     infos, markers = cache.infos, cache.markers
