@@ -19,7 +19,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 from keras_xla_guard.errors import (
     TraceError,
@@ -218,10 +218,9 @@ def open_xspace(
     """Reads one `.xplane.pb` file for analysis, keeping its events serialized.
 
     A fully parsed XSpace takes about 5-6 times the file size in memory.
-    This twin of it (same fields and metadata) leaves each line's events as
-    bytes; `iter_lines` then parses one line's events at a time, a chunk at
-    a time, so peak memory stays near the file size plus about three times
-    its largest line.
+    This reader keeps each line serialized; `iter_lines` then parses one
+    line at a time, its events a chunk at a time, so peak memory stays near
+    the file size plus two to three times its largest line.
 
     Args:
         path: Path of the trace file.
@@ -229,9 +228,9 @@ def open_xspace(
             `DEFAULT_MAX_TRACE_BYTES` (1 GiB).
 
     Returns:
-        An XSpace-like message for `keras_xla_guard.analyze_xspace`: its
-        planes have `name`, `event_metadata`, `stat_metadata` and `stats`
-        as usual; read their lines with `iter_lines`.
+        An XSpace-like object for `keras_xla_guard.analyze_xspace`: its
+        `planes` have `name`, `id`, `event_metadata`, `stat_metadata` and
+        `stats` as in `XPlane`; read their lines with `iter_lines`.
 
     Raises:
         ValueError: If `max_bytes` is not a positive integer.
@@ -255,7 +254,33 @@ def open_xspace(
     space_cls, _, _ = _lazy_message_classes()
     space = _decode(space_cls, _read_trace(path, max_bytes), source)
     _check_planes(space, source)
-    return space
+    # Take the lines' bytes out and let the parsed message (whose arena holds
+    # another copy of them) go: memory then holds them once.
+    return _LazySpace([_LazyPlane(plane) for plane in space.planes])
+
+
+class _LazySpace(NamedTuple):
+    """What `open_xspace` returns: planes whose lines are still serialized."""
+
+    planes: list["_LazyPlane"]
+
+
+class _LazyPlane:
+    """An XPlane's metadata, parsed, and its lines, serialized."""
+
+    __slots__ = ("name", "id", "event_metadata", "stat_metadata", "stats", "line_bytes")
+
+    def __init__(self, plane: Any) -> None:
+        self.line_bytes: list[bytes] = list(plane.lines)
+        del plane.lines[:]
+        meta = type(plane)()
+        meta.CopyFrom(plane)
+        self.name: str = meta.name
+        self.id: int = meta.id
+        # The containers keep `meta` alive.
+        self.event_metadata = meta.event_metadata
+        self.stat_metadata = meta.stat_metadata
+        self.stats = meta.stats
 
 
 def iter_lines(plane: Any, *, source: str = "<trace>") -> Iterator[Any]:
@@ -274,12 +299,11 @@ def iter_lines(plane: Any, *, source: str = "<trace>") -> Iterator[Any]:
         TraceParseError: If a lazily read line does not decode, or its
             first event names undefined metadata.
     """
-    if plane.DESCRIPTOR.full_name != f"{_LAZY_PACKAGE}.XPlane":
+    if not isinstance(plane, _LazyPlane):
         yield from plane.lines
         return
-    lines = plane.lines
-    for i in range(len(lines)):
-        yield _LazyLine(lines[i], plane, source)
+    for data in plane.line_bytes:
+        yield _LazyLine(data, plane, source)
 
 
 class _LazyLine:
