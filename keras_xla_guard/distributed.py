@@ -344,9 +344,12 @@ class ClusterRun:
     def end(self) -> None:
         """Saves, exchanges and (on the chief) writes; warns instead of raising.
 
-        Call it after the engine's `train_end`, on every worker.
+        Call it after the engine's `train_end`, on every worker. If the
+        exchange fails (a worker without the guard, a worker gone), the
+        chief writes its own figures only.
         """
         engine = self.engine
+        reports: dict[int, CoverageReport] = {}
         try:
             reports = engine.reports
             save_reports(reports, Path(engine.log_dir) / REPORTS_FILE)
@@ -355,27 +358,39 @@ class ClusterRun:
             # or the others would wait for it until the timeout.
             matrices = gather_figures(self.strategy, rows, self.info)
             self.by_epoch = worker_reports(matrices, list(self.info.names))
-            if self.info.is_chief and self._write_summaries and self.by_epoch:
-                from keras_xla_guard.summary import SummaryWriter
-
-                writer = SummaryWriter(self.base_log_dir)
-                try:
-                    write_worker_summaries(writer, self.by_epoch, reports, self.info.name)
-                finally:
-                    writer.close()
+        except Exception as e:  # noqa: BLE001 - the user's training is over and fine
+            self._warn(
+                f"exchanging figures between {self.info.num_workers} workers failed on "
+                f"{self.info.name} ({type(e).__name__}: {e}); pass the callback to fit() "
+                "on every worker. The chief writes its own figures only"
+            )
+        try:
+            if self.info.is_chief and self._write_summaries:
+                self._write_chief_summaries(reports)
             if self.info.is_chief and engine.verbose:
                 for line in describe(self.by_epoch):
                     print(f"keras-xla-guard: {line}", flush=True)
-        except Exception as e:  # noqa: BLE001 - the user's training is over and fine
-            warnings.warn(
-                f"keras-xla-guard: combining the reports of {self.info.num_workers} "
-                f"workers failed on {self.info.name}: {type(e).__name__}: {e}",
-                XlaGuardWarning,
-                stacklevel=2,
-            )
+        except Exception as e:  # noqa: BLE001
+            self._warn(f"writing the workers' summaries failed: {type(e).__name__}: {e}")
         finally:
             engine.log_dir = self.base_log_dir
             engine.write_summaries = self._write_summaries
+
+    def _write_chief_summaries(self, reports: dict[int, CoverageReport]) -> None:
+        from keras_xla_guard.summary import SummaryWriter
+
+        writer = SummaryWriter(self.base_log_dir)
+        try:
+            if self.by_epoch:
+                write_worker_summaries(writer, self.by_epoch, reports, self.info.name)
+            else:
+                for epoch, report in sorted(reports.items()):
+                    writer.write_report(report, step=epoch)
+        finally:
+            writer.close()
+
+    def _warn(self, message: str) -> None:
+        warnings.warn(f"keras-xla-guard: {message}", XlaGuardWarning, stacklevel=4)
 
 
 _PER_REPLICA_FIX = '''class MyModel(keras.Sequential):  # Keras 3; or your keras.Model subclass

@@ -1,6 +1,8 @@
 """One worker of a 2-process MultiWorkerMirroredStrategy run (started by tests).
 
-Usage: python _multiworker_worker.py TASK_INDEX PORT0,PORT1 LOG_DIR
+Usage: python _multiworker_worker.py TASK_INDEX PORT0,PORT1 LOG_DIR [--chief-only]
+
+With `--chief-only` only worker 0 passes the guard to `fit`.
 
 Legacy Keras (tf_keras) is used because Keras 3's `fit` does not run under
 MultiWorkerMirroredStrategy (keras-team/keras#20585), and each replica's
@@ -15,8 +17,10 @@ from __future__ import annotations
 import json
 import os
 import sys
+import warnings
 
 task, ports, log_dir = int(sys.argv[1]), sys.argv[2].split(","), sys.argv[3]
+guarded = task == 0 or "--chief-only" not in sys.argv[4:]
 os.environ["TF_CONFIG"] = json.dumps(
     {
         "cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
@@ -29,7 +33,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from keras_xla_guard import XlaGuardCallback  # noqa: E402
+from keras_xla_guard import XlaGuardCallback, XlaGuardWarning  # noqa: E402
 
 
 class ReplicaXla(tf.keras.Sequential):
@@ -67,20 +71,25 @@ x = rng.standard_normal((1024, 32)).astype("float32")
 y = (x[:, :1] * 0.3).astype("float32")
 dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(64)
 guard = XlaGuardCallback(log_dir=log_dir, profile_epochs=(1,), skip_steps=2, verbose=0)
-history = model.fit(dataset, epochs=2, callbacks=[guard], verbose=0)
-report = guard.reports[1]
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    history = model.fit(dataset, epochs=2, callbacks=[guard] if guarded else [], verbose=0)
+report = guard.reports.get(1)
 print(
     json.dumps(
         {
             "task": task,
-            "status": report.status,
-            "reason": report.reason,
-            "fraction": report.xla_time_fraction,
-            "executions": report.xla_executions,
-            "steps": report.steps_profiled,
-            "trace_paths": list(report.trace_paths),
+            "pid": os.getpid(),
+            "guarded": guarded,
+            "status": report.status if report else None,
+            "reason": report.reason if report else None,
+            "fraction": report.xla_time_fraction if report else None,
+            "executions": report.xla_executions if report else None,
+            "steps": report.steps_profiled if report else None,
+            "trace_paths": list(report.trace_paths) if report else [],
             "log_dir_after": guard.log_dir,
             "loss": history.history["loss"],
+            "warnings": [str(w.message) for w in caught if issubclass(w.category, XlaGuardWarning)],
         }
     ),
     flush=True,

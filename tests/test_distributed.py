@@ -217,16 +217,14 @@ def test_jit_compile_under_mirrored_strategy_is_explained_before_it_fails(mirror
 # ------------------------------------------------- MultiWorkerMirroredStrategy
 
 
-@pytest.fixture(scope="module")
-def multiworker(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Two worker processes on 127.0.0.1 train together; each runs a guard."""
-    log_dir = tmp_path_factory.mktemp("multiworker") / "xla_guard"
+def _run_workers(log_dir: Path, *extra: str) -> dict[str, Any]:
+    """Starts two worker processes on 127.0.0.1, waits (bounded), kills leftovers."""
     ports = ",".join(str(p) for p in _free_ports(2))
     env = dict(os.environ)
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
     procs = [
         subprocess.Popen(
-            [sys.executable, str(_WORKER), str(task), ports, str(log_dir)],
+            [sys.executable, str(_WORKER), str(task), ports, str(log_dir), *extra],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -243,11 +241,18 @@ def multiworker(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             assert proc.returncode == 0 and lines, f"worker failed:\n{out[-2000:]}\n{err[-4000:]}"
             results.append(json.loads(lines[-1]))
     finally:
+        # SIGKILL: a worker blocked in a collective does not always honour SIGTERM.
         for proc in procs:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
     return {"log_dir": log_dir, "workers": results, "pids": [p.pid for p in procs]}
+
+
+@pytest.fixture(scope="module")
+def multiworker(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Two worker processes train together; each passes a guard to fit."""
+    return _run_workers(tmp_path_factory.mktemp("multiworker") / "xla_guard")
 
 
 def _event_files(root: Path) -> list[Path]:
@@ -301,7 +306,7 @@ def test_only_the_chief_writes_tensorboard_summaries(multiworker):
     log_dir = multiworker["log_dir"]
     files = _event_files(log_dir)
     assert files
-    chief_pid = multiworker["pids"][0]
+    chief_pid = multiworker["workers"][0]["pid"]
     for f in files:
         assert f.parent == log_dir
         assert f".{chief_pid}." in f.name
@@ -330,6 +335,21 @@ def test_chief_summaries_hold_every_worker_and_name_the_worst(multiworker):
     worst_row = next(ln for ln in markdown.splitlines() if ln.startswith(f"| {worst.replace('_', '&#95;')} "))
     assert worst_row.rstrip(" |").endswith("worst")
     assert "xla_guard/worker_0/report" in tensors
+
+
+def test_guard_on_the_chief_only_falls_back_to_its_own_figures(tmp_path):
+    """If another worker runs fit without the guard, the chief warns and writes its own figures."""
+    run = _run_workers(tmp_path / "xla_guard", "--chief-only")
+    chief, other = run["workers"]
+    assert chief["guarded"] and not other["guarded"]
+    assert chief["status"] == "ok"
+    assert any("pass the callback to fit() on every worker" in w for w in chief["warnings"])
+    assert not (run["log_dir"] / "worker_1").exists()
+    tensors = _chief_tensors(run["log_dir"])
+    ((step, value),) = tensors["xla_guard/xla_time_fraction"]
+    assert step == 1
+    assert float(value) == pytest.approx(chief["fraction"], rel=1e-6)
+    assert not any(tag.startswith("xla_guard/worker_") for tag in tensors)
 
 
 # ------------------------------------------------------------ tf_keras
