@@ -7,10 +7,10 @@ callbacks nor Python ever see a batch. The tap appends one sequential
 `map` (followed by `prefetch(1)`, so it runs on tf.data's own thread, off the
 training step's critical path) to the dataset of `fit`'s epoch iterator.
 The map copies only the batch's *unknown* dimensions (those `None` in the
-dataset's `element_spec`) into a FIFO queue - pure TensorFlow ops, no
-Python per batch; the callback drains the queue as training goes (after
-every step while new shapes keep appearing, every 32 steps once they stop)
-and at the end of each epoch. The elements themselves pass through unchanged.
+dataset's `element_spec`) into a ring buffer (a `tf.Variable`) - pure
+TensorFlow ops, no Python per batch; the callback reads the ring as training
+goes (after every step while new shapes keep appearing, every 512 steps once
+they stop) and at the end of each epoch. The elements themselves pass through unchanged.
 When the `element_spec` is fully static, no map is added at all: every
 batch has the static signature.
 
@@ -32,12 +32,14 @@ from keras_xla_guard.signatures import Signature, flatten_leaves
 
 __all__ = ["DRAIN_EVERY", "InputTap", "KerasInputTracker", "find_fit_dataset"]
 
-# Draining costs two eager ops. The drain interval starts at 1 step, doubles
+# A drain copies the ring (one eager op). The drain interval starts at 1 step, doubles
 # after every drain that found no new signature and drops back to 1 when one
 # did: new shapes (compilations) are seen within a step or two, which lets the
 # guards warn before TensorFlow's megamorphic threshold, while steady-state
-# training drains only every 32 steps.
-DRAIN_EVERY = 32
+# training drains only every 512 steps. (TensorFlow's megamorphic rule needs
+# a new shape every < 50 steps on average, so the interval stays short
+# exactly when the warning matters.)
+DRAIN_EVERY = 512
 KERAS_ROOT_NAMES = ("x", "y", "sample_weight")
 # fit -> CallbackList.on_train_begin -> our hook -> helpers: a few frames.
 _MAX_FRAMES = 12
@@ -71,20 +73,34 @@ def find_fit_dataset(model: Any) -> tuple[Any, str] | None:
 
 
 class InputTap:
-    """Copies the unknown dimensions of each dataset element into a queue.
+    """Copies the unknown dimensions of each dataset element into a ring buffer.
+
+    The tap numbers the elements with a counter variable that no iterator
+    resets and writes `[index + 1, sizes...]` into row `index % capacity`
+    of an int64 `tf.Variable`: synchronous variable ops only (an async op
+    such as a queue's enqueue pushes tf.data off its fast single-threaded
+    function executor, which measured several times dearer). Readers copy the variable and keep the rows whose
+    first column matches the index they expect, so they never wait.
 
     Args:
         element_spec: The dataset's `element_spec`.
+        capacity: Rows of the ring; must exceed the batches produced
+            between two reads. Defaults to `4096`.
 
     Attributes:
         template: The signature with `None` for every unknown dimension.
         dims: `(leaf, dim)` pairs recorded per element (dense tensors of
             known rank only; ragged and sparse parts stay unknown).
+
+    Raises:
+        ValueError: If `capacity` is not a positive int.
     """
 
-    def __init__(self, element_spec: Any) -> None:
+    def __init__(self, element_spec: Any, capacity: int = 4096) -> None:
         import tensorflow as tf
 
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+            raise ValueError(f"`capacity` must be an integer >= 1. Received: capacity={capacity!r}")
         self.template = Signature.of(element_spec, root_names=KERAS_ROOT_NAMES)
         leaves = flatten_leaves(element_spec)
         self.dims = tuple(
@@ -92,20 +108,24 @@ class InputTap:
             for leaf, dim in self.template.dynamic_dims()
             if isinstance(leaves[leaf], tf.TensorSpec)
         )
-        self._unpack = type(element_spec) is tuple
-        self._queue = (
-            tf.queue.FIFOQueue(-1, [tf.int64], shapes=[[len(self.dims)]]) if self.dims else None
+        self.capacity = capacity
+        self._ring = (
+            tf.Variable(tf.zeros([capacity, 1 + len(self.dims)], tf.int64), trainable=False)
+            if self.dims
+            else None
         )
+        self._count = tf.Variable(0, dtype=tf.int64, trainable=False) if self.dims else None
+        self._read = 0
         self._cache: dict[tuple[int, ...], Signature] = {}
 
     @property
     def static(self) -> bool:
         """Whether every batch has the template's signature (nothing to record)."""
-        return self._queue is None
+        return self._ring is None
 
     @property
     def distinct(self) -> int:
-        """Different signatures taken from the queue so far."""
+        """Different signatures read so far."""
         return len(self._cache)
 
     def wrap(self, dataset: Any) -> Any:
@@ -117,47 +137,66 @@ class InputTap:
         Returns:
             A dataset yielding the same elements in the same order.
         """
-        if self._queue is None:
+        if self._ring is None:
             return dataset
         import tensorflow as tf
 
-        queue, dims, unpack = self._queue, self.dims, self._unpack
+        ring, count, dims = self._ring, self._count, self.dims
+        capacity, width, unpack = self.capacity, 1 + len(self.dims), type(dataset.element_spec) is tuple
 
         def record(*args: Any) -> Any:
             element = args if unpack else args[0]
+            index = count.assign_add(1) - 1
             leaves = flatten_leaves(element)
-            sizes = tf.stack([tf.shape(leaves[leaf], out_type=tf.int64)[dim] for leaf, dim in dims])
+            sizes = [tf.shape(leaves[leaf], out_type=tf.int64)[dim] for leaf, dim in dims]
+            row = tf.reshape(tf.stack([index + 1, *sizes]), [1, width])
             # A stateful op in a tf.data function runs without a data
             # dependency; the element is returned untouched.
-            queue.enqueue([sizes])
+            ring.scatter_nd_update(tf.reshape(index % capacity, [1, 1]), row)
             return element
 
         return dataset.map(record).prefetch(1)
 
-    def take(self, limit: int) -> list[Signature]:
-        """Removes up to `limit` recorded batches, oldest first.
+    def take(self, limit: int) -> list[tuple[Signature, int]]:
+        """Reads up to `limit` recorded batches, oldest first.
 
         Args:
-            limit: Most batches to take.
+            limit: Most batches to read.
 
         Returns:
-            Their signatures, in training order.
+            Runs of consecutive batches with equal signatures, as
+            `(signature, count)` in training order; fewer batches than
+            `limit` when fewer were produced.
+
+        Raises:
+            RuntimeError: If unread rows were overwritten (more than
+                `capacity` batches produced between two reads).
         """
-        if self._queue is None or limit <= 0:
+        if self._ring is None or limit <= 0:
             return []
-        available = int(self._queue.size())
-        n = min(available, limit)
-        if n <= 0:
-            return []
-        rows = self._queue.dequeue_many(n).numpy().tolist()
-        out = []
-        for row in rows:
-            key = tuple(row)
+        import numpy as np
+
+        wanted = np.arange(self._read, self._read + limit, dtype=np.int64)
+        rows = self._ring.numpy()[wanted % self.capacity]
+        valid = rows[:, 0] == wanted + 1
+        if not valid.all():
+            first = int(np.argmin(valid))
+            if rows[first, 0] > wanted[first] + 1:
+                raise RuntimeError(f"more than {self.capacity} batches were produced between two reads")
+            rows = rows[:first]
+        sizes = rows[:, 1:]
+        starts = [0, *(np.flatnonzero((sizes[1:] != sizes[:-1]).any(axis=1)) + 1).tolist()]
+        runs = []
+        for begin, stop in zip(starts, [*starts[1:], len(sizes)]):
+            if begin == stop:
+                continue
+            key = tuple(sizes[begin].tolist())
             sig = self._cache.get(key)
             if sig is None:
                 sig = self._cache[key] = self.template.with_dims(self.dims, key)
-            out.append(sig)
-        return out
+            runs.append((sig, stop - begin))
+        self._read += len(sizes)
+        return runs
 
 
 class KerasInputTracker:
@@ -202,18 +241,19 @@ class KerasInputTracker:
         dataset = getattr(holder, attribute)
         strategy = None
         if isinstance(dataset, tf.distribute.DistributedDataset):
-            # Under a strategy Keras distributes the adapter's dataset; the
-            # tap goes on that dataset (global batches, before the split
-            # into per-replica batches), which is then distributed again.
-            strategy = getattr(holder, "_distribute_strategy", None)
-            adapter = getattr(holder, "data_adapter", None)
-            dataset = adapter.get_tf_dataset() if adapter is not None and strategy is not None else dataset
+            # Under a strategy Keras (3 and tf_keras) distributes its
+            # dataset; the tap goes on that dataset (global batches, before
+            # the split into per-replica batches), which is then
+            # distributed again the same way.
+            strategy = getattr(model, "distribute_strategy", None)
+            original = getattr(dataset, "_original_dataset", None)
+            dataset = original if strategy is not None and original is not None else dataset
         if not isinstance(dataset, tf.data.Dataset):
             self.unavailable_reason = (
                 f"the training input is a {type(dataset).__name__}, not a tf.data.Dataset"
             )
             return False
-        tap = InputTap(dataset.element_spec)
+        tap = InputTap(dataset.element_spec, capacity=max(4096, 2 * (DRAIN_EVERY + self._spe) + 64))
         wrapped = tap.wrap(dataset)
         if strategy is not None:
             wrapped = strategy.experimental_distribute_dataset(wrapped)
@@ -261,6 +301,7 @@ class KerasInputTracker:
             self.engine.observe_signature(tap.template, step=self._seen, count=pending)
             self._seen = done
             return
-        for sig in tap.take(pending):
-            self.engine.observe_signature(sig, step=self._seen)
-            self._seen += 1
+        # One engine call per run of equal shapes, not per step.
+        for sig, count in tap.take(pending):
+            self.engine.observe_signature(sig, step=self._seen, count=count)
+            self._seen += count
