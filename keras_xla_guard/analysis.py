@@ -37,6 +37,8 @@ _ABSORBING = frozenset(
     {Category.XLA, Category.XLA_WORKER, Category.COMPILE, Category.INPUT, Category.TRACING}
 )
 _XLA_DEVICE_LINES = frozenset({"XLA Modules"})
+# Per category: the absorb value an event of that category hands its children.
+_ABSORB_OF = tuple(cat if cat in _ABSORBING else 0 for cat in range(Category.OTHER + 1))
 
 
 # A kernel's pending record: [bucket_ps, has_xla, has_compile, pending, key, role, outer]
@@ -239,7 +241,7 @@ def _scan_events(
     name_id, type_id, hlo_id = cache.name_id, cache.type_id, cache.hlo_id
     infos, markers = cache.infos, cache.markers
     NONE, XLA, KERNEL = Category.NONE, Category.XLA, Category.KERNEL
-    ASYNC_KERNEL = Category.ASYNC_KERNEL
+    ASYNC_KERNEL, INPUT = Category.ASYNC_KERNEL, Category.INPUT
     holders = [[0] for _ in range(len(totals.ps))]
     other = holders[Category.OTHER]
     # Self time and count of leaf plain-op kernels outside other kernels,
@@ -322,6 +324,16 @@ def _scan_events(
             parent_owner[0] -= (end if end < top_end else top_end) - start
             leaf_end, leaf_dur, leaf_mid, leaf_op, leaf_outer = end, dur, mid, op, top[2]
             continue
+        if cat >= INPUT:
+            # INPUT, TRACING, EAGER (the categories `classify_name` gives from
+            # INPUT up): booked to their own category.
+            parent_owner[0] -= (end if end < top_end else top_end) - start
+            owner = holders[cat]
+            owner[0] += dur
+            top = (end, owner, top[2], _ABSORB_OF[cat], None)
+            push(top)
+            top_end = end
+            continue
         if cat == ASYNC_KERNEL:
             op_type = _stats_str(plane, event, type_id)
             if op_type and not is_dispatch_only(op_type):
@@ -363,7 +375,7 @@ def _scan_events(
             parent_owner[_K_COMPILE] = True
         owner = holders[cat]
         owner[0] += dur
-        top = (end, owner, kanc, cat if cat in _ABSORBING else 0, None)
+        top = (end, owner, kanc, _ABSORB_OF[cat], None)
         push(top)
         top_end = end
     if leaf_end is not None:
