@@ -110,7 +110,7 @@ def test_json_schema_v1(capsys, log_dir, runs):
         assert set(run) == {"run", "run_dir", "hosts", "combined"}
         assert Path(run["run_dir"]).name == run["run"]
         assert len(run["hosts"]) == 1
-        assert set(run["hosts"][0]) == REPORT_KEYS | {"trace_path"}
+        assert set(run["hosts"][0]) == REPORT_KEYS
         assert run["combined"] == run["hosts"][0]
     plain, jit = (r["combined"] for r in doc["runs"])
     assert plain["xla_time_fraction"] == 0.0 and plain["top_non_xla_ops"]
