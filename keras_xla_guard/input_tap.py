@@ -72,6 +72,20 @@ def find_fit_dataset(model: Any) -> tuple[Any, str] | None:
     return None
 
 
+def _local_variable(initial_value: Any) -> Any:
+    """A plain resource variable, even inside a `tf.distribute` strategy scope.
+
+    tf_keras calls callbacks inside `strategy.scope()`, where `tf.Variable`
+    becomes a `MirroredVariable`, which has no `scatter_nd_update`; the tap's
+    ring lives on the host input pipeline and must stay one local variable.
+    Constructing `ResourceVariable` directly skips the strategy's variable
+    creator.
+    """
+    from tensorflow.python.ops import resource_variable_ops
+
+    return resource_variable_ops.ResourceVariable(initial_value, trainable=False)
+
+
 class InputTap:
     """Copies the unknown dimensions of each dataset element into a ring buffer.
 
@@ -110,11 +124,11 @@ class InputTap:
         )
         self.capacity = capacity
         self._ring = (
-            tf.Variable(tf.zeros([capacity, 1 + len(self.dims)], tf.int64), trainable=False)
+            _local_variable(tf.zeros([capacity, 1 + len(self.dims)], tf.int64))
             if self.dims
             else None
         )
-        self._count = tf.Variable(0, dtype=tf.int64, trainable=False) if self.dims else None
+        self._count = _local_variable(tf.constant(0, tf.int64)) if self.dims else None
         self._read = 0
         self._cache: dict[tuple[int, ...], Signature] = {}
 

@@ -86,6 +86,7 @@ print(
             "fraction": report.xla_time_fraction if report else None,
             "executions": report.xla_executions if report else None,
             "steps": report.steps_profiled if report else None,
+            "distinct_signatures": report.distinct_signatures if report else None,
             "trace_paths": list(report.trace_paths) if report else [],
             "log_dir_after": guard.log_dir,
             "loss": history.history["loss"],

@@ -294,6 +294,7 @@ def test_each_worker_measures_its_own_xla_runs(multiworker):
     """One replica per worker: each worker's trace holds one XLA run per step, all-reduces once."""
     for result in multiworker["workers"]:
         assert result["executions"] == result["steps"] == 14
+        assert result["distinct_signatures"] == 1  # batches of 64, tracked through the strategy
         assert 0 < result["fraction"] < 1
         report = analyze_trace(result["trace_paths"][0])
         collectives = [op for op in report.top_non_xla_ops if op.op_type == "CollectiveReduceV2"]
