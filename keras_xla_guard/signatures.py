@@ -430,6 +430,14 @@ def bucketing_code(
 
     Raises:
         ValueError: If `dim` < 1, `boundaries` is empty or `batch_size` < 1.
+
+    Example:
+
+    ```python
+    from keras_xla_guard.signatures import bucketing_code
+
+    print(bucketing_code("x['tokens']", 1, (16, 32, 64), batch_size=32))
+    ```
     """
     if dim < 1:
         raise ValueError(f"`dim` must be a non-batch dimension (>= 1). Received: dim={dim!r}")
