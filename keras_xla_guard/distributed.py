@@ -48,7 +48,8 @@ REPORTS_FILE = "xla_guard_reports.json"
 # hang the others forever; training itself is over by then.
 GATHER_TIMEOUT_S = 120.0
 # Figures exchanged per worker and epoch, in this order; NaN marks an epoch
-# without a measured report on that worker.
+# without a measured report on that worker (first figure) or a figure the
+# worker did not measure (signatures when tracking was unavailable).
 FIGURES = (
     "xla_time_s",
     "non_xla_op_time_s",
@@ -57,7 +58,10 @@ FIGURES = (
     "compile_time_s",
     "input_pipeline_time_s",
     "steps_profiled",
+    "distinct_signatures",
+    "new_signatures",
 )
+_SIGNATURE_FIGURES = ("distinct_signatures", "new_signatures")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,7 +137,13 @@ def figures_matrix(reports: dict[int, CoverageReport], epochs: int) -> list[list
         if report is None or not report.ok:
             rows.append([math.nan] * len(FIGURES))
             continue
-        rows.append([float(getattr(report, f) or 0) for f in FIGURES])
+        rows.append(
+            [
+                math.nan if getattr(report, f) is None and f in _SIGNATURE_FIGURES
+                else float(getattr(report, f) or 0)
+                for f in FIGURES
+            ]
+        )
     return rows
 
 
@@ -183,6 +193,11 @@ def _report_of(row: list[float], epoch: int, host: str) -> CoverageReport:
         compilations=int(values["compilations"]),
         compile_time_s=values["compile_time_s"],
         input_pipeline_time_s=values["input_pipeline_time_s"],
+        **{
+            f: int(values[f])
+            for f in _SIGNATURE_FIGURES
+            if not math.isnan(values[f])
+        },
     )
 
 
@@ -202,7 +217,7 @@ def worker_reports(
     out: dict[int, dict[str, CoverageReport]] = {}
     for name, rows in zip(names, matrices):
         for epoch, row in enumerate(rows):
-            if not any(math.isnan(v) for v in row):
+            if not math.isnan(row[0]):
                 out.setdefault(epoch, {})[name] = _report_of(row, epoch, name)
     return out
 
@@ -279,6 +294,14 @@ def write_worker_summaries(
             for tag, read in _PER_WORKER_SCALARS.items():
                 scalars[f"{name}/{tag}"] = read(report)
         scalars["worst_worker_xla_time_fraction"] = reports[worst_worker(reports)].xla_time_fraction
+        for figure in _SIGNATURE_FIGURES:
+            seen = {n: getattr(r, figure) for n, r in reports.items() if getattr(r, figure) is not None}
+            for name, value in seen.items():
+                scalars[f"{name}/{figure}"] = value
+            if seen:
+                # Each worker reads its own shard; the most shapes any
+                # worker met is what drives its compilations.
+                scalars[figure] = max(seen.values())
         writer.write_scalars(scalars, step=epoch)
         writer.write_text("workers", workers_markdown(reports), step=epoch)
     for epoch, report in sorted(own.items()):

@@ -336,6 +336,11 @@ def test_chief_summaries_hold_every_worker_and_name_the_worst(multiworker):
     worst_row = next(ln for ln in markdown.splitlines() if ln.startswith(f"| {worst.replace('_', '&#95;')} "))
     assert worst_row.rstrip(" |").endswith("worst")
     assert "xla_guard/worker_0/report" in tensors
+    for name in fractions:
+        ((_, distinct),) = tensors[f"xla_guard/{name}/distinct_signatures"]
+        assert float(distinct) == 1.0
+    ((_, new),) = tensors["xla_guard/new_signatures"]
+    assert float(new) == 0.0  # the one shape was met in epoch 0
 
 
 def test_guard_on_the_chief_only_falls_back_to_its_own_figures(tmp_path):
