@@ -88,6 +88,25 @@ def _build_trace(log_dir: Path, steps: int, jit_compile: bool) -> None:
     tf.profiler.experimental.stop()
 
 
+def _build_eager_trace(log_dir: Path, steps: int) -> None:
+    """Profiles a custom training loop in plain eager mode (no tf.function).
+
+    Every op then runs from the Python thread, so nearly all events sit on
+    one thread line: the worst case for the lazy reader's memory.
+    """
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    tf.random.set_seed(0)
+    w = tf.Variable(tf.random.normal((32, 32)))
+    x = tf.random.normal((8, 32))
+    tf.profiler.experimental.start(str(log_dir))
+    for _ in range(steps):
+        y = tf.nn.relu(tf.matmul(x, w)) + 1.0
+        w.assign_sub(0.001 * tf.reduce_mean(y) * tf.ones_like(w))
+    tf.profiler.experimental.stop()
+
+
 def _trace_file(log_dir: Path) -> Path:
     files = sorted(log_dir.rglob("*.xplane.pb"))
     if len(files) != 1:
@@ -201,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="alternated rounds (default: %(default)s)")
     parser.add_argument("--jit-compile", action="store_true",
                         help="build the trace from a jit_compile=True model (XLA events)")
+    parser.add_argument("--eager-loop", action="store_true",
+                        help="build the trace from an eager custom loop (one busy thread)")
     parser.add_argument("--build-into", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--xprof-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -208,7 +229,10 @@ def main(argv: list[str] | None = None) -> int:
         _xprof_worker()
         return 0
     if args.build_into is not None:
-        _build_trace(args.build_into, args.steps, args.jit_compile)
+        if args.eager_loop:
+            _build_eager_trace(args.build_into, args.steps)
+        else:
+            _build_trace(args.build_into, args.steps, args.jit_compile)
         return 0
 
     with tempfile.TemporaryDirectory(prefix="bench_analyze_") as tmp:
@@ -217,7 +241,9 @@ def main(argv: list[str] | None = None) -> int:
             log_dir = Path(tmp) / "logs"
             subprocess.run(
                 [sys.executable, __file__, "--build-into", str(log_dir),
-                 "--steps", str(args.steps)] + (["--jit-compile"] if args.jit_compile else []),
+                 "--steps", str(args.steps)]
+                + (["--jit-compile"] if args.jit_compile else [])
+                + (["--eager-loop"] if args.eager_loop else []),
                 check=True,
             )
             path = _trace_file(log_dir)
