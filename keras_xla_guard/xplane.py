@@ -220,7 +220,7 @@ def open_xspace(
     A fully parsed XSpace takes about 5-6 times the file size in memory.
     This reader keeps each line serialized; `iter_lines` then parses one
     line at a time, its events a chunk at a time, so peak memory stays near
-    the file size plus two to three times its largest line.
+    the file size plus 3-4 times its largest line.
 
     Args:
         path: Path of the trace file.
