@@ -32,7 +32,7 @@ from keras_xla_guard.signatures import (
     Signature,
     SignatureTracker,
 )
-from keras_xla_guard.xplane import DEFAULT_MAX_TRACE_BYTES, TRACE_SUFFIX, load_xspace
+from keras_xla_guard.xplane import DEFAULT_MAX_TRACE_BYTES, TRACE_SUFFIX, open_xspace
 
 __all__ = ["DEFAULT_LOG_DIR", "DEFAULT_MAX_COMPILATIONS", "ON_VIOLATION_CHOICES", "XlaGuardEngine"]
 
@@ -443,7 +443,7 @@ class XlaGuardEngine:
             else:
                 parts = [
                     analyze_xspace(
-                        load_xspace(f, max_bytes=self.max_trace_bytes),
+                        open_xspace(f, max_bytes=self.max_trace_bytes),
                         trace_path=str(f),
                         host=f.name[: -len(TRACE_SUFFIX)],
                         top_k=self.top_k,
