@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -65,7 +66,9 @@ def executed(tmp_path_factory):
         kernel_name="python3",
         resources={"metadata": {"path": str(work)}},
     )
-    client.execute()
+    # The story assumes TensorFlow's defaults: no XLA flags from the caller's shell.
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_XLA_FLAGS", "KERAS_BACKEND")}
+    client.execute(env=env)
     return nb, work
 
 
