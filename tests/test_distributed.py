@@ -73,9 +73,11 @@ rng = np.random.default_rng(0)
 x = rng.standard_normal((1000, 32)).astype("float32")
 # 1000 rows in batches of 64: 15 full batches and a short last one of 40.
 dataset = tf.data.Dataset.from_tensor_slices((x, x[:, :1] * 0.3)).batch(64)
-guard = XlaGuardCallback(log_dir=os.environ["LOG_DIR"], profile_epochs=(1,), verbose=0)
+guard = XlaGuardCallback(log_dir=os.environ["LOG_DIR"], profile_epochs=(0, 1), skip_steps=0,
+                         verbose=0)
 history = model.fit(dataset, epochs=2, callbacks=[guard], verbose=0)
 out = {"replicas": strategy.num_replicas_in_sync, "report": guard.reports[1].to_dict(),
+       "first_epoch": guard.reports[0].to_dict(),
        "loss": history.history["loss"],
        "verdicts": [v.code for v in strategy_verdicts(model)]}
 
@@ -154,7 +156,7 @@ def _xprof_ops(trace_path: str) -> dict[tuple[str, str], dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def mirrored(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """A 2-replica MirroredStrategy fit (2 logical CPUs), epoch 1 profiled."""
+    """A 2-replica MirroredStrategy fit (2 logical CPUs), both epochs profiled from step 0."""
     log_dir = tmp_path_factory.mktemp("mirrored") / "xla_guard"
     return _run_script(_MIRRORED, log_dir)
 
@@ -164,8 +166,16 @@ def test_mirrored_counts_one_xla_run_per_replica_per_step(mirrored):
     assert mirrored["replicas"] == 2
     report = mirrored["report"]
     assert report["status"] == "ok", report["reason"]
-    assert report["steps_profiled"] == 14
+    assert report["steps_profiled"] == 16
     assert report["xla_executions"] == 2 * report["steps_profiled"]
+
+
+def test_mirrored_each_replica_compiles_each_signature(mirrored):
+    """Every replica device compiles its own executable: 2 signatures x 2 replicas = 4 compiles."""
+    first = mirrored["first_epoch"]
+    assert first["new_signatures"] == 2
+    assert first["compilations"] == mirrored["replicas"] * first["new_signatures"]
+    assert mirrored["report"]["compilations"] == 0
 
 
 def test_mirrored_model_ops_run_inside_xla(mirrored):
