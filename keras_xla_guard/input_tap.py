@@ -243,6 +243,7 @@ class KerasInputTracker:
         import tensorflow as tf
 
         self.tap = None
+        self._interval = sys.maxsize
         spe = getattr(model, "steps_per_execution", 1) or 1
         # tf_keras keeps it in a tf.Variable, mirrored under a strategy.
         self._spe = int(spe.numpy() if hasattr(spe, "numpy") else spe)
@@ -273,13 +274,17 @@ class KerasInputTracker:
             wrapped = strategy.experimental_distribute_dataset(wrapped)
         setattr(holder, attribute, wrapped)
         self.tap = tap
+        self._interval = sys.maxsize if tap.static else 1
         return True
 
     def begin_epoch(self) -> None:
-        """Resets the per-epoch step count."""
+        """Resets the per-epoch step count.
+
+        The drain interval carries over: shapes that settled in one epoch
+        stay settled, and a new one still brings the interval back to 1.
+        """
         self._seen = 0
         self._last_begin = -1
-        self._interval = 1
 
     def step(self, begin_step: int) -> None:
         """Notes the start of a train-function call; drains now and then.
@@ -288,8 +293,10 @@ class KerasInputTracker:
             begin_step: Index of the call's first step within the epoch.
         """
         self._last_begin = begin_step
+        if begin_step - self._seen < self._interval:
+            return
         tap = self.tap
-        if tap is None or tap.static or begin_step - self._seen < self._interval:
+        if tap is None:
             return
         known = tap.distinct
         self._drain(begin_step)
