@@ -39,9 +39,9 @@ if TYPE_CHECKING:
     from keras_xla_guard.analysis import analyze_trace, analyze_xspace, combine_reports
     from keras_xla_guard.callback import XlaGuardCallback
     from keras_xla_guard.data import pad_to_buckets
-    from keras_xla_guard.doctor import DoctorReport, Verdict, doctor
+    from keras_xla_guard.diagnosis import DoctorReport, Verdict, doctor
     from keras_xla_guard.engine import XlaGuardEngine
-    from keras_xla_guard.explain import ExplainReport, explain, model_verdicts
+    from keras_xla_guard.explainer import ExplainReport, explain, model_verdicts
     from keras_xla_guard.loop import XlaGuard
     from keras_xla_guard.signatures import (
         EpochSignatures,
@@ -92,12 +92,12 @@ _LAZY = {
     "analyze_trace": "keras_xla_guard.analysis",
     "analyze_xspace": "keras_xla_guard.analysis",
     "combine_reports": "keras_xla_guard.analysis",
-    "DoctorReport": "keras_xla_guard.doctor",
-    "Verdict": "keras_xla_guard.doctor",
-    "doctor": "keras_xla_guard.doctor",
-    "ExplainReport": "keras_xla_guard.explain",
-    "explain": "keras_xla_guard.explain",
-    "model_verdicts": "keras_xla_guard.explain",
+    "DoctorReport": "keras_xla_guard.diagnosis",
+    "Verdict": "keras_xla_guard.diagnosis",
+    "doctor": "keras_xla_guard.diagnosis",
+    "ExplainReport": "keras_xla_guard.explainer",
+    "explain": "keras_xla_guard.explainer",
+    "model_verdicts": "keras_xla_guard.explainer",
     "EpochSignatures": "keras_xla_guard.signatures",
     "Signature": "keras_xla_guard.signatures",
     "SignatureTracker": "keras_xla_guard.signatures",

@@ -12,7 +12,7 @@ import keras
 
 from keras_xla_guard.analysis import DEFAULT_TOP_K
 from keras_xla_guard.distributed import ClusterRun, strategy_verdicts
-from keras_xla_guard.doctor import ERROR, WARNING, Verdict
+from keras_xla_guard.diagnosis import ERROR, WARNING, Verdict
 from keras_xla_guard.engine import DEFAULT_LOG_DIR, DEFAULT_MAX_COMPILATIONS, XlaGuardEngine
 from keras_xla_guard.errors import BackendError, RecompilationLimitError, XlaGuardWarning
 from keras_xla_guard.input_tap import KerasInputTracker
@@ -191,7 +191,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
             if self._noted:
                 return []
             self._noted = True
-        from keras_xla_guard.explain import model_verdicts
+        from keras_xla_guard.explainer import model_verdicts
 
         verdicts = list(self._switch_verdicts) + model_verdicts(model)
         if any(v.code.startswith("STRATEGY_") for v in verdicts):
@@ -209,7 +209,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
 
     def _diagnose(self) -> None:
         """Gathers switch verdicts and runs `explain` (never raises)."""
-        from keras_xla_guard.doctor import doctor
+        from keras_xla_guard.diagnosis import doctor
 
         try:
             facts = doctor(probe=False, check_devices=False, resolve_keras=False)
@@ -233,7 +233,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
             )
 
     def _run_explain(self) -> None:
-        from keras_xla_guard.explain import explain
+        from keras_xla_guard.explainer import explain
 
         model = self.model
         batch = self._explain

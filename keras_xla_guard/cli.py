@@ -170,7 +170,7 @@ def _run_report(args: argparse.Namespace) -> int:
 
 
 def _run_doctor(args: argparse.Namespace) -> int:
-    from keras_xla_guard.doctor import doctor
+    from keras_xla_guard.diagnosis import doctor
 
     report = doctor(probe=not args.no_probe, probe_timeout=args.probe_timeout)
     if args.json:

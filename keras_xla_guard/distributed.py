@@ -465,8 +465,8 @@ def strategy_verdicts(model: Any) -> list[Any]:
         print(verdict)
     ```
     """
-    from keras_xla_guard.doctor import ERROR, WARNING, Verdict
-    from keras_xla_guard.explain import MODEL
+    from keras_xla_guard.diagnosis import ERROR, WARNING, Verdict
+    from keras_xla_guard.explainer import MODEL
 
     strategy = getattr(model, "distribute_strategy", None)
     replicas = int(getattr(strategy, "num_replicas_in_sync", 1) or 1)

@@ -13,7 +13,7 @@ README, "Doctor verdicts"):
   analyzed like a training trace. TensorFlow's own XLA log lines from that
   run are kept.
 
-Run as a module (`python -m keras_xla_guard.doctor --probe ...`) this file is
+Run as a module (`python -m keras_xla_guard.diagnosis --probe ...`) this file is
 the child side of the effectiveness probe.
 """
 
@@ -263,7 +263,7 @@ def parse_tf_xla_flags(value: str | None) -> tuple[str | None, bool]:
     Example:
 
     ```python
-    from keras_xla_guard.doctor import parse_tf_xla_flags
+    from keras_xla_guard.diagnosis import parse_tf_xla_flags
     parse_tf_xla_flags("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit")
     # ('2', True)
     ```
@@ -351,7 +351,7 @@ def _start_probe(get_jit: str, cpu_global_jit: bool | None) -> tuple[Any, float]
     `os.environ` after TensorFlow read it has no effect here but would take
     effect in a fresh child.
     """
-    cmd = [sys.executable, "-m", "keras_xla_guard.doctor", "--probe", "--jit", get_jit or "off"]
+    cmd = [sys.executable, "-m", "keras_xla_guard.diagnosis", "--probe", "--jit", get_jit or "off"]
     if cpu_global_jit is not None:
         cmd += ["--cpu-global-jit", "1" if cpu_global_jit else "0"]
     proc = subprocess.Popen(
@@ -570,7 +570,7 @@ def _effectiveness_verdicts(
                 EFFECTIVENESS,
                 WARNING,
                 f"The auto-clustering probe did not produce a measurement: {probe.error}",
-                f"{sys.executable} -m keras_xla_guard.doctor --probe --jit autoclustering",
+                f"{sys.executable} -m keras_xla_guard.diagnosis --probe --jit autoclustering",
             )
         ]
     measured = (
@@ -848,7 +848,7 @@ def _probe_main(jit: str, cpu_global_jit: str | None) -> int:
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m keras_xla_guard.doctor")
+    parser = argparse.ArgumentParser(prog="python -m keras_xla_guard.diagnosis")
     parser.add_argument("--probe", action="store_true", help="run the effectiveness probe")
     parser.add_argument("--jit", default="off", help="value for tf.config.optimizer.set_jit")
     parser.add_argument("--cpu-global-jit", choices=("0", "1"), default=None)

@@ -1,4 +1,4 @@
-"""Tests for `keras_xla_guard.doctor` and `keras-xla-guard doctor`.
+"""Tests for `keras_xla_guard.diagnosis` and `keras-xla-guard doctor`.
 
 Every scenario runs real TensorFlow; the effectiveness probe is a real child
 process whose real profile is analyzed.
@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from keras_xla_guard.doctor import Verdict, doctor, parse_tf_xla_flags
+from keras_xla_guard.diagnosis import Verdict, doctor, parse_tf_xla_flags
 
 _CPU_FLAG = "--tf_xla_cpu_global_jit"
 
@@ -111,7 +111,7 @@ def test_cpu_flag_set_after_tensorflow_read_it(
     """A CPU flag put in os.environ after TF read its flags is flagged, and the probe agrees."""
     import tensorflow as tf
 
-    from keras_xla_guard.doctor import _tf_cpu_global_jit
+    from keras_xla_guard.diagnosis import _tf_cpu_global_jit
 
     assert _tf_cpu_global_jit() is False  # TF has read its flags by now
     monkeypatch.setenv("TF_XLA_FLAGS", _CPU_FLAG)

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from keras_xla_guard.doctor import ERROR, INFO, OK, WARNING, Verdict
+from keras_xla_guard.diagnosis import ERROR, INFO, OK, WARNING, Verdict
 
 __all__ = ["DynamicDim", "ExplainReport", "UnsupportedOp", "explain", "model_verdicts"]
 

@@ -1,4 +1,4 @@
-"""Tests for `keras_xla_guard.explain` and `XlaGuardCallback(explain=...)`.
+"""Tests for `keras_xla_guard.explainer` and `XlaGuardCallback(explain=...)`.
 
 Real tiny Keras models, real XLA lowering, real training and event files.
 """
@@ -18,7 +18,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from keras_xla_guard.explain import explain, model_verdicts  # noqa: E402
+from keras_xla_guard.explainer import explain, model_verdicts  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
