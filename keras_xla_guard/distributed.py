@@ -99,6 +99,12 @@ def worker_info(strategy: Any) -> WorkerInfo | None:
         (`MultiWorkerMirroredStrategy` with a cluster in `TF_CONFIG`),
         otherwise `None`: one process, one profiler, nothing to aggregate.
     """
+    import tensorflow as tf
+
+    # Parameter-server and TPU strategies also carry a cluster, but run
+    # callbacks on one coordinator: one profiler, nothing to exchange.
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return None
     resolver = getattr(strategy, "cluster_resolver", None)
     if resolver is None or not resolver.task_type:
         return None
