@@ -31,16 +31,8 @@ __all__ = [
     "REPORTS_FILE",
     "ClusterRun",
     "WorkerInfo",
-    "describe",
-    "figures_matrix",
-    "gather_figures",
-    "save_reports",
     "strategy_verdicts",
     "worker_info",
-    "worker_reports",
-    "workers_markdown",
-    "worst_worker",
-    "write_worker_summaries",
 ]
 
 REPORTS_FILE = "xla_guard_reports.json"
@@ -98,6 +90,16 @@ def worker_info(strategy: Any) -> WorkerInfo | None:
         A `WorkerInfo` when the strategy spans more than one worker process
         (`MultiWorkerMirroredStrategy` with a cluster in `TF_CONFIG`),
         otherwise `None`: one process, one profiler, nothing to aggregate.
+
+    Example:
+
+    ```python
+    import tensorflow as tf
+    from keras_xla_guard.distributed import worker_info
+
+    info = worker_info(tf.distribute.MultiWorkerMirroredStrategy())
+    print(info.name if info else "single worker")  # e.g. "worker_1"
+    ```
     """
     import tensorflow as tf
 
@@ -121,7 +123,7 @@ def worker_info(strategy: Any) -> WorkerInfo | None:
     )
 
 
-def save_reports(reports: dict[int, CoverageReport], path: Path) -> None:
+def _save_reports(reports: dict[int, CoverageReport], path: Path) -> None:
     """Writes a worker's reports as JSON, atomically (rename into place).
 
     Args:
@@ -135,7 +137,7 @@ def save_reports(reports: dict[int, CoverageReport], path: Path) -> None:
     os.replace(tmp, path)
 
 
-def figures_matrix(reports: dict[int, CoverageReport], epochs: int) -> list[list[float]]:
+def _figures_matrix(reports: dict[int, CoverageReport], epochs: int) -> list[list[float]]:
     """One row of `FIGURES` per epoch `0 .. epochs-1`, NaN where unmeasured."""
     rows = []
     for epoch in range(epochs):
@@ -153,7 +155,7 @@ def figures_matrix(reports: dict[int, CoverageReport], epochs: int) -> list[list
     return rows
 
 
-def gather_figures(strategy: Any, rows: list[list[float]], info: WorkerInfo) -> list[list[list[float]]]:
+def _gather_figures(strategy: Any, rows: list[list[float]], info: WorkerInfo) -> list[list[list[float]]]:
     """Exchanges every worker's figure rows with one all-gather.
 
     Every worker must call this the same number of times with the same
@@ -161,7 +163,7 @@ def gather_figures(strategy: Any, rows: list[list[float]], info: WorkerInfo) -> 
 
     Args:
         strategy: The `MultiWorkerMirroredStrategy` the model trains under.
-        rows: This worker's `figures_matrix`.
+        rows: This worker's `_figures_matrix`.
         info: This worker's `WorkerInfo`.
 
     Returns:
@@ -207,13 +209,13 @@ def _report_of(row: list[float], epoch: int, host: str) -> CoverageReport:
     )
 
 
-def worker_reports(
+def _worker_reports(
     matrices: list[list[list[float]]], names: list[str]
 ) -> dict[int, dict[str, CoverageReport]]:
     """Turns gathered figures into reports keyed by epoch, then worker name.
 
     Args:
-        matrices: `gather_figures` output.
+        matrices: `_gather_figures` output.
         names: Worker names in rank order.
 
     Returns:
@@ -228,16 +230,16 @@ def worker_reports(
     return out
 
 
-def worst_worker(reports: dict[str, CoverageReport]) -> str:
+def _worst_worker(reports: dict[str, CoverageReport]) -> str:
     """The worker with the lowest XLA share; ties go to more compile time."""
     return min(reports, key=lambda n: (reports[n].xla_time_fraction, -reports[n].compile_time_s, n))
 
 
-def workers_markdown(reports: dict[str, CoverageReport]) -> str:
+def _workers_markdown(reports: dict[str, CoverageReport]) -> str:
     """A per-worker table for TensorBoard's text dashboard, worst worker first."""
     from keras_xla_guard.summary import escape_markdown, markdown_table
 
-    worst = worst_worker(reports)
+    worst = _worst_worker(reports)
     rows = []
     for name in sorted(reports, key=lambda n: (n != worst, n)):
         r = reports[name]
@@ -274,7 +276,7 @@ _PER_WORKER_SCALARS = {
 }
 
 
-def write_worker_summaries(
+def _write_worker_summaries(
     writer: Any,
     by_epoch: dict[int, dict[str, CoverageReport]],
     own: dict[int, CoverageReport],
@@ -284,7 +286,7 @@ def write_worker_summaries(
 
     Args:
         writer: A `keras_xla_guard.summary.SummaryWriter` on the base log dir.
-        by_epoch: `worker_reports` output.
+        by_epoch: `_worker_reports` output.
         own: The chief's own reports (their op tables go in as text).
         own_name: The chief's worker name.
     """
@@ -299,7 +301,7 @@ def write_worker_summaries(
         for name, report in reports.items():
             for tag, read in _PER_WORKER_SCALARS.items():
                 scalars[f"{name}/{tag}"] = read(report)
-        scalars["worst_worker_xla_time_fraction"] = reports[worst_worker(reports)].xla_time_fraction
+        scalars["worst_worker_xla_time_fraction"] = reports[_worst_worker(reports)].xla_time_fraction
         for figure in _SIGNATURE_FIGURES:
             seen = {n: getattr(r, figure) for n, r in reports.items() if getattr(r, figure) is not None}
             for name, value in seen.items():
@@ -309,16 +311,16 @@ def write_worker_summaries(
                 # worker met is what drives its compilations.
                 scalars[figure] = max(seen.values())
         writer.write_scalars(scalars, step=epoch)
-        writer.write_text("workers", workers_markdown(reports), step=epoch)
+        writer.write_text("workers", _workers_markdown(reports), step=epoch)
     for epoch, report in sorted(own.items()):
         writer.write_text(f"{own_name}/report", report_markdown(report), step=epoch)
 
 
-def describe(by_epoch: dict[int, dict[str, CoverageReport]]) -> list[str]:
+def _describe(by_epoch: dict[int, dict[str, CoverageReport]]) -> list[str]:
     """One line per epoch naming the worst worker, for the console."""
     lines = []
     for epoch, reports in sorted(by_epoch.items()):
-        worst = worst_worker(reports)
+        worst = _worst_worker(reports)
         lines.append(
             f"epoch {epoch}: {len(reports)} workers, worst {worst} at "
             f"{reports[worst].xla_time_fraction:.1%} XLA"
@@ -339,6 +341,16 @@ class ClusterRun:
         strategy: The model's `MultiWorkerMirroredStrategy`.
         info: This worker's `WorkerInfo`.
         epochs: Epochs of the `fit` call (the same on every worker).
+
+    Example:
+
+    ```python
+    run = ClusterRun.begin(engine, model.distribute_strategy, epochs=3)
+    ...  # train with the engine's hooks
+    engine.train_end()
+    if run is not None:
+        run.end()
+    ```
     """
 
     def __init__(self, engine: Any, strategy: Any, info: WorkerInfo, epochs: int) -> None:
@@ -381,12 +393,12 @@ class ClusterRun:
         reports: dict[int, CoverageReport] = {}
         try:
             reports = engine.reports
-            save_reports(reports, Path(engine.log_dir) / REPORTS_FILE)
-            rows = figures_matrix(reports, self.epochs)
+            _save_reports(reports, Path(engine.log_dir) / REPORTS_FILE)
+            rows = _figures_matrix(reports, self.epochs)
             # Every worker joins the exchange, even one without reports,
             # or the others would wait for it until the timeout.
-            matrices = gather_figures(self.strategy, rows, self.info)
-            self.by_epoch = worker_reports(matrices, list(self.info.names))
+            matrices = _gather_figures(self.strategy, rows, self.info)
+            self.by_epoch = _worker_reports(matrices, list(self.info.names))
         except Exception as e:  # noqa: BLE001 - the user's training is over and fine
             self._warn(
                 f"exchanging figures between {self.info.num_workers} workers failed on "
@@ -397,7 +409,7 @@ class ClusterRun:
             if self.info.is_chief and self._write_summaries:
                 self._write_chief_summaries(reports)
             if self.info.is_chief and engine.verbose:
-                for line in describe(self.by_epoch):
+                for line in _describe(self.by_epoch):
                     print(f"keras-xla-guard: {line}", flush=True)
         except Exception as e:  # noqa: BLE001
             self._warn(f"writing the workers' summaries failed: {type(e).__name__}: {e}")
@@ -411,7 +423,7 @@ class ClusterRun:
         writer = SummaryWriter(self.base_log_dir)
         try:
             if self.by_epoch:
-                write_worker_summaries(writer, self.by_epoch, reports, self.info.name)
+                _write_worker_summaries(writer, self.by_epoch, reports, self.info.name)
             else:
                 for epoch, report in sorted(reports.items()):
                     writer.write_report(report, step=epoch)
