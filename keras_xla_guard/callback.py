@@ -60,6 +60,12 @@ class XlaGuardCallback(keras.callbacks.Callback):
     Nothing inside the guard can break training: failures become
     `XlaGuardWarning`s and the window is reported as failed.
 
+    It is a `tf_keras` callback as well (`TF_USE_LEGACY_KERAS=1`). Under
+    `MultiWorkerMirroredStrategy` pass it to `fit` on every worker: each
+    worker profiles into `<log_dir>/<task_type>_<task_id>/` and the chief
+    writes every worker's figures to TensorBoard (see
+    `keras_xla_guard.distributed`).
+
     Args:
         log_dir: Directory for traces and summaries. Defaults to
             `"logs/xla_guard"`.
