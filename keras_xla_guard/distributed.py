@@ -458,9 +458,10 @@ _PER_REPLICA_FIX = '''class MyModel(keras.Sequential):  # Keras 3; or your keras
 def strategy_verdicts(model: Any) -> list[Any]:
     """Verdicts about XLA under a `tf.distribute` strategy with several replicas.
 
-    `compile(jit_compile=True)` makes Keras (3 and tf_keras) compile the
-    step that spans all replicas - every replica's variables and the
-    gradient all-reduce - as one XLA program. TensorFlow rejects it with
+    `compile(jit_compile=True)` makes Keras compile the gradient all-reduce
+    and the optimizer update into the XLA program (Keras 3 compiles the step
+    of all replicas as one program, tf_keras each replica's step). TensorFlow
+    rejects it with
     "Trying to access resource ... located in device ..." (MirroredStrategy;
     keras-team/keras#19005) or, on CPU, "Collectives are not yet implemented
     for CPU devices when compiling with XLA". What runs is XLA per replica:
@@ -497,8 +498,9 @@ def strategy_verdicts(model: Any) -> list[Any]:
                 MODEL,
                 ERROR,
                 f"model.jit_compile is True under {type(strategy).__name__} with {replicas} "
-                "replicas: Keras compiles the step of all replicas, gradient all-reduce "
-                "included, as one XLA program, which TensorFlow rejects (\"Trying to access "
+                "replicas: Keras puts the gradient all-reduce and the optimizer update inside "
+                "the XLA program (Keras 3 even compiles all replicas as one), which "
+                "TensorFlow rejects (\"Trying to access "
                 "resource ... located in device ...\", or on CPU \"Collectives are not yet "
                 "implemented for CPU devices when compiling with XLA\"). Compile each "
                 "replica's forward and backward pass instead.",
