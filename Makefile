@@ -15,6 +15,9 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 
 $(VENV)/.installed-test: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e ".[cpu,test]"
+	# tf_keras (legacy Keras 2, for its tests) declares a dependency on the
+	# full `tensorflow` wheel; tensorflow-cpu already provides that package.
+	$(PY) -m pip install --quiet --no-deps "tf_keras>=2.16,<2.22"
 	touch $@
 
 demo: $(VENV)/.installed
