@@ -102,6 +102,10 @@ class XlaGuardCallback(keras.callbacks.Callback):
         on_violation: What exceeding `max_compilations` does: `"warn"`,
             `"raise"` (`RecompilationLimitError` ends `fit`) or `"stop"`
             (sets `model.stop_training`). Defaults to `"warn"`.
+        track_signatures: Record every training batch's input signature.
+            When the dataset has unknown dimensions this adds a small
+            stateful `map` to it (see the README for its measured cost);
+            `False` leaves the dataset untouched. Defaults to `True`.
 
     Every training batch's input signature (structure, shapes, dtypes) is
     recorded in every epoch, profiled or not, for tf.data, NumPy,
@@ -143,6 +147,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
         explain: Any = False,
         max_compilations: int | None = DEFAULT_MAX_COMPILATIONS,
         on_violation: str = "warn",
+        track_signatures: bool = True,
     ) -> None:
         super().__init__()
         check_backend()
@@ -161,6 +166,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
             on_violation=on_violation,
         )
         self._inputs = KerasInputTracker(self.engine)
+        self._track_signatures = bool(track_signatures)
         self._explain = explain
         self.explain_report: Any = None
         self._switch_verdicts: tuple[Verdict, ...] = ()
@@ -316,6 +322,8 @@ class XlaGuardCallback(keras.callbacks.Callback):
         self._sync_wrapper()
 
     def _attach_inputs(self, steps: int | None) -> None:
+        if not self._track_signatures:
+            return
         if not self._inputs.attach(self.model, steps):
             warnings.warn(
                 f"keras-xla-guard: input signatures are not tracked in this fit(): "

@@ -636,3 +636,29 @@ def test_tf_keras_fit_is_tracked_too(tmp_path):
     assert first["expected_compilations"] == 3
     assert (second["steps"], second["new_signatures"]) == (4, 0)
     assert first["explanations"][0] == "input x dim 1 varied across 3 values (5, 7, 9)"
+
+
+@pytest.mark.slow
+def test_track_signatures_switch(tmp_path):
+    """track_signatures=False records nothing and leaves fit's dataset as given; True taps it."""
+    import keras
+
+    from keras_xla_guard import XlaGuardCallback
+
+    seen = []
+
+    class Spy(keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            from keras_xla_guard.input_tap import find_fit_dataset
+
+            holder, attribute = find_fit_dataset(self.model)
+            seen.append(getattr(holder, attribute))
+
+    data = _seq_dataset(LENGTHS)
+    for track in (False, True):
+        guard = XlaGuardCallback(log_dir=tmp_path / str(track), profile_epochs=[99], verbose=0,
+                                 track_signatures=track)
+        _seq_model(jit_compile=False).fit(data, epochs=1, callbacks=[guard, Spy()], verbose=0)
+        assert (guard.signatures != {}) is track
+    assert seen[0] is data
+    assert seen[1] is not data
