@@ -11,7 +11,11 @@ Prints one JSON object:
 Each ratio is the median of per-pair ratios of alternated runs on the same
 compiled model, so drift of the machine affects both sides alike.
 
-Usage: python benchmarks/bench_overhead.py [--pairs 7] [--steps 20]
+Each measured `fit` runs one epoch on an already compiled model, so the
+guard's per-`fit` set-up (including the signature tap's pipeline) is part
+of the figure.
+
+Usage: python benchmarks/bench_overhead.py [--pairs 7] [--steps 20] [--no-signatures]
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=7, help="alternated run pairs per measurement")
     parser.add_argument("--steps", type=int, default=20, help="profiled steps per window")
     parser.add_argument("--batches", type=int, default=120, help="steps per epoch")
+    parser.add_argument("--no-signatures", action="store_true",
+                        help="measure with track_signatures=False (the guard without the signature tap)")
     args = parser.parse_args()
 
     import warnings
@@ -61,7 +67,8 @@ def main() -> None:
     unprofiled: list[float] = []
     plain: list[float] = []
     for i in range(args.pairs):
-        guard = XlaGuardCallback(log_dir=os.path.join(tmp, f"idle{i}"), profile_epochs=(5,), verbose=0)
+        guard = XlaGuardCallback(log_dir=os.path.join(tmp, f"idle{i}"), profile_epochs=(5,), verbose=0,
+                                 track_signatures=not args.no_signatures)
         pair = [("guard", [guard]), ("none", [])]
         if i % 2:
             pair.reverse()
@@ -75,7 +82,8 @@ def main() -> None:
     first, last = 2, 2 + args.steps - 1
     for i in range(args.pairs):
         guard = XlaGuardCallback(log_dir=os.path.join(tmp, f"guard{i}"), profile_epochs=0,
-                                 skip_steps=first, max_steps=args.steps, verbose=0)
+                                 skip_steps=first, max_steps=args.steps, verbose=0,
+                                 track_signatures=not args.no_signatures)
         tb = keras.callbacks.TensorBoard(log_dir=os.path.join(tmp, f"tb{i}"), profile_batch=(first + 1, last + 1),
                                          write_graph=False)
         pair = [("guard", [guard]), ("keras", [tb])]
@@ -92,6 +100,7 @@ def main() -> None:
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "tensorflow": tf.__version__, "keras": keras.__version__},
         "steps_per_epoch": args.batches,
+        "track_signatures": not args.no_signatures,
         "pairs": args.pairs,
         "unprofiled": {"ratio_median": statistics.median(unprofiled),
                        "epoch_s_median_without": statistics.median(plain), "goal": 1.01},
