@@ -182,9 +182,14 @@ class HtmlTables(html.parser.HTMLParser):
         self.close()
 
     @property
+    def raw_text(self) -> str:
+        """All text of the markup, exactly as parsed."""
+        return "".join(self._text)
+
+    @property
     def visible_text(self) -> str:
         """All text of the markup, whitespace collapsed."""
-        return " ".join("".join(self._text).split())
+        return " ".join(self.raw_text.split())
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.tags.append(tag)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html.parser
 import math
 import re
 import unicodedata
@@ -11,6 +10,7 @@ import warnings
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tensorboard_server import HtmlTables
 
 with warnings.catch_warnings():
     # TensorBoard's vendored bleach imports html5lib's deprecated sanitizer.
@@ -75,43 +75,9 @@ HOSTILE_NAMES = [
 ]
 
 
-class _Cells(html.parser.HTMLParser):
-    """Collects table rows of rendered HTML and every tag seen inside a cell."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.rows: list[list[str]] = []
-        self.tags_in_cells: list[str] = []
-        self.tags: list[str] = []
-        self.text: list[str] = []
-        self._cell: list[str] | None = None
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.append(tag)
-        if tag == "tr":
-            self.rows.append([])
-        elif tag in ("td", "th"):
-            self._cell = []
-        elif self._cell is not None:
-            self.tags_in_cells.append(tag)
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in ("td", "th") and self._cell is not None:
-            self.rows[-1].append("".join(self._cell))
-            self._cell = None
-
-    def handle_data(self, data: str) -> None:
-        self.text.append(data)
-        if self._cell is not None:
-            self._cell.append(data)
-
-
-def _render(markdown: str) -> _Cells:
+def _render(markdown: str) -> HtmlTables:
     """Renders Markdown exactly as TensorBoard's text plugin does and parses it."""
-    parser = _Cells()
-    parser.feed(markdown_to_safe_html(markdown))
-    parser.close()
-    return parser
+    return HtmlTables(markdown_to_safe_html(markdown))
 
 
 def _shown(text: str) -> str:
@@ -124,10 +90,7 @@ def _shown(text: str) -> str:
 
 def _visible(markdown: str) -> str:
     """The text a reader sees of Markdown rendered by TensorBoard, whitespace collapsed."""
-    parser = _Cells()
-    parser.feed(markdown_to_safe_html(markdown))
-    parser.close()
-    return " ".join("".join(parser.text).split())
+    return HtmlTables(markdown_to_safe_html(markdown)).visible_text
 
 
 def _assert_literal_cell(name: str) -> None:
@@ -262,9 +225,8 @@ def test_signatures_markdown_shows_fix_code_as_a_code_block() -> None:
     parsed = _render(signatures_markdown(stats))
     assert set(parsed.tags) == {"p", "strong", "ul", "li", "pre", "code"}
     assert parsed.tags.count("pre") == 1 and parsed.tags.count("li") == 3
-    block = _Cells()
-    block.feed(rendered[rendered.index("<pre>"):rendered.index("</pre>")])
-    assert "".join(block.text) == code + "\n"
+    block = HtmlTables(rendered[rendered.index("<pre>"):rendered.index("</pre>")])
+    assert block.raw_text == code + "\n"
     shown = _visible(signatures_markdown(stats))
     assert shown.startswith("Input signatures: 5 distinct, 5 new over 7 steps, 5 expected XLA compilation(s).")
     assert "input x['a|b<script>'] dim 1 varied across 5 values (5, 7, 9, 11, 13)" in shown
