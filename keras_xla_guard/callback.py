@@ -320,6 +320,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
             self._cluster.end()
             self._cluster = None
         self._sync_wrapper()
+        self._track(self._inputs.detach)
 
     def _attach_inputs(self, steps: int | None) -> None:
         if not self._track_signatures:
@@ -345,6 +346,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
             raise
         except Exception as e:  # noqa: BLE001 - the guard must not break training
             self._inputs.tap = None
+            self._inputs.detach()
             warnings.warn(
                 f"keras-xla-guard: input signature tracking stopped: {type(e).__name__}: {e}",
                 XlaGuardWarning,
@@ -385,6 +387,8 @@ class XlaGuardCallback(keras.callbacks.Callback):
                     engine.abort()
                     raise
 
+            # Lets the signature tap find itself in the chain on the error path.
+            train_function.__wrapped__ = original  # type: ignore[attr-defined]
             model.train_function = train_function
             self._original_train_function = original
             self._wrapped_train_function = train_function

@@ -2,32 +2,46 @@
 
 Keras 3 (TensorFlow backend) turns every input - tf.data datasets, NumPy
 arrays, Python generators, `keras.utils.PyDataset` - into a `tf.data`
-dataset and iterates it *inside* its compiled train function, so neither
-callbacks nor Python ever see a batch. The tap appends one sequential
-`map` (followed by `prefetch(1)`, so it runs on tf.data's own thread, off the
-training step's critical path) to the dataset of `fit`'s epoch iterator.
-The map copies only the batch's *unknown* dimensions (those `None` in the
-dataset's `element_spec`) into a ring buffer (a `tf.Variable`) - pure
-TensorFlow ops, no Python per batch; the callback reads the ring as training
-goes (after every step while new shapes keep appearing, every 512 steps once
-they stop) and at the end of each epoch. The elements themselves pass through unchanged.
-When the `element_spec` is fully static, no map is added at all: every
-batch has the static signature.
+dataset and pulls each batch *inside* its compiled train function, so
+neither callbacks nor Python ever see a batch.
 
-The dataset is found by walking up from the callback to `fit`'s frame
+The tap therefore records inside that function. For the duration of `fit`,
+`model.train_function` is replaced by Keras' own train function whose
+`tf.function` is retraced from its `python_function` on a proxy of the
+iterator: every `get_next()` / `get_next_as_optional()` the step makes (and
+`next()`, for tf_keras) also writes the batch's *unknown* dimensions (those
+`None` in the `element_spec`) into a ring buffer (a `tf.Variable`). These
+are a handful of host ops beside the step, outside the XLA-compiled step
+function, which is the very same function object as Keras', so it is
+neither retraced nor recompiled and computes the same numbers. The
+replacement is built once per Keras train function and batch structure and
+reused by later `fit` calls; it is traced *instead of* Keras' function, so
+tracking adds no tracing. When the `element_spec` is fully static, Keras'
+function runs unchanged: every batch has the static signature. After `fit`
+(or when a step raises) Keras' function is put back.
+
+Under a `tf.distribute` strategy the batches reach the step already split
+per replica; there the tap is a `map` on the dataset `fit` distributes
+(global batches), found by walking up from the callback to `fit`'s frame
 (Keras has no public hook for it): Keras 3 keeps it in the local
 `epoch_iterator` (`_distributed_dataset`), tf_keras in `data_handler`
-(`_dataset`); both build the epoch's iterator from it only after
-`on_train_begin`. If that fails (another Keras version, a distributed
-tf_keras dataset), a warning says so and training goes on without
-signature tracking.
+(`_dataset`). The map runs on tf.data's threads, behind a `prefetch(1)`.
+
+The callback reads the ring as training goes (after every step while new
+shapes keep appearing, every 512 steps once they stop) and at the end of
+each epoch. If no tap can be installed, a warning says why and training
+goes on without signature tracking.
 """
 
 from __future__ import annotations
 
 import sys
+import types
+import warnings
+import weakref
 from typing import Any
 
+from keras_xla_guard.errors import XlaGuardWarning
 from keras_xla_guard.signatures import Signature, flatten_leaves
 
 __all__ = ["DRAIN_EVERY", "InputTap", "KerasInputTracker", "find_fit_dataset"]
@@ -45,6 +59,7 @@ KERAS_ROOT_NAMES = ("x", "y", "sample_weight")
 _MAX_FRAMES = 12
 # (local variable of fit, attribute holding the dataset it iterates):
 # Keras 3's TensorFlow trainer, then tf_keras.
+_KERAS3_STEP = "multi_step_on_iterator"
 _DATASET_HOLDERS = (("epoch_iterator", "_distributed_dataset"), ("data_handler", "_dataset"))
 
 
@@ -87,23 +102,24 @@ def _local_variable(initial_value: Any) -> Any:
 
 
 class InputTap:
-    """Copies the unknown dimensions of each dataset element into a ring buffer.
+    """Copies the unknown dimensions of each batch into a ring buffer.
 
-    The tap numbers the elements with a counter variable that no iterator
+    The tap numbers the batches with a counter variable that no iterator
     resets and writes `[index + 1, sizes...]` into row `index % capacity`
     of an int64 `tf.Variable`: synchronous variable ops only (an async op
     such as a queue's enqueue pushes tf.data off its fast single-threaded
-    function executor, which measured several times dearer). Readers copy the variable and keep the rows whose
-    first column matches the index they expect, so they never wait.
+    function executor, which measured several times dearer). Readers copy
+    the variable and keep the rows whose first column matches the index
+    they expect, so they never wait.
 
     Args:
-        element_spec: The dataset's `element_spec`.
-        capacity: Rows of the ring; must exceed the batches produced
+        element_spec: The batches' `element_spec`.
+        capacity: Rows of the ring; must exceed the batches recorded
             between two reads. Defaults to `4096`.
 
     Attributes:
         template: The signature with `None` for every unknown dimension.
-        dims: `(leaf, dim)` pairs recorded per element (dense tensors of
+        dims: `(leaf, dim)` pairs recorded per batch (dense tensors of
             known rank only; ragged and sparse parts stay unknown).
 
     Raises:
@@ -142,6 +158,35 @@ class InputTap:
         """Different signatures read so far."""
         return len(self._cache)
 
+    def record(self, element: Any) -> Any:
+        """Writes one batch's unknown dimensions into the ring.
+
+        Works in a `tf.function` (adding a few ops to its graph) and
+        eagerly. The batch itself is not touched.
+
+        Args:
+            element: A batch with the structure of `element_spec`.
+
+        Returns:
+            The batch's 0-based index, an int64 scalar tensor.
+
+        Raises:
+            RuntimeError: If the tap is static (has no ring).
+        """
+        if self._ring is None:
+            raise RuntimeError("a static tap records nothing")
+        import tensorflow as tf
+
+        leaves = flatten_leaves(element)
+        sizes = [tf.shape(leaves[leaf], out_type=tf.int64)[dim] for leaf, dim in self.dims]
+        # In a graph nothing else orders the counter after the batch: a
+        # `get_next` that fails at the end of the data must not count.
+        with tf.control_dependencies(sizes):
+            index = self._count.assign_add(1) - 1
+        row = tf.reshape(tf.stack([index + 1, *sizes]), [1, 1 + len(self.dims)])
+        self._ring.scatter_nd_update(tf.reshape(index % self.capacity, [1, 1]), row)
+        return index
+
     def wrap(self, dataset: Any) -> Any:
         """Returns `dataset` with the recording map appended (or unchanged).
 
@@ -153,23 +198,24 @@ class InputTap:
         """
         if self._ring is None:
             return dataset
-        import tensorflow as tf
-
-        ring, count, dims = self._ring, self._count, self.dims
-        capacity, width, unpack = self.capacity, 1 + len(self.dims), type(dataset.element_spec) is tuple
+        unpack = type(dataset.element_spec) is tuple
 
         def record(*args: Any) -> Any:
             element = args if unpack else args[0]
-            index = count.assign_add(1) - 1
-            leaves = flatten_leaves(element)
-            sizes = [tf.shape(leaves[leaf], out_type=tf.int64)[dim] for leaf, dim in dims]
-            row = tf.reshape(tf.stack([index + 1, *sizes]), [1, width])
             # A stateful op in a tf.data function runs without a data
             # dependency; the element is returned untouched.
-            ring.scatter_nd_update(tf.reshape(index % capacity, [1, 1]), row)
+            self.record(element)
             return element
 
         return dataset.map(record).prefetch(1)
+
+    def skip_recorded(self) -> None:
+        """Moves the read position past every batch recorded so far.
+
+        A tap reused by a later `fit` starts reading at that fit's first batch.
+        """
+        if self._count is not None:
+            self._read = int(self._count.numpy())
 
     def take(self, limit: int) -> list[tuple[Signature, int]]:
         """Reads up to `limit` recorded batches, oldest first.
@@ -180,11 +226,11 @@ class InputTap:
         Returns:
             Runs of consecutive batches with equal signatures, as
             `(signature, count)` in training order; fewer batches than
-            `limit` when fewer were produced.
+            `limit` when fewer were recorded.
 
         Raises:
             RuntimeError: If unread rows were overwritten (more than
-                `capacity` batches produced between two reads).
+                `capacity` batches recorded between two reads).
         """
         if self._ring is None or limit <= 0:
             return []
@@ -196,7 +242,7 @@ class InputTap:
         if not valid.all():
             first = int(np.argmin(valid))
             if rows[first, 0] > wanted[first] + 1:
-                raise RuntimeError(f"more than {self.capacity} batches were produced between two reads")
+                raise RuntimeError(f"more than {self.capacity} batches were recorded between two reads")
             rows = rows[:first]
         sizes = rows[:, 1:]
         starts = [0, *(np.flatnonzero((sizes[1:] != sizes[:-1]).any(axis=1)) + 1).tolist()]
@@ -213,6 +259,171 @@ class InputTap:
         return runs
 
 
+class _RecordingIterator:
+    """Stands in for a `tf.data` iterator; records every batch taken from it.
+
+    Keras 3 takes batches with `get_next()` (and `get_next_as_optional()`
+    when `steps_per_execution > 1`), tf_keras with `next()`.
+    """
+
+    def __init__(self, iterator: Any, tap: InputTap) -> None:
+        self._iterator = iterator
+        self._tap = tap
+
+    def __iter__(self) -> "_RecordingIterator":
+        return self
+
+    def __next__(self) -> Any:
+        element = next(self._iterator)
+        self._tap.record(element)
+        return element
+
+    def get_next(self) -> Any:
+        element = self._iterator.get_next()
+        self._tap.record(element)
+        return element
+
+    def get_next_as_optional(self) -> Any:
+        import tensorflow as tf
+
+        optional = self._iterator.get_next_as_optional()
+        tf.cond(
+            optional.has_value(),
+            lambda: self._tap.record(optional.get_value()),
+            lambda: tf.constant(-1, tf.int64),
+        )
+        return optional
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._iterator, name)
+
+
+# Keras' train function -> {repr(element_spec): (tap, tapped tf.function)}.
+# Weak keys: a recompiled model builds a new train function and the old
+# entry goes with the old function.
+_TAPPED: "weakref.WeakKeyDictionary[Any, dict[str, tuple[InputTap, Any]]]" = weakref.WeakKeyDictionary()
+
+
+def _recording(function: Any, tap: InputTap) -> Any:
+    """`function(iterator)` run on a recording proxy of its iterator.
+
+    A `tf.function` gets a `tf.function` again, like Keras' own
+    (`reduce_retracing=True`, default autograph), traced from its
+    `python_function`: each step then runs one cached concrete function.
+    """
+    import tensorflow as tf
+
+    python_function = getattr(function, "python_function", function)
+
+    def train_function(iterator: Any) -> Any:
+        return python_function(_RecordingIterator(iterator, tap))
+
+    if python_function is function:
+        return train_function
+    return tf.function(train_function, reduce_retracing=True)
+
+
+def _keras3_step_cell(function: Any) -> int | None:
+    """Index of the `multi_step_on_iterator` closure cell of Keras 3's train function.
+
+    Keras 3 (3.9 and later) makes `model.train_function` a plain Python
+    function that calls the `tf.function` `multi_step_on_iterator` and
+    unpacks its `tf.experimental.Optional` result.
+    """
+    names = getattr(getattr(function, "__code__", None), "co_freevars", ())
+    return names.index(_KERAS3_STEP) if _KERAS3_STEP in names and function.__closure__ else None
+
+
+def _recordable(function: Any, eager: bool) -> bool:
+    """Whether `_tapped_function` knows how to record `function`'s batches."""
+    return eager or hasattr(function, "python_function") or _keras3_step_cell(function) is not None
+
+
+def _tapped_function(original: Any, element_spec: Any) -> tuple[InputTap, Any]:
+    """The tap and recording train function for `original` and a batch structure.
+
+    Built once per Keras train function and batch structure, then reused by
+    every later `fit` of the model. For Keras 3 the result is Keras' own
+    Python train function (same code, same globals) whose
+    `multi_step_on_iterator` cell holds the recording `tf.function`; for
+    tf_keras (whose train function is the `tf.function`) and `run_eagerly`
+    it is the recording function itself.
+    """
+    key = repr(element_spec)
+    entries = _TAPPED.setdefault(original, {})
+    if key not in entries:
+        tap = InputTap(element_spec, capacity=max(4096, 2 * DRAIN_EVERY + 64))
+        cell = _keras3_step_cell(original)
+        if cell is None:
+            function = _recording(original, tap)
+        else:
+            cells = list(original.__closure__)
+            cells[cell] = types.CellType(_recording(cells[cell].cell_contents, tap))
+            function = types.FunctionType(
+                original.__code__, original.__globals__, original.__name__, original.__defaults__, tuple(cells)
+            )
+        entries[key] = (tap, function)
+    return entries[key]
+
+
+class _TapInstallation:
+    """`model.train_function` while a `fit` is tracked: Keras' function plus the tap.
+
+    Built at `on_train_begin`; the first call (when the batches' structure
+    is known) picks the recording function. Any exception but the end of the
+    data puts Keras' function back before it propagates, because Keras 3
+    does not call `on_train_end` then.
+
+    Args:
+        model: The Keras model.
+        original: Keras' `model.train_function`.
+        bind: Called with the tap once the first batch's structure is known.
+    """
+
+    def __init__(self, model: Any, original: Any, bind: Any) -> None:
+        import tensorflow as tf
+
+        self._model = model
+        self.original = original
+        self._bind = bind
+        self._call: Any = None
+        self._end_of_data = (StopIteration, tf.errors.OutOfRangeError)
+
+    def __call__(self, iterator: Any) -> Any:
+        call = self._call
+        if call is None:
+            call = self._call = self._first_call(iterator)
+        try:
+            return call(iterator)
+        except self._end_of_data:
+            raise
+        except BaseException:
+            self.restore()
+            raise
+
+    def _first_call(self, iterator: Any) -> Any:
+        import tensorflow as tf
+
+        if isinstance(iterator, tf.distribute.DistributedIterator):
+            self._bind(None)
+            return self.original
+        tap, function = _tapped_function(self.original, iterator.element_spec)
+        self._bind(tap)
+        # Static batches: Keras' own function, nothing recorded.
+        return self.original if tap.static else function
+
+    def restore(self) -> None:
+        """Puts Keras' train function back if this tap is (still) in the call chain."""
+        current = getattr(self._model, "train_function", None)
+        seen = 0
+        while current is not None and seen < _MAX_FRAMES:
+            if current is self:
+                self._model.train_function = self.original
+                return
+            current = getattr(current, "__wrapped__", None)
+            seen += 1
+
+
 class KerasInputTracker:
     """Feeds the signatures of `fit`'s training batches to an engine.
 
@@ -224,6 +435,7 @@ class KerasInputTracker:
         self.engine = engine
         self.tap: InputTap | None = None
         self.unavailable_reason = ""
+        self._installed: _TapInstallation | None = None
         self._spe = 1
         self._steps_hint: int | None = None
         self._seen = 0
@@ -231,7 +443,7 @@ class KerasInputTracker:
         self._interval = 1
 
     def attach(self, model: Any, steps_hint: int | None) -> bool:
-        """Installs the tap on the running `fit` call's dataset.
+        """Installs the tap for the running `fit` call.
 
         Args:
             model: The Keras model being fitted.
@@ -242,6 +454,7 @@ class KerasInputTracker:
         """
         import tensorflow as tf
 
+        self.detach()
         self.tap = None
         self._interval = sys.maxsize
         spe = getattr(model, "steps_per_execution", 1) or 1
@@ -249,33 +462,63 @@ class KerasInputTracker:
         self._spe = int(spe.numpy() if hasattr(spe, "numpy") else spe)
         self._steps_hint = steps_hint
         found = find_fit_dataset(model)
-        if found is None:
-            self.unavailable_reason = "the fit() call's dataset was not found on the call stack"
-            return False
-        holder, attribute = found
-        dataset = getattr(holder, attribute)
-        strategy = None
-        if isinstance(dataset, tf.distribute.DistributedDataset):
-            # Under a strategy Keras (3 and tf_keras) distributes its
-            # dataset; the tap goes on that dataset (global batches, before
-            # the split into per-replica batches), which is then
-            # distributed again the same way.
-            strategy = getattr(model, "distribute_strategy", None)
-            original = getattr(dataset, "_original_dataset", None)
-            dataset = original if strategy is not None and original is not None else dataset
-        if not isinstance(dataset, tf.data.Dataset):
+        if found is not None and isinstance(getattr(*found), tf.distribute.DistributedDataset):
+            return self._attach_to_dataset(model, *found)
+        original = getattr(model, "train_function", None)
+        # A tap left behind by a fit that ended in an exception outside a step.
+        while isinstance(original, _TapInstallation):
+            original = original.original
+        if original is None or not _recordable(original, bool(getattr(model, "run_eagerly", False))):
             self.unavailable_reason = (
-                f"the training input is a {type(dataset).__name__}, not a tf.data.Dataset"
+                f"model.train_function ({original!r}) is not one of the Keras train functions "
+                "this version knows how to record"
             )
             return False
-        tap = InputTap(dataset.element_spec, capacity=max(4096, 2 * (DRAIN_EVERY + self._spe) + 64))
-        wrapped = tap.wrap(dataset)
-        if strategy is not None:
-            wrapped = strategy.experimental_distribute_dataset(wrapped)
-        setattr(holder, attribute, wrapped)
-        self.tap = tap
-        self._interval = sys.maxsize if tap.static else 1
+        self._installed = _TapInstallation(model, original, self._bind)
+        model.train_function = self._installed
+        self._interval = 1
         return True
+
+    def _attach_to_dataset(self, model: Any, holder: Any, attribute: str) -> bool:
+        """Taps the dataset a `tf.distribute` strategy splits into replica batches."""
+        import tensorflow as tf
+
+        dataset = getattr(holder, attribute)
+        # Keras (3 and tf_keras) distributes its dataset; the tap goes on the
+        # dataset before the split (global batches), which is then
+        # distributed again the same way.
+        strategy = getattr(model, "distribute_strategy", None)
+        original = getattr(dataset, "_original_dataset", None)
+        if strategy is None or not isinstance(original, tf.data.Dataset):
+            self.unavailable_reason = (
+                f"the training input is a {type(dataset).__name__} without its tf.data.Dataset"
+            )
+            return False
+        tap = InputTap(original.element_spec, capacity=max(4096, 2 * (DRAIN_EVERY + self._spe) + 64))
+        setattr(holder, attribute, strategy.experimental_distribute_dataset(tap.wrap(original)))
+        self._bind(tap)
+        return True
+
+    def _bind(self, tap: InputTap | None) -> None:
+        """Starts reading `tap` (`None`: the batches cannot be recorded)."""
+        self.tap = tap
+        if tap is None:
+            self._interval = sys.maxsize
+            warnings.warn(
+                "keras-xla-guard: input signatures are not tracked in this fit(): its batches "
+                "arrive split across replicas and the dataset fit() distributes was not found.",
+                XlaGuardWarning,
+                stacklevel=2,
+            )
+            return
+        tap.skip_recorded()
+        self._interval = sys.maxsize if tap.static else 1
+
+    def detach(self) -> None:
+        """Puts Keras' train function back (end of `fit`)."""
+        if self._installed is not None:
+            self._installed.restore()
+            self._installed = None
 
     def begin_epoch(self) -> None:
         """Resets the per-epoch step count.

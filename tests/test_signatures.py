@@ -640,25 +640,81 @@ def test_tf_keras_fit_is_tracked_too(tmp_path):
 
 @pytest.mark.slow
 def test_track_signatures_switch(tmp_path):
-    """track_signatures=False records nothing and leaves fit's dataset as given; True taps it."""
+    """track_signatures=False leaves Keras' train function alone; True taps it for the fit only."""
     import keras
 
     from keras_xla_guard import XlaGuardCallback
+    from keras_xla_guard.input_tap import _TapInstallation
 
-    seen = []
+    during = []
 
     class Spy(keras.callbacks.Callback):
-        def on_train_begin(self, logs=None):
-            from keras_xla_guard.input_tap import find_fit_dataset
-
-            holder, attribute = find_fit_dataset(self.model)
-            seen.append(getattr(holder, attribute))
+        def on_train_batch_begin(self, batch, logs=None):
+            during.append(self.model.train_function)
 
     data = _seq_dataset(LENGTHS)
     for track in (False, True):
+        model = _seq_model(jit_compile=False)
+        model.make_train_function()
+        keras_function = model.train_function
         guard = XlaGuardCallback(log_dir=tmp_path / str(track), profile_epochs=[99], verbose=0,
                                  track_signatures=track)
-        _seq_model(jit_compile=False).fit(data, epochs=1, callbacks=[guard, Spy()], verbose=0)
+        during.clear()
+        model.fit(data, epochs=1, callbacks=[guard, Spy()], verbose=0)
         assert (guard.signatures != {}) is track
-    assert seen[0] is data
-    assert seen[1] is not data
+        assert all(isinstance(f, _TapInstallation) is track for f in during)
+        assert all(f is keras_function for f in during) is not track
+        assert model.train_function is keras_function
+
+
+@pytest.mark.slow
+def test_later_fits_reuse_the_tap_without_retracing(tmp_path):
+    """A second fit with a new guard reuses the traced recording function and counts only its own batches."""
+    import keras
+
+    from keras_xla_guard.input_tap import _TAPPED
+
+    model = _seq_model(jit_compile=True)
+    data = _seq_dataset(LENGTHS)
+    guards = [_guard(tmp_path / str(i)) for i in range(2)]
+    model.fit(data, epochs=1, callbacks=[guards[0]], verbose=0)
+    ((tap, function),) = _TAPPED[model.train_function].values()
+    recording = function.__closure__[function.__code__.co_freevars.index("multi_step_on_iterator")].cell_contents
+    traces = recording.experimental_get_tracing_count()
+    model.fit(data, epochs=1, callbacks=[guards[1]], verbose=0)
+    assert recording.experimental_get_tracing_count() == traces == 1
+    assert [(g.signatures[0].steps, g.signatures[0].new_signatures) for g in guards] == [(7, 5), (7, 5)]
+    assert int(tap._count.numpy()) == 14
+
+
+@pytest.mark.slow
+def test_a_failing_step_puts_keras_train_function_back(tmp_path):
+    """An exception inside a tracked step propagates unchanged and leaves Keras' own train function."""
+    import keras
+    import tensorflow as tf
+
+    model = _seq_model(jit_compile=False)
+    model.make_train_function()
+    keras_function = model.train_function
+    good = _seq_batches([5, 7])
+    bad = ({"tokens": np.full((BATCH, 6), 99, "int32")}, good[0][1])  # index 99 > vocabulary of 50
+    spec = ({"tokens": tf.TensorSpec((None, None), tf.int32)}, tf.TensorSpec((None, 1), tf.float32))
+    data = tf.data.Dataset.from_generator(lambda: iter([*good, bad]), output_signature=spec)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="indices"):
+        model.fit(data, epochs=1, callbacks=[_guard(tmp_path)], verbose=0)
+    assert model.train_function is keras_function
+
+
+@pytest.mark.slow
+def test_run_eagerly_fit_is_tracked(tmp_path):
+    """With run_eagerly=True the proxy records each batch eagerly: 5 lengths, 5 distinct signatures."""
+    import keras
+
+    keras.utils.set_random_seed(0)
+    model = _seq_model(jit_compile=False)
+    model.compile("adam", "mse", run_eagerly=True)
+    guard = _guard(tmp_path)
+    model.fit(_seq_dataset(LENGTHS), epochs=1, callbacks=[guard], verbose=0)
+    stats = guard.signatures[0]
+    assert (stats.steps, stats.distinct_signatures) == (7, 5)
+    assert stats.explanations[0] == HEADLINE
