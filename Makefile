@@ -29,5 +29,15 @@ test: $(VENV)/.installed-test
 test-quick: $(VENV)/.installed-test
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
+# Every benchmark, one JSON object each (several minutes; run on a quiet machine).
+bench: $(VENV)/.installed-test
+	$(PY) benchmarks/bench_overhead.py --no-signatures
+	$(PY) benchmarks/bench_overhead.py
+	$(PY) benchmarks/bench_signatures.py
+	$(PY) benchmarks/bench_fix.py
+	$(PY) benchmarks/bench_analyze.py
+	$(PY) benchmarks/bench_loop.py
+	$(PY) benchmarks/bench_doctor.py
+
 clean:
 	rm -rf $(VENV) logs test-artifacts .pytest_cache
