@@ -15,7 +15,7 @@ from keras_xla_guard.distributed import ClusterRun, strategy_verdicts
 from keras_xla_guard.diagnosis import ERROR, WARNING, Verdict
 from keras_xla_guard.engine import DEFAULT_LOG_DIR, DEFAULT_MAX_COMPILATIONS, XlaGuardEngine
 from keras_xla_guard.errors import BackendError, RecompilationLimitError, XlaGuardWarning
-from keras_xla_guard.input_tap import KerasInputTracker
+from keras_xla_guard.input_tap import GUARD_WRAPPER, KerasInputTracker
 from keras_xla_guard.report import CoverageReport
 from keras_xla_guard.schedule import DEFAULT_MAX_STEPS, DEFAULT_SKIP_STEPS
 from keras_xla_guard.signatures import EpochSignatures
@@ -103,9 +103,10 @@ class XlaGuardCallback(keras.callbacks.Callback):
             `"raise"` (`RecompilationLimitError` ends `fit`) or `"stop"`
             (sets `model.stop_training`). Defaults to `"warn"`.
         track_signatures: Record every training batch's input signature.
-            When the dataset has unknown dimensions this adds a small
-            stateful `map` to it (see the README for its measured cost);
-            `False` leaves the dataset untouched. Defaults to `True`.
+            When the batches have unknown dimensions this adds a few host
+            ops per step to Keras' train function for the duration of
+            `fit` (see the README for their measured cost); `False` leaves
+            Keras' train function untouched. Defaults to `True`.
 
     Every training batch's input signature (structure, shapes, dtypes) is
     recorded in every epoch, profiled or not, for tf.data, NumPy,
@@ -387,8 +388,10 @@ class XlaGuardCallback(keras.callbacks.Callback):
                     engine.abort()
                     raise
 
-            # Lets the signature tap find itself in the chain on the error path.
+            # Lets the signature tap find itself in the chain on the error path,
+            # and a later fit unwrap what an interrupted one left behind.
             train_function.__wrapped__ = original  # type: ignore[attr-defined]
+            setattr(train_function, GUARD_WRAPPER, True)
             model.train_function = train_function
             self._original_train_function = original
             self._wrapped_train_function = train_function

@@ -44,7 +44,7 @@ from typing import Any
 from keras_xla_guard.errors import XlaGuardWarning
 from keras_xla_guard.signatures import Signature, flatten_leaves
 
-__all__ = ["DRAIN_EVERY", "InputTap", "KerasInputTracker", "find_fit_dataset"]
+__all__ = ["DRAIN_EVERY", "GUARD_WRAPPER", "InputTap", "KerasInputTracker", "find_fit_dataset"]
 
 # A drain copies the ring (one eager op). The drain interval starts at 1 step, doubles
 # after every drain that found no new signature and drops back to 1 when one
@@ -60,6 +60,8 @@ _MAX_FRAMES = 12
 # (local variable of fit, attribute holding the dataset it iterates):
 # Keras 3's TensorFlow trainer, then tf_keras.
 _KERAS3_STEP = "multi_step_on_iterator"
+# Marks the guard's stand-ins for `model.train_function`; `__wrapped__` is what they call.
+GUARD_WRAPPER = "_xla_guard_wrapper"
 _DATASET_HOLDERS = (("epoch_iterator", "_distributed_dataset"), ("data_handler", "_dataset"))
 
 
@@ -384,7 +386,8 @@ class _TapInstallation:
         import tensorflow as tf
 
         self._model = model
-        self.original = original
+        self.original = self.__wrapped__ = original
+        setattr(self, GUARD_WRAPPER, True)
         self._bind = bind
         self._call: Any = None
         self._end_of_data = (StopIteration, tf.errors.OutOfRangeError)
@@ -465,9 +468,9 @@ class KerasInputTracker:
         if found is not None and isinstance(getattr(*found), tf.distribute.DistributedDataset):
             return self._attach_to_dataset(model, *found)
         original = getattr(model, "train_function", None)
-        # A tap left behind by a fit that ended in an exception outside a step.
-        while isinstance(original, _TapInstallation):
-            original = original.original
+        # Wrappers left behind by a fit that ended in an exception outside a step.
+        while getattr(original, GUARD_WRAPPER, False):
+            original = original.__wrapped__
         if original is None or not _recordable(original, bool(getattr(model, "run_eagerly", False))):
             self.unavailable_reason = (
                 f"model.train_function ({original!r}) is not one of the Keras train functions "

@@ -718,3 +718,26 @@ def test_run_eagerly_fit_is_tracked(tmp_path):
     stats = guard.signatures[0]
     assert (stats.steps, stats.distinct_signatures) == (7, 5)
     assert stats.explanations[0] == HEADLINE
+
+
+@pytest.mark.slow
+def test_a_fit_interrupted_outside_a_step_does_not_stack_taps(tmp_path):
+    """A callback error leaves the tap installed; the next guarded fit unwraps it and puts Keras' back."""
+    import keras
+
+    from keras_xla_guard.input_tap import _TapInstallation
+
+    class Boom(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            raise RuntimeError("user callback failed")
+
+    model = _seq_model(jit_compile=False)
+    model.make_train_function()
+    keras_function = model.train_function
+    with pytest.raises(RuntimeError, match="user callback failed"):
+        model.fit(_seq_dataset(LENGTHS), epochs=1, callbacks=[_guard(tmp_path / "a"), Boom()], verbose=0)
+    assert isinstance(model.train_function, _TapInstallation)
+    guard = _guard(tmp_path / "b")
+    model.fit(_seq_dataset(LENGTHS), epochs=1, callbacks=[guard], verbose=0)
+    assert (guard.signatures[0].steps, guard.signatures[0].distinct_signatures) == (7, 5)
+    assert model.train_function is keras_function
