@@ -477,6 +477,10 @@ class KerasInputTracker:
                 "this version knows how to record"
             )
             return False
+        if found is not None and isinstance(getattr(*found), tf.data.Dataset):
+            # Creates the ring variables now rather than in the first step,
+            # which may fall in a profiled window.
+            _tapped_function(original, getattr(*found).element_spec)
         self._installed = _TapInstallation(model, original, self._bind)
         model.train_function = self._installed
         self._interval = 1

@@ -741,3 +741,22 @@ def test_a_fit_interrupted_outside_a_step_does_not_stack_taps(tmp_path):
     model.fit(_seq_dataset(LENGTHS), epochs=1, callbacks=[guard], verbose=0)
     assert (guard.signatures[0].steps, guard.signatures[0].distinct_signatures) == (7, 5)
     assert model.train_function is keras_function
+
+
+@pytest.mark.slow
+def test_ring_is_created_before_the_first_step(tmp_path):
+    """The tap's variables exist after on_train_begin, so none are created inside a profiled first step."""
+    import keras
+
+    from keras_xla_guard.input_tap import _TAPPED
+
+    built = []
+
+    class AfterGuard(keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            installation = self.model.train_function
+            built.append(len(_TAPPED.get(installation.original, {})))
+
+    model = _seq_model(jit_compile=False)
+    model.fit(_seq_dataset(LENGTHS), epochs=1, callbacks=[_guard(tmp_path), AfterGuard()], verbose=0)
+    assert built == [1]
