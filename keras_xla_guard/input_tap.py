@@ -181,10 +181,11 @@ class InputTap:
 
         leaves = flatten_leaves(element)
         sizes = [tf.shape(leaves[leaf], out_type=tf.int64)[dim] for leaf, dim in self.dims]
-        # In a graph nothing else orders the counter after the batch: a
+        # A data dependency orders the counter after the batch (a control
+        # dependency does not reach the AssignAddVariableOp in a
+        # tf.function, and tf.ones_like of a scalar is a constant): a
         # `get_next` that fails at the end of the data must not count.
-        with tf.control_dependencies(sizes):
-            index = self._count.assign_add(1) - 1
+        index = self._count.assign_add(tf.raw_ops.OnesLike(x=sizes[0])) - 1
         row = tf.reshape(tf.stack([index + 1, *sizes]), [1, 1 + len(self.dims)])
         self._ring.scatter_nd_update(tf.reshape(index % self.capacity, [1, 1]), row)
         return index

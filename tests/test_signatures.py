@@ -760,3 +760,27 @@ def test_ring_is_created_before_the_first_step(tmp_path):
     model = _seq_model(jit_compile=False)
     model.fit(_seq_dataset(LENGTHS), epochs=1, callbacks=[_guard(tmp_path), AfterGuard()], verbose=0)
     assert built == [1]
+
+
+def test_batch_counter_waits_for_the_batch_by_data_dependency():
+    """The counter's AssignAddVariableOp is fed from IteratorGetNext, so a failed get_next counts nothing."""
+    import tensorflow as tf
+
+    from keras_xla_guard.input_tap import _RecordingIterator, InputTap
+
+    dataset = tf.data.Dataset.range(10).map(lambda i: (tf.zeros([i]), i)).batch(3)
+    tap = InputTap(dataset.element_spec)
+
+    @tf.function
+    def take(iterator):
+        return _RecordingIterator(iterator, tap).get_next()
+
+    graph = take.get_concrete_function(iter(dataset)).graph
+    (assign,) = [op for op in graph.get_operations() if op.type == "AssignAddVariableOp"]
+    upstream, frontier = set(), [t.op for t in assign.inputs]
+    while frontier:
+        op = frontier.pop()
+        if op.name not in upstream:
+            upstream.add(op.name)
+            frontier.extend(t.op for t in op.inputs)
+    assert any(graph.get_operation_by_name(name).type == "IteratorGetNext" for name in upstream)
