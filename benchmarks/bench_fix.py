@@ -139,6 +139,10 @@ def main() -> None:
             "padding_share": round(1 - tokens_real / tokens_padded, 3),
         }
 
+    # On a shared machine, other processes slow XLA:CPU steps more than
+    # non-XLA ones, so the JSON records the load average (this benchmark's
+    # own threads add about 1).
+    load_before = os.getloadavg()[0]
     totals: dict[str, list[float]] = {name: [] for name in configs}
     epoch_ms: dict[str, list[list[float]]] = {name: [] for name in configs}
     for r in range(args.rounds):
@@ -172,7 +176,8 @@ def main() -> None:
     print(json.dumps({
         "benchmark": "fix_pays",
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "tensorflow": tf.__version__, "keras": keras.__version__},
+                    "tensorflow": tf.__version__, "keras": keras.__version__,
+                    "load_avg_1min_before_after": [round(load_before, 2), round(os.getloadavg()[0], 2)]},
         "rounds": args.rounds,
         "epochs": args.epochs,
         "examples": args.examples,
