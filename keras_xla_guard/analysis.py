@@ -18,6 +18,7 @@ from keras_xla_guard.classify import (
     classify_name,
     classify_op_type,
     is_dispatch_only,
+    is_guard_op,
     split_tf_op,
 )
 from keras_xla_guard.report import CoverageReport, OpStat
@@ -477,12 +478,15 @@ def _report_from_totals(
 ) -> CoverageReport:
     ps = totals.ps
     xla_ps = ps[Category.XLA] or ps[Category.XLA_WORKER]
-    op_ps = ps[Category.OP]
-    ops = sorted(
-        (OpStat(op_type=t, op_name=n, self_time_s=rec[0] * _PS, count=rec[1])
-         for (t, n), rec in totals.ops.items()),
-        key=lambda o: (-o.self_time_s, o.op_type, o.op_name),
-    )
+    guard_ps = 0
+    user_ops = []
+    for (t, n), rec in totals.ops.items():
+        if is_guard_op(n):
+            guard_ps += rec[0]
+        else:
+            user_ops.append(OpStat(op_type=t, op_name=n, self_time_s=rec[0] * _PS, count=rec[1]))
+    op_ps = ps[Category.OP] - guard_ps
+    ops = sorted(user_ops, key=lambda o: (-o.self_time_s, o.op_type, o.op_name))
     notes: list[str] = []
     if xla_ps == 0 and op_ps == 0:
         notes.append("the trace holds no op execution: nothing to measure")
@@ -502,6 +506,7 @@ def _report_from_totals(
         input_pipeline_time_s=ps[Category.INPUT] * _PS,
         eager_overhead_s=ps[Category.EAGER] * _PS,
         tracing_time_s=ps[Category.TRACING] * _PS,
+        guard_op_time_s=guard_ps * _PS,
         notes=tuple(notes),
     )
 
@@ -625,6 +630,7 @@ def combine_reports(reports: Sequence[CoverageReport], *, top_k: int = DEFAULT_T
         input_pipeline_time_s=sum(r.input_pipeline_time_s for r in reports),
         eager_overhead_s=sum(r.eager_overhead_s for r in reports),
         tracing_time_s=sum(r.tracing_time_s for r in reports),
+        guard_op_time_s=sum(r.guard_op_time_s for r in reports),
         notes=tuple(dict.fromkeys(n for r in reports for n in r.notes)),
     )
 

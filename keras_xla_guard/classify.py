@@ -18,6 +18,9 @@ in `tests/test_classify.py` and by the real-trace tests):
 * Input pipeline: tf.data iterator events and iterator/optional kernels.
 * Tracing: `tf.function-graph_building` (Python tracing, constant folding).
 * Eager/Python overhead: `Eager*`, `TFE_*` and friends on the Python thread.
+* The guard's own ops: the signature tap records each batch with a few TF ops
+  under the `xla_guard_tap` name scope; they are the guard's cost, not the
+  user's model, and are booked apart from plain TF op time.
 """
 
 from __future__ import annotations
@@ -27,10 +30,12 @@ from typing import Final
 
 __all__ = [
     "COMPILE_COUNT_RE",
+    "GUARD_SCOPE",
     "Category",
     "classify_name",
     "classify_op_type",
     "is_dispatch_only",
+    "is_guard_op",
     "split_tf_op",
 ]
 
@@ -102,6 +107,8 @@ ASYNC_KERNEL_EVENT: Final = "ExecutorState::ProcessAsync::Start"
 # thread and run on a collective thread, where their own `<name>:<OpType>`
 # event records the execution: their start event is only the hand-off.
 _DISPATCH_ONLY_TYPE_RE: Final = re.compile(r"^(?:Collective\w*|Nccl\w*)$")
+# The name scope of the signature tap's ops (see `input_tap.InputTap.record`).
+GUARD_SCOPE: Final = "xla_guard_tap"
 
 
 def split_tf_op(name: str) -> tuple[str, str] | None:
@@ -132,6 +139,19 @@ def is_dispatch_only(op_type: str) -> bool:
         every all-reduce twice).
     """
     return _DISPATCH_ONLY_TYPE_RE.match(op_type) is not None
+
+
+def is_guard_op(op_name: str) -> bool:
+    """Whether a TF op was added by the guard's signature tap.
+
+    Args:
+        op_name: The op's node name, e.g. `"xla_guard_tap/ResourceScatterUpdate"`.
+
+    Returns:
+        `True` when one of the name's scopes is `GUARD_SCOPE` (function
+        and branch graphs may prefix scopes of their own).
+    """
+    return GUARD_SCOPE in op_name.split("/")[:-1]
 
 
 def classify_name(name: str) -> int:

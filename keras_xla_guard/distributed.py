@@ -49,6 +49,7 @@ FIGURES = (
     "compilations",
     "compile_time_s",
     "input_pipeline_time_s",
+    "guard_op_time_s",
     "steps_profiled",
     "distinct_signatures",
     "new_signatures",
@@ -201,6 +202,7 @@ def _report_of(row: list[float], epoch: int, host: str) -> CoverageReport:
         compilations=int(values["compilations"]),
         compile_time_s=values["compile_time_s"],
         input_pipeline_time_s=values["input_pipeline_time_s"],
+        guard_op_time_s=values["guard_op_time_s"],
         **{
             f: int(values[f])
             for f in _SIGNATURE_FIGURES

@@ -63,6 +63,9 @@ class CoverageReport:
         input_pipeline_time_s: tf.data iterator and input-op time.
         eager_overhead_s: Python/eager dispatch time (`Eager*`, `TFE_*`).
         tracing_time_s: tf.function tracing (graph building) time.
+        guard_op_time_s: Time of the guard's own signature-recording ops
+            (the `xla_guard_tap` name scope), kept out of
+            `non_xla_op_time_s` and the fraction.
         notes: Human-readable remarks (diagnoses, caveats).
         distinct_signatures: Different input signatures (structure,
             shapes, dtypes) of the epoch's training steps; `None` when
@@ -93,6 +96,7 @@ class CoverageReport:
     input_pipeline_time_s: float = 0.0
     eager_overhead_s: float = 0.0
     tracing_time_s: float = 0.0
+    guard_op_time_s: float = 0.0
     notes: tuple[str, ...] = field(default=())
     distinct_signatures: int | None = None
     new_signatures: int | None = None
@@ -156,6 +160,8 @@ def format_report(report: CoverageReport, *, max_ops: int = 5) -> str:
         f"  XLA compilations:  {report.compilations:>9}     ({_ms(report.compile_time_s)})",
         f"  input pipeline:    {_ms(report.input_pipeline_time_s):>12}",
     ]
+    if report.guard_op_time_s:
+        lines.append(f"  guard's own ops:   {_ms(report.guard_op_time_s):>12}  (signature tap, not counted)")
     if report.time_base != "host":
         lines.append(f"  times measured on: {report.time_base}")
     if report.top_non_xla_ops:

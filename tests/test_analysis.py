@@ -270,6 +270,22 @@ def test_combine_reports_sums_hosts():
         combine_reports([])
 
 
+def test_guard_tap_ops_are_booked_apart_from_the_models():
+    """Ops in the xla_guard_tap scope count as guard_op_time_s, not non-XLA op time or top ops."""
+    space = build_space({
+        "t": [("f/xla_run:_XlaRun", 0, 90),
+              ("xla_guard_tap/ResourceScatterUpdate:ResourceScatterUpdate", 100, 6),
+              ("cond/then/xla_guard_tap/AssignAddVariableOp:AssignAddVariableOp", 110, 4),
+              ("dense/Relu:Relu", 120, 10)],
+    })
+    r = analyze_xspace(space)
+    assert r.guard_op_time_s == pytest.approx(10e-6)
+    assert r.non_xla_op_time_s == pytest.approx(10e-6)
+    assert r.xla_time_fraction == pytest.approx(0.9)
+    assert [o.op_type for o in r.top_non_xla_ops] == ["Relu"]
+    assert combine_reports([r, r]).guard_op_time_s == pytest.approx(20e-6)
+
+
 def test_report_to_dict_is_json_serializable():
     """to_dict() round-trips through json with the documented keys."""
     r = analyze_xspace(build_space({"t": [("y/MatMul:MatMul", 0, 10)]}), trace_path="/x/h.xplane.pb")

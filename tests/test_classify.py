@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from keras_xla_guard.classify import Category, classify_name, classify_op_type, split_tf_op
+from keras_xla_guard.classify import Category, classify_name, classify_op_type, is_guard_op, split_tf_op
 
 
 @pytest.mark.parametrize(
@@ -65,3 +65,18 @@ def test_tf_op_names_split_into_name_and_type():
 def test_op_types_have_roles(op_type, role):
     """XLA launch/compile kernels, input kernels and plain ops are told apart by type."""
     assert classify_op_type(op_type) == role
+
+
+@pytest.mark.parametrize(
+    ("op_name", "guard"),
+    [
+        ("xla_guard_tap/ResourceScatterUpdate", True),
+        ("cond/then/_0/xla_guard_tap/Shape", True),
+        ("xla_guard_tap_1/Shape", False),
+        ("model/xla_guard_tap", False),
+        ("dense/MatMul", False),
+    ],
+)
+def test_guard_ops_are_those_under_the_guard_scope(op_name, guard):
+    """Only ops inside a scope named exactly xla_guard_tap are the guard's own."""
+    assert is_guard_op(op_name) is guard

@@ -333,7 +333,11 @@ def test_each_worker_measures_its_own_xla_runs(multiworker):
         report = analyze_trace(result["trace_paths"][0])
         collectives = [op for op in report.top_non_xla_ops if op.op_type == "CollectiveReduceV2"]
         assert collectives
-        assert all(op.count == result["steps"] for op in collectives)
+        # An all-reduce in flight on its collective thread when the window
+        # opens or closes can land on either side of the edge (seen once on
+        # a loaded CI machine): one step's worth of slack, no more.
+        counts = [op.count for op in collectives]
+        assert all(abs(c - result["steps"]) <= 1 for c in counts), counts
 
 
 def test_only_the_chief_writes_tensorboard_summaries(multiworker):

@@ -784,3 +784,42 @@ def test_batch_counter_waits_for_the_batch_by_data_dependency():
             upstream.add(op.name)
             frontier.extend(t.op for t in op.inputs)
     assert any(graph.get_operation_by_name(name).type == "IteratorGetNext" for name in upstream)
+
+
+def test_tap_ops_all_live_in_the_guard_scope():
+    """Every op the tap adds, however often it records in one graph, is named under xla_guard_tap/."""
+    import tensorflow as tf
+
+    from keras_xla_guard.classify import is_guard_op
+    from keras_xla_guard.input_tap import _RecordingIterator, InputTap
+
+    dataset = tf.data.Dataset.range(10).map(lambda i: (tf.zeros([i]), i)).batch(3)
+    tap = InputTap(dataset.element_spec)
+
+    @tf.function
+    def take_two(iterator):
+        recording = _RecordingIterator(iterator, tap)
+        return recording.get_next(), recording.get_next()
+
+    graph = take_two.get_concrete_function(iter(dataset)).graph
+    baseline = tf.function(lambda it: (it.get_next(), it.get_next()))
+    base_types = collections.Counter(
+        op.type for op in baseline.get_concrete_function(iter(dataset)).graph.get_operations()
+    )
+    guard = [op for op in graph.get_operations() if is_guard_op(op.name)]
+    assert sum(op.type == "ResourceScatterUpdate" for op in guard) == 2
+    assert sum(op.type == "AssignAddVariableOp" for op in guard) == 2
+    # Outside the scope only what the same function without the tap has.
+    others = collections.Counter(op.type for op in graph.get_operations() if not is_guard_op(op.name))
+    assert others == base_types
+
+
+@pytest.mark.slow
+def test_tap_time_is_the_guards_not_the_models(five_lengths):
+    """The profiled epoch books the tap's ops as guard_op_time_s, never as the model's non-XLA ops."""
+    from keras_xla_guard.classify import is_guard_op
+
+    report = five_lengths[0].reports[0]
+    assert report.guard_op_time_s > 0
+    assert not [op for op in report.top_non_xla_ops if is_guard_op(op.op_name)]
+    assert "guard's own ops" in str(report)
