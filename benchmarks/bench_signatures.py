@@ -35,7 +35,7 @@ alternate in rotating order on the same compiled model. Each run is a
 3-epoch `fit`; epochs 1 and 2 are timed (`on_epoch_begin` to
 `on_epoch_end`), i.e. steady state.
 
-Usage: python benchmarks/bench_signatures.py [--rounds 9] [--batches 300] [--steps 4000]
+Usage: python benchmarks/bench_signatures.py [--rounds 9] [--batches 300] [--steps 4000] [--width 256]
 """
 
 from __future__ import annotations
@@ -132,6 +132,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4000,
                         help="calls of each train function, alternated, for step_ratio")
     parser.add_argument("--no-jit", action="store_true", help="train without jit_compile")
+    parser.add_argument("--width", type=int, default=256,
+                        help="units of the two hidden layers (the step time grows with it)")
     args = parser.parse_args()
 
     import warnings
@@ -182,8 +184,8 @@ def main() -> None:
     for name, spe, drop in (("dynamic_spe1", 1, False), ("dynamic_spe4", 4, False), ("static_spe1", 1, True)):
         ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64, drop_remainder=drop).prefetch(2)
         keras.utils.set_random_seed(0)
-        model = keras.Sequential([keras.Input((128,)), keras.layers.Dense(256, activation="relu"),
-                                  keras.layers.Dense(256, activation="relu"), keras.layers.Dense(1)])
+        model = keras.Sequential([keras.Input((128,)), keras.layers.Dense(args.width, activation="relu"),
+                                  keras.layers.Dense(args.width, activation="relu"), keras.layers.Dense(1)])
         model.compile("adam", "mse", jit_compile=not args.no_jit, steps_per_execution=spe)
         arms = {"tracked": Tracked, "untracked": untracked, "untracked_again": untracked}
         # Trace and compile (Keras' function and the recording one) outside the measurement.
@@ -235,6 +237,7 @@ def main() -> None:
                     "python": platform.python_version(), "tensorflow": tf.__version__,
                     "keras": keras.__version__},
         "jit_compile": not args.no_jit,
+        "hidden_width": args.width,
         "steps_per_epoch": args.batches,
         "rounds": args.rounds,
         "goal_ratio": GOAL,
