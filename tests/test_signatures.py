@@ -679,7 +679,8 @@ def test_later_fits_reuse_the_tap_without_retracing(tmp_path):
     guards = [_guard(tmp_path / str(i)) for i in range(2)]
     model.fit(data, epochs=1, callbacks=[guards[0]], verbose=0)
     ((tap, function),) = _TAPPED[model.train_function].values()
-    recording = function.__closure__[function.__code__.co_freevars.index("multi_step_on_iterator")].cell_contents
+    direct = function.__closure__[function.__code__.co_freevars.index("multi_step_on_iterator")].cell_contents
+    recording = direct.function
     traces = recording.experimental_get_tracing_count()
     model.fit(data, epochs=1, callbacks=[guards[1]], verbose=0)
     assert recording.experimental_get_tracing_count() == traces == 1
@@ -823,3 +824,51 @@ def test_tap_time_is_the_guards_not_the_models(five_lengths):
     assert report.guard_op_time_s > 0
     assert not [op for op in report.top_non_xla_ops if is_guard_op(op.op_name)]
     assert "guard's own ops" in str(report)
+
+
+def test_direct_call_runs_the_traced_graph_without_retracing():
+    """After its first call the recording function's concrete graph is called directly, on new iterators too."""
+    import tensorflow as tf
+
+    from keras_xla_guard.input_tap import _DirectCall
+
+    traced = []
+
+    @tf.function(reduce_retracing=True)
+    def total(iterator):
+        traced.append(1)
+        return tf.reduce_sum(iterator.get_next())
+
+    dataset = tf.data.Dataset.range(12).batch(4)
+    direct = _DirectCall(total)
+    first = iter(dataset)
+    assert [int(direct(first)) for _ in range(3)] == [6, 22, 38]
+    assert direct._concrete is total.get_concrete_function(first)
+    assert int(direct(iter(dataset))) == 6
+    assert len(traced) == total.experimental_get_tracing_count() == 1
+
+
+def test_direct_call_honours_run_functions_eagerly():
+    """With tf.config.run_functions_eagerly(True) every call runs the Python function, as tf.function does."""
+    import tensorflow as tf
+
+    from keras_xla_guard.input_tap import _DirectCall
+
+    runs = []
+
+    @tf.function
+    def first(iterator):
+        runs.append(1)
+        return iterator.get_next()
+
+    direct = _DirectCall(first)
+    iterator = iter(tf.data.Dataset.range(5))
+    direct(iterator)
+    tf.config.run_functions_eagerly(True)
+    try:
+        values = [int(direct(iterator)) for _ in range(3)]
+    finally:
+        tf.config.run_functions_eagerly(False)
+    assert values == [1, 2, 3]
+    assert len(runs) == 4
+    assert int(direct(iterator)) == 4 and len(runs) == 4
