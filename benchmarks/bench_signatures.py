@@ -33,13 +33,14 @@ Prints one JSON object. Per variant:
   once per model, instead of Keras' own, and reused by later fits).
 
 Variants: `dynamic` batches without `drop_remainder` (dimension 0 is unknown
-to tf.data, so every batch is recorded) with steps_per_execution 1 and 4,
+to tf.data, so every batch is recorded) with steps_per_execution 1 and 4
+(`--spe`),
 and `static` batches with `drop_remainder=True` (nothing to record). Arms
 alternate in rotating order on the same compiled model. Each run is a
 3-epoch `fit`; epochs 1 and 2 are timed (`on_epoch_begin` to
 `on_epoch_end`), i.e. steady state.
 
-Usage: python benchmarks/bench_signatures.py [--rounds 9] [--batches 300] [--steps 4000] [--width 256]
+Usage: python benchmarks/bench_signatures.py [--rounds 9] [--batches 300] [--steps 4000] [--width 256] [--spe 1,4]
 """
 
 from __future__ import annotations
@@ -170,6 +171,8 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=300, help="steps per epoch")
     parser.add_argument("--steps", type=int, default=4000,
                         help="calls of each train function, alternated, for step_ratio")
+    parser.add_argument("--spe", type=lambda text: [int(v) for v in text.split(",")], default=[1, 4],
+                        help="steps_per_execution values of the dynamic variants, comma-separated")
     parser.add_argument("--no-jit", action="store_true", help="train without jit_compile")
     parser.add_argument("--width", type=int, default=256,
                         help="units of the two hidden layers (the step time grows with it)")
@@ -220,7 +223,8 @@ def main() -> None:
     tmp = tempfile.mkdtemp(prefix="xla_guard_bench_sig_")
     timed_steps = 2 * args.batches
     variants = []
-    for name, spe, drop in (("dynamic_spe1", 1, False), ("dynamic_spe4", 4, False), ("static_spe1", 1, True)):
+    cases = [(f"dynamic_spe{spe}", spe, False) for spe in args.spe] + [("static_spe1", 1, True)]
+    for name, spe, drop in cases:
         ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64, drop_remainder=drop).prefetch(2)
         keras.utils.set_random_seed(0)
         model = keras.Sequential([keras.Input((128,)), keras.layers.Dense(args.width, activation="relu"),

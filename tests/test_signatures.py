@@ -848,6 +848,25 @@ def test_direct_call_runs_the_traced_graph_without_retracing():
     assert len(traced) == total.experimental_get_tracing_count() == 1
 
 
+def test_direct_call_does_not_keep_a_finished_iterator_alive():
+    """The iterator a concrete function was picked for is held weakly, so it is freed after its fit."""
+    import gc
+    import weakref
+
+    import tensorflow as tf
+
+    from keras_xla_guard.input_tap import _DirectCall
+
+    direct = _DirectCall(tf.function(lambda iterator: iterator.get_next()))
+    iterator = iter(tf.data.Dataset.range(10).prefetch(2))
+    direct(iterator)
+    assert int(direct(iterator)) == 1
+    alive = weakref.ref(iterator)
+    del iterator
+    gc.collect()
+    assert alive() is None
+
+
 def test_direct_call_honours_run_functions_eagerly():
     """With tf.config.run_functions_eagerly(True) every call runs the Python function, as tf.function does."""
     import tensorflow as tf
@@ -872,3 +891,21 @@ def test_direct_call_honours_run_functions_eagerly():
     assert values == [1, 2, 3]
     assert len(runs) == 4
     assert int(direct(iterator)) == 4 and len(runs) == 4
+
+
+def test_direct_call_takes_an_iterator_of_another_structure_through_the_tf_function():
+    """A new iterator goes through the tf.function (a concrete function would run it with the wrong types)."""
+    import tensorflow as tf
+
+    from keras_xla_guard.input_tap import _DirectCall
+
+    @tf.function
+    def first(iterator):
+        return tf.nest.map_structure(lambda t: t + 1, iterator.get_next())
+
+    direct = _DirectCall(first)
+    assert int(direct(iter(tf.data.Dataset.range(3)))) == 1
+    pairs = direct(iter(tf.data.Dataset.from_tensors((tf.constant(1.5), tf.constant([2, 3])))))
+    assert float(pairs[0]) == 2.5 and pairs[1].numpy().tolist() == [3, 4]
+    assert first.experimental_get_tracing_count() == 2
+    assert int(direct(iter(tf.data.Dataset.range(5, 8)))) == 6
