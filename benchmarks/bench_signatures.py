@@ -52,21 +52,10 @@ import platform
 import statistics
 import tempfile
 import time
-import types
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 GOAL = 1.01
-
-
-def _with_step(function, step):  # noqa: ANN001, ANN202
-    """Keras 3's train function with its `multi_step_on_iterator` cell replaced by `step`."""
-    from keras_xla_guard.input_tap import _keras3_step_cell
-
-    cells = list(function.__closure__)
-    cells[_keras3_step_cell(function)] = types.CellType(step)
-    return types.FunctionType(function.__code__, function.__globals__, function.__name__,
-                              function.__defaults__, tuple(cells))
 
 
 def _step_ratios(model, dataset, steps: int) -> dict[str, float]:  # noqa: ANN001
@@ -89,7 +78,7 @@ def _step_ratios(model, dataset, steps: int) -> dict[str, float]:  # noqa: ANN00
         `tap_only_ratio`, `dispatch_only_ratio`), `step_ratio_trimmed_mean`
         (10%-trimmed means), and `call_us` (median Keras call).
     """
-    from keras_xla_guard.input_tap import _DirectCall, _keras3_step_cell, _tapped_function
+    from keras_xla_guard.input_tap import _DirectCall, _keras3_step_cell, _tapped_function, _with_keras3_step
 
     keras_function = model.train_function
     iterator = iter(dataset.repeat())
@@ -101,8 +90,8 @@ def _step_ratios(model, dataset, steps: int) -> dict[str, float]:  # noqa: ANN00
     functions = {
         "keras": keras_function,
         "tracked": tracked,
-        "tap_dispatched": _with_step(tracked, getattr(direct, "function", direct)),
-        "keras_direct": _with_step(keras_function, _DirectCall(keras_step)),
+        "tap_dispatched": _with_keras3_step(tracked, getattr(direct, "function", direct)),
+        "keras_direct": _with_keras3_step(keras_function, _DirectCall(keras_step)),
     }
     for function in functions.values():
         function(iterator)  # trace outside the measurement

@@ -16,10 +16,11 @@ function, which is the very same function object as Keras', so it is
 neither retraced nor recompiled and computes the same numbers. The
 replacement is built once per Keras train function and batch structure and
 reused by later `fit` calls; it is traced *instead of* Keras' function, so
-tracking adds no tracing, and after its first call its traced graph is
-called directly (`_DirectCall`), skipping `tf.function`'s per-call dispatch,
-which saves more time than the tap's ops take. When the `element_spec` is fully static, Keras'
-function runs unchanged: every batch has the static signature. After `fit`
+tracking adds no tracing. Calls after the first with an iterator run its
+traced graph directly (`_DirectCall`), skipping `tf.function`'s per-call
+dispatch, which saves more time than the tap's ops take. When the
+`element_spec` is fully static, Keras' function runs unchanged: every batch
+has the static signature. After `fit`
 (or when a step raises) Keras' function is put back.
 
 Under a `tf.distribute` strategy the batches reach the step already split
@@ -415,13 +416,18 @@ def _tapped_function(original: Any, element_spec: Any) -> tuple[InputTap, Any]:
         if cell is None:
             function = _recording(original, tap)
         else:
-            cells = list(original.__closure__)
-            cells[cell] = types.CellType(_recording(cells[cell].cell_contents, tap))
-            function = types.FunctionType(
-                original.__code__, original.__globals__, original.__name__, original.__defaults__, tuple(cells)
-            )
+            function = _with_keras3_step(original, _recording(original.__closure__[cell].cell_contents, tap))
         entries[key] = (tap, function)
     return entries[key]
+
+
+def _with_keras3_step(function: Any, step: Any) -> Any:
+    """Keras 3's train function (same code, same globals) calling `step` for `multi_step_on_iterator`."""
+    cells = list(function.__closure__)
+    cells[_keras3_step_cell(function)] = types.CellType(step)
+    return types.FunctionType(
+        function.__code__, function.__globals__, function.__name__, function.__defaults__, tuple(cells)
+    )
 
 
 class _TapInstallation:

@@ -827,7 +827,7 @@ def test_tap_time_is_the_guards_not_the_models(five_lengths):
 
 
 def test_direct_call_runs_the_traced_graph_without_retracing():
-    """After its first call the recording function's concrete graph is called directly, on new iterators too."""
+    """Calls after the first with an iterator run its concrete graph; a new iterator finds the trace, no retrace."""
     import tensorflow as tf
 
     from keras_xla_guard.input_tap import _DirectCall
