@@ -10,7 +10,8 @@ Prints one JSON object. Per variant:
   machine is too noisy to resolve the goal at the epoch level and
   `resolvable` is false;
 * `step_ratio`: the train function the guard installs (the tap's ops,
-  called through `_DirectCall`) against Keras' own, on the same model and
+  called through `DirectCall`, or its Python shape reads where Keras pulls
+  the batch in Python: `recording`) against Keras' own, on the same model and
   iterator, called exactly as `fit` calls them, alternating call by call
   over `--steps` calls each (ratio of median call times;
   `step_ratio_trimmed_mean`, the same with 10%-trimmed means): resolved far
@@ -22,7 +23,7 @@ Prints one JSON object. Per variant:
   `tap_only_ratio`, the recording graph called through its `tf.function`
   as Keras calls its own (the tap's ops alone; `tap_only_cost_ratio` with
   the hooks), and `dispatch_only_ratio`, Keras' own graph called through
-  `_DirectCall` (what skipping `tf.function`'s per-call dispatch saves);
+  `DirectCall` (what skipping `tf.function`'s per-call dispatch saves);
 * `record_us_per_batch`: the tap's ops alone, per batch, in a tight
   in-graph loop over the dataset with and without them (minimum of
   alternated runs: the intrinsic cost, with the least disturbance);
@@ -61,16 +62,17 @@ GOAL = 1.01
 def _step_ratios(model, dataset, steps: int) -> dict[str, float]:  # noqa: ANN001
     """The recording train function against Keras' own, alternating every call.
 
-    Four arms, all called on one iterator exactly as `fit` calls them, each
-    call timed alone, in rotating order call by call, so drift of the
-    machine falls on all alike:
+    Up to five arms, all called on one iterator exactly as `fit` calls
+    them, each call timed alone, in rotating order call by call, so drift of
+    the machine falls on all alike:
 
-    * `keras`: Keras' own train function (the baseline);
+    * `keras`: Keras' own train function (the baseline), and `keras_again`,
+      the same function as a further arm (A/A control);
     * `tracked`: what the guard installs - the tap's ops, called through
-      `_DirectCall` (the traced graph without `tf.function`'s dispatch);
+      `DirectCall` (the traced graph without `tf.function`'s dispatch);
     * `tap_dispatched`: the same recording graph called through its
       `tf.function`, as Keras calls its own: the tap's ops alone;
-    * `keras_direct`: Keras' own graph through `_DirectCall`: the dispatch
+    * `keras_direct`: Keras' own graph through `DirectCall`: the dispatch
       saving alone.
 
     Returns:
@@ -78,28 +80,48 @@ def _step_ratios(model, dataset, steps: int) -> dict[str, float]:  # noqa: ANN00
         `tap_only_ratio`, `dispatch_only_ratio`), `step_ratio_trimmed_mean`
         (10%-trimmed means), and `call_us` (median Keras call).
     """
-    from keras_xla_guard.input_tap import _DirectCall, _keras3_step_cell, _tapped_function, _with_keras3_step
+    import types
+
+    from keras_xla_guard import seam
+    from keras_xla_guard.seam._recording import DirectCall
 
     keras_function = model.train_function
     iterator = iter(dataset.repeat())
-    tap, tracked = _tapped_function(keras_function, iterator.element_spec)
+    tap, tracked = seam._tapped(seam.flavour_of(model), keras_function, iterator.element_spec)
     if tap.static:
         tracked = keras_function
-    direct = tracked.__closure__[_keras3_step_cell(tracked)].cell_contents
-    keras_step = keras_function.__closure__[_keras3_step_cell(keras_function)].cell_contents
-    functions = {
-        "keras": keras_function,
-        "tracked": tracked,
-        "tap_dispatched": _with_keras3_step(tracked, getattr(direct, "function", direct)),
-        "keras_direct": _with_keras3_step(keras_function, _DirectCall(keras_step)),
-    }
+    # keras_again: Keras' own function as a second arm, the A/A control.
+    functions = {"keras": keras_function, "tracked": tracked, "keras_again": keras_function}
+    tracked(iterator)
+    # The parts exist where the recording runs in Keras' in-graph
+    # multi-step function (Keras <= 3.15, or steps_per_execution > 1):
+    # there the tap replaces that tf.function and calls it directly. Keras
+    # 3.16 with steps_per_execution == 1 pulls the batch in Python, where
+    # the tap reads its shapes with no TF op and nothing is called directly.
+    names = getattr(getattr(tracked, "__code__", None), "co_freevars", ())
+    in_graph = not tap.static and not tap._host and "multi_step_on_iterator" in names
+    tap.skip_recorded()
+    if in_graph:
+        cell = names.index("multi_step_on_iterator")
+        direct = tracked.__closure__[cell].cell_contents
+        keras_step = keras_function.__closure__[cell].cell_contents
+
+        def with_step(function, step):  # noqa: ANN001, ANN202
+            cells = list(function.__closure__)
+            cells[cell] = types.CellType(step)
+            return types.FunctionType(function.__code__, function.__globals__, function.__name__,
+                                      function.__defaults__, tuple(cells))
+
+        functions["tap_dispatched"] = with_step(tracked, direct.function)
+        functions["keras_direct"] = with_step(keras_function, DirectCall(keras_step))
     for function in functions.values():
         function(iterator)  # trace outside the measurement
     times: dict[str, list[float]] = {arm: [] for arm in functions}
     names = list(functions)
     clock = time.perf_counter
     for i in range(steps):
-        for arm in names[i % 4:] + names[: i % 4]:
+        turn = i % len(names)
+        for arm in names[turn:] + names[:turn]:
             function = functions[arm]
             t0 = clock()
             function(iterator)
@@ -113,13 +135,22 @@ def _step_ratios(model, dataset, steps: int) -> dict[str, float]:  # noqa: ANN00
         return statistics.fmean(values[cut: len(values) - cut])
 
     median = {arm: statistics.median(v) for arm, v in times.items()}
+    parts = {
+        "tap_only_ratio": median["tap_dispatched"] / median["keras"],
+        "dispatch_only_ratio": median["keras_direct"] / median["keras"],
+    } if in_graph else {"tap_only_ratio": None, "dispatch_only_ratio": None}
     return {
         "step_ratio": median["tracked"] / median["keras"],
         "step_ratio_trimmed_mean": trimmed_mean(times["tracked"]) / trimmed_mean(times["keras"]),
-        "tap_only_ratio": median["tap_dispatched"] / median["keras"],
-        "dispatch_only_ratio": median["keras_direct"] / median["keras"],
+        **parts,
+        "step_aa_ratio": median["keras_again"] / median["keras"],
+        "recording": "in_graph" if in_graph else ("none" if tap.static else "python"),
         "call_us": 1e6 * median["keras"],
     }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
 
 
 def _record_us(tf, dataset, repeats: int = 10) -> float:  # noqa: ANN001
@@ -258,9 +289,12 @@ def main() -> None:
             "step_ratio": round(step_ratio, 4),
             "step_ratio_trimmed_mean": round(calls["step_ratio_trimmed_mean"], 4),
             "step_cost_ratio": round(step_ratio + python_us * spe / call_us, 4),
-            "tap_only_ratio": round(calls["tap_only_ratio"], 4),
-            "tap_only_cost_ratio": round(calls["tap_only_ratio"] + python_us * spe / call_us, 4),
-            "dispatch_only_ratio": round(calls["dispatch_only_ratio"], 4),
+            "step_aa_ratio": round(calls["step_aa_ratio"], 4),
+            "recording": calls["recording"],
+            "tap_only_ratio": _round(calls["tap_only_ratio"]),
+            "tap_only_cost_ratio": _round(calls["tap_only_ratio"] and
+                                          calls["tap_only_ratio"] + python_us * spe / call_us),
+            "dispatch_only_ratio": _round(calls["dispatch_only_ratio"]),
             "record_us_per_batch": round(record_us, 2),
             "python_us_per_step": round(python_us, 2),
             "fit_setup_ms": round(1e3 * Tracked.spent["setup"] / args.rounds, 2),

@@ -15,7 +15,7 @@ from keras_xla_guard.distributed import ClusterRun, strategy_verdicts
 from keras_xla_guard.diagnosis import ERROR, WARNING, Verdict
 from keras_xla_guard.engine import DEFAULT_LOG_DIR, DEFAULT_MAX_COMPILATIONS, XlaGuardEngine
 from keras_xla_guard.errors import BackendError, RecompilationLimitError, XlaGuardWarning
-from keras_xla_guard.input_tap import GUARD_WRAPPER, KerasInputTracker
+from keras_xla_guard.input_tap import KerasInputTracker
 from keras_xla_guard.report import CoverageReport
 from keras_xla_guard.schedule import DEFAULT_MAX_STEPS, DEFAULT_SKIP_STEPS
 from keras_xla_guard.signatures import EpochSignatures
@@ -176,8 +176,6 @@ class XlaGuardCallback(keras.callbacks.Callback):
         self._noted = False
         self._note_lock = threading.Lock()
         self.engine.note_providers.append(self._verdict_notes)
-        self._original_train_function: Any = None
-        self._wrapped_train_function: Any = None
         self._cluster: ClusterRun | None = None
 
     @property
@@ -189,6 +187,34 @@ class XlaGuardCallback(keras.callbacks.Callback):
     def signatures(self) -> dict[int, EpochSignatures]:
         """Input-signature figures of every epoch, keyed by 0-based epoch index."""
         return self.engine.signatures
+
+    def observe(self, dataset: Any) -> Any:
+        """Returns `dataset` with a `map` that records every batch's input signature.
+
+        The public path to signature tracking: it touches no Keras
+        internal, so it works on any Keras the guard runs on, and it is the
+        fallback the guard's warning points to when Keras' train function
+        cannot be recorded. `fit` must train on the returned dataset; the
+        guard then leaves Keras' train function alone. Figures, guards and
+        warnings are the same as with the default tracking.
+
+        Args:
+            dataset: The `tf.data.Dataset` of training batches.
+
+        Returns:
+            A dataset yielding the same batches in the same order.
+
+        Raises:
+            ValueError: If `dataset` is not a `tf.data.Dataset`.
+
+        Example:
+
+        ```python
+        guard = XlaGuardCallback()
+        model.fit(guard.observe(dataset), epochs=3, callbacks=[guard])
+        ```
+        """
+        return self._inputs.observe(dataset)
 
     @property
     def log_dir(self) -> str:
@@ -291,50 +317,50 @@ class XlaGuardCallback(keras.callbacks.Callback):
     # so would turn off Keras' asynchronous batch-end dispatch for everyone.
 
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
-        self.engine.steps_per_call = _steps_per_call(self.model)
+        from keras_xla_guard import seam
+
+        self.engine.steps_per_call = seam.steps_per_execution(self.model)
         params = self.params or {}
         self._noted = False
         self._diagnose()
         self._cluster = _begin_cluster_run(self.engine, self.model, params.get("epochs"))
         self.engine.xla_mode = _xla_mode(self.model)
-        self._track(self._attach_inputs, params.get("steps"))
         self.engine.train_begin(epochs=params.get("epochs"), initial_epoch=0)
+        self._track(self._attach_inputs, params.get("steps"))
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self.engine.epoch_begin(epoch, steps=(self.params or {}).get("steps"))
-        self._inputs.begin_epoch()
-        self._sync_wrapper()
+        self._inputs.begin_epoch(epoch)
 
     def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         self.engine.step_begin(batch)
         self._track(self._inputs.step, batch)
-        self._sync_wrapper()
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self._track(self._inputs.end_epoch)
         self.engine.epoch_end(epoch)
         if self.engine.stop_requested and self.model is not None:
             self.model.stop_training = True
-        self._sync_wrapper()
 
     def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
+        self._track(self._inputs.detach)
         self.engine.train_end()
         if self._cluster is not None:
             self._cluster.end()
             self._cluster = None
-        self._sync_wrapper()
-        self._track(self._inputs.detach)
+
+    def _abort(self) -> None:
+        """An exception is leaving `fit` (Keras calls no callback then): stop and put back.
+
+        Runs from the seam's exit hook or a failing step; never raises.
+        """
+        try:
+            self.engine.abort()
+        finally:
+            self._inputs.detach()
 
     def _attach_inputs(self, steps: int | None) -> None:
-        if not self._track_signatures:
-            return
-        if not self._inputs.attach(self.model, steps):
-            warnings.warn(
-                f"keras-xla-guard: input signatures are not tracked in this fit(): "
-                f"{self._inputs.unavailable_reason}.",
-                XlaGuardWarning,
-                stacklevel=4,
-            )
+        self._inputs.attach(self.model, steps, self._abort, record=self._track_signatures)
 
     def _track(self, method: Any, *args: Any) -> None:
         """Runs a signature-tracking step; failures become one warning.
@@ -357,60 +383,6 @@ class XlaGuardCallback(keras.callbacks.Callback):
             )
         if self.engine.stop_requested and self.model is not None:
             self.model.stop_training = True
-
-    def _sync_wrapper(self) -> None:
-        """Wraps `model.train_function` only while the profiler runs.
-
-        Keras 3 does not call `on_train_end` when an exception escapes a
-        step; the wrapper stops the profiler on that path (KeyboardInterrupt
-        included) and re-raises the user's exception unchanged. Outside the
-        window the original function is restored, so unprofiled steps pay
-        nothing.
-        """
-        model = self.model
-        if model is None:
-            return
-        if self.engine.profiling and self._wrapped_train_function is None:
-            original = getattr(model, "train_function", None)
-            if original is None:
-                return
-            engine = self.engine
-            import tensorflow as tf
-
-            # How Keras ends an epoch over data of unknown length: not an error,
-            # and the window must still be analyzed.
-            end_of_data = (StopIteration, tf.errors.OutOfRangeError)
-
-            def train_function(*args: Any, **kwargs: Any) -> Any:
-                try:
-                    return original(*args, **kwargs)
-                except end_of_data:
-                    raise
-                except BaseException:
-                    engine.abort()
-                    raise
-
-            # Lets the signature tap find itself in the chain on the error path,
-            # and a later fit unwrap what an interrupted one left behind.
-            train_function.__wrapped__ = original  # type: ignore[attr-defined]
-            setattr(train_function, GUARD_WRAPPER, True)
-            model.train_function = train_function
-            self._original_train_function = original
-            self._wrapped_train_function = train_function
-        elif not self.engine.profiling and self._wrapped_train_function is not None:
-            if getattr(model, "train_function", None) is self._wrapped_train_function:
-                model.train_function = self._original_train_function
-            self._original_train_function = None
-            self._wrapped_train_function = None
-
-
-def _steps_per_call(model: Any) -> int:
-    """Steps one `train_function` call runs (`steps_per_execution`)."""
-    spe = getattr(model, "steps_per_execution", 1) or 1
-    # tf_keras keeps it in a tf.Variable, mirrored under a strategy.
-    if hasattr(spe, "numpy"):
-        spe = spe.numpy()
-    return max(1, int(spe))
 
 
 def _begin_cluster_run(engine: XlaGuardEngine, model: Any, epochs: int | None) -> ClusterRun | None:

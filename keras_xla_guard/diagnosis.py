@@ -289,21 +289,10 @@ def _auto_jit_requested(auto_jit: str | None) -> bool:
 
 
 def _tf_cpu_global_jit() -> bool | None:
-    """The `tf_xla_cpu_global_jit` value TensorFlow holds right now.
+    """The `tf_xla_cpu_global_jit` value TensorFlow holds right now."""
+    from keras_xla_guard.seam.tf_internals import cpu_global_jit
 
-    TensorFlow exposes only a setter that returns the previous value, so the
-    value is read by setting it and restoring it at once.
-    """
-    try:
-        from tensorflow.python.client import pywrap_tf_session
-    except ImportError:
-        return None
-    setter = getattr(pywrap_tf_session, "TF_SetTfXlaCpuGlobalJit", None)
-    if setter is None:
-        return None
-    old = setter(False)
-    setter(old)
-    return bool(old)
+    return cpu_global_jit()
 
 
 def _device_checks() -> tuple[DeviceCheck, ...]:
@@ -812,9 +801,9 @@ def _probe_main(jit: str, cpu_global_jit: str | None) -> int:
     from keras_xla_guard.analysis import analyze_trace
 
     if cpu_global_jit is not None:
-        from tensorflow.python.client import pywrap_tf_session
+        from keras_xla_guard.seam.tf_internals import set_cpu_global_jit
 
-        pywrap_tf_session.TF_SetTfXlaCpuGlobalJit(cpu_global_jit == "1")
+        set_cpu_global_jit(cpu_global_jit == "1")
     tf.config.optimizer.set_jit(False if jit == "off" else jit)
 
     # Several fusable elementwise ops around a matmul: a cluster auto-jit takes.

@@ -187,6 +187,8 @@ class XlaGuardEngine:
         self._signature_stats: dict[int, EpochSignatures] = {}
         self._violation_epoch: int | None = None
         self._megamorphic_warned = False
+        self._signatures_unavailable: str | None = None
+        self._unavailable_epochs: dict[int, str] = {}
 
     # ------------------------------------------------------------------ API
 
@@ -256,6 +258,26 @@ class XlaGuardEngine:
         except Exception as e:  # noqa: BLE001 - the guard must not break training
             self._warn(f"signature tracking failed: {type(e).__name__}: {e}")
 
+    def signatures_unavailable(self, reason: str) -> None:
+        """Marks this run's input-signature figures unavailable; warns once.
+
+        From the current epoch on, the epochs' signature figures are `None`
+        (never a partial count), `max_compilations` and the megamorphic
+        warning are off, and reports, console and TensorBoard say why.
+
+        Args:
+            reason: What could not be recorded, naming the Keras version.
+        """
+        if self._signatures_unavailable is not None:
+            return
+        self._signatures_unavailable = reason
+        self._warn(
+            f"input signatures are unavailable in this run: {reason}. Signature counts, "
+            "expected compilations, max_compilations and the megamorphic warning are off "
+            "(reported as unavailable, not 0). Pass the training dataset through "
+            "guard.observe(dataset) to record it without Keras internals."
+        )
+
     def wait(self, timeout: float | None = None) -> None:
         """Blocks until every submitted trace analysis has finished.
 
@@ -278,6 +300,7 @@ class XlaGuardEngine:
         self._tracker = SignatureTracker(xla=self.xla_mode is not None)
         self._megamorphic_warned = False
         self._violation_epoch = None
+        self._signatures_unavailable = None
         self.stop_requested = False
         if not self._explicit_schedule:
             last = (epochs - 1) if epochs else None
@@ -495,12 +518,16 @@ class XlaGuardEngine:
             stats = self._signature_stats.get(report.epoch)
             if stats is not None:
                 report = _with_signatures(report, stats)
+            elif report.epoch in self._unavailable_epochs:
+                report = dataclasses.replace(
+                    report, signatures_unavailable=self._unavailable_epochs[report.epoch]
+                )
             self._reports[report.epoch] = report
 
     def _check_compilations(self) -> None:
         """Applies `max_compilations` and the megamorphic warning."""
         tracker = self._tracker
-        if self.xla_mode is None:
+        if self.xla_mode is None or self._signatures_unavailable is not None:
             return
         if not self._megamorphic_warned and tracker.megamorphic_risk():
             self._megamorphic_warned = True
@@ -527,6 +554,10 @@ class XlaGuardEngine:
 
     def _finish_signatures(self, epoch: int) -> None:
         stats = self._tracker.end_epoch()
+        reason = self._signatures_unavailable
+        if reason is not None:
+            self._mark_unavailable(epoch, reason)
+            return
         if stats.steps == 0:
             return
         with self._lock:
@@ -539,6 +570,24 @@ class XlaGuardEngine:
                 self._write_signatures(stats)
             except Exception as e:  # noqa: BLE001 - the figures themselves are fine
                 self._warn(f"writing signature summaries for epoch {epoch} failed: "
+                           f"{type(e).__name__}: {e}")
+
+    def _mark_unavailable(self, epoch: int, reason: str) -> None:
+        """Records that `epoch` has no signature figures, and why, everywhere they show."""
+        with self._lock:
+            self._unavailable_epochs[epoch] = reason
+            report = self._reports.get(epoch)
+            if report is not None:
+                self._reports[epoch] = dataclasses.replace(report, signatures_unavailable=reason)
+        if self.write_summaries:
+            try:
+                from keras_xla_guard.summary import signatures_unavailable_markdown
+
+                self._summary_writer().write_text(
+                    "signatures", signatures_unavailable_markdown(reason), step=epoch
+                )
+            except Exception as e:  # noqa: BLE001 - the warning has said it already
+                self._warn(f"writing the signature text for epoch {epoch} failed: "
                            f"{type(e).__name__}: {e}")
 
     def _write_signatures(self, stats: EpochSignatures) -> None:

@@ -199,8 +199,9 @@ def model_verdicts(model: Any) -> list[Verdict]:
 
 def _all_layers(model: Any) -> list[Any]:
     """The model and all its nested layers (Keras' own traversal when present)."""
-    flatten = getattr(model, "_flatten_layers", None)
-    return list(flatten()) if flatten is not None else [model, *getattr(model, "layers", [])]
+    from keras_xla_guard.seam import all_layers
+
+    return all_layers(model)
 
 
 def _layers_without_jit(model: Any) -> tuple[str, ...]:
@@ -243,10 +244,9 @@ def _jit_device() -> str:
 
 def _has_xla_kernel(op_type: str, device: str, cache: dict[str, bool]) -> bool:
     if op_type not in cache:
-        from tensorflow.python.framework import kernels
+        from keras_xla_guard.seam.tf_internals import registered_kernel_devices
 
-        registered = kernels.get_registered_kernels_for_op(op_type).kernel
-        cache[op_type] = any(k.device_type == device for k in registered)
+        cache[op_type] = device in registered_kernel_devices(op_type)
     return cache[op_type]
 
 
@@ -259,10 +259,9 @@ def _graph_nodes(concrete: Any) -> Iterable[tuple[str, str, str]]:
     graph = concrete.graph
     for op in graph.get_operations():
         yield op.type, op.name, graph.name
-    for name, function in getattr(graph, "_functions", {}).items():
-        definition = getattr(function, "definition", None)
-        for node in getattr(definition, "node_def", ()):
-            yield node.op, node.name, name
+    from keras_xla_guard.seam.tf_internals import function_library_nodes
+
+    yield from function_library_nodes(graph)
 
 
 def _unsupported_ops(

@@ -5,50 +5,31 @@ arrays, Python generators, `keras.utils.PyDataset` - into a `tf.data`
 dataset and pulls each batch *inside* its compiled train function, so
 neither callbacks nor Python ever see a batch.
 
-The tap therefore records inside that function. For the duration of `fit`,
-`model.train_function` is replaced by Keras' own train function whose
-`tf.function` is retraced from its `python_function` on a proxy of the
-iterator: every `get_next()` / `get_next_as_optional()` the step makes (and
-`next()`, for tf_keras) also writes the batch's *unknown* dimensions (those
-`None` in the `element_spec`) into a ring buffer (a `tf.Variable`). These
-are a handful of host ops beside the step, outside the XLA-compiled step
-function, which is the very same function object as Keras', so it is
-neither retraced nor recompiled and computes the same numbers. The
-replacement is built once per Keras train function and batch structure and
-reused by later `fit` calls; it is traced *instead of* Keras' function, so
-tracking adds no tracing. Calls after the first with an iterator run its
-traced graph directly (`_DirectCall`), skipping `tf.function`'s per-call
-dispatch, which saves more time than the tap's ops take. When the
-`element_spec` is fully static, Keras' function runs unchanged: every batch
-has the static signature. After `fit`
-(or when a step raises) Keras' function is put back.
+`InputTap` records a batch's unknown dimensions: with a few host ops into
+a ring buffer (`tf.Variable`) when the batch is a symbolic tensor inside a
+traced function, or by reading `.shape` in Python when the batch is an
+eager tensor. Where it records is Keras' business, decided in
+`keras_xla_guard.seam` (the one module that touches Keras internals), or
+the user's: `KerasInputTracker.observe(dataset)` maps the tap over a
+`tf.data` dataset with no internals at all.
 
-Under a `tf.distribute` strategy the batches reach the step already split
-per replica; there the tap is a `map` on the dataset `fit` distributes
-(global batches), found by walking up from the callback to `fit`'s frame
-(Keras has no public hook for it): Keras 3 keeps it in the local
-`epoch_iterator` (`_distributed_dataset`), tf_keras in `data_handler`
-(`_dataset`). The map runs on tf.data's threads, behind a `prefetch(1)`.
-
-The callback reads the ring as training goes (after every step while new
-shapes keep appearing, every 512 steps once they stop) and at the end of
-each epoch. If no tap can be installed, a warning says why and training
-goes on without signature tracking.
+`KerasInputTracker` reads the tap as training goes (after every step while
+new shapes keep appearing, every 512 steps once they stop) and at the end
+of each epoch, where it checks that it recorded one batch per step that
+ran. When it did not, or when no Keras flavour fits, one `XlaGuardWarning`
+names the Keras version and the epoch's signature figures are `None`
+("unavailable"), never a silent zero.
 """
 
 from __future__ import annotations
 
 import sys
-import types
-import warnings
-import weakref
 from typing import Any
 
 from keras_xla_guard.classify import GUARD_SCOPE
-from keras_xla_guard.errors import XlaGuardWarning
 from keras_xla_guard.signatures import Signature, flatten_leaves
 
-__all__ = ["DRAIN_EVERY", "GUARD_WRAPPER", "InputTap", "KerasInputTracker", "find_fit_dataset"]
+__all__ = ["DRAIN_EVERY", "InputTap", "KerasInputTracker"]
 
 # A drain copies the ring (one eager op). The drain interval starts at 1 step, doubles
 # after every drain that found no new signature and drops back to 1 when one
@@ -59,52 +40,6 @@ __all__ = ["DRAIN_EVERY", "GUARD_WRAPPER", "InputTap", "KerasInputTracker", "fin
 # exactly when the warning matters.)
 DRAIN_EVERY = 512
 KERAS_ROOT_NAMES = ("x", "y", "sample_weight")
-# fit -> CallbackList.on_train_begin -> our hook -> helpers: a few frames.
-_MAX_FRAMES = 12
-# (local variable of fit, attribute holding the dataset it iterates):
-# Keras 3's TensorFlow trainer, then tf_keras.
-_KERAS3_STEP = "multi_step_on_iterator"
-# Marks the guard's stand-ins for `model.train_function`; `__wrapped__` is what they call.
-GUARD_WRAPPER = "_xla_guard_wrapper"
-_DATASET_HOLDERS = (("epoch_iterator", "_distributed_dataset"), ("data_handler", "_dataset"))
-
-
-def find_fit_dataset(model: Any) -> tuple[Any, str] | None:
-    """Finds where the running `model.fit` call keeps its training dataset.
-
-    Args:
-        model: The Keras model whose `fit` is on the call stack.
-
-    Returns:
-        `(holder, attribute)`: `getattr(holder, attribute)` is the dataset
-        `fit` will iterate; `None` if no caller frame of `fit` has one.
-    """
-    frame = sys._getframe(1)
-    for _ in range(_MAX_FRAMES):
-        if frame is None:
-            return None
-        local = frame.f_locals
-        if local.get("self") is model:
-            for name, attribute in _DATASET_HOLDERS:
-                holder = local.get(name)
-                if holder is not None and hasattr(holder, attribute):
-                    return holder, attribute
-        frame = frame.f_back
-    return None
-
-
-def _local_variable(initial_value: Any) -> Any:
-    """A plain resource variable, even inside a `tf.distribute` strategy scope.
-
-    tf_keras calls callbacks inside `strategy.scope()`, where `tf.Variable`
-    becomes a `MirroredVariable`, whose handle is no plain resource handle; the tap's
-    ring lives on the host input pipeline and must stay one local variable.
-    Constructing `ResourceVariable` directly skips the strategy's variable
-    creator.
-    """
-    from tensorflow.python.ops import resource_variable_ops
-
-    return resource_variable_ops.ResourceVariable(initial_value, trainable=False)
 
 
 class InputTap:
@@ -125,6 +60,7 @@ class InputTap:
 
     Attributes:
         template: The signature with `None` for every unknown dimension.
+        host_recorded: Batches recorded in Python (`record_host`) so far.
         dims: `(leaf, dim)` pairs recorded per batch (dense tensors of
             known rank only; ragged and sparse parts stay unknown).
 
@@ -145,13 +81,18 @@ class InputTap:
             if isinstance(leaves[leaf], tf.TensorSpec)
         )
         self.capacity = capacity
+        from keras_xla_guard.seam.tf_internals import local_variable
+
         self._ring = (
-            _local_variable(tf.zeros([capacity, 1 + len(self.dims)], tf.int64))
+            local_variable(tf.zeros([capacity, 1 + len(self.dims)], tf.int64))
             if self.dims
             else None
         )
-        self._count = _local_variable(tf.constant(0, tf.int64)) if self.dims else None
+        self._count = local_variable(tf.constant(0, tf.int64)) if self.dims else None
         self._read = 0
+        # Batches recorded in Python (eager batches), oldest first.
+        self._host: list[tuple[int, ...]] = []
+        self.host_recorded = 0
         self._cache: dict[tuple[int, ...], Signature] = {}
 
     @property
@@ -164,11 +105,32 @@ class InputTap:
         """Different signatures read so far."""
         return len(self._cache)
 
+    def record_host(self, element: Any) -> None:
+        """Records one eager batch's unknown dimensions from Python, with no TF op.
+
+        Keras 3.16 pulls the batch in Python when `steps_per_execution == 1`;
+        its shapes are then plain Python values. A symbolic batch (inside a
+        traced function) goes to `record` instead.
+
+        Args:
+            element: A batch with the structure of `element_spec`.
+        """
+        if self._ring is None:
+            return
+        leaves = flatten_leaves(element)
+        sizes = tuple(leaves[leaf].shape[dim] for leaf, dim in self.dims)
+        if any(size is None for size in sizes):
+            self.record(element)
+            return
+        self._host.append(tuple(int(size) for size in sizes))
+        self.host_recorded += 1
+
     def record(self, element: Any) -> Any:
         """Writes one batch's unknown dimensions into the ring.
 
-        Works in a `tf.function` (adding a few ops to its graph) and
-        eagerly. The batch itself is not touched.
+        Works in a `tf.function` (adding a few ops to its graph); an eager
+        batch is recorded in Python (`record_host`). The batch itself is not
+        touched.
 
         Args:
             element: A batch with the structure of `element_spec`.
@@ -183,6 +145,9 @@ class InputTap:
             raise RuntimeError("a static tap records nothing")
         import tensorflow as tf
 
+        if not tf.inside_function():
+            self.record_host(element)
+            return tf.constant(len(self._host), tf.int64)
         leaves = flatten_leaves(element)
         # One absolute scope (the trailing "/"), never uniquified to
         # `xla_guard_tap_1`, so the analysis can book these ops as the
@@ -203,11 +168,14 @@ class InputTap:
             )
         return tag
 
-    def wrap(self, dataset: Any) -> Any:
+    def wrap(self, dataset: Any, prefetch: bool = True) -> Any:
         """Returns `dataset` with the recording map appended (or unchanged).
 
         Args:
             dataset: The `tf.data.Dataset` whose element_spec built the tap.
+            prefetch: Append `prefetch(1)`, which moves the map off the
+                consumer's thread but records one batch ahead of the
+                steps. Defaults to `True`.
 
         Returns:
             A dataset yielding the same elements in the same order.
@@ -223,7 +191,8 @@ class InputTap:
             self.record(element)
             return element
 
-        return dataset.map(record).prefetch(1)
+        mapped = dataset.map(record)
+        return mapped.prefetch(1) if prefetch else mapped
 
     def skip_recorded(self) -> None:
         """Moves the read position past every batch recorded so far.
@@ -232,6 +201,7 @@ class InputTap:
         """
         if self._count is not None:
             self._read = int(self._count.numpy())
+        self._host.clear()
 
     def take(self, limit: int) -> list[tuple[Signature, int]]:
         """Reads up to `limit` recorded batches, oldest first.
@@ -252,6 +222,9 @@ class InputTap:
             return []
         import numpy as np
 
+        if self._host:
+            taken, self._host[:limit] = self._host[:limit], []
+            return self._runs(np.asarray(taken, dtype=np.int64).reshape(len(taken), len(self.dims)))
         wanted = np.arange(self._read, self._read + limit, dtype=np.int64)
         rows = self._ring.numpy()[(wanted + 1) % self.capacity]
         valid = rows[:, 0] == wanted + 1
@@ -260,7 +233,13 @@ class InputTap:
             if rows[first, 0] > wanted[first] + 1:
                 raise RuntimeError(f"more than {self.capacity} batches were recorded between two reads")
             rows = rows[:first]
-        sizes = rows[:, 1:]
+        self._read += len(rows)
+        return self._runs(rows[:, 1:])
+
+    def _runs(self, sizes: Any) -> list[tuple[Signature, int]]:
+        """Runs of equal rows of `sizes` as `(signature, count)`."""
+        import numpy as np
+
         starts = [0, *(np.flatnonzero((sizes[1:] != sizes[:-1]).any(axis=1)) + 1).tolist()]
         runs = []
         for begin, stop in zip(starts, [*starts[1:], len(sizes)]):
@@ -271,332 +250,141 @@ class InputTap:
             if sig is None:
                 sig = self._cache[key] = self.template.with_dims(self.dims, key)
             runs.append((sig, stop - begin))
-        self._read += len(sizes)
         return runs
-
-
-class _RecordingIterator:
-    """Stands in for a `tf.data` iterator; records every batch taken from it.
-
-    Keras 3 takes batches with `get_next()` (and `get_next_as_optional()`
-    when `steps_per_execution > 1`), tf_keras with `next()`.
-    """
-
-    def __init__(self, iterator: Any, tap: InputTap) -> None:
-        self._iterator = iterator
-        self._tap = tap
-
-    def __iter__(self) -> "_RecordingIterator":
-        return self
-
-    def __next__(self) -> Any:
-        element = next(self._iterator)
-        self._tap.record(element)
-        return element
-
-    def get_next(self) -> Any:
-        element = self._iterator.get_next()
-        self._tap.record(element)
-        return element
-
-    def get_next_as_optional(self) -> Any:
-        import tensorflow as tf
-
-        optional = self._iterator.get_next_as_optional()
-        tf.cond(
-            optional.has_value(),
-            lambda: self._tap.record(optional.get_value()),
-            lambda: tf.constant(-1, tf.int64),
-        )
-        return optional
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._iterator, name)
-
-
-# Keras' train function -> {repr(element_spec): (tap, tapped tf.function)}.
-# Weak keys: a recompiled model builds a new train function and the old
-# entry goes with the old function.
-_TAPPED: "weakref.WeakKeyDictionary[Any, dict[str, tuple[InputTap, Any]]]" = weakref.WeakKeyDictionary()
-
-
-class _DirectCall:
-    """Calls a `tf.function`'s traced graph without its per-call dispatch.
-
-    `tf.function.__call__` looks its arguments up in the trace cache on every
-    call, which for Keras' iterator argument takes 200-300 us per call on the
-    development VM (10-15% of a 2 ms step). `fit` calls the train function
-    many times with one iterator, so the first call with an iterator goes
-    through the `tf.function` (which traces it or finds its trace) and the
-    following calls with the same iterator run that trace's concrete function
-    directly: the same graph, the same numbers, without the lookup. The
-    saving pays for the tap's own ops (see `benchmarks/bench_signatures.py`).
-    A concrete function does not check the iterator it is given against the
-    one it was traced for, hence one concrete function per iterator object,
-    held by a weak reference so a finished iterator is freed as usual. With
-    `tf.config.run_functions_eagerly(True)` every call goes through the
-    `tf.function`, which then runs eagerly.
-
-    Args:
-        function: The recording `tf.function`.
-
-    Attributes:
-        function: The same `tf.function`.
-    """
-
-    def __init__(self, function: Any) -> None:
-        import tensorflow as tf
-
-        self.function = function
-        self._concrete: Any = None
-        self._iterator: Any = lambda: None
-        self._run_eagerly = tf.config.functions_run_eagerly
-
-    def __call__(self, iterator: Any) -> Any:
-        if self._iterator() is iterator and not self._run_eagerly():
-            return self._concrete(iterator)
-        outputs = self.function(iterator)
-        if not self._run_eagerly():
-            self._concrete = self.function.get_concrete_function(iterator)
-            self._iterator = weakref.ref(iterator)
-        return outputs
-
-
-def _recording(function: Any, tap: InputTap) -> Any:
-    """`function(iterator)` run on a recording proxy of its iterator.
-
-    A `tf.function` gets a `tf.function` again, like Keras' own
-    (`reduce_retracing=True`, default autograph), traced from its
-    `python_function`, and called through `_DirectCall`: each step runs
-    one traced concrete function.
-    """
-    import tensorflow as tf
-
-    python_function = getattr(function, "python_function", function)
-
-    def train_function(iterator: Any) -> Any:
-        return python_function(_RecordingIterator(iterator, tap))
-
-    if python_function is function:
-        return train_function
-    return _DirectCall(tf.function(train_function, reduce_retracing=True))
-
-
-def _keras3_step_cell(function: Any) -> int | None:
-    """Index of the `multi_step_on_iterator` closure cell of Keras 3's train function.
-
-    Keras 3 (3.9 and later) makes `model.train_function` a plain Python
-    function that calls the `tf.function` `multi_step_on_iterator` and
-    unpacks its `tf.experimental.Optional` result.
-    """
-    names = getattr(getattr(function, "__code__", None), "co_freevars", ())
-    return names.index(_KERAS3_STEP) if _KERAS3_STEP in names and function.__closure__ else None
-
-
-def _recordable(function: Any, eager: bool) -> bool:
-    """Whether `_tapped_function` knows how to record `function`'s batches."""
-    return eager or hasattr(function, "python_function") or _keras3_step_cell(function) is not None
-
-
-def _tapped_function(original: Any, element_spec: Any) -> tuple[InputTap, Any]:
-    """The tap and recording train function for `original` and a batch structure.
-
-    Built once per Keras train function and batch structure, then reused by
-    every later `fit` of the model. For Keras 3 the result is Keras' own
-    Python train function (same code, same globals) whose
-    `multi_step_on_iterator` cell holds the recording `tf.function`; for
-    tf_keras (whose train function is the `tf.function`) and `run_eagerly`
-    it is the recording function itself.
-    """
-    key = repr(element_spec)
-    entries = _TAPPED.setdefault(original, {})
-    if key not in entries:
-        tap = InputTap(element_spec, capacity=max(4096, 2 * DRAIN_EVERY + 64))
-        cell = _keras3_step_cell(original)
-        if cell is None:
-            function = _recording(original, tap)
-        else:
-            function = _with_keras3_step(original, _recording(original.__closure__[cell].cell_contents, tap))
-        entries[key] = (tap, function)
-    return entries[key]
-
-
-def _with_keras3_step(function: Any, step: Any) -> Any:
-    """Keras 3's train function (same code, same globals) calling `step` for `multi_step_on_iterator`."""
-    cells = list(function.__closure__)
-    cells[_keras3_step_cell(function)] = types.CellType(step)
-    return types.FunctionType(
-        function.__code__, function.__globals__, function.__name__, function.__defaults__, tuple(cells)
-    )
-
-
-class _TapInstallation:
-    """`model.train_function` while a `fit` is tracked: Keras' function plus the tap.
-
-    Built at `on_train_begin`; the first call (when the batches' structure
-    is known) picks the recording function. Any exception but the end of the
-    data puts Keras' function back before it propagates, because Keras 3
-    does not call `on_train_end` then.
-
-    Args:
-        model: The Keras model.
-        original: Keras' `model.train_function`.
-        bind: Called with the tap once the first batch's structure is known.
-    """
-
-    def __init__(self, model: Any, original: Any, bind: Any) -> None:
-        import tensorflow as tf
-
-        self._model = model
-        self.original = self.__wrapped__ = original
-        setattr(self, GUARD_WRAPPER, True)
-        self._bind = bind
-        self._call: Any = None
-        self._end_of_data = (StopIteration, tf.errors.OutOfRangeError)
-
-    def __call__(self, iterator: Any) -> Any:
-        call = self._call
-        if call is None:
-            call = self._call = self._first_call(iterator)
-        try:
-            return call(iterator)
-        except self._end_of_data:
-            raise
-        except BaseException:
-            self.restore()
-            raise
-
-    def _first_call(self, iterator: Any) -> Any:
-        import tensorflow as tf
-
-        if isinstance(iterator, tf.distribute.DistributedIterator):
-            self._bind(None)
-            return self.original
-        tap, function = _tapped_function(self.original, iterator.element_spec)
-        self._bind(tap)
-        # Static batches: Keras' own function, nothing recorded.
-        return self.original if tap.static else function
-
-    def restore(self) -> None:
-        """Puts Keras' train function back if this tap is (still) in the call chain."""
-        current = getattr(self._model, "train_function", None)
-        seen = 0
-        while current is not None and seen < _MAX_FRAMES:
-            if current is self:
-                self._model.train_function = self.original
-                return
-            current = getattr(current, "__wrapped__", None)
-            seen += 1
 
 
 class KerasInputTracker:
     """Feeds the signatures of `fit`'s training batches to an engine.
 
+    Attaches through `keras_xla_guard.seam` at `on_train_begin` (or uses
+    the tap of `observe`), reads the recorded batches as training goes, and
+    checks at every epoch end that it read one batch per step that ran.
+
     Args:
-        engine: The `XlaGuardEngine` receiving `observe_signature` calls.
+        engine: The `XlaGuardEngine` receiving `observe_signature` calls and,
+            when figures cannot be trusted, `signatures_unavailable`.
     """
 
     def __init__(self, engine: Any) -> None:
         self.engine = engine
         self.tap: InputTap | None = None
-        self.unavailable_reason = ""
-        self._installed: _TapInstallation | None = None
+        self.attachment: Any = None
+        self._observed: InputTap | None = None
+        self._expect = False
         self._spe = 1
         self._steps_hint: int | None = None
         self._seen = 0
         self._last_begin = -1
-        self._interval = 1
+        self._epoch: int | None = None
+        self._interval = sys.maxsize
 
-    def attach(self, model: Any, steps_hint: int | None) -> bool:
-        """Installs the tap for the running `fit` call.
+    def observe(self, dataset: Any) -> Any:
+        """Returns `dataset` with a map that records every batch's signature.
+
+        The public path: no Keras internal is touched. `fit` must train on
+        the returned dataset; the tracker then reads this tap instead of
+        attaching to Keras' train function.
+
+        Args:
+            dataset: A `tf.data.Dataset` of training batches.
+
+        Returns:
+            The same batches, in the same order.
+
+        Raises:
+            ValueError: If `dataset` is not a `tf.data.Dataset`.
+        """
+        import tensorflow as tf
+
+        if not isinstance(dataset, tf.data.Dataset):
+            raise ValueError(
+                "observe() takes a tf.data.Dataset of training batches (wrap NumPy arrays with "
+                "tf.data.Dataset.from_tensor_slices(...).batch(n)). "
+                f"Received: dataset={dataset!r}"
+            )
+        tap = InputTap(dataset.element_spec)
+        self._observed = tap
+        # No prefetch: the map then runs when the step asks for the batch,
+        # so batches are recorded as they are trained on, not ahead.
+        return tap.wrap(dataset, prefetch=False)
+
+    def use_observed(self) -> bool:
+        """Reads the tap of `observe` (custom loops); returns whether there is one."""
+        if self._observed is None:
+            return False
+        self._spe = 1
+        self._steps_hint = None
+        self._expect = True
+        self._bind(self._observed)
+        return True
+
+    def attach(self, model: Any, steps_hint: int | None, on_abort: Any, record: bool = True) -> Any:
+        """Connects to the running `fit` call (see `keras_xla_guard.seam.attach`).
 
         Args:
             model: The Keras model being fitted.
             steps_hint: Steps per epoch, if Keras knows them.
+            on_abort: Called when an exception leaves an epoch or a step.
+            record: Record batches through the seam (`False`: exit hook only).
 
         Returns:
-            Whether signatures will be recorded.
+            The seam's `Attachment`.
         """
-        import tensorflow as tf
+        from keras_xla_guard import seam
 
         self.detach()
         self.tap = None
         self._interval = sys.maxsize
-        spe = getattr(model, "steps_per_execution", 1) or 1
-        # tf_keras keeps it in a tf.Variable, mirrored under a strategy.
-        self._spe = int(spe.numpy() if hasattr(spe, "numpy") else spe)
+        self._spe = seam.steps_per_execution(model)
         self._steps_hint = steps_hint
-        found = find_fit_dataset(model)
-        if found is not None and isinstance(getattr(*found), tf.distribute.DistributedDataset):
-            return self._attach_to_dataset(model, *found)
-        original = getattr(model, "train_function", None)
-        # Wrappers left behind by a fit that ended in an exception outside a step.
-        while getattr(original, GUARD_WRAPPER, False):
-            original = original.__wrapped__
-        if original is None or not _recordable(original, bool(getattr(model, "run_eagerly", False))):
-            self.unavailable_reason = (
-                f"model.train_function ({original!r}) is not one of the Keras train functions "
-                "this version knows how to record"
-            )
-            return False
-        if found is not None and isinstance(getattr(*found), tf.data.Dataset):
-            # Creates the ring variables now rather than in the first step,
-            # which may fall in a profiled window.
-            _tapped_function(original, getattr(*found).element_spec)
-        self._installed = _TapInstallation(model, original, self._bind)
-        model.train_function = self._installed
-        self._interval = 1
-        return True
+        observed = self._observed
+        self.attachment = seam.attach(
+            model, self._bind, on_abort, record=record and observed is None
+        )
+        self._expect = record
+        if record and observed is not None:
+            self._bind(observed)
+        elif record and not self.attachment.recording:
+            self._unavailable(self.attachment.reason)
+        return self.attachment
 
-    def _attach_to_dataset(self, model: Any, holder: Any, attribute: str) -> bool:
-        """Taps the dataset a `tf.distribute` strategy splits into replica batches."""
-        import tensorflow as tf
-
-        dataset = getattr(holder, attribute)
-        # Keras (3 and tf_keras) distributes its dataset; the tap goes on the
-        # dataset before the split (global batches), which is then
-        # distributed again the same way.
-        strategy = getattr(model, "distribute_strategy", None)
-        original = getattr(dataset, "_original_dataset", None)
-        if strategy is None or not isinstance(original, tf.data.Dataset):
-            self.unavailable_reason = (
-                f"the training input is a {type(dataset).__name__} without its tf.data.Dataset"
-            )
-            return False
-        tap = InputTap(original.element_spec, capacity=max(4096, 2 * (DRAIN_EVERY + self._spe) + 64))
-        setattr(holder, attribute, strategy.experimental_distribute_dataset(tap.wrap(original)))
-        self._bind(tap)
-        return True
+    @property
+    def recording(self) -> bool:
+        """Whether this fit's batches are being recorded (by the seam or `observe`)."""
+        return self._observed is not None or bool(self.attachment and self.attachment.recording)
 
     def _bind(self, tap: InputTap | None) -> None:
-        """Starts reading `tap` (`None`: the batches cannot be recorded)."""
-        self.tap = tap
+        """Starts reading `tap` (`None`: this fit's batches cannot be recorded)."""
         if tap is None:
+            self.tap = None
             self._interval = sys.maxsize
-            warnings.warn(
-                "keras-xla-guard: input signatures are not tracked in this fit(): its batches "
-                "arrive split across replicas and the dataset fit() distributes was not found.",
-                XlaGuardWarning,
-                stacklevel=2,
+            self._unavailable(
+                "its batches arrive split across replicas and the dataset fit() distributes "
+                "was not found"
             )
             return
+        if tap is self.tap:
+            return
+        self.tap = tap
         tap.skip_recorded()
         self._interval = sys.maxsize if tap.static else 1
 
     def detach(self) -> None:
-        """Puts Keras' train function back (end of `fit`)."""
-        if self._installed is not None:
-            self._installed.restore()
-            self._installed = None
+        """Puts back everything the seam changed (end of `fit`)."""
+        if self.attachment is not None:
+            self.attachment.detach()
 
-    def begin_epoch(self) -> None:
+    def begin_epoch(self, epoch: int | None = None) -> None:
         """Resets the per-epoch step count.
 
         The drain interval carries over: shapes that settled in one epoch
         stay settled, and a new one still brings the interval back to 1.
         """
+        self._epoch = epoch
         self._seen = 0
         self._last_begin = -1
+        if self.attachment is not None:
+            self.attachment.arm()
 
     def step(self, begin_step: int) -> None:
         """Notes the start of a train-function call; drains now and then.
@@ -615,13 +403,42 @@ class KerasInputTracker:
         self._interval = 1 if tap.distinct > known else min(2 * self._interval, DRAIN_EVERY)
 
     def end_epoch(self) -> None:
-        """Records the epoch's remaining batches."""
-        if self.tap is None or self._last_begin < 0:
+        """Records the epoch's remaining batches and checks none is missing.
+
+        Every step that ran must have been recorded: all of them when Keras
+        knows the steps per epoch; over data of unknown length all but the
+        last `steps_per_execution` (the last call may find the end of the
+        data and run no step, the one before it fewer steps).
+        """
+        if not self._expect or self._last_begin < 0:
             return
         done = self._last_begin + self._spe
         if self._steps_hint:
             done = min(done, self._steps_hint)
-        self._drain(done)
+        if self.tap is not None:
+            self._drain(done)
+        # Over data of unknown length the last call may find the end of the
+        # data and run no step, and the one before it fewer than
+        # steps_per_execution: only the steps before those two calls are certain.
+        needed = done if self._steps_hint else max(0, self._last_begin - self._spe + 1)
+        if self.tap is not None and self._seen >= needed:
+            return
+        from keras_xla_guard import seam
+
+        what = "" if self.attachment is None else (
+            f" (flavour {self.attachment.flavour or 'none'})" if self.attachment.recording
+            else f": {self.attachment.reason}"
+        )
+        self._unavailable(
+            f"{self._seen} of the {needed} training batches of epoch {self._epoch} were recorded"
+            f" with {seam.keras_version()}{what}"
+        )
+
+    def _unavailable(self, why: str) -> None:
+        self._expect = False
+        self.tap = None
+        self._interval = sys.maxsize
+        self.engine.signatures_unavailable(why)
 
     def _drain(self, done: int) -> None:
         """Records steps `[self._seen, done)`, as far as the tap has them."""

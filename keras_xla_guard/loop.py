@@ -209,6 +209,7 @@ class XlaGuard:
         self._running = False
         self._epoch: int | None = None
         self._step = 0
+        self._inputs: Any = None
 
     @property
     def reports(self) -> dict[int, CoverageReport]:
@@ -238,6 +239,40 @@ class XlaGuard:
     def log_dir(self) -> str:
         """The directory holding traces and TensorBoard summaries."""
         return os.fspath(self.engine.log_dir)
+
+    def observe(self, dataset: Any) -> Any:
+        """Returns `dataset` with a `map` that records every batch's input signature.
+
+        For loops whose watched step does not receive the batch as its
+        arguments (e.g. it pulls from an iterator itself, or gets
+        per-replica values from `strategy.run`): the signatures are then
+        read from the batches the dataset produces, one per watched step,
+        instead of from the step's arguments.
+
+        Args:
+            dataset: The `tf.data.Dataset` of training batches.
+
+        Returns:
+            A dataset yielding the same batches in the same order.
+
+        Raises:
+            ValueError: If `dataset` is not a `tf.data.Dataset`.
+
+        Example:
+
+        ```python
+        dataset = guard.observe(dataset)
+        for epoch in range(3):
+            with guard.epoch(epoch):
+                for x_batch, y_batch in dataset:
+                    step(x_batch, y_batch)
+        ```
+        """
+        from keras_xla_guard.input_tap import KerasInputTracker
+
+        if self._inputs is None:
+            self._inputs = KerasInputTracker(self.engine)
+        return self._inputs.observe(dataset)
 
     def watch(self, fn: Callable[..., Any], jit_compile: bool | None = None) -> Callable[..., Any]:
         """Wraps a train step so that each call counts as one training step.
@@ -282,9 +317,9 @@ class XlaGuard:
                 f"`jit_compile` must be True, False or None. Received: jit_compile={jit_compile!r}"
             )
         if jit_compile is None:
-            # tf.function keeps its jit_compile argument only in a private
-            # attribute; a plain callable has none.
-            jit_compile = bool(getattr(fn, "_jit_compile", None))
+            from keras_xla_guard.seam.tf_internals import tf_function_jit_compile
+
+            jit_compile = tf_function_jit_compile(fn)
         self._watched_jit.append(jit_compile)
         return _WatchedStep(self, fn)
 
@@ -353,15 +388,21 @@ class XlaGuard:
             self._running = True
             self.engine.xla_mode = self._xla_mode()
             self.engine.train_begin(epochs=None, initial_epoch=epoch)
+            if self._inputs is not None:
+                self._inputs.use_observed()
         self._epoch = epoch
         self._step = 0
         self.engine.epoch_begin(epoch, steps=steps)
+        if self._inputs is not None:
+            self._inputs.begin_epoch(epoch)
 
     def _exit_epoch(self, epoch: int, failed: bool) -> None:
         self._epoch = None
         if failed:
             self.engine.abort()
         else:
+            if self._inputs is not None:
+                self._inputs.end_epoch()
             self.engine.epoch_end(epoch)
 
     def _before_step(self, watched: _WatchedStep, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -369,7 +410,10 @@ class XlaGuard:
             return
         step, self._step = self._step, self._step + 1
         self.engine.step_begin(step)
-        self.engine.observe_inputs(watched._inputs(args, kwargs), step=step)
+        if self._inputs is not None:
+            self._inputs.step(step)
+        else:
+            self.engine.observe_inputs(watched._inputs(args, kwargs), step=step)
 
     def _xla_mode(self) -> str | None:
         """How the watched steps are compiled, for the signature figures."""

@@ -75,6 +75,9 @@ class CoverageReport:
             (one each); `None` when XLA is off or signatures not tracked.
         signature_explanations: What varied, the closest earlier signature
             of new ones, and the recommended fix.
+        signatures_unavailable: Why the signature figures are `None` when
+            tracking was on but could not record this epoch's batches
+            (e.g. an unsupported Keras version); `None` otherwise.
     """
 
     status: str = "ok"
@@ -102,6 +105,7 @@ class CoverageReport:
     new_signatures: int | None = None
     expected_compilations: int | None = None
     signature_explanations: tuple[str, ...] = ()
+    signatures_unavailable: str | None = None
 
     @property
     def trace_path(self) -> str | None:
@@ -182,6 +186,8 @@ def format_report(report: CoverageReport, *, max_ops: int = 5) -> str:
         )
         for line in report.signature_explanations[:2]:
             lines.append(f"    {line}")
+    elif report.signatures_unavailable:
+        lines.append(f"  input signatures:  unavailable ({report.signatures_unavailable})")
     for note in report.notes:
         lines.append(f"  note: {note}")
     return "\n".join(lines)

@@ -25,6 +25,7 @@ __all__ = [
     "markdown_table",
     "report_markdown",
     "signatures_markdown",
+    "signatures_unavailable_markdown",
 ]
 
 PREFIX = "xla_guard"
@@ -199,6 +200,23 @@ def signatures_markdown(stats: EpochSignatures) -> str:
             # continues the item as Markdown and `# comment` lines become headings.
             parts += ["", *("        " + c for c in code.splitlines()), ""]
     return "\n".join(parts)
+
+
+def signatures_unavailable_markdown(reason: str) -> str:
+    """Markdown saying an epoch's input signatures could not be recorded, and why.
+
+    Args:
+        reason: Why, as the guard's warning says it.
+
+    Returns:
+        One Markdown paragraph.
+    """
+    return (
+        "**Input signatures: unavailable** (not 0): "
+        f"{escape_markdown(reason)}. Signature counts, expected compilations and the "
+        "compilation guards are off for this epoch; `guard.observe(dataset)` records the "
+        "batches without Keras internals."
+    )
 
 
 def layout_proto() -> Any:

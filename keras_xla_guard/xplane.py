@@ -1,26 +1,18 @@
 """Find and load XSpace (`*.xplane.pb`) traces written by the TF profiler.
 
-TensorFlow ships the `XSpace` protobuf bindings as
-`tensorflow/tsl/profiler/protobuf/xplane_pb2.py`, but importing them the usual
-way runs `tensorflow/__init__.py` first (several seconds, and all of TF). The
-bindings themselves only need `google.protobuf`, so when TensorFlow is not yet
-imported we load that one generated module straight from TensorFlow's install
-directory. The descriptors it registers are identical to the ones TensorFlow
-registers later, which protobuf accepts.
+The `XSpace` protobuf bindings are TensorFlow's own `xplane_pb2`, loaded
+without importing all of TensorFlow (see `keras_xla_guard.seam.tf_internals`).
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import itertools
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any, NamedTuple
 
+from keras_xla_guard.seam.tf_internals import xplane_pb2
 from keras_xla_guard.errors import (
     TraceError,
     TraceNotFoundError,
@@ -44,50 +36,11 @@ TRACE_SUFFIX = ".xplane.pb"
 # runaway trace fails fast with a clear message instead of exhausting memory.
 DEFAULT_MAX_TRACE_BYTES = 1 << 30
 
-_XPLANE_MODULE = "tensorflow.tsl.profiler.protobuf.xplane_pb2"
-_xplane_pb2: ModuleType | None = None
 # Events parsed at once when a line is read lazily: large enough that the
 # per-chunk cost vanishes, small enough that a chunk's memory does not count.
 _CHUNK_EVENTS = 8192
 _LAZY_PACKAGE = "keras_xla_guard.lazy"
 _lazy_classes: tuple[Any, Any, Any] | None = None
-
-
-def xplane_pb2() -> ModuleType:
-    """Returns TensorFlow's generated `xplane_pb2` module.
-
-    Returns:
-        The module that defines `XSpace`, `XPlane`, `XLine` and `XEvent`.
-
-    Raises:
-        ImportError: If TensorFlow is not installed.
-    """
-    global _xplane_pb2
-    if _xplane_pb2 is not None:
-        return _xplane_pb2
-    if "tensorflow" in sys.modules or _XPLANE_MODULE in sys.modules:
-        _xplane_pb2 = importlib.import_module(_XPLANE_MODULE)
-        return _xplane_pb2
-    spec = importlib.util.find_spec("tensorflow")
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError(
-            "keras-xla-guard reads traces with TensorFlow's xplane_pb2 "
-            "bindings, but TensorFlow is not installed. Install it with "
-            "`pip install 'keras-xla-guard[cpu]'` (or `[gpu]`)."
-        )
-    root = Path(next(iter(spec.submodule_search_locations)))
-    path = root / "tsl" / "profiler" / "protobuf" / "xplane_pb2.py"
-    if not path.is_file():
-        _xplane_pb2 = importlib.import_module(_XPLANE_MODULE)
-        return _xplane_pb2
-    module_spec = importlib.util.spec_from_file_location(
-        "keras_xla_guard._xplane_pb2", path
-    )
-    assert module_spec is not None and module_spec.loader is not None
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    _xplane_pb2 = module
-    return module
 
 
 def find_run_dirs(log_dir: str | os.PathLike[str]) -> list[Path]:

@@ -9,6 +9,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from _fit_helpers import (
+    BATCH,
+    HEADLINE,
+    LENGTHS,
+    ROWS,
+    _events,
+    _guard,
+    _seq_batches,
+    _seq_dataset,
+    _seq_model,
+)
 from keras_xla_guard.engine import XlaGuardEngine
 from keras_xla_guard.errors import RecompilationLimitError, XlaGuardWarning
 from keras_xla_guard.summary import escape_markdown
@@ -20,8 +31,6 @@ from keras_xla_guard.signatures import (
     recommend_buckets,
 )
 
-LENGTHS = (5, 7, 9, 5, 11, 7, 13)
-HEADLINE = "input 'tokens' dim 1 varied across 5 values (5, 7, 9, 11, 13)"
 
 
 def _batch(length: int, batch: int = 8) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -318,60 +327,6 @@ def test_engine_rejects_bad_guard_arguments(tmp_path, kwargs, match):
 
 # ------------------------------------------------------- real model.fit runs
 
-ROWS = 44  # 5 full batches of 8 and a short last batch of 4
-BATCH = 8
-
-
-def _seq_model(jit_compile: bool, steps_per_execution: int = 1):
-    import keras
-
-    tokens = keras.Input((None,), dtype="int32", name="tokens")
-    hidden = keras.layers.GlobalAveragePooling1D()(keras.layers.Embedding(50, 8)(tokens))
-    model = keras.Model({"tokens": tokens}, keras.layers.Dense(1)(hidden))
-    model.compile("adam", "mse", jit_compile=jit_compile, steps_per_execution=steps_per_execution)
-    return model
-
-
-def _seq_batches(lengths, batch=BATCH):
-    rng = np.random.default_rng(0)
-    return [
-        ({"tokens": rng.integers(0, 50, (batch, n)).astype("int32")},
-         rng.standard_normal((batch, 1)).astype("float32"))
-        for n in lengths
-    ]
-
-
-def _seq_dataset(lengths, batch=BATCH):
-    import tensorflow as tf
-
-    batches = _seq_batches(lengths, batch)
-    spec = ({"tokens": tf.TensorSpec((None, None), tf.int32)}, tf.TensorSpec((None, 1), tf.float32))
-    return tf.data.Dataset.from_generator(lambda: iter(batches), output_signature=spec)
-
-
-def _guard(log_dir, **kwargs):
-    from keras_xla_guard import XlaGuardCallback
-
-    kwargs.setdefault("profile_epochs", [99])
-    return XlaGuardCallback(log_dir=log_dir, verbose=0, async_analysis=False, **kwargs)
-
-
-def _events(log_dir: Path) -> dict[str, dict[int, object]]:
-    """tag -> step -> value (float for scalars, str for text) from the run's event files."""
-    import tensorflow as tf
-
-    out: dict[str, dict[int, object]] = collections.defaultdict(dict)
-    for path in sorted(log_dir.glob("events.out.tfevents.*")):
-        for event in tf.compat.v1.train.summary_iterator(str(path)):
-            for value in event.summary.value:
-                if not value.tag.startswith("xla_guard/"):
-                    continue
-                array = tf.make_ndarray(value.tensor)
-                item = array.item() if array.size == 1 else array
-                out[value.tag][event.step] = item.decode() if isinstance(item, bytes) else item
-    return out
-
-
 @pytest.fixture(scope="module")
 def five_lengths(tmp_path_factory):
     """A jit_compile=True fit over 7 batches with 5 lengths, epoch 0 profiled whole, and a twin without the guard."""
@@ -588,13 +543,6 @@ def test_recommended_bucketing_cuts_measured_compilations(tmp_path):
     assert report.compilations == report.expected_compilations
 
 
-def test_fit_dataset_is_not_found_outside_fit():
-    """Outside model.fit there is no dataset to tap."""
-    from keras_xla_guard.input_tap import find_fit_dataset
-
-    assert find_fit_dataset(object()) is None
-
-
 _TF_KERAS_SCRIPT = """
 import json, sys, warnings
 import numpy as np
@@ -644,7 +592,7 @@ def test_track_signatures_switch(tmp_path):
     import keras
 
     from keras_xla_guard import XlaGuardCallback
-    from keras_xla_guard.input_tap import _TapInstallation
+    from keras_xla_guard.seam._recording import TrainFunctionTap
 
     during = []
 
@@ -662,7 +610,7 @@ def test_track_signatures_switch(tmp_path):
         during.clear()
         model.fit(data, epochs=1, callbacks=[guard, Spy()], verbose=0)
         assert (guard.signatures != {}) is track
-        assert all(isinstance(f, _TapInstallation) is track for f in during)
+        assert all(isinstance(f, TrainFunctionTap) is track for f in during)
         assert all(f is keras_function for f in during) is not track
         assert model.train_function is keras_function
 
@@ -670,28 +618,37 @@ def test_track_signatures_switch(tmp_path):
 @pytest.mark.slow
 def test_later_fits_reuse_the_tap_without_retracing(tmp_path):
     """A second fit with a new guard reuses the traced recording function and counts only its own batches."""
-    import keras
 
-    from keras_xla_guard.input_tap import _TAPPED
+    from keras_xla_guard.seam import _TAPPED
 
     model = _seq_model(jit_compile=True)
     data = _seq_dataset(LENGTHS)
     guards = [_guard(tmp_path / str(i)) for i in range(2)]
     model.fit(data, epochs=1, callbacks=[guards[0]], verbose=0)
     ((tap, function),) = _TAPPED[model.train_function].values()
-    direct = function.__closure__[function.__code__.co_freevars.index("multi_step_on_iterator")].cell_contents
-    recording = direct.function
-    traces = recording.experimental_get_tracing_count()
+    traces = _tracing_count(function)
     model.fit(data, epochs=1, callbacks=[guards[1]], verbose=0)
-    assert recording.experimental_get_tracing_count() == traces == 1
+    assert _tracing_count(function) == traces >= 1
     assert [(g.signatures[0].steps, g.signatures[0].new_signatures) for g in guards] == [(7, 5), (7, 5)]
-    assert int(tap._count.numpy()) == 14
+    assert tap.distinct == 5
+
+
+def _tracing_count(function, depth=4):
+    """Traces of every tf.function reachable from `function` through closures and wrappers."""
+    if depth == 0 or function is None:
+        return 0
+    if hasattr(function, "experimental_get_tracing_count"):
+        return function.experimental_get_tracing_count() + _tracing_count(
+            getattr(function, "python_function", None), depth - 1)
+    inner = [getattr(function, "function", None)]
+    inner += [c.cell_contents for c in (getattr(function, "__closure__", None) or ())
+              if callable(c.cell_contents)]
+    return sum(_tracing_count(f, depth - 1) for f in inner if f is not function)
 
 
 @pytest.mark.slow
 def test_a_failing_step_puts_keras_train_function_back(tmp_path):
     """An exception inside a tracked step propagates unchanged and leaves Keras' own train function."""
-    import keras
     import tensorflow as tf
 
     model = _seq_model(jit_compile=False)
@@ -726,7 +683,7 @@ def test_a_fit_interrupted_outside_a_step_does_not_stack_taps(tmp_path):
     """A callback error leaves the tap installed; the next guarded fit unwraps it and puts Keras' back."""
     import keras
 
-    from keras_xla_guard.input_tap import _TapInstallation
+    from keras_xla_guard.seam._recording import TrainFunctionTap
 
     class Boom(keras.callbacks.Callback):
         def on_epoch_end(self, epoch, logs=None):
@@ -737,7 +694,7 @@ def test_a_fit_interrupted_outside_a_step_does_not_stack_taps(tmp_path):
     keras_function = model.train_function
     with pytest.raises(RuntimeError, match="user callback failed"):
         model.fit(_seq_dataset(LENGTHS), epochs=1, callbacks=[_guard(tmp_path / "a"), Boom()], verbose=0)
-    assert isinstance(model.train_function, _TapInstallation)
+    assert isinstance(model.train_function, TrainFunctionTap)
     guard = _guard(tmp_path / "b")
     model.fit(_seq_dataset(LENGTHS), epochs=1, callbacks=[guard], verbose=0)
     assert (guard.signatures[0].steps, guard.signatures[0].distinct_signatures) == (7, 5)
@@ -749,7 +706,7 @@ def test_ring_is_created_before_the_first_step(tmp_path):
     """The tap's variables exist after on_train_begin, so none are created inside a profiled first step."""
     import keras
 
-    from keras_xla_guard.input_tap import _TAPPED
+    from keras_xla_guard.seam import _TAPPED
 
     built = []
 
@@ -767,7 +724,8 @@ def test_batch_counter_waits_for_the_batch_by_data_dependency():
     """The counter's AssignAddVariableOp is fed from IteratorGetNext, so a failed get_next counts nothing."""
     import tensorflow as tf
 
-    from keras_xla_guard.input_tap import _RecordingIterator, InputTap
+    from keras_xla_guard.input_tap import InputTap
+    from keras_xla_guard.seam._recording import RecordingIterator as _RecordingIterator
 
     dataset = tf.data.Dataset.range(10).map(lambda i: (tf.zeros([i]), i)).batch(3)
     tap = InputTap(dataset.element_spec)
@@ -792,7 +750,8 @@ def test_tap_ops_all_live_in_the_guard_scope():
     import tensorflow as tf
 
     from keras_xla_guard.classify import is_guard_op
-    from keras_xla_guard.input_tap import _RecordingIterator, InputTap
+    from keras_xla_guard.input_tap import InputTap
+    from keras_xla_guard.seam._recording import RecordingIterator as _RecordingIterator
 
     dataset = tf.data.Dataset.range(10).map(lambda i: (tf.zeros([i]), i)).batch(3)
     tap = InputTap(dataset.element_spec)
@@ -820,7 +779,14 @@ def test_tap_time_is_the_guards_not_the_models(five_lengths):
     """The profiled epoch books the tap's ops as guard_op_time_s, never as the model's non-XLA ops."""
     from keras_xla_guard.classify import is_guard_op
 
-    report = five_lengths[0].reports[0]
+    guard = five_lengths[0]
+    report = guard.reports[0]
+    if guard._inputs.tap.host_recorded:
+        # Keras >= 3.16 at steps_per_execution 1 hands the batch to Python,
+        # where the tap reads its shapes with no TF op at all.
+        assert report.guard_op_time_s == 0
+        assert "guard's own ops" not in str(report)
+        return
     assert report.guard_op_time_s > 0
     assert not [op for op in report.top_non_xla_ops if is_guard_op(op.op_name)]
     assert "guard's own ops" in str(report)
@@ -830,7 +796,7 @@ def test_direct_call_runs_the_traced_graph_without_retracing():
     """Calls after the first with an iterator run its concrete graph; a new iterator finds the trace, no retrace."""
     import tensorflow as tf
 
-    from keras_xla_guard.input_tap import _DirectCall
+    from keras_xla_guard.seam._recording import DirectCall as _DirectCall
 
     traced = []
 
@@ -855,7 +821,7 @@ def test_direct_call_does_not_keep_a_finished_iterator_alive():
 
     import tensorflow as tf
 
-    from keras_xla_guard.input_tap import _DirectCall
+    from keras_xla_guard.seam._recording import DirectCall as _DirectCall
 
     direct = _DirectCall(tf.function(lambda iterator: iterator.get_next()))
     iterator = iter(tf.data.Dataset.range(10).prefetch(2))
@@ -871,7 +837,7 @@ def test_direct_call_honours_run_functions_eagerly():
     """With tf.config.run_functions_eagerly(True) every call runs the Python function, as tf.function does."""
     import tensorflow as tf
 
-    from keras_xla_guard.input_tap import _DirectCall
+    from keras_xla_guard.seam._recording import DirectCall as _DirectCall
 
     runs = []
 
@@ -897,7 +863,7 @@ def test_direct_call_takes_an_iterator_of_another_structure_through_the_tf_funct
     """A new iterator goes through the tf.function (a concrete function would run it with the wrong types)."""
     import tensorflow as tf
 
-    from keras_xla_guard.input_tap import _DirectCall
+    from keras_xla_guard.seam._recording import DirectCall as _DirectCall
 
     @tf.function
     def first(iterator):

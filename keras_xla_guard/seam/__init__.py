@@ -1,0 +1,286 @@
+"""The one place keras-xla-guard touches private Keras and TensorFlow internals.
+
+Keras gives callbacks no view of the batches `fit` trains on and no hook
+for an exception that leaves `fit`. Recording input signatures and
+stopping the profiler on that path therefore rely on how each Keras
+flavour builds its train function and runs its epochs. Every such contact
+lives in this package, one module per flavour:
+
+- `keras3`: Keras 3 on TensorFlow (closure cells of the train function,
+  `fit`'s `epoch_iterator`);
+- `tf_keras`: tf_keras / Keras 2 (`fit`'s `data_handler`);
+- `tf_internals`: TensorFlow internals used outside `fit` (the XLA CPU
+  switch, the kernel registry, traced graphs' function library, the
+  `xplane_pb2` bindings, a strategy-free resource variable).
+
+`attach` decides at `on_train_begin` which flavour fits the model and
+whether it can record; the guard then checks every epoch that it recorded
+one batch per step that ran (see `KerasInputTracker`). Anything that does
+not fit becomes an `XlaGuardWarning` naming the Keras version, never a
+silent zero. `docs/compatibility.md` lists each contact and the versions
+it was verified on. Users who want none of this call
+`guard.observe(dataset)`, which needs no internals.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+__all__ = ["Attachment", "all_layers", "attach", "flavour_of", "keras_version", "steps_per_execution"]
+
+# fit -> CallbackList.on_train_begin -> callback hook -> guard helpers: a few frames.
+_MAX_FRAMES = 12
+# Rows of the ring: more than the batches recorded between two reads.
+_RING_ROWS = 4096
+
+# Keras' train function -> {repr(element_spec): (tap, recording function)}.
+# Weak keys: a recompiled model builds a new train function and the old
+# entry goes with the old function.
+_TAPPED: "weakref.WeakKeyDictionary[Any, dict[str, tuple[Any, Any]]]" = weakref.WeakKeyDictionary()
+
+
+def keras_version(model: Any = None) -> str:
+    """`"keras 3.15.1"`, `"tf_keras 2.21.0"`: the Keras that runs `model`."""
+    if model is not None and type(model).__module__.startswith("tf_keras"):
+        import tf_keras
+
+        return f"tf_keras {getattr(tf_keras, '__version__', '?')}"
+    try:
+        import keras
+    except ImportError:
+        return "keras (not importable)"
+    return f"keras {getattr(keras, '__version__', '?')}"
+
+
+def flavour_of(model: Any) -> ModuleType | None:
+    """The flavour module for `model`, or `None` when none fits."""
+    module = type(model).__module__
+    if module.startswith("tf_keras") or module.startswith("keras.src.engine"):
+        from keras_xla_guard.seam import tf_keras
+
+        return tf_keras
+    import keras
+
+    if str(getattr(keras, "__version__", "")).startswith("3."):
+        from keras_xla_guard.seam import keras3
+
+        return keras3
+    return None
+
+
+def steps_per_execution(model: Any) -> int:
+    """Steps one `train_function` call runs (tf_keras keeps it in a `tf.Variable`)."""
+    spe = getattr(model, "steps_per_execution", 1) or 1
+    if hasattr(spe, "numpy"):
+        spe = spe.numpy()
+    return max(1, int(spe))
+
+
+def all_layers(model: Any) -> list[Any]:
+    """The model and all its nested layers.
+
+    Keras' own traversal (`_flatten_layers`, Keras 3 and tf_keras) when
+    present, else the model and its public `layers`.
+    """
+    flatten = getattr(model, "_flatten_layers", None)
+    return list(flatten()) if flatten is not None else [model, *getattr(model, "layers", [])]
+
+
+def _fit_local(model: Any, name: str) -> Any:
+    """`fit`'s local variable `name`, from a caller frame whose `self` is `model`."""
+    frame = sys._getframe(1)
+    for _ in range(_MAX_FRAMES):
+        if frame is None:
+            return None
+        local = frame.f_locals
+        if local.get("self") is model and name in local:
+            return local[name]
+        frame = frame.f_back
+    return None
+
+
+@dataclass
+class Attachment:
+    """One `fit`'s contact with Keras, made by `attach`.
+
+    Attributes:
+        flavour: `"keras3"`, `"tf_keras"` or `None` (no flavour fits).
+        keras: The Keras that runs the model, e.g. `"keras 3.15.1"`.
+        recording: Whether batches will be recorded.
+        reason: Why not, when `recording` is false.
+        exit_hook: Whether an exception leaving an epoch reaches `on_abort`.
+    """
+
+    flavour: str | None
+    keras: str
+    recording: bool = False
+    reason: str = ""
+    exit_hook: bool = False
+    _undo: list[Callable[[], None]] = field(default_factory=list, repr=False)
+    _tap: Any = field(default=None, repr=False)
+
+    def arm(self) -> None:
+        """An epoch of this `fit` begins (see `TrainFunctionTap`)."""
+        if self._tap is not None:
+            self._tap.arm()
+
+    def detach(self) -> None:
+        """Puts back everything `attach` changed; safe to call twice."""
+        undo, self._undo = self._undo, []
+        for step in reversed(undo):
+            step()
+        self._tap = None
+
+
+def attach(
+    model: Any,
+    bind: Callable[[Any], None],
+    on_abort: Callable[[], None],
+    *,
+    record: bool = True,
+) -> Attachment:
+    """Connects the guard to the running `fit` of `model`.
+
+    Call from `on_train_begin`. Installs the exit hook (so `on_abort` runs
+    when an exception leaves an epoch) and, with `record`, the recording of
+    every training batch; `bind(tap)` is called with the `InputTap` once the
+    batches' structure is known (`None`: they cannot be recorded).
+
+    Args:
+        model: The Keras model being fitted.
+        bind: Receives the tap.
+        on_abort: Called when an exception leaves an epoch or a step.
+        record: Record batches (else only the exit hook). Defaults to `True`.
+
+    Returns:
+        The `Attachment`; `detach()` it at the end of `fit`.
+    """
+    flavour = flavour_of(model)
+    found = Attachment(flavour=getattr(flavour, "FLAVOUR", None), keras=keras_version(model))
+    if flavour is None:
+        found.reason = f"{found.keras} is not a Keras this guard knows how to record"
+        return found
+    holder = _fit_local(model, flavour.EXIT_HOOK_HOLDER)
+    found.exit_hook = _hook_exit(holder, on_abort, found._undo)
+    if not record:
+        return found
+    import tensorflow as tf
+
+    name, attribute = flavour.DATASET_HOLDER
+    dataset_holder = holder if name == flavour.EXIT_HOOK_HOLDER else _fit_local(model, name)
+    dataset = getattr(dataset_holder, attribute, None)
+    if isinstance(dataset, tf.distribute.DistributedDataset):
+        return _attach_to_distributed(model, dataset_holder, attribute, bind, found)
+    original = _unwrap(getattr(model, "train_function", None))
+    reason = (
+        "model.train_function is None" if original is None
+        else flavour.probe(original, bool(getattr(model, "run_eagerly", False)))
+    )
+    if reason is not None:
+        found.reason = reason
+        return found
+    if isinstance(dataset, tf.data.Dataset):
+        # Creates the ring variables now rather than in the first step,
+        # which may fall in a profiled window.
+        _tapped(flavour, original, dataset.element_spec)
+
+    def choose(iterator: Any) -> Any:
+        if isinstance(iterator, tf.distribute.DistributedIterator):
+            bind(None)
+            return original
+        tap, function = _tapped(flavour, original, iterator.element_spec)
+        bind(tap)
+        # Static batches: Keras' own function, nothing recorded.
+        return original if tap.static else function
+
+    from keras_xla_guard.seam._recording import TrainFunctionTap
+
+    tap = TrainFunctionTap(model, original, choose, on_abort)
+    model.train_function = tap
+    found._tap = tap
+    found._undo.append(tap.restore)
+    found.recording = True
+    return found
+
+
+def _unwrap(function: Any) -> Any:
+    from keras_xla_guard.seam._recording import unwrap
+
+    return unwrap(function)
+
+
+def _tapped(flavour: ModuleType, original: Any, element_spec: Any) -> tuple[Any, Any]:
+    """The tap and recording train function for `original` and a batch structure.
+
+    Built once per Keras train function and batch structure, then reused by
+    every later `fit` of the model: it is traced once, instead of Keras'
+    own function, so tracking adds no tracing.
+    """
+    from keras_xla_guard.input_tap import InputTap
+
+    key = repr(element_spec)
+    entries = _TAPPED.setdefault(original, {})
+    if key not in entries:
+        tap = InputTap(element_spec, capacity=_RING_ROWS)
+        entries[key] = (tap, flavour.recording_function(original, tap))
+    return entries[key]
+
+
+def _attach_to_distributed(
+    model: Any, holder: Any, attribute: str, bind: Callable[[Any], None], found: Attachment
+) -> Attachment:
+    """Taps the dataset a `tf.distribute` strategy splits into replica batches.
+
+    Keras (3 and tf_keras) distributes its dataset; the tap is a `map` on the
+    dataset before the split (global batches), which is then distributed
+    again the same way.
+    """
+    import tensorflow as tf
+
+    from keras_xla_guard.input_tap import InputTap
+
+    dataset = getattr(holder, attribute)
+    strategy = getattr(model, "distribute_strategy", None)
+    original = getattr(dataset, "_original_dataset", None)
+    if strategy is None or not isinstance(original, tf.data.Dataset):
+        found.reason = f"the training input is a {type(dataset).__name__} without its tf.data.Dataset"
+        return found
+    tap = InputTap(original.element_spec, capacity=_RING_ROWS)
+    setattr(holder, attribute, strategy.experimental_distribute_dataset(tap.wrap(original)))
+    found._undo.append(lambda: setattr(holder, attribute, dataset))
+    bind(tap)
+    found.recording = True
+    return found
+
+
+def _hook_exit(holder: Any, on_abort: Callable[[], None], undo: list[Callable[[], None]]) -> bool:
+    """Wraps `holder.catch_stop_iteration()` so an exception leaving an epoch calls `on_abort`.
+
+    Keras runs each epoch's steps (and the callbacks' batch hooks) inside
+    that context and calls no callback when an exception escapes `fit`.
+    """
+    original = getattr(holder, "catch_stop_iteration", None)
+    if original is None or not callable(original):
+        return False
+
+    @contextlib.contextmanager
+    def catch_stop_iteration() -> Any:
+        try:
+            with original():
+                yield
+        except BaseException:
+            on_abort()
+            raise
+
+    try:
+        holder.catch_stop_iteration = catch_stop_iteration
+    except AttributeError:
+        return False
+    undo.append(lambda: vars(holder).pop("catch_stop_iteration", None))
+    return True

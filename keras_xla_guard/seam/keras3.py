@@ -1,0 +1,84 @@
+"""Keras 3 (TensorFlow backend): where `fit` pulls its batches, and how to see them.
+
+Private contacts, each verified on the versions listed in `docs/compatibility.md`:
+
+- `model.train_function` built by `keras/src/backend/tensorflow/trainer.py`
+  (`_make_function`): from Keras 3.8 a plain Python function whose closure
+  holds `multi_step_on_iterator` (a `tf.function` pulling
+  `steps_per_execution` batches in-graph) and `one_step_on_data` (one
+  batch, called from Python). Keras 3.15 calls `multi_step_on_iterator`
+  for every `steps_per_execution`; Keras 3.16 (nightly) pulls the batch
+  in Python with `iterator.get_next_as_optional()` when
+  `steps_per_execution == 1` and calls `one_step_on_data` with it. The tap
+  replaces both cells in a copy of the function: the first with a
+  recording `tf.function` retraced from its `python_function`, the second
+  with a Python wrapper that reads the eager batch's shapes (no TF op).
+  Before 3.8 `model.train_function` is itself a `tf.function` over the
+  iterator, retraced on a recording iterator like tf_keras'.
+- `fit`'s local `epoch_iterator` (a `TFEpochIterator`), found by walking
+  up the stack from `on_train_begin`: its `_distributed_dataset` is the
+  dataset a `tf.distribute` strategy splits (tapped there with a `map`),
+  and its `catch_stop_iteration()` context encloses every epoch's steps,
+  so wrapping it tells the guard when an exception leaves an epoch.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+__all__ = ["DATASET_HOLDER", "EXIT_HOOK_HOLDER", "FLAVOUR", "probe", "recording_function"]
+
+FLAVOUR = "keras3"
+_STEP_CELLS = ("multi_step_on_iterator", "one_step_on_data")
+# (fit's local variable, its attribute holding the dataset fit distributes).
+DATASET_HOLDER = ("epoch_iterator", "_distributed_dataset")
+EXIT_HOOK_HOLDER = "epoch_iterator"
+
+
+def _cells(function: Any) -> dict[str, int]:
+    names = getattr(getattr(function, "__code__", None), "co_freevars", ())
+    if not getattr(function, "__closure__", None):
+        return {}
+    return {name: names.index(name) for name in _STEP_CELLS if name in names}
+
+
+def probe(function: Any, run_eagerly: bool) -> str | None:
+    """Why this Keras 3 train function cannot be recorded; `None` when it can."""
+    if run_eagerly or hasattr(function, "python_function"):
+        return None
+    if "multi_step_on_iterator" in _cells(function):
+        return None
+    return (
+        f"model.train_function ({function!r}) is neither a tf.function nor a function "
+        "calling multi_step_on_iterator, the two forms this guard knows how to record"
+    )
+
+
+def recording_function(original: Any, tap: Any) -> Any:
+    """Keras 3's train function, recording every batch into `tap`."""
+    from keras_xla_guard.seam._recording import recording_tf_function
+
+    cells = _cells(original)
+    if not cells:
+        return recording_tf_function(original, tap)
+    closure = list(original.__closure__)
+    if "multi_step_on_iterator" in cells:
+        index = cells["multi_step_on_iterator"]
+        closure[index] = types.CellType(recording_tf_function(closure[index].cell_contents, tap))
+    if "one_step_on_data" in cells:
+        index = cells["one_step_on_data"]
+        closure[index] = types.CellType(_recording_step(closure[index].cell_contents, tap))
+    return types.FunctionType(
+        original.__code__, original.__globals__, original.__name__, original.__defaults__, tuple(closure)
+    )
+
+
+def _recording_step(step: Any, tap: Any) -> Any:
+    """`one_step_on_data` that records its batch first (called from Python)."""
+
+    def one_step_on_data(data: Any) -> Any:
+        tap.record_host(data)
+        return step(data)
+
+    return one_step_on_data

@@ -1,0 +1,39 @@
+"""tf_keras (Keras 2, `TF_USE_LEGACY_KERAS=1`): where `fit` pulls its batches.
+
+Private contacts, each verified on the versions listed in `docs/compatibility.md`:
+
+- `model.train_function` is a `tf.function` over the iterator
+  (`tf_keras/src/engine/training.py`, `make_train_function`) that takes
+  batches with `next(iterator)`; it is retraced from its
+  `python_function` (converted with AutoGraph, as tf_keras' own is) on a
+  recording iterator. With `run_eagerly=True` it is
+  a plain Python function, called with the recording iterator.
+- `fit`'s local `data_handler` (a `DataHandler`), found by walking up the
+  stack: `_dataset` is the dataset a `tf.distribute` strategy splits, and
+  `catch_stop_iteration()` encloses every epoch's steps.
+- `model.steps_per_execution` is a `tf.Variable` (mirrored under a strategy).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["DATASET_HOLDER", "EXIT_HOOK_HOLDER", "FLAVOUR", "probe", "recording_function"]
+
+FLAVOUR = "tf_keras"
+DATASET_HOLDER = ("data_handler", "_dataset")
+EXIT_HOOK_HOLDER = "data_handler"
+
+
+def probe(function: Any, run_eagerly: bool) -> str | None:
+    """Why this tf_keras train function cannot be recorded; `None` when it can."""
+    if run_eagerly or hasattr(function, "python_function"):
+        return None
+    return f"model.train_function ({function!r}) is not the tf.function tf_keras builds"
+
+
+def recording_function(original: Any, tap: Any) -> Any:
+    """tf_keras' train function, recording every batch into `tap`."""
+    from keras_xla_guard.seam._recording import recording_tf_function
+
+    return recording_tf_function(original, tap, autograph=True)
