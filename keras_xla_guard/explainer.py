@@ -221,19 +221,34 @@ def _unpack(sample_batch: Any) -> tuple[Any, Any, Any]:
     return sample_batch, None, None
 
 
-def _owner_layer(op_name: str, layer_names: frozenset[str]) -> str | None:
+def _owner_layer(op_name: str, layer_names: frozenset[str], suffixed: bool) -> str | None:
     """The deepest Keras layer whose name scope holds `op_name`.
 
-    Inside a traced step Keras 3 enters each layer's scope after its name
-    was already taken once, so TensorFlow adds a `_N` suffix (`dense` ->
-    `dense_1`, `dense_1` -> `dense_1_2`); dropping one suffix comes first.
+    Inside a traced step Keras 3.15 and earlier enter each layer's scope
+    after its name was already taken once, so TensorFlow adds a `_N` suffix
+    (`dense` -> `dense_1`, `dense_1` -> `dense_1_2`); there dropping one
+    suffix comes first. Keras 3.16 enters the layer's own name: there the
+    exact name comes first (`strings_1` is the layer `strings_1`).
     """
     for part in reversed(op_name.split("/")[:-1]):
         stripped = _SUFFIX_RE.sub("", part)
-        for candidate in (stripped, part):
+        for candidate in (stripped, part) if suffixed else (part, stripped):
             if candidate in layer_names:
                 return candidate
     return None
+
+
+def _scopes_are_suffixed(op_names: Iterable[str], layer_names: frozenset[str]) -> bool:
+    """Whether layer scopes carry TensorFlow's `_N` suffix in this trace.
+
+    Evidence is a scope that is no layer's name but is one with the suffix
+    dropped (`py_layer_1` for the layer `py_layer`).
+    """
+    for name in op_names:
+        for part in name.split("/")[:-1]:
+            if part not in layer_names and _SUFFIX_RE.sub("", part) in layer_names:
+                return True
+    return False
 
 
 def _jit_device() -> str:
@@ -269,12 +284,14 @@ def _unsupported_ops(
 ) -> tuple[UnsupportedOp, ...]:
     found: dict[tuple[str, str], UnsupportedOp] = {}
     cache: dict[str, bool] = {}
-    for op_type, op_name, function in _graph_nodes(concrete):
+    nodes = list(_graph_nodes(concrete))
+    suffixed = _scopes_are_suffixed((name for _, name, _ in nodes), layer_names)
+    for op_type, op_name, function in nodes:
         if op_type in _PLUMBING or (op_type, op_name) in found:
             continue
         if not _has_xla_kernel(op_type, device, cache):
             found[(op_type, op_name)] = UnsupportedOp(
-                op_type, op_name, _owner_layer(op_name, layer_names), function
+                op_type, op_name, _owner_layer(op_name, layer_names, suffixed), function
             )
     # TensorFlow names the first op it rejects; keep it should the kernel
     # registry not cover it (an op supported only in some configurations).
@@ -282,7 +299,7 @@ def _unsupported_ops(
         op_type, name = m.group("type"), m.group("name")
         if (op_type, name) not in found:
             found[(op_type, name)] = UnsupportedOp(
-                op_type, name, _owner_layer(name, layer_names), concrete.graph.name
+                op_type, name, _owner_layer(name, layer_names, suffixed), concrete.graph.name
             )
     return tuple(found.values())
 

@@ -45,9 +45,17 @@ _RING_ROWS = 4096
 _TAPPED: "weakref.WeakKeyDictionary[Any, dict[str, tuple[Any, Any]]]" = weakref.WeakKeyDictionary()
 
 
+def _is_tf_keras(model: Any) -> bool:
+    """Whether `model` is a tf_keras (Keras 2) model, subclasses defined anywhere included."""
+    return any(
+        cls.__module__.startswith(("tf_keras.", "keras.src.engine.", "keras.engine."))
+        for cls in type(model).__mro__
+    )
+
+
 def keras_version(model: Any = None) -> str:
     """`"keras 3.15.1"`, `"tf_keras 2.21.0"`: the Keras that runs `model`."""
-    if model is not None and type(model).__module__.startswith("tf_keras"):
+    if model is not None and _is_tf_keras(model):
         import tf_keras
 
         return f"tf_keras {getattr(tf_keras, '__version__', '?')}"
@@ -60,8 +68,7 @@ def keras_version(model: Any = None) -> str:
 
 def flavour_of(model: Any) -> ModuleType | None:
     """The flavour module for `model`, or `None` when none fits."""
-    module = type(model).__module__
-    if module.startswith("tf_keras") or module.startswith("keras.src.engine"):
+    if _is_tf_keras(model):
         from keras_xla_guard.seam import tf_keras
 
         return tf_keras
