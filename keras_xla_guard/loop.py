@@ -352,7 +352,7 @@ class XlaGuard:
         if not self._running:
             self._running = True
             self.engine.xla_mode = self._xla_mode()
-            self.engine.train_begin(epochs=None, initial_epoch=epoch)
+            self.engine.train_begin()
         self._epoch = epoch
         self._step = 0
         self.engine.epoch_begin(epoch, steps=steps)
