@@ -70,12 +70,15 @@ class XlaGuardCallback(keras.callbacks.Callback):
     `keras_xla_guard.distributed`).
 
     Args:
-        log_dir: Directory for traces and summaries. Defaults to
+        log_dir: Local directory for traces and summaries (remote URLs
+            such as `gs://...` are refused). Defaults to
             `"logs/xla_guard"`.
         profile_epochs: Epoch indices (0-based, as Keras counts) to profile:
             an int, an iterable of ints or a range. Defaults to `None`:
-            epoch 1 (the first one after compilation), or epoch 0 when
-            `fit` runs a single epoch, unless `profile_every` is given.
+            the second epoch `fit` trains (the first one after
+            compilation: epoch 1, or `initial_epoch + 1` when resuming), or
+            its only epoch, unless `profile_every` is given. Listed epochs
+            that `fit` does not train give an `XlaGuardWarning`.
         profile_every: Also profile every N-th epoch. Defaults to `None`.
         skip_steps: Steps at the start of each profiled epoch to leave out
             (iterator start-up, compilation). Defaults to `2`.

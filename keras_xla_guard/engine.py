@@ -84,11 +84,12 @@ class XlaGuardEngine:
     """Profiles selected epochs and turns each trace into a `CoverageReport`.
 
     Args:
-        log_dir: Directory for traces (`<log_dir>/plugins/profile/`) and
-            TensorBoard summaries. Defaults to `"logs/xla_guard"`.
+        log_dir: Local directory for traces (`<log_dir>/plugins/profile/`)
+            and TensorBoard summaries; remote URLs such as `gs://...` are
+            refused. Defaults to `"logs/xla_guard"`.
         profile_epochs: Epochs (0-based) to profile: an int, an iterable of
-            ints or a range. Defaults to `None`: epoch 1, or epoch 0 when
-            training has a single epoch (unless `profile_every` is given).
+            ints or a range. Defaults to `None`: the run's second epoch, or
+            its only one (unless `profile_every` is given).
         profile_every: Also profile every N-th epoch. Defaults to `None`.
         skip_steps: Steps at the start of an epoch left out of the window.
             Defaults to `2`.
