@@ -129,15 +129,17 @@ def test_weights_are_bit_identical_with_and_without_the_guard(tmp_path, jit_comp
 
 
 def test_keras_tensorboard_profiler_in_the_same_fit_skips_our_window(tmp_path):
-    """With TensorBoard(profile_batch) profiling, our overlapping window is skipped, not crashed."""
+    """With TensorBoard(profile_batch) profiling, our overlapping window is skipped with a warning."""
     import keras
 
     model = make_model(True)
     tb = keras.callbacks.TensorBoard(log_dir=str(tmp_path / "tb"), profile_batch=(2, 4))
     guard = XlaGuardCallback(log_dir=tmp_path / "guard", profile_epochs=(0, 1), skip_steps=3, verbose=0)
-    with warnings.catch_warnings(record=True):
+    with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model.fit(make_dataset(), epochs=2, callbacks=[tb, guard], verbose=0)
+    assert any(str(w.message).startswith("keras-xla-guard: epoch 0 is not profiled: another profiler")
+               for w in caught)
     assert guard.reports[0].status == "skipped"
     assert "another profiler" in guard.reports[0].reason
     assert guard.reports[1].status == "ok"
