@@ -43,8 +43,9 @@ DEFAULT_LOG_DIR = os.path.join("logs", "xla_guard")
 # TensorFlow's megamorphic threshold (more than 10 compiles of one cluster).
 DEFAULT_MAX_COMPILATIONS = 8
 ON_VIOLATION_CHOICES = ("warn", "raise", "stop")
-# A URL scheme such as gs:// or s3:// (a Windows drive letter has no "//").
-_REMOTE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+# A URL scheme such as gs:// or s3://; two letters at least, so that a
+# Windows drive ("C://logs") is still a local path.
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+://")
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
@@ -152,12 +153,12 @@ class XlaGuardEngine:
             raise ValueError(
                 f"`log_dir` must be a non-empty path. Received: log_dir={log_dir!r}"
             )
-        if _REMOTE.match(str(os.fspath(log_dir))):
+        if _URL.match(str(os.fspath(log_dir))):
             # pathlib would fold "gs://b" into the local directory "gs:/b".
             raise ValueError(
-                "`log_dir` must be a local directory; remote file systems (gs://, s3://, "
-                "hdfs://, ...) are not supported: write locally and copy the log dir. "
-                f"Received: log_dir={log_dir!r}"
+                "`log_dir` must be a local directory path, not a URL: remote file systems "
+                "(gs://, s3://, hdfs://, ...) are not supported; write locally and copy the "
+                f"log dir. Received: log_dir={log_dir!r}"
             )
         self._explicit_schedule = profile_epochs is not None or profile_every is not None
         self.schedule = ProfileSchedule.create(profile_epochs, profile_every, skip_steps, max_steps)
