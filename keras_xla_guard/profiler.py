@@ -29,12 +29,12 @@ from pathlib import Path
 from keras_xla_guard.errors import ProfilerBusyError, XlaGuardError, XlaGuardWarning
 from keras_xla_guard.xplane import TRACE_SUFFIX
 
-__all__ = ["ProfilerSession", "SessionLostError", "stop_stale_session"]
+__all__ = ["STAGING_DIR", "ProfilerSession", "SessionLostError", "stop_stale_session"]
 
 _lock = threading.Lock()
 _active: "ProfilerSession | None" = None
 # Under the log dir, so that moving a finished run is a rename on one file
-# system; the dot keeps it apart from the runs TensorBoard lists.
+# system; removed again once its sessions are stopped.
 STAGING_DIR = ".xla_guard_staging"
 
 
@@ -100,6 +100,9 @@ class ProfilerSession:
                     "process (e.g. keras.callbacks.TensorBoard(profile_batch=...)); "
                     f"TensorFlow said: {e.message}"
                 ) from None
+            except BaseException:
+                self._discard_staging()
+                raise
             self.running = True
             _active = self
 
