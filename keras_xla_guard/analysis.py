@@ -658,7 +658,7 @@ def analyze_trace(
         TraceNotFoundError: If no trace exists at `path`.
         TraceParseError: If a file is not a valid XSpace trace.
         TraceTooLargeError: If a file is larger than `max_bytes`.
-        ValueError: If `top_k` or `max_bytes` is invalid.
+        ValueError: If `path`, `top_k` or `max_bytes` is invalid.
 
     Example:
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import warnings
+import weakref
 from collections.abc import Iterable
 from typing import Any
 
@@ -25,6 +26,8 @@ __all__ = ["XlaGuardCallback", "check_backend"]
 
 # Below this XLA share of op time the first report carries the verdicts.
 _LOW_COVERAGE = 0.5
+# Guards between their on_train_begin and on_train_end.
+_guarding: "weakref.WeakSet[XlaGuardCallback]" = weakref.WeakSet()
 
 
 def check_backend() -> None:
@@ -67,12 +70,15 @@ class XlaGuardCallback(keras.callbacks.Callback):
     `keras_xla_guard.distributed`).
 
     Args:
-        log_dir: Directory for traces and summaries. Defaults to
+        log_dir: Local directory for traces and summaries (remote URLs
+            such as `gs://...` are refused). Defaults to
             `"logs/xla_guard"`.
         profile_epochs: Epoch indices (0-based, as Keras counts) to profile:
             an int, an iterable of ints or a range. Defaults to `None`:
-            epoch 1 (the first one after compilation), or epoch 0 when
-            `fit` runs a single epoch, unless `profile_every` is given.
+            the second epoch `fit` trains (the first one after
+            compilation: epoch 1, or `initial_epoch + 1` when resuming), or
+            its only epoch, unless `profile_every` is given. Listed epochs
+            that `fit` does not train give an `XlaGuardWarning`.
         profile_every: Also profile every N-th epoch. Defaults to `None`.
         skip_steps: Steps at the start of each profiled epoch to leave out
             (iterator start-up, compilation). Defaults to `2`.
@@ -177,6 +183,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
         self._note_lock = threading.Lock()
         self.engine.note_providers.append(self._verdict_notes)
         self._cluster: ClusterRun | None = None
+        self._peer: XlaGuardCallback | None = None
 
     @property
     def reports(self) -> dict[int, CoverageReport]:
@@ -319,30 +326,49 @@ class XlaGuardCallback(keras.callbacks.Callback):
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
         from keras_xla_guard import seam
 
+        if self._defers_to_peer():
+            return
         self.engine.steps_per_call = seam.steps_per_execution(self.model)
         params = self.params or {}
         self._noted = False
         self._diagnose()
         self._cluster = _begin_cluster_run(self.engine, self.model, params.get("epochs"))
         self.engine.xla_mode = _xla_mode(self.model)
-        self.engine.train_begin(epochs=params.get("epochs"), initial_epoch=0)
+        self.engine.train_begin(epochs=params.get("epochs"))
         self._track(self._attach_inputs, params.get("steps"))
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        if self._peer is not None:
+            return
         self.engine.epoch_begin(epoch, steps=(self.params or {}).get("steps"))
         self._inputs.begin_epoch(epoch)
 
     def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        if self._peer is not None:
+            return
         self.engine.step_begin(batch)
         self._track(self._inputs.step, batch)
 
+    def on_test_begin(self, logs: dict[str, Any] | None = None) -> None:
+        if self._peer is None:
+            self.engine.validation_begin()
+
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        if self._peer is not None:
+            return
         self._track(self._inputs.end_epoch)
-        self.engine.epoch_end(epoch)
+        # Keras' epoch logs hold the train step's results (the loss at least)
+        # once a step ran; validation adds only `val_` entries.
+        trained = any(not key.startswith("val_") for key in logs or {})
+        self.engine.epoch_end(epoch, trained=trained)
         if self.engine.stop_requested and self.model is not None:
             self.model.stop_training = True
 
     def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
+        if self._peer is not None:
+            self._peer = None
+            return
+        _guarding.discard(self)
         self._track(self._inputs.detach)
         self.engine.train_end()
         if self._cluster is not None:
@@ -354,10 +380,35 @@ class XlaGuardCallback(keras.callbacks.Callback):
 
         Runs from the seam's exit hook or a failing step; never raises.
         """
+        _guarding.discard(self)
         try:
             self.engine.abort()
         finally:
             self._inputs.detach()
+
+    def _defers_to_peer(self) -> bool:
+        """Whether another guard already guards this `fit` (then warns once).
+
+        TensorFlow runs one profiler per process and Keras has one train
+        function per model, so a second guard in the same `fit` stays out
+        of the way instead of disturbing the first one's window and figures.
+        """
+        params = self.params
+        # Keras hands the same `params` dict to every callback of one fit;
+        # a guard that an exception left in `_guarding` holds an older one.
+        peer = next((g for g in _guarding if g is not self and params and g.params is params), None)
+        self._peer = peer
+        if peer is None:
+            _guarding.add(self)
+            return False
+        warnings.warn(
+            f"keras-xla-guard: the XlaGuardCallback with log_dir={self.log_dir!r} does nothing "
+            f"in this fit: the one with log_dir={peer.log_dir!r} already guards it (TensorFlow "
+            "runs one profiler at a time). Pass one XlaGuardCallback to fit.",
+            XlaGuardWarning,
+            stacklevel=3,
+        )
+        return True
 
     def _attach_inputs(self, steps: int | None) -> None:
         self._inputs.attach(self.model, steps, self._abort, record=self._track_signatures)

@@ -1,7 +1,9 @@
 """The `keras-xla-guard` command line.
 
 Exit codes: 0 ok, 1 a threshold was violated, 2 bad input or usage (one line
-on stderr, no traceback).
+on stderr, no traceback). Everything printed has its non-printable
+characters escaped (trace names are arbitrary strings) and is encoded
+whatever the terminal's encoding (others become `\\xNN` escapes).
 """
 
 from __future__ import annotations
@@ -11,10 +13,11 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import IO, Any, NamedTuple
 
 from keras_xla_guard._version import __version__
 from keras_xla_guard.errors import XlaGuardError
+from keras_xla_guard.table import printable
 
 __all__ = ["main"]
 
@@ -23,11 +26,30 @@ EXIT_THRESHOLD = 1
 EXIT_BAD_INPUT = 2
 
 
+def _emit(*lines: str, file: IO[str] | None = None) -> None:
+    """Prints each of `lines` on one line, safe for any terminal and encoding.
+
+    A newline inside a line is escaped like any other non-printable
+    character, so data cannot start a line of its own.
+    """
+    stream = sys.stdout if file is None else file
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    text = "".join(printable(line) + "\n" for line in lines)
+    # An ASCII-only stdout (LANG=C, PYTHONIOENCODING=ascii) must not turn a
+    # non-ASCII host or op name into an error.
+    stream.write(text.encode(encoding, "backslashreplace").decode(encoding))
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, but usage errors are one line on stderr and exit code 2."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
+
+    def _print_message(self, message: str, file: IO[str] | None = None) -> None:
+        # Usage errors quote the user's arguments, which may hold anything.
+        if message:
+            _emit(*message.rstrip("\n").split("\n"), file=sys.stderr if file is None else file)
 
 
 REPORT_SCHEMA_VERSION = 1
@@ -158,14 +180,15 @@ def _run_report(args: argparse.Namespace) -> int:
     runs = _analyze_runs(args)
     violations = _violations(args, runs)
     if args.json:
-        print(json.dumps(_report_document(args, runs, violations), indent=2, sort_keys=True))
+        _emit(*json.dumps(_report_document(args, runs, violations), indent=2, sort_keys=True).splitlines())
     else:
-        print(coverage_table([(run.run_dir.name, run.hosts, run.combined) for run in runs]))
+        # Cells are escaped by the table itself: its newlines separate rows.
+        _emit(*coverage_table([(run.run_dir.name, run.hosts, run.combined) for run in runs]).splitlines())
         for run in runs:
             for note in run.combined.notes:
-                print(f"note ({run.run_dir.name}): {note}")
+                _emit(f"note ({run.run_dir.name}): {note}")
         for violation in violations:
-            print(f"FAILED: {violation['message']}")
+            _emit(f"FAILED: {violation['message']}")
     return EXIT_THRESHOLD if violations else EXIT_OK
 
 
@@ -174,9 +197,9 @@ def _run_doctor(args: argparse.Namespace) -> int:
 
     report = doctor(probe=not args.no_probe, probe_timeout=args.probe_timeout)
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2, sort_keys=True))
+        _emit(*json.dumps(report.to_dict(), indent=2, sort_keys=True).splitlines())
     else:
-        print(report)
+        _emit(*str(report).splitlines())
     return EXIT_OK
 
 
@@ -248,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (XlaGuardError, OSError, ValueError) as e:
         # One line, whatever the message holds, so scripts can rely on it.
         message = " ".join(str(e).split())
-        print(f"keras-xla-guard: error: {message}", file=sys.stderr)
+        _emit(f"keras-xla-guard: error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
 

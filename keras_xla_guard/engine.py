@@ -13,6 +13,7 @@ import concurrent.futures
 import dataclasses
 import functools
 import os
+import re
 import threading
 import time
 import warnings
@@ -22,7 +23,7 @@ from typing import Any, TypeVar
 
 from keras_xla_guard.analysis import DEFAULT_TOP_K, analyze_xspace, combine_reports
 from keras_xla_guard.errors import ProfilerBusyError, RecompilationLimitError, XlaGuardWarning
-from keras_xla_guard.profiler import ProfilerSession
+from keras_xla_guard.profiler import ProfilerSession, SessionLostError, stop_stale_session
 from keras_xla_guard.report import CoverageReport, format_report
 from keras_xla_guard.schedule import DEFAULT_MAX_STEPS, DEFAULT_SKIP_STEPS, ProfileSchedule
 from keras_xla_guard.signatures import (
@@ -42,6 +43,9 @@ DEFAULT_LOG_DIR = os.path.join("logs", "xla_guard")
 # TensorFlow's megamorphic threshold (more than 10 compiles of one cluster).
 DEFAULT_MAX_COMPILATIONS = 8
 ON_VIOLATION_CHOICES = ("warn", "raise", "stop")
+# A URL scheme such as gs:// or s3://; two letters at least, so that a
+# Windows drive ("C://logs") is still a local path.
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+://")
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
@@ -81,11 +85,12 @@ class XlaGuardEngine:
     """Profiles selected epochs and turns each trace into a `CoverageReport`.
 
     Args:
-        log_dir: Directory for traces (`<log_dir>/plugins/profile/`) and
-            TensorBoard summaries. Defaults to `"logs/xla_guard"`.
+        log_dir: Local directory for traces (`<log_dir>/plugins/profile/`)
+            and TensorBoard summaries; remote URLs such as `gs://...` are
+            refused. Defaults to `"logs/xla_guard"`.
         profile_epochs: Epochs (0-based) to profile: an int, an iterable of
-            ints or a range. Defaults to `None`: epoch 1, or epoch 0 when
-            training has a single epoch (unless `profile_every` is given).
+            ints or a range. Defaults to `None`: the run's second epoch, or
+            its only one (unless `profile_every` is given).
         profile_every: Also profile every N-th epoch. Defaults to `None`.
         skip_steps: Steps at the start of an epoch left out of the window.
             Defaults to `2`.
@@ -148,6 +153,13 @@ class XlaGuardEngine:
             raise ValueError(
                 f"`log_dir` must be a non-empty path. Received: log_dir={log_dir!r}"
             )
+        if _URL.match(str(os.fspath(log_dir))):
+            # pathlib would fold "gs://b" into the local directory "gs:/b".
+            raise ValueError(
+                "`log_dir` must be a local directory path, not a URL: remote file systems "
+                "(gs://, s3://, hdfs://, ...) are not supported; write locally and copy the "
+                f"log dir. Received: log_dir={log_dir!r}"
+            )
         self._explicit_schedule = profile_epochs is not None or profile_every is not None
         self.schedule = ProfileSchedule.create(profile_epochs, profile_every, skip_steps, max_steps)
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
@@ -173,7 +185,8 @@ class XlaGuardEngine:
         self._pending_epoch: int | None = None
         self._pending_start = 0
         self._steps_hint: int | None = None
-        self._first_epoch = 0
+        self._first_epoch: int | None = None
+        self._epochs: int | None = None
         self._epoch: int | None = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._futures: list[concurrent.futures.Future[None]] = []
@@ -288,24 +301,27 @@ class XlaGuardEngine:
         concurrent.futures.wait(futures, timeout=timeout)
 
     @_never_raises
-    def train_begin(self, epochs: int | None = None, initial_epoch: int = 0) -> None:
+    def train_begin(self, epochs: int | None = None) -> None:
         """Starts a training run.
 
+        The run's first epoch (e.g. Keras' `initial_epoch`, which callbacks
+        are not told) is the first one `epoch_begin` is called with.
+
         Args:
-            epochs: Total epochs of the run, if known (for the default
-                schedule).
-            initial_epoch: First epoch index of the run. Defaults to `0`.
+            epochs: Epoch index the run stops before (Keras' `epochs`), if
+                known: the default schedule then picks an epoch that runs.
         """
-        self._first_epoch = initial_epoch
+        # A window of this guard or another one that an exception left open
+        # belongs to a run that is over.
+        self.abort()
+        stop_stale_session()
+        self._epochs = epochs
+        self._first_epoch = None
         self._tracker = SignatureTracker(xla=self.xla_mode is not None)
         self._megamorphic_warned = False
         self._violation_epoch = None
         self._signatures_unavailable = None
         self.stop_requested = False
-        if not self._explicit_schedule:
-            last = (epochs - 1) if epochs else None
-            default = initial_epoch + 1 if last is None or last >= initial_epoch + 1 else initial_epoch
-            self.schedule = dataclasses.replace(self.schedule, epochs=frozenset({default}))
 
     @_never_raises
     def epoch_begin(self, epoch: int, steps: int | None = None) -> None:
@@ -316,11 +332,14 @@ class XlaGuardEngine:
             steps: Steps the epoch will run, if known.
         """
         self._epoch = epoch
+        if self._first_epoch is None:
+            self._plan_run(epoch)
+            self._first_epoch = epoch
         self._tracker.begin_epoch(epoch)
         self._stop_window()
         self._pending_epoch = None
         self._steps_hint = steps
-        if self.schedule.profiles_epoch(epoch, self._first_epoch):
+        if self.schedule.profiles_epoch(epoch, first_epoch=self._first_epoch):
             self._pending_epoch = epoch
             self._pending_start = self.schedule.start_step(steps)
 
@@ -343,13 +362,28 @@ class XlaGuardEngine:
             self._start_window(self._pending_epoch, step)
 
     @_never_raises
-    def epoch_end(self, epoch: int) -> None:
+    def epoch_end(self, epoch: int, trained: bool = True) -> None:
         """Marks the end of an epoch; finishes its window if one is open.
 
         Args:
             epoch: 0-based epoch index.
+            trained: Whether any training step ran in the epoch. `False`
+                (e.g. an empty dataset) reports a selected epoch as skipped
+                instead of analyzing a window without steps. Defaults to
+                `True`.
         """
-        if self._window is not None:
+        window_epoch = self._window.epoch if self._window is not None else self._pending_epoch
+        if not trained and window_epoch == epoch:
+            self.abort()
+            self._store(
+                CoverageReport(
+                    status="skipped",
+                    reason="no training step ran in the epoch (is the dataset empty?)",
+                    epoch=epoch,
+                    steps_profiled=0,
+                )
+            )
+        elif self._window is not None:
             self._stop_window()
         elif self._pending_epoch == epoch:
             self._store(
@@ -365,6 +399,15 @@ class XlaGuardEngine:
             )
         self._pending_epoch = None
         self._finish_signatures(epoch)
+
+    @_never_raises
+    def validation_begin(self) -> None:
+        """Closes the open window before validation steps run.
+
+        Validation runs inside the epoch; without this its steps would be
+        counted as training steps of the window.
+        """
+        self._stop_window()
 
     def train_end(self, timeout: float | None = None) -> None:
         """Ends the run: stops the profiler, waits for analyses, flushes.
@@ -412,12 +455,28 @@ class XlaGuardEngine:
         if epoch is not None:
             self._store(CoverageReport(status="failed", reason=message, epoch=epoch))
 
+    def _plan_run(self, first: int) -> None:
+        """Fits the schedule to the run's first epoch and its `epochs`."""
+        epochs = self._epochs
+        if not self._explicit_schedule:
+            default = first + 1 if epochs is None or first + 1 < epochs else first
+            self.schedule = dataclasses.replace(self.schedule, epochs=frozenset({default}))
+            return
+        missed = sorted(e for e in self.schedule.epochs if e < first or (epochs is not None and e >= epochs))
+        if missed:
+            runs = f"epochs {first} to {epochs - 1}" if epochs is not None else f"epochs from {first}"
+            self._warn(
+                f"profile_epochs={sorted(self.schedule.epochs)} includes epoch(s) {missed}, which "
+                f"this run does not train (it trains {runs}); they are not profiled."
+            )
+
     def _start_window(self, epoch: int, step: int) -> None:
         session = ProfilerSession(self.log_dir, run_name=f"epoch{epoch}")
         try:
             session.start()
         except ProfilerBusyError as e:
             self._pending_epoch = None
+            self._warn(f"epoch {epoch} is not profiled: {e}")
             self._store(CoverageReport(status="skipped", reason=str(e), epoch=epoch, steps_profiled=0))
             return
         self._pending_epoch = None
@@ -440,9 +499,19 @@ class XlaGuardEngine:
             return
         if window.step_trace is not None:
             window.step_trace.__exit__(None, None, None)
-        files = window.session.stop()
         wall = time.perf_counter() - window.started
         steps = (next_step if next_step is not None else window.next_step) - window.first_step
+        try:
+            files = window.session.stop()
+        except Exception as e:  # noqa: BLE001 - see _never_raises
+            reason = str(e) if isinstance(e, SessionLostError) else (
+                f"writing the trace failed: {type(e).__name__}: {e}"
+            )
+            self._warn(f"epoch {window.epoch}: {reason}. Training continues without this "
+                       "profiling window.")
+            self._store(CoverageReport(status="failed", reason=reason, epoch=window.epoch,
+                                       steps_profiled=steps, window_wall_s=wall))
+            return
         job = functools.partial(self._analyze, window.epoch, files, steps, wall)
         if self.async_analysis:
             if self._executor is None:

@@ -114,8 +114,9 @@ class XlaGuard:
     training: its own failures become `XlaGuardWarning`s.
 
     Args:
-        log_dir: Directory for traces (`<log_dir>/plugins/profile/`) and
-            TensorBoard summaries. Defaults to `"logs/xla_guard"`.
+        log_dir: Local directory for traces (`<log_dir>/plugins/profile/`)
+            and TensorBoard summaries; remote URLs such as `gs://...` are
+            refused. Defaults to `"logs/xla_guard"`.
         profile_epochs: Epoch indices (0-based) to profile: an int, an
             iterable of ints or a range. Defaults to `None`: the second epoch
             the loop runs (the first one after compilation), unless
@@ -387,7 +388,7 @@ class XlaGuard:
         if not self._running:
             self._running = True
             self.engine.xla_mode = self._xla_mode()
-            self.engine.train_begin(epochs=None, initial_epoch=epoch)
+            self.engine.train_begin()
             if self._inputs is not None:
                 self._inputs.use_observed()
         self._epoch = epoch

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from keras_xla_guard.report import CoverageReport
 
-__all__ = ["coverage_table", "text_table"]
+__all__ = ["coverage_table", "printable", "text_table"]
 
 _HEADER = (
     "run",
@@ -24,6 +24,35 @@ _HEADER = (
 _LEFT = (True, True, False, False, False, False, False, False, False, True)
 
 
+def printable(text: str) -> str:
+    """Escapes the characters of `text` a terminal would not just print.
+
+    Names in a trace are arbitrary strings: a control sequence in one
+    (e.g. `"\\x1b]0;title\\x07"`) would retitle or clear the terminal, and a
+    newline would forge a table row. Each non-printable character is
+    written as its Python escape (`\\x1b`, `\\n`, `\\u202e`); the bytes of
+    a file name that did not decode (surrogate escapes, e.g. under
+    `LANG=C`) are written as `\\xNN` each.
+
+    Args:
+        text: Any text.
+
+    Returns:
+        `text` with every non-printable character escaped.
+    """
+    if text.isprintable():
+        return text
+    return "".join(_escape(c) for c in text)
+
+
+def _escape(char: str) -> str:
+    if char.isprintable():
+        return char
+    if "\udc80" <= char <= "\udcff":
+        return f"\\x{ord(char) - 0xDC00:02x}"
+    return char.encode("unicode_escape").decode("ascii")
+
+
 def text_table(header: Sequence[str], rows: Sequence[Sequence[str]], left: Sequence[bool]) -> str:
     """Lays out cells in aligned columns separated by two spaces.
 
@@ -34,7 +63,8 @@ def text_table(header: Sequence[str], rows: Sequence[Sequence[str]], left: Seque
 
     Returns:
         The table, one line per row after the header, no trailing spaces
-        and no trailing newline.
+        and no trailing newline. Non-printable characters in cells are
+        escaped (see `printable`).
 
     Raises:
         ValueError: If a row or `left` is not as long as `header`.
@@ -52,11 +82,12 @@ def text_table(header: Sequence[str], rows: Sequence[Sequence[str]], left: Seque
     for row in rows:
         if len(row) != width:
             raise ValueError(f"Every row must have {width} cells. Received: row={list(row)!r}")
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(width)]
+    table = [[printable(str(cell)) for cell in row] for row in [header, *rows]]
+    widths = [max(len(r[i]) for r in table) for i in range(width)]
     lines = []
-    for row in [header, *rows]:
+    for row in table:
         cells = [
-            str(cell).ljust(w) if is_left else str(cell).rjust(w)
+            cell.ljust(w) if is_left else cell.rjust(w)
             for cell, w, is_left in zip(row, widths, left)
         ]
         lines.append("  ".join(cells).rstrip())

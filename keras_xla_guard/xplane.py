@@ -58,12 +58,34 @@ def find_run_dirs(log_dir: str | os.PathLike[str]) -> list[Path]:
         The run directories, oldest first; empty if there are none.
     """
     runs: dict[Path, float] = {}
-    for trace in Path(log_dir).rglob("*" + TRACE_SUFFIX):
+    for trace in _walk_traces(Path(log_dir)):
         if not trace.is_file():
             continue
         mtime = trace.stat().st_mtime
         runs[trace.parent] = max(runs.get(trace.parent, 0.0), mtime)
     return sorted(runs, key=lambda run: (runs[run], run.name))
+
+
+def _walk_traces(root: Path) -> list[Path]:
+    """Trace files anywhere under `root`, without following directory links.
+
+    Iterative: `Path.rglob` recurses once per directory level and fails
+    with `RecursionError` on trees about 1,000 levels deep.
+    """
+    found: list[Path] = []
+    stack = [root]
+    while stack:
+        directory = stack.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except PermissionError:
+            continue
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(Path(entry.path))
+            elif entry.name.endswith(TRACE_SUFFIX):
+                found.append(Path(entry.path))
+    return found
 
 
 def find_trace_files(
@@ -83,7 +105,13 @@ def find_trace_files(
 
     Raises:
         TraceNotFoundError: If the path does not exist or holds no trace.
+        ValueError: If `path` is not a str or `os.PathLike`.
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise ValueError(
+            "`path` must be an .xplane.pb file, a run directory or a log directory "
+            f"(a str or os.PathLike). Received: path={path!r}"
+        )
     p = Path(path)
     if p.is_file():
         return [p]

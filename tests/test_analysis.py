@@ -324,3 +324,10 @@ def test_newest_run_is_chosen(tmp_path):
     assert analyze_trace(tmp_path).top_non_xla_ops[0].op_name == "op1"
     assert load_xspace(newest[0]).planes[0].name == "/host:CPU"
     assert Path(newest[0]).exists()
+
+
+@pytest.mark.parametrize("path", [None, 3, b"logs"])
+def test_analyze_trace_rejects_a_non_path_with_value_error(path):
+    """analyze_trace(None) and other non-paths raise ValueError quoting the value."""
+    with pytest.raises(ValueError, match=f"Received: path={path!r}"):
+        analyze_trace(path)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import fit_with_guard, make_dataset, make_model, run_python
+from conftest import fit_with_guard, make_data, make_dataset, make_model, run_python
 
 from keras_xla_guard import XlaGuardCallback, XlaGuardWarning, analyze_trace
 from keras_xla_guard.xplane import load_xspace
@@ -129,15 +129,17 @@ def test_weights_are_bit_identical_with_and_without_the_guard(tmp_path, jit_comp
 
 
 def test_keras_tensorboard_profiler_in_the_same_fit_skips_our_window(tmp_path):
-    """With TensorBoard(profile_batch) profiling, our overlapping window is skipped, not crashed."""
+    """With TensorBoard(profile_batch) profiling, our overlapping window is skipped with a warning."""
     import keras
 
     model = make_model(True)
     tb = keras.callbacks.TensorBoard(log_dir=str(tmp_path / "tb"), profile_batch=(2, 4))
     guard = XlaGuardCallback(log_dir=tmp_path / "guard", profile_epochs=(0, 1), skip_steps=3, verbose=0)
-    with warnings.catch_warnings(record=True):
+    with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model.fit(make_dataset(), epochs=2, callbacks=[tb, guard], verbose=0)
+    assert any(str(w.message).startswith("keras-xla-guard: epoch 0 is not profiled: another profiler")
+               for w in caught)
     assert guard.reports[0].status == "skipped"
     assert "another profiler" in guard.reports[0].reason
     assert guard.reports[1].status == "ok"
@@ -261,6 +263,7 @@ def test_profiler_is_stopped_when_another_callback_crashes_the_epoch(tmp_path):
         ({"max_steps": 0}, "max_steps=0"),
         ({"top_k": -1}, "top_k=-1"),
         ({"log_dir": ""}, "log_dir=''"),
+        ({"log_dir": "gs://bucket/logs"}, "log_dir='gs://bucket/logs'"),
         ({"verbose": 3}, "verbose=3"),
     ],
 )
@@ -310,3 +313,184 @@ def test_importing_the_package_does_not_import_tensorflow():
         """
     )
     assert out == {"light": True, "tf_after": False}
+
+
+def _fit(model, guard, epochs, data=None, **kwargs):
+    """Fits `model` on `data` (default `make_dataset()`) with `guard` and returns the history."""
+    return model.fit(make_dataset() if data is None else data, epochs=epochs, callbacks=[guard],
+                     verbose=0, **kwargs)
+
+
+def test_interrupt_inside_tf_stop_is_recovered_by_the_next_guard(tmp_path, monkeypatch):
+    """Ctrl-C inside TF's profiler stop: the next guard stops the session and profiles normally."""
+    import tensorflow as tf
+
+    real_stop = tf.profiler.experimental.stop
+
+    def interrupted_stop(*args, **kwargs):
+        monkeypatch.setattr(tf.profiler.experimental, "stop", real_stop)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tf.profiler.experimental, "stop", interrupted_stop)
+    first = XlaGuardCallback(log_dir=tmp_path / "a", profile_epochs=0, max_steps=2, verbose=0)
+    with pytest.raises(KeyboardInterrupt):
+        _fit(make_model(True), first, epochs=1)
+    assert not _profiler_is_free()
+    second = XlaGuardCallback(log_dir=tmp_path / "b", profile_epochs=(0, 1), max_steps=2, verbose=0)
+    with pytest.warns(XlaGuardWarning, match="left running"):
+        _fit(make_model(True), second, epochs=2)
+    assert [r.status for r in second.reports.values()] == ["ok", "ok"]
+    assert len(list((tmp_path / "a" / "plugins" / "profile").glob("*/*.xplane.pb"))) == 1
+    assert _profiler_is_free()
+
+
+def test_every_window_gets_its_own_run_dir_and_trace(tmp_path):
+    """Three fits and one guard shared by two models, one log dir: six windows, six traces."""
+    guards = [XlaGuardCallback(log_dir=tmp_path, profile_epochs=(0, 1), skip_steps=0, max_steps=2,
+                               verbose=0) for _ in range(3)]
+    for guard in guards:
+        _fit(make_model(True), guard, epochs=2)
+    shared = XlaGuardCallback(log_dir=tmp_path, profile_epochs=(0, 1), skip_steps=0, max_steps=2,
+                              verbose=0)
+    paths = [r.trace_path for g in guards for r in g.reports.values()]
+    for model in (make_model(True), make_model(False)):
+        _fit(model, shared, epochs=2)
+        paths += [r.trace_path for r in shared.reports.values()]
+    reports = [r for g in guards for r in g.reports.values()] + list(shared.reports.values())
+    assert [r.status for r in reports] == ["ok"] * 8
+    assert len(set(paths)) == 10  # the shared guard's reports are read after each fit
+    assert len(list((tmp_path / "plugins" / "profile").glob("*/*.xplane.pb"))) == 10
+    for path in set(paths):
+        assert _step_markers(path) == [0, 1]
+
+
+def test_a_second_guard_in_one_fit_stands_aside_with_a_warning(tmp_path):
+    """Two guards in one fit: the first profiles undisturbed, the second warns and does nothing."""
+    first = XlaGuardCallback(log_dir=tmp_path / "a", profile_epochs=0, skip_steps=0, verbose=0)
+    second = XlaGuardCallback(log_dir=tmp_path / "b", profile_epochs=0, skip_steps=5, verbose=0)
+    model = make_model(True)
+    with pytest.warns(XlaGuardWarning, match="does nothing in this fit") as record:
+        model.fit(make_dataset(), epochs=1, callbacks=[first, second], verbose=0)
+    assert all("left running" not in str(w.message) for w in record)
+    report = first.reports[0]
+    assert report.status == "ok"
+    assert report.steps_profiled == 16
+    assert report.xla_executions == 16
+    assert report.distinct_signatures == 1
+    assert first.signatures[0].steps == 16
+    assert second.reports == {}
+    assert second.signatures == {}
+    assert not (tmp_path / "b").exists()
+    assert _profiler_is_free()
+
+
+def test_user_restarting_the_profiler_in_the_window_keeps_their_session(tmp_path):
+    """A callback that stops our profiler and starts its own: we leave theirs and report the loss."""
+    import keras
+    import tensorflow as tf
+
+    class Restart(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            if batch == 3:
+                tf.profiler.experimental.stop()
+                tf.profiler.experimental.start(str(tmp_path / "user"))
+
+        def on_epoch_end(self, epoch, logs=None):
+            tf.profiler.experimental.stop()
+
+    guard = XlaGuardCallback(log_dir=tmp_path / "guard", profile_epochs=0, skip_steps=1, max_steps=5,
+                             verbose=0)
+    with pytest.warns(XlaGuardWarning, match="stopped by someone else"):
+        history = make_model(True).fit(make_dataset(), epochs=1, callbacks=[guard, Restart()], verbose=0)
+    assert len(history.history["loss"]) == 1
+    report = guard.reports[0]
+    assert report.status == "failed"
+    assert "stopped by someone else" in report.reason
+    assert len(list((tmp_path / "user").rglob("*.xplane.pb"))) == 1
+    assert list((tmp_path / "guard").rglob("*.xplane.pb")) == []
+    assert _profiler_is_free()
+
+
+def test_remote_log_dir_is_refused_at_construction():
+    """log_dir='gs://...' is refused with a ValueError saying remote paths are not supported."""
+    with pytest.raises(ValueError, match="remote file systems") as info:
+        XlaGuardCallback(log_dir="gs://bucket/logs")
+    assert "Received: log_dir='gs://bucket/logs'" in str(info.value)
+
+
+def test_failed_trace_write_gives_a_failed_report_for_its_epoch(tmp_path, monkeypatch):
+    """Disk full while TF writes the trace: one warning, a failed report for the epoch, training on."""
+    import errno
+
+    import tensorflow as tf
+
+    real_stop = tf.profiler.experimental.stop
+
+    def full_disk_stop(*args, **kwargs):
+        monkeypatch.setattr(tf.profiler.experimental, "stop", real_stop)
+        real_stop(*args, **kwargs)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(tf.profiler.experimental, "stop", full_disk_stop)
+    guard = XlaGuardCallback(log_dir=tmp_path, profile_epochs=0, skip_steps=0, max_steps=3, verbose=0)
+    with pytest.warns(XlaGuardWarning, match="No space left on device"):
+        history = _fit(make_model(True), guard, epochs=2)
+    assert len(history.history["loss"]) == 2
+    assert list(guard.reports) == [0]
+    report = guard.reports[0]
+    assert report.status == "failed"
+    assert report.reason == "writing the trace failed: OSError: [Errno 28] No space left on device"
+    assert report.steps_profiled == 3
+    assert _profiler_is_free()
+
+
+def test_validation_steps_are_kept_out_of_the_window(tmp_path):
+    """With validation_data the window closes before validation: 18 steps, 18 XLA launches."""
+    import tensorflow as tf
+
+    x, y = make_data(n=320)
+    data = tf.data.Dataset.from_tensor_slices((x, y)).batch(16)  # 20 steps
+    guard = XlaGuardCallback(log_dir=tmp_path, profile_epochs=(1,), verbose=0)
+    _fit(make_model(True), guard, epochs=2, data=data, validation_data=data)
+    report = guard.reports[1]
+    assert report.status == "ok"
+    assert report.steps_profiled == 18  # steps 2..19
+    assert report.xla_executions == 18
+    assert _step_markers(report.trace_path) == list(range(2, 20))
+
+
+def test_resumed_training_profiles_an_epoch_that_runs(tmp_path):
+    """initial_epoch=3: the default profiles epoch 4 (or 3 when it is the only one)."""
+    resumed = XlaGuardCallback(log_dir=tmp_path / "a", max_steps=2, verbose=0)
+    _fit(make_model(True), resumed, epochs=5, initial_epoch=3)
+    assert list(resumed.reports) == [4]
+    assert resumed.reports[4].status == "ok"
+    last = XlaGuardCallback(log_dir=tmp_path / "b", max_steps=2, verbose=0)
+    _fit(make_model(True), last, epochs=4, initial_epoch=3)
+    assert list(last.reports) == [3]
+
+
+def test_profile_epochs_outside_the_resumed_run_warn(tmp_path):
+    """Explicit profile_epochs the run never reaches give a warning naming them."""
+    guard = XlaGuardCallback(log_dir=tmp_path, profile_epochs=(1, 3, 7), max_steps=2, verbose=0)
+    with pytest.warns(XlaGuardWarning, match=r"includes epoch\(s\) \[1, 7\], which this run does "
+                                             r"not train \(it trains epochs 3 to 4\)"):
+        _fit(make_model(True), guard, epochs=5, initial_epoch=3)
+    assert list(guard.reports) == [3]
+
+
+def test_empty_dataset_window_is_skipped_with_the_reason(tmp_path):
+    """An empty dataset trains no step: the epoch's report is skipped, not ok."""
+    import tensorflow as tf
+
+    x = np.zeros((0, 16), "float32")
+    data = tf.data.Dataset.from_tensor_slices((x, x[:, :1])).batch(16)
+    guard = XlaGuardCallback(log_dir=tmp_path, verbose=0)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Your input ran out of data")
+        _fit(make_model(True), guard, epochs=1, data=data)
+    report = guard.reports[0]
+    assert report.status == "skipped"
+    assert report.reason == "no training step ran in the epoch (is the dataset empty?)"
+    assert report.steps_profiled == 0
+    assert _profiler_is_free()

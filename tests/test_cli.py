@@ -319,3 +319,107 @@ def test_tensorboard_profile_batch_trace_matches_the_guard(tmp_path):
     assert tb_jit == pytest.approx(guard_jit, abs=0.05)
     tb_plain, guard_plain = _tensorboard_and_guard(tmp_path, jit_compile=False)
     assert (tb_plain, guard_plain) == (0.0, 0.0)
+
+
+# ------------------------------------------------------------ hostile input
+
+_HOSTILE = "\x1b]0;pwned\x07\x1b[2J\nforged  row"
+
+
+@pytest.fixture
+def deep_dir(tmp_path: Path) -> Any:
+    """`tmp_path/deep/a/a/.../a`, 1,100 levels; yields the deepest directory.
+
+    Built and removed level by level: pytest's own clean-up of old temporary
+    directories recurses and would fail on it (in later sessions, too).
+    """
+    import os
+
+    root, levels = tmp_path / "deep", 1100
+    root.mkdir()
+    fd = os.open(root, os.O_RDONLY)
+    for _ in range(levels):
+        os.mkdir("a", dir_fd=fd)
+        fd, parent = os.open("a", os.O_RDONLY, dir_fd=fd), fd
+        os.close(parent)
+    os.close(fd)
+    bottom = Path(str(root) + "/a" * levels)
+    yield bottom
+    for f in bottom.iterdir():
+        f.unlink()
+    for directory in [bottom, *bottom.parents][: levels + 1]:
+        directory.rmdir()
+
+
+def test_control_characters_in_trace_names_are_escaped(capsys, tmp_path):
+    """A kernel name with terminal control sequences is printed escaped, on its own row."""
+    from _xspace import build_space
+
+    space = build_space({"tf_Compute/1": [
+        ("ExecutorState::ProcessAsync::Start", 0, 50,
+         {"name": "op" + _HOSTILE, "kernel_type": "Type" + _HOSTILE}),
+    ]})
+    trace = tmp_path / "plugins" / "profile" / "run" / "host.xplane.pb"
+    trace.parent.mkdir(parents=True)
+    trace.write_bytes(space.SerializeToString())
+    code, out, err = run_cli(capsys, "report", tmp_path)
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert len(lines) == 2
+    assert lines[1].endswith("Type\\x1b]0;pwned\\x07\\x1b[2J\\nforged  row (0.0 ms)")
+    assert all(c.isprintable() for c in out.replace("\n", ""))
+
+
+@pytest.mark.slow
+def test_control_characters_in_run_and_host_names_are_escaped(capsys, runs, tmp_path):
+    """Hostile run and host names of a real trace are escaped in the table and in errors."""
+    run = tmp_path / "plugins" / "profile" / f"run{_HOSTILE}"
+    run.mkdir(parents=True)
+    shutil.copy(next(runs["jit"].glob("*.xplane.pb")), run / f"host{_HOSTILE}.xplane.pb")
+    code, out, err = run_cli(capsys, "report", tmp_path, "--min-coverage", "1")
+    assert (code, err) == (1, "")
+    assert out.splitlines()[1].startswith("run\\x1b]0;pwned\\x07\\x1b[2J\\nforged  row  "
+                                          "host\\x1b]0;pwned\\x07\\x1b[2J\\nforged  row  ")
+    assert out.count("\n") == 3  # header, row, FAILED line
+    assert "FAILED: run run\\x1b]0;pwned" in out
+    code, out, err = run_cli(capsys, "report", tmp_path / f"missing{_HOSTILE}")
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1 and "missing\\x1b]0;pwned\\x07" in err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("env", "names"),
+    [({"PYTHONIOENCODING": "ascii"}, b"\\xe9preuve  w\\xf6rker  "),
+     # Here file names decode as ASCII too: their UTF-8 bytes show escaped.
+     ({"LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"},
+      b"\\xc3\\xa9preuve  w\\xc3\\xb6rker  ")],
+    ids=["PYTHONIOENCODING=ascii", "LANG=C"],
+)
+def test_ascii_only_stdout_still_prints_a_valid_trace(runs, tmp_path, env, names):
+    """With an ASCII stdout, non-ASCII names print as escapes and the exit code stays 0."""
+    import os
+
+    run = tmp_path / "plugins" / "profile" / "épreuve"
+    run.mkdir(parents=True)
+    shutil.copy(next(runs["jit"].glob("*.xplane.pb")), run / "wörker.xplane.pb")
+    full_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONIOENCODING", "LC_ALL", "LANG")}
+    proc = subprocess.run([sys.executable, "-m", "keras_xla_guard.cli", "report", str(tmp_path)],
+                          capture_output=True, env={**full_env, **env}, timeout=120,
+                          cwd=str(Path(__file__).resolve().parents[1]))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == b""
+    assert proc.stdout.splitlines()[1].startswith(names)
+
+
+@pytest.mark.slow
+def test_log_dir_1100_levels_deep_is_searched(capsys, runs, deep_dir):
+    """A 1,100-level tree: no trace gives exit 2 and one line; a trace at the bottom is found."""
+    root = deep_dir.parents[1099]
+    code, out, err = run_cli(capsys, "report", root)
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1 and "No *.xplane.pb trace found" in err
+    shutil.copy(next(runs["jit"].glob("*.xplane.pb")), deep_dir / "host.xplane.pb")
+    code, out, err = run_cli(capsys, "report", root)
+    assert (code, err) == (0, "")
+    assert out.splitlines()[1].split()[:2] == ["a", "host"]

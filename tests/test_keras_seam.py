@@ -253,7 +253,7 @@ for path in ("seam", "observe"):
                                       keras.layers.GlobalAveragePooling1D(), keras.layers.Dense(1)])
             model.compile("sgd", "mse", steps_per_execution=spe)
         data = tf.data.Dataset.from_generator(lambda: iter(batches), output_signature=spec)
-        guard = XlaGuardCallback(log_dir=os.path.join(sys.argv[1], f"{path}{spe}"), profile_epochs=[99],
+        guard = XlaGuardCallback(log_dir=os.path.join(sys.argv[1], f"{path}{spe}"), profile_epochs=(),
                                  verbose=0)
         if path == "observe":
             data = guard.observe(data)
@@ -313,7 +313,7 @@ for path in ("seam", "observe"):
                                          tf.keras.layers.GlobalAveragePooling1D(), tf.keras.layers.Dense(1)])
             model.compile("adam", "mse", jit_compile=not eager, steps_per_execution=spe, run_eagerly=eager)
             out["module"] = type(model).__module__
-            guard = XlaGuardCallback(log_dir=sys.argv[1], profile_epochs=[99], verbose=0)
+            guard = XlaGuardCallback(log_dir=sys.argv[1], profile_epochs=(), verbose=0)
             if path == "observe":
                 data = guard.observe(data)
             with warnings.catch_warnings(record=True) as caught:
@@ -354,7 +354,7 @@ def test_loop_guard_observe_records_the_dataset_batches(tmp_path):
     def step(batch):
         return tf.reduce_sum(tf.cast(batch[0]["tokens"], tf.float32))
 
-    with XlaGuard(log_dir=tmp_path, profile_epochs=[99], verbose=0) as guard:
+    with XlaGuard(log_dir=tmp_path, profile_epochs=(), verbose=0) as guard:
         dataset = guard.observe(_seq_dataset(LENGTHS))
         watched = guard.watch(step)
         for epoch in range(2):

@@ -236,7 +236,7 @@ def test_printed_tf_data_code_runs_and_yields_the_bucket_shapes():
 
 
 def _engine(tmp_path: Path, **kwargs) -> XlaGuardEngine:
-    engine = XlaGuardEngine(log_dir=tmp_path, profile_epochs=[99], write_summaries=False,
+    engine = XlaGuardEngine(log_dir=tmp_path, profile_epochs=(), write_summaries=False,
                             verbose=0, **kwargs)
     engine.xla_mode = "jit_compile"
     engine.train_begin(epochs=1)
@@ -293,7 +293,7 @@ def test_engine_guard_raise_and_stop(tmp_path):
 
 def test_engine_guard_is_off_without_xla(tmp_path):
     """Without xla_mode no compilation limit applies and none is expected."""
-    engine = XlaGuardEngine(log_dir=tmp_path, profile_epochs=[99], write_summaries=False,
+    engine = XlaGuardEngine(log_dir=tmp_path, profile_epochs=(), write_summaries=False,
                             verbose=0, max_compilations=1, on_violation="raise")
     engine.train_begin(epochs=1)
     engine.epoch_begin(0)
@@ -558,7 +558,7 @@ data = tf.data.Dataset.from_generator(lambda: iter(batches), output_signature=sp
 model = tf.keras.Sequential([tf.keras.layers.Embedding(50, 8), tf.keras.layers.GlobalAveragePooling1D(),
                              tf.keras.layers.Dense(1)])
 model.compile("adam", "mse", jit_compile=True)
-guard = XlaGuardCallback(log_dir=sys.argv[1], profile_epochs=[99], verbose=0)
+guard = XlaGuardCallback(log_dir=sys.argv[1], profile_epochs=(), verbose=0)
 model.fit(data, epochs=2, callbacks=[guard], verbose=0)
 print(json.dumps({"module": type(model).__module__,
                   "epochs": {e: s.to_dict() for e, s in guard.signatures.items()}}))
@@ -605,7 +605,7 @@ def test_track_signatures_switch(tmp_path):
         model = _seq_model(jit_compile=False)
         model.make_train_function()
         keras_function = model.train_function
-        guard = XlaGuardCallback(log_dir=tmp_path / str(track), profile_epochs=[99], verbose=0,
+        guard = XlaGuardCallback(log_dir=tmp_path / str(track), profile_epochs=(), verbose=0,
                                  track_signatures=track)
         during.clear()
         model.fit(data, epochs=1, callbacks=[guard, Spy()], verbose=0)
