@@ -20,6 +20,8 @@ from keras_xla_guard.signatures import (
     recommend_buckets,
 )
 
+pytestmark = pytest.mark.compat
+
 LENGTHS = (5, 7, 9, 5, 11, 7, 13)
 HEADLINE = "input 'tokens' dim 1 varied across 5 values (5, 7, 9, 11, 13)"
 
