@@ -19,7 +19,7 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e ".[cpu,test]"
 	# tf_keras (legacy Keras 2, for its tests) declares a dependency on the
 	# full `tensorflow` wheel; tensorflow-cpu already provides that package.
-	$(PY) -m pip install --quiet --no-deps "tf_keras>=2.16,<2.22"
+	$(PY) -m pip install --quiet --no-deps "tf_keras>=2.20,<2.22"
 	touch $@
 
 # tests/test_browser.py drives headless Chromium through chromedriver. pip
@@ -43,7 +43,8 @@ browser-deps:
 demo: $(VENV)/.installed
 	$(PY) -m keras_xla_guard.demo --log-dir logs/demo
 
-test: $(VENV)/.installed-test browser-deps
+# browser-deps first: without root and Chromium it fails before the long install.
+test: browser-deps $(VENV)/.installed-test
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-quick: $(VENV)/.installed-test
