@@ -1,11 +1,13 @@
-# Needs only Python 3.10+ with pip and venv. `make demo` and `make test`
-# create .venv on first use and reuse it afterwards.
+# Needs only Python 3.10+ with pip and venv (and, for `make test`, Debian's apt
+# when Chromium is missing). `make demo` and `make test` create .venv on first
+# use and reuse it afterwards; `make test-compat` builds its own venvs under
+# .venv-compat/. CI (.ci/run) calls only these targets.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-quick bench clean
+.PHONY: demo test test-quick test-compat compat-venvs browser-deps bench clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,17 +19,103 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e ".[cpu,test]"
 	# tf_keras (legacy Keras 2, for its tests) declares a dependency on the
 	# full `tensorflow` wheel; tensorflow-cpu already provides that package.
-	$(PY) -m pip install --quiet --no-deps "tf_keras>=2.16,<2.22"
+	$(PY) -m pip install --quiet --no-deps "tf_keras>=2.20,<2.22"
 	touch $@
+
+# tests/test_browser.py drives headless Chromium through chromedriver. pip
+# cannot install them, so install Debian's packages, only when missing, and
+# only as root; anyone else gets told what to install instead of a test error.
+browser-deps:
+	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then \
+	  exit 0; \
+	elif [ "$$(id -u)" = 0 ]; then \
+	  echo "Installing chromium and chromium-driver (apt-get) for tests/test_browser.py"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && \
+	  apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null; \
+	else \
+	  echo "make test needs Chromium and its driver for tests/test_browser.py;" >&2; \
+	  echo "install them as root:  apt-get install -y --no-install-recommends chromium chromium-driver" >&2; \
+	  echo "(or run 'make test-quick', which skips the browser test)" >&2; \
+	  exit 1; \
+	fi
 
 demo: $(VENV)/.installed
 	$(PY) -m keras_xla_guard.demo --log-dir logs/demo
 
-test: $(VENV)/.installed-test
+# browser-deps first: without root and Chromium it fails before the long install.
+test: browser-deps $(VENV)/.installed-test
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-quick: $(VENV)/.installed-test
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+# ---------------------------------------------------------------- compatibility
+# The signature tap reaches into private Keras internals, so the tests marked
+# `compat` (signatures, callback, loop, Keras seam) also run against the oldest
+# versions setup.cfg declares and against keras-nightly, each in its own venv.
+# Only what the compat tests import is installed (no selenium/jax/notebooks),
+# to keep CI fast. Raise these pins together with setup.cfg's extras.
+COMPAT ?= .venv-compat
+COMPAT_PYTEST_ARGS ?= -q -p no:cacheprovider
+# Oldest declared: setup.cfg `tensorflow-cpu>=2.20`, `keras>=3.10`. Older
+# TensorFlow writes CPU traces the analysis misreads (2.16-2.17: no XLA events
+# at all; 2.18: compilations as CpuCompiler::CompileLegacyCpuExecutable; 2.19:
+# XLA runs on a host_executor thread with no *Executable::Execute* event), and
+# TensorFlow 2.20 itself requires keras>=3.10.
+OLDEST_TF ?= 2.20.0
+OLDEST_KERAS ?= 3.10.0
+# tf_keras tracks TensorFlow's minor version (there is no tf_keras 2.20.0).
+OLDEST_TF_KERAS ?= 2.20.1
+# Newest TensorFlow with Keras' nightly build (the next release's trainer).
+NIGHTLY_TF ?= 2.21.0
+# What the compat tests need besides TensorFlow and Keras.
+COMPAT_TEST_DEPS := "pytest>=7" "hypothesis>=6" "xprof>=2.20"
+# The non-TensorFlow backend test needs jax (Keras' numpy backend imports it
+# too): a `test` extra left out of the compat venvs; `make test` runs it.
+COMPAT_DESELECT := --deselect tests/test_callback.py::test_other_keras_backends_are_refused_at_construction
+# MirroredStrategy fits tap through other internals (fit's frame, a private
+# dataset attribute): its 7 tests take ~20 s. Multi-worker stays in `make test`.
+COMPAT_MIRRORED := tests/test_distributed.py -k "mirrored and not multiworker"
+
+$(COMPAT)/oldest/.installed: setup.cfg pyproject.toml Makefile
+	rm -rf $(COMPAT)/oldest
+	$(PYTHON) -m venv $(COMPAT)/oldest
+	$(COMPAT)/oldest/bin/python -m pip install --quiet --upgrade pip
+	$(COMPAT)/oldest/bin/python -m pip install --quiet -e . $(COMPAT_TEST_DEPS) \
+	  "tensorflow-cpu==$(OLDEST_TF)" "keras==$(OLDEST_KERAS)"
+	# As in .venv: tf_keras would pull the full `tensorflow` wheel otherwise.
+	$(COMPAT)/oldest/bin/python -m pip install --quiet --no-deps "tf_keras==$(OLDEST_TF_KERAS)"
+	touch $@
+
+# keras-nightly provides the same `keras` module under another distribution
+# name, so the released keras (pulled in by tensorflow-cpu) is removed first
+# and keras-nightly goes in with --no-deps: a normal install would have pip
+# re-resolve tensorflow-cpu's `keras>=...` and put the release back over it.
+# Its own needs are listed by hand. A fresh CI machine gets the newest nightly;
+# locally, `rm -rf .venv-compat/nightly` to pick up a newer one.
+$(COMPAT)/nightly/.installed: setup.cfg pyproject.toml Makefile
+	rm -rf $(COMPAT)/nightly
+	$(PYTHON) -m venv $(COMPAT)/nightly
+	$(COMPAT)/nightly/bin/python -m pip install --quiet --upgrade pip
+	$(COMPAT)/nightly/bin/python -m pip install --quiet -e . $(COMPAT_TEST_DEPS) \
+	  "tensorflow-cpu==$(NIGHTLY_TF)"
+	$(COMPAT)/nightly/bin/python -m pip uninstall --quiet -y keras
+	$(COMPAT)/nightly/bin/python -m pip install --quiet --no-deps --pre --upgrade keras-nightly
+	$(COMPAT)/nightly/bin/python -m pip install --quiet absl-py rich namex h5py optree ml-dtypes
+	$(COMPAT)/nightly/bin/python -m pip install --quiet --no-deps "tf_keras==$(NIGHTLY_TF)"
+	touch $@
+
+compat-venvs: $(COMPAT)/oldest/.installed $(COMPAT)/nightly/.installed
+
+# Runs both venvs even when the first fails, then fails if either did.
+test-compat: compat-venvs
+	@rc=0; for v in oldest nightly; do \
+	  echo "== compat tests in $(COMPAT)/$$v:"; \
+	  $(COMPAT)/$$v/bin/python -c "import tensorflow as tf, keras; print('   tensorflow', tf.__version__, '| keras', keras.__version__)" 2>/dev/null; \
+	  $(COMPAT)/$$v/bin/python -m pytest -m compat $(COMPAT_DESELECT) $(COMPAT_PYTEST_ARGS) || rc=1; \
+	  $(COMPAT)/$$v/bin/python -m pytest $(COMPAT_MIRRORED) $(COMPAT_PYTEST_ARGS) || rc=1; \
+	done; exit $$rc
 
 # Every benchmark, one JSON object each (several minutes; run on a quiet machine).
 bench: $(VENV)/.installed-test
@@ -40,4 +128,4 @@ bench: $(VENV)/.installed-test
 	$(PY) benchmarks/bench_doctor.py
 
 clean:
-	rm -rf $(VENV) logs test-artifacts .pytest_cache
+	rm -rf $(VENV) $(COMPAT) logs test-artifacts .pytest_cache

@@ -2,7 +2,7 @@
 "XLA Guard" Custom Scalars charts and the escaped text panel.
 
 Needs the Debian packages `chromium` and `chromium-driver` (installed by
-`.ci/run`) and `selenium` (the `test` extra). Screenshots go to
+`make test`) and `selenium` (the `test` extra). Screenshots go to
 `$XLA_GUARD_TEST_ARTIFACTS`, by default `test-artifacts/` in the repository.
 """
 

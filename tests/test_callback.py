@@ -12,7 +12,7 @@ from conftest import fit_with_guard, make_data, make_dataset, make_model, run_py
 from keras_xla_guard import XlaGuardCallback, XlaGuardWarning, analyze_trace
 from keras_xla_guard.xplane import load_xspace
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.compat]
 
 
 def _profiler_is_free() -> bool:

@@ -20,7 +20,7 @@ import tensorflow as tf  # noqa: E402
 
 from keras_xla_guard.explainer import explain, model_verdicts  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.compat]
 
 
 class PyFunctionLayer(keras.layers.Layer):

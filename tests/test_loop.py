@@ -15,6 +15,8 @@ from keras_xla_guard.xplane import load_xspace
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+pytestmark = pytest.mark.compat
+
 FEATURES = 16
 BATCH = 32
 BATCHES = 8

@@ -31,6 +31,7 @@ from keras_xla_guard.signatures import (
     recommend_buckets,
 )
 
+pytestmark = pytest.mark.compat
 
 
 def _batch(length: int, batch: int = 8) -> tuple[dict[str, np.ndarray], np.ndarray]:
