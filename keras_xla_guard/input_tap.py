@@ -105,7 +105,7 @@ class InputTap:
         """Different signatures read so far."""
         return len(self._cache)
 
-    def record_host(self, element: Any) -> None:
+    def record_host(self, element: Any) -> tuple[int, ...] | None:
         """Records one eager batch's unknown dimensions from Python, with no TF op.
 
         Keras 3.16 pulls the batch in Python when `steps_per_execution == 1`;
@@ -114,16 +114,22 @@ class InputTap:
 
         Args:
             element: A batch with the structure of `element_spec`.
+
+        Returns:
+            The recorded sizes (`()` for a static tap, which records
+            nothing), or `None` when the batch was symbolic.
         """
         if self._ring is None:
-            return
+            return ()
         leaves = flatten_leaves(element)
         sizes = tuple(leaves[leaf].shape[dim] for leaf, dim in self.dims)
         if any(size is None for size in sizes):
             self.record(element)
-            return
-        self._host.append(tuple(int(size) for size in sizes))
+            return None
+        key = tuple(int(size) for size in sizes)
+        self._host.append(key)
         self.host_recorded += 1
+        return key
 
     def record(self, element: Any) -> Any:
         """Writes one batch's unknown dimensions into the ring.

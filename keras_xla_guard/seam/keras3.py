@@ -34,6 +34,9 @@ _STEP_CELLS = ("multi_step_on_iterator", "one_step_on_data")
 # (fit's local variable, its attribute holding the dataset fit distributes).
 DATASET_HOLDER = ("epoch_iterator", "_distributed_dataset")
 EXIT_HOOK_HOLDER = "epoch_iterator"
+# Concrete step functions kept per train function: one per batch shape, up to
+# this many (a shape storm beyond it goes through the tf.function).
+_MAX_CONCRETE = 64
 
 
 def _cells(function: Any) -> dict[str, int]:
@@ -75,10 +78,37 @@ def recording_function(original: Any, tap: Any) -> Any:
 
 
 def _recording_step(step: Any, tap: Any) -> Any:
-    """`one_step_on_data` that records its batch first (called from Python)."""
+    """`one_step_on_data` that records its batch first (called from Python).
+
+    Keras 3.16 calls it from Python with each eager batch. Like `DirectCall`
+    for the iterator, calls after the first with each batch shape run the
+    traced concrete function of Keras' `tf.function` directly, skipping its
+    per-call trace-cache lookup (which costs more than recording): the same
+    graph, so the same numbers. The cell holds Keras' `_autoconvert_optionals`
+    wrapper, whose `__wrapped__` is the `tf.function`; a batch holding a
+    `tf.experimental.Optional` (which the wrapper turns into `None`) goes
+    through the wrapper.
+    """
+    import tensorflow as tf
+
+    function = step if hasattr(step, "get_concrete_function") else getattr(step, "__wrapped__", None)
+    direct = function if hasattr(function, "get_concrete_function") else None
+    concrete: dict[tuple[int, ...], Any] = {}
+    run_eagerly = tf.config.functions_run_eagerly
+    optional = tf.experimental.Optional
 
     def one_step_on_data(data: Any) -> Any:
-        tap.record_host(data)
-        return step(data)
+        key = tap.record_host(data)
+        if direct is None or key is None or run_eagerly():
+            return step(data)
+        call = concrete.get(key)
+        if call is not None:
+            return call(data)
+        outputs = step(data)
+        if len(concrete) < _MAX_CONCRETE and not any(
+            isinstance(leaf, optional) for leaf in tf.nest.flatten(data)
+        ):
+            concrete[key] = direct.get_concrete_function(data)
+        return outputs
 
     return one_step_on_data
