@@ -104,41 +104,6 @@ def fit_beside_keras_tensorboard(log_root: Path) -> Fit:
     return Fit(log_root, guard.reports, history.history)
 
 
-def count_xla_runs(trace: Path) -> int:
-    """XLA executions in a trace, counted from the raw XSpace proto.
-
-    Independent of the package: every run of a compiled CPU program is one
-    `CpuExecutable::ExecuteAsyncOnStream` span on the host plane
-    (tf-trace-facts.md), whatever op launched it.
-    """
-    from tensorflow.tsl.profiler.protobuf import xplane_pb2
-
-    space = xplane_pb2.XSpace()
-    space.ParseFromString(trace.read_bytes())
-    runs = 0
-    for plane in space.planes:
-        if plane.name != "/host:CPU":
-            continue
-        ids = {i for i, m in plane.event_metadata.items() if m.name == "CpuExecutable::ExecuteAsyncOnStream"}
-        runs += sum(1 for line in plane.lines for e in line.events if e.metadata_id in ids)
-    return runs
-
-
-def xla_run_seconds(trace: Path) -> float:
-    """Total duration of the `CpuExecutable::ExecuteAsyncOnStream` spans, in seconds."""
-    from tensorflow.tsl.profiler.protobuf import xplane_pb2
-
-    space = xplane_pb2.XSpace()
-    space.ParseFromString(trace.read_bytes())
-    total_ps = 0
-    for plane in space.planes:
-        if plane.name != "/host:CPU":
-            continue
-        ids = {i for i, m in plane.event_metadata.items() if m.name == "CpuExecutable::ExecuteAsyncOnStream"}
-        total_ps += sum(e.duration_ps for line in plane.lines for e in line.events if e.metadata_id in ids)
-    return total_ps * 1e-12
-
-
 # TensorBoard prints where it listens once it has bound its socket.
 _LISTENING = re.compile(rb"TensorBoard \S+ at http://127\.0\.0\.1:(\d+)/")
 

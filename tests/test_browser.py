@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from keras_xla_guard.summary import layout_proto
+from _oracle import count_xla_runs
 from tensorboard_server import (
     GUARD_RUN,
     HOSTILE_LAYER,
     STEPS_PER_WINDOW,
     TensorBoardServer,
-    count_xla_runs,
     fit_beside_keras_tensorboard,
     guard_data_loaded,
 )

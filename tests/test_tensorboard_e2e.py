@@ -17,6 +17,7 @@ with warnings.catch_warnings():
     from tensorboard.plugin_util import markdown_to_safe_html
 
 from keras_xla_guard.summary import SCALAR_TAGS, layout_proto, report_markdown
+from _oracle import count_xla_runs, xla_run_seconds
 from tensorboard_server import (
     GUARD_RUN,
     HOSTILE_LAYER,
@@ -24,10 +25,8 @@ from tensorboard_server import (
     STEPS_PER_WINDOW,
     HtmlTables,
     TensorBoardServer,
-    count_xla_runs,
     fit_beside_keras_tensorboard,
     guard_data_loaded,
-    xla_run_seconds,
 )
 
 pytestmark = pytest.mark.slow
