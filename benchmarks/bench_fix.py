@@ -45,7 +45,8 @@ the non-XLA steady step over the XLA one measured about 1.0x at batch 16,
 in 40 batches and need only two buckets within the default 15 % padding
 (the padding costs ``xla_bucketed`` some of that gain), and by the 5th
 epoch the saved time exceeds the compilations' cost with some margin. The
-default run takes about 8 minutes, most of it in the unfixed XLA runs.
+default run spends most of its time in the unfixed XLA runs (the guarded
+fits before the timed rounds add one more run of each configuration).
 
 Usage: python benchmarks/bench_fix.py [--rounds 3] [--epochs 5]
            [--examples 10240] [--batch-size 256]

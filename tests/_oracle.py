@@ -26,6 +26,11 @@ def _host_spans(trace: str | Path, name: str) -> list[Any]:
     return spans
 
 
+def span_seconds(trace: str | Path, name: str) -> float:
+    """Total duration of the host-plane spans called `name` in `trace`, in seconds."""
+    return sum(e.duration_ps for e in _host_spans(trace, name)) * 1e-12
+
+
 def count_xla_runs(trace: str | Path) -> int:
     """XLA:CPU program runs in `trace`, counted from the raw proto."""
     return len(_host_spans(trace, XLA_CPU_RUN))
@@ -33,7 +38,7 @@ def count_xla_runs(trace: str | Path) -> int:
 
 def xla_run_seconds(trace: str | Path) -> float:
     """Total duration of the XLA:CPU program runs in `trace`, in seconds."""
-    return sum(e.duration_ps for e in _host_spans(trace, XLA_CPU_RUN)) * 1e-12
+    return span_seconds(trace, XLA_CPU_RUN)
 
 
 def xprof_op_rows(trace: str | Path) -> list[dict[str, Any]]:
