@@ -52,10 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("script", type=Path)
     parser.add_argument("args", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
-    started = dt.datetime.now(dt.timezone.utc)
+    started = dt.datetime.now(dt.UTC)
     load_before = os.getloadavg()[0]
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, str(args.script), *args.args], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, str(args.script), *args.args], capture_output=True, text=True,
+                          check=False)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         sys.stderr.write(proc.stderr[-4000:])

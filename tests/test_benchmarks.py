@@ -26,7 +26,7 @@ def _run(*argv: Any, timeout: float = 300) -> str:
     """Runs a script with this interpreter, the checkout's package first; returns stdout."""
     env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2")
     proc = subprocess.run([sys.executable, *map(str, argv)], capture_output=True, text=True,
-                          timeout=timeout, cwd=str(REPO), env=env)
+                          timeout=timeout, cwd=str(REPO), env=env, check=False)
     assert proc.returncode == 0, f"{argv} exited {proc.returncode}:\n{proc.stderr[-4000:]}"
     return proc.stdout
 

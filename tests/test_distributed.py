@@ -7,6 +7,7 @@ are read once, and the multi-worker run needs two processes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -295,32 +296,31 @@ def _run_workers_once(log_dir: Path, *extra: str) -> dict[str, Any]:
     outputs = [log_dir.parent / f"{log_dir.name}_worker{task}.{kind}" for task in range(2)
                for kind in ("out", "err")]
     log_dir.parent.mkdir(parents=True, exist_ok=True)
-    files = [open(f, "w") for f in outputs]
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(_WORKER), str(task), ports, str(log_dir), *extra],
-            stdout=files[2 * task],
-            stderr=files[2 * task + 1],
-            text=True,
-            env=env,
-            cwd=str(REPO),
-        )
-        for task in range(2)
-    ]
-    try:
-        deadline = time.monotonic() + _WORKER_TIMEOUT_S
-        while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
-            if any(p.poll() not in (None, 0) for p in procs):
-                break
-            time.sleep(0.5)
-    finally:
-        # SIGKILL: a worker blocked in a collective does not always honour SIGTERM.
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        for f in files:
-            f.close()
+    with contextlib.ExitStack() as stack:
+        files = [stack.enter_context(open(f, "w")) for f in outputs]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, str(_WORKER), str(task), ports, str(log_dir), *extra],
+                stdout=files[2 * task],
+                stderr=files[2 * task + 1],
+                text=True,
+                env=env,
+                cwd=str(REPO),
+            )
+            for task in range(2)
+        ]
+        try:
+            deadline = time.monotonic() + _WORKER_TIMEOUT_S
+            while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+                if any(p.poll() not in (None, 0) for p in procs):
+                    break
+                time.sleep(0.5)
+        finally:
+            # SIGKILL: a worker blocked in a collective does not always honour SIGTERM.
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
     texts = [(outputs[2 * t].read_text(), outputs[2 * t + 1].read_text()) for t in range(2)]
     messages = [f"worker {t} failed ({p.returncode}):\n{out[-2000:]}\n{err[-4000:]}"
                 for t, (p, (out, err)) in enumerate(zip(procs, texts))]
