@@ -129,3 +129,9 @@ bench: $(VENV)/.installed-test
 
 clean:
 	rm -rf $(VENV) $(COMPAT) logs test-artifacts .pytest_cache
+
+# GPU readiness: on a GPU machine, checks the guard's device-plane figures
+# against the raw trace and xprof (exit 1 on a mismatch); on CPU, says so, exit 0.
+.PHONY: gpu-check
+gpu-check: $(VENV)/.installed-test
+	$(PY) benchmarks/gpu_check.py

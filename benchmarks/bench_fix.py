@@ -11,11 +11,18 @@ configurations train from the same initial weights on the same examples:
 * ``xla_unfixed``: `jit_compile=True` on those batches: XLA compiles one
   program per distinct length (the recompilation storm the guard reports);
 * ``xla_bucketed``: `jit_compile=True` on the same examples batched with
-  `keras_xla_guard.data.pad_to_buckets` and the boundaries the guard
-  recommends with its defaults (`keras_xla_guard.signatures.recommend_buckets`
-  over the observed batch lengths); like `pad_to_buckets` by default, it
-  drops each bucket's last short batch, so it runs slightly fewer steps;
+  `keras_xla_guard.data.pad_to_buckets` and the boundaries the guard itself
+  recommends: an `XlaGuardCallback` watches a first ``xla_unfixed`` fit and
+  its "fix: pad ... to N bucket length(s) (...)" advice is parsed and
+  applied; like `pad_to_buckets` by default, it drops each bucket's last
+  short batch, so it runs slightly fewer steps;
 * ``no_xla``: `jit_compile=False` on the unfixed batches.
+
+Before the timed rounds, each configuration trains once more with the guard
+attached and every step of every epoch profiled: `xla_compiles` in the JSON
+is the compilations counted in those traces (`CoverageReport.compilations`
+summed over epochs), and `guard_expected_compilations` what the guard's
+signature tracking predicted. The timed rounds run without the guard.
 
 Step time is what the user pays: the whole `fit` wall time, tracing and
 compilations included, divided by the steps run. Speedups and `meets_goal`
@@ -38,10 +45,12 @@ the non-XLA steady step over the XLA one measured about 1.0x at batch 16,
 in 40 batches and need only two buckets within the default 15 % padding
 (the padding costs ``xla_bucketed`` some of that gain), and by the 5th
 epoch the saved time exceeds the compilations' cost with some margin. The
-default run takes about 8 minutes, most of it in the unfixed XLA runs.
+default run spends most of its time in the unfixed XLA runs (the guarded
+fits before the timed rounds add one more run of each configuration).
 
 Usage: python benchmarks/bench_fix.py [--rounds 3] [--epochs 5]
            [--examples 10240] [--batch-size 256]
+       tiny smoke run: --rounds 1 --epochs 1 --examples 256 --batch-size 64
 """
 
 from __future__ import annotations
@@ -51,14 +60,27 @@ import gc
 import json
 import os
 import platform
+import re
 import statistics
 import sys
+import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 MIN_LENGTH, MAX_LENGTH = 64, 128
 GOAL_SPEEDUP = 1.3
+# The guard's bucketing advice, as `signatures.EpochSignatures.explanations` words it.
+_ADVICE = re.compile(r"^fix: pad .* to \d+ bucket length\(s\) \(([\d, ]+)\)")
+
+
+def guard_advice(explanations: list[str]) -> tuple[int, ...] | None:
+    """The bucket boundaries of the guard's "fix: pad ..." line, if it gave one."""
+    for line in explanations:
+        found = _ADVICE.match(line)
+        if found:
+            return tuple(int(v) for v in found.group(1).replace(" ", "").split(",") if v)
+    return None
 
 
 def main() -> None:
@@ -76,8 +98,8 @@ def main() -> None:
     import numpy as np
     import tensorflow as tf
 
+    from keras_xla_guard import XlaGuardCallback
     from keras_xla_guard.data import pad_to_buckets
-    from keras_xla_guard.signatures import recommend_buckets
 
     rng = np.random.default_rng(0)
     lengths = np.sort(rng.integers(MIN_LENGTH, MAX_LENGTH + 1, size=args.examples))
@@ -89,9 +111,6 @@ def main() -> None:
     batch_lengths = [int(x.shape[1]) for x, _ in padded]
     # Length-sorted batches in shuffled order: little padding, many shapes.
     unfixed = [padded[i] for i in np.random.default_rng(1).permutation(len(padded))]
-    boundaries = recommend_buckets(batch_lengths)
-    bucketed = list(pad_to_buckets(examples.shuffle(args.examples, seed=1), boundaries, args.batch_size))
-
     def serve(batches: list) -> tf.data.Dataset:
         # Every configuration replays batches already in memory, in the same
         # fixed order each epoch, so none pays for input; `from_generator`
@@ -124,9 +143,34 @@ def main() -> None:
         def on_epoch_end(self, epoch, logs=None):
             self.seconds.append(time.perf_counter() - self.start)
 
+    def guarded_fit(jit: bool, batches: list) -> tuple[XlaGuardCallback, int]:
+        """One fit with the guard profiling every step; returns it and the traced compilations."""
+        log_dir = tempfile.mkdtemp(prefix="bench_fix_")
+        guard = XlaGuardCallback(log_dir=log_dir, profile_epochs=tuple(range(args.epochs)),
+                                 skip_steps=0, max_steps=None, write_summaries=False, verbose=0)
+        build(jit).fit(serve(batches), epochs=args.epochs, verbose=0, callbacks=[guard])
+        failed = [r.reason for r in guard.reports.values() if r.status != "ok"]
+        if failed or len(guard.reports) != args.epochs:
+            raise SystemExit(f"bench_fix: a guarded window failed: {failed or guard.reports}")
+        return guard, sum(r.compilations for r in guard.reports.values())
+
+    # The guard watches the unfixed XLA run; its advice makes the bucketed arm.
+    unfixed_guard, unfixed_compiles = guarded_fit(True, unfixed)
+    advice = [line for e in sorted(unfixed_guard.signatures)
+              for line in unfixed_guard.signatures[e].explanations if line.startswith("fix:")]
+    boundaries = guard_advice(advice)
+    if boundaries is None:
+        raise SystemExit("bench_fix: the guard gave no bucketing advice for the unfixed batches")
+    bucketed = list(pad_to_buckets(examples.shuffle(args.examples, seed=1), boundaries, args.batch_size))
+
     configs = {"xla_unfixed": (True, unfixed), "xla_bucketed": (True, bucketed), "no_xla": (False, unfixed)}
     arms: dict[str, dict] = {}
     for name, (jit, batches) in configs.items():
+        if name == "xla_unfixed":
+            guard, compiles = unfixed_guard, unfixed_compiles
+        else:
+            guard, compiles = guarded_fit(jit, batches)
+        expected = [s.expected_compilations for s in guard.signatures.values()]
         shapes = {tuple(x.shape) for x, _ in batches}
         tokens_padded = sum(int(tf.size(x)) for x, _ in batches)
         tokens_real = sum(int(tf.math.count_nonzero(x)) for x, _ in batches)  # token 0 is padding
@@ -135,7 +179,8 @@ def main() -> None:
             "steps_per_epoch": len(batches),
             "steps": len(batches) * args.epochs,
             "distinct_shapes": len(shapes),
-            "xla_compiles": len(shapes) if jit else 0,
+            "xla_compiles": compiles,
+            "guard_expected_compilations": None if None in expected else sum(expected),
             "padding_share": round(1 - tokens_real / tokens_padded, 3),
         }
 
@@ -185,6 +230,7 @@ def main() -> None:
         "lengths": [MIN_LENGTH, MAX_LENGTH],
         "distinct_batch_lengths_unfixed": len(set(batch_lengths)),
         "recommended_boundaries": list(boundaries),
+        "guard_advice": advice[0].splitlines()[0],
         "arms": arms,
         "speedup_bucketed_vs_unfixed_xla": round(vs_unfixed, 2),
         "speedup_bucketed_vs_no_xla": round(vs_no_xla, 2),

@@ -175,10 +175,12 @@ def classify_name(name: str) -> int:
         return Category.INPUT
     if _TRACING_RE.match(name):
         return Category.TRACING
-    if _EAGER_RE.match(name):
-        return Category.EAGER
+    # Before the eager names: `EagerPyFunc:EagerPyFunc` (a `tf.py_function`)
+    # is an op kernel whose type merely starts with "Eager".
     if _TF_OP_RE.match(name):
         return Category.KERNEL
+    if _EAGER_RE.match(name):
+        return Category.EAGER
     return Category.NONE
 
 

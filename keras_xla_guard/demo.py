@@ -43,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-dir", default=os.path.join("logs", "demo"),
                         help="where traces and summaries go (default: %(default)s)")
     parser.add_argument("--epochs", type=int, default=3, help="epochs per run (default: %(default)s)")
+    parser.add_argument("--json", action="store_true",
+                        help="end with one JSON line: every report of both runs")
     args = parser.parse_args(argv)
     if args.epochs < 1:
         parser.error(f"--epochs must be >= 1. Received: {args.epochs}")
@@ -85,6 +87,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {run_name:<14} {figures}")
     print("\nView the coverage panels (Custom Scalars, Text, Profile tabs) with:")
     print(f"  tensorboard --logdir {log_dir}")
+    if args.json:
+        import json
+
+        print(json.dumps({"epochs": args.epochs, "runs": {
+            name: {str(e): r.to_dict() for e, r in by_epoch.items()} for name, by_epoch in reports.items()}}))
     return 0
 
 

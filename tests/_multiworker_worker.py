@@ -84,6 +84,8 @@ print(
             "status": report.status if report else None,
             "reason": report.reason if report else None,
             "fraction": report.xla_time_fraction if report else None,
+            "xla_time_s": report.xla_time_s if report else None,
+            "non_xla_op_time_s": report.non_xla_op_time_s if report else None,
             "executions": report.xla_executions if report else None,
             "steps": report.steps_profiled if report else None,
             "distinct_signatures": report.distinct_signatures if report else None,

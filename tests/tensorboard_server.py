@@ -7,7 +7,7 @@ import gzip
 import html.parser
 import json
 import os
-import socket
+import re
 import subprocess
 import sys
 import time
@@ -35,27 +35,67 @@ class Fit:
     history: dict[str, list[float]]
 
 
+STEPS_PER_WINDOW = 4
+
+
 def fit_beside_keras_tensorboard(log_root: Path) -> Fit:
-    """Trains a tiny plain-TF model for 3 epochs with the guard writing to
-    `<log_root>/xla_guard` and `keras.callbacks.TensorBoard(log_dir=log_root)`."""
+    """Trains a tiny half-XLA model for 3 epochs with the guard writing to
+    `<log_root>/xla_guard` and `keras.callbacks.TensorBoard(log_dir=log_root)`.
+
+    Each train step runs the hostile-named first layer (forward, its
+    backward and the SGD update) as plain TF ops and the rest (second
+    layer, loss and their gradients) as one `tf.function(jit_compile=True)`
+    call: every profiled step is exactly one XLA execution, and both the
+    XLA and the non-XLA figures are non-zero.
+    """
     import keras
     import numpy as np
+    import tensorflow as tf
 
     from keras_xla_guard import XlaGuardCallback
+
+    @tf.function(jit_compile=True)
+    def xla_head(head, h, y):
+        with tf.GradientTape() as tape:
+            tape.watch(h)
+            y_pred = head(h, training=True)
+            loss = tf.reduce_mean(tf.square(y_pred - y))
+        return y_pred, loss, tape.gradient(loss, [h, *head.trainable_variables])
+
+    def train_step(data):
+        x, y = data
+        hostile, head = model.layers
+        with tf.GradientTape() as tape:
+            h = hostile(x, training=True)
+        y_pred, loss, (dh, *head_grads) = xla_head(head, h, y)
+        hostile_grads = tape.gradient(h, hostile.trainable_variables, output_gradients=dh)
+        model.optimizer.apply([*hostile_grads, *head_grads],
+                              [*hostile.trainable_variables, *head.trainable_variables])
+        for metric in model.metrics:
+            if metric.name == "loss":
+                metric.update_state(loss)
+            else:
+                metric.update_state(y, y_pred)
+        return model.get_metrics_result()
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((320, 16)).astype("float32")
     y = x[:, :1] * 0.5
+    keras.utils.set_random_seed(0)
     model = keras.Sequential(
         [
             keras.Input((16,)),
-            keras.layers.Dense(32, activation="relu", name=HOSTILE_LAYER),
+            keras.layers.Dense(256, activation="relu", name=HOSTILE_LAYER),
             keras.layers.Dense(1),
         ]
     )
-    model.compile("adam", "mse", jit_compile=False)
+    model.compile("sgd", "mse", jit_compile=False)
+    # Set on the instance, not by subclassing: Keras' TensorBoard callback
+    # writes the model summary only for a model whose class is Sequential.
+    model.train_step = train_step
     guard = XlaGuardCallback(
-        log_dir=log_root / GUARD_RUN, profile_epochs=PROFILED_EPOCHS, max_steps=4, verbose=0
+        log_dir=log_root / GUARD_RUN, profile_epochs=PROFILED_EPOCHS, max_steps=STEPS_PER_WINDOW,
+        verbose=0,
     )
     board = keras.callbacks.TensorBoard(log_dir=str(log_root))
     history = model.fit(
@@ -64,14 +104,15 @@ def fit_beside_keras_tensorboard(log_root: Path) -> Fit:
     return Fit(log_root, guard.reports, history.history)
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# TensorBoard prints where it listens once it has bound its socket.
+_LISTENING = re.compile(rb"TensorBoard \S+ at http://127\.0\.0\.1:(\d+)/")
 
 
 class TensorBoardServer:
-    """A `tensorboard` subprocess on 127.0.0.1 and a free port.
+    """A `tensorboard` subprocess on 127.0.0.1 and a port the OS picks.
+
+    `--port 0` makes the server bind a free port itself and print it, so no
+    port is chosen in one process and bound in another (no race).
 
     Args:
         logdir: The `--logdir`.
@@ -81,8 +122,8 @@ class TensorBoardServer:
     def __init__(self, logdir: Path, output: Path) -> None:
         self.logdir = logdir
         self.output = output
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.port: int | None = None
+        self.url = ""
         self._proc: subprocess.Popen[bytes] | None = None
 
     def start(self, ready: Callable[[TensorBoardServer], bool]) -> None:
@@ -96,7 +137,7 @@ class TensorBoardServer:
         with open(self.output, "wb") as out:
             self._proc = subprocess.Popen(
                 [str(binary), "--logdir", str(self.logdir), "--host", "127.0.0.1",
-                 "--port", str(self.port)],
+                 "--port", "0"],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -106,11 +147,14 @@ class TensorBoardServer:
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
                 raise RuntimeError(f"tensorboard exited with {self._proc.returncode}:\n{self.log_tail()}")
-            try:
-                if ready(self):
-                    return
-            except OSError:
-                pass
+            if self.port is None:
+                found = _LISTENING.search(self.output.read_bytes())
+                if found:
+                    self.port = int(found.group(1))
+                    self.url = f"http://127.0.0.1:{self.port}"
+            # Connection refused while the app loads its plugins: poll again.
+            if self.port is not None and _poll(ready, self):
+                return
             time.sleep(0.25)
         raise RuntimeError(f"tensorboard not ready after {SERVER_START_TIMEOUT_S} s:\n{self.log_tail()}")
 
@@ -165,6 +209,14 @@ def guard_data_loaded(server: TensorBoardServer) -> bool:
     return len(server.json("/data/plugin/text/text", run=GUARD_RUN, tag="xla_guard/report")) >= len(
         PROFILED_EPOCHS
     )
+
+
+def _poll(ready: Callable[[TensorBoardServer], bool], server: TensorBoardServer) -> bool:
+    """`ready(server)`, or False while the server does not answer yet."""
+    try:
+        return ready(server)
+    except OSError:
+        return False
 
 
 class HtmlTables(html.parser.HTMLParser):

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from _oracle import span_seconds
 from _xspace import build_space
 
 from keras_xla_guard import TraceNotFoundError, analyze_trace, analyze_xspace, combine_reports
@@ -21,7 +22,12 @@ def test_jit_compile_fit_is_almost_all_xla(jit_fit):
     assert report.status == "ok", report.reason
     assert report.xla_time_fraction >= 0.9
     assert report.xla_time_s > 0
-    assert report.xla_executions >= 10
+    # make_dataset() gives 512 / 32 = 16 batches; the default skip_steps=2
+    # leaves 14 profiled steps, each one run of the compiled step.
+    assert report.steps_profiled == 14
+    assert report.xla_executions == 14
+    # The step was compiled in epoch 0, outside the window.
+    assert report.compilations == 0
 
 
 @pytest.mark.slow
@@ -89,8 +95,13 @@ def test_compilation_inside_window_is_counted(tmp_path):
 
     fit = fit_with_guard(True, tmp_path, epochs=1, profile_epochs=0, skip_steps=0)
     report = fit.callback.reports[0]
+    # One batch shape (512 rows in batches of 32): one compile; skip_steps=0
+    # and 16 batches: 16 profiled steps, each one run of the executable.
     assert report.compilations == 1
-    assert report.compile_time_s > 0.01
+    assert (report.steps_profiled, report.xla_executions) == (16, 16)
+    # Compile time holds the backend compile span read from the raw proto
+    # (not a wall-clock threshold, which a faster machine could undercut).
+    assert report.compile_time_s >= span_seconds(report.trace_path, "CpuCompiler::RunBackend") > 0
     assert report.compiled_modules and "one_step_on_data" in report.compiled_modules[0]
     assert report.xla_time_fraction >= 0.9
 

@@ -16,9 +16,11 @@ from pathlib import Path
 import pytest
 
 from keras_xla_guard.summary import layout_proto
+from _oracle import count_xla_runs
 from tensorboard_server import (
     GUARD_RUN,
     HOSTILE_LAYER,
+    STEPS_PER_WINDOW,
     TensorBoardServer,
     fit_beside_keras_tensorboard,
     guard_data_loaded,
@@ -77,9 +79,14 @@ def _binary(name: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """A real `tensorboard` over one real fit beside Keras' TensorBoard callback."""
-    fit = fit_beside_keras_tensorboard(tmp_path_factory.mktemp("browser_fit"))
+def fit(tmp_path_factory):
+    """One real half-XLA fit beside Keras' TensorBoard callback."""
+    return fit_beside_keras_tensorboard(tmp_path_factory.mktemp("browser_fit"))
+
+
+@pytest.fixture(scope="module")
+def server(fit, tmp_path_factory):
+    """A real `tensorboard` over the fit's log root."""
     tb = TensorBoardServer(fit.log_root, tmp_path_factory.mktemp("browser_server") / "tensorboard.log")
     try:
         tb.start(guard_data_loaded)
@@ -158,8 +165,8 @@ def test_custom_scalars_dashboard_shows_the_xla_guard_charts(server, browser) ->
     _assert_picture(shot)
 
 
-def test_text_dashboard_shows_the_op_table_literally(server, browser) -> None:
-    """The Text tab shows the report table with the hostile layer name as plain text."""
+def test_text_dashboard_shows_the_op_table_literally(server, browser, fit) -> None:
+    """The Text tab shows each epoch's non-zero coverage and the hostile layer name as plain text."""
     browser.get(f"{server.url}/#text")
     _wait_for(
         browser,
@@ -169,7 +176,13 @@ def test_text_dashboard_shows_the_op_table_literally(server, browser) -> None:
     cells = [c for c in browser.execute_script(DEEP_QUERY_JS, "td") if HOSTILE_LAYER in c.text]
     assert all(c.find_elements("css selector", "*") == [] for c in cells)
     assert any(c.text.startswith("StatefulPartitionedCall/") for c in cells)
-    assert "XLA coverage: 0.0%" in browser.execute_script(DEEP_TEXT_JS)
+    text = browser.execute_script(DEEP_TEXT_JS)
+    for report in fit.reports.values():
+        # The raw trace holds one executable run per profiled step (counted
+        # without the package), so the coverage shown cannot be 0.
+        assert count_xla_runs(Path(report.trace_paths[0])) == STEPS_PER_WINDOW
+        assert 0 < report.xla_time_fraction < 1
+        assert f"XLA coverage: {100 * report.xla_time_fraction:.1f}%" in text
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shot = ARTIFACTS / "tensorboard_text.png"
     assert browser.save_screenshot(str(shot))

@@ -141,7 +141,7 @@ def test_probe_reproduces_this_process_cpu_flag_and_set_jit(clean_switches: None
         pywrap_tf_session.TF_SetTfXlaCpuGlobalJit(old)
     assert report.tf_cpu_global_jit is True and report.env_cpu_global_jit is False
     assert report.codes[-1] == "AUTOJIT_EFFECTIVE"
-    assert report.probe is not None and report.probe.xla_executions >= 1
+    assert report.probe is not None and report.probe.xla_executions == 3  # 3 probe calls, one cluster
     assert "CPU_FLAG_SET_TOO_LATE" not in report.codes
 
 
@@ -188,9 +188,11 @@ def test_cli_doctor_json_with_cpu_flag_set_before_import() -> None:
     probe = data["probe"]
     assert probe["ran_under_xla"] is True
     assert probe["xla_time_fraction"] > 0.5
-    assert probe["xla_executions"] >= 1
+    # The probe calls its step 3 times under the profiler; the step is one
+    # connected cluster, so one cluster run per call.
+    assert probe["xla_executions"] == 3
     assert any("Compiled cluster using XLA" in line for line in probe["log_lines"])
-    assert data["seconds"] < 60
+    assert data["seconds"] > 0  # measured, not bounded: a wall-time bound would test the machine
 
 
 @pytest.mark.parametrize(

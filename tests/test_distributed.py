@@ -7,15 +7,19 @@ are read once, and the multi-worker run needs two processes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _oracle import count_xla_runs, xla_run_seconds, xprof_op_rows
 from conftest import REPO, run_python
 
 from keras_xla_guard import analyze_trace
@@ -131,7 +135,12 @@ def _run_script(code: str, log_dir: Path, env: dict[str, str] | None = None) -> 
 
 
 def _free_ports(n: int) -> list[int]:
-    """Ports the OS had free a moment ago (the workers bind them next)."""
+    """Ports the OS had free a moment ago.
+
+    TensorFlow's gRPC server turns SO_REUSEPORT off, so a socket kept bound
+    here would block the worker itself: another process can still take a
+    port before the worker binds it, and `_run_workers` retries then.
+    """
     socks = [socket.socket() for _ in range(n)]
     for s in socks:
         s.bind(("127.0.0.1", 0))
@@ -179,18 +188,37 @@ def test_mirrored_each_replica_compiles_each_signature(mirrored):
 
 
 def test_mirrored_model_ops_run_inside_xla(mirrored):
-    """Only the all-reduce and the optimizer update run outside XLA.
-
-    Their share depends on machine load (49-68% inside XLA seen on 2 cores),
-    so the model-op check below is the strict one.
-    """
+    """Only the all-reduce and the optimizer update run outside XLA."""
     report = mirrored["report"]
-    assert report["xla_time_fraction"] >= 0.3
     outside = report["top_non_xla_ops"]
     assert [op["op_type"] for op in outside].count("CollectiveReduceV2") == 2
     assert not any("dense" in op["op_name"] or "MatMul" in op["op_type"] for op in outside)
     # The multi-device input iterator is input pipeline, not a model op.
     assert not any(op["op_type"].startswith("MultiDeviceIterator") for op in outside)
+
+
+def test_mirrored_coverage_agrees_with_the_raw_trace_and_xprof(mirrored):
+    """Both sides of the mirrored fraction are checked against figures read without the package.
+
+    The fraction itself depends on machine load (49-68% seen on 2 cores), so
+    it is not pinned; its parts are.
+    """
+    report = mirrored["report"]
+    trace = report["trace_path"]
+    # 16 steps x 2 replicas, each one run of its replica's executable.
+    assert report["xla_executions"] == count_xla_runs(trace) == 32
+    # The guard times the kernel launching each executable, which contains
+    # the executable's own span.
+    assert report["xla_time_s"] >= xla_run_seconds(trace) > 0
+    # The all-reduces are plain ops by construction; xprof's self time for
+    # them is part of the non-XLA time (5%: the per-op agreement with xprof
+    # pinned in test_analysis).
+    collective_s = sum(r["total_self_time"] for r in xprof_op_rows(trace)
+                       if r["type"] == "CollectiveReduceV2") * 1e-6
+    assert report["non_xla_op_time_s"] >= 0.95 * collective_s > 0
+    xla, non = report["xla_time_s"], report["non_xla_op_time_s"]
+    assert report["xla_time_fraction"] == pytest.approx(xla / (xla + non))
+    assert 0 < report["xla_time_fraction"] < 1
 
 
 def test_mirrored_all_reduce_is_counted_once_per_execution(mirrored):
@@ -231,55 +259,81 @@ def test_jit_compile_under_mirrored_strategy_is_explained_before_it_fails(mirror
 # ------------------------------------------------- MultiWorkerMirroredStrategy
 
 
+_PORT_ATTEMPTS = 3
+# What a worker prints when its port was taken before it bound it.
+_PORT_TAKEN = "Could not start gRPC server"
+
+
 def _run_workers(log_dir: Path, *extra: str) -> dict[str, Any]:
-    """Runs the two workers; once more in a fresh log dir if one died by a signal.
+    """Runs the two workers; again in a fresh log dir (fresh ports) if one
+    lost its port to another process or died by a signal.
 
     TensorFlow's multi-worker runtime has aborted natively ("free(): invalid
     pointer", SIGABRT) on a loaded 2-core CI machine, outside the guard's
-    Python code; a worker that exits with an error status is not retried.
+    Python code; a worker that exits with any other error is not retried.
     """
-    try:
-        return _run_workers_once(log_dir, *extra)
-    except _WorkerKilled:
-        return _run_workers_once(log_dir.with_name(log_dir.name + "_retry"), *extra)
+    for attempt in range(_PORT_ATTEMPTS):
+        try:
+            return _run_workers_once(log_dir.with_name(f"{log_dir.name}_{attempt}"), *extra)
+        except _Retryable as e:
+            failure = e
+    raise AssertionError(f"workers failed {_PORT_ATTEMPTS} times; last:\n{failure}")
 
 
-class _WorkerKilled(AssertionError):
-    """A worker process was ended by a signal."""
+class _Retryable(AssertionError):
+    """A worker died by a signal or could not bind its port."""
 
 
 def _run_workers_once(log_dir: Path, *extra: str) -> dict[str, Any]:
-    """Starts two worker processes on 127.0.0.1, waits (bounded), kills leftovers."""
+    """Starts two worker processes on 127.0.0.1, waits (bounded), kills leftovers.
+
+    A worker that fails ends the run at once: its peer would otherwise wait
+    for it until the timeout.
+    """
     ports = ",".join(str(p) for p in _free_ports(2))
     env = dict(os.environ)
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(_WORKER), str(task), ports, str(log_dir), *extra],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-            cwd=str(REPO),
-        )
-        for task in range(2)
-    ]
+    outputs = [log_dir.parent / f"{log_dir.name}_worker{task}.{kind}" for task in range(2)
+               for kind in ("out", "err")]
+    log_dir.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as stack:
+        files = [stack.enter_context(open(f, "w")) for f in outputs]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, str(_WORKER), str(task), ports, str(log_dir), *extra],
+                stdout=files[2 * task],
+                stderr=files[2 * task + 1],
+                text=True,
+                env=env,
+                cwd=str(REPO),
+            )
+            for task in range(2)
+        ]
+        try:
+            deadline = time.monotonic() + _WORKER_TIMEOUT_S
+            while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+                if any(p.poll() not in (None, 0) for p in procs):
+                    break
+                time.sleep(0.5)
+        finally:
+            # SIGKILL: a worker blocked in a collective does not always honour SIGTERM.
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+    texts = [(outputs[2 * t].read_text(), outputs[2 * t + 1].read_text()) for t in range(2)]
+    messages = [f"worker {t} failed ({p.returncode}):\n{out[-2000:]}\n{err[-4000:]}"
+                for t, (p, (out, err)) in enumerate(zip(procs, texts))]
+    # Looked at for both workers first: the peer of the one that failed was
+    # killed here, which is no reason of its own.
+    for proc, (_, err), message in zip(procs, texts, messages):
+        if _PORT_TAKEN in err or (proc.returncode < 0 and proc.returncode != -signal.SIGKILL):
+            raise _Retryable(message)
     results = []
-    try:
-        for proc in procs:
-            out, err = proc.communicate(timeout=_WORKER_TIMEOUT_S)
-            lines = [ln for ln in out.splitlines() if ln.startswith("{")]
-            message = f"worker failed ({proc.returncode}):\n{out[-2000:]}\n{err[-4000:]}"
-            if proc.returncode < 0:
-                raise _WorkerKilled(message)
-            assert proc.returncode == 0 and lines, message
-            results.append(json.loads(lines[-1]))
-    finally:
-        # SIGKILL: a worker blocked in a collective does not always honour SIGTERM.
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+    for proc, (out, _), message in zip(procs, texts, messages):
+        lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+        assert proc.returncode == 0 and lines, message
+        results.append(json.loads(lines[-1]))
     return {"log_dir": log_dir, "workers": results, "pids": [p.pid for p in procs]}
 
 
@@ -366,8 +420,18 @@ def test_chief_summaries_hold_every_worker_and_name_the_worst(multiworker):
     worst = min(fractions, key=fractions.get)
     ((_, worst_value),) = tensors["xla_guard/worst_worker_xla_time_fraction"]
     assert float(worst_value) == pytest.approx(fractions[worst], rel=1e-6)  # float32 summaries
+    # The combined fraction weighs each worker by its op time: total XLA time
+    # over total op time, from the figures each worker measured on its own.
+    workers = multiworker["workers"]
+    xla = sum(w["xla_time_s"] for w in workers)
+    ops = xla + sum(w["non_xla_op_time_s"] for w in workers)
     ((_, combined),) = tensors["xla_guard/xla_time_fraction"]
-    assert min(fractions.values()) <= float(combined) <= max(fractions.values())
+    assert float(combined) == pytest.approx(xla / ops, rel=1e-6)  # float32 summaries
+    ((_, combined_xla),) = tensors["xla_guard/xla_time_s"]
+    assert float(combined_xla) == pytest.approx(xla, rel=1e-6)
+    # 14 profiled steps on each of the 2 workers, one XLA run each.
+    ((_, runs),) = tensors["xla_guard/xla_executions"]
+    assert float(runs) == 2 * 14
     ((_, text),) = tensors["xla_guard/workers"]
     markdown = text.item().decode()
     assert f"Worst worker: {worst.replace('_', '&#95;')}" in markdown

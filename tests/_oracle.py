@@ -1,0 +1,51 @@
+"""Figures read from a trace without the package: the raw XSpace proto and
+xprof's own tools, to check the package's figures against."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+# Every run of a compiled XLA:CPU program is one span of this name on the
+# host plane, whatever op launched it (see tf-trace-facts.md).
+XLA_CPU_RUN = "CpuExecutable::ExecuteAsyncOnStream"
+
+
+def _host_spans(trace: str | Path, name: str) -> list[Any]:
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    space = xplane_pb2.XSpace()
+    space.ParseFromString(Path(trace).read_bytes())
+    spans = []
+    for plane in space.planes:
+        if plane.name != "/host:CPU":
+            continue
+        ids = {i for i, m in plane.event_metadata.items() if m.name == name}
+        spans += [e for line in plane.lines for e in line.events if e.metadata_id in ids]
+    return spans
+
+
+def span_seconds(trace: str | Path, name: str) -> float:
+    """Total duration of the host-plane spans called `name` in `trace`, in seconds."""
+    return sum(e.duration_ps for e in _host_spans(trace, name)) * 1e-12
+
+
+def count_xla_runs(trace: str | Path) -> int:
+    """XLA:CPU program runs in `trace`, counted from the raw proto."""
+    return len(_host_spans(trace, XLA_CPU_RUN))
+
+
+def xla_run_seconds(trace: str | Path) -> float:
+    """Total duration of the XLA:CPU program runs in `trace`, in seconds."""
+    return span_seconds(trace, XLA_CPU_RUN)
+
+
+def xprof_op_rows(trace: str | Path) -> list[dict[str, Any]]:
+    """xprof's framework_op_stats rows for `trace` (times in microseconds)."""
+    from xprof.convert import raw_to_tool_data
+
+    data, _ = raw_to_tool_data.xspace_to_tool_data([str(trace)], "framework_op_stats", {})
+    table = json.loads(data)[0]
+    cols = [c["id"] for c in table["cols"]]
+    return [dict(zip(cols, [c["v"] for c in row["c"]])) for row in table["rows"]]

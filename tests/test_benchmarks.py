@@ -1,0 +1,142 @@
+"""Smoke runs of every benchmark script and the demo with tiny arguments.
+
+Only what a tiny run fixes by construction is pinned (steps, arms, compile
+counts, keys); timing ratios of tiny runs mean nothing and are only checked
+to be positive numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+BENCH = REPO / "benchmarks"
+
+
+def _run(*argv: Any, timeout: float = 300) -> str:
+    """Runs a script with this interpreter, the checkout's package first; returns stdout."""
+    env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run([sys.executable, *map(str, argv)], capture_output=True, text=True,
+                          timeout=timeout, cwd=str(REPO), env=env, check=False)
+    assert proc.returncode == 0, f"{argv} exited {proc.returncode}:\n{proc.stderr[-4000:]}"
+    return proc.stdout
+
+
+def _json(stdout: str) -> dict[str, Any]:
+    sys.path.insert(0, str(BENCH))
+    from save_result import last_json_object
+
+    return last_json_object(stdout)
+
+
+def _positive(*values: Any) -> bool:
+    return all(isinstance(v, float) and v > 0 for v in values)
+
+
+def test_bench_fix_counts_each_arms_compilations_in_traces(tmp_path):
+    """bench_fix (via save_result): traced compiles 4 / len(boundaries) / 0, as the guard predicts."""
+    saved = Path(_run(BENCH / "save_result.py", "--results-dir", tmp_path, BENCH / "bench_fix.py",
+                      "--rounds", "1", "--epochs", "1", "--examples", "256", "--batch-size", "64").strip())
+    assert saved.parent == tmp_path and saved.name.startswith("bench_fix-")
+    doc = json.loads(saved.read_text())
+    assert set(doc["machine"]) >= {"cpus", "load_avg_1min_before", "load_avg_1min_after",
+                                   "tensorflow", "keras", "python"}
+    assert doc["args"][:2] == ["--rounds", "1"]
+    result = doc["result"]
+    assert (result["benchmark"], result["rounds"], result["epochs"]) == ("fix_pays", 1, 1)
+    arms = result["arms"]
+    assert set(arms) == {"xla_unfixed", "xla_bucketed", "no_xla"}
+    # 256 examples in batches of 64: 4 batches, each its own length (sorted
+    # uniform lengths 64..128), so 4 XLA compiles; no XLA, no compiles.
+    unfixed, bucketed, plain = arms["xla_unfixed"], arms["xla_bucketed"], arms["no_xla"]
+    assert (unfixed["steps_per_epoch"], unfixed["distinct_shapes"]) == (4, 4)
+    assert unfixed["xla_compiles"] == unfixed["guard_expected_compilations"] == 4
+    assert (plain["xla_compiles"], plain["guard_expected_compilations"]) == (0, None)
+    # The guard's advice, applied: one compile per bucket it recommended.
+    assert result["guard_advice"].startswith("fix: pad input x dim 1 to ")
+    boundaries = result["recommended_boundaries"]
+    assert 1 <= len(boundaries) < 4 and boundaries[-1] == 128
+    assert bucketed["xla_compiles"] == bucketed["distinct_shapes"] == len(boundaries)
+    assert bucketed["guard_expected_compilations"] == len(boundaries)
+    for arm in arms.values():
+        assert len(arm["total_s_rounds"]) == 1 and _positive(arm["step_ms_median"])
+
+
+def test_bench_overhead_has_aa_controls_for_both_ratios():
+    """bench_overhead prints both ratios, each beside its A/A control."""
+    doc = _json(_run(BENCH / "bench_overhead.py", "--pairs", "1", "--steps", "2", "--batches", "8"))
+    assert (doc["benchmark"], doc["pairs"], doc["steps_per_epoch"]) == ("callback_overhead", 1, 8)
+    assert doc["track_signatures"] is True
+    unprofiled, profiled = doc["unprofiled"], doc["profiled_vs_keras_tensorboard"]
+    assert _positive(unprofiled["ratio_median"], unprofiled["aa_ratio"])
+    assert _positive(profiled["ratio_median"], profiled["aa_ratio"])
+    assert (profiled["profiled_steps"], profiled["goal"], unprofiled["goal"]) == (2, 1.10, 1.01)
+    assert set(doc["machine"]) >= {"cpus", "tensorflow", "keras", "load_avg_1min"}
+
+
+def test_bench_loop_has_an_aa_control():
+    """bench_loop times the watched, bare and bare-again arms and prints the A/A ratio."""
+    doc = _json(_run(BENCH / "bench_loop.py", "--rounds", "1", "--batches", "4", "--width", "16"))
+    assert (doc["benchmark"], doc["rounds"], doc["steps_per_epoch"], doc["hidden_units"]) == (
+        "custom_loop_watch_overhead", 1, 4, 16)
+    assert set(doc["epoch_ms_median"]) == {"watched", "bare", "bare_again"}
+    assert _positive(doc["ratio"], doc["aa_ratio"], doc["cpu_ratio"])
+    assert set(doc["machine"]) >= {"cpus", "tensorflow", "keras", "load_avg_1m"}
+
+
+def test_bench_signatures_runs_both_variants():
+    """bench_signatures measures the dynamic and the static input; the static one records nothing."""
+    doc = _json(_run(BENCH / "bench_signatures.py", "--rounds", "1", "--batches", "8", "--steps", "40",
+                     "--spe", "1", "--width", "16"))
+    assert (doc["benchmark"], doc["rounds"], doc["steps_per_epoch"]) == ("signature_tracking_overhead", 1, 8)
+    variants = {v["variant"]: v for v in doc["variants"]}
+    assert set(variants) == {"dynamic_spe1", "static_spe1"}
+    # A fully static element_spec needs no recording (README, "How batches are observed").
+    assert variants["static_spe1"]["record_us_per_batch"] == 0.0
+    for v in variants.values():
+        assert v["steps_per_execution"] == 1
+        assert set(v["step_us_median"]) == {"tracked", "untracked", "untracked_again"}
+        assert _positive(v["ratio"], v["aa_ratio"])
+
+
+def test_bench_analyze_times_all_three_contenders():
+    """bench_analyze builds a real trace and times ours, xprof and the parse floor once each."""
+    doc = _json(_run(BENCH / "bench_analyze.py", "--steps", "20", "--rounds", "1"))
+    assert doc["rounds"] == 1
+    assert doc["trace_bytes"] > 0 and doc["trace_events"] > 0
+    for name in ("ours", "xprof", "floor"):
+        assert len(doc["wall_s"][name]) == 1 and _positive(doc["median_wall_s"][name])
+    assert _positive(doc["xprof_over_ours"], doc["ours_over_floor"], doc["peak_memory_over_file_size"])
+    assert set(doc["goals_met"]) == {"ours_2x_faster_than_xprof", "ours_within_2x_of_floor",
+                                     "peak_memory_under_3x_file"}
+
+
+def test_bench_doctor_runs_the_command_both_ways():
+    """bench_doctor runs `doctor --json` with and without the probe and reports the probe's cost."""
+    doc = _json(_run(BENCH / "bench_doctor.py", "--rounds", "1"))
+    assert (doc["rounds"], doc["cpus"]) == (1, os.cpu_count())
+    assert _positive(doc["doctor_wall_s_median"], doc["no_probe_wall_s_median"], doc["probe_child_s_median"])
+
+
+def test_demo_json_reports_both_runs(tmp_path):
+    """The demo's --json line: Keras' default is 0% XLA on CPU, jit_compile=True one run per step."""
+    stdout = _run("-m", "keras_xla_guard.demo", "--epochs", "2", "--log-dir", tmp_path / "demo", "--json")
+    doc = json.loads(stdout.strip().splitlines()[-1])
+    assert doc["epochs"] == 2
+    assert set(doc["runs"]) == {"keras_default", "jit_compile"}
+    # Epoch 1 is the one profiled; 4096 rows in batches of 64 is 64 steps,
+    # of which the defaults (skip 2, at most 20) profile 20.
+    default, jit = doc["runs"]["keras_default"]["1"], doc["runs"]["jit_compile"]["1"]
+    # jit_compile="auto" resolves to False on a CPU-only machine.
+    assert (default["xla_time_fraction"], default["xla_executions"]) == (0.0, 0)
+    assert (jit["steps_profiled"], jit["xla_executions"], jit["compilations"]) == (20, 20, 0)
+    assert default["steps_profiled"] == 20
