@@ -74,8 +74,8 @@ def test_seam_records_run_eagerly(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("steps_per_execution", [1, 4])
-def test_observe_gives_the_same_figures_without_touching_keras(steps_per_execution, tmp_path):
+@pytest.mark.parametrize(("steps_per_execution", "run_eagerly"), [(1, False), (4, False), (1, True)])
+def test_observe_gives_the_same_figures_without_touching_keras(steps_per_execution, run_eagerly, tmp_path):
     """guard.observe(dataset): same figures as the seam, and Keras' train function is never replaced."""
     import keras
 
@@ -86,6 +86,8 @@ def test_observe_gives_the_same_figures_without_touching_keras(steps_per_executi
             seen.append(self.model.train_function)
 
     model = _seq_model(jit_compile=True, steps_per_execution=steps_per_execution)
+    if run_eagerly:
+        model.compile("adam", "mse", jit_compile=True, run_eagerly=True)
     model.make_train_function()
     keras_function = model.train_function
     guard = _guard(tmp_path)
@@ -93,7 +95,9 @@ def test_observe_gives_the_same_figures_without_touching_keras(steps_per_executi
     assert seen and all(f is keras_function for f in seen)
     first, second = guard.signatures[0], guard.signatures[1]
     assert (first.steps, first.distinct_signatures, first.new_signatures) == (7, 5, 5)
-    assert first.expected_compilations == 5
+    # Keras turns jit_compile off under run_eagerly: nothing is compiled then.
+    assert first.expected_compilations == (None if run_eagerly else 5)
+    assert model.jit_compile is not run_eagerly
     assert first.explanations[0] == HEADLINE
     assert (second.steps, second.new_signatures) == (7, 0)
 
