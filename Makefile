@@ -75,8 +75,10 @@ COMPAT_TEST_DEPS := "pytest>=7" "hypothesis>=6" "xprof>=2.20"
 # too): a `test` extra left out of the compat venvs; `make test` runs it.
 COMPAT_DESELECT := --deselect tests/test_callback.py::test_other_keras_backends_are_refused_at_construction
 # MirroredStrategy fits tap through other internals (fit's frame, a private
-# dataset attribute): its 7 tests take ~20 s. Multi-worker stays in `make test`.
-COMPAT_MIRRORED := tests/test_distributed.py -k "mirrored and not multiworker"
+# dataset attribute): its tests take ~20 s. Multi-worker stays in `make test`,
+# and so does the raw-trace oracle test: it counts TF 2.21's
+# `CpuExecutable::ExecuteAsyncOnStream` spans, which TF 2.20 does not emit.
+COMPAT_MIRRORED := tests/test_distributed.py -k "mirrored and not multiworker and not raw_trace"
 
 $(COMPAT)/oldest/.installed: setup.cfg pyproject.toml Makefile
 	rm -rf $(COMPAT)/oldest

@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import Any
 
 # Every run of a compiled XLA:CPU program is one span of this name on the
-# host plane, whatever op launched it (see tf-trace-facts.md).
+# host plane, whatever op launched it (TF 2.21, see tf-trace-facts.md; TF 2.20
+# emits only `ThunkExecutor::Execute` spans, several per run, so the tests
+# that use this oracle run in `make test`, on TF 2.21).
 XLA_CPU_RUN = "CpuExecutable::ExecuteAsyncOnStream"
 
 
