@@ -75,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
             "python": platform.python_version(),
             "platform": platform.platform(),
             "tensorflow": _version("tensorflow-cpu") or _version("tensorflow"),
-            "keras": _version("keras"),
+            # keras-nightly installs the same `keras` module under another name.
+            "keras": _version("keras") or _version("keras-nightly"),
         },
         "result": result,
     }
