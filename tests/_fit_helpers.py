@@ -69,3 +69,13 @@ def _events(log_dir: Path) -> dict[str, dict[int, object]]:
     return out
 
 
+def profiler_is_free() -> bool:
+    """Whether TensorFlow's process-wide profiler can be started (nobody holds it)."""
+    import tensorflow as tf
+
+    try:
+        tf.profiler.experimental.start("")
+    except tf.errors.AlreadyExistsError:
+        return False
+    tf.profiler.experimental.stop()
+    return True

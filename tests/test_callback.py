@@ -7,23 +7,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _fit_helpers import profiler_is_free
 from conftest import fit_with_guard, make_data, make_dataset, make_model, run_python
 
 from keras_xla_guard import XlaGuardCallback, XlaGuardWarning, analyze_trace
 from keras_xla_guard.xplane import load_xspace
 
 pytestmark = [pytest.mark.slow, pytest.mark.compat]
-
-
-def _profiler_is_free() -> bool:
-    import tensorflow as tf
-
-    try:
-        tf.profiler.experimental.start("")
-    except tf.errors.AlreadyExistsError:
-        return False
-    tf.profiler.experimental.stop()
-    return True
 
 
 def _step_markers(trace_path: str) -> list[int]:
@@ -144,7 +134,7 @@ def test_keras_tensorboard_profiler_in_the_same_fit_skips_our_window(tmp_path):
     assert "another profiler" in guard.reports[0].reason
     assert guard.reports[1].status == "ok"
     assert analyze_trace(tmp_path / "tb").xla_time_fraction >= 0.9
-    assert _profiler_is_free()
+    assert profiler_is_free()
 
 
 class _Boom(Exception):
@@ -185,7 +175,7 @@ def test_exception_in_a_profiled_step_stops_the_profiler_and_propagates(tmp_path
         model.fit(make_dataset(), epochs=1, callbacks=[_raise_in_step(5, exc), guard], verbose=0)
     assert info.value is exc
     assert not guard.engine.profiling
-    assert _profiler_is_free()
+    assert profiler_is_free()
 
 
 def test_stop_training_mid_window_closes_the_window(tmp_path):
@@ -202,7 +192,7 @@ def test_stop_training_mid_window_closes_the_window(tmp_path):
     model.fit(make_dataset(), epochs=3, callbacks=[guard, StopAt()], verbose=0)
     assert list(guard.reports) == [0]
     assert guard.reports[0].steps_profiled == 5
-    assert _profiler_is_free()
+    assert profiler_is_free()
 
 
 def test_early_stopping_between_epochs_keeps_reports(tmp_path):
@@ -215,7 +205,7 @@ def test_early_stopping_between_epochs_keeps_reports(tmp_path):
     model.fit(make_dataset(), epochs=5, callbacks=[guard, stop], verbose=0)
     assert sorted(guard.reports) == [0, 1]
     assert all(r.status == "ok" for r in guard.reports.values())
-    assert _profiler_is_free()
+    assert profiler_is_free()
 
 
 def test_guard_failure_is_a_warning_and_training_goes_on(tmp_path):
@@ -228,7 +218,7 @@ def test_guard_failure_is_a_warning_and_training_goes_on(tmp_path):
         history = model.fit(make_dataset(), epochs=2, callbacks=[guard], verbose=0)
     assert len(history.history["loss"]) == 2
     assert guard.reports[0].status == "failed"
-    assert _profiler_is_free()
+    assert profiler_is_free()
 
 
 def test_profiler_is_stopped_when_another_callback_crashes_the_epoch(tmp_path):
@@ -244,12 +234,12 @@ def test_profiler_is_stopped_when_another_callback_crashes_the_epoch(tmp_path):
     guard = XlaGuardCallback(log_dir=tmp_path / "a", profile_epochs=0, skip_steps=1, verbose=0)
     with pytest.raises(_Boom):
         model.fit(make_dataset(), epochs=1, callbacks=[guard, Crash()], verbose=0)
-    assert _profiler_is_free()
+    assert profiler_is_free()
     with warnings.catch_warnings():
         warnings.simplefilter("error", XlaGuardWarning)
         fit = fit_with_guard(True, tmp_path / "b", epochs=1, profile_epochs=0)
     assert fit.callback.reports[0].status == "ok"
-    assert _profiler_is_free()
+    assert profiler_is_free()
 
 
 @pytest.mark.parametrize(
@@ -335,13 +325,13 @@ def test_interrupt_inside_tf_stop_is_recovered_by_the_next_guard(tmp_path, monke
     first = XlaGuardCallback(log_dir=tmp_path / "a", profile_epochs=0, max_steps=2, verbose=0)
     with pytest.raises(KeyboardInterrupt):
         _fit(make_model(True), first, epochs=1)
-    assert not _profiler_is_free()
+    assert not profiler_is_free()
     second = XlaGuardCallback(log_dir=tmp_path / "b", profile_epochs=(0, 1), max_steps=2, verbose=0)
     with pytest.warns(XlaGuardWarning, match="left running"):
         _fit(make_model(True), second, epochs=2)
     assert [r.status for r in second.reports.values()] == ["ok", "ok"]
     assert len(list((tmp_path / "a" / "plugins" / "profile").glob("*/*.xplane.pb"))) == 1
-    assert _profiler_is_free()
+    assert profiler_is_free()
 
 
 def test_every_window_gets_its_own_run_dir_and_trace(tmp_path):
@@ -381,7 +371,7 @@ def test_a_second_guard_in_one_fit_stands_aside_with_a_warning(tmp_path):
     assert second.reports == {}
     assert second.signatures == {}
     assert not (tmp_path / "b").exists()
-    assert _profiler_is_free()
+    assert profiler_is_free()
 
 
 def test_user_restarting_the_profiler_in_the_window_keeps_their_session(tmp_path):
@@ -408,7 +398,7 @@ def test_user_restarting_the_profiler_in_the_window_keeps_their_session(tmp_path
     assert "stopped by someone else" in report.reason
     assert len(list((tmp_path / "user").rglob("*.xplane.pb"))) == 1
     assert list((tmp_path / "guard").rglob("*.xplane.pb")) == []
-    assert _profiler_is_free()
+    assert profiler_is_free()
 
 
 def test_remote_log_dir_is_refused_at_construction():
@@ -441,7 +431,7 @@ def test_failed_trace_write_gives_a_failed_report_for_its_epoch(tmp_path, monkey
     assert report.status == "failed"
     assert report.reason == "writing the trace failed: OSError: [Errno 28] No space left on device"
     assert report.steps_profiled == 3
-    assert _profiler_is_free()
+    assert profiler_is_free()
 
 
 def test_validation_steps_are_kept_out_of_the_window(tmp_path):
@@ -493,4 +483,4 @@ def test_empty_dataset_window_is_skipped_with_the_reason(tmp_path):
     assert report.status == "skipped"
     assert report.reason == "no training step ran in the epoch (is the dataset empty?)"
     assert report.steps_profiled == 0
-    assert _profiler_is_free()
+    assert profiler_is_free()

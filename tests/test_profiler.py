@@ -10,6 +10,7 @@ import errno
 from pathlib import Path
 
 import pytest
+from _fit_helpers import profiler_is_free
 
 from keras_xla_guard.errors import ProfilerBusyError
 from keras_xla_guard.profiler import (
@@ -20,17 +21,6 @@ from keras_xla_guard.profiler import (
 )
 
 pytestmark = pytest.mark.slow
-
-
-def _profiler_is_free() -> bool:
-    import tensorflow as tf
-
-    try:
-        tf.profiler.experimental.start("")
-    except tf.errors.AlreadyExistsError:
-        return False
-    tf.profiler.experimental.stop()
-    return True
 
 
 def _work() -> None:
@@ -70,7 +60,7 @@ def test_sessions_with_one_name_each_get_their_own_run_dir(tmp_path):
     assert all("_epoch0" in f.parent.name for f in files)
     assert [f.read_bytes() for f in files] == contents
     assert not (tmp_path / STAGING_DIR).exists()
-    assert _profiler_is_free()
+    assert profiler_is_free()
 
 
 def test_interrupt_inside_tf_stop_keeps_the_session_for_a_retry(tmp_path, monkeypatch):
@@ -82,13 +72,13 @@ def test_interrupt_inside_tf_stop_keeps_the_session_for_a_retry(tmp_path, monkey
     with pytest.raises(KeyboardInterrupt):
         session.stop()
     assert session.running
-    assert not _profiler_is_free()
+    assert not profiler_is_free()
     with pytest.warns(UserWarning, match="left running"):
         assert stop_stale_session() is True
     assert not session.running
     assert len(session.trace_files) == 1
     assert session.trace_files[0].is_file()
-    assert _profiler_is_free()
+    assert profiler_is_free()
 
 
 def test_interrupt_after_tf_stopped_still_publishes_the_trace(tmp_path, monkeypatch):
@@ -102,7 +92,7 @@ def test_interrupt_after_tf_stopped_still_publishes_the_trace(tmp_path, monkeypa
     assert session.running
     (trace,) = session.stop()
     assert trace.parent.parent == tmp_path / "plugins" / "profile"
-    assert _profiler_is_free()
+    assert profiler_is_free()
 
 
 def test_a_second_guard_session_is_refused_while_one_runs(tmp_path):
@@ -114,7 +104,7 @@ def test_a_second_guard_session_is_refused_while_one_runs(tmp_path):
         second.start()
     assert first.running
     assert len(first.stop()) == 1
-    assert _profiler_is_free()
+    assert profiler_is_free()
 
 
 def test_session_replaced_by_someone_else_is_not_stopped(tmp_path):
@@ -128,7 +118,7 @@ def test_session_replaced_by_someone_else_is_not_stopped(tmp_path):
     with pytest.raises(SessionLostError, match="stopped by someone else"):
         session.stop()
     assert not session.running
-    assert not _profiler_is_free()
+    assert not profiler_is_free()
     tf.profiler.experimental.stop()
     assert len(list((tmp_path / "user").rglob("*.xplane.pb"))) == 1
     assert not (tmp_path / "guard" / "plugins").exists()
@@ -144,7 +134,7 @@ def test_failed_trace_write_raises_and_forgets_the_session(tmp_path, monkeypatch
     assert not session.running
     assert not (tmp_path / STAGING_DIR).exists()
     assert stop_stale_session() is False
-    assert _profiler_is_free()
+    assert profiler_is_free()
 
 
 def test_run_dir_names_keep_tf_timestamp_and_the_run_name(tmp_path):
