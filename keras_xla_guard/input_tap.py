@@ -314,15 +314,14 @@ class KerasInputTracker:
         # so batches are recorded as they are trained on, not ahead.
         return tap.wrap(dataset, prefetch=False)
 
-    def use_observed(self) -> bool:
-        """Reads the tap of `observe` (custom loops); returns whether there is one."""
+    def use_observed(self) -> None:
+        """Reads the tap of `observe` (custom loops), if there is one."""
         if self._observed is None:
-            return False
+            return
         self._spe = 1
         self._steps_hint = None
         self._expect = True
         self._bind(self._observed)
-        return True
 
     def attach(self, model: Any, steps_hint: int | None, on_abort: Any, record: bool = True) -> Any:
         """Connects to the running `fit` call (see `keras_xla_guard.seam.attach`).
@@ -353,11 +352,6 @@ class KerasInputTracker:
         elif record and not self.attachment.recording:
             self._unavailable(self.attachment.reason)
         return self.attachment
-
-    @property
-    def recording(self) -> bool:
-        """Whether this fit's batches are being recorded (by the seam or `observe`)."""
-        return self._observed is not None or bool(self.attachment and self.attachment.recording)
 
     def _bind(self, tap: InputTap | None) -> None:
         """Starts reading `tap` (`None`: this fit's batches cannot be recorded)."""
@@ -431,13 +425,18 @@ class KerasInputTracker:
             return
         from keras_xla_guard import seam
 
-        what = "" if self.attachment is None else (
-            f" (flavour {self.attachment.flavour or 'none'})" if self.attachment.recording
-            else f": {self.attachment.reason}"
-        )
+        # The attachment names the Keras that runs the model (tf_keras beside Keras 3 too).
+        attachment = self.attachment
+        keras = attachment.keras if attachment is not None else seam.keras_version()
+        if self._observed is not None:
+            how = "guard.observe"
+        elif attachment is not None and attachment.recording:
+            how = f"flavour {attachment.flavour}"
+        else:
+            how = attachment.reason if attachment is not None else "no Keras attachment"
+        what = f" with {keras} ({how})"
         self._unavailable(
-            f"{self._seen} of the {needed} training batches of epoch {self._epoch} were recorded"
-            f" with {seam.keras_version()}{what}"
+            f"{self._seen} of the {needed} training batches of epoch {self._epoch} were recorded{what}"
         )
 
     def _unavailable(self, why: str) -> None:

@@ -184,7 +184,9 @@ def attach(
     dataset = getattr(dataset_holder, attribute, None)
     if isinstance(dataset, tf.distribute.DistributedDataset):
         return _attach_to_distributed(model, dataset_holder, attribute, bind, found)
-    original = _unwrap(getattr(model, "train_function", None))
+    from keras_xla_guard.seam._recording import TrainFunctionTap, unwrap
+
+    original = unwrap(getattr(model, "train_function", None))
     reason = (
         "model.train_function is None" if original is None
         else flavour.probe(original, bool(getattr(model, "run_eagerly", False)))
@@ -206,20 +208,12 @@ def attach(
         # Static batches: Keras' own function, nothing recorded.
         return original if tap.static else function
 
-    from keras_xla_guard.seam._recording import TrainFunctionTap
-
     tap = TrainFunctionTap(model, original, choose, on_abort)
     model.train_function = tap
     found._tap = tap
     found._undo.append(tap.restore)
     found.recording = True
     return found
-
-
-def _unwrap(function: Any) -> Any:
-    from keras_xla_guard.seam._recording import unwrap
-
-    return unwrap(function)
 
 
 def _tapped(flavour: ModuleType, original: Any, element_spec: Any) -> tuple[Any, Any]:
