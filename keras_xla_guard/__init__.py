@@ -13,6 +13,8 @@ TensorFlow or Keras; the first use of a name that needs them does):
 - `Signature`, `SignatureTracker`, `EpochSignatures`, `recommend_buckets`,
   `bucketing_code`: input signatures and recompilation explanations;
   `pad_to_buckets`: the tf.data fix.
+- `compare`, `CompareReport`: is XLA worth it for this model? Each mode
+  trained and measured on the same batches, with a verdict.
 - Errors: `XlaGuardError` and its subclasses, `XlaGuardWarning`.
 """
 
@@ -38,6 +40,7 @@ from keras_xla_guard.report import CoverageReport, OpStat, format_report
 if TYPE_CHECKING:
     from keras_xla_guard.analysis import analyze_trace, analyze_xspace, combine_reports
     from keras_xla_guard.callback import XlaGuardCallback
+    from keras_xla_guard.comparison import CompareReport, compare
     from keras_xla_guard.data import pad_to_buckets
     from keras_xla_guard.diagnosis import DoctorReport, Verdict, doctor
     from keras_xla_guard.engine import XlaGuardEngine
@@ -53,6 +56,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BackendError",
+    "CompareReport",
     "CoverageReport",
     "DoctorReport",
     "EpochSignatures",
@@ -77,6 +81,7 @@ __all__ = [
     "analyze_xspace",
     "bucketing_code",
     "combine_reports",
+    "compare",
     "doctor",
     "explain",
     "format_report",
@@ -89,6 +94,8 @@ _LAZY = {
     "XlaGuard": "keras_xla_guard.loop",
     "XlaGuardCallback": "keras_xla_guard.callback",
     "XlaGuardEngine": "keras_xla_guard.engine",
+    "CompareReport": "keras_xla_guard.comparison",
+    "compare": "keras_xla_guard.comparison",
     "analyze_trace": "keras_xla_guard.analysis",
     "analyze_xspace": "keras_xla_guard.analysis",
     "combine_reports": "keras_xla_guard.analysis",

@@ -1,0 +1,155 @@
+"""Frozen result types of `keras_xla_guard.compare` (pure: no Keras, no TensorFlow)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+__all__ = ["CompareReport", "ModeFigures"]
+
+
+@dataclass(frozen=True)
+class ModeFigures:
+    """What one training mode measured on the compared batches.
+
+    Attributes:
+        mode: `"plain"`, `"jit_compile"` or `"autoclustering"`.
+        steps: Training steps timed (the compared batches).
+        step_time_s: Steady-state step time: the median wall time of the
+            timed steps, every one of them running an already compiled
+            program.
+        step_times_s: Wall time of each timed step, in order.
+        startup_s: One-time cost beyond steady steps and compilations:
+            starting `fit`, tracing the step function and building it.
+        compilations: XLA programs compiled, counted in a real profiler
+            trace of one step per distinct signature.
+        compile_time_s: Wall time those compilations took in that trace
+            (the union over threads of the compile events' intervals: what
+            training waited).
+        compile_thread_time_s: Their compile time summed over threads
+            (`CoverageReport.compile_time_s`); XLA:CPU compiles on several
+            threads at once, so this exceeds `compile_time_s`.
+        distinct_signatures: Distinct input signatures (shapes and dtypes
+            of the batch) among the compared batches.
+        peak_memory_bytes: Peak memory growth while this mode trained: host
+            peak RSS growth on CPU, the device's peak on an accelerator;
+            `None` when it could not be read.
+        memory_kind: `"host_rss"` or `"device"`.
+        losses: The training loss of each timed step, in order.
+        trace_paths: The profiler trace file(s) the compilations were
+            counted in.
+    """
+
+    mode: str
+    steps: int
+    step_time_s: float
+    step_times_s: tuple[float, ...]
+    startup_s: float
+    compilations: int
+    compile_time_s: float
+    compile_thread_time_s: float
+    distinct_signatures: int
+    peak_memory_bytes: int | None
+    memory_kind: str
+    losses: tuple[float, ...]
+    trace_paths: tuple[str, ...] = ()
+
+    @property
+    def final_loss(self) -> float:
+        """The loss of the last timed step (`nan` when no step ran)."""
+        return self.losses[-1] if self.losses else float("nan")
+
+    @property
+    def compile_s_per_signature(self) -> float:
+        """Compile time one new input signature costs this mode (0 without XLA)."""
+        if self.distinct_signatures <= 0:
+            return 0.0
+        return self.compile_time_s / self.distinct_signatures
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the figures as a JSON-serializable dict (with `final_loss`)."""
+        d = dataclasses.asdict(self)
+        for key in ("step_times_s", "losses", "trace_paths"):
+            d[key] = list(d[key])
+        d["final_loss"] = self.final_loss
+        d["compile_s_per_signature"] = self.compile_s_per_signature
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ModeFigures":
+        """Rebuilds figures from `to_dict()`'s output (e.g. a worker process's JSON)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in d.items() if k in names}
+        for key in ("step_times_s", "losses", "trace_paths"):
+            values[key] = tuple(values.get(key, ()))
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class CompareReport:
+    """The measured answer to "is XLA worth it for this model and data?".
+
+    Attributes:
+        best_mode: The mode with the shortest projected run.
+        baseline: The mode the others are compared with (`"plain"` when
+            compared, else the first mode).
+        modes: Mode name -> its `ModeFigures`, in the order compared.
+        break_even_steps: After how many steps of the planned run the
+            fastest-stepping other mode's extra compile and startup time is
+            repaid against the baseline; `None` if it never is.
+        projected_run_s: Mode name -> projected seconds of the planned run:
+            startup, plus steady steps, plus one compilation per distinct
+            signature the data produces.
+        planned_steps: Training steps of the planned run.
+        planned_signatures: Distinct input signatures the planned run's
+            data produces.
+        signatures_counted_from: `"data"` when `planned_signatures` was
+            counted from every batch of finite data, `"compared batches"`
+            when only the compared batches were seen (data of unknown
+            length).
+        max_loss_divergence: Largest relative difference between two
+            modes' losses on the same batch.
+        verdict: One sentence with the numbers.
+        wall_s: Wall time `compare` itself took.
+    """
+
+    best_mode: str
+    baseline: str
+    modes: Mapping[str, ModeFigures]
+    break_even_steps: int | None
+    projected_run_s: Mapping[str, float]
+    planned_steps: int
+    planned_signatures: int
+    signatures_counted_from: str
+    max_loss_divergence: float
+    verdict: str
+    wall_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        # Frozen all the way down: the mappings are read-only views of copies.
+        object.__setattr__(self, "modes", MappingProxyType(dict(self.modes)))
+        object.__setattr__(self, "projected_run_s", MappingProxyType(dict(self.projected_run_s)))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the report as a JSON-serializable dict."""
+        return {
+            "best_mode": self.best_mode,
+            "baseline": self.baseline,
+            "modes": {name: figures.to_dict() for name, figures in self.modes.items()},
+            "break_even_steps": self.break_even_steps,
+            "projected_run_s": dict(self.projected_run_s),
+            "planned_steps": self.planned_steps,
+            "planned_signatures": self.planned_signatures,
+            "signatures_counted_from": self.signatures_counted_from,
+            "max_loss_divergence": self.max_loss_divergence,
+            "verdict": self.verdict,
+            "wall_s": self.wall_s,
+        }
+
+    def __str__(self) -> str:
+        from keras_xla_guard.comparison.core import format_compare
+
+        return format_compare(self)
