@@ -128,6 +128,7 @@ bench: $(VENV)/.installed-test
 	$(PY) benchmarks/bench_analyze.py
 	$(PY) benchmarks/bench_loop.py
 	$(PY) benchmarks/bench_doctor.py
+	$(PY) benchmarks/bench_compare.py
 
 clean:
 	rm -rf $(VENV) $(COMPAT) logs test-artifacts .pytest_cache

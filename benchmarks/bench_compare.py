@@ -12,11 +12,11 @@ of the measured one.
   (Dense, then `--ops` times g*sigmoid(g) + 0.1*tanh(g)), on 64 features in
   batches of `--batch-size`, for `--epochs` epochs: XLA fuses the
   elementwise chains; its one compilation is repaid over the long run.
-* ``xla_does_not_pay``: a small sequence regressor (Embedding, Dense,
+* ``xla_does_not_pay``: a small sequence regressor (Embedding, two Dense,
   GlobalAveragePooling1D, Dense) over batches of many distinct sequence
   lengths (`--lengths` of them over `--seq-batches` batches per epoch) in
-  a short run: XLA compiles once per length, which the faster steps never
-  repay.
+  a short run (`--seq-epochs` epochs): XLA compiles once per length, which
+  the faster steps never repay.
 
 `compare`'s own cost is reported too: its wall time over (the wall time of
 a `fit` of `--steps` plain steps on a fresh model + the compile time
@@ -24,7 +24,7 @@ a `fit` of `--steps` plain steps on a fresh model + the compile time
 
 Usage: python benchmarks/bench_compare.py [--rounds 2] [--steps 50]
        tiny smoke run: --rounds 1 --steps 4 --epochs 1 --mlp-batches 8
-                       --seq-batches 6 --lengths 3 --width 32 --layers 1
+                       --seq-batches 6 --lengths 3 --width 32 --layers 1 --seq-width 16
 """
 
 from __future__ import annotations
@@ -80,8 +80,9 @@ def seq_model(args: argparse.Namespace, jit_compile: bool = False) -> Any:
     keras.utils.set_random_seed(1)
     model = keras.Sequential([
         keras.Input((None,), dtype="int32"),
-        keras.layers.Embedding(500, 32),
-        keras.layers.Dense(32, activation="gelu"),
+        keras.layers.Embedding(500, 64),
+        keras.layers.Dense(args.seq_width, activation="gelu"),
+        keras.layers.Dense(64, activation="gelu"),
         keras.layers.GlobalAveragePooling1D(),
         keras.layers.Dense(1),
     ])
@@ -90,20 +91,20 @@ def seq_model(args: argparse.Namespace, jit_compile: bool = False) -> Any:
 
 
 def seq_data(args: argparse.Namespace) -> Any:
-    """`--seq-batches` batches of 32 sequences, their lengths drawn from `--lengths` values."""
+    """`--seq-batches` batches of 64 sequences, their lengths cycling through `--lengths` values, shuffled."""
     import numpy as np
     import tensorflow as tf
 
     rng = np.random.default_rng(1)
-    choices = 16 + 4 * np.arange(args.lengths)
+    choices = 32 + 8 * np.arange(args.lengths)
     lengths = [int(choices[i % args.lengths]) for i in range(args.seq_batches)]
     rng.shuffle(lengths)
     batches = []
     for length in lengths:
-        x = rng.integers(1, 500, size=(32, length)).astype("int32")
+        x = rng.integers(1, 500, size=(64, length)).astype("int32")
         y = (x % 7).mean(axis=1, keepdims=True).astype("float32") / 7
         batches.append((x, y))
-    spec = (tf.TensorSpec((32, None), tf.int32), tf.TensorSpec((32, 1), tf.float32))
+    spec = (tf.TensorSpec((64, None), tf.int32), tf.TensorSpec((64, 1), tf.float32))
     return tf.data.Dataset.from_generator(lambda: iter(batches), output_signature=spec).apply(
         tf.data.experimental.assert_cardinality(len(batches)))
 
@@ -166,8 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--width", type=int, default=256)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--ops", type=int, default=4)
-    parser.add_argument("--seq-batches", type=int, default=60, help="sequence batches per epoch")
-    parser.add_argument("--lengths", type=int, default=24, help="distinct sequence lengths")
+    parser.add_argument("--seq-batches", type=int, default=48, help="sequence batches per epoch")
+    parser.add_argument("--lengths", type=int, default=16, help="distinct sequence lengths")
+    parser.add_argument("--seq-width", type=int, default=128)
     parser.add_argument("--seq-epochs", type=int, default=2)
     args = parser.parse_args(argv)
 

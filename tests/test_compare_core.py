@@ -18,8 +18,8 @@ from keras_xla_guard.comparison.core import (
     build_report,
     format_duration,
     max_loss_divergence,
+    one_time_costs,
     projected_run_s,
-    startup_s,
     steady_step_time,
     validate_count,
     validate_modes,
@@ -28,12 +28,15 @@ from keras_xla_guard.comparison.report import CompareReport, ModeFigures
 from keras_xla_guard.comparison.trace_wall import compile_intervals_ps, union_length
 
 
-def fig(mode: str, step: float, *, startup: float = 0.0, compile_s: float = 0.0, signatures: int = 1,
-        compilations: int | None = None, losses: tuple[float, ...] = (1.0, 0.5)) -> ModeFigures:
-    """Hand-made figures of one mode."""
+def fig(mode: str, step: float, *, startup: float = 0.0, per_signature: float = 0.0,
+        signatures: int = 1, compilations: int | None = None,
+        losses: tuple[float, ...] = (1.0, 0.5)) -> ModeFigures:
+    """Hand-made figures of one mode (its compile time: one signature cost per signature)."""
+    compile_s = per_signature * signatures
     return ModeFigures(
         mode=mode, steps=len(losses), step_time_s=step, step_times_s=(step,) * len(losses),
-        startup_s=startup, compilations=signatures if compilations is None else compilations,
+        startup_s=startup, signature_cost_s=per_signature,
+        compilations=signatures if compilations is None else compilations,
         compile_time_s=compile_s, compile_thread_time_s=2 * compile_s,
         distinct_signatures=signatures, peak_memory_bytes=1 << 20, memory_kind="host_rss",
         losses=losses,
@@ -47,21 +50,24 @@ def test_steady_step_time_is_the_median():
     assert steady_step_time([]) == 0.0
 
 
-def test_startup_is_the_compile_pass_beyond_steps_and_compilations():
-    """startup = compile pass - its steady steps - compile time, never negative."""
-    assert startup_s(3.0, 0.5, 1.5) == 1.0
-    assert startup_s(1.0, 0.5, 1.5) == 0.0
+def test_one_time_costs_take_the_median_new_signature_excess():
+    """Several signatures: cost = median excess of steps 2.. over a steady step; startup = the rest."""
+    # Steps: 4.0 (startup + first signature), then 2.5, 3.0, 2.25 over a 0.25 s step.
+    startup, per_signature = one_time_costs(12.5, [4.0, 2.5, 3.0, 2.25], 0.25, 99.0)
+    assert (startup, per_signature) == (12.5 - 4 * (0.25 + 2.25), 2.25)
 
 
-def test_compile_cost_per_signature_divides_by_signatures():
-    """A mode's compile cost per signature is its compile time over its distinct signatures."""
-    assert fig("jit_compile", 0.25, compile_s=3.0, signatures=2).compile_s_per_signature == 1.5
-    assert fig("plain", 0.25, signatures=0).compile_s_per_signature == 0.0
+def test_one_time_costs_of_a_single_signature_use_the_trace_compile_time():
+    """One signature: its cost is the trace's compile wall time; startup never goes negative."""
+    assert one_time_costs(5.0, [4.5], 0.5, 1.5) == (3.0, 1.5)
+    assert one_time_costs(1.0, [1.0], 0.5, 1.5) == (0.0, 1.5)
+    # A new signature cheaper than a steady step costs nothing, not less.
+    assert one_time_costs(2.0, [1.0, 0.25, 0.25], 0.5, 0.0) == (0.5, 0.0)
 
 
 def test_projected_run_adds_startup_steps_and_one_compilation_per_signature():
-    """projected = startup + steps * step + signatures * compile per signature."""
-    jit = fig("jit_compile", 0.25, startup=2.0, compile_s=3.0, signatures=2)
+    """projected = startup + steps * step + signatures * signature cost."""
+    jit = fig("jit_compile", 0.25, startup=2.0, per_signature=1.5, signatures=2)
     assert projected_run_s(jit, 100, 4) == 2.0 + 25.0 + 6.0
     assert projected_run_s(fig("plain", 0.5, startup=1.0), 100, 4) == 51.0
 
@@ -69,10 +75,10 @@ def test_projected_run_adds_startup_steps_and_one_compilation_per_signature():
 def test_break_even_is_the_extra_one_time_cost_over_the_step_saving():
     """Break-even: ceil(extra compile+startup / per-step saving); 0 if nothing extra; None if never."""
     plain = fig("plain", 0.5, startup=1.0, compilations=0)
-    assert break_even_steps(plain, fig("jit_compile", 0.25, startup=1.0, compile_s=2.0), 1) == 8
-    assert break_even_steps(plain, fig("jit_compile", 0.25, startup=1.0, compile_s=2.0), 2) == 16
-    assert break_even_steps(plain, fig("jit_compile", 0.25, startup=1.125, compile_s=2.0), 1) == 9
-    assert break_even_steps(plain, fig("jit_compile", 0.75, compile_s=2.0), 1) is None
+    assert break_even_steps(plain, fig("jit_compile", 0.25, startup=1.0, per_signature=2.0), 1) == 8
+    assert break_even_steps(plain, fig("jit_compile", 0.25, startup=1.0, per_signature=2.0), 2) == 16
+    assert break_even_steps(plain, fig("jit_compile", 0.25, startup=1.125, per_signature=2.0), 1) == 9
+    assert break_even_steps(plain, fig("jit_compile", 0.75, per_signature=2.0), 1) is None
     assert break_even_steps(plain, fig("jit_compile", 0.25, startup=0.5), 1) == 0
     assert break_even_steps(plain, fig("jit_compile", 0.75, startup=0.5), 1) is None
 
@@ -101,7 +107,7 @@ def test_report_when_xla_pays():
     """A faster-stepping XLA mode that repays its compilation is best; the verdict says when and by how much."""
     report = build_report(
         [fig("plain", 0.5, startup=1.0, compilations=0, losses=(1.0, 0.5)),
-         fig("jit_compile", 0.25, startup=1.0, compile_s=2.0, losses=(1.0, 0.5000005))],
+         fig("jit_compile", 0.25, startup=1.0, per_signature=2.0, losses=(1.0, 0.5000005))],
         planned_steps=1000, planned_signatures=1, wall_s=3.5)
     assert (report.best_mode, report.baseline, report.break_even_steps) == ("jit_compile", "plain", 8)
     assert dict(report.projected_run_s) == {"plain": 501.0, "jit_compile": 253.0}
@@ -114,20 +120,20 @@ def test_report_when_compilations_are_not_repaid():
     """Many signatures over a short run: plain is best and the verdict gives the cost and the break-even."""
     report = build_report(
         [fig("plain", 0.5, startup=1.0, compilations=0, signatures=4),
-         fig("jit_compile", 0.25, startup=1.0, compile_s=8.0, signatures=4)],
+         fig("jit_compile", 0.25, startup=1.0, per_signature=2.0, signatures=4)],
         planned_steps=20, planned_signatures=10)
     assert report.best_mode == "plain" and report.break_even_steps == 80
     assert dict(report.projected_run_s) == {"plain": 11.0, "jit_compile": 26.0}
     assert report.verdict == (
-        "plain is best: jit_compile is 2.0x faster per step but costs 9.0 s in startup and "
-        "4 compilation(s), so the planned run takes 26.0 s instead of 11.0 s; it would pay only "
-        "after 80 steps (planned: 20); losses agree within 0e+00")
+        "plain is best: jit_compile is 2.0x faster per step but costs 21.0 s up front (startup "
+        "and 10 signature(s) to compile), so the planned run takes 26.0 s instead of 11.0 s; it "
+        "would pay only after 80 steps (planned: 20); losses agree within 0e+00")
 
 
 def test_report_when_xla_never_pays():
     """An XLA mode slower per step never pays; the baseline is plain even when listed last."""
     report = build_report(
-        [fig("jit_compile", 0.75, compile_s=1.0), fig("plain", 0.5, compilations=0)],
+        [fig("jit_compile", 0.75, per_signature=1.0), fig("plain", 0.5, compilations=0)],
         planned_steps=4, planned_signatures=1)
     assert (report.baseline, report.best_mode, report.break_even_steps) == ("plain", "plain", None)
     assert report.verdict.endswith("it never pays; losses agree within 0e+00")
@@ -145,7 +151,7 @@ def test_best_mode_tie_goes_to_the_earlier_mode_and_baseline_without_plain_is_th
 
 def test_report_is_frozen_and_round_trips_through_json():
     """CompareReport and its mappings are read-only; to_dict is JSON; ModeFigures.from_dict inverts to_dict."""
-    plain, jit = fig("plain", 0.5, compilations=0), fig("jit_compile", 0.25, compile_s=1.0)
+    plain, jit = fig("plain", 0.5, compilations=0), fig("jit_compile", 0.25, per_signature=1.0)
     report = build_report([plain, jit], planned_steps=10, planned_signatures=1, wall_s=2.0)
     with pytest.raises(dataclasses.FrozenInstanceError):
         report.best_mode = "plain"  # type: ignore[misc]
@@ -154,7 +160,7 @@ def test_report_is_frozen_and_round_trips_through_json():
     doc = json.loads(json.dumps(report.to_dict()))
     assert doc["best_mode"] == report.best_mode and doc["wall_s"] == 2.0
     assert doc["modes"]["jit_compile"]["final_loss"] == 0.5
-    assert doc["modes"]["jit_compile"]["compile_s_per_signature"] == 1.0
+    assert doc["modes"]["jit_compile"]["signature_cost_s"] == 1.0
     assert ModeFigures.from_dict(doc["modes"]["jit_compile"]) == jit
     assert set(doc) == {f.name for f in dataclasses.fields(CompareReport)}
     assert str(report).splitlines()[-1] == report.verdict

@@ -109,3 +109,16 @@ def test_notebook_shows_recommendation_and_plots(executed):
     )
     pngs = [base64.b64decode(o.data["image/png"]) for o in _outputs(nb) if "image/png" in o.get("data", {})]
     assert pngs and all(png.startswith(b"\x89PNG\r\n\x1a\n") for png in pngs)
+
+
+@pytest.mark.slow
+def test_notebook_compares_plain_and_jit_compile(executed):
+    """The compare section: plain compiles nothing, jit_compile once; 4 epochs of 64 steps projected."""
+    nb, work = executed
+    line = next(line for line in _stdout(nb).splitlines() if line.startswith(RESULTS_PREFIX))
+    compared = json.loads(line[len(RESULTS_PREFIX):])["compare"]
+    assert compared["compilations"] == {"plain": 0, "jit_compile": 1}
+    assert compared["planned_steps"] == 4 * 2048 // 32
+    assert compared["verdict"].startswith(compared["best_mode"])
+    assert compared["verdict"] in _stdout(nb)
+    assert list((work / "logs" / "notebook" / "compare" / "jit_compile").glob("events.out.tfevents.*"))

@@ -78,7 +78,9 @@ def load_target(target: str) -> Any:
             raise ValueError(f"cannot import {module_name!r} ({e}). Received: target={target!r}") from None
     found = getattr(module, function, None)
     if not callable(found):
-        raise ValueError(f"{module_name!r} has no function {function!r}. Received: target={target!r}")
+        # A bad target is bad input (exit 2), whatever its type.
+        raise ValueError(  # noqa: TRY004
+            f"{module_name!r} has no function {function!r}. Received: target={target!r}")
     return found
 
 
@@ -90,7 +92,12 @@ def split_data(data: Any) -> tuple[Any, Any]:
 
 
 def _run(args: argparse.Namespace) -> dict[str, Any]:
-    from keras_xla_guard.comparison.runner import Batches, measure_mode, planned_run, take_batches
+    from keras_xla_guard.comparison.runner import (
+        Batches,
+        measure_mode,
+        planned_run,
+        take_batches,
+    )
 
     built = load_target(args.target)()
     if not isinstance(built, tuple) or len(built) != 2:

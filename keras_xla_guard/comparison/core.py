@@ -20,8 +20,8 @@ __all__ = [
     "format_compare",
     "format_duration",
     "max_loss_divergence",
+    "one_time_costs",
     "projected_run_s",
-    "startup_s",
     "steady_step_time",
     "validate_count",
     "validate_modes",
@@ -46,8 +46,9 @@ def validate_modes(modes: Any) -> tuple[str, ...]:
     """
     allowed = ", ".join(repr(m) for m in MODES)
     if isinstance(modes, str) or not isinstance(modes, Sequence):
-        raise ValueError(f"`modes` must be a sequence of mode names out of {allowed}. "
-                         f"Received: modes={modes!r}")
+        # ValueError, as for every bad argument of the package.
+        raise ValueError(  # noqa: TRY004
+            f"`modes` must be a sequence of mode names out of {allowed}. Received: modes={modes!r}")
     for mode in modes:
         if mode not in MODES:
             raise ValueError(f"Unknown mode {mode!r}: `modes` may hold {allowed}. "
@@ -93,22 +94,33 @@ def steady_step_time(step_times_s: Sequence[float]) -> float:
     return float(statistics.median(step_times_s)) if step_times_s else 0.0
 
 
-def startup_s(compile_pass_s: float, steady_s: float, compile_time_s: float) -> float:
-    """A mode's one-time cost beyond its steady steps and its compilations.
+def one_time_costs(compile_pass_s: float, compile_steps_s: Sequence[float], steady_s: float,
+                   compile_time_s: float) -> tuple[float, float]:
+    """Splits the compile pass into startup and the cost of one new signature.
 
-    What remains is starting `fit`, tracing the step function and building
-    it: paid once per run, whatever its length.
+    Each step of the compile pass brings a new signature; the first also
+    starts the run. A new signature costs what its step took beyond a
+    steady step (compiling, converting the graph, retracing): the median
+    of that over the steps after the first. With a single signature there
+    is nothing to take a median of, and the trace's compile wall time is
+    the cost. What the pass took beyond its steps and signatures is the
+    startup (starting `fit`, tracing the step, building the optimizer).
 
     Args:
-        compile_pass_s: Wall time of the compile pass (one step per
-            distinct signature, the first steps the mode ever ran).
-        steady_s: What those steps take at the steady step time.
-        compile_time_s: What their compilations took.
+        compile_pass_s: Wall time of the whole compile pass (`fit` call).
+        compile_steps_s: Wall time of each of its steps, in order.
+        steady_s: The steady step time.
+        compile_time_s: Wall-clock compile time in the pass's trace.
 
     Returns:
-        `compile_pass_s - steady_s - compile_time_s`, at least 0.
+        `(startup_s, signature_cost_s)`, both at least 0.
     """
-    return max(0.0, compile_pass_s - steady_s - compile_time_s)
+    n = len(compile_steps_s)
+    if n >= 2:
+        per_signature = max(0.0, float(statistics.median(t - steady_s for t in compile_steps_s[1:])))
+    else:
+        per_signature = compile_time_s
+    return max(0.0, compile_pass_s - n * (steady_s + per_signature)), per_signature
 
 
 def projected_run_s(figures: ModeFigures, planned_steps: int, planned_signatures: int) -> float:
@@ -121,16 +133,16 @@ def projected_run_s(figures: ModeFigures, planned_steps: int, planned_signatures
 
     Returns:
         `startup_s + planned_steps * step_time_s + planned_signatures *
-        compile_s_per_signature`.
+        signature_cost_s`.
     """
     return (figures.startup_s + planned_steps * figures.step_time_s
-            + planned_signatures * figures.compile_s_per_signature)
+            + planned_signatures * figures.signature_cost_s)
 
 
 def break_even_steps(baseline: ModeFigures, candidate: ModeFigures, planned_signatures: int) -> int | None:
     """After how many steps `candidate`'s extra one-time cost is repaid.
 
-    The one-time cost of a mode is its startup plus one compilation per
+    The one-time cost of a mode is its startup plus one signature cost per
     planned signature; each step then saves the difference of the steady
     step times.
 
@@ -144,8 +156,8 @@ def break_even_steps(baseline: ModeFigures, candidate: ModeFigures, planned_sign
         longer than the baseline's; `0` when it never costs more; `None`
         when it costs more and never catches up.
     """
-    extra = ((candidate.startup_s + planned_signatures * candidate.compile_s_per_signature)
-             - (baseline.startup_s + planned_signatures * baseline.compile_s_per_signature))
+    extra = ((candidate.startup_s + planned_signatures * candidate.signature_cost_s)
+             - (baseline.startup_s + planned_signatures * baseline.signature_cost_s))
     if extra <= 0:
         return 0 if candidate.step_time_s <= baseline.step_time_s else None
     saving = baseline.step_time_s - candidate.step_time_s
@@ -207,6 +219,7 @@ def verdict(
     projected: Mapping[str, float],
     break_even: int | None,
     planned_steps: int,
+    planned_signatures: int,
     divergence: float,
 ) -> str:
     """The one-sentence answer, with the numbers.
@@ -218,6 +231,7 @@ def verdict(
         projected: Mode name -> projected seconds of the planned run.
         break_even: `break_even_steps` of the fastest-stepping other mode.
         planned_steps: Steps of the planned run.
+        planned_signatures: Distinct signatures of the planned run.
         divergence: `max_loss_divergence`.
 
     Returns:
@@ -242,9 +256,10 @@ def verdict(
         when = "it costs no more, but saves nothing either"
     else:
         when = f"it would pay only after {break_even} steps (planned: {planned_steps})"
+    up_front = other.startup_s + planned_signatures * other.signature_cost_s
     return (f"{baseline} is best: {contender} is {_per_step(base, other)} but costs "
-            f"{format_duration(other.startup_s + other.compile_time_s)} in startup and "
-            f"{other.compilations} compilation(s), so the planned run takes "
+            f"{format_duration(up_front)} up front (startup and {planned_signatures} "
+            f"signature(s) to compile), so the planned run takes "
             f"{format_duration(projected[contender])} instead of "
             f"{format_duration(projected[baseline])}; {when}; {losses}")
 
@@ -298,7 +313,8 @@ def build_report(
         planned_signatures=planned_signatures,
         signatures_counted_from=signatures_counted_from,
         max_loss_divergence=divergence,
-        verdict=verdict(modes, baseline, best, projected, even, planned_steps, divergence),
+        verdict=verdict(modes, baseline, best, projected, even, planned_steps, planned_signatures,
+                        divergence),
         wall_s=wall_s,
     )
 
@@ -312,13 +328,14 @@ def format_compare(report: CompareReport) -> str:
     Returns:
         Lines separated by newlines.
     """
-    header = ("mode", "step", "compiles", "compile", "startup", "signatures", "peak mem",
-              "final loss", "projected")
+    header = ("mode", "step", "compiles", "compile", "per signature", "startup", "signatures",
+              "peak mem", "final loss", "projected")
     rows = [header]
     for name, f in report.modes.items():
         mem = "n/a" if f.peak_memory_bytes is None else f"{f.peak_memory_bytes / 2**20:.0f} MiB"
         rows.append((name, format_duration(f.step_time_s), str(f.compilations),
-                     format_duration(f.compile_time_s), format_duration(f.startup_s),
+                     format_duration(f.compile_time_s), format_duration(f.signature_cost_s),
+                     format_duration(f.startup_s),
                      str(f.distinct_signatures), mem, f"{f.final_loss:.6g}",
                      format_duration(report.projected_run_s[name])))
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from keras_xla_guard.comparison.core import build_report, validate_count, validate_modes
 from keras_xla_guard.comparison.report import CompareReport, ModeFigures
+from keras_xla_guard.engine import DEFAULT_LOG_DIR
 
 __all__ = ["DEFAULT_TIMEOUT_S", "compare_in_processes"]
 
@@ -47,7 +48,7 @@ def compare_in_processes(
     batch_size: int | None = None,
     planned_epochs: int | None = None,
     planned_steps_per_epoch: int | None = None,
-    log_dir: str | os.PathLike[str] = os.path.join("logs", "xla_guard"),
+    log_dir: str | os.PathLike[str] = DEFAULT_LOG_DIR,
     timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> CompareReport:
     """Runs `compare` on `module_or_file:function`, each mode in a fresh process.

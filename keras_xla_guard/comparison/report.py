@@ -22,8 +22,13 @@ class ModeFigures:
             timed steps, every one of them running an already compiled
             program.
         step_times_s: Wall time of each timed step, in order.
-        startup_s: One-time cost beyond steady steps and compilations:
-            starting `fit`, tracing the step function and building it.
+        startup_s: One-time cost beyond steady steps and new signatures:
+            starting `fit`, tracing the step function, building the
+            optimizer.
+        signature_cost_s: Wall time one new input signature costs beyond a
+            steady step: the median over the compile pass's steps after
+            the first (each a new signature) of their excess over a steady
+            step; with a single signature, the trace's compile wall time.
         compilations: XLA programs compiled, counted in a real profiler
             trace of one step per distinct signature.
         compile_time_s: Wall time those compilations took in that trace
@@ -48,6 +53,7 @@ class ModeFigures:
     step_time_s: float
     step_times_s: tuple[float, ...]
     startup_s: float
+    signature_cost_s: float
     compilations: int
     compile_time_s: float
     compile_thread_time_s: float
@@ -62,24 +68,16 @@ class ModeFigures:
         """The loss of the last timed step (`nan` when no step ran)."""
         return self.losses[-1] if self.losses else float("nan")
 
-    @property
-    def compile_s_per_signature(self) -> float:
-        """Compile time one new input signature costs this mode (0 without XLA)."""
-        if self.distinct_signatures <= 0:
-            return 0.0
-        return self.compile_time_s / self.distinct_signatures
-
     def to_dict(self) -> dict[str, Any]:
         """Returns the figures as a JSON-serializable dict (with `final_loss`)."""
         d = dataclasses.asdict(self)
         for key in ("step_times_s", "losses", "trace_paths"):
             d[key] = list(d[key])
         d["final_loss"] = self.final_loss
-        d["compile_s_per_signature"] = self.compile_s_per_signature
         return d
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "ModeFigures":
+    def from_dict(cls, d: Mapping[str, Any]) -> ModeFigures:
         """Rebuilds figures from `to_dict()`'s output (e.g. a worker process's JSON)."""
         names = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in d.items() if k in names}

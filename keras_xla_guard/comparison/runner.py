@@ -26,7 +26,7 @@ from typing import Any
 
 from keras_xla_guard.comparison.core import (
     build_report,
-    startup_s,
+    one_time_costs,
     steady_step_time,
     validate_count,
     validate_modes,
@@ -82,24 +82,28 @@ def _cycle(kept: list[Any], steps: int) -> list[Any]:
 
 
 def _from_iterable(elements: Any, steps: int, known_length: int | None) -> Batches:
-    """Takes `steps` batches; reads a finite pass to its end to count its signatures."""
+    """Takes `steps` batches; reads finite data to its end to count its signatures.
+
+    Data of unknown length is read one batch past `steps`: if that batch
+    exists, the data's length and signatures stay unknown.
+    """
     kept: list[Any] = []
     signatures: set[Any] = set()
-    count = 0
+    count, more = 0, False
     for element in elements:
-        if count < steps:
-            kept.append(_numpy_batch(element))
-            signatures.add(signature(kept[-1]))
-        elif known_length is None:
+        if count >= steps and known_length is None:
+            more = True
             break
-        else:
-            signatures.add(signature(_numpy_batch(element)))
+        batch = _numpy_batch(element)
+        if count < steps:
+            kept.append(batch)
+        signatures.add(signature(batch))
         count += 1
     if not kept:
         raise ValueError("The data yielded no batch. Received: data of 0 batches")
-    exhausted = count < steps or known_length is not None
-    return Batches(_cycle(kept, steps), count if exhausted else None,
-                   len(signatures) if exhausted else None)
+    if more:
+        return Batches(_cycle(kept, steps), None, None)
+    return Batches(_cycle(kept, steps), count, len(signatures))
 
 
 def take_batches(x: Any, y: Any = None, *, batch_size: int | None = None, steps: int = 50) -> Batches:
@@ -179,21 +183,21 @@ def _clone(model: Any, mode: str) -> Any:
                          "optimizer, loss and metrics). Received: a model that was not compiled")
     clone = keras.models.clone_model(model)
     clone.set_weights(model.get_weights())
-    config = dict(model.get_compile_config())
     # The optimizer comes back from its config: a fresh one, never the user's.
+    # compile(), not compile_from_config(): that would build the optimizer
+    # here, and a user's run builds it inside its first fit, in startup.
+    config = keras.saving.deserialize_keras_object(model.get_compile_config())
     config["jit_compile"] = mode == "jit_compile"
-    clone.compile_from_config(config)
-    if not clone.optimizer.built:
-        clone.optimizer.build(clone.trainable_variables)
+    clone.compile(**config)
     return clone
 
 
-def _state(clone: Any) -> list[Any]:
-    return [v.numpy() for v in (*clone.variables, *clone.optimizer.variables)]
+def _values(variables: Sequence[Any]) -> list[Any]:
+    return [v.numpy() for v in variables]
 
 
-def _restore(clone: Any, state: list[Any]) -> None:
-    for variable, value in zip((*clone.variables, *clone.optimizer.variables), state):
+def _assign(variables: Sequence[Any], values: list[Any]) -> None:
+    for variable, value in zip(variables, values):
         variable.assign(value)
 
 
@@ -324,7 +328,12 @@ def _step_timer(keras: Any) -> Any:
             super().__init__()
             self.times: list[float] = []
             self.losses: list[float] = []
+            self.optimizer_state: list[Any] = []
             self._start = 0.0
+
+        def on_train_begin(self, logs: Any = None) -> None:
+            # fit has built the optimizer, and no step has run yet.
+            self.optimizer_state = _values(self.model.optimizer.variables)
 
         def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
             # Without the reset, fit's loss is the mean over the steps so far.
@@ -386,28 +395,33 @@ def measure_mode(model: Any, batches: Sequence[tuple[Any, Any, Any]], mode: str,
     tf.config.optimizer.set_jit("autoclustering" if mode == "autoclustering" else False)
     try:
         clone = _clone(model, mode)
-        initial = _state(clone)
+        initial = _values(clone.variables)
         compile_batches = [batches[i] for i in first_of.values()]
         session = ProfilerSession(log_dir, run_name=mode)
         session.start()
         try:
             start = time.perf_counter()
-            _fit(clone, _dataset(compile_batches, spec))
+            compile_pass = _fit(clone, _dataset(compile_batches, spec))
             compile_pass_s = time.perf_counter() - start
         finally:
             files = session.stop()
         compilations, compile_time_s, compile_thread_s, trace_paths = _count_compilations(files)
-        _restore(clone, initial)
+        # The timed pass starts where the compile pass did.
+        _assign(clone.variables, initial)
+        _assign(clone.optimizer.variables, compile_pass.optimizer_state)
         timed = _fit(clone, _dataset(batches, spec))
     finally:
         tf.config.optimizer.set_jit(previous_jit or False)
     step_time = steady_step_time(timed.times)
+    startup, per_signature = one_time_costs(compile_pass_s, compile_pass.times, step_time,
+                                            compile_time_s)
     return ModeFigures(
         mode=mode,
         steps=len(batches),
         step_time_s=step_time,
         step_times_s=tuple(timed.times),
-        startup_s=startup_s(compile_pass_s, len(compile_batches) * step_time, compile_time_s),
+        startup_s=startup,
+        signature_cost_s=per_signature,
         compilations=compilations,
         compile_time_s=compile_time_s,
         compile_thread_time_s=compile_thread_s,
