@@ -102,7 +102,7 @@ class _Run(NamedTuple):
 
 def _analyze_runs(args: argparse.Namespace) -> list[_Run]:
     from keras_xla_guard.trace.analysis import analyze_xspace, combine_reports
-    from keras_xla_guard.trace.xplane import TRACE_SUFFIX, find_trace_files, open_xspace
+    from keras_xla_guard.trace.xplane import find_trace_files, host_of, open_xspace
 
     by_run: dict[Path, list[Path]] = {}
     for f in find_trace_files(args.path, all_runs=args.all):
@@ -113,7 +113,7 @@ def _analyze_runs(args: argparse.Namespace) -> list[_Run]:
             analyze_xspace(
                 open_xspace(f, max_bytes=args.max_bytes),
                 trace_path=str(f),
-                host=f.name[: -len(TRACE_SUFFIX)] if f.name.endswith(TRACE_SUFFIX) else f.stem,
+                host=host_of(f),
                 top_k=args.top_k,
             )
             for f in files

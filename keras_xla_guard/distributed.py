@@ -20,6 +20,7 @@ import json
 import math
 import os
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from keras_xla_guard.trace.report import CoverageReport
 
 __all__ = [
     "REPORTS_FILE",
-    "ClusterRun",
+    "ClusterSink",
     "WorkerInfo",
     "worker_info",
 ]
@@ -267,16 +268,6 @@ def _workers_markdown(reports: dict[str, CoverageReport]) -> str:
     return headline + "\n\n" + table
 
 
-_PER_WORKER_SCALARS = {
-    "xla_time_fraction": lambda r: r.xla_time_fraction,
-    "coverage_percent": lambda r: 100.0 * r.xla_time_fraction,
-    "xla_time_s": lambda r: r.xla_time_s,
-    "non_xla_op_time_s": lambda r: r.non_xla_op_time_s,
-    "compilations": lambda r: r.compilations,
-    "compile_time_s": lambda r: r.compile_time_s,
-}
-
-
 def _write_worker_summaries(
     writer: Any,
     by_epoch: dict[int, dict[str, CoverageReport]],
@@ -291,16 +282,16 @@ def _write_worker_summaries(
         own: The chief's own reports (their op tables go in as text).
         own_name: The chief's worker name.
     """
+    from keras_xla_guard.output.tensorboard import WORKER_TAGS, report_markdown
     from keras_xla_guard.trace.analysis import combine_reports
-    from keras_xla_guard.output.tensorboard import report_markdown
 
     for epoch, reports in sorted(by_epoch.items()):
         combined = combine_reports(list(reports.values()))
-        scalars = {tag: read(combined) for tag, read in _PER_WORKER_SCALARS.items()}
+        scalars = {tag: read(combined) for tag, read in WORKER_TAGS.items()}
         scalars["xla_executions"] = combined.xla_executions
         scalars["input_pipeline_time_s"] = combined.input_pipeline_time_s
         for name, report in reports.items():
-            for tag, read in _PER_WORKER_SCALARS.items():
+            for tag, read in WORKER_TAGS.items():
                 scalars[f"{name}/{tag}"] = read(report)
         scalars["worst_worker_xla_time_fraction"] = reports[_worst_worker(reports)].xla_time_fraction
         for figure in _SIGNATURE_FIGURES:
@@ -330,71 +321,93 @@ def _describe(by_epoch: dict[int, dict[str, CoverageReport]]) -> list[str]:
 
 
 
-class ClusterRun:
-    """One training run of a guard inside a multi-worker cluster.
+class ClusterSink:
+    """A `ReportSink` for one worker of a multi-worker cluster.
 
-    `begin` points the engine at this worker's own directory and turns its
-    per-epoch summaries off; `end` saves this worker's reports, exchanges
-    figures with the other workers and, on the chief, writes the summaries.
+    The engine profiles into this worker's own directory (`trace_dir`) and
+    hands its figures here instead of writing summaries itself; `close`
+    (at the end of the run, on every worker) saves this worker's reports,
+    exchanges figures with the other workers and, on the chief, writes the
+    summaries of all of them.
 
     Args:
-        engine: The guard's `XlaGuardEngine`.
         strategy: The model's `MultiWorkerMirroredStrategy`.
         info: This worker's `WorkerInfo`.
         epochs: Epochs of the `fit` call (the same on every worker).
+        log_dir: The guard's base log directory.
+        write_summaries: Whether the chief writes TensorBoard summaries.
+        verbose: Whether the chief prints one line per epoch.
 
     Example:
 
     ```python
-    run = ClusterRun.begin(engine, model.distribute_strategy, epochs=3)
+    cluster = ClusterSink.begin(config, model.distribute_strategy, epochs=3)
+    engine.train_begin(epochs=3, trace_dir=cluster.trace_dir, sinks=[cluster])
     ...  # train with the engine's hooks
-    engine.train_end()
-    if run is not None:
-        run.end()
+    engine.train_end()  # closes the sink: exchange, chief summaries
     ```
     """
 
-    def __init__(self, engine: Any, strategy: Any, info: WorkerInfo, epochs: int) -> None:
-        self.engine = engine
+    def __init__(
+        self,
+        strategy: Any,
+        info: WorkerInfo,
+        epochs: int,
+        log_dir: Path,
+        write_summaries: bool,
+        verbose: bool,
+    ) -> None:
         self.strategy = strategy
         self.info = info
         self.epochs = epochs
-        self.base_log_dir = Path(engine.log_dir)
-        self._write_summaries = engine.write_summaries
+        self.base_log_dir = Path(log_dir)
+        self.write_summaries = write_summaries
+        self.verbose = verbose
         self.by_epoch: dict[int, dict[str, CoverageReport]] = {}
 
     @classmethod
-    def begin(cls, engine: Any, strategy: Any, epochs: int | None) -> "ClusterRun | None":
-        """Sets the engine up for this worker, or returns `None` if single-worker.
+    def begin(cls, config: Any, strategy: Any, epochs: int | None) -> "ClusterSink | None":
+        """This worker's sink, or `None` outside a multi-worker cluster.
 
         Args:
-            engine: The guard's `XlaGuardEngine`.
+            config: The guard's `GuardConfig`.
             strategy: The model's `tf.distribute.Strategy` (or `None`).
             epochs: Epochs of the `fit` call.
 
         Returns:
-            The run, or `None` outside a multi-worker cluster.
+            The sink, or `None` when there is no cluster.
         """
         info = worker_info(strategy) if strategy is not None else None
         if info is None or not epochs:
             return None
-        run = cls(engine, strategy, info, int(epochs))
-        engine.log_dir = run.base_log_dir / info.name
-        engine.write_summaries = False
-        return run
+        return cls(strategy, info, int(epochs), config.log_dir, config.write_summaries, bool(config.verbose))
 
-    def end(self) -> None:
+    @property
+    def trace_dir(self) -> Path:
+        """This worker's own directory: traces and `xla_guard_reports.json`."""
+        return self.base_log_dir / self.info.name
+
+    def write_report(self, report: CoverageReport) -> None:
+        """Nothing yet: the workers exchange their figures when the run ends."""
+
+    def write_signatures(self, stats: Any) -> None:
+        """Nothing: each report carries its epoch's signature figures."""
+
+    def write_signatures_unavailable(self, epoch: int, reason: str) -> None:
+        """Nothing: each report says it."""
+
+    def close(self, reports: Mapping[int, CoverageReport]) -> None:
         """Saves, exchanges and (on the chief) writes; warns instead of raising.
 
-        Call it after the engine's `train_end`, on every worker. If the
-        exchange fails (a worker without the guard, a worker gone), the
-        chief writes its own figures only.
+        Called on every worker. If the exchange fails (a worker without the
+        guard, a worker gone), the chief writes its own figures only.
+
+        Args:
+            reports: This worker's reports, keyed by epoch.
         """
-        engine = self.engine
-        reports: dict[int, CoverageReport] = {}
+        reports = dict(reports)
         try:
-            reports = engine.reports
-            _save_reports(reports, Path(engine.log_dir) / REPORTS_FILE)
+            _save_reports(reports, self.trace_dir / REPORTS_FILE)
             rows = _figures_matrix(reports, self.epochs)
             # Every worker joins the exchange, even one without reports,
             # or the others would wait for it until the timeout.
@@ -407,16 +420,13 @@ class ClusterRun:
                 "on every worker. The chief writes its own figures only"
             )
         try:
-            if self.info.is_chief and self._write_summaries:
+            if self.info.is_chief and self.write_summaries:
                 self._write_chief_summaries(reports)
-            if self.info.is_chief and engine.verbose:
+            if self.info.is_chief and self.verbose:
                 for line in _describe(self.by_epoch):
                     print(f"keras-xla-guard: {line}", flush=True)
         except Exception as e:  # noqa: BLE001
             self._warn(f"writing the workers' summaries failed: {type(e).__name__}: {e}")
-        finally:
-            engine.log_dir = self.base_log_dir
-            engine.write_summaries = self._write_summaries
 
     def _write_chief_summaries(self, reports: dict[int, CoverageReport]) -> None:
         from keras_xla_guard.output.tensorboard import SummaryWriter

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Mapping
+from typing import TextIO
+
+from keras_xla_guard.signatures.tracker import EpochSignatures
 from keras_xla_guard.trace.report import CoverageReport
 
-__all__ = ["format_report"]
+__all__ = ["ConsoleSink", "format_report"]
 
 
 def _ms(seconds: float) -> str:
@@ -61,3 +66,34 @@ def format_report(report: CoverageReport, *, max_ops: int = 5) -> str:
     for note in report.notes:
         lines.append(f"  note: {note}")
     return "\n".join(lines)
+
+
+class ConsoleSink:
+    """The engine's `ReportSink` for the console: every report, once the run ends.
+
+    Printing at the end keeps the user's progress bar intact; each report
+    is one block of `format_report` text prefixed `keras-xla-guard: `.
+
+    Args:
+        stream: Where to print. Defaults to `sys.stdout` at print time.
+        max_ops: Plain TF ops listed per report. Defaults to `3`.
+    """
+
+    def __init__(self, stream: TextIO | None = None, max_ops: int = 3) -> None:
+        self.stream = stream
+        self.max_ops = max_ops
+
+    def write_report(self, report: CoverageReport) -> None:
+        """Nothing until the run ends."""
+
+    def write_signatures(self, stats: EpochSignatures) -> None:
+        """Nothing: the epoch's report carries its signature figures."""
+
+    def write_signatures_unavailable(self, epoch: int, reason: str) -> None:
+        """Nothing: the epoch's report says it."""
+
+    def close(self, reports: Mapping[int, CoverageReport]) -> None:
+        """Prints every report of the run, by epoch."""
+        stream = self.stream or sys.stdout
+        for _, report in sorted(reports.items()):
+            print(f"keras-xla-guard: {format_report(report, max_ops=self.max_ops)}", file=stream, flush=True)

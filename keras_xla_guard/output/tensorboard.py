@@ -10,13 +10,16 @@ import os
 import re
 import threading
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from keras_xla_guard.trace.report import CoverageReport
 from keras_xla_guard.signatures import EpochSignatures
 
 __all__ = [
+    "SIGNATURE_TAGS",
+    "TensorBoardSink",
+    "WORKER_TAGS",
     "LAYOUT_CATEGORY",
     "SCALAR_TAGS",
     "SummaryWriter",
@@ -40,6 +43,23 @@ SCALAR_TAGS: dict[str, Any] = {
     f"{PREFIX}/compilations": lambda r: r.compilations,
     f"{PREFIX}/compile_time_s": lambda r: r.compile_time_s,
     f"{PREFIX}/input_pipeline_time_s": lambda r: r.input_pipeline_time_s,
+}
+# Tag suffix -> how to read it from an epoch's `EpochSignatures`; written for
+# every epoch with observed steps (`expected_compilations` only under XLA).
+SIGNATURE_TAGS: dict[str, Any] = {
+    "distinct_signatures": lambda s: s.distinct_signatures,
+    "new_signatures": lambda s: s.new_signatures,
+    "expected_compilations": lambda s: s.expected_compilations,
+}
+# Tag suffix -> how to read it from a worker's report; a multi-worker chief
+# writes them under `xla_guard/<worker>/...` and combined under `xla_guard/...`.
+WORKER_TAGS: dict[str, Any] = {
+    "xla_time_fraction": lambda r: r.xla_time_fraction,
+    "coverage_percent": lambda r: 100.0 * r.xla_time_fraction,
+    "xla_time_s": lambda r: r.xla_time_s,
+    "non_xla_op_time_s": lambda r: r.non_xla_op_time_s,
+    "compilations": lambda r: r.compilations,
+    "compile_time_s": lambda r: r.compile_time_s,
 }
 
 # ASCII characters with a meaning in Markdown (Python-Markdown, which
@@ -366,3 +386,48 @@ class SummaryWriter:
                 self._writer.flush()
                 self._writer.close()
                 self._writer = None
+
+
+class TensorBoardSink:
+    """The engine's `ReportSink` for TensorBoard: one event file per run directory.
+
+    Reports become `xla_guard/...` scalars and a text table, signature
+    figures become scalars and text, all at step = epoch. The event file is
+    opened at the first write, so a run that measures nothing leaves none.
+
+    Args:
+        log_dir: The run directory for the event file.
+
+    Example:
+
+    ```python
+    from keras_xla_guard import XlaGuardEngine
+    from keras_xla_guard.output.tensorboard import TensorBoardSink
+
+    engine = XlaGuardEngine(sinks=[TensorBoardSink("logs/xla_guard")])
+    ```
+    """
+
+    def __init__(self, log_dir: str | os.PathLike[str]) -> None:
+        self.writer = SummaryWriter(log_dir)
+
+    def write_report(self, report: CoverageReport) -> None:
+        """Writes a report's scalars and its text table at its epoch."""
+        assert report.epoch is not None
+        self.writer.write_report(report, step=report.epoch)
+
+    def write_signatures(self, stats: EpochSignatures) -> None:
+        """Writes an epoch's signature scalars and explanation text."""
+        values = {tag: read(stats) for tag, read in SIGNATURE_TAGS.items()}
+        self.writer.write_scalars(
+            {tag: value for tag, value in values.items() if value is not None}, step=stats.epoch
+        )
+        self.writer.write_text("signatures", signatures_markdown(stats), step=stats.epoch)
+
+    def write_signatures_unavailable(self, epoch: int, reason: str) -> None:
+        """Writes the text saying the epoch's signatures are unavailable, and why."""
+        self.writer.write_text("signatures", signatures_unavailable_markdown(reason), step=epoch)
+
+    def close(self, reports: Mapping[int, CoverageReport]) -> None:
+        """Flushes and closes the event file."""
+        self.writer.close()

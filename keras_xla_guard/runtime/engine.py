@@ -13,41 +13,71 @@ import concurrent.futures
 import dataclasses
 import functools
 import os
-import re
+import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from keras_xla_guard.trace.analysis import DEFAULT_TOP_K, analyze_xspace, combine_reports
+from keras_xla_guard._checks import check_int
 from keras_xla_guard.errors import ProfilerBusyError, RecompilationLimitError, XlaGuardWarning
-from keras_xla_guard.runtime.profiler import ProfilerSession, SessionLostError, stop_stale_session
-from keras_xla_guard.output.console import format_report
-from keras_xla_guard.trace.report import CoverageReport
-from keras_xla_guard.runtime.schedule import DEFAULT_MAX_STEPS, DEFAULT_SKIP_STEPS, ProfileSchedule
-from keras_xla_guard.signatures import (
-    MEGAMORPHIC_COMPILE_THRESHOLD,
-    MEGAMORPHIC_MIN_EXECUTIONS_PER_COMPILE,
-    EpochSignatures,
-    Signature,
-    SignatureTracker,
+from keras_xla_guard.runtime.config import (
+    DEFAULT_LOG_DIR,
+    DEFAULT_MAX_COMPILATIONS,
+    ON_VIOLATION_CHOICES,
+    GuardConfig,
+    config_args_doc,
 )
-from keras_xla_guard.trace.xplane import DEFAULT_MAX_TRACE_BYTES, TRACE_SUFFIX, open_xspace
+from keras_xla_guard.runtime.policy import CompilationPolicy
+from keras_xla_guard.runtime.profiler import ProfilerSession, SessionLostError, stop_stale_session
+from keras_xla_guard.runtime.sink import ReportSink
+from keras_xla_guard.signatures.signature import Signature
+from keras_xla_guard.signatures.tracker import EpochSignatures, SignatureTracker
+from keras_xla_guard.trace.analysis import analyze_xspace, combine_reports
+from keras_xla_guard.trace.report import CoverageReport
+from keras_xla_guard.trace.xplane import host_of, open_xspace
 
-__all__ = ["DEFAULT_LOG_DIR", "DEFAULT_MAX_COMPILATIONS", "ON_VIOLATION_CHOICES", "XlaGuardEngine"]
+__all__ = [
+    "DEFAULT_LOG_DIR",
+    "DEFAULT_MAX_COMPILATIONS",
+    "ON_VIOLATION_CHOICES",
+    "NoteProvider",
+    "XlaGuardEngine",
+    "xla_mode_of",
+]
 
-DEFAULT_LOG_DIR = os.path.join("logs", "xla_guard")
-# A healthy input pipeline compiles once or twice (full batches and a short
-# last batch); 8 leaves room for a few buckets and still speaks up before
-# TensorFlow's megamorphic threshold (more than 10 compiles of one cluster).
-DEFAULT_MAX_COMPILATIONS = 8
-ON_VIOLATION_CHOICES = ("warn", "raise", "stop")
-# A URL scheme such as gs:// or s3://; two letters at least, so that a
-# Windows drive ("C://logs") is still a local path.
-_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+://")
+# Extra notes for a finished report (e.g. verdicts on why coverage is low).
+NoteProvider = Callable[[CoverageReport], list[str]]
+_XLA_MODES = ("jit_compile", "autoclustering", None)
+# The analysis thread's name prefix: reading `reports` there must not wait
+# for the analysis it is part of.
+_THREAD_PREFIX = "keras_xla_guard"
 _F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def xla_mode_of(jit_compile: bool) -> str | None:
+    """How a train step is compiled: `"jit_compile"`, `"autoclustering"` or `None`.
+
+    The one rule for the callback and the loop guard alike.
+
+    Args:
+        jit_compile: Whether the step itself is compiled with XLA
+            (`model.jit_compile`, a `tf.function(jit_compile=True)`).
+
+    Returns:
+        `"jit_compile"` when it is; else `"autoclustering"` when
+        `tf.config.optimizer.get_jit()` requests it; else `None`.
+    """
+    if jit_compile:
+        return "jit_compile"
+    # Auto-clustering is a switch of the TF runtime: without TensorFlow loaded
+    # nobody can have set it, and importing it here would cost seconds.
+    tf = sys.modules.get("tensorflow")
+    if tf is not None and tf.config.optimizer.get_jit():
+        return "autoclustering"
+    return None
 
 
 def _never_raises(method: _F) -> _F:
@@ -82,136 +112,130 @@ class _Window:
     step_trace: Any = None
 
 
+@config_args_doc
 class XlaGuardEngine:
     """Profiles selected epochs and turns each trace into a `CoverageReport`.
 
-    Args:
-        log_dir: Local directory for traces (`<log_dir>/plugins/profile/`)
-            and TensorBoard summaries; remote URLs such as `gs://...` are
-            refused. Defaults to `"logs/xla_guard"`.
-        profile_epochs: Epochs (0-based) to profile: an int, an iterable of
-            ints or a range. Defaults to `None`: the run's second epoch, or
-            its only one (unless `profile_every` is given).
-        profile_every: Also profile every N-th epoch. Defaults to `None`.
-        skip_steps: Steps at the start of an epoch left out of the window.
-            Defaults to `2`.
-        max_steps: Most steps per window (`None`: whole epoch). Defaults to
-            `20`.
-        top_k: Plain TF ops kept per report. Defaults to `10`.
-        write_summaries: Write TensorBoard summaries. Defaults to `True`.
-        async_analysis: Analyze traces on a background thread so training
-            does not wait. Defaults to `True`.
-        max_trace_bytes: Skip analysis of larger trace files. Defaults to
-            1 GiB.
-        verbose: 0 silent, 1 prints one line per report at the end of
-            training. Defaults to `1`.
-        max_compilations: Most XLA compilations (new input signatures) one
-            epoch may cause before `on_violation` applies; `None` disables
-            the check. Only checked while `xla_mode` is set. Defaults to `8`.
-        on_violation: What exceeding `max_compilations` does: `"warn"`
-            (an `XlaGuardWarning`), `"raise"` (`RecompilationLimitError`
-            out of the hook) or `"stop"` (warns and sets `stop_requested`,
-            which adapters turn into stopping training). Defaults to
-            `"warn"`.
+    The engine behind `XlaGuardCallback` and `XlaGuard`, for other
+    adapters. An adapter calls `train_begin`, `epoch_begin`, `step_begin`,
+    `epoch_end` and `train_end` (and reports each step's inputs with
+    `observe_inputs` or `observe_signature`); the engine decides when the
+    profiler runs, analyzes each trace off the training thread, applies the
+    compilation policy, and hands reports and signature figures to its
+    `ReportSink`s (TensorBoard and the console by default).
 
-    Adapters set `xla_mode` (`"jit_compile"`, `"autoclustering"` or `None`)
-    before `train_begin` and report each step's inputs with
-    `observe_inputs` (or `observe_signature`); every epoch then gets
-    signature figures (`signatures`), merged into its `CoverageReport` when
-    the epoch was profiled and written to TensorBoard for every epoch.
+    Args:
+        config: A `GuardConfig`; or pass its fields as keyword arguments.
+            Defaults to `None`.
+        sinks: Where figures go. Defaults to `None`: TensorBoard in
+            `log_dir` (when `write_summaries`) and the console (when
+            `verbose`).
+        notes: Callables `report -> list[str]` adding notes to each
+            finished report (e.g. why coverage is low). Defaults to `()`.
+        {config_args}
 
     Raises:
         ValueError: If an argument is invalid.
+
+    Example:
+
+    ```python
+    from keras_xla_guard import XlaGuardEngine
+
+    engine = XlaGuardEngine(log_dir="logs/xla_guard", profile_epochs=(1,))
+    engine.train_begin(epochs=3, xla_mode="jit_compile")
+    for epoch in range(3):
+        engine.epoch_begin(epoch, steps=10)
+        for step in range(10):
+            engine.step_begin(step)
+            ...  # run the step
+        engine.epoch_end(epoch)
+    engine.train_end()
+    print(engine.reports[1])
+    ```
     """
 
     def __init__(
         self,
-        log_dir: str | os.PathLike[str] = DEFAULT_LOG_DIR,
-        profile_epochs: int | Iterable[int] | None = None,
-        profile_every: int | None = None,
-        skip_steps: int = DEFAULT_SKIP_STEPS,
-        max_steps: int | None = DEFAULT_MAX_STEPS,
-        top_k: int = DEFAULT_TOP_K,
-        write_summaries: bool = True,
-        async_analysis: bool = True,
-        max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES,
-        verbose: int = 1,
-        max_compilations: int | None = DEFAULT_MAX_COMPILATIONS,
-        on_violation: str = "warn",
+        config: GuardConfig | None = None,
+        *,
+        sinks: Sequence[ReportSink] | None = None,
+        notes: Sequence[NoteProvider] = (),
+        **fields: Any,
     ) -> None:
-        if max_compilations is not None and (
-            isinstance(max_compilations, bool) or not isinstance(max_compilations, int) or max_compilations < 1
-        ):
+        if config is None:
+            config = GuardConfig(**fields)
+        elif not isinstance(config, GuardConfig) or fields:
             raise ValueError(
-                "`max_compilations` must be an integer >= 1 or None. "
-                f"Received: max_compilations={max_compilations!r}"
+                "XlaGuardEngine takes a GuardConfig or its fields as keyword arguments, not "
+                f"both. Received: config={config!r}, fields={sorted(fields)}"
             )
-        if on_violation not in ON_VIOLATION_CHOICES:
-            raise ValueError(
-                f"`on_violation` must be one of {ON_VIOLATION_CHOICES}. Received: on_violation={on_violation!r}"
-            )
-        if not isinstance(log_dir, (str, os.PathLike)) or not os.fspath(log_dir):
-            raise ValueError(
-                f"`log_dir` must be a non-empty path. Received: log_dir={log_dir!r}"
-            )
-        if _URL.match(str(os.fspath(log_dir))):
-            # pathlib would fold "gs://b" into the local directory "gs:/b".
-            raise ValueError(
-                "`log_dir` must be a local directory path, not a URL: remote file systems "
-                "(gs://, s3://, hdfs://, ...) are not supported; write locally and copy the "
-                f"log dir. Received: log_dir={log_dir!r}"
-            )
-        self._explicit_schedule = profile_epochs is not None or profile_every is not None
-        self.schedule = ProfileSchedule.create(profile_epochs, profile_every, skip_steps, max_steps)
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
-            raise ValueError(f"`top_k` must be an integer >= 0. Received: top_k={top_k!r}")
-        if isinstance(max_trace_bytes, bool) or not isinstance(max_trace_bytes, int) or max_trace_bytes <= 0:
-            raise ValueError(
-                "`max_trace_bytes` must be a positive integer. "
-                f"Received: max_trace_bytes={max_trace_bytes!r}"
-            )
-        if verbose not in (0, 1, True, False):
-            raise ValueError(f"`verbose` must be 0 or 1. Received: verbose={verbose!r}")
-        self.log_dir = Path(log_dir)
-        self.top_k = top_k
-        self.write_summaries = bool(write_summaries)
-        self.async_analysis = bool(async_analysis)
-        self.max_trace_bytes = max_trace_bytes
-        self.verbose = int(verbose)
-        self.steps_per_call = 1
-        self.note_providers: list[Callable[[CoverageReport], list[str]]] = []
+        self.config = config
+        self._sinks = None if sinks is None else list(sinks)
+        self._notes = tuple(notes)
+        self.schedule = config.schedule
+        self._policy = CompilationPolicy(config.max_compilations, config.on_violation)
+        self._steps_per_call = 1
+        self._xla_mode: str | None = None
+        self._trace_dir = config.log_dir
+        self._run_sinks: list[ReportSink] = []
         self._reports: dict[int, CoverageReport] = {}
         self._lock = threading.Lock()
         self._window: _Window | None = None
         self._pending_epoch: int | None = None
         self._pending_start = 0
-        self._steps_hint: int | None = None
         self._first_epoch: int | None = None
         self._epochs: int | None = None
         self._epoch: int | None = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._futures: list[concurrent.futures.Future[None]] = []
-        self._writer: Any = None
-        self._writer_lock = threading.Lock()
-        self.max_compilations = max_compilations
-        self.on_violation = on_violation
-        self.xla_mode: str | None = None
         self.stop_requested = False
         self._tracker = SignatureTracker()
         self._signature_stats: dict[int, EpochSignatures] = {}
-        self._violation_epoch: int | None = None
-        self._megamorphic_warned = False
         self._signatures_unavailable: str | None = None
         self._unavailable_epochs: dict[int, str] = {}
+
+    @property
+    def log_dir(self) -> Path:
+        """The configured log directory (`config.log_dir`)."""
+        return self.config.log_dir
+
+    @property
+    def xla_mode(self) -> str | None:
+        """How this run's train step is compiled, as `train_begin` was told."""
+        return self._xla_mode
+
+    def default_sinks(self, *, tensorboard: bool | None = None) -> list[ReportSink]:
+        """New sinks as the config asks for them: TensorBoard in `log_dir`, the console.
+
+        Args:
+            tensorboard: Include the TensorBoard sink. Defaults to `None`:
+                `config.write_summaries`.
+
+        Returns:
+            The sinks, TensorBoard first.
+        """
+        from keras_xla_guard.output.console import ConsoleSink
+        from keras_xla_guard.output.tensorboard import TensorBoardSink
+
+        sinks: list[ReportSink] = []
+        if self.config.write_summaries if tensorboard is None else tensorboard:
+            sinks.append(TensorBoardSink(self.config.log_dir))
+        if self.config.verbose:
+            sinks.append(ConsoleSink())
+        return sinks
 
     # ------------------------------------------------------------------ API
 
     @property
     def reports(self) -> dict[int, CoverageReport]:
-        """Reports finished so far, keyed by 0-based epoch index.
+        """Reports keyed by 0-based epoch index.
 
-        Call `wait()` first to include windows still being analyzed.
+        Reading this waits for trace analyses still running, so a report
+        is there as soon as its epoch has ended.
         """
+        if not threading.current_thread().name.startswith(_THREAD_PREFIX):
+            self.wait()
         with self._lock:
             return dict(sorted(self._reports.items()))
 
@@ -301,8 +325,15 @@ class XlaGuardEngine:
         futures = list(self._futures)
         concurrent.futures.wait(futures, timeout=timeout)
 
-    @_never_raises
-    def train_begin(self, epochs: int | None = None) -> None:
+    def train_begin(
+        self,
+        epochs: int | None = None,
+        *,
+        xla_mode: str | None = None,
+        steps_per_call: int = 1,
+        trace_dir: str | os.PathLike[str] | None = None,
+        sinks: Sequence[ReportSink] | None = None,
+    ) -> None:
         """Starts a training run.
 
         The run's first epoch (e.g. Keras' `initial_epoch`, which callbacks
@@ -311,16 +342,52 @@ class XlaGuardEngine:
         Args:
             epochs: Epoch index the run stops before (Keras' `epochs`), if
                 known: the default schedule then picks an epoch that runs.
+                Defaults to `None`.
+            xla_mode: How the train step is compiled: `"jit_compile"`,
+                `"autoclustering"` or `None` (see `xla_mode_of`); new input
+                signatures count as XLA compilations unless `None`.
+                Defaults to `None`.
+            steps_per_call: Training steps one `step_begin` covers (Keras'
+                `steps_per_execution`). Defaults to `1`.
+            trace_dir: Where this run's traces go. Defaults to `None`:
+                `config.log_dir`.
+            sinks: Where this run's figures go. Defaults to `None`: the
+                engine's `sinks`, or `default_sinks()`.
+
+        Raises:
+            ValueError: If `xla_mode` or `steps_per_call` is invalid.
         """
+        if xla_mode not in _XLA_MODES:
+            raise ValueError(f"`xla_mode` must be one of {_XLA_MODES}. Received: xla_mode={xla_mode!r}")
+        check_int("steps_per_call", steps_per_call, minimum=1)
+        self._begin_run(epochs, xla_mode, steps_per_call, trace_dir, sinks)
+
+    @_never_raises
+    def _begin_run(
+        self,
+        epochs: int | None,
+        xla_mode: str | None,
+        steps_per_call: int,
+        trace_dir: str | os.PathLike[str] | None,
+        sinks: Sequence[ReportSink] | None,
+    ) -> None:
         # A window of this guard or another one that an exception left open
         # belongs to a run that is over.
         self.abort()
         stop_stale_session()
         self._epochs = epochs
         self._first_epoch = None
-        self._tracker = SignatureTracker(xla=self.xla_mode is not None)
-        self._megamorphic_warned = False
-        self._violation_epoch = None
+        self._xla_mode = xla_mode
+        self._steps_per_call = steps_per_call
+        self._trace_dir = Path(trace_dir) if trace_dir is not None else self.config.log_dir
+        if sinks is not None:
+            self._run_sinks = list(sinks)
+        elif self._sinks is not None:
+            self._run_sinks = list(self._sinks)
+        else:
+            self._run_sinks = self.default_sinks()
+        self._tracker = SignatureTracker(xla=xla_mode is not None)
+        self._policy.reset()
         self._signatures_unavailable = None
         self.stop_requested = False
 
@@ -339,7 +406,6 @@ class XlaGuardEngine:
         self._tracker.begin_epoch(epoch)
         self._stop_window()
         self._pending_epoch = None
-        self._steps_hint = steps
         if self.schedule.profiles_epoch(epoch, first_epoch=self._first_epoch):
             self._pending_epoch = epoch
             self._pending_start = self.schedule.start_step(steps)
@@ -411,7 +477,7 @@ class XlaGuardEngine:
         self._stop_window()
 
     def train_end(self, timeout: float | None = None) -> None:
-        """Ends the run: stops the profiler, waits for analyses, flushes.
+        """Ends the run: stops the profiler, waits for analyses, closes the sinks.
 
         Args:
             timeout: Seconds to wait for pending analyses. Defaults to no
@@ -423,14 +489,10 @@ class XlaGuardEngine:
             self._fail(f"train_end: {type(e).__name__}: {e}")
         self._pending_epoch = None
         self.wait(timeout)
-        if self._writer is not None:
-            try:
-                self._writer.close()
-            except Exception as e:  # noqa: BLE001
-                self._warn(f"closing the TensorBoard writer failed: {e}")
-        if self.verbose:
-            for report in self.reports.values():
-                print(f"keras-xla-guard: {format_report(report, max_ops=3)}", flush=True)
+        reports = self.reports
+        for sink in self._run_sinks:
+            self._to_sink(sink, "close", reports)
+        self._run_sinks = []
 
     def abort(self) -> None:
         """Stops the profiler at once (exception path); never raises."""
@@ -459,7 +521,7 @@ class XlaGuardEngine:
     def _plan_run(self, first: int) -> None:
         """Fits the schedule to the run's first epoch and its `epochs`."""
         epochs = self._epochs
-        if not self._explicit_schedule:
+        if not self.config.explicit_schedule:
             default = first + 1 if epochs is None or first + 1 < epochs else first
             self.schedule = dataclasses.replace(self.schedule, epochs=frozenset({default}))
             return
@@ -472,7 +534,7 @@ class XlaGuardEngine:
             )
 
     def _start_window(self, epoch: int, step: int) -> None:
-        session = ProfilerSession(self.log_dir, run_name=f"epoch{epoch}")
+        session = ProfilerSession(self._trace_dir, run_name=f"epoch{epoch}")
         try:
             session.start()
         except ProfilerBusyError as e:
@@ -492,7 +554,7 @@ class XlaGuardEngine:
         # `_r=1` makes XProf's step-time tools recognise the region as a step.
         window.step_trace = tf.profiler.experimental.Trace("train", step_num=step, _r=1)
         window.step_trace.__enter__()
-        window.next_step = step + self.steps_per_call
+        window.next_step = step + self._steps_per_call
 
     def _stop_window(self, next_step: int | None = None) -> None:
         window, self._window = self._window, None
@@ -514,10 +576,10 @@ class XlaGuardEngine:
                                        steps_profiled=steps, window_wall_s=wall))
             return
         job = functools.partial(self._analyze, window.epoch, files, steps, wall)
-        if self.async_analysis:
+        if self.config.async_analysis:
             if self._executor is None:
                 self._executor = concurrent.futures.ThreadPoolExecutor(
-                    max_workers=1, thread_name_prefix="keras_xla_guard"
+                    max_workers=1, thread_name_prefix=_THREAD_PREFIX
                 )
             self._futures.append(self._executor.submit(job))
         else:
@@ -536,21 +598,21 @@ class XlaGuardEngine:
             else:
                 parts = [
                     analyze_xspace(
-                        open_xspace(f, max_bytes=self.max_trace_bytes),
+                        open_xspace(f, max_bytes=self.config.max_trace_bytes),
                         trace_path=str(f),
-                        host=f.name[: -len(TRACE_SUFFIX)],
-                        top_k=self.top_k,
+                        host=host_of(f),
+                        top_k=self.config.top_k,
                     )
                     for f in files
                 ]
                 report = dataclasses.replace(
-                    combine_reports(parts, top_k=self.top_k),
+                    combine_reports(parts, top_k=self.config.top_k),
                     epoch=epoch,
                     steps_profiled=steps,
                     window_wall_s=wall,
                 )
                 notes = list(report.notes)
-                for provider in self.note_providers:
+                for provider in self._notes:
                     notes.extend(provider(report))
                 report = dataclasses.replace(report, notes=tuple(dict.fromkeys(notes)))
         except Exception as e:  # noqa: BLE001 - analysis must not break training
@@ -567,20 +629,6 @@ class XlaGuardEngine:
             )
             return
         self._store(report)
-        if self.write_summaries:
-            try:
-                self._summary_writer().write_report(report, step=epoch)
-            except Exception as e:  # noqa: BLE001 - the report itself is fine
-                self._warn(f"writing TensorBoard summaries for epoch {epoch} failed: "
-                           f"{type(e).__name__}: {e}")
-
-    def _summary_writer(self) -> Any:
-        with self._writer_lock:
-            if self._writer is None:
-                from keras_xla_guard.output.tensorboard import SummaryWriter
-
-                self._writer = SummaryWriter(self.log_dir)
-            return self._writer
 
     def _store(self, report: CoverageReport) -> None:
         assert report.epoch is not None
@@ -593,34 +641,27 @@ class XlaGuardEngine:
                     report, signatures_unavailable=self._unavailable_epochs[report.epoch]
                 )
             self._reports[report.epoch] = report
+        for sink in self._run_sinks:
+            self._to_sink(sink, "write_report", report)
 
     def _check_compilations(self) -> None:
         """Applies `max_compilations` and the megamorphic warning."""
-        tracker = self._tracker
-        if self.xla_mode is None or self._signatures_unavailable is not None:
+        if self._xla_mode is None or self._signatures_unavailable is not None:
             return
-        if not self._megamorphic_warned and tracker.megamorphic_risk():
-            self._megamorphic_warned = True
-            self._warn(_megamorphic_message(tracker, self.xla_mode))
-        new = tracker.epoch_new_signatures
-        epoch = self._epoch
-        if self.max_compilations is None or new <= self.max_compilations or self._violation_epoch == epoch:
-            return
-        self._violation_epoch = epoch
-        what = tracker.current_explanations()
-        message = (
-            f"epoch {epoch} caused {new} XLA compilations (new input signatures), more than "
-            f"max_compilations={self.max_compilations}"
-            + (f": {what[0]}" if what else "")
-            + ". Pad or bucket the varying input (see the epoch's signature_explanations)."
-        )
-        if self.on_violation == "raise":
-            self.abort()
-            raise RecompilationLimitError(f"keras-xla-guard: {message}")
-        if self.on_violation == "stop":
-            self.stop_requested = True
-            message += " Stopping training (on_violation='stop')."
-        self._warn(message)
+        for action in self._policy.check(self._tracker, self._epoch, self._xla_mode):
+            if action.kind == "raise":
+                self.abort()
+                raise RecompilationLimitError(f"keras-xla-guard: {action.message}")
+            if action.kind == "stop":
+                self.stop_requested = True
+            self._warn(action.message)
+
+    def _to_sink(self, sink: ReportSink, method: str, *args: Any) -> None:
+        """Calls one sink; its failure is a warning, never the run's or another sink's."""
+        try:
+            getattr(sink, method)(*args)
+        except Exception as e:  # noqa: BLE001 - the figures themselves are fine
+            self._warn(f"{type(sink).__name__}.{method} failed: {type(e).__name__}: {e}")
 
     def _finish_signatures(self, epoch: int) -> None:
         stats = self._tracker.end_epoch()
@@ -635,12 +676,8 @@ class XlaGuardEngine:
             report = self._reports.get(epoch)
             if report is not None:
                 self._reports[epoch] = _with_signatures(report, stats)
-        if self.write_summaries:
-            try:
-                self._write_signatures(stats)
-            except Exception as e:  # noqa: BLE001 - the figures themselves are fine
-                self._warn(f"writing signature summaries for epoch {epoch} failed: "
-                           f"{type(e).__name__}: {e}")
+        for sink in self._run_sinks:
+            self._to_sink(sink, "write_signatures", stats)
 
     def _mark_unavailable(self, epoch: int, reason: str) -> None:
         """Records that `epoch` has no signature figures, and why, everywhere they show."""
@@ -649,29 +686,8 @@ class XlaGuardEngine:
             report = self._reports.get(epoch)
             if report is not None:
                 self._reports[epoch] = dataclasses.replace(report, signatures_unavailable=reason)
-        if self.write_summaries:
-            try:
-                from keras_xla_guard.output.tensorboard import signatures_unavailable_markdown
-
-                self._summary_writer().write_text(
-                    "signatures", signatures_unavailable_markdown(reason), step=epoch
-                )
-            except Exception as e:  # noqa: BLE001 - the warning has said it already
-                self._warn(f"writing the signature text for epoch {epoch} failed: "
-                           f"{type(e).__name__}: {e}")
-
-    def _write_signatures(self, stats: EpochSignatures) -> None:
-        from keras_xla_guard.output.tensorboard import signatures_markdown
-
-        values: dict[str, float] = {
-            "distinct_signatures": stats.distinct_signatures,
-            "new_signatures": stats.new_signatures,
-        }
-        if stats.expected_compilations is not None:
-            values["expected_compilations"] = stats.expected_compilations
-        writer = self._summary_writer()
-        writer.write_scalars(values, step=stats.epoch)
-        writer.write_text("signatures", signatures_markdown(stats), step=stats.epoch)
+        for sink in self._run_sinks:
+            self._to_sink(sink, "write_signatures_unavailable", epoch, reason)
 
 
 def _with_signatures(report: CoverageReport, stats: EpochSignatures) -> CoverageReport:
@@ -682,28 +698,3 @@ def _with_signatures(report: CoverageReport, stats: EpochSignatures) -> Coverage
         expected_compilations=stats.expected_compilations,
         signature_explanations=stats.explanations,
     )
-
-
-def _megamorphic_message(tracker: SignatureTracker, xla_mode: str) -> str:
-    compiles = tracker.total_signatures
-    what = tracker.current_explanations()
-    head = (
-        f"{compiles} XLA compilations of the train step so far (one per input signature) for "
-        f"{tracker.executions} executions, fewer than {MEGAMORPHIC_MIN_EXECUTIONS_PER_COMPILE} per "
-        f"compilation. TensorFlow marks a cluster megamorphic after more than "
-        f"{MEGAMORPHIC_COMPILE_THRESHOLD} compilations with fewer than "
-        f"{MEGAMORPHIC_MIN_EXECUTIONS_PER_COMPILE} executions each. "
-    )
-    if xla_mode == "autoclustering":
-        effect = (
-            "With auto-clustering it then stops compiling the cluster and runs it as plain "
-            "TensorFlow ops for the rest of the process, silently losing XLA."
-        )
-    else:
-        effect = (
-            "With jit_compile=True TensorFlow never gives up: every further new shape is "
-            "compiled again, so compile time keeps growing with each new shape."
-        )
-    cause = f" What varies: {what[0]}." if what else ""
-    return head + effect + cause
-

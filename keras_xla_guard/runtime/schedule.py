@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from keras_xla_guard._checks import check_int, is_int
+
 __all__ = ["DEFAULT_MAX_STEPS", "DEFAULT_SKIP_STEPS", "ProfileSchedule"]
 
 # The first steps of an epoch carry iterator start-up and, in the first
@@ -15,14 +17,6 @@ DEFAULT_SKIP_STEPS = 2
 # Traces grow by roughly 10-50 KB per step for small models and much more for
 # large ones; 20 steps are plenty for stable fractions and keep analysis fast.
 DEFAULT_MAX_STEPS = 20
-
-
-def _check_int(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(
-            f"`{name}` must be an integer >= {minimum}. Received: {name}={value!r}"
-        )
-    return value
 
 
 @dataclass(frozen=True)
@@ -80,7 +74,7 @@ class ProfileSchedule:
                 f"Received: profile_epochs={profile_epochs!r}"
             )
         elif isinstance(profile_epochs, int):
-            epochs.add(_check_int("profile_epochs", profile_epochs, 0))
+            epochs.add(check_int("profile_epochs", profile_epochs, minimum=0))
         elif isinstance(profile_epochs, (str, bytes)) or not isinstance(profile_epochs, Iterable):
             raise ValueError(
                 "`profile_epochs` must be an int, an iterable of ints or a range. "
@@ -89,15 +83,15 @@ class ProfileSchedule:
         else:
             items = list(profile_epochs)
             for item in items:
-                if isinstance(item, bool) or not isinstance(item, int) or item < 0:
+                if not is_int(item) or item < 0:
                     raise ValueError(
                         "`profile_epochs` must hold non-negative epoch indices "
                         f"(0-based, as Keras counts). Received: profile_epochs={profile_epochs!r}"
                     )
             epochs.update(items)
-        every = None if profile_every is None else _check_int("profile_every", profile_every, 1)
-        skip = _check_int("skip_steps", skip_steps, 0)
-        cap = None if max_steps is None else _check_int("max_steps", max_steps, 1)
+        every = check_int("profile_every", profile_every, minimum=1, allow_none=True)
+        skip = check_int("skip_steps", skip_steps, minimum=0)
+        cap = check_int("max_steps", max_steps, minimum=1, allow_none=True)
         return cls(frozenset(epochs), every, skip, cap)
 
     def profiles_epoch(self, epoch: int, first_epoch: int = 0) -> bool:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from keras_xla_guard._checks import check_int, is_int
+
 __all__ = ["DEFAULT_MAX_BUCKETS", "DEFAULT_MAX_PADDING", "bucketing_code", "recommend_buckets"]
 
 DEFAULT_MAX_BUCKETS = 4
@@ -48,14 +50,13 @@ def recommend_buckets(
     recommend_buckets([5, 7, 9, 11, 13])  # (7, 11, 13)
     ```
     """
-    if isinstance(max_buckets, bool) or not isinstance(max_buckets, int) or max_buckets < 1:
-        raise ValueError(f"`max_buckets` must be an integer >= 1. Received: max_buckets={max_buckets!r}")
+    check_int("max_buckets", max_buckets, minimum=1)
     if not 0 <= max_padding < 1:
         raise ValueError(f"`max_padding` must be in [0, 1). Received: max_padding={max_padding!r}")
     counts: dict[int, int] = {}
     items = lengths.items() if isinstance(lengths, Mapping) else ((n, 1) for n in lengths)
     for length, count in items:
-        if isinstance(length, bool) or not isinstance(length, int) or length < 0:
+        if not is_int(length) or length < 0:
             raise ValueError(f"lengths must be integers >= 0. Received: lengths={lengths!r}")
         counts[length] = counts.get(length, 0) + count
     values = sorted(counts)

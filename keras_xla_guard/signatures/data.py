@@ -12,13 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from keras_xla_guard._checks import check_int
+
 __all__ = ["pad_to_buckets"]
-
-
-def _check_positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"`{name}` must be an integer >= 1. Received: {name}={value!r}")
-    return value
 
 
 def _default_length_fn(element_spec: Any) -> Callable[..., Any]:
@@ -111,12 +107,12 @@ def pad_to_buckets(
             f"`boundaries` must be a non-empty sequence of lengths. Received: boundaries={boundaries!r}"
         )
     for b in boundaries:
-        _check_positive_int("boundaries", b)
+        check_int("boundaries", b, minimum=1)
     if list(boundaries) != sorted(set(boundaries)):
         raise ValueError(
             f"`boundaries` must be strictly increasing. Received: boundaries={boundaries!r}"
         )
-    _check_positive_int("batch_size", batch_size)
+    check_int("batch_size", batch_size, minimum=1)
     if length_fn is None:
         length_fn = _default_length_fn(dataset.element_spec)
     # TensorFlow buckets by exclusive upper bounds and pads to bound - 1;

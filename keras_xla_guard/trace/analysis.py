@@ -9,9 +9,9 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections import defaultdict
-from pathlib import Path
 from typing import Any, Sequence
 
+from keras_xla_guard._checks import check_int
 from keras_xla_guard.trace.classify import (
     COMPILE_COUNT_RE,
     Category,
@@ -24,8 +24,8 @@ from keras_xla_guard.trace.classify import (
 from keras_xla_guard.trace.report import CoverageReport, OpStat
 from keras_xla_guard.trace.xplane import (
     DEFAULT_MAX_TRACE_BYTES,
-    TRACE_SUFFIX,
     find_trace_files,
+    host_of,
     iter_lines,
     open_xspace,
 )
@@ -538,8 +538,7 @@ def analyze_xspace(
         ValueError: If `top_k` is negative.
         TraceParseError: If a line of a lazily read trace does not decode.
     """
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
-        raise ValueError(f"`top_k` must be a non-negative integer. Received: top_k={top_k!r}")
+    check_int("top_k", top_k, minimum=0)
     source = trace_path or "<trace>"
     host_totals = _Totals()
     device_totals = _Totals()
@@ -575,11 +574,6 @@ def analyze_xspace(
         hosts=(host,) if host else (),
         wall_s=_profile_wall_s(space),
     )
-
-
-def _host_of(path: Path) -> str:
-    name = path.name
-    return name[: -len(TRACE_SUFFIX)] if name.endswith(TRACE_SUFFIX) else path.stem
 
 
 def combine_reports(reports: Sequence[CoverageReport], *, top_k: int = DEFAULT_TOP_K) -> CoverageReport:
@@ -671,7 +665,7 @@ def analyze_trace(
     files = find_trace_files(path)
     reports = [
         analyze_xspace(open_xspace(f, max_bytes=max_bytes), trace_path=str(f),
-                       host=_host_of(f), top_k=top_k)
+                       host=host_of(f), top_k=top_k)
         for f in files
     ]
     return combine_reports(reports, top_k=top_k)

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from keras_xla_guard._checks import check_int
 from keras_xla_guard.seam.tf_internals import xplane_pb2
 from keras_xla_guard.errors import (
     TraceError,
@@ -25,6 +26,7 @@ __all__ = [
     "TRACE_SUFFIX",
     "find_run_dirs",
     "find_trace_files",
+    "host_of",
     "iter_lines",
     "load_xspace",
     "open_xspace",
@@ -41,6 +43,19 @@ DEFAULT_MAX_TRACE_BYTES = 1 << 30
 _CHUNK_EVENTS = 8192
 _LAZY_PACKAGE = "keras_xla_guard.lazy"
 _lazy_classes: tuple[Any, Any, Any] | None = None
+
+
+def host_of(path: str | os.PathLike[str]) -> str:
+    """The host a trace file belongs to: TensorFlow names it `<host>.xplane.pb`.
+
+    Args:
+        path: The trace file.
+
+    Returns:
+        The file name without `.xplane.pb` (or without its last suffix).
+    """
+    p = Path(path)
+    return p.name[: -len(TRACE_SUFFIX)] if p.name.endswith(TRACE_SUFFIX) else p.stem
 
 
 def find_run_dirs(log_dir: str | os.PathLike[str]) -> list[Path]:
@@ -138,10 +153,7 @@ def find_trace_files(
 
 def _read_trace(path: str | os.PathLike[str], max_bytes: int) -> bytes:
     """Reads a trace file's bytes after checking it exists and fits the cap."""
-    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0:
-        raise ValueError(
-            f"`max_bytes` must be a positive integer. Received: max_bytes={max_bytes!r}"
-        )
+    check_int("max_bytes", max_bytes, minimum=1)
     p = Path(path)
     try:
         size = p.stat().st_size

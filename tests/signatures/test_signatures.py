@@ -239,8 +239,7 @@ def test_printed_tf_data_code_runs_and_yields_the_bucket_shapes():
 def _engine(tmp_path: Path, **kwargs) -> XlaGuardEngine:
     engine = XlaGuardEngine(log_dir=tmp_path, profile_epochs=(), write_summaries=False,
                             verbose=0, **kwargs)
-    engine.xla_mode = "jit_compile"
-    engine.train_begin(epochs=1)
+    engine.train_begin(epochs=1, xla_mode="jit_compile")
     engine.epoch_begin(0)
     return engine
 
