@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from keras_xla_guard.loop import XlaGuard
     from keras_xla_guard.signatures import (
         EpochSignatures,
+        Explanation,
         Signature,
         SignatureTracker,
         bucketing_code,
@@ -59,6 +60,7 @@ __all__ = [
     "DoctorReport",
     "EpochSignatures",
     "ExplainReport",
+    "Explanation",
     "OpStat",
     "ProfilerBusyError",
     "RecompilationLimitError",
@@ -101,6 +103,7 @@ _LAZY = {
     "explain": "keras_xla_guard.diagnose.explain",
     "model_verdicts": "keras_xla_guard.diagnose.explain",
     "EpochSignatures": "keras_xla_guard.signatures",
+    "Explanation": "keras_xla_guard.signatures",
     "Signature": "keras_xla_guard.signatures",
     "SignatureTracker": "keras_xla_guard.signatures",
     "bucketing_code": "keras_xla_guard.signatures",

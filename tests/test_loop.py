@@ -357,7 +357,7 @@ def test_variable_shapes_signatures_match_trace_compilations(shapes_run: tuple[X
 def test_variable_shapes_explained_by_argument_name(shapes_run: tuple[XlaGuard, Any]) -> None:
     """The explanation names the step's argument, the dimension and the sizes seen."""
     guard, _ = shapes_run
-    explanations = guard.reports[0].signature_explanations
+    explanations = [finding.message for finding in guard.reports[0].signature_explanations]
     assert "input 'x' dim 0 varied across 4 values (4, 6, 8, 10)" in explanations
     assert "input 'y' dim 0 varied across 4 values (4, 6, 8, 10)" in explanations
 

@@ -211,9 +211,9 @@ def signatures_markdown(stats: EpochSignatures) -> str:
         f"over {stats.steps} steps{expected}.",
         "",
     ]
-    for line in stats.explanations:
-        head, _, code = line.partition("\n")
-        parts.append(f"- {escape_markdown(head)}")
+    for finding in stats.explanations:
+        parts.append(f"- {escape_markdown(finding.message)}")
+        code = finding.fix_code
         if code:
             # Indented code blocks render literally: no escaping, no fence to break.
             # Inside a list item the block needs 8 spaces: with 4, Python-Markdown

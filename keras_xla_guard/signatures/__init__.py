@@ -10,6 +10,7 @@ from keras_xla_guard.signatures.buckets import (
     bucketing_code,
     recommend_buckets,
 )
+from keras_xla_guard.signatures.explanation import Explanation
 from keras_xla_guard.signatures.signature import Signature, closest, flatten_leaves
 from keras_xla_guard.signatures.tracker import (
     MEGAMORPHIC_COMPILE_THRESHOLD,
@@ -22,6 +23,7 @@ __all__ = [
     "DEFAULT_MAX_BUCKETS",
     "DEFAULT_MAX_PADDING",
     "EpochSignatures",
+    "Explanation",
     "MEGAMORPHIC_COMPILE_THRESHOLD",
     "MEGAMORPHIC_MIN_EXECUTIONS_PER_COMPILE",
     "Signature",

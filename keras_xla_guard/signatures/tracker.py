@@ -20,6 +20,16 @@ from keras_xla_guard.signatures.buckets import (
     bucketing_code,
     recommend_buckets,
 )
+from keras_xla_guard.signatures.explanation import (
+    BUCKETING_FIX,
+    DIM_VARIED,
+    FIRST_SIGNATURE,
+    MORE_NEW_SIGNATURES,
+    NEW_SIGNATURE,
+    SHORT_LAST_BATCH,
+    STRUCTURE_CHANGED,
+    Explanation,
+)
 from keras_xla_guard.signatures.signature import (
     Signature,
     closest,
@@ -61,8 +71,8 @@ class EpochSignatures:
             end (predicted compilations of the step, all epochs together).
         short_last_batch: Whether the epoch ended with a batch that only
             differs in dimension 0 and occurred only as a last batch.
-        explanations: Human-readable lines: what varied, the closest
-            earlier signature of new ones, the fix.
+        explanations: The epoch's findings as `Explanation`s: what
+            varied, the closest earlier signature of new ones, the fix.
         signatures: The distinct signatures of the epoch, first seen first.
     """
 
@@ -73,13 +83,13 @@ class EpochSignatures:
     expected_compilations: int | None
     compilations_so_far: int
     short_last_batch: bool
-    explanations: tuple[str, ...]
+    explanations: tuple[Explanation, ...]
     signatures: tuple[Signature, ...]
 
     def to_dict(self) -> dict[str, Any]:
         """Returns the epoch's figures as a JSON-serializable dict."""
         d = dataclasses.asdict(self)
-        d["explanations"] = list(self.explanations)
+        d["explanations"] = [e.to_dict() for e in self.explanations]
         d["signatures"] = [s.to_dict() for s in self.signatures]
         return d
 
@@ -224,7 +234,7 @@ class SignatureTracker:
         self._epoch = None
         return result
 
-    def current_explanations(self) -> tuple[str, ...]:
+    def current_explanations(self) -> tuple[Explanation, ...]:
         """Explanations of the current epoch so far (before `end_epoch`).
 
         Returns:
@@ -282,54 +292,76 @@ class SignatureTracker:
 
     def _explain(
         self, sigs: tuple[Signature, ...], short: tuple[Signature, Signature] | None
-    ) -> list[str]:
+    ) -> list[Explanation]:
         if not sigs:
             return []
-        lines: list[str] = []
-        if len({s.structure for s in sigs}) > 1:
-            lines.append(
-                f"the input structure itself changed: {len({s.structure for s in sigs})} different "
-                "structures (paths, dtypes or ranks) in this epoch"
-            )
+        found: list[Explanation] = []
+        structures = len({s.structure for s in sigs})
+        if structures > 1:
+            found.append(Explanation(
+                STRUCTURE_CHANGED,
+                f"the input structure itself changed: {structures} different "
+                "structures (paths, dtypes or ranks) in this epoch",
+                severity="warning",
+            ))
         regular = [s for s in sigs if short is None or s != short[0]]
         varying = self._varying(regular)
         ref = regular[0]
         for leaf, dim, values in varying:
             shown = ", ".join(str(v) for v in values[:_MAX_VALUES_LISTED])
             more = ", ..." if len(values) > _MAX_VALUES_LISTED else ""
-            lines.append(
-                f"{input_name(ref, leaf)} dim {dim} varied across {len(values)} values ({shown}{more})"
-            )
+            found.append(Explanation(
+                DIM_VARIED,
+                f"{input_name(ref, leaf)} dim {dim} varied across {len(values)} values ({shown}{more})",
+                severity="warning",
+                input=ref.paths[leaf],
+                dim=dim,
+                values=tuple(values),
+            ))
         if short is not None:
             last, full = short
             leaf = next(i for i, (a, b) in enumerate(zip(last.shapes, full.shapes)) if a and b and a[0] != b[0])
-            lines.append(
-                f"short last batch: {input_name(last, leaf)} dim 0 was {last.shapes[leaf][0]} "  # type: ignore[index]
-                f"in the last batch only (other batches: {full.shapes[leaf][0]}); "  # type: ignore[index]
+            short_size, full_size = last.shapes[leaf][0], full.shapes[leaf][0]  # type: ignore[index]
+            found.append(Explanation(
+                SHORT_LAST_BATCH,
+                f"short last batch: {input_name(last, leaf)} dim 0 was {short_size} "
+                f"in the last batch only (other batches: {full_size}); "
                 "it costs one extra compilation per run - batch with drop_remainder=True "
-                "or make the number of examples a multiple of the batch size"
-            )
+                "or make the number of examples a multiple of the batch size",
+                severity="warning",
+                input=last.paths[leaf],
+                dim=0,
+                values=(short_size, full_size),  # type: ignore[arg-type]
+            ))
         for sig, step in self._epoch_new[:_MAX_NEW_EXPLAINED]:
             earlier = self._order[: self._order.index(sig)]
             where = f" at step {step}" if step is not None else ""
             near = closest(sig, earlier)
             if near is None:
-                lines.append(f"first signature{where}: {sig}")
+                found.append(Explanation(FIRST_SIGNATURE, f"first signature{where}: {sig}", step=step))
                 continue
             diffs = "; ".join(differences(sig, near)) or "no shape difference"
-            lines.append(f"new signature{where}: {diffs} (closest earlier signature: {near})")
+            found.append(Explanation(
+                NEW_SIGNATURE,
+                f"new signature{where}: {diffs} (closest earlier signature: {near})",
+                step=step,
+            ))
         hidden = len(self._epoch_new) - _MAX_NEW_EXPLAINED
         if hidden > 0:
-            lines.append(f"... and {hidden} more new signature(s) in this epoch")
+            found.append(Explanation(
+                MORE_NEW_SIGNATURES, f"... and {hidden} more new signature(s) in this epoch"
+            ))
         fix = self._recommendation(regular, varying)
-        if fix:
-            lines.append(fix)
-        return lines
+        if fix is not None:
+            found.append(fix)
+        return found
 
-    def _recommendation(self, sigs: Sequence[Signature], varying: list[tuple[int, int, list[int]]]) -> str:
+    def _recommendation(
+        self, sigs: Sequence[Signature], varying: list[tuple[int, int, list[int]]]
+    ) -> Explanation | None:
         length_dims = [(leaf, dim) for leaf, dim, _ in varying if dim >= 1]
         if not length_dims:
-            return ""
+            return None
         leaf, dim = length_dims[0]
         ref = sigs[0]
         lengths: dict[int, int] = {}
@@ -346,12 +378,16 @@ class SignatureTracker:
                 batch_sizes[shape[0]] = batch_sizes.get(shape[0], 0) + n
         bounds = recommend_buckets(lengths, max_buckets=self.max_buckets, max_padding=self.max_padding)
         if len(bounds) >= len(lengths):
-            return ""
+            return None
         batch = max(batch_sizes, key=lambda b: batch_sizes[b]) if batch_sizes else 32
         roots = {p.split("[", 1)[0] for p in ref.paths}
         root_count = 1 if roots <= {"x", "input"} else (3 if "sample_weight" in roots else 2)
-        code = bucketing_code(ref.paths[leaf], dim, bounds, batch, root_count=root_count)
-        return (
+        return Explanation(
+            BUCKETING_FIX,
             f"fix: pad {input_name(ref, leaf)} dim {dim} to {len(bounds)} bucket length(s) "
-            f"{bounds} -> at most {len(bounds)} compilation(s) instead of {len(lengths)}:\n{code}"
+            f"{bounds} -> at most {len(bounds)} compilation(s) instead of {len(lengths)}",
+            input=ref.paths[leaf],
+            dim=dim,
+            values=tuple(bounds),
+            fix_code=bucketing_code(ref.paths[leaf], dim, bounds, batch, root_count=root_count),
         )

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from keras_xla_guard.signatures.explanation import Explanation
 
 __all__ = ["CoverageReport", "OpStat"]
 
@@ -104,7 +107,7 @@ class CoverageReport:
     distinct_signatures: int | None = None
     new_signatures: int | None = None
     expected_compilations: int | None = None
-    signature_explanations: tuple[str, ...] = ()
+    signature_explanations: "tuple[Explanation, ...]" = ()
     signatures_unavailable: str | None = None
 
     @property
@@ -129,7 +132,7 @@ class CoverageReport:
         d["compiled_modules"] = list(self.compiled_modules)
         d["top_non_xla_ops"] = [op.to_dict() for op in self.top_non_xla_ops]
         d["notes"] = list(self.notes)
-        d["signature_explanations"] = list(self.signature_explanations)
+        d["signature_explanations"] = [e.to_dict() for e in self.signature_explanations]
         d["trace_path"] = self.trace_path
         return d
 

@@ -203,7 +203,7 @@ def test_report_markdown_of_failed_report_escapes_the_reason() -> None:
 
 def test_signatures_markdown_shows_fix_code_as_a_code_block() -> None:
     """The recompilation panel shows explanations literally and the fix as one code block."""
-    from keras_xla_guard.signatures import EpochSignatures, bucketing_code
+    from keras_xla_guard.signatures import EpochSignatures, Explanation, bucketing_code
 
     code = bucketing_code("x['a|b<script>']", 1, [8, 16], 32)
     stats = EpochSignatures(
@@ -215,9 +215,10 @@ def test_signatures_markdown_shows_fix_code_as_a_code_block() -> None:
         compilations_so_far=5,
         short_last_batch=False,
         explanations=(
-            "input x['a|b<script>'] dim 1 varied across 5 values (5, 7, 9, 11, 13)",
-            f"fix: pad x['a|b<script>'] dim 1 to 2 bucket length(s) [8, 16]:\n{code}",
-            "last line *after* the code",
+            Explanation("dim_varied", "input x['a|b<script>'] dim 1 varied across 5 values (5, 7, 9, 11, 13)"),
+            Explanation("bucketing_fix", "fix: pad x['a|b<script>'] dim 1 to 2 bucket length(s) [8, 16]",
+                        fix_code=code),
+            Explanation("more_new_signatures", "last line *after* the code"),
         ),
         signatures=(),
     )

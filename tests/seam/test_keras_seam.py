@@ -57,7 +57,7 @@ def test_seam_records_every_batch(steps_per_execution, jit_compile, tmp_path):
     first, second = guard.signatures[0], guard.signatures[1]
     assert (first.steps, first.distinct_signatures, first.new_signatures) == (7, 5, 5)
     assert first.expected_compilations == (5 if jit_compile else None)
-    assert first.explanations[0] == HEADLINE
+    assert first.explanations[0].message == HEADLINE
     assert (second.steps, second.distinct_signatures, second.new_signatures) == (7, 5, 0)
 
 
@@ -86,7 +86,7 @@ def test_observe_gives_the_same_figures_without_touching_keras(steps_per_executi
     # Keras turns jit_compile off under run_eagerly: nothing is compiled then.
     assert first.expected_compilations == (None if run_eagerly else 5)
     assert model.jit_compile is not run_eagerly
-    assert first.explanations[0] == HEADLINE
+    assert first.explanations[0].message == HEADLINE
     assert (second.steps, second.new_signatures) == (7, 0)
 
 
@@ -252,7 +252,7 @@ for path in ("seam", "observe"):
         out[f"{path}{spe}"] = {
             "epochs": {e: [s.steps, s.distinct_signatures, s.new_signatures]
                        for e, s in guard.signatures.items()},
-            "headline": guard.signatures[0].explanations[0] if 0 in guard.signatures else None,
+            "headline": guard.signatures[0].explanations[0].message if 0 in guard.signatures else None,
             "warnings": [str(w.message) for w in caught if issubclass(w.category, XlaGuardWarning)],
         }
 print(json.dumps(out))
@@ -353,5 +353,5 @@ def test_loop_guard_observe_records_the_dataset_batches(tmp_path):
     first, second = guard.signatures[0], guard.signatures[1]
     assert (first.steps, first.distinct_signatures, first.new_signatures) == (7, 5, 5)
     assert first.expected_compilations == 5
-    assert first.explanations[0] == HEADLINE
+    assert first.explanations[0].message == HEADLINE
     assert (second.steps, second.new_signatures) == (7, 0)

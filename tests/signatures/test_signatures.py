@@ -113,21 +113,32 @@ def test_tracker_counts_and_explains_five_lengths():
     assert (stats.steps, stats.distinct_signatures, stats.new_signatures) == (7, 5, 5)
     assert stats.expected_compilations == 5
     assert stats.short_last_batch is False
-    assert stats.explanations[0] == HEADLINE
-    assert stats.explanations[1] == "first signature at step 0: x['tokens']: int32[8,5], y: float32[8,1]"
-    assert stats.explanations[2] == (
+    headline = stats.explanations[0]
+    assert headline.message == HEADLINE
+    assert (headline.kind, headline.severity, headline.input, headline.dim, headline.values) == (
+        "dim_varied", "warning", "x['tokens']", 1, (5, 7, 9, 11, 13)
+    )
+    assert stats.explanations[1].message == "first signature at step 0: x['tokens']: int32[8,5], y: float32[8,1]"
+    assert (stats.explanations[1].kind, stats.explanations[1].step) == ("first_signature", 0)
+    assert stats.explanations[2].message == (
         "new signature at step 1: x['tokens']: int32[8,7] vs int32[8,5] (dim 1: 5 -> 7) "
         "(closest earlier signature: x['tokens']: int32[8,5], y: float32[8,1])"
     )
     fix = stats.explanations[-1]
-    assert fix.startswith("fix: pad input 'tokens' dim 1 to ")
-    assert "bucket_by_sequence_length(" in fix and "pad_to_bucket_boundary=True" in fix
-    assert "drop_remainder=True" in fix and 'tf.shape(x["tokens"])[0]' in fix
+    assert (fix.kind, fix.input, fix.dim) == ("bucketing_fix", "x['tokens']", 1)
+    assert fix.message == (
+        f"fix: pad input 'tokens' dim 1 to {len(fix.values)} bucket length(s) {fix.values} -> "
+        f"at most {len(fix.values)} compilation(s) instead of 5"
+    )
+    assert fix.fix_code == bucketing_code("x['tokens']", 1, fix.values, 8, root_count=2)
+    assert "bucket_by_sequence_length(" in fix.fix_code and "pad_to_bucket_boundary=True" in fix.fix_code
+    assert "drop_remainder=True" in fix.fix_code and 'tf.shape(x["tokens"])[0]' in fix.fix_code
+    assert fix.to_dict()["values"] == list(fix.values)
 
     again = _epoch(tracker, 1, [_sig(n) for n in LENGTHS])
     assert (again.distinct_signatures, again.new_signatures, again.expected_compilations) == (5, 0, 0)
     assert again.compilations_so_far == 5
-    assert again.explanations[0] == HEADLINE
+    assert again.explanations[0].message == HEADLINE
 
 
 def test_tracker_without_xla_expects_no_compilations():
@@ -142,17 +153,19 @@ def test_short_last_batch_is_recognised_only_as_last_batch():
     tracker = SignatureTracker(xla=True)
     stats = _epoch(tracker, 0, [_sig(5)] * 4 + [_sig(5, batch=3)])
     assert stats.short_last_batch is True
-    assert stats.explanations[0].startswith(
+    short = stats.explanations[0]
+    assert short.message.startswith(
         "short last batch: input 'tokens' dim 0 was 3 in the last batch only (other batches: 8)"
     )
-    assert "drop_remainder=True" in stats.explanations[0]
-    assert not any("varied" in line for line in stats.explanations)
+    assert (short.kind, short.dim, short.values) == ("short_last_batch", 0, (3, 8))
+    assert "drop_remainder=True" in short.message
+    assert not any(finding.kind == "dim_varied" for finding in stats.explanations)
     assert _epoch(tracker, 1, [_sig(5)] * 4 + [_sig(5, batch=3)]).short_last_batch is True
 
     # The same small batch in the middle of an epoch is a varying batch size.
     mid = _epoch(SignatureTracker(), 0, [_sig(5), _sig(5, batch=3), _sig(5)])
     assert mid.short_last_batch is False
-    assert mid.explanations[0] == "input 'tokens' dim 0 varied across 2 values (3, 8)"
+    assert mid.explanations[0].message == "input 'tokens' dim 0 varied across 2 values (3, 8)"
 
 
 def test_structure_change_is_explained():
@@ -160,8 +173,9 @@ def test_structure_change_is_explained():
     other = Signature.of(({"tokens": np.zeros((8, 5), "int64")}, np.zeros((8, 1), "float32")),
                          root_names=("x", "y"))
     stats = _epoch(SignatureTracker(), 0, [_sig(5), other])
-    assert stats.explanations[0].startswith("the input structure itself changed: 2 different")
-    assert "the input structure (paths, dtypes or ranks) changed" in stats.explanations[-1]
+    assert stats.explanations[0].kind == "structure_changed"
+    assert stats.explanations[0].message.startswith("the input structure itself changed: 2 different")
+    assert "the input structure (paths, dtypes or ranks) changed" in stats.explanations[-1].message
 
 
 def test_megamorphic_risk_needs_many_compiles_and_few_executions():
@@ -223,7 +237,7 @@ def test_printed_tf_data_code_runs_and_yields_the_bucket_shapes():
 
     tracker = SignatureTracker(xla=True)
     fix = _epoch(tracker, 0, [_sig(n) for n in LENGTHS]).explanations[-1]
-    code = fix.split("\n", 1)[1]
+    code = fix.fix_code
     rng = np.random.default_rng(3)
     examples = [({"tokens": rng.integers(1, 50, n).astype("int32")}, np.float32(n)) for n in LENGTHS * 8]
     spec = ({"tokens": tf.TensorSpec([None], tf.int32)}, tf.TensorSpec([], tf.float32))
@@ -252,7 +266,7 @@ def test_engine_observe_inputs_builds_epoch_stats(tmp_path):
     engine.epoch_end(0)
     stats = engine.signatures[0]
     assert (stats.distinct_signatures, stats.expected_compilations) == (5, 5)
-    assert stats.explanations[0] == HEADLINE
+    assert stats.explanations[0].message == HEADLINE
 
 
 def test_engine_observe_inputs_never_raises_on_odd_inputs(tmp_path):
@@ -352,7 +366,7 @@ def test_trace_compilations_equal_signature_prediction(five_lengths):
     assert report.compilations == 5
     assert report.expected_compilations == 5
     assert (report.distinct_signatures, report.new_signatures) == (5, 5)
-    assert report.signature_explanations[0] == HEADLINE
+    assert report.signature_explanations[0].message == HEADLINE
     assert "input signatures:          5     (5 new, 5 expected compilation(s))" in str(report)
 
 
@@ -364,7 +378,7 @@ def test_later_epochs_are_tracked_without_profiling(five_lengths):
     stats = guard.signatures[1]
     assert (stats.steps, stats.distinct_signatures, stats.new_signatures) == (7, 5, 0)
     assert stats.expected_compilations == 0
-    assert stats.explanations[0] == HEADLINE
+    assert stats.explanations[0].message == HEADLINE
 
 
 @pytest.mark.slow
@@ -439,7 +453,7 @@ def test_every_input_kind_records_every_batch(kind, steps_per_execution, tmp_pat
     assert (second.steps, second.distinct_signatures, second.new_signatures) == (6, 2, 0)
     assert first.expected_compilations is None
     assert first.short_last_batch and second.short_last_batch
-    assert first.explanations[0].startswith(
+    assert first.explanations[0].message.startswith(
         "short last batch: input x dim 0 was 4 in the last batch only (other batches: 8)"
     )
     assert {tuple(s.shapes) for s in first.signatures} == {((8, 4), (8, 1)), ((4, 4), (4, 1))}
@@ -531,8 +545,9 @@ def test_recommended_bucketing_cuts_measured_compilations(tmp_path):
     before = fit(unbatched().padded_batch(BATCH), tmp_path / "before")
     assert before.reports[0].compilations == 5
     fix = before.signatures[0].explanations[-1]
-    match = re.search(r"pad_to_buckets\(dataset, (\([\d, ]+\)), batch_size=(\d+)\)", fix)
+    match = re.search(r"pad_to_buckets\(dataset, (\([\d, ]+\)), batch_size=(\d+)\)", fix.fix_code)
     assert match, fix
+    assert ast.literal_eval(match.group(1)) == fix.values
     boundaries, batch_size = ast.literal_eval(match.group(1)), int(match.group(2))
     assert batch_size == BATCH and len(boundaries) < 5
 
@@ -583,7 +598,8 @@ def test_tf_keras_fit_is_tracked_too(tmp_path):
     assert (first["steps"], first["distinct_signatures"], first["new_signatures"]) == (4, 3, 3)
     assert first["expected_compilations"] == 3
     assert (second["steps"], second["new_signatures"]) == (4, 0)
-    assert first["explanations"][0] == "input x dim 1 varied across 3 values (5, 7, 9)"
+    assert first["explanations"][0]["message"] == "input x dim 1 varied across 3 values (5, 7, 9)"
+    assert first["explanations"][0]["values"] == [5, 7, 9]
 
 
 @pytest.mark.slow
@@ -675,7 +691,7 @@ def test_run_eagerly_fit_is_tracked(tmp_path):
     model.fit(_seq_dataset(LENGTHS), epochs=1, callbacks=[guard], verbose=0)
     stats = guard.signatures[0]
     assert (stats.steps, stats.distinct_signatures) == (7, 5)
-    assert stats.explanations[0] == HEADLINE
+    assert stats.explanations[0].message == HEADLINE
 
 
 @pytest.mark.slow
