@@ -340,3 +340,11 @@ def test_weird_device_plane_never_breaks_the_analysis(device_events, jit_trace):
     if counted:
         positive = sum(d for _, d in counted if d > 0) * 1e-12
         assert report.xla_time_s + report.non_xla_op_time_s <= positive * (1 + 1e-9)
+
+
+def test_host_of_strips_the_trace_suffix_only():
+    """TensorFlow names a trace <host>.xplane.pb; the host keeps its own dots."""
+    from keras_xla_guard.trace.xplane import host_of
+
+    assert host_of("/logs/plugins/profile/run/node-1.example.com.xplane.pb") == "node-1.example.com"
+    assert host_of("trace.pb") == "trace"
