@@ -22,19 +22,19 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	$(PY) -m pip install --quiet --no-deps "tf_keras>=2.20,<2.22"
 	touch $@
 
-# tests/test_browser.py drives headless Chromium through chromedriver. pip
+# tests/output/test_browser.py drives headless Chromium through chromedriver. pip
 # cannot install them, so install Debian's packages, only when missing, and
 # only as root; anyone else gets told what to install instead of a test error.
 browser-deps:
 	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then \
 	  exit 0; \
 	elif [ "$$(id -u)" = 0 ]; then \
-	  echo "Installing chromium and chromium-driver (apt-get) for tests/test_browser.py"; \
+	  echo "Installing chromium and chromium-driver (apt-get) for tests/output/test_browser.py"; \
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get update -qq && \
 	  apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null; \
 	else \
-	  echo "make test needs Chromium and its driver for tests/test_browser.py;" >&2; \
+	  echo "make test needs Chromium and its driver for tests/output/test_browser.py;" >&2; \
 	  echo "install them as root:  apt-get install -y --no-install-recommends chromium chromium-driver" >&2; \
 	  echo "(or run 'make test-quick', which skips the browser test)" >&2; \
 	  exit 1; \

@@ -11,7 +11,7 @@ configurations train from the same initial weights on the same examples:
 * ``xla_unfixed``: `jit_compile=True` on those batches: XLA compiles one
   program per distinct length (the recompilation storm the guard reports);
 * ``xla_bucketed``: `jit_compile=True` on the same examples batched with
-  `keras_xla_guard.data.pad_to_buckets` and the boundaries the guard itself
+  `keras_xla_guard.signatures.data.pad_to_buckets` and the boundaries the guard itself
   recommends: an `XlaGuardCallback` watches a first ``xla_unfixed`` fit and
   its "fix: pad ... to N bucket length(s) (...)" advice is parsed and
   applied; like `pad_to_buckets` by default, it drops each bucket's last
@@ -99,7 +99,7 @@ def main() -> None:
     import tensorflow as tf
 
     from keras_xla_guard import XlaGuardCallback
-    from keras_xla_guard.data import pad_to_buckets
+    from keras_xla_guard.signatures.data import pad_to_buckets
 
     rng = np.random.default_rng(0)
     lengths = np.sort(rng.integers(MIN_LENGTH, MAX_LENGTH + 1, size=args.examples))

@@ -11,16 +11,17 @@ from typing import Any
 
 import keras
 
-from keras_xla_guard.analysis import DEFAULT_TOP_K
-from keras_xla_guard.distributed import ClusterRun, strategy_verdicts
-from keras_xla_guard.diagnosis import ERROR, WARNING, Verdict
-from keras_xla_guard.engine import DEFAULT_LOG_DIR, DEFAULT_MAX_COMPILATIONS, XlaGuardEngine
+from keras_xla_guard.trace.analysis import DEFAULT_TOP_K
+from keras_xla_guard.diagnose.strategy import strategy_verdicts
+from keras_xla_guard.diagnose.verdict import ERROR, WARNING, Verdict
+from keras_xla_guard.distributed import ClusterRun
+from keras_xla_guard.runtime.engine import DEFAULT_LOG_DIR, DEFAULT_MAX_COMPILATIONS, XlaGuardEngine
 from keras_xla_guard.errors import BackendError, RecompilationLimitError, XlaGuardWarning
 from keras_xla_guard.input_tap import KerasInputTracker
-from keras_xla_guard.report import CoverageReport
-from keras_xla_guard.schedule import DEFAULT_MAX_STEPS, DEFAULT_SKIP_STEPS
+from keras_xla_guard.trace.report import CoverageReport
+from keras_xla_guard.runtime.schedule import DEFAULT_MAX_STEPS, DEFAULT_SKIP_STEPS
 from keras_xla_guard.signatures import EpochSignatures
-from keras_xla_guard.xplane import DEFAULT_MAX_TRACE_BYTES
+from keras_xla_guard.trace.xplane import DEFAULT_MAX_TRACE_BYTES
 
 __all__ = ["XlaGuardCallback", "check_backend"]
 
@@ -239,7 +240,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
             if self._noted:
                 return []
             self._noted = True
-        from keras_xla_guard.explainer import model_verdicts
+        from keras_xla_guard.diagnose.explain import model_verdicts
 
         verdicts = list(self._switch_verdicts) + model_verdicts(model)
         if any(v.code.startswith("STRATEGY_") for v in verdicts):
@@ -257,7 +258,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
 
     def _diagnose(self) -> None:
         """Gathers switch verdicts and runs `explain` (never raises)."""
-        from keras_xla_guard.diagnosis import doctor
+        from keras_xla_guard.diagnose.doctor import doctor
 
         try:
             facts = doctor(probe=False, check_devices=False, resolve_keras=False)
@@ -281,7 +282,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
             )
 
     def _run_explain(self) -> None:
-        from keras_xla_guard.explainer import explain
+        from keras_xla_guard.diagnose.explain import explain
 
         model = self.model
         batch = self._explain

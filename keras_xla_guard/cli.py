@@ -17,7 +17,7 @@ from typing import IO, Any, NamedTuple
 
 from keras_xla_guard._version import __version__
 from keras_xla_guard.errors import XlaGuardError
-from keras_xla_guard.table import printable
+from keras_xla_guard.output.table import printable
 
 __all__ = ["main"]
 
@@ -101,8 +101,8 @@ class _Run(NamedTuple):
 
 
 def _analyze_runs(args: argparse.Namespace) -> list[_Run]:
-    from keras_xla_guard.analysis import analyze_xspace, combine_reports
-    from keras_xla_guard.xplane import TRACE_SUFFIX, find_trace_files, open_xspace
+    from keras_xla_guard.trace.analysis import analyze_xspace, combine_reports
+    from keras_xla_guard.trace.xplane import TRACE_SUFFIX, find_trace_files, open_xspace
 
     by_run: dict[Path, list[Path]] = {}
     for f in find_trace_files(args.path, all_runs=args.all):
@@ -175,7 +175,7 @@ def _report_document(args: argparse.Namespace, runs: list[_Run],
 
 
 def _run_report(args: argparse.Namespace) -> int:
-    from keras_xla_guard.table import coverage_table
+    from keras_xla_guard.output.table import coverage_table
 
     runs = _analyze_runs(args)
     violations = _violations(args, runs)
@@ -193,7 +193,7 @@ def _run_report(args: argparse.Namespace) -> int:
 
 
 def _run_doctor(args: argparse.Namespace) -> int:
-    from keras_xla_guard.diagnosis import doctor
+    from keras_xla_guard.diagnose.doctor import doctor
 
     report = doctor(probe=not args.no_probe, probe_timeout=args.probe_timeout)
     if args.json:
@@ -204,8 +204,8 @@ def _run_doctor(args: argparse.Namespace) -> int:
 
 
 def _add_report_parser(sub: Any) -> None:
-    from keras_xla_guard.analysis import DEFAULT_TOP_K
-    from keras_xla_guard.xplane import DEFAULT_MAX_TRACE_BYTES
+    from keras_xla_guard.trace.analysis import DEFAULT_TOP_K
+    from keras_xla_guard.trace.xplane import DEFAULT_MAX_TRACE_BYTES
 
     report = sub.add_parser(
         "report",

@@ -25,13 +25,12 @@ from typing import Any
 
 from keras_xla_guard.errors import XlaGuardWarning
 
-from keras_xla_guard.report import CoverageReport
+from keras_xla_guard.trace.report import CoverageReport
 
 __all__ = [
     "REPORTS_FILE",
     "ClusterRun",
     "WorkerInfo",
-    "strategy_verdicts",
     "worker_info",
 ]
 
@@ -239,7 +238,7 @@ def _worst_worker(reports: dict[str, CoverageReport]) -> str:
 
 def _workers_markdown(reports: dict[str, CoverageReport]) -> str:
     """A per-worker table for TensorBoard's text dashboard, worst worker first."""
-    from keras_xla_guard.summary import escape_markdown, markdown_table
+    from keras_xla_guard.output.tensorboard import escape_markdown, markdown_table
 
     worst = _worst_worker(reports)
     rows = []
@@ -287,13 +286,13 @@ def _write_worker_summaries(
     """Writes the chief's TensorBoard summaries of all workers.
 
     Args:
-        writer: A `keras_xla_guard.summary.SummaryWriter` on the base log dir.
+        writer: A `keras_xla_guard.output.tensorboard.SummaryWriter` on the base log dir.
         by_epoch: `_worker_reports` output.
         own: The chief's own reports (their op tables go in as text).
         own_name: The chief's worker name.
     """
-    from keras_xla_guard.analysis import combine_reports
-    from keras_xla_guard.summary import report_markdown
+    from keras_xla_guard.trace.analysis import combine_reports
+    from keras_xla_guard.output.tensorboard import report_markdown
 
     for epoch, reports in sorted(by_epoch.items()):
         combined = combine_reports(list(reports.values()))
@@ -420,7 +419,7 @@ class ClusterRun:
             engine.write_summaries = self._write_summaries
 
     def _write_chief_summaries(self, reports: dict[int, CoverageReport]) -> None:
-        from keras_xla_guard.summary import SummaryWriter
+        from keras_xla_guard.output.tensorboard import SummaryWriter
 
         writer = SummaryWriter(self.base_log_dir)
         try:
@@ -434,91 +433,3 @@ class ClusterRun:
 
     def _warn(self, message: str) -> None:
         warnings.warn(f"keras-xla-guard: {message}", XlaGuardWarning, stacklevel=4)
-
-
-_PER_REPLICA_FIX = '''class MyModel(keras.Sequential):  # Keras 3; or your keras.Model subclass
-    @tf.function(jit_compile=True)
-    def _xla_step(self, x, y):
-        with tf.GradientTape() as tape:
-            y_pred = self(x, training=True)
-            loss = self.compute_loss(x=x, y=y, y_pred=y_pred)
-        return y_pred, loss, tape.gradient(loss, self.trainable_variables)
-
-    def train_step(self, data):
-        x, y = data
-        y_pred, loss, grads = self._xla_step(x, y)
-        self.optimizer.apply(grads, self.trainable_variables)
-        for metric in self.metrics:
-            if metric.name == "loss":  # compute_loss divided it by the replica count
-                metric.update_state(loss * self.distribute_strategy.num_replicas_in_sync)
-            else:
-                metric.update_state(y, y_pred)
-        return self.get_metrics_result()
-# build and compile it in strategy.scope() without jit_compile'''
-
-
-def strategy_verdicts(model: Any) -> list[Any]:
-    """Verdicts about XLA under a `tf.distribute` strategy with several replicas.
-
-    `compile(jit_compile=True)` makes Keras compile the gradient all-reduce
-    and the optimizer update into the XLA program (Keras 3 compiles the step
-    of all replicas as one program, tf_keras each replica's step). TensorFlow
-    rejects it with
-    "Trying to access resource ... located in device ..." (MirroredStrategy;
-    keras-team/keras#19005) or, on CPU, "Collectives are not yet implemented
-    for CPU devices when compiling with XLA". What runs is XLA per replica:
-    each replica's forward and backward pass compiled, the all-reduce and
-    the optimizer update outside.
-
-    Args:
-        model: A compiled Keras (or tf_keras) model.
-
-    Returns:
-        `STRATEGY_JIT_COMPILE_FAILS` (error) for `jit_compile=True`, or
-        `STRATEGY_XLA_PER_REPLICA` (warning) otherwise; empty with fewer
-        than two replicas.
-
-    Example:
-
-    ```python
-    from keras_xla_guard.distributed import strategy_verdicts
-    for verdict in strategy_verdicts(model):
-        print(verdict)
-    ```
-    """
-    from keras_xla_guard.diagnosis import ERROR, WARNING, Verdict
-    from keras_xla_guard.explainer import MODEL
-
-    strategy = getattr(model, "distribute_strategy", None)
-    replicas = int(getattr(strategy, "num_replicas_in_sync", 1) or 1)
-    if replicas < 2:
-        return []
-    if getattr(model, "jit_compile", False):
-        return [
-            Verdict(
-                "STRATEGY_JIT_COMPILE_FAILS",
-                MODEL,
-                ERROR,
-                f"model.jit_compile is True under {type(strategy).__name__} with {replicas} "
-                "replicas: Keras puts the gradient all-reduce and the optimizer update inside "
-                "the XLA program (Keras 3 even compiles all replicas as one), which "
-                "TensorFlow rejects (\"Trying to access "
-                "resource ... located in device ...\", or on CPU \"Collectives are not yet "
-                "implemented for CPU devices when compiling with XLA\"). Compile each "
-                "replica's forward and backward pass instead.",
-                _PER_REPLICA_FIX,
-            )
-        ]
-    return [
-        Verdict(
-            "STRATEGY_XLA_PER_REPLICA",
-            MODEL,
-            WARNING,
-            f"Under {type(strategy).__name__} with {replicas} replicas, "
-            "compile(jit_compile=True) does not run; XLA works per replica: compile each "
-            "replica's forward and backward pass, keep the gradient all-reduce and the "
-            "optimizer update outside. If you already do, the time outside XLA is the "
-            "all-reduce and the update (see the op table).",
-            _PER_REPLICA_FIX,
-        )
-    ]

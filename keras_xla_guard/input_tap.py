@@ -26,7 +26,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from keras_xla_guard.classify import GUARD_SCOPE
+from keras_xla_guard.trace.classify import GUARD_SCOPE
 from keras_xla_guard.signatures import Signature, flatten_leaves
 
 __all__ = ["DRAIN_EVERY", "InputTap", "KerasInputTracker"]

@@ -17,12 +17,12 @@ import types
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from keras_xla_guard.analysis import DEFAULT_TOP_K
-from keras_xla_guard.engine import DEFAULT_LOG_DIR, DEFAULT_MAX_COMPILATIONS, XlaGuardEngine
-from keras_xla_guard.report import CoverageReport
-from keras_xla_guard.schedule import DEFAULT_MAX_STEPS, DEFAULT_SKIP_STEPS
+from keras_xla_guard.trace.analysis import DEFAULT_TOP_K
+from keras_xla_guard.runtime.engine import DEFAULT_LOG_DIR, DEFAULT_MAX_COMPILATIONS, XlaGuardEngine
+from keras_xla_guard.trace.report import CoverageReport
+from keras_xla_guard.runtime.schedule import DEFAULT_MAX_STEPS, DEFAULT_SKIP_STEPS
 from keras_xla_guard.signatures import EpochSignatures
-from keras_xla_guard.xplane import DEFAULT_MAX_TRACE_BYTES
+from keras_xla_guard.trace.xplane import DEFAULT_MAX_TRACE_BYTES
 
 __all__ = ["XlaGuard"]
 

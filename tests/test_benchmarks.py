@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO
+from _helpers import REPO
 
 pytestmark = pytest.mark.slow
 
