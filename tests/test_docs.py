@@ -24,6 +24,9 @@ BUILD_TIMEOUT_S = 300
 _MD_LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 _FENCE = re.compile(r"^(```|~~~).*?^\1", re.MULTILINE | re.DOTALL)
 _INLINE_CODE = re.compile(r"`[^`\n]+`")
+# `tests/foo/test_bar.py`, `benchmarks/bench_x.py`, `keras_xla_guard/seam/`
+# written in a code span or link; not placeholders such as `<log_dir>/...`.
+_REPO_PATH = re.compile(r"\b((?:tests|benchmarks|keras_xla_guard|notebooks)/[\w./-]*\w/?)")
 _HREF = re.compile(r"""(?:href|src)="([^"]+)\"""")
 
 
@@ -86,6 +89,19 @@ def test_relative_links_in_markdown_point_to_existing_files() -> None:
                 broken.append(f"{page.relative_to(ROOT)}: {target}")
     assert broken == []
     assert checked > 50  # the link parser found the links at all
+
+
+def test_repository_paths_named_in_code_spans_exist() -> None:
+    """Paths to tests, benchmarks and package modules named in the Markdown exist (they move)."""
+    missing = []
+    checked = 0
+    for page in _markdown_files():
+        for path in _REPO_PATH.findall(page.read_text(encoding="utf-8")):
+            checked += 1
+            if not (ROOT / path).exists():
+                missing.append(f"{page.relative_to(ROOT)}: {path}")
+    assert missing == []
+    assert checked > 10
 
 
 def test_relative_link_parser_skips_urls_anchors_and_code() -> None:
