@@ -14,7 +14,9 @@ import posixpath
 import re
 from pathlib import Path
 
-from mkdocs.structure.files import File
+from mkdocs.config.defaults import MkDocsConfig
+from mkdocs.structure.files import File, Files
+from mkdocs.structure.pages import Page
 
 # A Markdown link whose target leaves docs/: `](../path)`, no anchor.
 _OUTSIDE_LINK = re.compile(r"\]\(((?:\.\./)+[^)#\s]+)\)")
@@ -28,7 +30,7 @@ def _repo_path(page_src_uri: str, target: str) -> str | None:
     return in_docs[len("../"):]
 
 
-def on_files(files, config):
+def on_files(files: Files, config: MkDocsConfig) -> Files:
     """Adds every non-Markdown repository file a page links to."""
     docs = Path(config.docs_dir)
     root = docs.parent
@@ -41,7 +43,7 @@ def on_files(files, config):
     return files
 
 
-def on_page_markdown(markdown, page, config, files):
+def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Files) -> str:
     """Points links at repository files to their copies in the site."""
 
     def relink(match: re.Match[str]) -> str:
