@@ -7,16 +7,16 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-quick test-compat compat-venvs browser-deps bench clean
+.PHONY: demo docs test test-quick test-compat compat-venvs browser-deps bench clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[cpu]"
+	$(PY) -m pip install --quiet -e ".[cpu,profile]"
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(PY) -m pip install --quiet -e ".[cpu,test]"
+	$(PY) -m pip install --quiet -e ".[cpu,profile,test,docs]"
 	# tf_keras (legacy Keras 2, for its tests) declares a dependency on the
 	# full `tensorflow` wheel; tensorflow-cpu already provides that package.
 	$(PY) -m pip install --quiet --no-deps "tf_keras>=2.20,<2.22"
@@ -42,6 +42,10 @@ browser-deps:
 
 demo: $(VENV)/.installed
 	$(PY) -m keras_xla_guard.demo --log-dir logs/demo
+
+# The manual under docs/ (MkDocs, API pages from the docstrings) into site/.
+docs: $(VENV)/.installed-test
+	$(PY) -m mkdocs build --strict
 
 # browser-deps first: without root and Chromium it fails before the long install.
 test: browser-deps $(VENV)/.installed-test
@@ -130,7 +134,7 @@ bench: $(VENV)/.installed-test
 	$(PY) benchmarks/bench_doctor.py
 
 clean:
-	rm -rf $(VENV) $(COMPAT) logs test-artifacts .pytest_cache
+	rm -rf $(VENV) $(COMPAT) logs site test-artifacts .pytest_cache
 
 # GPU readiness: on a GPU machine, checks the guard's device-plane figures
 # against the raw trace and xprof (exit 1 on a mismatch); on CPU, says so, exit 0.

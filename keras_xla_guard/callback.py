@@ -92,8 +92,8 @@ class XlaGuardCallback(keras.callbacks.Callback):
             When the batches have unknown dimensions this adds a few host
             ops per step to Keras' train function for the duration of
             `fit`, and calls its traced graph without `tf.function`'s
-            per-call dispatch, which saves more than the ops cost (see the
-            README for both, measured); `False` leaves Keras' train
+            per-call dispatch, which saves more than the ops cost (see
+            docs/benchmarks.md for both, measured); `False` leaves Keras' train
             function untouched. Defaults to `True`.
         config: A `GuardConfig` to use instead of the keyword arguments
             above (the same one can serve a custom loop's `XlaGuard`).

@@ -151,7 +151,7 @@ def _violations(args: argparse.Namespace, runs: list[_Run]) -> list[dict[str, An
 
 def _report_document(args: argparse.Namespace, runs: list[_Run],
                      violations: list[dict[str, Any]]) -> dict[str, Any]:
-    """The `report --json` document (schema in the README; keys only get added)."""
+    """The `report --json` document (schema in docs/report-schema.md; keys only get added)."""
     return {
         "schema_version": REPORT_SCHEMA_VERSION,
         "tool_version": __version__,
@@ -215,7 +215,8 @@ def _add_report_parser(sub: Any) -> None:
     )
     report.add_argument("path", help="an .xplane.pb file, a profile run dir or a log dir")
     report.add_argument("--json", action="store_true",
-                        help=f"print JSON (schema_version {REPORT_SCHEMA_VERSION}, see README)")
+                        help=f"print JSON (schema_version {REPORT_SCHEMA_VERSION}, "
+                             "see docs/report-schema.md)")
     report.add_argument("--all", action="store_true",
                         help="with a log dir, report every run instead of the newest")
     report.add_argument("--min-coverage", type=_fraction, metavar="F",

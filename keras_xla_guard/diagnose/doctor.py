@@ -1,7 +1,7 @@
 """`doctor()`: why XLA does or does not run in this process, layer by layer.
 
-Three layers, each reported as facts plus verdicts with stable codes (see the
-README, "Doctor verdicts"):
+Three layers, each reported as facts plus verdicts with stable codes (see
+docs/diagnosis.md, "Verdict codes"):
 
 - runtime: TensorFlow/Keras versions, physical devices, and whether XLA
   compiles and runs a tiny `jit_compile=True` function on each device;

@@ -41,7 +41,7 @@ class Verdict:
 
     Attributes:
         code: Stable identifier, e.g. `"AUTOJIT_NOT_EFFECTIVE_CPU_FLAG_MISSING"`
-            (listed in the README).
+            (listed in docs/diagnosis.md).
         layer: `"runtime"`, `"switches"`, `"effectiveness"` or `"model"`.
         status: `"ok"`, `"info"`, `"warning"` or `"error"`.
         message: What was found, in one or two sentences.

@@ -38,8 +38,8 @@ class OpStat:
 class CoverageReport:
     """XLA coverage of one profiled window (or one trace).
 
-    All times are seconds of thread time summed over threads (see the README,
-    "How coverage is computed").
+    All times are seconds of thread time summed over threads (see
+    docs/coverage.md).
 
     Attributes:
         status: `"ok"`, `"skipped"` (no trace taken, see `reason`) or
