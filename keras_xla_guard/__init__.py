@@ -5,7 +5,8 @@ TensorFlow or Keras; the first use of a name that needs them does):
 
 - `XlaGuardCallback`: Keras callback that profiles selected epochs.
 - `XlaGuard`: the same guard for custom training loops.
-- `XlaGuardEngine`: the engine behind it, for other adapters.
+- `XlaGuardEngine`: the engine behind it, for other adapters; `GuardConfig`
+  (the arguments all three share) and `ReportSink` (where figures go).
 - `analyze_trace`, `analyze_xspace`, `combine_reports`: pure trace analysis.
 - `CoverageReport`, `OpStat`, `format_report`: result types.
 - `doctor`, `explain`, `model_verdicts`: why XLA does or does not run
@@ -42,7 +43,9 @@ if TYPE_CHECKING:
     from keras_xla_guard.signatures.data import pad_to_buckets
     from keras_xla_guard.diagnose.doctor import DoctorReport, doctor
     from keras_xla_guard.diagnose.verdict import Verdict
+    from keras_xla_guard.runtime.config import GuardConfig
     from keras_xla_guard.runtime.engine import XlaGuardEngine
+    from keras_xla_guard.runtime.sink import ReportSink
     from keras_xla_guard.diagnose.explain import ExplainReport, explain, model_verdicts
     from keras_xla_guard.loop import XlaGuard
     from keras_xla_guard.signatures import (
@@ -61,9 +64,11 @@ __all__ = [
     "EpochSignatures",
     "ExplainReport",
     "Explanation",
+    "GuardConfig",
     "OpStat",
     "ProfilerBusyError",
     "RecompilationLimitError",
+    "ReportSink",
     "Signature",
     "SignatureTracker",
     "TraceError",
@@ -93,6 +98,8 @@ _LAZY = {
     "XlaGuard": "keras_xla_guard.loop",
     "XlaGuardCallback": "keras_xla_guard.callback",
     "XlaGuardEngine": "keras_xla_guard.runtime.engine",
+    "GuardConfig": "keras_xla_guard.runtime.config",
+    "ReportSink": "keras_xla_guard.runtime.sink",
     "analyze_trace": "keras_xla_guard.trace.analysis",
     "analyze_xspace": "keras_xla_guard.trace.analysis",
     "combine_reports": "keras_xla_guard.trace.analysis",

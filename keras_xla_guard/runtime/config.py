@@ -27,6 +27,7 @@ __all__ = [
     "ON_VIOLATION_CHOICES",
     "GuardConfig",
     "config_args_doc",
+    "fill_config_args",
 ]
 
 DEFAULT_LOG_DIR = os.path.join("logs", "xla_guard")
@@ -80,20 +81,32 @@ on_violation: What exceeding `max_compilations` does: `"warn"` (an
 _T = TypeVar("_T")
 
 
-def config_args_doc(cls: _T) -> _T:
-    """Fills `{config_args}` in a class docstring with `CONFIG_ARGS`.
+def fill_config_args(doc: str) -> str:
+    """Replaces the `{config_args}` line of a docstring with `CONFIG_ARGS`.
 
-    The placeholder must sit on a line of its own, indented like the other
-    `Args:` entries; each line of `CONFIG_ARGS` gets that indentation.
+    Each line of `CONFIG_ARGS` gets the placeholder line's indentation.
+
+    Args:
+        doc: A docstring holding `{config_args}` on a line of its own.
+
+    Returns:
+        The docstring with the shared `Args:` entries in place.
+
+    Raises:
+        ValueError: If `doc` has no `{config_args}` line.
     """
-    doc = cls.__doc__ or ""
     for line in doc.splitlines():
         if line.strip() == "{config_args}":
             indent = line[: len(line) - len(line.lstrip())]
             text = "\n".join(indent + entry if entry else entry for entry in CONFIG_ARGS.splitlines())
-            cls.__doc__ = doc.replace(line, text)
-            return cls
-    raise AssertionError(f"{cls!r}'s docstring has no {{config_args}} line")
+            return doc.replace(line, text)
+    raise ValueError("The docstring has no `{config_args}` line.")
+
+
+def config_args_doc(cls: _T) -> _T:
+    """Class decorator: fills `{config_args}` in the class docstring (`fill_config_args`)."""
+    cls.__doc__ = fill_config_args(cls.__doc__ or "")
+    return cls
 
 
 @config_args_doc

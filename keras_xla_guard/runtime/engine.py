@@ -28,7 +28,6 @@ from keras_xla_guard.runtime.config import (
     DEFAULT_MAX_COMPILATIONS,
     ON_VIOLATION_CHOICES,
     GuardConfig,
-    config_args_doc,
 )
 from keras_xla_guard.runtime.policy import CompilationPolicy
 from keras_xla_guard.runtime.profiler import ProfilerSession, SessionLostError, stop_stale_session
@@ -112,7 +111,6 @@ class _Window:
     step_trace: Any = None
 
 
-@config_args_doc
 class XlaGuardEngine:
     """Profiles selected epochs and turns each trace into a `CoverageReport`.
 
@@ -132,7 +130,8 @@ class XlaGuardEngine:
             `verbose`).
         notes: Callables `report -> list[str]` adding notes to each
             finished report (e.g. why coverage is low). Defaults to `()`.
-        {config_args}
+        **fields: `GuardConfig`'s fields as keyword arguments, instead of
+            `config` (`log_dir`, `profile_epochs`, ...; see `GuardConfig`).
 
     Raises:
         ValueError: If an argument is invalid.
