@@ -20,18 +20,18 @@ import json
 import math
 import os
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from keras_xla_guard.errors import XlaGuardWarning
 
-from keras_xla_guard.report import CoverageReport
+from keras_xla_guard.trace.report import CoverageReport
 
 __all__ = [
     "REPORTS_FILE",
-    "ClusterRun",
+    "ClusterSink",
     "WorkerInfo",
-    "strategy_verdicts",
     "worker_info",
 ]
 
@@ -239,7 +239,7 @@ def _worst_worker(reports: dict[str, CoverageReport]) -> str:
 
 def _workers_markdown(reports: dict[str, CoverageReport]) -> str:
     """A per-worker table for TensorBoard's text dashboard, worst worker first."""
-    from keras_xla_guard.summary import escape_markdown, markdown_table
+    from keras_xla_guard.output.tensorboard import escape_markdown, markdown_table
 
     worst = _worst_worker(reports)
     rows = []
@@ -268,16 +268,6 @@ def _workers_markdown(reports: dict[str, CoverageReport]) -> str:
     return headline + "\n\n" + table
 
 
-_PER_WORKER_SCALARS = {
-    "xla_time_fraction": lambda r: r.xla_time_fraction,
-    "coverage_percent": lambda r: 100.0 * r.xla_time_fraction,
-    "xla_time_s": lambda r: r.xla_time_s,
-    "non_xla_op_time_s": lambda r: r.non_xla_op_time_s,
-    "compilations": lambda r: r.compilations,
-    "compile_time_s": lambda r: r.compile_time_s,
-}
-
-
 def _write_worker_summaries(
     writer: Any,
     by_epoch: dict[int, dict[str, CoverageReport]],
@@ -287,21 +277,21 @@ def _write_worker_summaries(
     """Writes the chief's TensorBoard summaries of all workers.
 
     Args:
-        writer: A `keras_xla_guard.summary.SummaryWriter` on the base log dir.
+        writer: A `keras_xla_guard.output.tensorboard.SummaryWriter` on the base log dir.
         by_epoch: `_worker_reports` output.
         own: The chief's own reports (their op tables go in as text).
         own_name: The chief's worker name.
     """
-    from keras_xla_guard.analysis import combine_reports
-    from keras_xla_guard.summary import report_markdown
+    from keras_xla_guard.output.tensorboard import WORKER_TAGS, report_markdown
+    from keras_xla_guard.trace.analysis import combine_reports
 
     for epoch, reports in sorted(by_epoch.items()):
         combined = combine_reports(list(reports.values()))
-        scalars = {tag: read(combined) for tag, read in _PER_WORKER_SCALARS.items()}
+        scalars = {tag: read(combined) for tag, read in WORKER_TAGS.items()}
         scalars["xla_executions"] = combined.xla_executions
         scalars["input_pipeline_time_s"] = combined.input_pipeline_time_s
         for name, report in reports.items():
-            for tag, read in _PER_WORKER_SCALARS.items():
+            for tag, read in WORKER_TAGS.items():
                 scalars[f"{name}/{tag}"] = read(report)
         scalars["worst_worker_xla_time_fraction"] = reports[_worst_worker(reports)].xla_time_fraction
         for figure in _SIGNATURE_FIGURES:
@@ -331,71 +321,93 @@ def _describe(by_epoch: dict[int, dict[str, CoverageReport]]) -> list[str]:
 
 
 
-class ClusterRun:
-    """One training run of a guard inside a multi-worker cluster.
+class ClusterSink:
+    """A `ReportSink` for one worker of a multi-worker cluster.
 
-    `begin` points the engine at this worker's own directory and turns its
-    per-epoch summaries off; `end` saves this worker's reports, exchanges
-    figures with the other workers and, on the chief, writes the summaries.
+    The engine profiles into this worker's own directory (`trace_dir`) and
+    hands its figures here instead of writing summaries itself; `close`
+    (at the end of the run, on every worker) saves this worker's reports,
+    exchanges figures with the other workers and, on the chief, writes the
+    summaries of all of them.
 
     Args:
-        engine: The guard's `XlaGuardEngine`.
         strategy: The model's `MultiWorkerMirroredStrategy`.
         info: This worker's `WorkerInfo`.
         epochs: Epochs of the `fit` call (the same on every worker).
+        log_dir: The guard's base log directory.
+        write_summaries: Whether the chief writes TensorBoard summaries.
+        verbose: Whether the chief prints one line per epoch.
 
     Example:
 
     ```python
-    run = ClusterRun.begin(engine, model.distribute_strategy, epochs=3)
+    cluster = ClusterSink.begin(config, model.distribute_strategy, epochs=3)
+    engine.train_begin(epochs=3, trace_dir=cluster.trace_dir, sinks=[cluster])
     ...  # train with the engine's hooks
-    engine.train_end()
-    if run is not None:
-        run.end()
+    engine.train_end()  # closes the sink: exchange, chief summaries
     ```
     """
 
-    def __init__(self, engine: Any, strategy: Any, info: WorkerInfo, epochs: int) -> None:
-        self.engine = engine
+    def __init__(
+        self,
+        strategy: Any,
+        info: WorkerInfo,
+        epochs: int,
+        log_dir: Path,
+        write_summaries: bool,
+        verbose: bool,
+    ) -> None:
         self.strategy = strategy
         self.info = info
         self.epochs = epochs
-        self.base_log_dir = Path(engine.log_dir)
-        self._write_summaries = engine.write_summaries
+        self.base_log_dir = Path(log_dir)
+        self.write_summaries = write_summaries
+        self.verbose = verbose
         self.by_epoch: dict[int, dict[str, CoverageReport]] = {}
 
     @classmethod
-    def begin(cls, engine: Any, strategy: Any, epochs: int | None) -> "ClusterRun | None":
-        """Sets the engine up for this worker, or returns `None` if single-worker.
+    def begin(cls, config: Any, strategy: Any, epochs: int | None) -> "ClusterSink | None":
+        """This worker's sink, or `None` outside a multi-worker cluster.
 
         Args:
-            engine: The guard's `XlaGuardEngine`.
+            config: The guard's `GuardConfig`.
             strategy: The model's `tf.distribute.Strategy` (or `None`).
             epochs: Epochs of the `fit` call.
 
         Returns:
-            The run, or `None` outside a multi-worker cluster.
+            The sink, or `None` when there is no cluster.
         """
         info = worker_info(strategy) if strategy is not None else None
         if info is None or not epochs:
             return None
-        run = cls(engine, strategy, info, int(epochs))
-        engine.log_dir = run.base_log_dir / info.name
-        engine.write_summaries = False
-        return run
+        return cls(strategy, info, int(epochs), config.log_dir, config.write_summaries, bool(config.verbose))
 
-    def end(self) -> None:
+    @property
+    def trace_dir(self) -> Path:
+        """This worker's own directory: traces and `xla_guard_reports.json`."""
+        return self.base_log_dir / self.info.name
+
+    def write_report(self, report: CoverageReport) -> None:
+        """Nothing yet: the workers exchange their figures when the run ends."""
+
+    def write_signatures(self, stats: Any) -> None:
+        """Nothing: each report carries its epoch's signature figures."""
+
+    def write_signatures_unavailable(self, epoch: int, reason: str) -> None:
+        """Nothing: each report says it."""
+
+    def close(self, reports: Mapping[int, CoverageReport]) -> None:
         """Saves, exchanges and (on the chief) writes; warns instead of raising.
 
-        Call it after the engine's `train_end`, on every worker. If the
-        exchange fails (a worker without the guard, a worker gone), the
-        chief writes its own figures only.
+        Called on every worker. If the exchange fails (a worker without the
+        guard, a worker gone), the chief writes its own figures only.
+
+        Args:
+            reports: This worker's reports, keyed by epoch.
         """
-        engine = self.engine
-        reports: dict[int, CoverageReport] = {}
+        reports = dict(reports)
         try:
-            reports = engine.reports
-            _save_reports(reports, Path(engine.log_dir) / REPORTS_FILE)
+            _save_reports(reports, self.trace_dir / REPORTS_FILE)
             rows = _figures_matrix(reports, self.epochs)
             # Every worker joins the exchange, even one without reports,
             # or the others would wait for it until the timeout.
@@ -408,19 +420,16 @@ class ClusterRun:
                 "on every worker. The chief writes its own figures only"
             )
         try:
-            if self.info.is_chief and self._write_summaries:
+            if self.info.is_chief and self.write_summaries:
                 self._write_chief_summaries(reports)
-            if self.info.is_chief and engine.verbose:
+            if self.info.is_chief and self.verbose:
                 for line in _describe(self.by_epoch):
                     print(f"keras-xla-guard: {line}", flush=True)
         except Exception as e:  # noqa: BLE001
             self._warn(f"writing the workers' summaries failed: {type(e).__name__}: {e}")
-        finally:
-            engine.log_dir = self.base_log_dir
-            engine.write_summaries = self._write_summaries
 
     def _write_chief_summaries(self, reports: dict[int, CoverageReport]) -> None:
-        from keras_xla_guard.summary import SummaryWriter
+        from keras_xla_guard.output.tensorboard import SummaryWriter
 
         writer = SummaryWriter(self.base_log_dir)
         try:
@@ -434,91 +443,3 @@ class ClusterRun:
 
     def _warn(self, message: str) -> None:
         warnings.warn(f"keras-xla-guard: {message}", XlaGuardWarning, stacklevel=4)
-
-
-_PER_REPLICA_FIX = '''class MyModel(keras.Sequential):  # Keras 3; or your keras.Model subclass
-    @tf.function(jit_compile=True)
-    def _xla_step(self, x, y):
-        with tf.GradientTape() as tape:
-            y_pred = self(x, training=True)
-            loss = self.compute_loss(x=x, y=y, y_pred=y_pred)
-        return y_pred, loss, tape.gradient(loss, self.trainable_variables)
-
-    def train_step(self, data):
-        x, y = data
-        y_pred, loss, grads = self._xla_step(x, y)
-        self.optimizer.apply(grads, self.trainable_variables)
-        for metric in self.metrics:
-            if metric.name == "loss":  # compute_loss divided it by the replica count
-                metric.update_state(loss * self.distribute_strategy.num_replicas_in_sync)
-            else:
-                metric.update_state(y, y_pred)
-        return self.get_metrics_result()
-# build and compile it in strategy.scope() without jit_compile'''
-
-
-def strategy_verdicts(model: Any) -> list[Any]:
-    """Verdicts about XLA under a `tf.distribute` strategy with several replicas.
-
-    `compile(jit_compile=True)` makes Keras compile the gradient all-reduce
-    and the optimizer update into the XLA program (Keras 3 compiles the step
-    of all replicas as one program, tf_keras each replica's step). TensorFlow
-    rejects it with
-    "Trying to access resource ... located in device ..." (MirroredStrategy;
-    keras-team/keras#19005) or, on CPU, "Collectives are not yet implemented
-    for CPU devices when compiling with XLA". What runs is XLA per replica:
-    each replica's forward and backward pass compiled, the all-reduce and
-    the optimizer update outside.
-
-    Args:
-        model: A compiled Keras (or tf_keras) model.
-
-    Returns:
-        `STRATEGY_JIT_COMPILE_FAILS` (error) for `jit_compile=True`, or
-        `STRATEGY_XLA_PER_REPLICA` (warning) otherwise; empty with fewer
-        than two replicas.
-
-    Example:
-
-    ```python
-    from keras_xla_guard.distributed import strategy_verdicts
-    for verdict in strategy_verdicts(model):
-        print(verdict)
-    ```
-    """
-    from keras_xla_guard.diagnosis import ERROR, WARNING, Verdict
-    from keras_xla_guard.explainer import MODEL
-
-    strategy = getattr(model, "distribute_strategy", None)
-    replicas = int(getattr(strategy, "num_replicas_in_sync", 1) or 1)
-    if replicas < 2:
-        return []
-    if getattr(model, "jit_compile", False):
-        return [
-            Verdict(
-                "STRATEGY_JIT_COMPILE_FAILS",
-                MODEL,
-                ERROR,
-                f"model.jit_compile is True under {type(strategy).__name__} with {replicas} "
-                "replicas: Keras puts the gradient all-reduce and the optimizer update inside "
-                "the XLA program (Keras 3 even compiles all replicas as one), which "
-                "TensorFlow rejects (\"Trying to access "
-                "resource ... located in device ...\", or on CPU \"Collectives are not yet "
-                "implemented for CPU devices when compiling with XLA\"). Compile each "
-                "replica's forward and backward pass instead.",
-                _PER_REPLICA_FIX,
-            )
-        ]
-    return [
-        Verdict(
-            "STRATEGY_XLA_PER_REPLICA",
-            MODEL,
-            WARNING,
-            f"Under {type(strategy).__name__} with {replicas} replicas, "
-            "compile(jit_compile=True) does not run; XLA works per replica: compile each "
-            "replica's forward and backward pass, keep the gradient all-reduce and the "
-            "optimizer update outside. If you already do, the time outside XLA is the "
-            "all-reduce and the update (see the op table).",
-            _PER_REPLICA_FIX,
-        )
-    ]

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from _oracle import count_xla_runs, xla_run_seconds, xprof_op_rows
-from conftest import REPO, run_python
+from _helpers import REPO, run_python
 
 from keras_xla_guard import analyze_trace
 from keras_xla_guard.distributed import REPORTS_FILE
@@ -44,7 +44,7 @@ tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfigur
 import keras
 import numpy as np
 from keras_xla_guard import XlaGuardCallback, XlaGuardWarning
-from keras_xla_guard.distributed import strategy_verdicts
+from keras_xla_guard.diagnose.strategy import strategy_verdicts
 
 
 class ReplicaXla(keras.Sequential):
