@@ -14,8 +14,8 @@ TensorFlow or Keras; the first use of a name that needs them does):
 - `Signature`, `SignatureTracker`, `EpochSignatures`, `recommend_buckets`,
   `bucketing_code`: input signatures and recompilation explanations;
   `pad_to_buckets`: the tf.data fix.
-- `compare`, `CompareReport`: is XLA worth it for this model? Each mode
-  trained and measured on the same batches, with a verdict.
+- `compare`, `CompareReport`, `ModeFigures`: is XLA worth it for this
+  model? Each mode trained and measured on the same batches, with a verdict.
 - Errors: `XlaGuardError` and its subclasses, `XlaGuardWarning`.
 """
 
@@ -42,7 +42,7 @@ from keras_xla_guard.trace.report import CoverageReport, OpStat
 if TYPE_CHECKING:
     from keras_xla_guard.trace.analysis import analyze_trace, analyze_xspace, combine_reports
     from keras_xla_guard.callback import XlaGuardCallback
-    from keras_xla_guard.comparison import CompareReport, compare
+    from keras_xla_guard.comparison import CompareReport, ModeFigures, compare
     from keras_xla_guard.signatures.data import pad_to_buckets
     from keras_xla_guard.diagnose.doctor import DoctorReport, doctor
     from keras_xla_guard.diagnose.verdict import Verdict
@@ -69,6 +69,7 @@ __all__ = [
     "ExplainReport",
     "Explanation",
     "GuardConfig",
+    "ModeFigures",
     "OpStat",
     "ProfilerBusyError",
     "RecompilationLimitError",
@@ -104,6 +105,7 @@ _LAZY = {
     "XlaGuardCallback": "keras_xla_guard.callback",
     "XlaGuardEngine": "keras_xla_guard.runtime.engine",
     "CompareReport": "keras_xla_guard.comparison",
+    "ModeFigures": "keras_xla_guard.comparison",
     "compare": "keras_xla_guard.comparison",
     "GuardConfig": "keras_xla_guard.runtime.config",
     "ReportSink": "keras_xla_guard.runtime.sink",

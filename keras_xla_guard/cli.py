@@ -261,7 +261,7 @@ def _run_compare(args: argparse.Namespace) -> int:
 def _add_compare_parser(sub: Any) -> None:
     from keras_xla_guard.comparison.core import MODES
     from keras_xla_guard.comparison.processes import DEFAULT_TIMEOUT_S
-    from keras_xla_guard.engine import DEFAULT_LOG_DIR
+    from keras_xla_guard.runtime.config import DEFAULT_LOG_DIR
 
     compare = sub.add_parser(
         "compare",

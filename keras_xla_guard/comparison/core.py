@@ -11,6 +11,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from keras_xla_guard._checks import check_int
 from keras_xla_guard.comparison.report import CompareReport, ModeFigures
 
 __all__ = [
@@ -23,7 +24,6 @@ __all__ = [
     "one_time_costs",
     "projected_run_s",
     "steady_step_time",
-    "validate_count",
     "validate_modes",
     "verdict",
 ]
@@ -57,29 +57,6 @@ def validate_modes(modes: Any) -> tuple[str, ...]:
         raise ValueError(f"`modes` must name at least two different modes out of {allowed}, "
                          f"each once. Received: modes={tuple(modes)!r}")
     return tuple(modes)
-
-
-def validate_count(name: str, value: Any, *, minimum: int = 1, allow_none: bool = False) -> int | None:
-    """Checks that `value` is an integer >= `minimum` (or `None` if allowed).
-
-    Args:
-        name: The argument's name, quoted in the error.
-        value: The value to check.
-        minimum: The smallest allowed value. Defaults to `1`.
-        allow_none: Whether `None` is allowed. Defaults to `False`.
-
-    Returns:
-        The value.
-
-    Raises:
-        ValueError: If it is not.
-    """
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        what = f"an integer >= {minimum}" + (" or None" if allow_none else "")
-        raise ValueError(f"`{name}` must be {what}. Received: {name}={value!r}")
-    return value
 
 
 def steady_step_time(step_times_s: Sequence[float]) -> float:
@@ -294,8 +271,8 @@ def build_report(
     if len(modes) < 2 or len(modes) != len(figures):
         raise ValueError("`figures` must hold at least two different modes. "
                          f"Received: modes={[f.mode for f in figures]!r}")
-    validate_count("planned_steps", planned_steps)
-    validate_count("planned_signatures", planned_signatures, minimum=0)
+    check_int("planned_steps", planned_steps, minimum=1)
+    check_int("planned_signatures", planned_signatures, minimum=0)
     baseline = "plain" if "plain" in modes else figures[0].mode
     projected = {m: projected_run_s(f, planned_steps, planned_signatures) for m, f in modes.items()}
     best = min(modes, key=lambda m: projected[m])

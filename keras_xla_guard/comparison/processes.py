@@ -17,9 +17,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from keras_xla_guard.comparison.core import build_report, validate_count, validate_modes
+from keras_xla_guard._checks import check_int
+from keras_xla_guard.comparison.core import build_report, validate_modes
 from keras_xla_guard.comparison.report import CompareReport, ModeFigures
-from keras_xla_guard.engine import DEFAULT_LOG_DIR
+from keras_xla_guard.runtime.config import DEFAULT_LOG_DIR
 
 __all__ = ["DEFAULT_TIMEOUT_S", "compare_in_processes"]
 
@@ -81,10 +82,10 @@ def compare_in_processes(
     started = time.perf_counter()
     modes = validate_modes(modes)
     parse_target(target)
-    validate_count("steps", steps)
+    check_int("steps", steps, minimum=1)
     for name, value in (("batch_size", batch_size), ("planned_epochs", planned_epochs),
                         ("planned_steps_per_epoch", planned_steps_per_epoch)):
-        validate_count(name, value, allow_none=True)
+        check_int(name, value, minimum=1, allow_none=True)
     figures, planned = [], None
     with tempfile.TemporaryDirectory(prefix="kxg-compare-") as work:
         for mode in modes:

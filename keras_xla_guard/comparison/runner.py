@@ -16,6 +16,8 @@ A mode runs in two passes:
 from __future__ import annotations
 
 import dataclasses
+import gc
+import itertools
 import math
 import os
 import resource
@@ -24,11 +26,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from keras_xla_guard._checks import check_int
 from keras_xla_guard.comparison.core import (
     build_report,
     one_time_costs,
     steady_step_time,
-    validate_count,
     validate_modes,
 )
 from keras_xla_guard.comparison.report import CompareReport, ModeFigures
@@ -41,6 +43,7 @@ AUTOCLUSTERING_CPU_FLAG = "--tf_xla_cpu_global_jit"
 COMPARE_SUBDIR = "compare"
 
 
+@dataclasses.dataclass(frozen=True)
 class Batches:
     """The compared batches and what the data says about the planned run.
 
@@ -53,11 +56,9 @@ class Batches:
             `None` when its length is unknown.
     """
 
-    def __init__(self, batches: list[tuple[Any, Any, Any]], steps_per_epoch: int | None,
-                 epoch_signatures: int | None) -> None:
-        self.batches = batches
-        self.steps_per_epoch = steps_per_epoch
-        self.epoch_signatures = epoch_signatures
+    batches: list[tuple[Any, Any, Any]]
+    steps_per_epoch: int | None
+    epoch_signatures: int | None
 
 
 def signature(batch: Any) -> tuple[tuple[tuple[int, ...], str], ...]:
@@ -130,7 +131,7 @@ def take_batches(x: Any, y: Any = None, *, batch_size: int | None = None, steps:
     import numpy as np
     import tensorflow as tf
 
-    validate_count("steps", steps)
+    check_int("steps", steps, minimum=1)
     if isinstance(x, (tf.data.Dataset, keras.utils.PyDataset)) or hasattr(x, "__next__"):
         if y is not None or batch_size is not None:
             raise ValueError("`y` and `batch_size` are only for array inputs; a dataset or "
@@ -141,14 +142,14 @@ def take_batches(x: Any, y: Any = None, *, batch_size: int | None = None, steps:
             return _from_iterable(x.as_numpy_iterator(), steps, cardinality if cardinality >= 0 else None)
         if isinstance(x, keras.utils.PyDataset):
             n = x.num_batches
-            return _from_iterable((x[i] for i in (range(n) if n is not None else _naturals())),
+            return _from_iterable((x[i] for i in (range(n) if n is not None else itertools.count())),
                                   steps, n)
         return _from_iterable(x, steps, None)
     leaves = keras.tree.flatten(x)
     if not leaves or not all(hasattr(leaf, "shape") and len(leaf.shape) > 0 for leaf in leaves):
         raise ValueError("`x` must be arrays or tensors, a tf.data.Dataset, a "
                          f"keras.utils.PyDataset or a generator. Received: x={type(x).__name__}")
-    validate_count("batch_size", batch_size, allow_none=True)
+    check_int("batch_size", batch_size, minimum=1, allow_none=True)
     size = 32 if batch_size is None else batch_size
     n = int(leaves[0].shape[0])
     if n == 0:
@@ -165,13 +166,6 @@ def take_batches(x: Any, y: Any = None, *, batch_size: int | None = None, steps:
     # Only the last batch of a pass can be shorter.
     signatures = {signature(kept[0]), signature(batch(per_epoch - 1))}
     return Batches(_cycle(kept, steps), per_epoch, len(signatures))
-
-
-def _naturals() -> Any:
-    i = 0
-    while True:
-        yield i
-        i += 1
 
 
 def _clone(model: Any, mode: str) -> Any:
@@ -216,13 +210,20 @@ def _proc_status_bytes(field: str) -> int | None:
     return None
 
 
+def _max_rss_bytes() -> int:
+    # Linux reports kilobytes, macOS bytes.
+    scale = 1 if os.uname().sysname == "Darwin" else 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
+
+
 class _PeakMemory:
     """Peak memory growth over a span: device peak on a GPU, host RSS on CPU.
 
     On Linux the host's high-water mark is reset at the start (writing 5 to
     /proc/self/clear_refs), so a second mode in one process gets its own
-    peak; elsewhere the process-lifetime peak (`ru_maxrss`) is used, which
-    a fresh process per mode (the CLI) keeps clean.
+    peak over the RSS at its start. Elsewhere it is the growth of the
+    process-lifetime peak (`ru_maxrss`), which a fresh process per mode
+    (the CLI) keeps clean.
     """
 
     def __init__(self, tf: Any) -> None:
@@ -236,23 +237,20 @@ class _PeakMemory:
         if self.device:
             self._tf.config.experimental.reset_memory_stats(self.device)
             return
-        self._base = _proc_status_bytes("VmRSS") or 0
+        rss = _proc_status_bytes("VmRSS")
         try:
             with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
                 f.write("5")
-            self._reset = True
+            self._reset = rss is not None
         except OSError:
             self._reset = False
+        self._base = rss if self._reset and rss is not None else _max_rss_bytes()
 
     def peak(self) -> int | None:
         if self.device:
             return int(self._tf.config.experimental.get_memory_info(self.device)["peak"])
         peak = _proc_status_bytes("VmHWM") if self._reset else None
-        if peak is None:
-            # Linux reports kilobytes, macOS bytes.
-            scale = 1 if os.uname().sysname == "Darwin" else 1024
-            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
-        return max(0, peak - self._base) if self._base else None
+        return max(0, (_max_rss_bytes() if peak is None else peak) - self._base)
 
 
 def autoclustering_ready(tf: Any) -> bool:
@@ -274,8 +272,8 @@ def autoclustering_refusal() -> ValueError:
 
 def _count_compilations(files: list[Path]) -> tuple[int, float, float, tuple[str, ...]]:
     """Compilations, their wall and thread time, and the trace files, of a profiled pass."""
-    from keras_xla_guard.analysis import analyze_trace
-    from keras_xla_guard.comparison.trace_wall import compile_wall_s
+    from keras_xla_guard.trace.analysis import analyze_trace
+    from keras_xla_guard.trace.compile_wall import compile_wall_s
     from keras_xla_guard.errors import TraceNotFoundError
 
     if not files:
@@ -329,6 +327,7 @@ def _step_timer(keras: Any) -> Any:
             self.times: list[float] = []
             self.losses: list[float] = []
             self.optimizer_state: list[Any] = []
+            self.ended_at = 0.0
             self._start = 0.0
 
         def on_train_begin(self, logs: Any = None) -> None:
@@ -345,6 +344,11 @@ def _step_timer(keras: Any) -> Any:
             loss = float((logs or {})["loss"])
             self.times.append(time.perf_counter() - self._start)
             self.losses.append(loss)
+
+        def on_train_end(self, logs: Any = None) -> None:
+            # fit's own teardown after this (dropping its iterator, a garbage
+            # collection) varies by seconds from run to run; not the run's cost.
+            self.ended_at = time.perf_counter()
 
     return StepTimer()
 
@@ -379,7 +383,7 @@ def measure_mode(model: Any, batches: Sequence[tuple[Any, Any, Any]], mode: str,
     """
     import tensorflow as tf
 
-    from keras_xla_guard.profiler import ProfilerSession
+    from keras_xla_guard.runtime.profiler import ProfilerSession
 
     if mode == "autoclustering" and not autoclustering_ready(tf):
         raise autoclustering_refusal()
@@ -388,6 +392,8 @@ def measure_mode(model: Any, batches: Sequence[tuple[Any, Any, Any]], mode: str,
         first_of.setdefault(signature(batch), i)
     spec = _spec(batches)
     previous_jit = tf.config.optimizer.get_jit()
+    # Whatever an earlier mode left behind is freed now, not mid-measurement.
+    gc.collect()
     memory = _PeakMemory(tf)
     memory.start()
     # Auto-clustering is process-wide: on only while this mode's functions
@@ -402,7 +408,7 @@ def measure_mode(model: Any, batches: Sequence[tuple[Any, Any, Any]], mode: str,
         try:
             start = time.perf_counter()
             compile_pass = _fit(clone, _dataset(compile_batches, spec))
-            compile_pass_s = time.perf_counter() - start
+            compile_pass_s = compile_pass.ended_at - start
         finally:
             files = session.stop()
         compilations, compile_time_s, compile_thread_s, trace_paths = _count_compilations(files)
@@ -471,7 +477,7 @@ def write_summaries(report: CompareReport, log_dir: str | os.PathLike[str]) -> P
     Returns:
         The `<log_dir>/compare` directory.
     """
-    from keras_xla_guard.summary import SummaryWriter, escape_markdown, markdown_table
+    from keras_xla_guard.output.tensorboard import SummaryWriter, escape_markdown, markdown_table
 
     root = Path(log_dir) / COMPARE_SUBDIR
     for name, figures in report.modes.items():
@@ -565,12 +571,12 @@ def compare(
     """
     started = time.perf_counter()
     modes = validate_modes(modes)
-    validate_count("steps", steps)
-    validate_count("planned_epochs", planned_epochs, allow_none=True)
-    validate_count("planned_steps_per_epoch", planned_steps_per_epoch, allow_none=True)
-    validate_count("batch_size", batch_size, allow_none=True)
+    check_int("steps", steps, minimum=1)
+    check_int("planned_epochs", planned_epochs, minimum=1, allow_none=True)
+    check_int("planned_steps_per_epoch", planned_steps_per_epoch, minimum=1, allow_none=True)
+    check_int("batch_size", batch_size, minimum=1, allow_none=True)
     if log_dir is None:
-        from keras_xla_guard.engine import DEFAULT_LOG_DIR
+        from keras_xla_guard.runtime.config import DEFAULT_LOG_DIR
 
         log_dir = DEFAULT_LOG_DIR
     import tensorflow as tf

@@ -11,7 +11,6 @@ import json
 import math
 
 import pytest
-from _xspace import build_space
 
 from keras_xla_guard.comparison.core import (
     break_even_steps,
@@ -21,11 +20,9 @@ from keras_xla_guard.comparison.core import (
     one_time_costs,
     projected_run_s,
     steady_step_time,
-    validate_count,
     validate_modes,
 )
 from keras_xla_guard.comparison.report import CompareReport, ModeFigures
-from keras_xla_guard.comparison.trace_wall import compile_intervals_ps, union_length
 
 
 def fig(mode: str, step: float, *, startup: float = 0.0, per_signature: float = 0.0,
@@ -185,30 +182,3 @@ def test_validate_modes_names_the_bad_value(modes, message):
     with pytest.raises(ValueError, match=message) as info:
         validate_modes(modes)
     assert "'jit_compile'" in str(info.value) and f"Received: modes={modes!r}" in str(info.value)
-
-
-def test_validate_count_names_the_bad_value():
-    """Counts must be ints >= the minimum (bools are not); None only when allowed."""
-    assert validate_count("steps", 3) == 3
-    assert validate_count("planned_epochs", None, allow_none=True) is None
-    for bad in (0, -1, 2.0, True, None):
-        with pytest.raises(ValueError, match=rf"`steps` must be an integer >= 1. Received: steps={bad!r}$"):
-            validate_count("steps", bad)
-
-
-def test_union_length_counts_overlaps_once():
-    """The union of intervals: overlapping and nested ones count once."""
-    assert union_length([(0, 10), (5, 15), (20, 25)]) == 20
-    assert union_length([(20, 25), (0, 30), (2, 3)]) == 30
-    assert union_length([]) == 0
-
-
-def test_compile_intervals_cover_parallel_compile_threads_once():
-    """Compile events on two threads that overlap add their union, not their sum."""
-    space = build_space({
-        "python": [("JitCompiler::Compile", 0, 100), ("MatMul:MatMul", 200, 50)],
-        "tf_Compute/1": [("CpuCompiler::RunBackend", 50, 100)],
-    })
-    intervals = compile_intervals_ps(space)
-    assert sorted(intervals) == [(1_000_000, 101_000_000), (51_000_000, 151_000_000)]
-    assert union_length(intervals) == 150_000_000

@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from keras_xla_guard.classify import Category, classify_name
-from keras_xla_guard.xplane import DEFAULT_MAX_TRACE_BYTES, load_xspace
+from keras_xla_guard.trace.classify import Category, classify_name
+from keras_xla_guard.trace.xplane import DEFAULT_MAX_TRACE_BYTES, load_xspace
 
 __all__ = ["compile_intervals_ps", "compile_wall_s", "union_length"]
 

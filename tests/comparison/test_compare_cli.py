@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from _fit_helpers import _events
-from conftest import REPO
+from _helpers import REPO
 
 from keras_xla_guard.cli import COMPARE_SCHEMA_VERSION, main
 

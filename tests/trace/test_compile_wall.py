@@ -1,0 +1,25 @@
+"""Wall-clock compile time of a trace: compile intervals over all host threads, overlaps once."""
+
+from __future__ import annotations
+
+from _xspace import build_space
+
+from keras_xla_guard.trace.compile_wall import compile_intervals_ps, union_length
+
+
+def test_union_length_counts_overlaps_once():
+    """The union of intervals: overlapping and nested ones count once."""
+    assert union_length([(0, 10), (5, 15), (20, 25)]) == 20
+    assert union_length([(20, 25), (0, 30), (2, 3)]) == 30
+    assert union_length([]) == 0
+
+
+def test_compile_intervals_cover_parallel_compile_threads_once():
+    """Compile events on two threads that overlap add their union, not their sum."""
+    space = build_space({
+        "python": [("JitCompiler::Compile", 0, 100), ("MatMul:MatMul", 200, 50)],
+        "tf_Compute/1": [("CpuCompiler::RunBackend", 50, 100)],
+    })
+    intervals = compile_intervals_ps(space)
+    assert sorted(intervals) == [(1_000_000, 101_000_000), (51_000_000, 151_000_000)]
+    assert union_length(intervals) == 150_000_000
