@@ -10,11 +10,13 @@ A mode runs in two passes:
 2. the *timed pass*, without the profiler, from the same initial state
    again: every compared batch, each step timed on the wall clock. Every
    step runs an already compiled program, so their median is the steady
-   step time, free of profiler overhead.
+   step time, free of profiler overhead. In one process the modes' timed
+   passes are interleaved chunk by chunk (`measure_side_by_side`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import itertools
@@ -22,7 +24,7 @@ import math
 import os
 import resource
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,11 +38,14 @@ from keras_xla_guard.comparison.core import (
 from keras_xla_guard.comparison.report import CompareReport, ModeFigures
 
 __all__ = ["AUTOCLUSTERING_CPU_FLAG", "Batches", "autoclustering_ready", "autoclustering_refusal",
-           "compare", "measure_mode", "planned_run", "signature", "take_batches", "write_summaries"]
+           "compare", "measure_mode", "measure_side_by_side", "planned_run", "signature", "take_batches",
+           "write_summaries"]
 
 AUTOCLUSTERING_CPU_FLAG = "--tf_xla_cpu_global_jit"
 # Beside the guard's own runs (`<log_dir>/plugins/profile`, its event files).
 COMPARE_SUBDIR = "compare"
+# In-process, the modes' timed steps alternate in this many chunks.
+TIMED_CHUNKS = 5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -272,9 +277,9 @@ def autoclustering_refusal() -> ValueError:
 
 def _count_compilations(files: list[Path]) -> tuple[int, float, float, tuple[str, ...]]:
     """Compilations, their wall and thread time, and the trace files, of a profiled pass."""
+    from keras_xla_guard.errors import TraceNotFoundError
     from keras_xla_guard.trace.analysis import analyze_trace
     from keras_xla_guard.trace.compile_wall import compile_wall_s
-    from keras_xla_guard.errors import TraceNotFoundError
 
     if not files:
         raise TraceNotFoundError("the profiler wrote no trace for the compile pass")
@@ -362,6 +367,114 @@ def _fit(clone: Any, dataset: Any) -> Any:
     return timer
 
 
+@contextlib.contextmanager
+def _jit_for(tf: Any, mode: str) -> Iterator[None]:
+    """Auto-clustering on for `"autoclustering"`, off otherwise; restored after.
+
+    It is process-wide: on only while that mode's functions are built and
+    run, and off for the others even if the caller had switched it on.
+    """
+    previous = tf.config.optimizer.get_jit()
+    tf.config.optimizer.set_jit("autoclustering" if mode == "autoclustering" else False)
+    try:
+        yield
+    finally:
+        tf.config.optimizer.set_jit(previous or False)
+
+
+@dataclasses.dataclass
+class _ModeRun:
+    """One mode's clone, its compile-pass figures and its timed steps so far."""
+
+    mode: str
+    clone: Any
+    spec: Any
+    signatures: int
+    compile_pass_s: float
+    compile_steps_s: list[float]
+    compilations: int
+    compile_time_s: float
+    compile_thread_time_s: float
+    trace_paths: tuple[str, ...]
+    peak_memory_bytes: int | None
+    memory_kind: str
+    times: list[float] = dataclasses.field(default_factory=list)
+    losses: list[float] = dataclasses.field(default_factory=list)
+
+
+def _compile_pass(model: Any, batches: Sequence[tuple[Any, Any, Any]], mode: str,
+                  log_dir: str | os.PathLike[str]) -> _ModeRun:
+    """Clones the model for `mode` and runs its profiled compile pass.
+
+    The clone is left where the compile pass started (weights and optimizer
+    state), ready for the timed steps. Peak memory is that of this pass:
+    building the clone, compiling, training one step per signature.
+    """
+    import tensorflow as tf
+
+    from keras_xla_guard.runtime.profiler import ProfilerSession
+
+    if mode == "autoclustering" and not autoclustering_ready(tf):
+        raise autoclustering_refusal()
+    first_of: dict[Any, int] = {}
+    for i, batch in enumerate(batches):
+        first_of.setdefault(signature(batch), i)
+    spec = _spec(batches)
+    # Whatever an earlier mode left behind is freed now, not mid-measurement.
+    gc.collect()
+    memory = _PeakMemory(tf)
+    memory.start()
+    with _jit_for(tf, mode):
+        clone = _clone(model, mode)
+        initial = _values(clone.variables)
+        session = ProfilerSession(log_dir, run_name=mode)
+        session.start()
+        try:
+            start = time.perf_counter()
+            compile_pass = _fit(clone, _dataset([batches[i] for i in first_of.values()], spec))
+            compile_pass_s = compile_pass.ended_at - start
+        finally:
+            files = session.stop()
+        compilations, compile_time_s, compile_thread_s, trace_paths = _count_compilations(files)
+        _assign(clone.variables, initial)
+        _assign(clone.optimizer.variables, compile_pass.optimizer_state)
+    return _ModeRun(mode, clone, spec, len(first_of), compile_pass_s, compile_pass.times,
+                    compilations, compile_time_s, compile_thread_s, trace_paths,
+                    memory.peak(), memory.kind)
+
+
+def _timed_steps(run: _ModeRun, batches: Sequence[tuple[Any, Any, Any]]) -> None:
+    """Trains `run`'s clone on `batches` (all compiled already), timing each step."""
+    import tensorflow as tf
+
+    with _jit_for(tf, run.mode):
+        timer = _fit(run.clone, _dataset(batches, run.spec))
+    run.times.extend(timer.times)
+    run.losses.extend(timer.losses)
+
+
+def _figures(run: _ModeRun) -> ModeFigures:
+    step_time = steady_step_time(run.times)
+    startup, per_signature = one_time_costs(run.compile_pass_s, run.compile_steps_s, step_time,
+                                            run.compile_time_s)
+    return ModeFigures(
+        mode=run.mode,
+        steps=len(run.times),
+        step_time_s=step_time,
+        step_times_s=tuple(run.times),
+        startup_s=startup,
+        signature_cost_s=per_signature,
+        compilations=run.compilations,
+        compile_time_s=run.compile_time_s,
+        compile_thread_time_s=run.compile_thread_time_s,
+        distinct_signatures=run.signatures,
+        peak_memory_bytes=run.peak_memory_bytes,
+        memory_kind=run.memory_kind,
+        losses=tuple(run.losses),
+        trace_paths=run.trace_paths,
+    )
+
+
 def measure_mode(model: Any, batches: Sequence[tuple[Any, Any, Any]], mode: str,
                  log_dir: str | os.PathLike[str]) -> ModeFigures:
     """Trains a clone of `model` in `mode` on `batches` and measures it.
@@ -381,62 +494,36 @@ def measure_mode(model: Any, batches: Sequence[tuple[Any, Any, Any]], mode: str,
             without `TF_XLA_FLAGS=--tf_xla_cpu_global_jit`.
         ProfilerBusyError: If another profiler is running.
     """
-    import tensorflow as tf
+    run = _compile_pass(model, batches, mode, log_dir)
+    _timed_steps(run, batches)
+    return _figures(run)
 
-    from keras_xla_guard.runtime.profiler import ProfilerSession
 
-    if mode == "autoclustering" and not autoclustering_ready(tf):
-        raise autoclustering_refusal()
-    first_of: dict[Any, int] = {}
-    for i, batch in enumerate(batches):
-        first_of.setdefault(signature(batch), i)
-    spec = _spec(batches)
-    previous_jit = tf.config.optimizer.get_jit()
-    # Whatever an earlier mode left behind is freed now, not mid-measurement.
-    gc.collect()
-    memory = _PeakMemory(tf)
-    memory.start()
-    # Auto-clustering is process-wide: on only while this mode's functions
-    # are built and run, and off for the others even if the caller set it.
-    tf.config.optimizer.set_jit("autoclustering" if mode == "autoclustering" else False)
-    try:
-        clone = _clone(model, mode)
-        initial = _values(clone.variables)
-        compile_batches = [batches[i] for i in first_of.values()]
-        session = ProfilerSession(log_dir, run_name=mode)
-        session.start()
-        try:
-            start = time.perf_counter()
-            compile_pass = _fit(clone, _dataset(compile_batches, spec))
-            compile_pass_s = compile_pass.ended_at - start
-        finally:
-            files = session.stop()
-        compilations, compile_time_s, compile_thread_s, trace_paths = _count_compilations(files)
-        # The timed pass starts where the compile pass did.
-        _assign(clone.variables, initial)
-        _assign(clone.optimizer.variables, compile_pass.optimizer_state)
-        timed = _fit(clone, _dataset(batches, spec))
-    finally:
-        tf.config.optimizer.set_jit(previous_jit or False)
-    step_time = steady_step_time(timed.times)
-    startup, per_signature = one_time_costs(compile_pass_s, compile_pass.times, step_time,
-                                            compile_time_s)
-    return ModeFigures(
-        mode=mode,
-        steps=len(batches),
-        step_time_s=step_time,
-        step_times_s=tuple(timed.times),
-        startup_s=startup,
-        signature_cost_s=per_signature,
-        compilations=compilations,
-        compile_time_s=compile_time_s,
-        compile_thread_time_s=compile_thread_s,
-        distinct_signatures=len(first_of),
-        peak_memory_bytes=memory.peak(),
-        memory_kind=memory.kind,
-        losses=tuple(timed.losses),
-        trace_paths=trace_paths,
-    )
+def measure_side_by_side(model: Any, batches: Sequence[tuple[Any, Any, Any]],
+                         modes: Sequence[str], log_dir: str | os.PathLike[str]) -> list[ModeFigures]:
+    """Measures several modes in one process, their timed steps interleaved.
+
+    Each mode's compile pass runs in turn; then the timed steps go in
+    `TIMED_CHUNKS` consecutive chunks, every mode training on a chunk before
+    the next chunk starts (the order of the modes alternating), so that a
+    change in the machine's load falls on every mode alike and the step
+    time ratios stay fair on a busy machine.
+
+    Args:
+        model: A compiled Keras 3 model; left untouched.
+        batches: The compared batches.
+        modes: The modes, validated.
+        log_dir: `<log_dir>/<mode>` receives each mode's trace.
+
+    Returns:
+        One `ModeFigures` per mode, in order.
+    """
+    runs = [_compile_pass(model, batches, mode, Path(log_dir) / mode) for mode in modes]
+    size = math.ceil(len(batches) / TIMED_CHUNKS)
+    for i, start in enumerate(range(0, len(batches), size)):
+        for run in runs if i % 2 == 0 else runs[::-1]:
+            _timed_steps(run, batches[start:start + size])
+    return [_figures(run) for run in runs]
 
 
 def planned_run(batches: Batches, steps: int, planned_epochs: int | None,
@@ -477,7 +564,11 @@ def write_summaries(report: CompareReport, log_dir: str | os.PathLike[str]) -> P
     Returns:
         The `<log_dir>/compare` directory.
     """
-    from keras_xla_guard.output.tensorboard import SummaryWriter, escape_markdown, markdown_table
+    from keras_xla_guard.output.tensorboard import (
+        SummaryWriter,
+        escape_markdown,
+        markdown_table,
+    )
 
     root = Path(log_dir) / COMPARE_SUBDIR
     for name, figures in report.modes.items():
@@ -584,8 +675,7 @@ def compare(
     if "autoclustering" in modes and not autoclustering_ready(tf):
         raise autoclustering_refusal()
     data = take_batches(x, y, batch_size=batch_size, steps=steps)
-    root = Path(log_dir) / COMPARE_SUBDIR
-    figures = [measure_mode(model, data.batches, mode, root / mode) for mode in modes]
+    figures = measure_side_by_side(model, data.batches, modes, Path(log_dir) / COMPARE_SUBDIR)
     planned_steps, planned_signatures, counted_from = planned_run(
         data, steps, planned_epochs, planned_steps_per_epoch)
     report = build_report(figures, planned_steps=planned_steps, planned_signatures=planned_signatures,
