@@ -39,9 +39,10 @@ class ModeFigures:
             threads at once, so this exceeds `compile_time_s`.
         distinct_signatures: Distinct input signatures (shapes and dtypes
             of the batch) among the compared batches.
-        peak_memory_bytes: Peak memory growth while this mode trained: host
-            peak RSS growth on CPU, the device's peak on an accelerator;
-            `None` when it could not be read.
+        peak_memory_bytes: Peak memory over this mode's compile pass
+            (building its clone, compiling, its first steps): host peak
+            RSS growth on CPU, the device's peak on an accelerator; `None`
+            when it could not be read.
         memory_kind: `"host_rss"` or `"device"`.
         losses: The training loss of each timed step, in order.
         trace_paths: The profiler trace file(s) the compilations were
