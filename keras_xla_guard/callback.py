@@ -12,7 +12,7 @@ from typing import Any
 import keras
 
 from keras_xla_guard.analysis import DEFAULT_TOP_K
-from keras_xla_guard.distributed import ClusterRun, strategy_verdicts
+from keras_xla_guard.distributed import WorkerInfo, strategy_verdicts
 from keras_xla_guard.diagnosis import ERROR, WARNING, Verdict
 from keras_xla_guard.engine import DEFAULT_LOG_DIR, DEFAULT_MAX_COMPILATIONS, XlaGuardEngine
 from keras_xla_guard.errors import BackendError, RecompilationLimitError, XlaGuardWarning
@@ -66,8 +66,8 @@ class XlaGuardCallback(keras.callbacks.Callback):
     It is a `tf_keras` callback as well (`TF_USE_LEGACY_KERAS=1`). Under
     `MultiWorkerMirroredStrategy` pass it to `fit` on every worker: each
     worker profiles into `<log_dir>/<task_type>_<task_id>/` and the chief
-    writes every worker's figures to TensorBoard (see
-    `keras_xla_guard.distributed`).
+    writes every worker's figures to TensorBoard after each profiled epoch
+    (see `keras_xla_guard.cluster` and docs/multiworker.md).
 
     Args:
         log_dir: Local directory for traces and summaries (remote URLs
@@ -182,7 +182,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
         self._noted = False
         self._note_lock = threading.Lock()
         self.engine.note_providers.append(self._verdict_notes)
-        self._cluster: ClusterRun | None = None
+        self.worker: WorkerInfo | None = None
         self._peer: XlaGuardCallback | None = None
 
     @property
@@ -332,9 +332,9 @@ class XlaGuardCallback(keras.callbacks.Callback):
         params = self.params or {}
         self._noted = False
         self._diagnose()
-        self._cluster = _begin_cluster_run(self.engine, self.model, params.get("epochs"))
         self.engine.xla_mode = _xla_mode(self.model)
         self.engine.train_begin(epochs=params.get("epochs"))
+        self.worker = _attach_cluster(self.engine, self.model)
         self._track(self._attach_inputs, params.get("steps"))
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
@@ -371,9 +371,6 @@ class XlaGuardCallback(keras.callbacks.Callback):
         _guarding.discard(self)
         self._track(self._inputs.detach)
         self.engine.train_end()
-        if self._cluster is not None:
-            self._cluster.end()
-            self._cluster = None
 
     def _abort(self) -> None:
         """An exception is leaving `fit` (Keras calls no callback then): stop and put back.
@@ -436,18 +433,14 @@ class XlaGuardCallback(keras.callbacks.Callback):
             self.model.stop_training = True
 
 
-def _begin_cluster_run(engine: XlaGuardEngine, model: Any, epochs: int | None) -> ClusterRun | None:
-    """Sets up per-worker traces under a multi-worker strategy (never raises)."""
-    try:
-        return ClusterRun.begin(engine, getattr(model, "distribute_strategy", None), epochs)
-    except Exception as e:  # noqa: BLE001 - guarding must not break training
-        warnings.warn(
-            f"keras-xla-guard: reading the cluster layout failed ({type(e).__name__}: {e}); "
-            "this worker profiles as if alone",
-            XlaGuardWarning,
-            stacklevel=3,
-        )
-        return None
+def _attach_cluster(engine: XlaGuardEngine, model: Any) -> WorkerInfo | None:
+    """Per-worker traces and the chief's summaries under a multi-worker strategy."""
+    from keras_xla_guard.cluster import attach_cluster
+
+    strategy = getattr(model, "distribute_strategy", None)
+    # Without a strategy of its own the model trains in one process, even
+    # when TF_CONFIG is set: nothing to find from the environment then.
+    return attach_cluster(engine, strategy) if strategy is not None else None
 
 
 def _zeros_batch(model: Any) -> Any:

@@ -1,59 +1,33 @@
-"""Multi-worker runs: one trace directory per worker, one summary writer.
+"""Multi-worker runs: where each worker sits, and the chief's summaries.
 
 Under `tf.distribute.MultiWorkerMirroredStrategy` every worker process runs
-its own profiler and compiles its own executables, so each worker measures
-its own coverage. Each worker profiles into `<log_dir>/<task_type>_<task_id>/`
-(TensorFlow names a trace after the host only, so two workers on one host
-would otherwise overwrite each other's file) and saves its reports there as
-`xla_guard_reports.json`. At the end of training the workers exchange their
-figures with one collective all-gather (no shared file system needed), and
-the chief alone writes TensorBoard summaries into `<log_dir>`: the combined
-figures under the usual `xla_guard/...` tags, each worker's under
-`xla_guard/<task_type>_<task_id>/...`, and a text table naming the worst
-worker.
+its own profiler and measures its own coverage. `worker_info` tells a guard
+where its process sits in the cluster; `keras_xla_guard.cluster` routes
+each worker's traces and reports into `<log_dir>/<task_type>_<task_id>/`
+and has the chief write the TensorBoard summaries of all workers with
+`write_worker_summaries`: the combined figures under the usual
+`xla_guard/...` tags, each worker's under `xla_guard/<task_type>_<task_id>/...`,
+and a text table naming the worst worker.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
-import os
-import warnings
-from pathlib import Path
 from typing import Any
-
-from keras_xla_guard.errors import XlaGuardWarning
 
 from keras_xla_guard.report import CoverageReport
 
 __all__ = [
     "REPORTS_FILE",
-    "ClusterRun",
     "WorkerInfo",
+    "info_from_cluster",
     "strategy_verdicts",
     "worker_info",
+    "worst_worker",
+    "write_worker_summaries",
 ]
 
 REPORTS_FILE = "xla_guard_reports.json"
-# A worker that never reaches the end of training (crashed, killed) must not
-# hang the others forever; training itself is over by then.
-GATHER_TIMEOUT_S = 120.0
-# Figures exchanged per worker and epoch, in this order; NaN marks an epoch
-# without a measured report on that worker (first figure) or a figure the
-# worker did not measure (signatures when tracking was unavailable).
-FIGURES = (
-    "xla_time_s",
-    "non_xla_op_time_s",
-    "xla_executions",
-    "compilations",
-    "compile_time_s",
-    "input_pipeline_time_s",
-    "guard_op_time_s",
-    "steps_profiled",
-    "distinct_signatures",
-    "new_signatures",
-)
 _SIGNATURE_FIGURES = ("distinct_signatures", "new_signatures")
 
 
@@ -111,12 +85,28 @@ def worker_info(strategy: Any) -> WorkerInfo | None:
     resolver = getattr(strategy, "cluster_resolver", None)
     if resolver is None or not resolver.task_type:
         return None
-    spec = resolver.cluster_spec().as_dict()
+    return info_from_cluster(
+        resolver.cluster_spec().as_dict(), resolver.task_type, int(resolver.task_id or 0)
+    )
+
+
+def info_from_cluster(spec: dict[str, Any], task_type: str, task_id: int) -> WorkerInfo | None:
+    """Describes a task of a cluster spec, or `None` if it is not multi-worker.
+
+    Args:
+        spec: Job name -> list of addresses (`ClusterSpec.as_dict()`, or
+            the `cluster` of `TF_CONFIG`).
+        task_type: This task's job.
+        task_id: This task's index in its job.
+
+    Returns:
+        A `WorkerInfo` when `chief` and `worker` jobs hold two tasks or
+        more, otherwise `None`.
+    """
     jobs = [job for job in ("chief", "worker") if job in spec]
     num_workers = sum(len(spec[job]) for job in jobs)
     if num_workers < 2:
         return None
-    task_type, task_id = resolver.task_type, int(resolver.task_id or 0)
     chief_job = "chief" if "chief" in spec else "worker"
     names = tuple(f"{job}_{i}" for job in jobs for i in range(len(spec[job])))
     return WorkerInfo(
@@ -124,115 +114,7 @@ def worker_info(strategy: Any) -> WorkerInfo | None:
     )
 
 
-def _save_reports(reports: dict[int, CoverageReport], path: Path) -> None:
-    """Writes a worker's reports as JSON, atomically (rename into place).
-
-    Args:
-        reports: Reports keyed by epoch.
-        path: Target file, inside the worker's own directory.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    data = {"reports": {str(epoch): r.to_dict() for epoch, r in sorted(reports.items())}}
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
-
-
-def _figures_matrix(reports: dict[int, CoverageReport], epochs: int) -> list[list[float]]:
-    """One row of `FIGURES` per epoch `0 .. epochs-1`, NaN where unmeasured."""
-    rows = []
-    for epoch in range(epochs):
-        report = reports.get(epoch)
-        if report is None or not report.ok:
-            rows.append([math.nan] * len(FIGURES))
-            continue
-        rows.append(
-            [
-                math.nan if getattr(report, f) is None and f in _SIGNATURE_FIGURES
-                else float(getattr(report, f) or 0)
-                for f in FIGURES
-            ]
-        )
-    return rows
-
-
-def _gather_figures(strategy: Any, rows: list[list[float]], info: WorkerInfo) -> list[list[list[float]]]:
-    """Exchanges every worker's figure rows with one all-gather.
-
-    Every worker must call this the same number of times with the same
-    number of rows (the epochs of the `fit` call are the same everywhere).
-
-    Args:
-        strategy: The `MultiWorkerMirroredStrategy` the model trains under.
-        rows: This worker's `_figures_matrix`.
-        info: This worker's `WorkerInfo`.
-
-    Returns:
-        One matrix per worker, indexed by worker rank (chief first).
-    """
-    import tensorflow as tf
-
-    options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=GATHER_TIMEOUT_S)
-
-    @tf.function
-    def exchange() -> Any:
-        # Built inside the replica function so it lives on the replica's
-        # device, where the collective runs.
-        value = tf.constant([rows], dtype=tf.float64)
-        return tf.distribute.get_replica_context().all_gather(value, axis=0, options=options)
-
-    gathered = strategy.experimental_local_results(strategy.run(exchange))[0]
-    # Replicas are numbered worker by worker; every local replica of a worker
-    # carries the same rows, so one row block per worker remains.
-    per_worker = strategy.num_replicas_in_sync // info.num_workers
-    return gathered.numpy()[::per_worker].tolist()
-
-
-def _report_of(row: list[float], epoch: int, host: str) -> CoverageReport:
-    values = dict(zip(FIGURES, row))
-    xla, non = values["xla_time_s"], values["non_xla_op_time_s"]
-    return CoverageReport(
-        epoch=epoch,
-        hosts=(host,),
-        steps_profiled=int(values["steps_profiled"]),
-        xla_time_s=xla,
-        non_xla_op_time_s=non,
-        xla_time_fraction=xla / (xla + non) if xla + non else 0.0,
-        xla_executions=int(values["xla_executions"]),
-        compilations=int(values["compilations"]),
-        compile_time_s=values["compile_time_s"],
-        input_pipeline_time_s=values["input_pipeline_time_s"],
-        guard_op_time_s=values["guard_op_time_s"],
-        **{
-            f: int(values[f])
-            for f in _SIGNATURE_FIGURES
-            if not math.isnan(values[f])
-        },
-    )
-
-
-def _worker_reports(
-    matrices: list[list[list[float]]], names: list[str]
-) -> dict[int, dict[str, CoverageReport]]:
-    """Turns gathered figures into reports keyed by epoch, then worker name.
-
-    Args:
-        matrices: `_gather_figures` output.
-        names: Worker names in rank order.
-
-    Returns:
-        For each epoch measured on at least one worker, the reports of the
-        workers that measured it.
-    """
-    out: dict[int, dict[str, CoverageReport]] = {}
-    for name, rows in zip(names, matrices):
-        for epoch, row in enumerate(rows):
-            if not math.isnan(row[0]):
-                out.setdefault(epoch, {})[name] = _report_of(row, epoch, name)
-    return out
-
-
-def _worst_worker(reports: dict[str, CoverageReport]) -> str:
+def worst_worker(reports: dict[str, CoverageReport]) -> str:
     """The worker with the lowest XLA share; ties go to more compile time."""
     return min(reports, key=lambda n: (reports[n].xla_time_fraction, -reports[n].compile_time_s, n))
 
@@ -241,7 +123,7 @@ def _workers_markdown(reports: dict[str, CoverageReport]) -> str:
     """A per-worker table for TensorBoard's text dashboard, worst worker first."""
     from keras_xla_guard.summary import escape_markdown, markdown_table
 
-    worst = _worst_worker(reports)
+    worst = worst_worker(reports)
     rows = []
     for name in sorted(reports, key=lambda n: (n != worst, n)):
         r = reports[name]
@@ -278,162 +160,47 @@ _PER_WORKER_SCALARS = {
 }
 
 
-def _write_worker_summaries(
+def write_worker_summaries(
     writer: Any,
-    by_epoch: dict[int, dict[str, CoverageReport]],
-    own: dict[int, CoverageReport],
+    epoch: int,
+    reports: dict[str, CoverageReport],
+    own: CoverageReport,
     own_name: str,
+    top_k: int = 10,
 ) -> None:
-    """Writes the chief's TensorBoard summaries of all workers.
+    """Writes the chief's TensorBoard summaries of one epoch of all workers.
 
     Args:
         writer: A `keras_xla_guard.summary.SummaryWriter` on the base log dir.
-        by_epoch: `_worker_reports` output.
-        own: The chief's own reports (their op tables go in as text).
+        epoch: The epoch (the TensorBoard step).
+        reports: Each worker's measured (`ok`) report of the epoch, keyed
+            by worker name.
+        own: The chief's own report (its op table goes in as text).
         own_name: The chief's worker name.
+        top_k: Plain TF ops kept in the combined op table. Defaults to `10`.
     """
     from keras_xla_guard.analysis import combine_reports
     from keras_xla_guard.summary import report_markdown
 
-    for epoch, reports in sorted(by_epoch.items()):
-        combined = combine_reports(list(reports.values()))
-        scalars = {tag: read(combined) for tag, read in _PER_WORKER_SCALARS.items()}
-        scalars["xla_executions"] = combined.xla_executions
-        scalars["input_pipeline_time_s"] = combined.input_pipeline_time_s
-        for name, report in reports.items():
-            for tag, read in _PER_WORKER_SCALARS.items():
-                scalars[f"{name}/{tag}"] = read(report)
-        scalars["worst_worker_xla_time_fraction"] = reports[_worst_worker(reports)].xla_time_fraction
-        for figure in _SIGNATURE_FIGURES:
-            seen = {n: getattr(r, figure) for n, r in reports.items() if getattr(r, figure) is not None}
-            for name, value in seen.items():
-                scalars[f"{name}/{figure}"] = value
-            if seen:
-                # Each worker reads its own shard; the most shapes any
-                # worker met is what drives its compilations.
-                scalars[figure] = max(seen.values())
-        writer.write_scalars(scalars, step=epoch)
-        writer.write_text("workers", _workers_markdown(reports), step=epoch)
-    for epoch, report in sorted(own.items()):
-        writer.write_text(f"{own_name}/report", report_markdown(report), step=epoch)
-
-
-def _describe(by_epoch: dict[int, dict[str, CoverageReport]]) -> list[str]:
-    """One line per epoch naming the worst worker, for the console."""
-    lines = []
-    for epoch, reports in sorted(by_epoch.items()):
-        worst = _worst_worker(reports)
-        lines.append(
-            f"epoch {epoch}: {len(reports)} workers, worst {worst} at "
-            f"{reports[worst].xla_time_fraction:.1%} XLA"
-        )
-    return lines
-
-
-
-class ClusterRun:
-    """One training run of a guard inside a multi-worker cluster.
-
-    `begin` points the engine at this worker's own directory and turns its
-    per-epoch summaries off; `end` saves this worker's reports, exchanges
-    figures with the other workers and, on the chief, writes the summaries.
-
-    Args:
-        engine: The guard's `XlaGuardEngine`.
-        strategy: The model's `MultiWorkerMirroredStrategy`.
-        info: This worker's `WorkerInfo`.
-        epochs: Epochs of the `fit` call (the same on every worker).
-
-    Example:
-
-    ```python
-    run = ClusterRun.begin(engine, model.distribute_strategy, epochs=3)
-    ...  # train with the engine's hooks
-    engine.train_end()
-    if run is not None:
-        run.end()
-    ```
-    """
-
-    def __init__(self, engine: Any, strategy: Any, info: WorkerInfo, epochs: int) -> None:
-        self.engine = engine
-        self.strategy = strategy
-        self.info = info
-        self.epochs = epochs
-        self.base_log_dir = Path(engine.log_dir)
-        self._write_summaries = engine.write_summaries
-        self.by_epoch: dict[int, dict[str, CoverageReport]] = {}
-
-    @classmethod
-    def begin(cls, engine: Any, strategy: Any, epochs: int | None) -> "ClusterRun | None":
-        """Sets the engine up for this worker, or returns `None` if single-worker.
-
-        Args:
-            engine: The guard's `XlaGuardEngine`.
-            strategy: The model's `tf.distribute.Strategy` (or `None`).
-            epochs: Epochs of the `fit` call.
-
-        Returns:
-            The run, or `None` outside a multi-worker cluster.
-        """
-        info = worker_info(strategy) if strategy is not None else None
-        if info is None or not epochs:
-            return None
-        run = cls(engine, strategy, info, int(epochs))
-        engine.log_dir = run.base_log_dir / info.name
-        engine.write_summaries = False
-        return run
-
-    def end(self) -> None:
-        """Saves, exchanges and (on the chief) writes; warns instead of raising.
-
-        Call it after the engine's `train_end`, on every worker. If the
-        exchange fails (a worker without the guard, a worker gone), the
-        chief writes its own figures only.
-        """
-        engine = self.engine
-        reports: dict[int, CoverageReport] = {}
-        try:
-            reports = engine.reports
-            _save_reports(reports, Path(engine.log_dir) / REPORTS_FILE)
-            rows = _figures_matrix(reports, self.epochs)
-            # Every worker joins the exchange, even one without reports,
-            # or the others would wait for it until the timeout.
-            matrices = _gather_figures(self.strategy, rows, self.info)
-            self.by_epoch = _worker_reports(matrices, list(self.info.names))
-        except Exception as e:  # noqa: BLE001 - the user's training is over and fine
-            self._warn(
-                f"exchanging figures between {self.info.num_workers} workers failed on "
-                f"{self.info.name} ({type(e).__name__}: {e}); pass the callback to fit() "
-                "on every worker. The chief writes its own figures only"
-            )
-        try:
-            if self.info.is_chief and self._write_summaries:
-                self._write_chief_summaries(reports)
-            if self.info.is_chief and engine.verbose:
-                for line in _describe(self.by_epoch):
-                    print(f"keras-xla-guard: {line}", flush=True)
-        except Exception as e:  # noqa: BLE001
-            self._warn(f"writing the workers' summaries failed: {type(e).__name__}: {e}")
-        finally:
-            engine.log_dir = self.base_log_dir
-            engine.write_summaries = self._write_summaries
-
-    def _write_chief_summaries(self, reports: dict[int, CoverageReport]) -> None:
-        from keras_xla_guard.summary import SummaryWriter
-
-        writer = SummaryWriter(self.base_log_dir)
-        try:
-            if self.by_epoch:
-                _write_worker_summaries(writer, self.by_epoch, reports, self.info.name)
-            else:
-                for epoch, report in sorted(reports.items()):
-                    writer.write_report(report, step=epoch)
-        finally:
-            writer.close()
-
-    def _warn(self, message: str) -> None:
-        warnings.warn(f"keras-xla-guard: {message}", XlaGuardWarning, stacklevel=4)
+    combined = combine_reports(list(reports.values()), top_k=top_k)
+    scalars = {tag: read(combined) for tag, read in _PER_WORKER_SCALARS.items()}
+    scalars["xla_executions"] = combined.xla_executions
+    scalars["input_pipeline_time_s"] = combined.input_pipeline_time_s
+    for name, report in reports.items():
+        for tag, read in _PER_WORKER_SCALARS.items():
+            scalars[f"{name}/{tag}"] = read(report)
+    scalars["worst_worker_xla_time_fraction"] = reports[worst_worker(reports)].xla_time_fraction
+    for figure in _SIGNATURE_FIGURES:
+        seen = {n: getattr(r, figure) for n, r in reports.items() if getattr(r, figure) is not None}
+        for name, value in seen.items():
+            scalars[f"{name}/{figure}"] = value
+        if seen:
+            # Each worker reads its own shard; the most shapes any
+            # worker met is what drives its compilations.
+            scalars[figure] = max(seen.values())
+    writer.write_scalars(scalars, step=epoch)
+    writer.write_text("workers", _workers_markdown(reports), step=epoch)
+    writer.write_text(f"{own_name}/report", report_markdown(own), step=epoch)
 
 
 _PER_REPLICA_FIX = '''class MyModel(keras.Sequential):  # Keras 3; or your keras.Model subclass

@@ -202,6 +202,13 @@ class XlaGuardEngine:
         self._megamorphic_warned = False
         self._signatures_unavailable: str | None = None
         self._unavailable_epochs: dict[int, str] = {}
+        # Output routing of the current run (see `route`).
+        self._trace_dir: Path | None = None
+        self._sink: Any = None
+        self._own_summaries = True
+        self._run_stored: set[int] = set()
+        self._ended: set[int] = set()
+        self._emitted: set[int] = set()
 
     # ------------------------------------------------------------------ API
 
@@ -291,6 +298,25 @@ class XlaGuardEngine:
             "guard.observe(dataset) to record it without Keras internals."
         )
 
+    def route(self, trace_dir: str | os.PathLike[str], sink: Any, own_summaries: bool = True) -> None:
+        """Sends this run's traces to `trace_dir` and its finished epochs to `sink`.
+
+        For adapters that share one log dir between several processes
+        (`keras_xla_guard.cluster`). Call it after `train_begin`;
+        `train_end` closes the sink and restores the defaults (traces
+        under `log_dir`, the engine's own summaries on).
+
+        Args:
+            trace_dir: Directory the profiler writes this run's traces to.
+            sink: A `keras_xla_guard.cluster.ReportSink`: gets each profiled
+                epoch's final report, then `close()` at the end of the run.
+            own_summaries: Whether the engine still writes its own
+                TensorBoard summaries into `log_dir`. Defaults to `True`.
+        """
+        self._trace_dir = Path(trace_dir)
+        self._sink = sink
+        self._own_summaries = bool(own_summaries)
+
     def wait(self, timeout: float | None = None) -> None:
         """Blocks until every submitted trace analysis has finished.
 
@@ -314,6 +340,7 @@ class XlaGuardEngine:
         # A window of this guard or another one that an exception left open
         # belongs to a run that is over.
         self.abort()
+        self._close_sink(timeout=0)
         stop_stale_session()
         self._epochs = epochs
         self._first_epoch = None
@@ -322,6 +349,7 @@ class XlaGuardEngine:
         self._violation_epoch = None
         self._signatures_unavailable = None
         self.stop_requested = False
+        self._run_stored, self._ended, self._emitted = set(), set(), set()
 
     @_never_raises
     def epoch_begin(self, epoch: int, steps: int | None = None) -> None:
@@ -399,6 +427,9 @@ class XlaGuardEngine:
             )
         self._pending_epoch = None
         self._finish_signatures(epoch)
+        with self._lock:
+            self._ended.add(epoch)
+        self._emit(epoch)
 
     @_never_raises
     def validation_begin(self) -> None:
@@ -427,6 +458,7 @@ class XlaGuardEngine:
                 self._writer.close()
             except Exception as e:  # noqa: BLE001
                 self._warn(f"closing the TensorBoard writer failed: {e}")
+        self._close_sink(timeout)
         if self.verbose:
             for report in self.reports.values():
                 print(f"keras-xla-guard: {format_report(report, max_ops=3)}", flush=True)
@@ -471,7 +503,7 @@ class XlaGuardEngine:
             )
 
     def _start_window(self, epoch: int, step: int) -> None:
-        session = ProfilerSession(self.log_dir, run_name=f"epoch{epoch}")
+        session = ProfilerSession(self._trace_dir or self.log_dir, run_name=f"epoch{epoch}")
         try:
             session.start()
         except ProfilerBusyError as e:
@@ -566,7 +598,7 @@ class XlaGuardEngine:
             )
             return
         self._store(report)
-        if self.write_summaries:
+        if self._summaries_on:
             try:
                 self._summary_writer().write_report(report, step=epoch)
             except Exception as e:  # noqa: BLE001 - the report itself is fine
@@ -592,6 +624,45 @@ class XlaGuardEngine:
                     report, signatures_unavailable=self._unavailable_epochs[report.epoch]
                 )
             self._reports[report.epoch] = report
+            self._run_stored.add(report.epoch)
+        self._emit(report.epoch)
+
+    @property
+    def _summaries_on(self) -> bool:
+        return self.write_summaries and self._own_summaries
+
+    def _emit(self, epoch: int, final: bool = False) -> None:
+        """Hands an epoch's report to the run's sink once it is complete.
+
+        Complete means analyzed (or skipped, or failed) and, unless `final`
+        (the run is over), its epoch ended, so the signature figures are in.
+        """
+        with self._lock:
+            if (
+                self._sink is None
+                or epoch in self._emitted
+                or epoch not in self._run_stored
+                or not (final or epoch in self._ended)
+            ):
+                return
+            self._emitted.add(epoch)
+            report, sink = self._reports[epoch], self._sink
+        try:
+            sink.epoch_report(report)
+        except Exception as e:  # noqa: BLE001 - the report itself is fine
+            self._warn(f"handing over the report of epoch {epoch} failed: {type(e).__name__}: {e}")
+
+    def _close_sink(self, timeout: float | None) -> None:
+        """Hands over what an aborted epoch left, closes the sink, unroutes."""
+        sink = self._sink
+        if sink is not None:
+            for epoch in sorted(self._run_stored):
+                self._emit(epoch, final=True)
+            try:
+                sink.close(timeout)
+            except Exception as e:  # noqa: BLE001
+                self._warn(f"finishing the run's output failed: {type(e).__name__}: {e}")
+        self._trace_dir, self._sink, self._own_summaries = None, None, True
 
     def _check_compilations(self) -> None:
         """Applies `max_compilations` and the megamorphic warning."""
@@ -634,7 +705,7 @@ class XlaGuardEngine:
             report = self._reports.get(epoch)
             if report is not None:
                 self._reports[epoch] = _with_signatures(report, stats)
-        if self.write_summaries:
+        if self._summaries_on:
             try:
                 self._write_signatures(stats)
             except Exception as e:  # noqa: BLE001 - the figures themselves are fine
@@ -648,7 +719,7 @@ class XlaGuardEngine:
             report = self._reports.get(epoch)
             if report is not None:
                 self._reports[epoch] = dataclasses.replace(report, signatures_unavailable=reason)
-        if self.write_summaries:
+        if self._summaries_on:
             try:
                 from keras_xla_guard.summary import signatures_unavailable_markdown
 

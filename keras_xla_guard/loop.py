@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from keras_xla_guard.analysis import DEFAULT_TOP_K
+from keras_xla_guard.cluster import attach_cluster
+from keras_xla_guard.distributed import WorkerInfo
 from keras_xla_guard.engine import DEFAULT_LOG_DIR, DEFAULT_MAX_COMPILATIONS, XlaGuardEngine
 from keras_xla_guard.report import CoverageReport
 from keras_xla_guard.schedule import DEFAULT_MAX_STEPS, DEFAULT_SKIP_STEPS
@@ -144,6 +146,14 @@ class XlaGuard:
             from the watched step, before it runs) or `"stop"` (warns and
             sets `stop_requested`; the loop should then end). Defaults to
             `"warn"`.
+        strategy: The `tf.distribute.Strategy` the loop trains under.
+            Under `MultiWorkerMirroredStrategy` with two or more workers
+            each worker profiles into `<log_dir>/<task_type>_<task_id>/`
+            and saves its reports there (`xla_guard_reports.json`), and the
+            chief writes every worker's figures to TensorBoard in
+            `<log_dir>` after each profiled epoch (docs/multiworker.md).
+            Defaults to `None`: the strategy whose `scope()` is active when
+            the first epoch begins, else the cluster in `TF_CONFIG`.
 
     Raises:
         ValueError: If an argument is invalid.
@@ -189,7 +199,13 @@ class XlaGuard:
         verbose: int = 1,
         max_compilations: int | None = DEFAULT_MAX_COMPILATIONS,
         on_violation: str = "warn",
+        strategy: Any = None,
     ) -> None:
+        if strategy is not None and not hasattr(strategy, "extended"):
+            raise ValueError(
+                "`strategy` must be a tf.distribute.Strategy or None. "
+                f"Received: strategy={strategy!r}"
+            )
         self.engine = XlaGuardEngine(
             log_dir=log_dir,
             profile_epochs=profile_epochs,
@@ -211,6 +227,8 @@ class XlaGuard:
         self._epoch: int | None = None
         self._step = 0
         self._inputs: Any = None
+        self._strategy = strategy
+        self.worker: WorkerInfo | None = None
 
     @property
     def reports(self) -> dict[int, CoverageReport]:
@@ -389,6 +407,7 @@ class XlaGuard:
             self._running = True
             self.engine.xla_mode = self._xla_mode()
             self.engine.train_begin()
+            self.worker = attach_cluster(self.engine, self._strategy)
             if self._inputs is not None:
                 self._inputs.use_observed()
         self._epoch = epoch
