@@ -26,6 +26,7 @@ epoch. See docs/multiworker.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 
 # The loop is TensorFlow code (tf.distribute, tf.function): Keras must use
@@ -41,17 +42,13 @@ from keras_xla_guard import XlaGuard  # noqa: E402
 PER_REPLICA_BATCH = 64
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--log-dir", default="logs/multiworker")
-    parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument(
-        "--without-guard", action="store_true", help="train the same loop with no guard (to compare)"
-    )
-    args = parser.parse_args(argv)
+def build(strategy: tf.distribute.Strategy, guard: XlaGuard | None = None):
+    """The model, the distributed dataset and the train step of one worker.
 
-    # Reads TF_CONFIG; connects to every worker before returning.
-    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    Returns:
+        `(dist_dataset, train_step)`: iterate the first, call the second
+        with each `(x, y)` it yields; the step returns the global loss.
+    """
     global_batch = PER_REPLICA_BATCH * strategy.num_replicas_in_sync
 
     with strategy.scope():
@@ -71,14 +68,9 @@ def main(argv: list[str] | None = None) -> None:
     x = rng.standard_normal((2048, 32)).astype("float32")
     y = (x[:, :1] * 0.3).astype("float32")
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(global_batch, drop_remainder=True)
-
-    guard = None
-    if not args.without_guard:
-        # Under MultiWorkerMirroredStrategy the guard finds this worker in
-        # the strategy and profiles into <log_dir>/worker_<k>/.
-        guard = XlaGuard(log_dir=args.log_dir, profile_epochs=(1,), strategy=strategy)
-        # The step receives per-replica values, so signatures are read from
-        # the global batches instead.
+    if guard is not None:
+        # The step receives per-replica values, so the guard reads the
+        # input signatures from the global batches instead.
         dataset = guard.observe(dataset)
     dist_dataset = strategy.experimental_distribute_dataset(dataset)
 
@@ -91,9 +83,10 @@ def main(argv: list[str] | None = None) -> None:
 
     def replica_step(x, y):
         loss, grads = loss_and_grads(x, y)
-        # In the replica context Keras' optimizer sums the gradients of all
-        # replicas (tf.distribute.get_replica_context().all_reduce) and then
-        # updates the mirrored variables: a collective, outside XLA.
+        # In the replica context Keras' optimizer first sums the gradients
+        # of all replicas on all workers
+        # (tf.distribute.get_replica_context().all_reduce), then updates the
+        # mirrored variables: a collective, so it runs outside XLA.
         optimizer.apply(grads, model.trainable_variables)
         return loss
 
@@ -102,13 +95,33 @@ def main(argv: list[str] | None = None) -> None:
         losses = strategy.run(replica_step, args=(x, y))
         return strategy.reduce("SUM", losses, axis=None)
 
-    step = guard.watch(train_step, jit_compile=True) if guard is not None else train_step
+    if guard is not None:
+        # `train_step` is no XLA function itself; the replica step it runs is.
+        train_step = guard.watch(train_step, jit_compile=True)
+    return dist_dataset, train_step
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--log-dir", default="logs/multiworker")
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument(
+        "--without-guard", action="store_true", help="train the same loop with no guard (to compare)"
+    )
+    args = parser.parse_args(argv)
+
+    # Reads TF_CONFIG and connects to every worker before it returns.
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    # Under MultiWorkerMirroredStrategy the guard finds this worker in the
+    # strategy: it profiles into <log_dir>/worker_<k>/, and the chief writes
+    # every worker's figures to <log_dir> after each profiled epoch.
+    guard = None if args.without_guard else XlaGuard(
+        log_dir=args.log_dir, profile_epochs=(1,), strategy=strategy
+    )
+    dist_dataset, train_step = build(strategy, guard)
     for epoch in range(args.epochs):
-        if guard is None:
-            losses = [float(step(xb, yb)) for xb, yb in dist_dataset]
-        else:
-            with guard.epoch(epoch):
-                losses = [float(step(xb, yb)) for xb, yb in dist_dataset]
+        with guard.epoch(epoch) if guard is not None else contextlib.nullcontext():
+            losses = [float(train_step(x, y)) for x, y in dist_dataset]
         print(f"epoch {epoch}: loss {np.mean(losses):.5f}", flush=True)
     if guard is not None:
         guard.close()
