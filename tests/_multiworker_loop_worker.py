@@ -1,14 +1,15 @@
 """One worker of a 2-process Keras 3 custom loop under MultiWorkerMirroredStrategy.
 
-Usage: python _multiworker_loop_worker.py TASK_INDEX PORT0,PORT1 LOG_DIR [--peer-dies]
+Usage: python _multiworker_loop_worker.py TASK_INDEX PORT0,PORT1 LOG_DIR [--peer-stalls]
 
 Trains the loop of examples/multiworker_custom_loop.py (its `build`) for 3
 epochs with `XlaGuard(profile_epochs=(0, 2))`, epochs profiled from their
 first step (so epoch 0 holds the compilation). The chief then waits, guard
 still open, until its summaries of both profiled epochs are on disk. With
-`--peer-dies` worker 1 ends its process inside the last epoch, after its
-last step, before the guard could finish that epoch. Prints one JSON line with what the tests
-need.
+`--peer-stalls` worker 1 stops for `STALL_S` seconds inside the last
+epoch, after its last step, so its report of that epoch comes long after
+the chief's (as from a worker that hangs or dies). Prints one JSON line
+with what the tests need.
 """
 
 from __future__ import annotations
@@ -21,11 +22,10 @@ import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _multiworker import tf_config  # noqa: E402
 
 task, ports, log_dir = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-peer_dies = "--peer-dies" in sys.argv[4:]
+peer_stalls = "--peer-stalls" in sys.argv[4:]
 os.environ["TF_CONFIG"] = tf_config(task, ports)
 
 import tensorflow as tf  # noqa: E402
@@ -35,8 +35,10 @@ import keras_xla_guard.cluster as cluster  # noqa: E402
 from keras_xla_guard import XlaGuard, XlaGuardWarning  # noqa: E402
 
 EPOCHS, PROFILED = 3, (0, 2)
-# The chief gives a dead peer this long: the test waits for it.
-cluster.WORKER_TIMEOUT_S = 5.0
+# The chief waits this long for a peer's report; the stalled peer is away
+# three times as long.
+cluster.WORKER_TIMEOUT_S = 3.0
+STALL_S = 9.0
 
 
 def chief_summary_steps(log_dir: str) -> list[int]:
@@ -60,11 +62,10 @@ with warnings.catch_warnings(record=True) as caught:
     for epoch in range(EPOCHS):
         with guard.epoch(epoch):
             epoch_losses = [float(train_step(x, y)) for x, y in dist_dataset]
-            if peer_dies and task == 1 and epoch == EPOCHS - 1:
-                print(json.dumps({"task": task, "pid": os.getpid(), "died": True}), flush=True)
-                os._exit(0)
+            if peer_stalls and task == 1 and epoch == EPOCHS - 1:
+                time.sleep(STALL_S)
         losses.append(sum(epoch_losses) / len(epoch_losses))
-    if guard.worker is not None and guard.worker.is_chief and not peer_dies:
+    if guard.worker is not None and guard.worker.is_chief and not peer_stalls:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             summaries_before_close = chief_summary_steps(log_dir)
@@ -72,6 +73,7 @@ with warnings.catch_warnings(record=True) as caught:
                 break
             time.sleep(0.5)
     guard.close()
+closed_at = time.time()
 reports = guard.reports
 print(
     json.dumps(
@@ -82,6 +84,7 @@ print(
             "is_chief": guard.worker.is_chief if guard.worker else None,
             "reports": {str(e): r.to_dict() for e, r in reports.items()},
             "losses": losses,
+            "closed_at": closed_at,
             "summaries_before_close": summaries_before_close,
             "log_dir_after": guard.log_dir,
             "warnings": [str(w.message) for w in caught if issubclass(w.category, XlaGuardWarning)],

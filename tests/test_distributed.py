@@ -7,20 +7,14 @@ are read once, and the multi-worker run needs two processes.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _multiworker import run_workers
 from _oracle import count_xla_runs, xla_run_seconds, xprof_op_rows
-from conftest import REPO, run_python
+from conftest import run_python
 
 from keras_xla_guard import analyze_trace
 from keras_xla_guard.distributed import REPORTS_FILE
@@ -28,7 +22,6 @@ from keras_xla_guard.distributed import REPORTS_FILE
 pytestmark = pytest.mark.slow
 
 _WORKER = Path(__file__).with_name("_multiworker_worker.py")
-_WORKER_TIMEOUT_S = 240
 
 # Keras 3 compiles `strategy.run(step)` as one XLA program when
 # compile(jit_compile=True) is set; with two devices that program would read
@@ -132,22 +125,6 @@ print(json.dumps(out))
 def _run_script(code: str, log_dir: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
     """Runs `code` in a fresh interpreter with LOG_DIR set; returns its JSON line."""
     return run_python(code, env={"LOG_DIR": str(log_dir), **(env or {})})
-
-
-def _free_ports(n: int) -> list[int]:
-    """Ports the OS had free a moment ago.
-
-    TensorFlow's gRPC server turns SO_REUSEPORT off, so a socket kept bound
-    here would block the worker itself: another process can still take a
-    port before the worker binds it, and `_run_workers` retries then.
-    """
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 def _xprof_ops(trace_path: str) -> dict[tuple[str, str], dict[str, Any]]:
@@ -259,82 +236,9 @@ def test_jit_compile_under_mirrored_strategy_is_explained_before_it_fails(mirror
 # ------------------------------------------------- MultiWorkerMirroredStrategy
 
 
-_PORT_ATTEMPTS = 3
-# What a worker prints when its port was taken before it bound it.
-_PORT_TAKEN = "Could not start gRPC server"
-
-
 def _run_workers(log_dir: Path, *extra: str) -> dict[str, Any]:
-    """Runs the two workers; again in a fresh log dir (fresh ports) if one
-    lost its port to another process or died by a signal.
-
-    TensorFlow's multi-worker runtime has aborted natively ("free(): invalid
-    pointer", SIGABRT) on a loaded 2-core CI machine, outside the guard's
-    Python code; a worker that exits with any other error is not retried.
-    """
-    for attempt in range(_PORT_ATTEMPTS):
-        try:
-            return _run_workers_once(log_dir.with_name(f"{log_dir.name}_{attempt}"), *extra)
-        except _Retryable as e:
-            failure = e
-    raise AssertionError(f"workers failed {_PORT_ATTEMPTS} times; last:\n{failure}")
-
-
-class _Retryable(AssertionError):
-    """A worker died by a signal or could not bind its port."""
-
-
-def _run_workers_once(log_dir: Path, *extra: str) -> dict[str, Any]:
-    """Starts two worker processes on 127.0.0.1, waits (bounded), kills leftovers.
-
-    A worker that fails ends the run at once: its peer would otherwise wait
-    for it until the timeout.
-    """
-    ports = ",".join(str(p) for p in _free_ports(2))
-    env = dict(os.environ)
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    outputs = [log_dir.parent / f"{log_dir.name}_worker{task}.{kind}" for task in range(2)
-               for kind in ("out", "err")]
-    log_dir.parent.mkdir(parents=True, exist_ok=True)
-    with contextlib.ExitStack() as stack:
-        files = [stack.enter_context(open(f, "w")) for f in outputs]
-        procs = [
-            subprocess.Popen(
-                [sys.executable, str(_WORKER), str(task), ports, str(log_dir), *extra],
-                stdout=files[2 * task],
-                stderr=files[2 * task + 1],
-                text=True,
-                env=env,
-                cwd=str(REPO),
-            )
-            for task in range(2)
-        ]
-        try:
-            deadline = time.monotonic() + _WORKER_TIMEOUT_S
-            while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
-                if any(p.poll() not in (None, 0) for p in procs):
-                    break
-                time.sleep(0.5)
-        finally:
-            # SIGKILL: a worker blocked in a collective does not always honour SIGTERM.
-            for proc in procs:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-    texts = [(outputs[2 * t].read_text(), outputs[2 * t + 1].read_text()) for t in range(2)]
-    messages = [f"worker {t} failed ({p.returncode}):\n{out[-2000:]}\n{err[-4000:]}"
-                for t, (p, (out, err)) in enumerate(zip(procs, texts))]
-    # Looked at for both workers first: the peer of the one that failed was
-    # killed here, which is no reason of its own.
-    for proc, (_, err), message in zip(procs, texts, messages):
-        if _PORT_TAKEN in err or (proc.returncode < 0 and proc.returncode != -signal.SIGKILL):
-            raise _Retryable(message)
-    results = []
-    for proc, (out, _), message in zip(procs, texts, messages):
-        lines = [ln for ln in out.splitlines() if ln.startswith("{")]
-        assert proc.returncode == 0 and lines, message
-        results.append(json.loads(lines[-1]))
-    return {"log_dir": log_dir, "workers": results, "pids": [p.pid for p in procs]}
+    """Runs the two tf_keras `fit` workers (retried on a taken port or a native abort)."""
+    return run_workers(_WORKER, log_dir, *extra)
 
 
 @pytest.fixture(scope="module")
@@ -451,7 +355,8 @@ def test_guard_on_the_chief_only_falls_back_to_its_own_figures(tmp_path):
     chief, other = run["workers"]
     assert chief["guarded"] and not other["guarded"]
     assert chief["status"] == "ok"
-    assert any("pass the callback to fit() on every worker" in w for w in chief["warnings"])
+    (warning,) = [w for w in chief["warnings"] if "no report of epoch 1 from worker_1" in w]
+    assert "Pass the guard, with the same log_dir and profile_epochs, to every worker" in warning
     assert not (run["log_dir"] / "worker_1").exists()
     tensors = _chief_tensors(run["log_dir"])
     ((step, value),) = tensors["xla_guard/xla_time_fraction"]
