@@ -38,7 +38,12 @@ import warnings
 from pathlib import Path
 from typing import Any, Protocol
 
-from keras_xla_guard.distributed import REPORTS_FILE, WorkerInfo, info_from_cluster, worker_info
+from keras_xla_guard.distributed import (
+    REPORTS_FILE,
+    WorkerInfo,
+    info_from_cluster,
+    worker_info,
+)
 from keras_xla_guard.errors import XlaGuardWarning
 from keras_xla_guard.report import CoverageReport
 
@@ -48,6 +53,7 @@ __all__ = [
     "ReportSink",
     "attach_cluster",
     "find_worker",
+    "read_reports",
     "worker_info_from_tf_config",
 ]
 

@@ -16,7 +16,11 @@ import pytest
 from _multiworker import run_workers
 
 from keras_xla_guard import CoverageReport, OpStat, XlaGuardWarning, analyze_trace
-from keras_xla_guard.cluster import ClusterSink, read_reports, worker_info_from_tf_config
+from keras_xla_guard.cluster import (
+    ClusterSink,
+    read_reports,
+    worker_info_from_tf_config,
+)
 from keras_xla_guard.distributed import REPORTS_FILE, WorkerInfo
 
 _LOOP_WORKER = Path(__file__).with_name("_multiworker_loop_worker.py")
