@@ -133,6 +133,15 @@ def find_worker(strategy: Any = None) -> WorkerInfo | None:
     Returns:
         A `WorkerInfo` under `MultiWorkerMirroredStrategy` with two or more
         workers, else `None`.
+
+    Example:
+
+    ```python
+    from keras_xla_guard.cluster import find_worker
+
+    info = find_worker(strategy)
+    print(info.name if info else "single worker")  # e.g. "worker_1"
+    ```
     """
     if strategy is not None:
         return worker_info(strategy)
@@ -159,6 +168,15 @@ def attach_cluster(engine: Any, strategy: Any = None) -> WorkerInfo | None:
     Returns:
         This worker's `WorkerInfo`, or `None` when training is not
         multi-worker (or the layout could not be read).
+
+    Example:
+
+    ```python
+    engine.train_begin()
+    worker = attach_cluster(engine, strategy)
+    ...  # epochs and steps
+    engine.train_end()  # closes the worker's sink
+    ```
     """
     try:
         info = find_worker(strategy)

@@ -151,9 +151,10 @@ class XlaGuard:
             each worker profiles into `<log_dir>/<task_type>_<task_id>/`
             and saves its reports there (`xla_guard_reports.json`), and the
             chief writes every worker's figures to TensorBoard in
-            `<log_dir>` after each profiled epoch (docs/multiworker.md).
-            Defaults to `None`: the strategy whose `scope()` is active when
-            the first epoch begins, else the cluster in `TF_CONFIG`.
+            `<log_dir>` after each profiled epoch (docs/multiworker.md);
+            `guard.worker` then holds the worker's `WorkerInfo`. Defaults
+            to `None`: the strategy whose `scope()` is active when the
+            first epoch begins, else the cluster in `TF_CONFIG`.
 
     Raises:
         ValueError: If an argument is invalid.
