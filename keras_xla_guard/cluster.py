@@ -67,6 +67,8 @@ _POLL_S = 0.2
 # earlier run in the same log dir (clocks of different machines may differ
 # by a little).
 _CLOCK_SLACK_S = 5.0
+# Said once per process: the risk is TensorFlow's, not one run's.
+_crash_risk_told = False
 
 
 class ReportSink(Protocol):
@@ -190,6 +192,7 @@ def attach_cluster(engine: Any, strategy: Any = None) -> WorkerInfo | None:
             top_k=engine.top_k,
         )
         engine.route(trace_dir=sink.own_dir, sink=sink, own_summaries=False)
+        _tell_crash_risk()
         return info
     except Exception as e:  # noqa: BLE001 - guarding must not break training
         warnings.warn(
@@ -199,6 +202,19 @@ def attach_cluster(engine: Any, strategy: Any = None) -> WorkerInfo | None:
             stacklevel=3,
         )
         return None
+
+
+def _tell_crash_risk() -> None:
+    global _crash_risk_told
+    if _crash_risk_told:
+        return
+    _crash_risk_told = True
+    _warn(
+        "under MultiWorkerMirroredStrategy TensorFlow's own profiler stop "
+        "(tf.profiler.experimental.stop) sometimes aborts a worker process natively "
+        "(\"free(): invalid pointer\", \"double free or corruption\", a segmentation fault), "
+        "with or without this guard; profile few epochs (docs/multiworker.md)"
+    )
 
 
 def read_reports(path: str | os.PathLike[str]) -> dict[int, CoverageReport]:

@@ -50,9 +50,10 @@ def run_workers(script: Path, log_dir: Path, *extra: str, attempts: int = ATTEMP
     """Runs the two workers; again in a fresh log dir (fresh ports) if one
     lost its port to another process or died by a signal.
 
-    TensorFlow's multi-worker runtime has aborted natively ("free(): invalid
-    pointer", SIGABRT) on a loaded 2-core CI machine, outside the guard's
-    Python code; a worker that exits with any other error is not retried.
+    Under MultiWorkerMirroredStrategy TensorFlow's own profiler stop aborts
+    a worker natively now and then ("free(): invalid pointer", SIGABRT, or
+    SIGSEGV; measured in docs/multiworker.md); a worker that exits with any
+    other error is not retried.
 
     Returns:
         `{"log_dir", "workers" (each worker's JSON), "pids", "attempts"}`.

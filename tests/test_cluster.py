@@ -204,6 +204,9 @@ def test_each_worker_finds_itself_in_the_strategy(loop_run):
     assert (chief["worker"], chief["is_chief"]) == ("worker_0", True)
     assert (other["worker"], other["is_chief"]) == ("worker_1", False)
     assert chief["log_dir_after"] == other["log_dir_after"] == str(loop_run["log_dir"])
+    # Each worker is told once that TensorFlow's profiler can abort it.
+    for result in (chief, other):
+        assert sum("profiler stop" in w for w in result["warnings"]) == 1
     # Both workers train the same model on the same global batches.
     assert chief["losses"] == other["losses"]
     assert chief["losses"][-1] < chief["losses"][0]
