@@ -7,34 +7,34 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-quick test-compat compat-venvs browser-deps bench clean
+.PHONY: demo docs test test-quick test-compat compat-venvs browser-deps bench clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[cpu]"
+	$(PY) -m pip install --quiet -e ".[cpu,profile]"
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(PY) -m pip install --quiet -e ".[cpu,test]"
+	$(PY) -m pip install --quiet -e ".[cpu,profile,test,docs]"
 	# tf_keras (legacy Keras 2, for its tests) declares a dependency on the
 	# full `tensorflow` wheel; tensorflow-cpu already provides that package.
 	$(PY) -m pip install --quiet --no-deps "tf_keras>=2.20,<2.22"
 	touch $@
 
-# tests/test_browser.py drives headless Chromium through chromedriver. pip
+# tests/output/test_browser.py drives headless Chromium through chromedriver. pip
 # cannot install them, so install Debian's packages, only when missing, and
 # only as root; anyone else gets told what to install instead of a test error.
 browser-deps:
 	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then \
 	  exit 0; \
 	elif [ "$$(id -u)" = 0 ]; then \
-	  echo "Installing chromium and chromium-driver (apt-get) for tests/test_browser.py"; \
+	  echo "Installing chromium and chromium-driver (apt-get) for tests/output/test_browser.py"; \
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get update -qq && \
 	  apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null; \
 	else \
-	  echo "make test needs Chromium and its driver for tests/test_browser.py;" >&2; \
+	  echo "make test needs Chromium and its driver for tests/output/test_browser.py;" >&2; \
 	  echo "install them as root:  apt-get install -y --no-install-recommends chromium chromium-driver" >&2; \
 	  echo "(or run 'make test-quick', which skips the browser test)" >&2; \
 	  exit 1; \
@@ -42,6 +42,10 @@ browser-deps:
 
 demo: $(VENV)/.installed
 	$(PY) -m keras_xla_guard.demo --log-dir logs/demo
+
+# The manual under docs/ (MkDocs, API pages from the docstrings) into site/.
+docs: $(VENV)/.installed-test
+	$(PY) -m mkdocs build --strict
 
 # browser-deps first: without root and Chromium it fails before the long install.
 test: browser-deps $(VENV)/.installed-test
@@ -136,7 +140,7 @@ stress-multiworker: $(VENV)/.installed-test
 	$(PY) benchmarks/save_result.py benchmarks/stress_multiworker.py --runs 10 --modes none,guard,raw-own,raw-shared
 
 clean:
-	rm -rf $(VENV) $(COMPAT) logs test-artifacts .pytest_cache
+	rm -rf $(VENV) $(COMPAT) logs site test-artifacts .pytest_cache
 
 # GPU readiness: on a GPU machine, checks the guard's device-plane figures
 # against the raw trace and xprof (exit 1 on a mismatch); on CPU, says so, exit 0.

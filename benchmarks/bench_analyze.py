@@ -39,8 +39,8 @@ from pathlib import Path
 
 _MEMORY_PROBE = """
 import sys
-from keras_xla_guard.analysis import analyze_trace
-from keras_xla_guard.xplane import _lazy_message_classes, xplane_pb2
+from keras_xla_guard.trace.analysis import analyze_trace
+from keras_xla_guard.trace.xplane import _lazy_message_classes, xplane_pb2
 
 def high_water_kib():
     # VmHWM is this process's peak resident set. ru_maxrss would do, but
@@ -115,13 +115,13 @@ def _trace_file(log_dir: Path) -> Path:
 
 
 def _run_ours(path: Path) -> None:
-    from keras_xla_guard.analysis import analyze_trace
+    from keras_xla_guard.trace.analysis import analyze_trace
 
     analyze_trace(path, max_bytes=1 << 31)
 
 
 def _run_floor(path: Path) -> None:
-    from keras_xla_guard.xplane import xplane_pb2
+    from keras_xla_guard.trace.xplane import xplane_pb2
 
     space = xplane_pb2().XSpace()
     space.ParseFromString(path.read_bytes())
@@ -184,7 +184,7 @@ class _XprofProcess:
 
 
 def _count_events(path: Path) -> int:
-    from keras_xla_guard.xplane import load_xspace
+    from keras_xla_guard.trace.xplane import load_xspace
 
     space = load_xspace(path, max_bytes=1 << 31)
     return sum(len(line.events) for plane in space.planes for line in plane.lines)

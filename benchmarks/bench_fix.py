@@ -11,7 +11,7 @@ configurations train from the same initial weights on the same examples:
 * ``xla_unfixed``: `jit_compile=True` on those batches: XLA compiles one
   program per distinct length (the recompilation storm the guard reports);
 * ``xla_bucketed``: `jit_compile=True` on the same examples batched with
-  `keras_xla_guard.data.pad_to_buckets` and the boundaries the guard itself
+  `keras_xla_guard.signatures.data.pad_to_buckets` and the boundaries the guard itself
   recommends: an `XlaGuardCallback` watches a first ``xla_unfixed`` fit and
   its "fix: pad ... to N bucket length(s) (...)" advice is parsed and
   applied; like `pad_to_buckets` by default, it drops each bucket's last
@@ -60,7 +60,6 @@ import gc
 import json
 import os
 import platform
-import re
 import statistics
 import sys
 import tempfile
@@ -70,17 +69,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 MIN_LENGTH, MAX_LENGTH = 64, 128
 GOAL_SPEEDUP = 1.3
-# The guard's bucketing advice, as `signatures.EpochSignatures.explanations` words it.
-_ADVICE = re.compile(r"^fix: pad .* to \d+ bucket length\(s\) \(([\d, ]+)\)")
-
-
-def guard_advice(explanations: list[str]) -> tuple[int, ...] | None:
-    """The bucket boundaries of the guard's "fix: pad ..." line, if it gave one."""
-    for line in explanations:
-        found = _ADVICE.match(line)
-        if found:
-            return tuple(int(v) for v in found.group(1).replace(" ", "").split(",") if v)
-    return None
+def guard_advice(explanations: list) -> tuple[int, ...] | None:
+    """The bucket boundaries of the guard's first bucketing fix, if it gave one."""
+    return explanations[0].values if explanations else None
 
 
 def main() -> None:
@@ -99,7 +90,7 @@ def main() -> None:
     import tensorflow as tf
 
     from keras_xla_guard import XlaGuardCallback
-    from keras_xla_guard.data import pad_to_buckets
+    from keras_xla_guard.signatures.data import pad_to_buckets
 
     rng = np.random.default_rng(0)
     lengths = np.sort(rng.integers(MIN_LENGTH, MAX_LENGTH + 1, size=args.examples))
@@ -156,8 +147,9 @@ def main() -> None:
 
     # The guard watches the unfixed XLA run; its advice makes the bucketed arm.
     unfixed_guard, unfixed_compiles = guarded_fit(True, unfixed)
-    advice = [line for e in sorted(unfixed_guard.signatures)
-              for line in unfixed_guard.signatures[e].explanations if line.startswith("fix:")]
+    advice = [finding for e in sorted(unfixed_guard.signatures)
+              for finding in unfixed_guard.signatures[e].explanations
+              if finding.kind == "bucketing_fix"]
     boundaries = guard_advice(advice)
     if boundaries is None:
         raise SystemExit("bench_fix: the guard gave no bucketing advice for the unfixed batches")
@@ -230,7 +222,7 @@ def main() -> None:
         "lengths": [MIN_LENGTH, MAX_LENGTH],
         "distinct_batch_lengths_unfixed": len(set(batch_lengths)),
         "recommended_boundaries": list(boundaries),
-        "guard_advice": advice[0].splitlines()[0],
+        "guard_advice": advice[0].message,
         "arms": arms,
         "speedup_bucketed_vs_unfixed_xla": round(vs_unfixed, 2),
         "speedup_bucketed_vs_no_xla": round(vs_no_xla, 2),

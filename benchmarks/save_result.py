@@ -3,7 +3,7 @@
 The saved document wraps the benchmark's own JSON (`result`) with what a
 reader needs to judge it: the command, when it ran and for how long, and
 the machine (CPU count, 1-minute load average before and after, Python,
-TensorFlow and Keras versions). README figures cite these files.
+TensorFlow and Keras versions). docs/benchmarks.md and the README cite these files.
 
 Usage: python benchmarks/save_result.py [--results-dir DIR] benchmarks/bench_fix.py [its args...]
 """

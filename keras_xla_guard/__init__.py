@@ -5,7 +5,8 @@ TensorFlow or Keras; the first use of a name that needs them does):
 
 - `XlaGuardCallback`: Keras callback that profiles selected epochs.
 - `XlaGuard`: the same guard for custom training loops.
-- `XlaGuardEngine`: the engine behind it, for other adapters.
+- `XlaGuardEngine`: the engine behind it, for other adapters; `GuardConfig`
+  (the arguments all three share) and `ReportSink` (where figures go).
 - `analyze_trace`, `analyze_xspace`, `combine_reports`: pure trace analysis.
 - `CoverageReport`, `OpStat`, `format_report`: result types.
 - `doctor`, `explain`, `model_verdicts`: why XLA does or does not run
@@ -33,18 +34,23 @@ from keras_xla_guard.errors import (
     XlaGuardError,
     XlaGuardWarning,
 )
-from keras_xla_guard.report import CoverageReport, OpStat, format_report
+from keras_xla_guard.output.console import format_report
+from keras_xla_guard.trace.report import CoverageReport, OpStat
 
 if TYPE_CHECKING:
-    from keras_xla_guard.analysis import analyze_trace, analyze_xspace, combine_reports
+    from keras_xla_guard.trace.analysis import analyze_trace, analyze_xspace, combine_reports
     from keras_xla_guard.callback import XlaGuardCallback
-    from keras_xla_guard.data import pad_to_buckets
-    from keras_xla_guard.diagnosis import DoctorReport, Verdict, doctor
-    from keras_xla_guard.engine import XlaGuardEngine
-    from keras_xla_guard.explainer import ExplainReport, explain, model_verdicts
+    from keras_xla_guard.signatures.data import pad_to_buckets
+    from keras_xla_guard.diagnose.doctor import DoctorReport, doctor
+    from keras_xla_guard.diagnose.verdict import Verdict
+    from keras_xla_guard.runtime.config import GuardConfig
+    from keras_xla_guard.runtime.engine import XlaGuardEngine
+    from keras_xla_guard.runtime.sink import ReportSink
+    from keras_xla_guard.diagnose.explain import ExplainReport, explain, model_verdicts
     from keras_xla_guard.loop import XlaGuard
     from keras_xla_guard.signatures import (
         EpochSignatures,
+        Explanation,
         Signature,
         SignatureTracker,
         bucketing_code,
@@ -57,9 +63,12 @@ __all__ = [
     "DoctorReport",
     "EpochSignatures",
     "ExplainReport",
+    "Explanation",
+    "GuardConfig",
     "OpStat",
     "ProfilerBusyError",
     "RecompilationLimitError",
+    "ReportSink",
     "Signature",
     "SignatureTracker",
     "TraceError",
@@ -88,22 +97,25 @@ __all__ = [
 _LAZY = {
     "XlaGuard": "keras_xla_guard.loop",
     "XlaGuardCallback": "keras_xla_guard.callback",
-    "XlaGuardEngine": "keras_xla_guard.engine",
-    "analyze_trace": "keras_xla_guard.analysis",
-    "analyze_xspace": "keras_xla_guard.analysis",
-    "combine_reports": "keras_xla_guard.analysis",
-    "DoctorReport": "keras_xla_guard.diagnosis",
-    "Verdict": "keras_xla_guard.diagnosis",
-    "doctor": "keras_xla_guard.diagnosis",
-    "ExplainReport": "keras_xla_guard.explainer",
-    "explain": "keras_xla_guard.explainer",
-    "model_verdicts": "keras_xla_guard.explainer",
+    "XlaGuardEngine": "keras_xla_guard.runtime.engine",
+    "GuardConfig": "keras_xla_guard.runtime.config",
+    "ReportSink": "keras_xla_guard.runtime.sink",
+    "analyze_trace": "keras_xla_guard.trace.analysis",
+    "analyze_xspace": "keras_xla_guard.trace.analysis",
+    "combine_reports": "keras_xla_guard.trace.analysis",
+    "DoctorReport": "keras_xla_guard.diagnose.doctor",
+    "Verdict": "keras_xla_guard.diagnose.verdict",
+    "doctor": "keras_xla_guard.diagnose.doctor",
+    "ExplainReport": "keras_xla_guard.diagnose.explain",
+    "explain": "keras_xla_guard.diagnose.explain",
+    "model_verdicts": "keras_xla_guard.diagnose.explain",
     "EpochSignatures": "keras_xla_guard.signatures",
+    "Explanation": "keras_xla_guard.signatures",
     "Signature": "keras_xla_guard.signatures",
     "SignatureTracker": "keras_xla_guard.signatures",
     "bucketing_code": "keras_xla_guard.signatures",
     "recommend_buckets": "keras_xla_guard.signatures",
-    "pad_to_buckets": "keras_xla_guard.data",
+    "pad_to_buckets": "keras_xla_guard.signatures.data",
 }
 
 

@@ -11,16 +11,23 @@ from typing import Any
 
 import keras
 
-from keras_xla_guard.analysis import DEFAULT_TOP_K
-from keras_xla_guard.distributed import WorkerInfo, strategy_verdicts
-from keras_xla_guard.diagnosis import ERROR, WARNING, Verdict
-from keras_xla_guard.engine import DEFAULT_LOG_DIR, DEFAULT_MAX_COMPILATIONS, XlaGuardEngine
+from keras_xla_guard.trace.analysis import DEFAULT_TOP_K
+from keras_xla_guard.diagnose.strategy import strategy_verdicts
+from keras_xla_guard.diagnose.verdict import ERROR, WARNING, Verdict
+from keras_xla_guard.distributed import ClusterSink, WorkerInfo
+from keras_xla_guard.runtime.config import (
+    DEFAULT_LOG_DIR,
+    DEFAULT_MAX_COMPILATIONS,
+    GuardConfig,
+    config_args_doc,
+)
+from keras_xla_guard.runtime.engine import XlaGuardEngine, xla_mode_of
 from keras_xla_guard.errors import BackendError, RecompilationLimitError, XlaGuardWarning
 from keras_xla_guard.input_tap import KerasInputTracker
-from keras_xla_guard.report import CoverageReport
-from keras_xla_guard.schedule import DEFAULT_MAX_STEPS, DEFAULT_SKIP_STEPS
+from keras_xla_guard.trace.report import CoverageReport
+from keras_xla_guard.runtime.schedule import DEFAULT_MAX_STEPS, DEFAULT_SKIP_STEPS
 from keras_xla_guard.signatures import EpochSignatures
-from keras_xla_guard.xplane import DEFAULT_MAX_TRACE_BYTES
+from keras_xla_guard.trace.xplane import DEFAULT_MAX_TRACE_BYTES
 
 __all__ = ["XlaGuardCallback", "check_backend"]
 
@@ -52,6 +59,7 @@ def check_backend() -> None:
     )
 
 
+@config_args_doc
 class XlaGuardCallback(keras.callbacks.Callback):
     """Measures how much of `model.fit`'s op time really runs under XLA.
 
@@ -67,31 +75,11 @@ class XlaGuardCallback(keras.callbacks.Callback):
     `MultiWorkerMirroredStrategy` pass it to `fit` on every worker: each
     worker profiles into `<log_dir>/<task_type>_<task_id>/` and the chief
     writes every worker's figures to TensorBoard after each profiled epoch
-    (see `keras_xla_guard.cluster` and docs/multiworker.md).
+    (`callback.worker` holds this worker's `WorkerInfo`; see
+    docs/multiworker.md).
 
     Args:
-        log_dir: Local directory for traces and summaries (remote URLs
-            such as `gs://...` are refused). Defaults to
-            `"logs/xla_guard"`.
-        profile_epochs: Epoch indices (0-based, as Keras counts) to profile:
-            an int, an iterable of ints or a range. Defaults to `None`:
-            the second epoch `fit` trains (the first one after
-            compilation: epoch 1, or `initial_epoch + 1` when resuming), or
-            its only epoch, unless `profile_every` is given. Listed epochs
-            that `fit` does not train give an `XlaGuardWarning`.
-        profile_every: Also profile every N-th epoch. Defaults to `None`.
-        skip_steps: Steps at the start of each profiled epoch to leave out
-            (iterator start-up, compilation). Defaults to `2`.
-        max_steps: Most steps profiled per window, bounding trace size;
-            `None` profiles the whole epoch. Defaults to `20`.
-        top_k: How many plain TF ops each report lists. Defaults to `10`.
-        write_summaries: Write TensorBoard summaries. Defaults to `True`.
-        async_analysis: Analyze traces off the training thread. Defaults
-            to `True`.
-        max_trace_bytes: Traces larger than this are not analyzed.
-            Defaults to 1 GiB.
-        verbose: 1 prints each report at the end of training, 0 is silent.
-            Defaults to `1`.
+        {config_args}
         explain: Run `explain()` at train begin: `True` uses a batch of
             zeros built from the model's input spec (`None` dimensions
             become 2 for the batch and 8 elsewhere; the outputs' sum stands
@@ -101,20 +89,16 @@ class XlaGuardCallback(keras.callbacks.Callback):
             Findings land in `explain_report` and, with the process' XLA
             switch verdicts, in the notes of the first low-coverage report
             and its TensorBoard text. Defaults to `False`.
-        max_compilations: Most XLA compilations (new input signatures of
-            the training batches) one epoch may cause; `None` disables the
-            check. Checked only when the step is compiled with XLA.
-            Defaults to `8`.
-        on_violation: What exceeding `max_compilations` does: `"warn"`,
-            `"raise"` (`RecompilationLimitError` ends `fit`) or `"stop"`
-            (sets `model.stop_training`). Defaults to `"warn"`.
         track_signatures: Record every training batch's input signature.
             When the batches have unknown dimensions this adds a few host
             ops per step to Keras' train function for the duration of
             `fit`, and calls its traced graph without `tf.function`'s
-            per-call dispatch, which saves more than the ops cost (see the
-            README for both, measured); `False` leaves Keras' train
+            per-call dispatch, which saves more than the ops cost (see
+            docs/benchmarks.md for both, measured); `False` leaves Keras' train
             function untouched. Defaults to `True`.
+        config: A `GuardConfig` to use instead of the keyword arguments
+            above (the same one can serve a custom loop's `XlaGuard`).
+            Defaults to `None`.
 
     Every training batch's input signature (structure, shapes, dtypes) is
     recorded in every epoch, profiled or not, for tf.data, NumPy,
@@ -157,23 +141,29 @@ class XlaGuardCallback(keras.callbacks.Callback):
         max_compilations: int | None = DEFAULT_MAX_COMPILATIONS,
         on_violation: str = "warn",
         track_signatures: bool = True,
+        config: GuardConfig | None = None,
     ) -> None:
         super().__init__()
         check_backend()
-        self.engine = XlaGuardEngine(
-            log_dir=log_dir,
-            profile_epochs=profile_epochs,
-            profile_every=profile_every,
-            skip_steps=skip_steps,
-            max_steps=max_steps,
-            top_k=top_k,
-            write_summaries=write_summaries,
-            async_analysis=async_analysis,
-            max_trace_bytes=max_trace_bytes,
-            verbose=verbose,
-            max_compilations=max_compilations,
-            on_violation=on_violation,
+        self.config = GuardConfig.of(
+            config,
+            dict(
+                log_dir=log_dir,
+                profile_epochs=profile_epochs,
+                profile_every=profile_every,
+                skip_steps=skip_steps,
+                max_steps=max_steps,
+                top_k=top_k,
+                write_summaries=write_summaries,
+                async_analysis=async_analysis,
+                max_trace_bytes=max_trace_bytes,
+                verbose=verbose,
+                max_compilations=max_compilations,
+                on_violation=on_violation,
+            ),
+            "XlaGuardCallback",
         )
+        self.engine = XlaGuardEngine(self.config, notes=[self._verdict_notes])
         self._inputs = KerasInputTracker(self.engine)
         self._track_signatures = bool(track_signatures)
         self._explain = explain
@@ -181,13 +171,16 @@ class XlaGuardCallback(keras.callbacks.Callback):
         self._switch_verdicts: tuple[Verdict, ...] = ()
         self._noted = False
         self._note_lock = threading.Lock()
-        self.engine.note_providers.append(self._verdict_notes)
-        self.worker: WorkerInfo | None = None
         self._peer: XlaGuardCallback | None = None
+        self.worker: WorkerInfo | None = None
 
     @property
     def reports(self) -> dict[int, CoverageReport]:
-        """Reports keyed by 0-based epoch index (complete after `fit`)."""
+        """Reports keyed by 0-based epoch index.
+
+        Reading this waits for trace analyses still running, so a report
+        is there as soon as its epoch has ended.
+        """
         return self.engine.reports
 
     @property
@@ -226,7 +219,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
     @property
     def log_dir(self) -> str:
         """The directory holding traces and TensorBoard summaries."""
-        return os.fspath(self.engine.log_dir)
+        return os.fspath(self.config.log_dir)
 
     def _verdict_notes(self, report: CoverageReport) -> list[str]:
         """Verdicts explaining a low coverage, for the first such report only."""
@@ -239,7 +232,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
             if self._noted:
                 return []
             self._noted = True
-        from keras_xla_guard.explainer import model_verdicts
+        from keras_xla_guard.diagnose.explain import model_verdicts
 
         verdicts = list(self._switch_verdicts) + model_verdicts(model)
         if any(v.code.startswith("STRATEGY_") for v in verdicts):
@@ -257,7 +250,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
 
     def _diagnose(self) -> None:
         """Gathers switch verdicts and runs `explain` (never raises)."""
-        from keras_xla_guard.diagnosis import doctor
+        from keras_xla_guard.diagnose.doctor import doctor
 
         try:
             facts = doctor(probe=False, check_devices=False, resolve_keras=False)
@@ -281,7 +274,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
             )
 
     def _run_explain(self) -> None:
-        from keras_xla_guard.explainer import explain
+        from keras_xla_guard.diagnose.explain import explain
 
         model = self.model
         batch = self._explain
@@ -328,13 +321,18 @@ class XlaGuardCallback(keras.callbacks.Callback):
 
         if self._defers_to_peer():
             return
-        self.engine.steps_per_call = seam.steps_per_execution(self.model)
         params = self.params or {}
         self._noted = False
         self._diagnose()
-        self.engine.xla_mode = _xla_mode(self.model)
-        self.engine.train_begin(epochs=params.get("epochs"))
-        self.worker = _attach_cluster(self.engine, self.model)
+        cluster = _begin_cluster_run(self.config, self.model)
+        self.worker = None if cluster is None else cluster.info
+        self.engine.train_begin(
+            epochs=params.get("epochs"),
+            xla_mode=xla_mode_of(getattr(self.model, "jit_compile", False) is True),
+            steps_per_call=seam.steps_per_execution(self.model),
+            trace_dir=None if cluster is None else cluster.trace_dir,
+            sinks=None if cluster is None else [*self.engine.default_sinks(tensorboard=False), cluster],
+        )
         self._track(self._attach_inputs, params.get("steps"))
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
@@ -433,14 +431,12 @@ class XlaGuardCallback(keras.callbacks.Callback):
             self.model.stop_training = True
 
 
-def _attach_cluster(engine: XlaGuardEngine, model: Any) -> WorkerInfo | None:
-    """Per-worker traces and the chief's summaries under a multi-worker strategy."""
-    from keras_xla_guard.cluster import attach_cluster
-
+def _begin_cluster_run(config: GuardConfig, model: Any) -> ClusterSink | None:
+    """This worker's sink under a multi-worker strategy (never raises)."""
     strategy = getattr(model, "distribute_strategy", None)
     # Without a strategy of its own the model trains in one process, even
-    # when TF_CONFIG is set: nothing to find from the environment then.
-    return attach_cluster(engine, strategy) if strategy is not None else None
+    # when TF_CONFIG is set: nothing to look up in the environment then.
+    return ClusterSink.begin(config, strategy) if strategy is not None else None
 
 
 def _zeros_batch(model: Any) -> Any:
@@ -458,12 +454,3 @@ def _zeros_batch(model: Any) -> Any:
         ]
         tensors.append(tf.zeros(shape, dtype=spec.dtype))
     return tensors[0] if len(tensors) == 1 else tensors
-
-
-def _xla_mode(model: Any) -> str | None:
-    """How the train step is compiled: `"jit_compile"`, `"autoclustering"` or `None`."""
-    if getattr(model, "jit_compile", False) is True:
-        return "jit_compile"
-    import tensorflow as tf
-
-    return "autoclustering" if tf.config.optimizer.get_jit() else None

@@ -17,7 +17,7 @@ from typing import IO, Any, NamedTuple
 
 from keras_xla_guard._version import __version__
 from keras_xla_guard.errors import XlaGuardError
-from keras_xla_guard.table import printable
+from keras_xla_guard.output.table import printable
 
 __all__ = ["main"]
 
@@ -101,8 +101,8 @@ class _Run(NamedTuple):
 
 
 def _analyze_runs(args: argparse.Namespace) -> list[_Run]:
-    from keras_xla_guard.analysis import analyze_xspace, combine_reports
-    from keras_xla_guard.xplane import TRACE_SUFFIX, find_trace_files, open_xspace
+    from keras_xla_guard.trace.analysis import analyze_xspace, combine_reports
+    from keras_xla_guard.trace.xplane import find_trace_files, host_of, open_xspace
 
     by_run: dict[Path, list[Path]] = {}
     for f in find_trace_files(args.path, all_runs=args.all):
@@ -113,7 +113,7 @@ def _analyze_runs(args: argparse.Namespace) -> list[_Run]:
             analyze_xspace(
                 open_xspace(f, max_bytes=args.max_bytes),
                 trace_path=str(f),
-                host=f.name[: -len(TRACE_SUFFIX)] if f.name.endswith(TRACE_SUFFIX) else f.stem,
+                host=host_of(f),
                 top_k=args.top_k,
             )
             for f in files
@@ -151,7 +151,7 @@ def _violations(args: argparse.Namespace, runs: list[_Run]) -> list[dict[str, An
 
 def _report_document(args: argparse.Namespace, runs: list[_Run],
                      violations: list[dict[str, Any]]) -> dict[str, Any]:
-    """The `report --json` document (schema in the README; keys only get added)."""
+    """The `report --json` document (schema in docs/report-schema.md; keys only get added)."""
     return {
         "schema_version": REPORT_SCHEMA_VERSION,
         "tool_version": __version__,
@@ -175,7 +175,7 @@ def _report_document(args: argparse.Namespace, runs: list[_Run],
 
 
 def _run_report(args: argparse.Namespace) -> int:
-    from keras_xla_guard.table import coverage_table
+    from keras_xla_guard.output.table import coverage_table
 
     runs = _analyze_runs(args)
     violations = _violations(args, runs)
@@ -193,7 +193,7 @@ def _run_report(args: argparse.Namespace) -> int:
 
 
 def _run_doctor(args: argparse.Namespace) -> int:
-    from keras_xla_guard.diagnosis import doctor
+    from keras_xla_guard.diagnose.doctor import doctor
 
     report = doctor(probe=not args.no_probe, probe_timeout=args.probe_timeout)
     if args.json:
@@ -204,8 +204,8 @@ def _run_doctor(args: argparse.Namespace) -> int:
 
 
 def _add_report_parser(sub: Any) -> None:
-    from keras_xla_guard.analysis import DEFAULT_TOP_K
-    from keras_xla_guard.xplane import DEFAULT_MAX_TRACE_BYTES
+    from keras_xla_guard.trace.analysis import DEFAULT_TOP_K
+    from keras_xla_guard.trace.xplane import DEFAULT_MAX_TRACE_BYTES
 
     report = sub.add_parser(
         "report",
@@ -215,7 +215,8 @@ def _add_report_parser(sub: Any) -> None:
     )
     report.add_argument("path", help="an .xplane.pb file, a profile run dir or a log dir")
     report.add_argument("--json", action="store_true",
-                        help=f"print JSON (schema_version {REPORT_SCHEMA_VERSION}, see README)")
+                        help=f"print JSON (schema_version {REPORT_SCHEMA_VERSION}, "
+                             "see docs/report-schema.md)")
     report.add_argument("--all", action="store_true",
                         help="with a log dir, report every run instead of the newest")
     report.add_argument("--min-coverage", type=_fraction, metavar="F",

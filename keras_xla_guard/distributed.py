@@ -1,28 +1,58 @@
-"""Multi-worker runs: where each worker sits, and the chief's summaries.
+"""Multi-worker runs: one trace directory per worker, the chief's summaries.
 
 Under `tf.distribute.MultiWorkerMirroredStrategy` every worker process runs
-its own profiler and measures its own coverage. `worker_info` tells a guard
-where its process sits in the cluster; `keras_xla_guard.cluster` routes
-each worker's traces and reports into `<log_dir>/<task_type>_<task_id>/`
-and has the chief write the TensorBoard summaries of all workers with
-`write_worker_summaries`: the combined figures under the usual
-`xla_guard/...` tags, each worker's under `xla_guard/<task_type>_<task_id>/...`,
-and a text table naming the worst worker.
+its own profiler and compiles its own executables, so each worker measures
+its own coverage. Both guards (the Keras callback and the custom-loop
+`XlaGuard`) give their engine a `ClusterSink` for the run:
+
+- the worker profiles into `<log_dir>/<task_type>_<task_id>/` (TensorFlow
+  names a trace after the host only, so two workers on one host would
+  otherwise write the same file) and rewrites
+  `<log_dir>/<task_type>_<task_id>/xla_guard_reports.json` after each
+  profiled epoch;
+- after each profiled epoch the chief reads the other workers' files and
+  writes TensorBoard summaries into `<log_dir>`: the combined figures under
+  the usual `xla_guard/...` tags, each worker's under
+  `xla_guard/<task_type>_<task_id>/...`, and a table naming the worst worker.
+
+The figures travel through files rather than a collective op: a collective
+needs every worker to join it in the same order as the training's own
+collectives, so a worker without the guard, or one that is gone, would
+hang the others. A file is waited for at most `WORKER_TIMEOUT_S` seconds,
+on the chief's own background thread, never on the training thread; then
+the chief warns and writes the figures it has. Across machines `log_dir`
+must therefore be one shared directory (e.g. an NFS mount); if it is not,
+the chief warns once and writes its own figures, and each worker's file
+stays on its machine.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
+import json
+import os
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from keras_xla_guard.report import CoverageReport
+from keras_xla_guard.errors import XlaGuardWarning
+from keras_xla_guard.trace.report import CoverageReport
 
 __all__ = [
     "REPORTS_FILE",
+    "WORKER_TIMEOUT_S",
+    "ClusterSink",
     "WorkerInfo",
+    "find_worker",
     "info_from_cluster",
-    "strategy_verdicts",
+    "read_reports",
     "worker_info",
+    "worker_info_from_tf_config",
     "worst_worker",
     "write_worker_summaries",
 ]
@@ -121,7 +151,7 @@ def worst_worker(reports: dict[str, CoverageReport]) -> str:
 
 def _workers_markdown(reports: dict[str, CoverageReport]) -> str:
     """A per-worker table for TensorBoard's text dashboard, worst worker first."""
-    from keras_xla_guard.summary import escape_markdown, markdown_table
+    from keras_xla_guard.output.tensorboard import escape_markdown, markdown_table
 
     worst = worst_worker(reports)
     rows = []
@@ -179,8 +209,8 @@ def write_worker_summaries(
         own_name: The chief's worker name.
         top_k: Plain TF ops kept in the combined op table. Defaults to `10`.
     """
-    from keras_xla_guard.analysis import combine_reports
-    from keras_xla_guard.summary import report_markdown
+    from keras_xla_guard.output.tensorboard import report_markdown
+    from keras_xla_guard.trace.analysis import combine_reports
 
     combined = combine_reports(list(reports.values()), top_k=top_k)
     scalars = {tag: read(combined) for tag, read in _PER_WORKER_SCALARS.items()}
@@ -203,89 +233,401 @@ def write_worker_summaries(
     writer.write_text(f"{own_name}/report", report_markdown(own), step=epoch)
 
 
-_PER_REPLICA_FIX = '''class MyModel(keras.Sequential):  # Keras 3; or your keras.Model subclass
-    @tf.function(jit_compile=True)
-    def _xla_step(self, x, y):
-        with tf.GradientTape() as tape:
-            y_pred = self(x, training=True)
-            loss = self.compute_loss(x=x, y=y, y_pred=y_pred)
-        return y_pred, loss, tape.gradient(loss, self.trainable_variables)
-
-    def train_step(self, data):
-        x, y = data
-        y_pred, loss, grads = self._xla_step(x, y)
-        self.optimizer.apply(grads, self.trainable_variables)
-        for metric in self.metrics:
-            if metric.name == "loss":  # compute_loss divided it by the replica count
-                metric.update_state(loss * self.distribute_strategy.num_replicas_in_sync)
-            else:
-                metric.update_state(y, y_pred)
-        return self.get_metrics_result()
-# build and compile it in strategy.scope() without jit_compile'''
+# How long the chief waits for another worker's report of an epoch. The
+# workers end an epoch together (every step all-reduces), so a report comes
+# within one trace analysis of the chief's own; a worker without the guard,
+# or a dead one, never sends it. Read when a run starts.
+WORKER_TIMEOUT_S = 60.0
+_POLL_S = 0.2
+# A report file saved this long before the chief's run began belongs to an
+# earlier run in the same log dir (clocks of different machines may differ
+# by a little).
+_CLOCK_SLACK_S = 5.0
+# Said once per process: the risk is TensorFlow's, not one run's.
+_crash_risk_told = False
 
 
-def strategy_verdicts(model: Any) -> list[Any]:
-    """Verdicts about XLA under a `tf.distribute` strategy with several replicas.
-
-    `compile(jit_compile=True)` makes Keras compile the gradient all-reduce
-    and the optimizer update into the XLA program (Keras 3 compiles the step
-    of all replicas as one program, tf_keras each replica's step). TensorFlow
-    rejects it with
-    "Trying to access resource ... located in device ..." (MirroredStrategy;
-    keras-team/keras#19005) or, on CPU, "Collectives are not yet implemented
-    for CPU devices when compiling with XLA". What runs is XLA per replica:
-    each replica's forward and backward pass compiled, the all-reduce and
-    the optimizer update outside.
+def worker_info_from_tf_config(tf_config: str | None) -> WorkerInfo | None:
+    """Describes this worker from a `TF_CONFIG` value, or `None`.
 
     Args:
-        model: A compiled Keras (or tf_keras) model.
+        tf_config: The `TF_CONFIG` JSON, as in the environment variable.
 
     Returns:
-        `STRATEGY_JIT_COMPILE_FAILS` (error) for `jit_compile=True`, or
-        `STRATEGY_XLA_PER_REPLICA` (warning) otherwise; empty with fewer
-        than two replicas.
+        A `WorkerInfo` for a `chief` or `worker` task of a cluster with at
+        least two of them and no parameter servers (those run the loop on
+        one coordinator); otherwise `None`.
+
+    Raises:
+        ValueError: If `tf_config` is not valid JSON of a cluster.
 
     Example:
 
     ```python
-    from keras_xla_guard.distributed import strategy_verdicts
-    for verdict in strategy_verdicts(model):
-        print(verdict)
+    import os
+    from keras_xla_guard.distributed import worker_info_from_tf_config
+
+    info = worker_info_from_tf_config(os.environ.get("TF_CONFIG"))
     ```
     """
-    from keras_xla_guard.diagnosis import ERROR, WARNING, Verdict
-    from keras_xla_guard.explainer import MODEL
+    if not tf_config:
+        return None
+    try:
+        config = json.loads(tf_config)
+        spec = config.get("cluster") or {}
+        task = config.get("task") or {}
+        task_type, task_id = task.get("type"), int(task.get("index", 0))
+    except (ValueError, TypeError, AttributeError) as e:
+        raise ValueError(f"`TF_CONFIG` is not a cluster description ({e}). Received: {tf_config!r}") from None
+    if "ps" in spec or task_type not in ("chief", "worker"):
+        return None
+    return info_from_cluster(spec, task_type, task_id)
 
-    strategy = getattr(model, "distribute_strategy", None)
-    replicas = int(getattr(strategy, "num_replicas_in_sync", 1) or 1)
-    if replicas < 2:
-        return []
-    if getattr(model, "jit_compile", False):
-        return [
-            Verdict(
-                "STRATEGY_JIT_COMPILE_FAILS",
-                MODEL,
-                ERROR,
-                f"model.jit_compile is True under {type(strategy).__name__} with {replicas} "
-                "replicas: Keras puts the gradient all-reduce and the optimizer update inside "
-                "the XLA program (Keras 3 even compiles all replicas as one), which "
-                "TensorFlow rejects (\"Trying to access "
-                "resource ... located in device ...\", or on CPU \"Collectives are not yet "
-                "implemented for CPU devices when compiling with XLA\"). Compile each "
-                "replica's forward and backward pass instead.",
-                _PER_REPLICA_FIX,
-            )
-        ]
-    return [
-        Verdict(
-            "STRATEGY_XLA_PER_REPLICA",
-            MODEL,
-            WARNING,
-            f"Under {type(strategy).__name__} with {replicas} replicas, "
-            "compile(jit_compile=True) does not run; XLA works per replica: compile each "
-            "replica's forward and backward pass, keep the gradient all-reduce and the "
-            "optimizer update outside. If you already do, the time outside XLA is the "
-            "all-reduce and the update (see the op table).",
-            _PER_REPLICA_FIX,
+
+def find_worker(strategy: Any = None) -> WorkerInfo | None:
+    """This process's place in a multi-worker cluster, or `None`.
+
+    Args:
+        strategy: The `tf.distribute.Strategy` training runs under, if
+            known. Defaults to `None`: the strategy of the current
+            `strategy.scope()`, else `TF_CONFIG`.
+
+    Returns:
+        A `WorkerInfo` under `MultiWorkerMirroredStrategy` with two or more
+        workers, else `None`.
+
+    Example:
+
+    ```python
+    from keras_xla_guard.distributed import find_worker
+
+    info = find_worker(strategy)
+    print(info.name if info else "single worker")  # e.g. "worker_1"
+    ```
+    """
+    if strategy is not None:
+        return worker_info(strategy)
+    # A loop that never imported TensorFlow has no strategy to look at.
+    tf = sys.modules.get("tensorflow")
+    if tf is not None and tf.distribute.has_strategy():
+        info = worker_info(tf.distribute.get_strategy())
+        if info is not None:
+            return info
+    return worker_info_from_tf_config(os.environ.get("TF_CONFIG"))
+
+
+def _tell_crash_risk() -> None:
+    global _crash_risk_told
+    if _crash_risk_told:
+        return
+    _crash_risk_told = True
+    _warn(
+        "under MultiWorkerMirroredStrategy TensorFlow's own profiler stop "
+        "(tf.profiler.experimental.stop) sometimes aborts a worker process natively "
+        "(\"free(): invalid pointer\", \"double free or corruption\", a segmentation fault), "
+        "with or without this guard; profile few epochs (docs/multiworker.md)"
+    )
+
+
+def read_reports(path: str | os.PathLike[str]) -> dict[int, CoverageReport]:
+    """Reads a worker's `xla_guard_reports.json`.
+
+    Args:
+        path: The file, or the worker's directory holding it.
+
+    Returns:
+        The worker's reports keyed by epoch.
+
+    Raises:
+        OSError: If the file cannot be read.
+        ValueError: If it is not a reports file.
+
+    Example:
+
+    ```python
+    from keras_xla_guard.distributed import read_reports
+    print(read_reports("logs/mw/worker_1")[1].xla_time_fraction)
+    ```
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = path / REPORTS_FILE
+    return {int(e): CoverageReport.from_dict(r) for e, r in _load(path)["reports"].items()}
+
+
+def _load(path: Path) -> dict[str, Any]:
+    data = json.loads(path.read_text())
+    if not isinstance(data, dict) or not isinstance(data.get("reports"), dict):
+        raise ValueError(f"{os.fspath(path)!r} is not a keras-xla-guard reports file")
+    return data
+
+
+class ClusterSink:
+    """A `ReportSink` for one worker of a multi-worker run; on the chief, the summaries.
+
+    The engine profiles into this worker's own directory (`trace_dir`) and
+    hands each epoch's figures here. Once an epoch's report and its
+    signature figures are both in, the worker saves its reports file; the
+    chief then gathers that epoch from every worker on a background thread
+    and writes the summaries. `close` waits for the chief's pending epochs.
+
+    Args:
+        info: This worker's `WorkerInfo`.
+        log_dir: The log dir all workers share.
+        write_summaries: Whether the chief writes TensorBoard summaries.
+            Defaults to `True`.
+        verbose: 1 makes the chief print one line per epoch (worst worker)
+            when the run ends. Defaults to `0`.
+        top_k: Plain TF ops kept in the combined op table. Defaults to `10`.
+        timeout: Seconds the chief waits for another worker's report of an
+            epoch. Defaults to `WORKER_TIMEOUT_S`.
+
+    Example:
+
+    ```python
+    cluster = ClusterSink.begin(engine.config, strategy)
+    engine.train_begin(trace_dir=cluster.trace_dir,
+                       sinks=[*engine.default_sinks(tensorboard=False), cluster])
+    ...  # epochs and steps
+    engine.train_end()  # closes the sink
+    ```
+    """
+
+    def __init__(
+        self,
+        info: WorkerInfo,
+        log_dir: str | os.PathLike[str],
+        write_summaries: bool = True,
+        verbose: int = 0,
+        top_k: int = 10,
+        timeout: float | None = None,
+    ) -> None:
+        self.info = info
+        self.base_dir = Path(log_dir)
+        self.trace_dir = self.base_dir / info.name
+        self.write_summaries = write_summaries
+        self.verbose = verbose
+        self.top_k = top_k
+        self.timeout = WORKER_TIMEOUT_S if timeout is None else float(timeout)
+        self.started = time.time()
+        self.by_epoch: dict[int, dict[str, CoverageReport]] = {}
+        self._own: dict[int, CoverageReport] = {}
+        # Epochs whose report or signature figures are still to come.
+        self._reports: dict[int, CoverageReport] = {}
+        self._stats: dict[int, Any] = {}
+        self._no_stats: set[int] = set()
+        self._missing: set[str] = set()
+        self._lock = threading.Lock()
+        self._writer: Any = None
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._futures: list[concurrent.futures.Future[None]] = []
+        # Written at once, so that a stale file of an earlier run in this
+        # log dir is replaced before any other worker can read it.
+        self._save()
+
+    @classmethod
+    def begin(cls, config: Any, strategy: Any = None) -> "ClusterSink | None":
+        """This worker's sink, or `None` outside a multi-worker cluster.
+
+        Never raises: a cluster layout that cannot be read becomes an
+        `XlaGuardWarning`, and the worker profiles as if alone.
+
+        Args:
+            config: The guard's `GuardConfig`.
+            strategy: See `find_worker`. Defaults to `None`.
+
+        Returns:
+            The sink, or `None` when training is not multi-worker.
+        """
+        try:
+            info = find_worker(strategy)
+            if info is None:
+                return None
+            sink = cls(info, config.log_dir, write_summaries=config.write_summaries,
+                       verbose=config.verbose, top_k=config.top_k)
+        except Exception as e:  # noqa: BLE001 - guarding must not break training
+            _warn(f"reading the cluster layout failed ({type(e).__name__}: {e}); "
+                  "this worker profiles as if alone")
+            return None
+        _tell_crash_risk()
+        return sink
+
+    @property
+    def peers(self) -> tuple[str, ...]:
+        """The other workers' names, in rank order."""
+        return tuple(n for n in self.info.names if n != self.info.name)
+
+    def write_report(self, report: CoverageReport) -> None:
+        """Takes one epoch's report; the epoch is done once its signatures are in too."""
+        assert report.epoch is not None
+        with self._lock:
+            self._reports[report.epoch] = report
+        self._maybe_done(report.epoch)
+
+    def write_signatures(self, stats: Any) -> None:
+        """Takes one epoch's signature figures, for its report."""
+        with self._lock:
+            self._stats[stats.epoch] = stats
+        self._maybe_done(stats.epoch)
+
+    def write_signatures_unavailable(self, epoch: int, reason: str) -> None:
+        """Notes that `epoch` gets no signature figures (its report says why)."""
+        with self._lock:
+            self._no_stats.add(epoch)
+        self._maybe_done(epoch)
+
+    def _maybe_done(self, epoch: int, final: bool = False) -> None:
+        """Finishes `epoch` when its report and its signature figures are both in."""
+        with self._lock:
+            report = self._reports.get(epoch)
+            if report is None or epoch in self._own:
+                return
+            stats = self._stats.get(epoch)
+            has_signatures = report.distinct_signatures is not None or report.signatures_unavailable
+            if stats is not None and not has_signatures:
+                report = dataclasses.replace(
+                    report,
+                    distinct_signatures=stats.distinct_signatures,
+                    new_signatures=stats.new_signatures,
+                    expected_compilations=stats.expected_compilations,
+                    signature_explanations=stats.explanations,
+                )
+            elif not (has_signatures or epoch in self._no_stats or final):
+                return
+            self._own[epoch] = report
+            self._save()
+            if self.info.is_chief:
+                if self._executor is None:
+                    self._executor = concurrent.futures.ThreadPoolExecutor(
+                        max_workers=1, thread_name_prefix="keras_xla_guard_cluster"
+                    )
+                self._futures.append(self._executor.submit(self._gather, report))
+
+    def close(self, reports: Mapping[int, CoverageReport]) -> None:
+        """Finishes epochs still open, waits for the chief's pending ones, prints.
+
+        Args:
+            reports: Every report of the run, keyed by epoch; an epoch
+                whose signature figures never came (signatures not
+                tracked) is finished with these.
+        """
+        for epoch, report in sorted(reports.items()):
+            with self._lock:
+                if epoch in self._own:
+                    continue
+                self._reports[epoch] = report
+            self._maybe_done(epoch, final=True)
+        # Each pending epoch waits at most `timeout` for its peers.
+        concurrent.futures.wait(self._futures)
+        if self._executor is not None:
+            self._executor.shutdown(wait=False)
+        with self._lock:
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
+        if self.info.is_chief and self.verbose:
+            for line in _describe(self.by_epoch):
+                print(f"keras-xla-guard: {line}", flush=True)
+
+    # ------------------------------------------------------------ internals
+
+    def _save(self) -> None:
+        """Rewrites this worker's reports file atomically (rename into place)."""
+        self.trace_dir.mkdir(parents=True, exist_ok=True)
+        path = self.trace_dir / REPORTS_FILE
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        data = {
+            "worker": self.info.name,
+            "saved_at": time.time(),
+            "reports": {str(e): r.to_dict() for e, r in sorted(self._own.items())},
+        }
+        tmp.write_text(json.dumps(data, indent=1))
+        os.replace(tmp, path)
+
+    def _peer_report(self, name: str, epoch: int) -> CoverageReport | None:
+        """`name`'s report of `epoch` from this run, or `None` (not there yet)."""
+        path = self.base_dir / name / REPORTS_FILE
+        try:
+            data = _load(path)
+        except (OSError, ValueError):
+            # Absent, or (on a file system without atomic rename) half written.
+            return None
+        if float(data.get("saved_at", 0)) < self.started - _CLOCK_SLACK_S:
+            return None
+        entry = data["reports"].get(str(epoch))
+        return CoverageReport.from_dict(entry) if entry is not None else None
+
+    def _gather(self, own: CoverageReport) -> None:
+        try:
+            epoch = own.epoch
+            assert epoch is not None
+            reports = {self.info.name: own}
+            waiting = [n for n in self.peers if n not in self._missing]
+            deadline = time.monotonic() + self.timeout
+            while True:
+                for name in list(waiting):
+                    report = self._peer_report(name, epoch)
+                    if report is not None:
+                        reports[name] = report
+                        waiting.remove(name)
+                if not waiting or time.monotonic() >= deadline:
+                    break
+                time.sleep(_POLL_S)
+            # Workers given up on earlier still count if their report is there.
+            for name in sorted(self._missing):
+                report = self._peer_report(name, epoch)
+                if report is not None:
+                    reports[name] = report
+            if waiting:
+                self._missing.update(waiting)
+                _warn(
+                    f"no report of epoch {epoch} from {', '.join(waiting)} within "
+                    f"{self.timeout:g} s in {os.fspath(self.base_dir)!r}: that worker runs "
+                    "without the guard, profiles other epochs, has stopped, or does not share "
+                    "this log dir. Pass the guard, with the same log_dir and profile_epochs, "
+                    f"to every worker. The chief's summaries of epoch {epoch} hold "
+                    f"{', '.join(sorted(reports))} only"
+                )
+            failed = {n: r for n, r in reports.items() if not r.ok}
+            for name, report in sorted(failed.items()):
+                if name != self.info.name:
+                    _warn(f"{name} measured nothing in epoch {epoch}: {report.status}: {report.reason}")
+            measured = {n: r for n, r in reports.items() if r.ok}
+            if len(measured) > 1:
+                self.by_epoch[epoch] = measured
+            if self.write_summaries:
+                self._write(epoch, own, measured)
+        except Exception as e:  # noqa: BLE001 - runs beside training; must not end it
+            _warn(f"writing the workers' summaries of epoch {own.epoch} failed: {type(e).__name__}: {e}")
+
+    def _write(self, epoch: int, own: CoverageReport, measured: dict[str, CoverageReport]) -> None:
+        from keras_xla_guard.distributed import write_worker_summaries
+        from keras_xla_guard.output.tensorboard import SummaryWriter
+
+        with self._lock:
+            if self._writer is None:
+                self._writer = SummaryWriter(self.base_dir)
+            writer = self._writer
+        if len(measured) > 1:
+            write_worker_summaries(writer, epoch, measured, own, self.info.name, top_k=self.top_k)
+        else:
+            # Only the chief's own figures: the plain single-worker tags.
+            writer.write_report(own, step=epoch)
+
+
+def _warn(message: str) -> None:
+    warnings.warn(f"keras-xla-guard: {message}", XlaGuardWarning, stacklevel=2)
+
+
+def _describe(by_epoch: dict[int, dict[str, CoverageReport]]) -> list[str]:
+    """One line per epoch naming the worst worker, for the console."""
+    from keras_xla_guard.distributed import worst_worker
+
+    lines = []
+    for epoch, reports in sorted(by_epoch.items()):
+        worst = worst_worker(reports)
+        lines.append(
+            f"epoch {epoch}: {len(reports)} workers, worst {worst} at "
+            f"{reports[worst].xla_time_fraction:.1%} XLA"
         )
-    ]
+    return lines

@@ -26,7 +26,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from keras_xla_guard.classify import GUARD_SCOPE
+from keras_xla_guard._checks import check_int
+from keras_xla_guard.trace.classify import GUARD_SCOPE
 from keras_xla_guard.signatures import Signature, flatten_leaves
 
 __all__ = ["DRAIN_EVERY", "InputTap", "KerasInputTracker"]
@@ -71,8 +72,7 @@ class InputTap:
     def __init__(self, element_spec: Any, capacity: int = 4096) -> None:
         import tensorflow as tf
 
-        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
-            raise ValueError(f"`capacity` must be an integer >= 1. Received: capacity={capacity!r}")
+        check_int("capacity", capacity, minimum=1)
         self.template = Signature.of(element_spec, root_names=KERAS_ROOT_NAMES)
         leaves = flatten_leaves(element_spec)
         self.dims = tuple(

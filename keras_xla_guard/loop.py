@@ -12,19 +12,24 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-import sys
 import types
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from keras_xla_guard.analysis import DEFAULT_TOP_K
-from keras_xla_guard.cluster import attach_cluster
-from keras_xla_guard.distributed import WorkerInfo
-from keras_xla_guard.engine import DEFAULT_LOG_DIR, DEFAULT_MAX_COMPILATIONS, XlaGuardEngine
-from keras_xla_guard.report import CoverageReport
-from keras_xla_guard.schedule import DEFAULT_MAX_STEPS, DEFAULT_SKIP_STEPS
+from keras_xla_guard._checks import check_int
+from keras_xla_guard.distributed import ClusterSink, WorkerInfo
+from keras_xla_guard.runtime.config import (
+    DEFAULT_LOG_DIR,
+    DEFAULT_MAX_COMPILATIONS,
+    GuardConfig,
+    config_args_doc,
+)
+from keras_xla_guard.runtime.engine import XlaGuardEngine, xla_mode_of
+from keras_xla_guard.runtime.schedule import DEFAULT_MAX_STEPS, DEFAULT_SKIP_STEPS
 from keras_xla_guard.signatures import EpochSignatures
-from keras_xla_guard.xplane import DEFAULT_MAX_TRACE_BYTES
+from keras_xla_guard.trace.analysis import DEFAULT_TOP_K
+from keras_xla_guard.trace.report import CoverageReport
+from keras_xla_guard.trace.xplane import DEFAULT_MAX_TRACE_BYTES
 
 __all__ = ["XlaGuard"]
 
@@ -99,6 +104,7 @@ class _EpochScope:
         return False
 
 
+@config_args_doc
 class XlaGuard:
     """Measures how much of a custom training loop's op time runs under XLA.
 
@@ -116,36 +122,10 @@ class XlaGuard:
     training: its own failures become `XlaGuardWarning`s.
 
     Args:
-        log_dir: Local directory for traces (`<log_dir>/plugins/profile/`)
-            and TensorBoard summaries; remote URLs such as `gs://...` are
-            refused. Defaults to `"logs/xla_guard"`.
-        profile_epochs: Epoch indices (0-based) to profile: an int, an
-            iterable of ints or a range. Defaults to `None`: the second epoch
-            the loop runs (the first one after compilation), unless
-            `profile_every` is given.
-        profile_every: Also profile every N-th epoch, counted from the first
-            epoch the loop runs. Defaults to `None`.
-        skip_steps: Steps at the start of each profiled epoch to leave out
-            (iterator start-up, compilation). Defaults to `2`.
-        max_steps: Most steps profiled per window, bounding trace size;
-            `None` profiles the whole epoch. Defaults to `20`.
-        top_k: How many plain TF ops each report lists. Defaults to `10`.
-        write_summaries: Write TensorBoard summaries. Defaults to `True`.
-        async_analysis: Analyze traces off the training thread. Defaults
-            to `True`.
-        max_trace_bytes: Traces larger than this are not analyzed.
-            Defaults to 1 GiB.
-        verbose: 1 prints each report when the guard is closed, 0 is
-            silent. Defaults to `1`.
-        max_compilations: Most XLA compilations (new input signatures) one
-            epoch may cause before `on_violation` applies; `None` disables
-            the check. Checked only when a watched step is compiled with XLA.
-            Defaults to `8`.
-        on_violation: What exceeding `max_compilations` does: `"warn"`
-            (an `XlaGuardWarning`), `"raise"` (`RecompilationLimitError`
-            from the watched step, before it runs) or `"stop"` (warns and
-            sets `stop_requested`; the loop should then end). Defaults to
-            `"warn"`.
+        {config_args}
+        config: A `GuardConfig` to use instead of the keyword arguments
+            above (the same one can serve `XlaGuardCallback`). Defaults to
+            `None`.
         strategy: The `tf.distribute.Strategy` the loop trains under.
             Under `MultiWorkerMirroredStrategy` with two or more workers
             each worker profiles into `<log_dir>/<task_type>_<task_id>/`
@@ -200,6 +180,7 @@ class XlaGuard:
         verbose: int = 1,
         max_compilations: int | None = DEFAULT_MAX_COMPILATIONS,
         on_violation: str = "warn",
+        config: GuardConfig | None = None,
         strategy: Any = None,
     ) -> None:
         if strategy is not None and not hasattr(strategy, "extended"):
@@ -207,21 +188,25 @@ class XlaGuard:
                 "`strategy` must be a tf.distribute.Strategy or None. "
                 f"Received: strategy={strategy!r}"
             )
-        self.engine = XlaGuardEngine(
-            log_dir=log_dir,
-            profile_epochs=profile_epochs,
-            profile_every=profile_every,
-            skip_steps=skip_steps,
-            max_steps=max_steps,
-            top_k=top_k,
-            write_summaries=write_summaries,
-            async_analysis=async_analysis,
-            max_trace_bytes=max_trace_bytes,
-            verbose=verbose,
-            max_compilations=max_compilations,
-            on_violation=on_violation,
+        self.config = GuardConfig.of(
+            config,
+            dict(
+                log_dir=log_dir,
+                profile_epochs=profile_epochs,
+                profile_every=profile_every,
+                skip_steps=skip_steps,
+                max_steps=max_steps,
+                top_k=top_k,
+                write_summaries=write_summaries,
+                async_analysis=async_analysis,
+                max_trace_bytes=max_trace_bytes,
+                verbose=verbose,
+                max_compilations=max_compilations,
+                on_violation=on_violation,
+            ),
+            "XlaGuard",
         )
-        self.engine.note_providers.append(self._jit_notes)
+        self.engine = XlaGuardEngine(self.config, notes=[self._jit_notes])
         # One flag per watched step: whether it runs compiled by XLA.
         self._watched_jit: list[bool] = []
         self._running = False
@@ -238,7 +223,6 @@ class XlaGuard:
         Reading this waits for trace analyses still running, so a report
         is there as soon as its epoch has ended.
         """
-        self.engine.wait()
         return self.engine.reports
 
     @property
@@ -258,7 +242,7 @@ class XlaGuard:
     @property
     def log_dir(self) -> str:
         """The directory holding traces and TensorBoard summaries."""
-        return os.fspath(self.engine.log_dir)
+        return os.fspath(self.config.log_dir)
 
     def observe(self, dataset: Any) -> Any:
         """Returns `dataset` with a `map` that records every batch's input signature.
@@ -363,12 +347,8 @@ class XlaGuard:
         Raises:
             ValueError: If `epoch` or `steps` is invalid.
         """
-        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-            raise ValueError(
-                f"`epoch` must be a non-negative integer (0-based). Received: epoch={epoch!r}"
-            )
-        if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
-            raise ValueError(f"`steps` must be a positive integer or None. Received: steps={steps!r}")
+        check_int("epoch", epoch, minimum=0)
+        check_int("steps", steps, minimum=1, allow_none=True)
         return _EpochScope(self, epoch, steps)
 
     def close(self, timeout: float | None = None) -> None:
@@ -406,9 +386,13 @@ class XlaGuard:
             )
         if not self._running:
             self._running = True
-            self.engine.xla_mode = self._xla_mode()
-            self.engine.train_begin()
-            self.worker = attach_cluster(self.engine, self._strategy)
+            cluster = ClusterSink.begin(self.config, self._strategy)
+            self.worker = None if cluster is None else cluster.info
+            self.engine.train_begin(
+                xla_mode=xla_mode_of(any(self._watched_jit)),
+                trace_dir=None if cluster is None else cluster.trace_dir,
+                sinks=None if cluster is None else [*self.engine.default_sinks(tensorboard=False), cluster],
+            )
             if self._inputs is not None:
                 self._inputs.use_observed()
         self._epoch = epoch
@@ -435,18 +419,6 @@ class XlaGuard:
             self._inputs.step(step)
         else:
             self.engine.observe_inputs(watched._inputs(args, kwargs), step=step)
-
-    def _xla_mode(self) -> str | None:
-        """How the watched steps are compiled, for the signature figures."""
-        if any(self._watched_jit):
-            return "jit_compile"
-        # Auto-clustering is a switch of the TF runtime: without TensorFlow
-        # loaded nobody can have set it, and importing it here would cost
-        # seconds for a step that does not use it.
-        tf = sys.modules.get("tensorflow")
-        if tf is not None and tf.config.optimizer.get_jit() == "autoclustering":
-            return "autoclustering"
-        return None
 
     def _jit_notes(self, report: CoverageReport) -> list[str]:
         if report.xla_time_s > 0 or report.non_xla_op_time_s == 0 or not self._watched_jit:

@@ -1,6 +1,6 @@
 """Runs a 2-process MultiWorkerMirroredStrategy job on 127.0.0.1 for tests.
 
-Shared by tests/test_distributed.py (tf_keras `fit`), tests/test_cluster.py
+Shared by tests/test_distributed.py (tf_keras `fit`), the Keras 3 loop tests in tests/test_distributed.py
 (the Keras 3 custom loop) and benchmarks/stress_multiworker.py. Every worker
 script takes `TASK_INDEX PORT0,PORT1 LOG_DIR [options]`, builds its own
 `TF_CONFIG` from them and prints one JSON line last.

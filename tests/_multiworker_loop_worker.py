@@ -31,13 +31,13 @@ os.environ["TF_CONFIG"] = tf_config(task, ports)
 import tensorflow as tf  # noqa: E402
 from multiworker_custom_loop import build  # noqa: E402
 
-import keras_xla_guard.cluster as cluster  # noqa: E402
+import keras_xla_guard.distributed as distributed  # noqa: E402
 from keras_xla_guard import XlaGuard, XlaGuardWarning  # noqa: E402
 
 EPOCHS, PROFILED = 3, (0, 2)
 # The chief waits this long for a peer's report; the stalled peer is away
 # three times as long.
-cluster.WORKER_TIMEOUT_S = 3.0
+distributed.WORKER_TIMEOUT_S = 3.0
 STALL_S = 9.0
 
 

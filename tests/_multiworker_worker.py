@@ -32,11 +32,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-import keras_xla_guard.cluster as cluster  # noqa: E402
+import keras_xla_guard.distributed as distributed  # noqa: E402
 from keras_xla_guard import XlaGuardCallback, XlaGuardWarning  # noqa: E402
 
 # With --chief-only the chief waits this long for worker 1's figures.
-cluster.WORKER_TIMEOUT_S = 5.0
+distributed.WORKER_TIMEOUT_S = 5.0
 
 
 class ReplicaXla(tf.keras.Sequential):

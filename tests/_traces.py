@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from keras_xla_guard.xplane import find_trace_files
+from keras_xla_guard.trace.xplane import find_trace_files
 
 
 def tiny_model(jit_compile: bool) -> Any:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from keras_xla_guard.xplane import xplane_pb2
+from keras_xla_guard.trace.xplane import xplane_pb2
 
 Event = tuple  # (name, start_us, duration_us[, {stat_name: value}])
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO
+from _helpers import REPO
 
 pytestmark = pytest.mark.slow
 
@@ -100,7 +100,7 @@ def test_bench_signatures_runs_both_variants():
     assert (doc["benchmark"], doc["rounds"], doc["steps_per_epoch"]) == ("signature_tracking_overhead", 1, 8)
     variants = {v["variant"]: v for v in doc["variants"]}
     assert set(variants) == {"dynamic_spe1", "static_spe1"}
-    # A fully static element_spec needs no recording (README, "How batches are observed").
+    # A fully static element_spec needs no recording (docs/signatures.md, "How batches are observed").
     assert variants["static_spe1"]["record_us_per_batch"] == 0.0
     for v in variants.values():
         assert v["steps_per_execution"] == 1

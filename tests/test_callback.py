@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from _fit_helpers import profiler_is_free
-from conftest import fit_with_guard, make_data, make_dataset, make_model, run_python
+from _helpers import fit_with_guard, make_data, make_dataset, make_model, run_python
 
 from keras_xla_guard import XlaGuardCallback, XlaGuardWarning, analyze_trace
-from keras_xla_guard.xplane import load_xspace
+from keras_xla_guard.trace.xplane import load_xspace
 
 pytestmark = [pytest.mark.slow, pytest.mark.compat]
 
@@ -89,7 +89,7 @@ def test_event_files_hold_scalars_per_epoch_and_the_text_table(plain_fit):
     assert value == pytest.approx(report.non_xla_op_time_s, rel=1e-6)
     (text,) = acc.Tensors("xla_guard/report")
     markdown = tensor_util.make_ndarray(text.tensor_proto).item().decode()
-    from keras_xla_guard.summary import escape_markdown
+    from keras_xla_guard.output.tensorboard import escape_markdown
 
     rows = [ln for ln in markdown.splitlines() if ln.startswith("|")]
     assert "op type" in rows[0] and "op name" in rows[0]

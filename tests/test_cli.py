@@ -19,7 +19,7 @@ import pytest
 from _traces import profiled_fit, tiny_data, tiny_model
 
 from keras_xla_guard.cli import REPORT_SCHEMA_VERSION, main
-from keras_xla_guard.report import CoverageReport
+from keras_xla_guard.trace.report import CoverageReport
 
 REPORT_KEYS = set(CoverageReport().to_dict())
 

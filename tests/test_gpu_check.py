@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO
+from _helpers import REPO
 
 
 @pytest.mark.slow

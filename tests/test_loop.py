@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from keras_xla_guard import XlaGuard
-from keras_xla_guard.xplane import load_xspace
+from keras_xla_guard.trace.xplane import load_xspace
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -312,7 +312,7 @@ def test_xprof_sees_the_marked_steps(jit_run: XlaGuard) -> None:
 @pytest.mark.slow
 def test_event_files_hold_guard_tags(jit_run: XlaGuard) -> None:
     """TensorBoard event files hold the same `xla_guard/*` tags as the callback's."""
-    from keras_xla_guard.summary import SCALAR_TAGS
+    from keras_xla_guard.output.tensorboard import SCALAR_TAGS
 
     tags = _tensor_tags(jit_run.log_dir)
     assert set(SCALAR_TAGS) <= tags
@@ -376,7 +376,7 @@ def test_variable_shapes_signatures_match_trace_compilations(shapes_run: tuple[X
 def test_variable_shapes_explained_by_argument_name(shapes_run: tuple[XlaGuard, Any]) -> None:
     """The explanation names the step's argument, the dimension and the sizes seen."""
     guard, _ = shapes_run
-    explanations = guard.reports[0].signature_explanations
+    explanations = [finding.message for finding in guard.reports[0].signature_explanations]
     assert "input 'x' dim 0 varied across 4 values (4, 6, 8, 10)" in explanations
     assert "input 'y' dim 0 varied across 4 values (4, 6, 8, 10)" in explanations
 

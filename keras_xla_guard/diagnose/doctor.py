@@ -1,0 +1,816 @@
+"""`doctor()`: why XLA does or does not run in this process, layer by layer.
+
+Three layers, each reported as facts plus verdicts with stable codes (see
+docs/diagnosis.md, "Verdict codes"):
+
+- runtime: TensorFlow/Keras versions, physical devices, and whether XLA
+  compiles and runs a tiny `jit_compile=True` function on each device;
+- switches: `tf.config.optimizer.get_jit()`, `TF_XLA_FLAGS` as set now and
+  as TensorFlow parsed it, Keras' resolution of `jit_compile="auto"`, and
+  `TF_ENABLE_ONEDNN_OPTS` (unrelated to XLA);
+- effectiveness, measured: a small auto-clusterable function runs in a child
+  process under this process' settings, under the profiler, and its trace is
+  analyzed like a training trace. TensorFlow's own XLA log lines from that
+  run are kept.
+
+Run as a module (`python -m keras_xla_guard.diagnose.doctor --probe ...`) this file is
+the child side of the effectiveness probe.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from keras_xla_guard.diagnose.verdict import (
+    EFFECTIVENESS,
+    ERROR,
+    INFO,
+    OK,
+    RUNTIME,
+    SWITCHES,
+    WARNING,
+    Verdict,
+)
+
+__all__ = [
+    "DeviceCheck",
+    "DoctorReport",
+    "ProbeResult",
+    "doctor",
+    "format_doctor_report",
+    "parse_tf_xla_flags",
+]
+
+DEFAULT_PROBE_TIMEOUT_S = 120.0
+_CPU_FLAG = "--tf_xla_cpu_global_jit"
+_LOG_PATTERN = re.compile(r"xla|cluster", re.IGNORECASE)
+_MAX_LOG_LINES = 20
+_FIX_CPU_FLAG = (
+    "# Set the flag before TensorFlow is imported (first lines of your script):\n"
+    "import os\n"
+    'os.environ["TF_XLA_FLAGS"] = (os.environ.get("TF_XLA_FLAGS", "") + '
+    '" --tf_xla_cpu_global_jit").strip()\n'
+    "import tensorflow as tf\n"
+    "tf.config.optimizer.set_jit(True)\n"
+    "# or from the shell: export TF_XLA_FLAGS=--tf_xla_cpu_global_jit"
+)
+_FIX_JIT_COMPILE = (
+    "# Compile the train step with XLA explicitly (works on CPU and GPU):\n"
+    'model.compile(optimizer="adam", loss="mse", jit_compile=True)\n'
+    "# or for your own step: @tf.function(jit_compile=True)"
+)
+
+
+@dataclass(frozen=True)
+class DeviceCheck:
+    """Whether XLA compiled and ran a tiny function on one device.
+
+    Attributes:
+        device: Logical device name, e.g. `"/device:CPU:0"`.
+        device_type: `"CPU"`, `"GPU"`, `"TPU"`, ...
+        xla_ok: Whether a `jit_compile=True` function compiled, ran and
+            returned the right value there.
+        error: The error text when it did not; `""` otherwise.
+    """
+
+    device: str
+    device_type: str
+    xla_ok: bool
+    error: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the check as a JSON-serializable dict."""
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """The measured effectiveness probe (an auto-clusterable function).
+
+    Attributes:
+        ran: Whether the child process ran and reported a measurement.
+        ran_under_xla: Whether any of the probe's op time ran inside XLA.
+        xla_time_fraction: Fraction of op time inside XLA executables.
+        xla_executions: XLA executable launches in the trace (`_XlaRun`).
+        compilations: XLA compilations in the trace.
+        plain_ops: Op types that ran as plain TF kernels, by self time.
+        log_lines: TensorFlow's own log lines about XLA from the child.
+        seconds: Wall time of the child process.
+        error: Why the probe failed; `""` when it ran.
+    """
+
+    ran: bool
+    ran_under_xla: bool = False
+    xla_time_fraction: float = 0.0
+    xla_executions: int = 0
+    compilations: int = 0
+    plain_ops: tuple[str, ...] = ()
+    log_lines: tuple[str, ...] = ()
+    seconds: float = 0.0
+    error: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the probe result as a JSON-serializable dict."""
+        d = dataclasses.asdict(self)
+        d["plain_ops"] = list(self.plain_ops)
+        d["log_lines"] = list(self.log_lines)
+        return d
+
+
+@dataclass(frozen=True)
+class DoctorReport:
+    """Facts and verdicts about XLA in this process.
+
+    Attributes:
+        python_version: `platform.python_version()`.
+        tf_version: `tf.__version__`.
+        keras_version: `keras.__version__`, or `None` if Keras is missing.
+        keras_backend: Keras' backend name, or `None`.
+        physical_devices: Physical device types and names, e.g.
+            `("CPU:/physical_device:CPU:0",)`.
+        device_checks: One XLA compile-and-run check per logical device
+            (empty when `check_devices=False`).
+        get_jit: `tf.config.optimizer.get_jit()` (`""` when off).
+        tf_xla_flags: `TF_XLA_FLAGS` in `os.environ` now (`None` if unset).
+        env_auto_jit: `--tf_xla_auto_jit` parsed from that value, or `None`.
+        env_cpu_global_jit: Whether that value contains
+            `--tf_xla_cpu_global_jit`.
+        tf_cpu_global_jit: The `tf_xla_cpu_global_jit` value TensorFlow
+            itself holds (it reads `TF_XLA_FLAGS` once, on first use);
+            `None` if TensorFlow does not expose it.
+        keras_auto_jit_compile: What Keras resolves `jit_compile="auto"`
+            to on this machine for a plain model; `None` without Keras.
+        in_distribution_strategy: Whether a `tf.distribute` strategy is
+            active (Keras then resolves `"auto"` to False too).
+        onednn_opts: `TF_ENABLE_ONEDNN_OPTS` (`None` if unset).
+        probe: The measured effectiveness probe, or `None` if skipped.
+        verdicts: All verdicts, runtime first.
+        seconds: Time `doctor()` took.
+    """
+
+    python_version: str
+    tf_version: str
+    keras_version: str | None
+    keras_backend: str | None
+    physical_devices: tuple[str, ...]
+    device_checks: tuple[DeviceCheck, ...]
+    get_jit: str
+    tf_xla_flags: str | None
+    env_auto_jit: str | None
+    env_cpu_global_jit: bool
+    tf_cpu_global_jit: bool | None
+    keras_auto_jit_compile: bool | None
+    in_distribution_strategy: bool
+    onednn_opts: str | None
+    probe: ProbeResult | None
+    verdicts: tuple[Verdict, ...]
+    seconds: float = 0.0
+
+    @property
+    def problems(self) -> tuple[Verdict, ...]:
+        """The verdicts with status `"warning"` or `"error"`."""
+        return tuple(v for v in self.verdicts if v.status in (WARNING, ERROR))
+
+    def verdict(self, code: str) -> Verdict | None:
+        """Returns the verdict with this code, or `None`.
+
+        Args:
+            code: A verdict code, e.g. `"XLA_BACKEND_OK"`.
+
+        Returns:
+            The first verdict with that code, or `None`.
+        """
+        return next((v for v in self.verdicts if v.code == code), None)
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        """The verdict codes, in report order."""
+        return tuple(v.code for v in self.verdicts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the report as a JSON-serializable dict."""
+        d = dataclasses.asdict(self)
+        d["physical_devices"] = list(self.physical_devices)
+        d["device_checks"] = [c.to_dict() for c in self.device_checks]
+        d["probe"] = self.probe.to_dict() if self.probe is not None else None
+        d["verdicts"] = [v.to_dict() for v in self.verdicts]
+        return d
+
+    def __str__(self) -> str:
+        return format_doctor_report(self)
+
+
+def parse_tf_xla_flags(value: str | None) -> tuple[str | None, bool]:
+    """Reads the two auto-clustering switches out of a `TF_XLA_FLAGS` value.
+
+    Args:
+        value: The environment variable's value, or `None` when unset.
+
+    Returns:
+        `(auto_jit, cpu_global_jit)`: the `--tf_xla_auto_jit` value as
+        written (`None` when absent) and whether `--tf_xla_cpu_global_jit`
+        is on.
+
+    Example:
+
+    ```python
+    from keras_xla_guard.diagnose.doctor import parse_tf_xla_flags
+    parse_tf_xla_flags("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit")
+    # ('2', True)
+    ```
+    """
+    auto_jit: str | None = None
+    cpu_global_jit = False
+    for token in (value or "").split():
+        name, _, arg = token.partition("=")
+        if name == "--tf_xla_auto_jit":
+            auto_jit = arg
+        elif name == _CPU_FLAG:
+            cpu_global_jit = arg.lower() not in ("0", "false")
+    return auto_jit, cpu_global_jit
+
+
+def _auto_jit_requested(auto_jit: str | None) -> bool:
+    if auto_jit is None:
+        return False
+    # `single-gpu(N)` requests auto-clustering on one GPU only.
+    if auto_jit.startswith("single-gpu"):
+        return True
+    return auto_jit.lstrip("-").isdigit() and int(auto_jit) > 0
+
+
+def _tf_cpu_global_jit() -> bool | None:
+    """The `tf_xla_cpu_global_jit` value TensorFlow holds right now."""
+    from keras_xla_guard.seam.tf_internals import cpu_global_jit
+
+    return cpu_global_jit()
+
+
+def _device_checks() -> tuple[DeviceCheck, ...]:
+    import numpy as np
+    import tensorflow as tf
+
+    checks = []
+    for device in tf.config.list_logical_devices():
+        try:
+            with tf.device(device.name):
+                double_plus_one = tf.function(lambda x: x * 2.0 + 1.0, jit_compile=True)
+                got = double_plus_one(tf.constant([1.0, 2.0])).numpy()
+            ok = bool(np.allclose(got, [3.0, 5.0]))
+            error = "" if ok else f"wrong result {got!r}"
+        except Exception as e:  # noqa: BLE001 - the failure is the finding
+            ok, error = False, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        checks.append(DeviceCheck(device.name, device.device_type, ok, error))
+    return tuple(checks)
+
+
+def _keras_facts(resolve: bool) -> tuple[str | None, str | None, bool | None]:
+    try:
+        import keras
+    except ImportError:
+        return None, None, None
+    backend = keras.backend.backend()
+    if backend != "tensorflow" or not resolve:
+        return keras.__version__, backend, None
+    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse", jit_compile="auto")
+    return keras.__version__, backend, bool(model.jit_compile)
+
+
+def _filter_log(stderr: str) -> tuple[str, ...]:
+    lines = [line.strip() for line in stderr.splitlines() if _LOG_PATTERN.search(line)]
+    return tuple(lines[:_MAX_LOG_LINES])
+
+
+def _start_probe(get_jit: str, cpu_global_jit: bool | None) -> tuple[Any, float]:
+    """Starts the probe in a child process with this process' settings.
+
+    The child inherits the environment. It also gets this process'
+    `get_jit()` and the `tf_xla_cpu_global_jit` value TensorFlow holds here
+    (`None`: let the child read `TF_XLA_FLAGS` itself), because a flag set in
+    `os.environ` after TensorFlow read it has no effect here but would take
+    effect in a fresh child.
+    """
+    cmd = [sys.executable, "-m", "keras_xla_guard.diagnose.doctor", "--probe", "--jit", get_jit or "off"]
+    if cpu_global_jit is not None:
+        cmd += ["--cpu-global-jit", "1" if cpu_global_jit else "0"]
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
+    return proc, time.perf_counter()
+
+
+def _finish_probe(run: tuple[Any, float], timeout: float) -> ProbeResult:
+    """Waits for the probe (at most `timeout` seconds after its start)."""
+    proc, started = run
+    remaining = max(timeout - (time.perf_counter() - started), 0.01)
+    try:
+        stdout, stderr = proc.communicate(timeout=remaining)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, stderr = proc.communicate()
+        return ProbeResult(
+            ran=False,
+            log_lines=_filter_log(stderr),
+            seconds=time.perf_counter() - started,
+            error=f"the probe process did not finish within {timeout:g} s",
+        )
+    seconds = time.perf_counter() - started
+    log_lines = _filter_log(stderr)
+    result_line = next(
+        (line for line in reversed(stdout.splitlines()) if line.startswith("{")), None
+    )
+    if proc.returncode != 0 or result_line is None:
+        tail = " | ".join(stderr.strip().splitlines()[-3:])
+        return ProbeResult(
+            ran=False,
+            log_lines=log_lines,
+            seconds=seconds,
+            error=f"the probe process exited with code {proc.returncode}: {tail}",
+        )
+    data = json.loads(result_line)
+    return ProbeResult(
+        ran=True,
+        ran_under_xla=data["xla_time_fraction"] > 0 or data["xla_executions"] > 0,
+        xla_time_fraction=data["xla_time_fraction"],
+        xla_executions=data["xla_executions"],
+        compilations=data["compilations"],
+        plain_ops=tuple(data["plain_ops"]),
+        log_lines=log_lines,
+        seconds=seconds,
+    )
+
+
+def _runtime_verdicts(checks: Sequence[DeviceCheck]) -> list[Verdict]:
+    verdicts = []
+    for check in checks:
+        if check.xla_ok:
+            verdicts.append(
+                Verdict(
+                    "XLA_BACKEND_OK",
+                    RUNTIME,
+                    OK,
+                    f"XLA compiled and ran a jit_compile=True function on {check.device}.",
+                )
+            )
+        else:
+            verdicts.append(
+                Verdict(
+                    "XLA_BACKEND_MISSING",
+                    RUNTIME,
+                    ERROR,
+                    f"XLA could not compile or run a jit_compile=True function on "
+                    f"{check.device}: {check.error}",
+                    "# This TensorFlow build has no working XLA backend for the device.\n"
+                    "# Install an official build, e.g.:\n"
+                    "pip install --upgrade tensorflow  # or tensorflow[and-cuda] for GPUs",
+                )
+            )
+    return verdicts
+
+
+def _switch_verdicts(
+    *,
+    get_jit: str,
+    env_auto_jit: str | None,
+    env_cpu_global_jit: bool,
+    tf_cpu_global_jit: bool | None,
+    keras_backend: str | None,
+    keras_auto_jit_compile: bool | None,
+    in_strategy: bool,
+    has_accelerator: bool,
+    tf_xla_flags: str | None,
+    onednn_opts: str | None,
+) -> list[Verdict]:
+    verdicts = []
+    requested = bool(get_jit) or _auto_jit_requested(env_auto_jit)
+    if requested:
+        how = (
+            f"tf.config.optimizer.get_jit() is {get_jit!r}"
+            if get_jit
+            else f"TF_XLA_FLAGS has --tf_xla_auto_jit={env_auto_jit}"
+        )
+        verdicts.append(
+            Verdict("AUTOJIT_REQUESTED", SWITCHES, INFO, f"Auto-clustering is requested: {how}.")
+        )
+    else:
+        verdicts.append(
+            Verdict(
+                "XLA_NOT_REQUESTED",
+                SWITCHES,
+                WARNING,
+                "Auto-clustering is off (tf.config.optimizer.get_jit() is '' and TF_XLA_FLAGS "
+                "has no --tf_xla_auto_jit), so only functions and models compiled with "
+                "jit_compile=True run under XLA.",
+                _FIX_JIT_COMPILE,
+            )
+        )
+    if env_cpu_global_jit and tf_cpu_global_jit is False:
+        verdicts.append(
+            Verdict(
+                "CPU_FLAG_SET_TOO_LATE",
+                SWITCHES,
+                ERROR,
+                f"TF_XLA_FLAGS={tf_xla_flags!r} contains --tf_xla_cpu_global_jit now, but "
+                "TensorFlow had already read its flags without it (it reads TF_XLA_FLAGS "
+                "once, on first use), so CPU auto-clustering stays off in this process.",
+                _FIX_CPU_FLAG,
+            )
+        )
+    if keras_backend is not None and keras_backend != "tensorflow":
+        verdicts.append(
+            Verdict(
+                "KERAS_BACKEND_NOT_TENSORFLOW",
+                SWITCHES,
+                WARNING,
+                f"Keras runs on backend={keras_backend!r}; TensorFlow's XLA switches do not apply.",
+                "# Select the TensorFlow backend before importing Keras:\n"
+                "import os\n"
+                'os.environ["KERAS_BACKEND"] = "tensorflow"\n'
+                "import keras",
+            )
+        )
+    if keras_auto_jit_compile is False:
+        why = []
+        if not has_accelerator:
+            why.append("this machine has no GPU/TPU")
+        if in_strategy:
+            why.append("a tf.distribute strategy is active")
+        reason = " and ".join(why) or "a layer does not support XLA or op determinism is on"
+        verdicts.append(
+            Verdict(
+                "JIT_COMPILE_AUTO_RESOLVES_FALSE",
+                SWITCHES,
+                WARNING,
+                f"Keras resolves model.compile(jit_compile='auto') to False here ({reason}), "
+                "so a default Keras model trains without XLA.",
+                _FIX_JIT_COMPILE,
+            )
+        )
+    elif keras_auto_jit_compile:
+        verdicts.append(
+            Verdict(
+                "JIT_COMPILE_AUTO_RESOLVES_TRUE",
+                SWITCHES,
+                OK,
+                "Keras resolves model.compile(jit_compile='auto') to True here for models "
+                "whose layers all support XLA.",
+            )
+        )
+    if tf_xla_flags and "--tf_xla_enable_xla_devices" in tf_xla_flags:
+        verdicts.append(
+            Verdict(
+                "XLA_DEVICES_FLAG_OBSOLETE",
+                SWITCHES,
+                INFO,
+                "--tf_xla_enable_xla_devices only makes TensorFlow list XLA_CPU/XLA_GPU devices; "
+                "current TensorFlow compiles with XLA without them, so the flag changes nothing "
+                "about coverage.",
+            )
+        )
+    verdicts.append(
+        Verdict(
+            "ONEDNN_UNRELATED",
+            SWITCHES,
+            INFO,
+            f"TF_ENABLE_ONEDNN_OPTS={onednn_opts if onednn_opts is not None else '(unset)'}: "
+            "oneDNN speeds up single CPU kernels; it neither enables, blocks nor silences XLA.",
+        )
+    )
+    return verdicts
+
+
+def _cpu_flag_missing(evidence: str) -> Verdict:
+    return Verdict(
+        "AUTOJIT_NOT_EFFECTIVE_CPU_FLAG_MISSING",
+        EFFECTIVENESS,
+        ERROR,
+        "Auto-clustering is requested but not effective on this CPU-only machine, "
+        "because --tf_xla_cpu_global_jit was not in TF_XLA_FLAGS when TensorFlow read "
+        f"its flags ({evidence}). TensorFlow prints nothing about this.",
+        _FIX_CPU_FLAG,
+    )
+
+
+def _effectiveness_verdicts(
+    probe: ProbeResult,
+    *,
+    requested: bool,
+    has_accelerator: bool,
+    tf_cpu_global_jit: bool | None,
+) -> list[Verdict]:
+    if not probe.ran:
+        return [
+            Verdict(
+                "PROBE_FAILED",
+                EFFECTIVENESS,
+                WARNING,
+                f"The auto-clustering probe did not produce a measurement: {probe.error}",
+                f"{sys.executable} -m keras_xla_guard.diagnose.doctor --probe --jit autoclustering",
+            )
+        ]
+    measured = (
+        f"measured: {probe.xla_time_fraction:.0%} of the probe's op time ran inside XLA "
+        f"({probe.xla_executions} XLA launches, {probe.compilations} compilations)"
+    )
+    if probe.ran_under_xla:
+        return [
+            Verdict(
+                "AUTOJIT_EFFECTIVE",
+                EFFECTIVENESS,
+                OK,
+                f"Auto-clustering is effective: {measured}.",
+            )
+        ]
+    if not requested:
+        return [
+            Verdict(
+                "AUTOJIT_OFF",
+                EFFECTIVENESS,
+                INFO,
+                "As expected with auto-clustering off, no op of the probe ran under XLA; "
+                f"{measured}.",
+            )
+        ]
+    if not has_accelerator and not tf_cpu_global_jit:
+        return [_cpu_flag_missing(measured)]
+    return [
+        Verdict(
+            "AUTOJIT_NOT_EFFECTIVE",
+            EFFECTIVENESS,
+            ERROR,
+            f"Auto-clustering is requested but the probe did not run under XLA; {measured}.",
+            _FIX_JIT_COMPILE,
+        )
+    ]
+
+
+def doctor(
+    probe: bool = True,
+    check_devices: bool = True,
+    probe_timeout: float = DEFAULT_PROBE_TIMEOUT_S,
+    resolve_keras: bool = True,
+) -> DoctorReport:
+    """Diagnoses whether and why XLA runs in this process.
+
+    Imports TensorFlow (and Keras, when installed). The probe starts one
+    child Python process (a few seconds) and passes it this process'
+    environment, `get_jit()` state and the `--tf_xla_cpu_global_jit` value
+    TensorFlow holds here. Reading that value makes TensorFlow read
+    `TF_XLA_FLAGS` now if it has not yet.
+
+    Args:
+        probe: Measure auto-clustering in a child process. Defaults to
+            `True`.
+        check_devices: Compile and run a tiny `jit_compile=True` function on
+            every logical device. Defaults to `True`.
+        probe_timeout: Seconds the probe may take. Defaults to `120`.
+        resolve_keras: Compile a throwaway one-layer Keras model to read
+            what `jit_compile="auto"` resolves to (it advances Keras'
+            automatic layer names by one). Defaults to `True`.
+
+    Returns:
+        A `DoctorReport`.
+
+    Raises:
+        ValueError: If `probe_timeout` is not a positive number.
+
+    Example:
+
+    ```python
+    from keras_xla_guard import doctor
+    report = doctor()
+    print(report)
+    for verdict in report.problems:
+        print(verdict.code, verdict.fix)
+    ```
+    """
+    if (
+        isinstance(probe_timeout, bool)
+        or not isinstance(probe_timeout, (int, float))
+        or not 0 < probe_timeout < math.inf
+    ):
+        raise ValueError(
+            "`probe_timeout` must be a positive number of seconds. "
+            f"Received: probe_timeout={probe_timeout!r}"
+        )
+    started = time.perf_counter()
+    early_probe = None
+    if probe and "tensorflow" not in sys.modules:
+        # TensorFlow holds no state here yet (auto-clustering off, flags as in
+        # the environment), so a child started now sees the same settings;
+        # starting it first lets both TensorFlow imports overlap.
+        early_probe = _start_probe("", None)
+    try:
+        return _doctor(
+            started, early_probe, probe, check_devices, float(probe_timeout), resolve_keras
+        )
+    finally:
+        if early_probe is not None and early_probe[0].poll() is None:
+            early_probe[0].kill()
+            early_probe[0].communicate()
+
+
+def _doctor(
+    started: float,
+    early_probe: tuple[Any, float] | None,
+    probe: bool,
+    check_devices: bool,
+    probe_timeout: float,
+    resolve_keras: bool,
+) -> DoctorReport:
+    import tensorflow as tf
+
+    physical = tf.config.list_physical_devices()
+    has_accelerator = any(d.device_type != "CPU" for d in physical)
+    checks = _device_checks() if check_devices else ()
+    get_jit = str(tf.config.optimizer.get_jit() or "")
+    tf_xla_flags = os.environ.get("TF_XLA_FLAGS")
+    env_auto_jit, env_cpu_global_jit = parse_tf_xla_flags(tf_xla_flags)
+    tf_cpu_global_jit = _tf_cpu_global_jit()
+    keras_version, keras_backend, keras_auto = _keras_facts(resolve_keras)
+    in_strategy = bool(tf.distribute.has_strategy())
+    onednn = os.environ.get("TF_ENABLE_ONEDNN_OPTS")
+    requested = bool(get_jit) or _auto_jit_requested(env_auto_jit)
+
+    verdicts = _runtime_verdicts(checks)
+    verdicts += _switch_verdicts(
+        get_jit=get_jit,
+        env_auto_jit=env_auto_jit,
+        env_cpu_global_jit=env_cpu_global_jit,
+        tf_cpu_global_jit=tf_cpu_global_jit,
+        keras_backend=keras_backend,
+        keras_auto_jit_compile=keras_auto,
+        in_strategy=in_strategy,
+        has_accelerator=has_accelerator,
+        tf_xla_flags=tf_xla_flags,
+        onednn_opts=onednn,
+    )
+    probe_result = None
+    if probe:
+        run = early_probe or _start_probe(get_jit, tf_cpu_global_jit)
+        probe_result = _finish_probe(run, probe_timeout)
+        verdicts += _effectiveness_verdicts(
+            probe_result,
+            requested=requested,
+            has_accelerator=has_accelerator,
+            tf_cpu_global_jit=tf_cpu_global_jit,
+        )
+    elif requested and not has_accelerator and tf_cpu_global_jit is False:
+        verdicts.append(_cpu_flag_missing("predicted from the switches, the probe was skipped"))
+    return DoctorReport(
+        python_version=platform.python_version(),
+        tf_version=tf.__version__,
+        keras_version=keras_version,
+        keras_backend=keras_backend,
+        physical_devices=tuple(f"{d.device_type}:{d.name}" for d in physical),
+        device_checks=checks,
+        get_jit=get_jit,
+        tf_xla_flags=tf_xla_flags,
+        env_auto_jit=env_auto_jit,
+        env_cpu_global_jit=env_cpu_global_jit,
+        tf_cpu_global_jit=tf_cpu_global_jit,
+        keras_auto_jit_compile=keras_auto,
+        in_distribution_strategy=in_strategy,
+        onednn_opts=onednn,
+        probe=probe_result,
+        verdicts=tuple(verdicts),
+        seconds=time.perf_counter() - started,
+    )
+
+
+def format_doctor_report(report: DoctorReport) -> str:
+    """Formats a doctor report as text: facts per layer, then verdicts.
+
+    Args:
+        report: The report to format.
+
+    Returns:
+        Multi-line text, no trailing newline.
+    """
+    keras = (
+        f"{report.keras_version} (backend {report.keras_backend})"
+        if report.keras_version
+        else "not installed"
+    )
+    flags = report.tf_xla_flags if report.tf_xla_flags is not None else "(unset)"
+    onednn = report.onednn_opts if report.onednn_opts is not None else "(unset)"
+    lines = [
+        "keras-xla-guard doctor",
+        "runtime:",
+        f"  python {report.python_version}, tensorflow {report.tf_version}, keras {keras}",
+        f"  physical devices: {', '.join(report.physical_devices) or '(none)'}",
+    ]
+    for check in report.device_checks:
+        state = "compiles and runs" if check.xla_ok else f"FAILS ({check.error})"
+        lines.append(f"  XLA on {check.device}: {state}")
+    lines += [
+        "switches:",
+        f"  tf.config.optimizer.get_jit(): {report.get_jit or '(off)'}",
+        f"  TF_XLA_FLAGS now: {flags}"
+        f" (auto_jit={report.env_auto_jit}, cpu_global_jit={report.env_cpu_global_jit})",
+        f"  tf_xla_cpu_global_jit as TensorFlow holds it: {report.tf_cpu_global_jit}",
+        f"  Keras jit_compile='auto' resolves to: {report.keras_auto_jit_compile}"
+        f"{' (distribution strategy active)' if report.in_distribution_strategy else ''}",
+        f"  TF_ENABLE_ONEDNN_OPTS: {onednn}",
+    ]
+    probe = report.probe
+    if probe is not None:
+        lines.append("effectiveness (measured in a child process):")
+        if probe.ran:
+            lines.append(
+                f"  probe: {probe.xla_time_fraction:.1%} of op time inside XLA, "
+                f"{probe.xla_executions} XLA launches, {probe.compilations} compilations "
+                f"({probe.seconds:.1f} s)"
+            )
+            if probe.plain_ops:
+                lines.append(f"  plain TF ops: {', '.join(probe.plain_ops)}")
+        else:
+            lines.append(f"  probe failed: {probe.error}")
+        if probe.log_lines:
+            lines.append("  TensorFlow's XLA log lines:")
+        else:
+            level = os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0")
+            hidden = ""
+            if level not in ("", "0"):
+                hidden = f" (TF_CPP_MIN_LOG_LEVEL={level} hides its INFO lines)"
+            lines.append(f"  TensorFlow logged nothing about XLA{hidden}.")
+        lines += [f"    {line}" for line in probe.log_lines]
+    lines.append("verdicts:")
+    lines += [f"  {v}" for v in report.verdicts]
+    return "\n".join(lines)
+
+
+def _probe_main(jit: str, cpu_global_jit: str | None) -> int:
+    """Child side of the probe: prints one JSON line with the measurement."""
+    import tensorflow as tf
+
+    from keras_xla_guard.trace.analysis import analyze_trace
+
+    if cpu_global_jit is not None:
+        from keras_xla_guard.seam.tf_internals import set_cpu_global_jit
+
+        set_cpu_global_jit(cpu_global_jit == "1")
+    tf.config.optimizer.set_jit(False if jit == "off" else jit)
+
+    # Several fusable elementwise ops around a matmul: a cluster auto-jit takes.
+    @tf.function
+    def step(x: Any, w: Any) -> Any:
+        y = tf.nn.relu(tf.matmul(x, w)) * 2.0 + 1.0
+        return tf.reduce_sum(tf.tanh(y) * y - tf.sigmoid(y))
+
+    x = tf.random.stateless_normal((64, 64), seed=(1, 2))
+    w = tf.random.stateless_normal((64, 64), seed=(3, 4))
+    with tempfile.TemporaryDirectory(prefix="probe_") as logdir:
+        tf.profiler.experimental.start(logdir)
+        try:
+            for _ in range(3):
+                step(x, w).numpy()
+        finally:
+            tf.profiler.experimental.stop()
+        report = analyze_trace(logdir)
+    print(
+        json.dumps(
+            {
+                "xla_time_fraction": report.xla_time_fraction,
+                "xla_executions": report.xla_executions,
+                "compilations": report.compilations,
+                "plain_ops": [op.op_type for op in report.top_non_xla_ops],
+            }
+        ),
+        flush=True,
+    )
+    return 0
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m keras_xla_guard.diagnose.doctor")
+    parser.add_argument("--probe", action="store_true", help="run the effectiveness probe")
+    parser.add_argument("--jit", default="off", help="value for tf.config.optimizer.set_jit")
+    parser.add_argument("--cpu-global-jit", choices=("0", "1"), default=None)
+    args = parser.parse_args(argv)
+    if args.probe:
+        return _probe_main(args.jit, args.cpu_global_jit)
+    print(doctor())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

@@ -1,0 +1,500 @@
+"""`explain(model, sample_batch)`: can this model's train step compile with XLA?
+
+The loss-and-gradients part of the train step is traced into a
+`tf.function(jit_compile=True)` and lowered to HLO with
+`experimental_get_compiler_ir`. Nothing runs: no weight, optimizer slot or
+metric changes. When lowering fails, every op of the traced graph (nested
+functions such as `while` bodies included) is checked against the XLA kernel
+registry, so all unsupported ops are named, not just the first one
+TensorFlow reports, each with the Keras layer whose name scope holds it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from keras_xla_guard.diagnose.verdict import ERROR, INFO, MODEL, OK, WARNING, Verdict
+
+__all__ = ["DynamicDim", "ExplainReport", "UnsupportedOp", "explain", "model_verdicts"]
+
+_UNSUPPORTED_RE = re.compile(
+    r"No registered '(?P<type>[^']+)' OpKernel for (?P<device>\S+) devices compatible with "
+    r"node \{\{node (?P<name>[^}]+)\}\}"
+)
+# Graph plumbing the XLA bridge handles itself rather than through kernels.
+_PLUMBING = frozenset({"Placeholder", "NoOp", "_Arg", "_Retval", "_DeviceArg", "_DeviceRetval"})
+_SUFFIX_RE = re.compile(r"_\d+$")
+_PY_FUNC_TYPES = frozenset({"EagerPyFunc", "PyFunc", "PyFuncStateless"})
+_STRING_TYPES = frozenset({"AsString", "RegexReplace", "RegexFullMatch", "Substr", "DecodeBase64"})
+_FIX_UNSUPPORTED = (
+    "Move this op out of the compiled step (e.g. into the tf.data pipeline or a "
+    "preprocessing step before fit), or replace it with an XLA-supported op"
+)
+_FIX_DYNAMIC = (
+    "Pad this dimension to a fixed length (or a few bucket lengths), e.g. "
+    "dataset.padded_batch(batch_size, padded_shapes=...) with a fixed size, so XLA "
+    "compiles once per shape instead of once per new length"
+)
+
+
+@dataclass(frozen=True)
+class UnsupportedOp:
+    """An op XLA cannot compile on the target device.
+
+    Attributes:
+        op_type: The TF op type, e.g. `"EagerPyFunc"`.
+        op_name: The op's name in the traced step, e.g.
+            `"functional_1/my_layer_1/EagerPyFunc"`.
+        layer: Name of the Keras layer whose name scope holds the op;
+            `None` when no layer matches (e.g. the loss).
+        function: The traced function holding the op (a nested `while`
+            body, for example).
+    """
+
+    op_type: str
+    op_name: str
+    layer: str | None
+    function: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the op as a JSON-serializable dict."""
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class DynamicDim:
+    """An input dimension whose size is not fixed in the model's input spec.
+
+    Attributes:
+        input_name: The model input's name.
+        axis: The dimension's index (0 is the batch dimension).
+        sample_size: The size it has in the sample batch, if known.
+    """
+
+    input_name: str
+    axis: int
+    sample_size: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the dimension as a JSON-serializable dict."""
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class ExplainReport:
+    """Whether a model's train step compiles with XLA, and why not.
+
+    Attributes:
+        compilable: Whether the loss-and-gradients step lowered to HLO.
+        jit_device: The XLA compilation device, e.g. `"XLA_CPU_JIT"`.
+        with_loss: Whether the model's compiled loss was part of the step
+            (`False`: no targets in the sample, the sum of the outputs was
+            differentiated instead).
+        error: First line of TensorFlow's compile error; `""` when
+            compilable.
+        unsupported_ops: Ops without an XLA kernel for `jit_device`.
+        dynamic_dims: Input dimensions that are `None` in the model's spec.
+        layers_without_jit: Layers declaring `supports_jit = False` (Keras
+            then turns `jit_compile=True` off for the whole model).
+        hlo_chars: Size of the HLO text when compilable, else 0.
+        verdicts: Findings with stable codes and what to do.
+    """
+
+    compilable: bool
+    jit_device: str
+    with_loss: bool
+    error: str = ""
+    unsupported_ops: tuple[UnsupportedOp, ...] = ()
+    dynamic_dims: tuple[DynamicDim, ...] = ()
+    layers_without_jit: tuple[str, ...] = ()
+    hlo_chars: int = 0
+    verdicts: tuple[Verdict, ...] = ()
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        """The verdict codes, in report order."""
+        return tuple(v.code for v in self.verdicts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the report as a JSON-serializable dict."""
+        d = dataclasses.asdict(self)
+        d["unsupported_ops"] = [op.to_dict() for op in self.unsupported_ops]
+        d["dynamic_dims"] = [dim.to_dict() for dim in self.dynamic_dims]
+        d["layers_without_jit"] = list(self.layers_without_jit)
+        d["verdicts"] = [v.to_dict() for v in self.verdicts]
+        return d
+
+    def __str__(self) -> str:
+        head = (
+            f"explain: the train step compiles with XLA on {self.jit_device}"
+            if self.compilable
+            else f"explain: the train step does NOT compile with XLA on {self.jit_device}"
+        )
+        return "\n".join([head] + [f"  {v}" for v in self.verdicts])
+
+
+def model_verdicts(model: Any) -> list[Verdict]:
+    """Verdicts about a compiled Keras model's own XLA switch.
+
+    Args:
+        model: A Keras model (`compile()` called).
+
+    Returns:
+        `JIT_COMPILE_ON` or `JIT_COMPILE_OFF`, plus
+        `LAYER_DISABLES_JIT` when a layer declares `supports_jit = False`.
+
+    Example:
+
+    ```python
+    import keras
+    from keras_xla_guard import model_verdicts
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile("adam", "mse", jit_compile=True)
+    print([v.code for v in model_verdicts(model)])  # ['JIT_COMPILE_ON']
+    ```
+    """
+    verdicts = []
+    jit = getattr(model, "jit_compile", None)
+    if jit:
+        verdicts.append(
+            Verdict(
+                "JIT_COMPILE_ON",
+                MODEL,
+                OK,
+                "model.jit_compile is True: Keras compiles the train step with XLA.",
+            )
+        )
+    else:
+        verdicts.append(
+            Verdict(
+                "JIT_COMPILE_OFF",
+                MODEL,
+                WARNING,
+                "XLA is not requested for this model: model.jit_compile is False (Keras "
+                "resolves jit_compile='auto' to False on CPU-only machines and under a "
+                "distribution strategy).",
+                "model.compile(optimizer, loss, jit_compile=True)",
+            )
+        )
+    blockers = _layers_without_jit(model)
+    if blockers:
+        verdicts.append(
+            Verdict(
+                "LAYER_DISABLES_JIT",
+                MODEL,
+                WARNING,
+                f"Layer(s) {', '.join(blockers)} declare supports_jit=False, so Keras turns "
+                "jit_compile=True off for the whole model.",
+                "# Compile only the supported part, or replace the layer(s); "
+                "Keras ignores jit_compile=True while they are in the model.",
+            )
+        )
+    return verdicts
+
+
+def _all_layers(model: Any) -> list[Any]:
+    """The model and all its nested layers (Keras' own traversal when present)."""
+    from keras_xla_guard.seam import all_layers
+
+    return all_layers(model)
+
+
+def _layers_without_jit(model: Any) -> tuple[str, ...]:
+    layers = _all_layers(model)
+    return tuple(layer.name for layer in layers if getattr(layer, "supports_jit", True) is False)
+
+
+def _unpack(sample_batch: Any) -> tuple[Any, Any, Any]:
+    if isinstance(sample_batch, tuple):
+        if not 1 <= len(sample_batch) <= 3:
+            raise ValueError(
+                "`sample_batch` must be x, (x,), (x, y) or (x, y, sample_weight). "
+                f"Received: a tuple of length {len(sample_batch)}"
+            )
+        padded = tuple(sample_batch) + (None,) * (3 - len(sample_batch))
+        return padded[0], padded[1], padded[2]
+    return sample_batch, None, None
+
+
+def _owner_layer(op_name: str, layer_names: frozenset[str], suffixed: bool) -> str | None:
+    """The deepest Keras layer whose name scope holds `op_name`.
+
+    Inside a traced step Keras 3.15 and earlier enter each layer's scope
+    after its name was already taken once, so TensorFlow adds a `_N` suffix
+    (`dense` -> `dense_1`, `dense_1` -> `dense_1_2`); there dropping one
+    suffix comes first. Keras 3.16 enters the layer's own name: there the
+    exact name comes first (`strings_1` is the layer `strings_1`).
+    """
+    for part in reversed(op_name.split("/")[:-1]):
+        stripped = _SUFFIX_RE.sub("", part)
+        for candidate in (stripped, part) if suffixed else (part, stripped):
+            if candidate in layer_names:
+                return candidate
+    return None
+
+
+def _scopes_are_suffixed(op_names: Iterable[str], layer_names: frozenset[str]) -> bool:
+    """Whether layer scopes carry TensorFlow's `_N` suffix in this trace.
+
+    Evidence is a scope that is no layer's name but is one with the suffix
+    dropped (`py_layer_1` for the layer `py_layer`).
+    """
+    for name in op_names:
+        for part in name.split("/")[:-1]:
+            if part not in layer_names and _SUFFIX_RE.sub("", part) in layer_names:
+                return True
+    return False
+
+
+def _jit_device() -> str:
+    import tensorflow as tf
+
+    return "XLA_GPU_JIT" if tf.config.list_logical_devices("GPU") else "XLA_CPU_JIT"
+
+
+def _has_xla_kernel(op_type: str, device: str, cache: dict[str, bool]) -> bool:
+    if op_type not in cache:
+        from keras_xla_guard.seam.tf_internals import registered_kernel_devices
+
+        cache[op_type] = device in registered_kernel_devices(op_type)
+    return cache[op_type]
+
+
+def _graph_nodes(concrete: Any) -> Iterable[tuple[str, str, str]]:
+    """(op type, op name, function name) of every op, nested functions included.
+
+    Nested functions (`while` bodies, branches, gradients) are traced under
+    the caller's name scope, so their op names keep the Keras layer scope.
+    """
+    graph = concrete.graph
+    for op in graph.get_operations():
+        yield op.type, op.name, graph.name
+    from keras_xla_guard.seam.tf_internals import function_library_nodes
+
+    yield from function_library_nodes(graph)
+
+
+def _unsupported_ops(
+    concrete: Any, error: str, device: str, layer_names: frozenset[str]
+) -> tuple[UnsupportedOp, ...]:
+    found: dict[tuple[str, str], UnsupportedOp] = {}
+    cache: dict[str, bool] = {}
+    nodes = list(_graph_nodes(concrete))
+    suffixed = _scopes_are_suffixed((name for _, name, _ in nodes), layer_names)
+    for op_type, op_name, function in nodes:
+        if op_type in _PLUMBING or (op_type, op_name) in found:
+            continue
+        if not _has_xla_kernel(op_type, device, cache):
+            found[(op_type, op_name)] = UnsupportedOp(
+                op_type, op_name, _owner_layer(op_name, layer_names, suffixed), function
+            )
+    # TensorFlow names the first op it rejects; keep it should the kernel
+    # registry not cover it (an op supported only in some configurations).
+    for m in _UNSUPPORTED_RE.finditer(error):
+        op_type, name = m.group("type"), m.group("name")
+        if (op_type, name) not in found:
+            found[(op_type, name)] = UnsupportedOp(
+                op_type, name, _owner_layer(name, layer_names, suffixed), concrete.graph.name
+            )
+    return tuple(found.values())
+
+
+def _dynamic_dims(model: Any, x: Any) -> tuple[DynamicDim, ...]:
+    import tensorflow as tf
+
+    inputs = getattr(model, "inputs", None) or []
+    samples = tf.nest.flatten(x)
+    dims = []
+    for i, spec in enumerate(inputs):
+        shape = tuple(spec.shape)
+        sample_shape = tuple(samples[i].shape) if len(inputs) == len(samples) else ()
+        name = str(getattr(spec, "name", None) or f"input_{i}")
+        for axis, size in enumerate(shape):
+            if size is None:
+                got = sample_shape[axis] if axis < len(sample_shape) else None
+                dims.append(DynamicDim(name, axis, None if got is None else int(got)))
+    return tuple(dims)
+
+
+def _surrogate_loss(tf: Any, outputs: Any, extra: Iterable[Any]) -> Any:
+    terms = [
+        tf.reduce_sum(tf.cast(t, tf.float32))
+        for t in tf.nest.flatten(outputs)
+        if t.dtype.is_floating
+    ]
+    terms += [tf.cast(loss, tf.float32) for loss in extra]
+    return tf.add_n(terms) if terms else tf.constant(0.0)
+
+
+def explain(model: Any, sample_batch: Any) -> ExplainReport:
+    """Checks whether the model's train step compiles with XLA on this machine.
+
+    The forward pass (`training=True`), the compiled loss and the gradients
+    are traced into a `tf.function(jit_compile=True)` and lowered to HLO;
+    the optimizer update is not part of it. Nothing executes, so weights,
+    optimizer variables and metrics are left exactly as they were. When the
+    sample has no targets (or the model is not compiled), the sum of the
+    float outputs stands in for the loss.
+
+    Args:
+        model: A built Keras model on the TensorFlow backend.
+        sample_batch: One batch as `fit` would see it: `x`, `(x,)`,
+            `(x, y)` or `(x, y, sample_weight)`; arrays or tensors.
+
+    Returns:
+        An `ExplainReport`.
+
+    Raises:
+        ValueError: If the model is not built or `sample_batch` has the
+            wrong structure. Errors the model itself raises while tracing on
+            the sample (e.g. an incompatible input shape) propagate unchanged.
+
+    Example:
+
+    ```python
+    import numpy as np
+    import keras
+    from keras_xla_guard import explain
+    model = keras.Sequential([keras.Input((None, 4)), keras.layers.Dense(1)])
+    model.compile("adam", "mse")
+    report = explain(model, (np.zeros((2, 5, 4), "float32"), np.zeros((2, 5, 1), "float32")))
+    print(report)
+    ```
+    """
+    import tensorflow as tf
+
+    if not getattr(model, "built", False):
+        raise ValueError(
+            "`explain` needs a built model (call model.build(input_shape) or pass "
+            f"keras.Input to it first). Received: model={getattr(model, 'name', model)!r}, "
+            "which is not built"
+        )
+    x, y, sample_weight = _unpack(sample_batch)
+    if x is None:
+        raise ValueError(f"`sample_batch` has no inputs. Received: sample_batch={sample_batch!r}")
+    x = tf.nest.map_structure(tf.convert_to_tensor, x)
+    y = None if y is None else tf.nest.map_structure(tf.convert_to_tensor, y)
+    sample_weight = None if sample_weight is None else tf.nest.map_structure(
+        tf.convert_to_tensor, sample_weight
+    )
+    with_loss = y is not None and bool(getattr(model, "compiled", False))
+
+    def loss_and_gradients(x: Any, y: Any, sample_weight: Any) -> Any:
+        with tf.GradientTape() as tape:
+            y_pred = model(x, training=True)
+            if with_loss:
+                loss = model.compute_loss(
+                    x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True
+                )
+            else:
+                loss = _surrogate_loss(tf, y_pred, model.losses)
+        gradients = tape.gradient(loss, model.trainable_variables)
+        return loss, [g for g in gradients if g is not None]
+
+    step = tf.function(loss_and_gradients, jit_compile=True)
+    device = _jit_device()
+    error = ""
+    hlo_chars = 0
+    # Tracing errors (a sample that does not fit the model) propagate as they
+    # are; only the lowering to HLO is the experiment.
+    concrete = step.get_concrete_function(x, y, sample_weight)
+    try:
+        hlo_chars = len(step.experimental_get_compiler_ir(x, y, sample_weight)(stage="hlo"))
+    except Exception as e:  # noqa: BLE001 - any compile failure is the finding
+        error = str(e)
+    layer_names = frozenset(layer.name for layer in _all_layers(model))
+    unsupported: tuple[UnsupportedOp, ...] = ()
+    if error:
+        unsupported = _unsupported_ops(concrete, error, device, layer_names)
+    dynamic = _dynamic_dims(model, x)
+    blockers = _layers_without_jit(model)
+
+    verdicts = model_verdicts(model)
+    if not error:
+        verdicts.append(
+            Verdict(
+                "STEP_COMPILES",
+                MODEL,
+                OK,
+                f"The train step (forward, loss, gradients) lowers to HLO on {device}.",
+            )
+        )
+    for op in unsupported:
+        where = f"layer {op.layer!r}" if op.layer else "no Keras layer (loss or step code)"
+        verdicts.append(
+            Verdict(
+                "XLA_UNSUPPORTED_OP",
+                MODEL,
+                ERROR,
+                f"{op.op_type} op {op.op_name!r} in {where} has no XLA kernel on {device}.",
+                _fix_for(op.op_type),
+            )
+        )
+    if error and not unsupported:
+        verdicts.append(
+            Verdict(
+                "STEP_DOES_NOT_COMPILE",
+                MODEL,
+                ERROR,
+                f"The train step does not lower to HLO on {device}: {_first_line(error)}",
+                "# Often a shape that must be static (pad it) or data-dependent control "
+                "flow; see the error text above.",
+            )
+        )
+    for dim in dynamic:
+        seen = f" (this batch: {dim.sample_size})" if dim.sample_size is not None else ""
+        if dim.axis == 0:
+            verdicts.append(
+                Verdict(
+                    "DYNAMIC_BATCH_DIM",
+                    MODEL,
+                    INFO,
+                    f"Input {dim.input_name!r} has a dynamic batch dimension{seen}: a short "
+                    "last batch makes XLA compile the step once more.",
+                    "dataset = dataset.batch(batch_size, drop_remainder=True)",
+                )
+            )
+        else:
+            verdicts.append(
+                Verdict(
+                    "DYNAMIC_INPUT_DIM",
+                    MODEL,
+                    WARNING,
+                    f"Input {dim.input_name!r} has a dynamic dimension at axis {dim.axis}{seen}: "
+                    "XLA compiles the step again for every new size.",
+                    _FIX_DYNAMIC + ".",
+                )
+            )
+    return ExplainReport(
+        compilable=not error,
+        jit_device=device,
+        with_loss=with_loss,
+        error=_first_line(error),
+        unsupported_ops=unsupported,
+        dynamic_dims=dynamic,
+        layers_without_jit=blockers,
+        hlo_chars=hlo_chars,
+        verdicts=tuple(verdicts),
+    )
+
+
+def _fix_for(op_type: str) -> str:
+    if op_type in _PY_FUNC_TYPES:
+        return (
+            "Rewrite the Python function with TensorFlow ops, or run it in the input "
+            "pipeline (dataset.map) instead of inside the model. " + _FIX_UNSUPPORTED + "."
+        )
+    if "String" in op_type or op_type in _STRING_TYPES:
+        return (
+            "XLA has no string type: turn strings into numbers in the input pipeline "
+            "(e.g. keras.layers.StringLookup inside dataset.map). " + _FIX_UNSUPPORTED + "."
+        )
+    return _FIX_UNSUPPORTED + "."
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""

@@ -1,0 +1,99 @@
+"""Console text of coverage reports."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from typing import TextIO
+
+from keras_xla_guard.signatures.tracker import EpochSignatures
+from keras_xla_guard.trace.report import CoverageReport
+
+__all__ = ["ConsoleSink", "format_report"]
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.1f} ms"
+
+
+def format_report(report: CoverageReport, *, max_ops: int = 5) -> str:
+    """Formats a report as a short human-readable text block.
+
+    Args:
+        report: The report to format.
+        max_ops: How many of the top non-XLA ops to list. Defaults to `5`.
+
+    Returns:
+        Multi-line text, no trailing newline.
+    """
+    where = f"epoch {report.epoch}" if report.epoch is not None else "trace"
+    if report.status != "ok":
+        return f"XLA coverage ({where}): {report.status} - {report.reason}"
+    steps = f", {report.steps_profiled} steps" if report.steps_profiled is not None else ""
+    wall = f", {report.window_wall_s:.2f} s wall" if report.window_wall_s is not None else ""
+    lines = [
+        f"XLA coverage ({where}{steps}{wall}): "
+        f"{report.xla_time_fraction:.1%} of op time ran inside XLA",
+        f"  XLA executables:   {_ms(report.xla_time_s):>12}  ({report.xla_executions} launches)",
+        f"  plain TF ops:      {_ms(report.non_xla_op_time_s):>12}",
+        f"  XLA compilations:  {report.compilations:>9}     ({_ms(report.compile_time_s)})",
+        f"  input pipeline:    {_ms(report.input_pipeline_time_s):>12}",
+    ]
+    if report.guard_op_time_s:
+        lines.append(f"  guard's own ops:   {_ms(report.guard_op_time_s):>12}  (signature tap, not counted)")
+    if report.time_base != "host":
+        lines.append(f"  times measured on: {report.time_base}")
+    if report.top_non_xla_ops:
+        lines.append("  top ops outside XLA (self time):")
+        for op in report.top_non_xla_ops[:max_ops]:
+            lines.append(
+                f"    {_ms(op.self_time_s):>10}  x{op.count:<5} {op.op_type:<20} {op.op_name}"
+            )
+    if report.distinct_signatures is not None:
+        expected = (
+            f", {report.expected_compilations} expected compilation(s)"
+            if report.expected_compilations is not None
+            else ""
+        )
+        lines.append(
+            f"  input signatures:  {report.distinct_signatures:>9}     "
+            f"({report.new_signatures} new{expected})"
+        )
+        for line in report.signature_explanations[:2]:
+            lines.append(f"    {line}")
+    elif report.signatures_unavailable:
+        lines.append(f"  input signatures:  unavailable ({report.signatures_unavailable})")
+    for note in report.notes:
+        lines.append(f"  note: {note}")
+    return "\n".join(lines)
+
+
+class ConsoleSink:
+    """The engine's `ReportSink` for the console: every report, once the run ends.
+
+    Printing at the end keeps the user's progress bar intact; each report
+    is one block of `format_report` text prefixed `keras-xla-guard: `.
+
+    Args:
+        stream: Where to print. Defaults to `sys.stdout` at print time.
+        max_ops: Plain TF ops listed per report. Defaults to `3`.
+    """
+
+    def __init__(self, stream: TextIO | None = None, max_ops: int = 3) -> None:
+        self.stream = stream
+        self.max_ops = max_ops
+
+    def write_report(self, report: CoverageReport) -> None:
+        """Nothing until the run ends."""
+
+    def write_signatures(self, stats: EpochSignatures) -> None:
+        """Nothing: the epoch's report carries its signature figures."""
+
+    def write_signatures_unavailable(self, epoch: int, reason: str) -> None:
+        """Nothing: the epoch's report says it."""
+
+    def close(self, reports: Mapping[int, CoverageReport]) -> None:
+        """Prints every report of the run, by epoch."""
+        stream = self.stream or sys.stdout
+        for _, report in sorted(reports.items()):
+            print(f"keras-xla-guard: {format_report(report, max_ops=self.max_ops)}", file=stream, flush=True)

@@ -1,0 +1,433 @@
+"""TensorBoard output: scalars, a Custom Scalars layout and text tables.
+
+Everything goes through `tf.summary` and TensorBoard's own plugin summary
+APIs; TensorFlow is imported only when a writer is created.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from keras_xla_guard.trace.report import CoverageReport
+from keras_xla_guard.signatures import EpochSignatures
+
+__all__ = [
+    "SIGNATURE_TAGS",
+    "TensorBoardSink",
+    "WORKER_TAGS",
+    "LAYOUT_CATEGORY",
+    "SCALAR_TAGS",
+    "SummaryWriter",
+    "escape_markdown",
+    "layout_proto",
+    "markdown_table",
+    "report_markdown",
+    "signatures_markdown",
+    "signatures_unavailable_markdown",
+]
+
+PREFIX = "xla_guard"
+LAYOUT_CATEGORY = "XLA Guard"
+# Tag -> how to read it from a report. The step of every point is the epoch.
+SCALAR_TAGS: dict[str, Any] = {
+    f"{PREFIX}/xla_time_fraction": lambda r: r.xla_time_fraction,
+    f"{PREFIX}/coverage_percent": lambda r: 100.0 * r.xla_time_fraction,
+    f"{PREFIX}/xla_time_s": lambda r: r.xla_time_s,
+    f"{PREFIX}/non_xla_op_time_s": lambda r: r.non_xla_op_time_s,
+    f"{PREFIX}/xla_executions": lambda r: r.xla_executions,
+    f"{PREFIX}/compilations": lambda r: r.compilations,
+    f"{PREFIX}/compile_time_s": lambda r: r.compile_time_s,
+    f"{PREFIX}/input_pipeline_time_s": lambda r: r.input_pipeline_time_s,
+}
+# Tag suffix -> how to read it from an epoch's `EpochSignatures`; written for
+# every epoch with observed steps (`expected_compilations` only under XLA).
+SIGNATURE_TAGS: dict[str, Any] = {
+    "distinct_signatures": lambda s: s.distinct_signatures,
+    "new_signatures": lambda s: s.new_signatures,
+    "expected_compilations": lambda s: s.expected_compilations,
+}
+# Tag suffix -> how to read it from a worker's report; a multi-worker chief
+# writes them under `xla_guard/<worker>/...` and combined under `xla_guard/...`.
+WORKER_TAGS: dict[str, Any] = {
+    "xla_time_fraction": lambda r: r.xla_time_fraction,
+    "coverage_percent": lambda r: 100.0 * r.xla_time_fraction,
+    "xla_time_s": lambda r: r.xla_time_s,
+    "non_xla_op_time_s": lambda r: r.non_xla_op_time_s,
+    "compilations": lambda r: r.compilations,
+    "compile_time_s": lambda r: r.compile_time_s,
+}
+
+# ASCII characters with a meaning in Markdown (Python-Markdown, which
+# TensorBoard's text plugin uses, and CommonMark) or in HTML. They become
+# numeric character references: those render as the character itself in
+# every dialect, whereas a backslash escape is literal text wherever the
+# dialect does not define it (Python-Markdown shows `\~` as `\~`).
+_MD_SPECIAL = frozenset("\\`*_{}[]()#+-.!|~<>&^=")
+
+
+def _plain_char(char: str) -> str:
+    if char in _MD_SPECIAL:
+        return f"&#{ord(char)};"
+    # Line and paragraph separators, tabs, control and format characters
+    # (bidi overrides, Python-Markdown's STX/ETX placeholders) would end a
+    # table row, reorder the text or confuse the renderer.
+    if char != " " and (char.isspace() or unicodedata.category(char)[0] in "CZ"):
+        return " "
+    return char
+
+
+def escape_markdown(text: str) -> str:
+    """Escapes text so Markdown and HTML render it literally, on one line.
+
+    Op and layer names are user-controlled; no name may break a table row,
+    start a list or code block, or inject links or markup into TensorBoard's
+    text dashboard.
+
+    Args:
+        text: Any string.
+
+    Returns:
+        The string with Markdown and HTML punctuation and leading or
+        trailing spaces as numeric character references (`|` becomes
+        `&#124;`), and line breaks, tabs, control and format characters as
+        spaces.
+
+    Example:
+
+    ```python
+    from keras_xla_guard.output.tensorboard import escape_markdown
+
+    escape_markdown("dense|1")  # 'dense&#124;1', shown as dense|1
+    ```
+    """
+    escaped = "".join(map(_plain_char, text))
+    # Leading spaces would start a code block and two trailing ones a line
+    # break when the text begins or ends a line.
+    body = escaped.strip(" ")
+    if not body:
+        return "&#32;" * len(escaped)
+    lead = len(escaped) - len(escaped.lstrip(" "))
+    trail = len(escaped) - len(escaped.rstrip(" "))
+    return "&#32;" * lead + body + "&#32;" * trail
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """Renders a Markdown table with every cell escaped.
+
+    Args:
+        header: Column titles. A title ending in `":"` is right-aligned (the
+            colon is not shown).
+        rows: One sequence of cell values per row, as many as `header`;
+            values are converted with `str`.
+
+    Returns:
+        The table as Markdown lines joined with `"\\n"`.
+
+    Raises:
+        ValueError: If a row has a different number of cells than `header`.
+
+    Example:
+
+    ```python
+    from keras_xla_guard.output.tensorboard import markdown_table
+
+    print(markdown_table(["op", "ms:"], [["MatMul", "1.5"]]))
+    ```
+    """
+    titles = [h[:-1] if h.endswith(":") else h for h in header]
+    align = ["---:" if h.endswith(":") else "---" for h in header]
+    lines = [
+        "| " + " | ".join(escape_markdown(t) for t in titles) + " |",
+        "|" + "|".join(align) + "|",
+    ]
+    for row in rows:
+        cells = [str(c) for c in row]
+        if len(cells) != len(header):
+            raise ValueError(
+                f"Each row needs {len(header)} cells. Received: row={list(row)!r}"
+            )
+        lines.append("| " + " | ".join(escape_markdown(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def report_markdown(report: CoverageReport) -> str:
+    """Renders a report as Markdown: a headline and the top non-XLA ops.
+
+    Args:
+        report: The report to render.
+
+    Returns:
+        Markdown text for TensorBoard's Text dashboard.
+    """
+    if report.status != "ok":
+        return f"**XLA coverage: {escape_markdown(report.status)}** - {escape_markdown(report.reason)}"
+    steps = f" over {report.steps_profiled} steps" if report.steps_profiled is not None else ""
+    parts = [
+        f"**XLA coverage: {100 * report.xla_time_fraction:.1f}%** of op time{steps} ran inside "
+        f"XLA executables ({report.xla_time_s * 1e3:.2f} ms XLA, "
+        f"{report.non_xla_op_time_s * 1e3:.2f} ms plain TF ops; "
+        f"{report.compilations} compilation(s), {report.compile_time_s * 1e3:.1f} ms).",
+        "",
+    ]
+    if report.top_non_xla_ops:
+        parts.append(
+            markdown_table(
+                ["#", "op type", "op name", "self time (ms):", "count:"],
+                (
+                    [i, op.op_type, op.op_name, f"{op.self_time_s * 1e3:.3f}", op.count]
+                    for i, op in enumerate(report.top_non_xla_ops, 1)
+                ),
+            )
+        )
+    else:
+        parts.append("No plain TF op ran outside XLA in this window.")
+    for note in report.notes:
+        parts += ["", f"- {escape_markdown(note)}"]
+    return "\n".join(parts)
+
+
+def signatures_markdown(stats: EpochSignatures) -> str:
+    """Renders an epoch's input signatures and their explanation as Markdown.
+
+    Args:
+        stats: The epoch's signature figures.
+
+    Returns:
+        Markdown text: a headline, one bullet per explanation and the
+        recommended tf.data code as a code block.
+    """
+    expected = (
+        f", {stats.expected_compilations} expected XLA compilation(s)"
+        if stats.expected_compilations is not None
+        else ""
+    )
+    parts = [
+        f"**Input signatures: {stats.distinct_signatures} distinct, {stats.new_signatures} new** "
+        f"over {stats.steps} steps{expected}.",
+        "",
+    ]
+    for finding in stats.explanations:
+        parts.append(f"- {escape_markdown(finding.message)}")
+        code = finding.fix_code
+        if code:
+            # Indented code blocks render literally: no escaping, no fence to break.
+            # Inside a list item the block needs 8 spaces: with 4, Python-Markdown
+            # continues the item as Markdown and `# comment` lines become headings.
+            parts += ["", *("        " + c for c in code.splitlines()), ""]
+    return "\n".join(parts)
+
+
+def signatures_unavailable_markdown(reason: str) -> str:
+    """Markdown saying an epoch's input signatures could not be recorded, and why.
+
+    Args:
+        reason: Why, as the guard's warning says it.
+
+    Returns:
+        One Markdown paragraph.
+    """
+    return (
+        "**Input signatures: unavailable** (not 0): "
+        f"{escape_markdown(reason)}. Signature counts, expected compilations and the "
+        "compilation guards are off for this epoch; `guard.observe(dataset)` records the "
+        "batches without Keras internals."
+    )
+
+
+def layout_proto() -> Any:
+    """Builds the Custom Scalars layout of the "XLA Guard" category.
+
+    Returns:
+        A `tensorboard.plugins.custom_scalar.layout_pb2.Layout`.
+    """
+    from tensorboard.plugins.custom_scalar import layout_pb2
+
+    def chart(title: str, *tags: str) -> Any:
+        return layout_pb2.Chart(
+            title=title,
+            multiline=layout_pb2.MultilineChartContent(
+                tag=[f"^{re.escape(PREFIX + '/' + t)}$" for t in tags]
+            ),
+        )
+
+    return layout_pb2.Layout(
+        category=[
+            layout_pb2.Category(
+                title=LAYOUT_CATEGORY,
+                chart=[
+                    chart("XLA coverage (%)", "coverage_percent"),
+                    chart("XLA vs non-XLA op time (s)", "xla_time_s", "non_xla_op_time_s"),
+                    # Measured compilations beside the signature tracker's
+                    # prediction: a gap means shapes are not the only cause.
+                    chart(
+                        "Compilations vs new signatures",
+                        "compilations",
+                        "expected_compilations",
+                        "new_signatures",
+                    ),
+                    chart("Compile time (s)", "compile_time_s"),
+                    chart("Input pipeline time (s)", "input_pipeline_time_s"),
+                ],
+            )
+        ]
+    )
+
+
+class SummaryWriter:
+    """Writes guard reports as TensorBoard summaries into one run directory.
+
+    The Custom Scalars layout is written with the first summary, so any run
+    holding guard data also holds its layout. Safe to use from several
+    threads (the engine writes from its analysis thread).
+
+    Args:
+        log_dir: The run directory (event files are written directly in it).
+
+    Example:
+
+    ```python
+    from keras_xla_guard import CoverageReport
+    from keras_xla_guard.output.tensorboard import SummaryWriter
+
+    writer = SummaryWriter("logs/xla_guard")
+    writer.write_report(CoverageReport(xla_time_s=0.9, non_xla_op_time_s=0.1,
+                                       xla_time_fraction=0.9), step=1)
+    writer.close()
+    ```
+    """
+
+    def __init__(self, log_dir: str | os.PathLike[str]) -> None:
+        self.log_dir = os.fspath(log_dir)
+        self._writer: Any = None
+        self._layout_written = False
+        self._lock = threading.RLock()
+
+    def _get(self) -> Any:
+        if self._writer is None:
+            import tensorflow as tf
+
+            self._writer = tf.summary.create_file_writer(self.log_dir)
+        return self._writer
+
+    def write_layout(self) -> None:
+        """Writes the Custom Scalars layout once per writer."""
+        import tensorflow as tf
+        from tensorboard.plugins.custom_scalar import summary as cs_summary
+
+        with self._lock:
+            if self._layout_written:
+                return
+            with self._get().as_default():
+                tf.summary.experimental.write_raw_pb(
+                    cs_summary.pb(layout_proto()).SerializeToString(), step=0
+                )
+            self._layout_written = True
+
+    def write_report(self, report: CoverageReport, step: int) -> None:
+        """Writes one report's scalars and text at `step` (the epoch).
+
+        Args:
+            report: The report; a skipped/failed one writes only its text.
+            step: The TensorBoard step, normally the 0-based epoch index.
+        """
+        import tensorflow as tf
+
+        with self._lock:
+            self.write_layout()
+            with self._get().as_default(step=step):
+                if report.status == "ok":
+                    for tag, read in SCALAR_TAGS.items():
+                        tf.summary.scalar(tag, float(read(report)))
+                tf.summary.text(f"{PREFIX}/report", report_markdown(report))
+            self._writer.flush()
+
+    def write_scalars(self, values: dict[str, float], step: int) -> None:
+        """Writes extra scalars (e.g. signature counts) under `xla_guard/`.
+
+        Args:
+            values: Tag suffix -> value, e.g. `{"new_signatures": 3}`.
+            step: The TensorBoard step, normally the 0-based epoch index.
+        """
+        import tensorflow as tf
+
+        with self._lock:
+            self.write_layout()
+            with self._get().as_default(step=step):
+                for name, value in values.items():
+                    tf.summary.scalar(f"{PREFIX}/{name}", float(value))
+            self._writer.flush()
+
+    def write_text(self, name: str, markdown: str, step: int) -> None:
+        """Writes a Markdown text summary under `xla_guard/<name>`.
+
+        Args:
+            name: Tag suffix, e.g. `"recompilation"`.
+            markdown: The Markdown; build it with `escape_markdown` and
+                `markdown_table` so names cannot inject markup.
+            step: The TensorBoard step, normally the 0-based epoch index.
+        """
+        import tensorflow as tf
+
+        with self._lock:
+            self.write_layout()
+            with self._get().as_default(step=step):
+                tf.summary.text(f"{PREFIX}/{name}", markdown)
+            self._writer.flush()
+
+    def close(self) -> None:
+        """Flushes and closes the event file."""
+        with self._lock:
+            if self._writer is not None:
+                self._writer.flush()
+                self._writer.close()
+                self._writer = None
+
+
+class TensorBoardSink:
+    """The engine's `ReportSink` for TensorBoard: one event file per run directory.
+
+    Reports become `xla_guard/...` scalars and a text table, signature
+    figures become scalars and text, all at step = epoch. The event file is
+    opened at the first write, so a run that measures nothing leaves none.
+
+    Args:
+        log_dir: The run directory for the event file.
+
+    Example:
+
+    ```python
+    from keras_xla_guard import XlaGuardEngine
+    from keras_xla_guard.output.tensorboard import TensorBoardSink
+
+    engine = XlaGuardEngine(sinks=[TensorBoardSink("logs/xla_guard")])
+    ```
+    """
+
+    def __init__(self, log_dir: str | os.PathLike[str]) -> None:
+        self.writer = SummaryWriter(log_dir)
+
+    def write_report(self, report: CoverageReport) -> None:
+        """Writes a report's scalars and its text table at its epoch."""
+        assert report.epoch is not None
+        self.writer.write_report(report, step=report.epoch)
+
+    def write_signatures(self, stats: EpochSignatures) -> None:
+        """Writes an epoch's signature scalars and explanation text."""
+        values = {tag: read(stats) for tag, read in SIGNATURE_TAGS.items()}
+        self.writer.write_scalars(
+            {tag: value for tag, value in values.items() if value is not None}, step=stats.epoch
+        )
+        self.writer.write_text("signatures", signatures_markdown(stats), step=stats.epoch)
+
+    def write_signatures_unavailable(self, epoch: int, reason: str) -> None:
+        """Writes the text saying the epoch's signatures are unavailable, and why."""
+        self.writer.write_text("signatures", signatures_unavailable_markdown(reason), step=epoch)
+
+    def close(self, reports: Mapping[int, CoverageReport]) -> None:
+        """Flushes and closes the event file."""
+        self.writer.close()

@@ -1,0 +1,699 @@
+"""The guard engine: profiling windows, analysis and summaries.
+
+`XlaGuardEngine` knows nothing about Keras callbacks. Adapters (the Keras
+callback `XlaGuardCallback`, the custom-loop guard `XlaGuard` in `loop.py`)
+call `train_begin`, `epoch_begin`, `step_begin`,
+`epoch_end` and `train_end`; the engine decides when the profiler runs,
+analyzes each trace off the training thread, and writes the results.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import functools
+import os
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from keras_xla_guard._checks import check_int
+from keras_xla_guard.errors import ProfilerBusyError, RecompilationLimitError, XlaGuardWarning
+from keras_xla_guard.runtime.config import (
+    DEFAULT_LOG_DIR,
+    DEFAULT_MAX_COMPILATIONS,
+    ON_VIOLATION_CHOICES,
+    GuardConfig,
+)
+from keras_xla_guard.runtime.policy import CompilationPolicy
+from keras_xla_guard.runtime.profiler import ProfilerSession, SessionLostError, stop_stale_session
+from keras_xla_guard.runtime.sink import ReportSink
+from keras_xla_guard.signatures.signature import Signature
+from keras_xla_guard.signatures.tracker import EpochSignatures, SignatureTracker
+from keras_xla_guard.trace.analysis import analyze_xspace, combine_reports
+from keras_xla_guard.trace.report import CoverageReport
+from keras_xla_guard.trace.xplane import host_of, open_xspace
+
+__all__ = [
+    "DEFAULT_LOG_DIR",
+    "DEFAULT_MAX_COMPILATIONS",
+    "ON_VIOLATION_CHOICES",
+    "NoteProvider",
+    "XlaGuardEngine",
+    "xla_mode_of",
+]
+
+# Extra notes for a finished report (e.g. verdicts on why coverage is low).
+NoteProvider = Callable[[CoverageReport], list[str]]
+_XLA_MODES = ("jit_compile", "autoclustering", None)
+# The analysis thread's name prefix: reading `reports` there must not wait
+# for the analysis it is part of.
+_THREAD_PREFIX = "keras_xla_guard"
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def xla_mode_of(jit_compile: bool) -> str | None:
+    """How a train step is compiled: `"jit_compile"`, `"autoclustering"` or `None`.
+
+    The one rule for the callback and the loop guard alike.
+
+    Args:
+        jit_compile: Whether the step itself is compiled with XLA
+            (`model.jit_compile`, a `tf.function(jit_compile=True)`).
+
+    Returns:
+        `"jit_compile"` when it is; else `"autoclustering"` when
+        `tf.config.optimizer.get_jit()` requests it; else `None`.
+    """
+    if jit_compile:
+        return "jit_compile"
+    # Auto-clustering is a switch of the TF runtime: without TensorFlow loaded
+    # nobody can have set it, and importing it here would cost seconds.
+    tf = sys.modules.get("tensorflow")
+    if tf is not None and tf.config.optimizer.get_jit():
+        return "autoclustering"
+    return None
+
+
+def _never_raises(method: _F) -> _F:
+    """Turns any exception inside a guard hook into a warning.
+
+    The user's training must never fail because of the guard: on error the
+    profiler is stopped, the current window is marked failed, and training
+    continues.
+    """
+
+    @functools.wraps(method)
+    def wrapper(self: "XlaGuardEngine", *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except RecompilationLimitError:
+            # The one deliberate exception: the user asked for on_violation="raise".
+            raise
+        except Exception as e:  # noqa: BLE001 - by design, see docstring
+            self._fail(f"{method.__name__}: {type(e).__name__}: {e}")
+            return None
+
+    return wrapper  # type: ignore[return-value]
+
+
+@dataclasses.dataclass
+class _Window:
+    epoch: int
+    session: ProfilerSession
+    first_step: int
+    started: float
+    next_step: int
+    step_trace: Any = None
+
+
+class XlaGuardEngine:
+    """Profiles selected epochs and turns each trace into a `CoverageReport`.
+
+    The engine behind `XlaGuardCallback` and `XlaGuard`, for other
+    adapters. An adapter calls `train_begin`, `epoch_begin`, `step_begin`,
+    `epoch_end` and `train_end` (and reports each step's inputs with
+    `observe_inputs` or `observe_signature`); the engine decides when the
+    profiler runs, analyzes each trace off the training thread, applies the
+    compilation policy, and hands reports and signature figures to its
+    `ReportSink`s (TensorBoard and the console by default).
+
+    Args:
+        config: A `GuardConfig`; or pass its fields as keyword arguments.
+            Defaults to `None`.
+        sinks: Where figures go. Defaults to `None`: TensorBoard in
+            `log_dir` (when `write_summaries`) and the console (when
+            `verbose`).
+        notes: Callables `report -> list[str]` adding notes to each
+            finished report (e.g. why coverage is low). Defaults to `()`.
+        **fields: `GuardConfig`'s fields as keyword arguments, instead of
+            `config` (`log_dir`, `profile_epochs`, ...; see `GuardConfig`).
+
+    Raises:
+        ValueError: If an argument is invalid.
+
+    Example:
+
+    ```python
+    from keras_xla_guard import XlaGuardEngine
+
+    engine = XlaGuardEngine(log_dir="logs/xla_guard", profile_epochs=(1,))
+    engine.train_begin(epochs=3, xla_mode="jit_compile")
+    for epoch in range(3):
+        engine.epoch_begin(epoch, steps=10)
+        for step in range(10):
+            engine.step_begin(step)
+            ...  # run the step
+        engine.epoch_end(epoch)
+    engine.train_end()
+    print(engine.reports[1])
+    ```
+    """
+
+    def __init__(
+        self,
+        config: GuardConfig | None = None,
+        *,
+        sinks: Sequence[ReportSink] | None = None,
+        notes: Sequence[NoteProvider] = (),
+        **fields: Any,
+    ) -> None:
+        if config is None:
+            config = GuardConfig(**fields)
+        elif not isinstance(config, GuardConfig) or fields:
+            raise ValueError(
+                "XlaGuardEngine takes a GuardConfig or its fields as keyword arguments, not "
+                f"both. Received: config={config!r}, fields={sorted(fields)}"
+            )
+        self.config = config
+        self._sinks = None if sinks is None else list(sinks)
+        self._notes = tuple(notes)
+        self.schedule = config.schedule
+        self._policy = CompilationPolicy(config.max_compilations, config.on_violation)
+        self._steps_per_call = 1
+        self._xla_mode: str | None = None
+        self._trace_dir = config.log_dir
+        self._run_sinks: list[ReportSink] = []
+        self._reports: dict[int, CoverageReport] = {}
+        self._lock = threading.Lock()
+        self._window: _Window | None = None
+        self._pending_epoch: int | None = None
+        self._pending_start = 0
+        self._first_epoch: int | None = None
+        self._epochs: int | None = None
+        self._epoch: int | None = None
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._futures: list[concurrent.futures.Future[None]] = []
+        self.stop_requested = False
+        self._tracker = SignatureTracker()
+        self._signature_stats: dict[int, EpochSignatures] = {}
+        self._signatures_unavailable: str | None = None
+        self._unavailable_epochs: dict[int, str] = {}
+
+    @property
+    def log_dir(self) -> Path:
+        """The configured log directory (`config.log_dir`)."""
+        return self.config.log_dir
+
+    @property
+    def xla_mode(self) -> str | None:
+        """How this run's train step is compiled, as `train_begin` was told."""
+        return self._xla_mode
+
+    def default_sinks(self, *, tensorboard: bool | None = None) -> list[ReportSink]:
+        """New sinks as the config asks for them: TensorBoard in `log_dir`, the console.
+
+        Args:
+            tensorboard: Include the TensorBoard sink. Defaults to `None`:
+                `config.write_summaries`.
+
+        Returns:
+            The sinks, TensorBoard first.
+        """
+        from keras_xla_guard.output.console import ConsoleSink
+        from keras_xla_guard.output.tensorboard import TensorBoardSink
+
+        sinks: list[ReportSink] = []
+        if self.config.write_summaries if tensorboard is None else tensorboard:
+            sinks.append(TensorBoardSink(self.config.log_dir))
+        if self.config.verbose:
+            sinks.append(ConsoleSink())
+        return sinks
+
+    # ------------------------------------------------------------------ API
+
+    @property
+    def reports(self) -> dict[int, CoverageReport]:
+        """Reports keyed by 0-based epoch index.
+
+        Reading this waits for trace analyses still running, so a report
+        is there as soon as its epoch has ended.
+        """
+        if not threading.current_thread().name.startswith(_THREAD_PREFIX):
+            self.wait()
+        with self._lock:
+            return dict(sorted(self._reports.items()))
+
+    @property
+    def profiling(self) -> bool:
+        """Whether the profiler is running for this guard right now."""
+        return self._window is not None
+
+    @property
+    def signatures(self) -> dict[int, EpochSignatures]:
+        """Input-signature figures of every finished epoch with observed steps.
+
+        Keyed by 0-based epoch index; present for every epoch, profiled or
+        not (signature tracking needs no profiler).
+        """
+        with self._lock:
+            return dict(sorted(self._signature_stats.items()))
+
+    def observe_inputs(self, inputs: Any, step: int | None = None) -> None:
+        """Records the concrete input signature of one training step.
+
+        Cheap (a walk over the structure reading `.shape` and `.dtype`) and
+        never raises into training, except `RecompilationLimitError` when
+        `on_violation="raise"` and the epoch exceeds `max_compilations`.
+
+        Args:
+            inputs: The step's inputs: a nested structure of arrays or
+                tensors (e.g. the arguments of a compiled function).
+            step: 0-based step index within the epoch, if known.
+
+        Raises:
+            RecompilationLimitError: See above.
+        """
+        try:
+            signature = Signature.of(inputs)
+        except Exception as e:  # noqa: BLE001 - the guard must not break training
+            self._warn(f"reading the input signature failed: {type(e).__name__}: {e}")
+            return
+        self.observe_signature(signature, step=step)
+
+    def observe_signature(self, signature: Signature, step: int | None = None, count: int = 1) -> None:
+        """Records `count` consecutive training steps run with `signature`.
+
+        Args:
+            signature: The steps' input signature.
+            step: 0-based index of the first of them within the epoch.
+            count: Number of steps. Defaults to `1`.
+
+        Raises:
+            RecompilationLimitError: With `on_violation="raise"`, when the
+                epoch exceeds `max_compilations`.
+        """
+        try:
+            self._tracker.observe(signature, step=step, count=count)
+            self._check_compilations()
+        except RecompilationLimitError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the guard must not break training
+            self._warn(f"signature tracking failed: {type(e).__name__}: {e}")
+
+    def signatures_unavailable(self, reason: str) -> None:
+        """Marks this run's input-signature figures unavailable; warns once.
+
+        From the current epoch on, the epochs' signature figures are `None`
+        (never a partial count), `max_compilations` and the megamorphic
+        warning are off, and reports, console and TensorBoard say why.
+
+        Args:
+            reason: What could not be recorded, naming the Keras version.
+        """
+        if self._signatures_unavailable is not None:
+            return
+        self._signatures_unavailable = reason
+        self._warn(
+            f"input signatures are unavailable in this run: {reason}. Signature counts, "
+            "expected compilations, max_compilations and the megamorphic warning are off "
+            "(reported as unavailable, not 0). Pass the training dataset through "
+            "guard.observe(dataset) to record it without Keras internals."
+        )
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Blocks until every submitted trace analysis has finished.
+
+        Args:
+            timeout: Seconds to wait at most. Defaults to no limit.
+        """
+        futures = list(self._futures)
+        concurrent.futures.wait(futures, timeout=timeout)
+
+    def train_begin(
+        self,
+        epochs: int | None = None,
+        *,
+        xla_mode: str | None = None,
+        steps_per_call: int = 1,
+        trace_dir: str | os.PathLike[str] | None = None,
+        sinks: Sequence[ReportSink] | None = None,
+    ) -> None:
+        """Starts a training run.
+
+        The run's first epoch (e.g. Keras' `initial_epoch`, which callbacks
+        are not told) is the first one `epoch_begin` is called with.
+
+        Args:
+            epochs: Epoch index the run stops before (Keras' `epochs`), if
+                known: the default schedule then picks an epoch that runs.
+                Defaults to `None`.
+            xla_mode: How the train step is compiled: `"jit_compile"`,
+                `"autoclustering"` or `None` (see `xla_mode_of`); new input
+                signatures count as XLA compilations unless `None`.
+                Defaults to `None`.
+            steps_per_call: Training steps one `step_begin` covers (Keras'
+                `steps_per_execution`). Defaults to `1`.
+            trace_dir: Where this run's traces go. Defaults to `None`:
+                `config.log_dir`.
+            sinks: Where this run's figures go. Defaults to `None`: the
+                engine's `sinks`, or `default_sinks()`.
+
+        Raises:
+            ValueError: If `xla_mode` or `steps_per_call` is invalid.
+        """
+        if xla_mode not in _XLA_MODES:
+            raise ValueError(f"`xla_mode` must be one of {_XLA_MODES}. Received: xla_mode={xla_mode!r}")
+        check_int("steps_per_call", steps_per_call, minimum=1)
+        self._begin_run(epochs, xla_mode, steps_per_call, trace_dir, sinks)
+
+    @_never_raises
+    def _begin_run(
+        self,
+        epochs: int | None,
+        xla_mode: str | None,
+        steps_per_call: int,
+        trace_dir: str | os.PathLike[str] | None,
+        sinks: Sequence[ReportSink] | None,
+    ) -> None:
+        # A window of this guard or another one that an exception left open
+        # belongs to a run that is over.
+        self.abort()
+        stop_stale_session()
+        self._epochs = epochs
+        self._first_epoch = None
+        self._xla_mode = xla_mode
+        self._steps_per_call = steps_per_call
+        self._trace_dir = Path(trace_dir) if trace_dir is not None else self.config.log_dir
+        if sinks is not None:
+            self._run_sinks = list(sinks)
+        elif self._sinks is not None:
+            self._run_sinks = list(self._sinks)
+        else:
+            self._run_sinks = self.default_sinks()
+        self._tracker = SignatureTracker(xla=xla_mode is not None)
+        self._policy.reset()
+        self._signatures_unavailable = None
+        self.stop_requested = False
+
+    @_never_raises
+    def epoch_begin(self, epoch: int, steps: int | None = None) -> None:
+        """Marks the start of an epoch.
+
+        Args:
+            epoch: 0-based epoch index.
+            steps: Steps the epoch will run, if known.
+        """
+        self._epoch = epoch
+        if self._first_epoch is None:
+            self._plan_run(epoch)
+            self._first_epoch = epoch
+        self._tracker.begin_epoch(epoch)
+        self._stop_window()
+        self._pending_epoch = None
+        if self.schedule.profiles_epoch(epoch, first_epoch=self._first_epoch):
+            self._pending_epoch = epoch
+            self._pending_start = self.schedule.start_step(steps)
+
+    @_never_raises
+    def step_begin(self, step: int) -> None:
+        """Marks the start of a training step (or of one multi-step call).
+
+        Args:
+            step: 0-based index of the step within the epoch.
+        """
+        window = self._window
+        if window is not None:
+            cap = self.schedule.max_steps
+            if cap is not None and step - window.first_step >= cap:
+                self._stop_window(next_step=step)
+                return
+            self._mark_step(window, step)
+            return
+        if self._pending_epoch is not None and step >= self._pending_start:
+            self._start_window(self._pending_epoch, step)
+
+    @_never_raises
+    def epoch_end(self, epoch: int, trained: bool = True) -> None:
+        """Marks the end of an epoch; finishes its window if one is open.
+
+        Args:
+            epoch: 0-based epoch index.
+            trained: Whether any training step ran in the epoch. `False`
+                (e.g. an empty dataset) reports a selected epoch as skipped
+                instead of analyzing a window without steps. Defaults to
+                `True`.
+        """
+        window_epoch = self._window.epoch if self._window is not None else self._pending_epoch
+        if not trained and window_epoch == epoch:
+            self.abort()
+            self._store(
+                CoverageReport(
+                    status="skipped",
+                    reason="no training step ran in the epoch (is the dataset empty?)",
+                    epoch=epoch,
+                    steps_profiled=0,
+                )
+            )
+        elif self._window is not None:
+            self._stop_window()
+        elif self._pending_epoch == epoch:
+            self._store(
+                CoverageReport(
+                    status="skipped",
+                    reason=(
+                        f"the epoch ended before step {self._pending_start}, where the "
+                        "profiling window starts (lower skip_steps)"
+                    ),
+                    epoch=epoch,
+                    steps_profiled=0,
+                )
+            )
+        self._pending_epoch = None
+        self._finish_signatures(epoch)
+
+    @_never_raises
+    def validation_begin(self) -> None:
+        """Closes the open window before validation steps run.
+
+        Validation runs inside the epoch; without this its steps would be
+        counted as training steps of the window.
+        """
+        self._stop_window()
+
+    def train_end(self, timeout: float | None = None) -> None:
+        """Ends the run: stops the profiler, waits for analyses, closes the sinks.
+
+        Args:
+            timeout: Seconds to wait for pending analyses. Defaults to no
+                limit.
+        """
+        try:
+            self._stop_window()
+        except Exception as e:  # noqa: BLE001 - see _never_raises
+            self._fail(f"train_end: {type(e).__name__}: {e}")
+        self._pending_epoch = None
+        self.wait(timeout)
+        reports = self.reports
+        for sink in self._run_sinks:
+            self._to_sink(sink, "close", reports)
+        self._run_sinks = []
+
+    def abort(self) -> None:
+        """Stops the profiler at once (exception path); never raises."""
+        window, self._window = self._window, None
+        if window is not None:
+            try:
+                if window.step_trace is not None:
+                    window.step_trace.__exit__(None, None, None)
+                window.session.stop()
+            except Exception:  # noqa: BLE001 - already on an error path
+                pass
+
+    # ------------------------------------------------------------ internals
+
+    def _warn(self, message: str) -> None:
+        warnings.warn(f"keras-xla-guard: {message}", XlaGuardWarning, stacklevel=3)
+
+    def _fail(self, message: str) -> None:
+        epoch = self._window.epoch if self._window is not None else self._pending_epoch
+        self.abort()
+        self._pending_epoch = None
+        self._warn(f"{message}. Training continues without this profiling window.")
+        if epoch is not None:
+            self._store(CoverageReport(status="failed", reason=message, epoch=epoch))
+
+    def _plan_run(self, first: int) -> None:
+        """Fits the schedule to the run's first epoch and its `epochs`."""
+        epochs = self._epochs
+        if not self.config.explicit_schedule:
+            default = first + 1 if epochs is None or first + 1 < epochs else first
+            self.schedule = dataclasses.replace(self.schedule, epochs=frozenset({default}))
+            return
+        missed = sorted(e for e in self.schedule.epochs if e < first or (epochs is not None and e >= epochs))
+        if missed:
+            runs = f"epochs {first} to {epochs - 1}" if epochs is not None else f"epochs from {first}"
+            self._warn(
+                f"profile_epochs={sorted(self.schedule.epochs)} includes epoch(s) {missed}, which "
+                f"this run does not train (it trains {runs}); they are not profiled."
+            )
+
+    def _start_window(self, epoch: int, step: int) -> None:
+        session = ProfilerSession(self._trace_dir, run_name=f"epoch{epoch}")
+        try:
+            session.start()
+        except ProfilerBusyError as e:
+            self._pending_epoch = None
+            self._warn(f"epoch {epoch} is not profiled: {e}")
+            self._store(CoverageReport(status="skipped", reason=str(e), epoch=epoch, steps_profiled=0))
+            return
+        self._pending_epoch = None
+        self._window = _Window(epoch, session, step, time.perf_counter(), step)
+        self._mark_step(self._window, step)
+
+    def _mark_step(self, window: _Window, step: int) -> None:
+        import tensorflow as tf
+
+        if window.step_trace is not None:
+            window.step_trace.__exit__(None, None, None)
+        # `_r=1` makes XProf's step-time tools recognise the region as a step.
+        window.step_trace = tf.profiler.experimental.Trace("train", step_num=step, _r=1)
+        window.step_trace.__enter__()
+        window.next_step = step + self._steps_per_call
+
+    def _stop_window(self, next_step: int | None = None) -> None:
+        window, self._window = self._window, None
+        if window is None:
+            return
+        if window.step_trace is not None:
+            window.step_trace.__exit__(None, None, None)
+        wall = time.perf_counter() - window.started
+        steps = (next_step if next_step is not None else window.next_step) - window.first_step
+        try:
+            files = window.session.stop()
+        except Exception as e:  # noqa: BLE001 - see _never_raises
+            reason = str(e) if isinstance(e, SessionLostError) else (
+                f"writing the trace failed: {type(e).__name__}: {e}"
+            )
+            self._warn(f"epoch {window.epoch}: {reason}. Training continues without this "
+                       "profiling window.")
+            self._store(CoverageReport(status="failed", reason=reason, epoch=window.epoch,
+                                       steps_profiled=steps, window_wall_s=wall))
+            return
+        job = functools.partial(self._analyze, window.epoch, files, steps, wall)
+        if self.config.async_analysis:
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=1, thread_name_prefix=_THREAD_PREFIX
+                )
+            self._futures.append(self._executor.submit(job))
+        else:
+            job()
+
+    def _analyze(self, epoch: int, files: list[Path], steps: int, wall: float) -> None:
+        try:
+            if not files:
+                report = CoverageReport(
+                    status="failed",
+                    reason="the profiler wrote no trace file",
+                    epoch=epoch,
+                    steps_profiled=steps,
+                    window_wall_s=wall,
+                )
+            else:
+                parts = [
+                    analyze_xspace(
+                        open_xspace(f, max_bytes=self.config.max_trace_bytes),
+                        trace_path=str(f),
+                        host=host_of(f),
+                        top_k=self.config.top_k,
+                    )
+                    for f in files
+                ]
+                report = dataclasses.replace(
+                    combine_reports(parts, top_k=self.config.top_k),
+                    epoch=epoch,
+                    steps_profiled=steps,
+                    window_wall_s=wall,
+                )
+                notes = list(report.notes)
+                for provider in self._notes:
+                    notes.extend(provider(report))
+                report = dataclasses.replace(report, notes=tuple(dict.fromkeys(notes)))
+        except Exception as e:  # noqa: BLE001 - analysis must not break training
+            self._warn(f"analysis of epoch {epoch} failed: {type(e).__name__}: {e}")
+            self._store(
+                CoverageReport(
+                    status="failed",
+                    reason=f"analysis failed: {type(e).__name__}: {e}",
+                    epoch=epoch,
+                    steps_profiled=steps,
+                    window_wall_s=wall,
+                    trace_paths=tuple(str(f) for f in files),
+                )
+            )
+            return
+        self._store(report)
+
+    def _store(self, report: CoverageReport) -> None:
+        assert report.epoch is not None
+        with self._lock:
+            stats = self._signature_stats.get(report.epoch)
+            if stats is not None:
+                report = _with_signatures(report, stats)
+            elif report.epoch in self._unavailable_epochs:
+                report = dataclasses.replace(
+                    report, signatures_unavailable=self._unavailable_epochs[report.epoch]
+                )
+            self._reports[report.epoch] = report
+        for sink in self._run_sinks:
+            self._to_sink(sink, "write_report", report)
+
+    def _check_compilations(self) -> None:
+        """Applies `max_compilations` and the megamorphic warning."""
+        if self._xla_mode is None or self._signatures_unavailable is not None:
+            return
+        for action in self._policy.check(self._tracker, self._epoch, self._xla_mode):
+            if action.kind == "raise":
+                self.abort()
+                raise RecompilationLimitError(f"keras-xla-guard: {action.message}")
+            if action.kind == "stop":
+                self.stop_requested = True
+            self._warn(action.message)
+
+    def _to_sink(self, sink: ReportSink, method: str, *args: Any) -> None:
+        """Calls one sink; its failure is a warning, never the run's or another sink's."""
+        try:
+            getattr(sink, method)(*args)
+        except Exception as e:  # noqa: BLE001 - the figures themselves are fine
+            self._warn(f"{type(sink).__name__}.{method} failed: {type(e).__name__}: {e}")
+
+    def _finish_signatures(self, epoch: int) -> None:
+        stats = self._tracker.end_epoch()
+        reason = self._signatures_unavailable
+        if reason is not None:
+            self._mark_unavailable(epoch, reason)
+            return
+        if stats.steps == 0:
+            return
+        with self._lock:
+            self._signature_stats[epoch] = stats
+            report = self._reports.get(epoch)
+            if report is not None:
+                self._reports[epoch] = _with_signatures(report, stats)
+        for sink in self._run_sinks:
+            self._to_sink(sink, "write_signatures", stats)
+
+    def _mark_unavailable(self, epoch: int, reason: str) -> None:
+        """Records that `epoch` has no signature figures, and why, everywhere they show."""
+        with self._lock:
+            self._unavailable_epochs[epoch] = reason
+            report = self._reports.get(epoch)
+            if report is not None:
+                self._reports[epoch] = dataclasses.replace(report, signatures_unavailable=reason)
+        for sink in self._run_sinks:
+            self._to_sink(sink, "write_signatures_unavailable", epoch, reason)
+
+
+def _with_signatures(report: CoverageReport, stats: EpochSignatures) -> CoverageReport:
+    return dataclasses.replace(
+        report,
+        distinct_signatures=stats.distinct_signatures,
+        new_signatures=stats.new_signatures,
+        expected_compilations=stats.expected_compilations,
+        signature_explanations=stats.explanations,
+    )

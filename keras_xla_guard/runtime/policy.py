@@ -1,0 +1,107 @@
+"""The compilation policy: `max_compilations` per epoch and the megamorphic warning.
+
+Pure: it reads a `SignatureTracker` and says what to do; the engine does it
+(warn, raise `RecompilationLimitError`, or ask the adapter to stop).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from keras_xla_guard.signatures.tracker import (
+    MEGAMORPHIC_COMPILE_THRESHOLD,
+    MEGAMORPHIC_MIN_EXECUTIONS_PER_COMPILE,
+    SignatureTracker,
+)
+
+__all__ = ["CompilationPolicy", "PolicyAction"]
+
+
+@dataclass(frozen=True)
+class PolicyAction:
+    """One thing the policy asks for.
+
+    Attributes:
+        kind: `"warn"`, `"raise"` or `"stop"` (warn and end training).
+        message: What happened, with the numbers.
+    """
+
+    kind: str
+    message: str
+
+
+class CompilationPolicy:
+    """Applies `max_compilations` and the megamorphic warning to a run.
+
+    Args:
+        max_compilations: Most new signatures (XLA compilations) one epoch
+            may bring; `None` disables the limit.
+        on_violation: `"warn"`, `"raise"` or `"stop"`.
+    """
+
+    def __init__(self, max_compilations: int | None, on_violation: str) -> None:
+        self.max_compilations = max_compilations
+        self.on_violation = on_violation
+        self.reset()
+
+    def reset(self) -> None:
+        """Starts a new run: each warning may come once again."""
+        self._megamorphic_warned = False
+        self._violation_epoch: int | None = None
+
+    def check(self, tracker: SignatureTracker, epoch: int | None, xla_mode: str) -> list[PolicyAction]:
+        """What the run's signatures so far call for.
+
+        Args:
+            tracker: The run's tracker, after the latest step was observed.
+            epoch: The current epoch.
+            xla_mode: `"jit_compile"` or `"autoclustering"` (the policy only
+                applies when the step is compiled by XLA).
+
+        Returns:
+            The megamorphic warning (once per run) and the limit's action
+            (once per epoch), in that order; empty when nothing is wrong.
+        """
+        actions = []
+        if not self._megamorphic_warned and tracker.megamorphic_risk():
+            self._megamorphic_warned = True
+            actions.append(PolicyAction("warn", _megamorphic_message(tracker, xla_mode)))
+        new = tracker.epoch_new_signatures
+        if self.max_compilations is None or new <= self.max_compilations or self._violation_epoch == epoch:
+            return actions
+        self._violation_epoch = epoch
+        what = tracker.current_explanations()
+        message = (
+            f"epoch {epoch} caused {new} XLA compilations (new input signatures), more than "
+            f"max_compilations={self.max_compilations}"
+            + (f": {what[0]}" if what else "")
+            + ". Pad or bucket the varying input (see the epoch's signature_explanations)."
+        )
+        if self.on_violation == "stop":
+            message += " Stopping training (on_violation='stop')."
+        actions.append(PolicyAction(self.on_violation, message))
+        return actions
+
+
+def _megamorphic_message(tracker: SignatureTracker, xla_mode: str) -> str:
+    compiles = tracker.total_signatures
+    what = tracker.current_explanations()
+    head = (
+        f"{compiles} XLA compilations of the train step so far (one per input signature) for "
+        f"{tracker.executions} executions, fewer than {MEGAMORPHIC_MIN_EXECUTIONS_PER_COMPILE} per "
+        f"compilation. TensorFlow marks a cluster megamorphic after more than "
+        f"{MEGAMORPHIC_COMPILE_THRESHOLD} compilations with fewer than "
+        f"{MEGAMORPHIC_MIN_EXECUTIONS_PER_COMPILE} executions each. "
+    )
+    if xla_mode == "autoclustering":
+        effect = (
+            "With auto-clustering it then stops compiling the cluster and runs it as plain "
+            "TensorFlow ops for the rest of the process, silently losing XLA."
+        )
+    else:
+        effect = (
+            "With jit_compile=True TensorFlow never gives up: every further new shape is "
+            "compiled again, so compile time keeps growing with each new shape."
+        )
+    cause = f" What varies: {what[0]}." if what else ""
+    return head + effect + cause

@@ -1,0 +1,177 @@
+"""Bucket boundaries for a varying length, and the tf.data code that applies them.
+
+Pure Python: `recommend_buckets` picks the fewest padding-bounded buckets,
+`bucketing_code` writes the `tf.data` snippet a user can paste.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from keras_xla_guard._checks import check_int, is_int
+
+__all__ = ["DEFAULT_MAX_BUCKETS", "DEFAULT_MAX_PADDING", "bucketing_code", "recommend_buckets"]
+
+DEFAULT_MAX_BUCKETS = 4
+DEFAULT_MAX_PADDING = 0.15
+
+
+def recommend_buckets(
+    lengths: Mapping[int, int] | Sequence[int],
+    *,
+    max_buckets: int = DEFAULT_MAX_BUCKETS,
+    max_padding: float = DEFAULT_MAX_PADDING,
+) -> tuple[int, ...]:
+    """Picks padded lengths (bucket boundaries) for observed sequence lengths.
+
+    The lengths are split into the fewest contiguous groups (at most
+    `max_buckets`) whose padding stays within `max_padding` of the padded
+    total; each group is padded to its longest member, so every boundary
+    is an observed length and the last one is the longest length seen.
+
+    Args:
+        lengths: Observed lengths, either a sequence (one entry per batch)
+            or a mapping length -> number of batches.
+        max_buckets: Most buckets (compilations) to allow. Defaults to `4`.
+        max_padding: Largest acceptable share of padding in the padded
+            total, in [0, 1). Defaults to `0.15`.
+
+    Returns:
+        Sorted padded lengths, one per bucket; `()` when `lengths` is empty.
+
+    Raises:
+        ValueError: If an argument is out of range.
+
+    Example:
+
+    ```python
+    from keras_xla_guard.signatures import recommend_buckets
+
+    recommend_buckets([5, 7, 9, 11, 13])  # (7, 11, 13)
+    ```
+    """
+    check_int("max_buckets", max_buckets, minimum=1)
+    if not 0 <= max_padding < 1:
+        raise ValueError(f"`max_padding` must be in [0, 1). Received: max_padding={max_padding!r}")
+    counts: dict[int, int] = {}
+    items = lengths.items() if isinstance(lengths, Mapping) else ((n, 1) for n in lengths)
+    for length, count in items:
+        if not is_int(length) or length < 0:
+            raise ValueError(f"lengths must be integers >= 0. Received: lengths={lengths!r}")
+        counts[length] = counts.get(length, 0) + count
+    values = sorted(counts)
+    if not values:
+        return ()
+    real = sum(n * c for n, c in counts.items())
+    best: tuple[int, ...] = (values[-1],)
+    for k in range(1, min(max_buckets, len(values)) + 1):
+        padded, bounds = _partition(values, counts, k)
+        best = bounds
+        if padded == 0 or (padded - real) / padded <= max_padding:
+            break
+    return best
+
+
+def _partition(values: list[int], counts: dict[int, int], k: int) -> tuple[int, tuple[int, ...]]:
+    """Splits sorted `values` into `k` groups minimising the padded total."""
+    n = len(values)
+    prefix = [0]
+    for v in values:
+        prefix.append(prefix[-1] + counts[v])
+    inf = float("inf")
+    # cost[j][i]: least padded total for values[:i] in j groups.
+    cost = [[inf] * (n + 1) for _ in range(k + 1)]
+    split = [[0] * (n + 1) for _ in range(k + 1)]
+    cost[0][0] = 0
+    for j in range(1, k + 1):
+        for i in range(1, n + 1):
+            for s in range(j - 1, i):
+                c = cost[j - 1][s] + values[i - 1] * (prefix[i] - prefix[s])
+                if c < cost[j][i]:
+                    cost[j][i], split[j][i] = c, s
+    bounds = []
+    i = n
+    for j in range(k, 0, -1):
+        bounds.append(values[i - 1])
+        i = split[j][i]
+    return int(cost[k][n]), tuple(sorted(bounds))
+
+
+def _element_args(root_count: int) -> str:
+    names = ("x", "y", "sample_weight")
+    if root_count <= 1:
+        return "x"
+    return ", ".join(names[:root_count]) if root_count <= 3 else "*element"
+
+
+def _unbatched_access(path: str, root_count: int) -> str:
+    """Rewrites a display path like `x['tokens']` into Python for the lambda."""
+    if root_count > 3 and path.startswith(("x", "y", "sample_weight")):
+        head = path.split("[", 1)[0]
+        path = f"element[{('x', 'y', 'sample_weight').index(head)}]" + path[len(head):]
+    return path.replace("['", '["').replace("']", '"]')
+
+
+def bucketing_code(
+    path: str,
+    dim: int,
+    boundaries: Sequence[int],
+    batch_size: int,
+    *,
+    root_count: int = 2,
+) -> str:
+    """The tf.data code that pads one variable dimension to bucket lengths.
+
+    The code applies to the *unbatched* dataset (one example per element):
+    it replaces the `batch`/`padded_batch` call, so batch dimension `dim`
+    of the batched input becomes dimension `dim - 1` of an element.
+
+    Args:
+        path: Display path of the input, e.g. `"x['tokens']"`.
+        dim: The varying dimension of the batched input (>= 1).
+        boundaries: Padded lengths, as from `recommend_buckets`.
+        batch_size: Examples per batch.
+        root_count: Entries of the dataset's top-level tuple (2 for
+            `(x, y)`, 1 for a bare `x`). Defaults to `2`.
+
+    Returns:
+        Python source (several lines), ready to paste.
+
+    Raises:
+        ValueError: If `dim` < 1, `boundaries` is empty or `batch_size` < 1.
+
+    Example:
+
+    ```python
+    from keras_xla_guard.signatures import bucketing_code
+
+    print(bucketing_code("x['tokens']", 1, (16, 32, 64), batch_size=32))
+    ```
+    """
+    if dim < 1:
+        raise ValueError(f"`dim` must be a non-batch dimension (>= 1). Received: dim={dim!r}")
+    if not boundaries:
+        raise ValueError(f"`boundaries` must not be empty. Received: boundaries={boundaries!r}")
+    if batch_size < 1:
+        raise ValueError(f"`batch_size` must be >= 1. Received: batch_size={batch_size!r}")
+    bounds = sorted(set(int(b) for b in boundaries))
+    access = _unbatched_access(path, root_count)
+    args = _element_args(root_count)
+    tf_bounds = [b + 1 for b in bounds]
+    return "\n".join(
+        [
+            f"# Pad {path} dim {dim} to {len(bounds)} bucket length(s) {tuple(bounds)}; "
+            "full batches only.",
+            "# Replaces .batch()/.padded_batch() on the unbatched dataset:",
+            "dataset = dataset.bucket_by_sequence_length(",
+            f"    element_length_func=lambda {args}: tf.shape({access})[{dim - 1}],",
+            f"    bucket_boundaries={tf_bounds},  # exclusive upper bounds",
+            f"    bucket_batch_sizes={[batch_size] * (len(bounds) + 1)},",
+            "    pad_to_bucket_boundary=True,  # pads to boundary - 1",
+            "    drop_remainder=True,",
+            ")",
+            "# or, with keras-xla-guard:",
+            "# from keras_xla_guard.signatures.data import pad_to_buckets",
+            f"# dataset = pad_to_buckets(dataset, {tuple(bounds)}, batch_size={batch_size})",
+        ]
+    )

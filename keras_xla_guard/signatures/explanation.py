@@ -1,0 +1,89 @@
+"""`Explanation`: one finding about an epoch's input signatures, as data.
+
+The tracker builds them; the console, TensorBoard and JSON each format them
+once (`output.console`, `output.tensorboard`, `to_dict`). Pure Python.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "BUCKETING_FIX",
+    "DIM_VARIED",
+    "EXPLANATION_KINDS",
+    "Explanation",
+    "FIRST_SIGNATURE",
+    "MORE_NEW_SIGNATURES",
+    "NEW_SIGNATURE",
+    "SHORT_LAST_BATCH",
+    "STRUCTURE_CHANGED",
+]
+
+STRUCTURE_CHANGED = "structure_changed"
+DIM_VARIED = "dim_varied"
+SHORT_LAST_BATCH = "short_last_batch"
+FIRST_SIGNATURE = "first_signature"
+NEW_SIGNATURE = "new_signature"
+MORE_NEW_SIGNATURES = "more_new_signatures"
+BUCKETING_FIX = "bucketing_fix"
+EXPLANATION_KINDS = (
+    STRUCTURE_CHANGED,
+    DIM_VARIED,
+    SHORT_LAST_BATCH,
+    FIRST_SIGNATURE,
+    NEW_SIGNATURE,
+    MORE_NEW_SIGNATURES,
+    BUCKETING_FIX,
+)
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """One finding about an epoch's input signatures.
+
+    Attributes:
+        kind: What was found: `"structure_changed"`, `"dim_varied"`,
+            `"short_last_batch"`, `"first_signature"`, `"new_signature"`,
+            `"more_new_signatures"` or `"bucketing_fix"`.
+        message: The finding in one line, with its numbers.
+        severity: `"warning"` for a cause of extra compilations, `"info"`
+            for context and the fix.
+        input: The input's path in the batch (e.g. `"x['tokens']"`), when
+            the finding is about one input.
+        dim: The dimension concerned, when there is one.
+        values: The finding's numbers: the values a dimension took
+            (`dim_varied`), the last and the regular batch size
+            (`short_last_batch`), the bucket boundaries (`bucketing_fix`).
+        step: The step a new signature first appeared at, if known.
+        fix_code: Python code that applies the fix; `""` for none.
+
+    Example:
+
+    ```python
+    for finding in guard.signatures[0].explanations:
+        print(finding)  # the one-line message
+        if finding.kind == "bucketing_fix":
+            print(finding.values, finding.fix_code)
+    ```
+    """
+
+    kind: str
+    message: str
+    severity: str = "info"
+    input: str | None = None
+    dim: int | None = None
+    values: tuple[int, ...] = ()
+    step: int | None = None
+    fix_code: str = ""
+
+    def __str__(self) -> str:
+        return self.message
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the finding as a JSON-serializable dict."""
+        d = dataclasses.asdict(self)
+        d["values"] = list(self.values)
+        return d

@@ -1,0 +1,280 @@
+"""`Signature`: the concrete input signature of one call of a compiled step.
+
+XLA compiles one executable per concrete input signature (structure, shapes,
+dtypes). This module is pure Python (no TensorFlow, no Keras): it turns nested
+structures of arrays, tensors or specs into `Signature`s and compares them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Signature", "closest", "differences", "flatten_leaves", "input_name", "only_batch_shrunk"]
+
+Shape = tuple[int | None, ...] | None
+PathKey = str | int
+
+
+def _is_leaf(value: Any) -> bool:
+    return hasattr(value, "shape") and hasattr(value, "dtype")
+
+
+def _flatten(structure: Any, path: tuple[PathKey, ...] = ()) -> Iterator[tuple[tuple[PathKey, ...], Any]]:
+    """Yields `(path, leaf)` in `tf.nest` order (dict keys sorted)."""
+    if structure is None:
+        return
+    if _is_leaf(structure):
+        yield path, structure
+    elif isinstance(structure, Mapping):
+        for key in sorted(structure):
+            yield from _flatten(structure[key], path + (key,))
+    elif isinstance(structure, tuple) and hasattr(structure, "_fields"):
+        for name in structure._fields:
+            yield from _flatten(getattr(structure, name), path + (name,))
+    elif isinstance(structure, (list, tuple)):
+        for i, item in enumerate(structure):
+            yield from _flatten(item, path + (i,))
+
+
+def flatten_leaves(structure: Any) -> list[Any]:
+    """Returns the array-like leaves of `structure` in `Signature` order.
+
+    Args:
+        structure: A nested dict/list/tuple/namedtuple of arrays, tensors or
+            specs (anything with `shape` and `dtype`); `None` is skipped.
+
+    Returns:
+        The leaves, in the order `Signature.of` lists them.
+    """
+    return [leaf for _, leaf in _flatten(structure)]
+
+
+def _render_path(path: tuple[PathKey, ...], root_names: Sequence[str] | None, top_is_seq: bool) -> str:
+    if not path:
+        return root_names[0] if root_names else "input"
+    parts: list[str] = []
+    rest = path
+    if root_names and top_is_seq and isinstance(path[0], int) and path[0] < len(root_names):
+        parts.append(root_names[path[0]])
+        rest = path[1:]
+    for key in rest:
+        parts.append(f"[{key}]" if isinstance(key, int) else f"[{key!r}]")
+    return "".join(parts)
+
+
+def _shape_of(leaf: Any) -> Shape:
+    shape = leaf.shape
+    if getattr(shape, "rank", 0) is None:
+        return None
+    dims = []
+    for d in shape:
+        d = getattr(d, "value", d)
+        dims.append(None if d is None else int(d))
+    return tuple(dims)
+
+
+def _dtype_of(leaf: Any) -> str:
+    dtype = leaf.dtype
+    return str(getattr(dtype, "name", dtype))
+
+
+def _format_shape(dtype: str, shape: Shape) -> str:
+    if shape is None:
+        return f"{dtype}[?]"
+    return f"{dtype}[{','.join('?' if d is None else str(d) for d in shape)}]"
+
+
+@dataclass(frozen=True)
+class Signature:
+    """The concrete input signature of one call: structure, shapes, dtypes.
+
+    Two calls with equal signatures reuse one XLA executable; a new signature
+    means a new compilation when the step is compiled with XLA. Dimensions
+    that are unknown (a spec's `None`, or an input the adapter cannot see)
+    are `None` and compare equal.
+
+    Attributes:
+        paths: One display path per array leaf, e.g. `"x['tokens']"`, `"y"`,
+            `"[0][1]"`.
+        shapes: The leaves' shapes (tuples of ints or `None`); `None` for
+            unknown rank.
+        dtypes: The leaves' dtype names, e.g. `"int32"`.
+
+    Example:
+
+    ```python
+    import numpy as np
+    from keras_xla_guard.signatures import Signature
+
+    sig = Signature.of(({"tokens": np.zeros((8, 5), "int32")}, np.zeros((8, 1))),
+                       root_names=("x", "y"))
+    print(sig)  # x['tokens']: int32[8,5], y: float64[8,1]
+    ```
+    """
+
+    paths: tuple[str, ...]
+    shapes: tuple[Shape, ...]
+    dtypes: tuple[str, ...]
+
+    @classmethod
+    def of(cls, structure: Any, *, root_names: Sequence[str] | None = None) -> "Signature":
+        """Builds the signature of a nested structure of arrays or tensors.
+
+        Args:
+            structure: Dicts (keys sorted, as `tf.nest` does), lists, tuples
+                and namedtuples of objects with `shape` and `dtype` (NumPy
+                arrays, `tf.Tensor`, `tf.TensorSpec`, Keras tensors). `None`
+                entries are skipped.
+            root_names: Names for the positions of a top-level tuple or list,
+                e.g. `("x", "y", "sample_weight")` for Keras' `(x, y, sw)`;
+                also the name of a bare top-level array. Defaults to `None`
+                (positions shown as `[0]`, `[1]`, a bare array as `input`).
+
+        Returns:
+            The signature.
+
+        Raises:
+            ValueError: If `root_names` is a string instead of a sequence.
+        """
+        if isinstance(root_names, str):
+            raise ValueError(
+                f"`root_names` must be a sequence of names, not a string. Received: root_names={root_names!r}"
+            )
+        top_is_seq = isinstance(structure, (list, tuple)) and not hasattr(structure, "_fields")
+        paths, shapes, dtypes = [], [], []
+        for path, leaf in _flatten(structure):
+            paths.append(_render_path(path, root_names, top_is_seq))
+            shapes.append(_shape_of(leaf))
+            dtypes.append(_dtype_of(leaf))
+        return cls(tuple(paths), tuple(shapes), tuple(dtypes))
+
+    @property
+    def structure(self) -> tuple[tuple[str, str, int | None], ...]:
+        """Paths, dtypes and ranks: what must match for a dim-by-dim comparison."""
+        return tuple(
+            (p, d, None if s is None else len(s)) for p, d, s in zip(self.paths, self.dtypes, self.shapes)
+        )
+
+    def dynamic_dims(self) -> tuple[tuple[int, int], ...]:
+        """`(leaf index, dim)` of every unknown (`None`) dimension of known rank."""
+        return tuple(
+            (i, d)
+            for i, shape in enumerate(self.shapes)
+            if shape is not None
+            for d, size in enumerate(shape)
+            if size is None
+        )
+
+    def with_dims(self, dims: Sequence[tuple[int, int]], values: Sequence[int]) -> "Signature":
+        """Returns a copy with the given unknown dimensions filled in.
+
+        Args:
+            dims: `(leaf index, dim)` pairs, as from `dynamic_dims()`.
+            values: One size per pair.
+
+        Returns:
+            The concrete signature.
+
+        Raises:
+            ValueError: If `dims` and `values` differ in length.
+        """
+        if len(dims) != len(values):
+            raise ValueError(
+                f"`values` must have one entry per dim ({len(dims)}). Received: values={tuple(values)!r}"
+            )
+        shapes = [list(s) if s is not None else None for s in self.shapes]
+        for (leaf, dim), value in zip(dims, values):
+            shapes[leaf][dim] = int(value)  # type: ignore[index]
+        return dataclasses.replace(
+            self, shapes=tuple(None if s is None else tuple(s) for s in shapes)
+        )
+
+    def describe_leaf(self, index: int) -> str:
+        """`"<path>: <dtype>[<dims>]"` for one leaf."""
+        return f"{self.paths[index]}: {_format_shape(self.dtypes[index], self.shapes[index])}"
+
+    def __str__(self) -> str:
+        return ", ".join(self.describe_leaf(i) for i in range(len(self.paths))) or "(no arrays)"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the signature as a JSON-serializable dict."""
+        return {
+            "paths": list(self.paths),
+            "shapes": [None if s is None else list(s) for s in self.shapes],
+            "dtypes": list(self.dtypes),
+        }
+
+
+def input_name(sig: Signature, index: int) -> str:
+    """How messages name a leaf: its dict key when unique, else its path."""
+    path = sig.paths[index]
+    if path.endswith("']"):
+        key = path[path.rfind("['") + 2 : -2]
+        if sum(p.endswith(f"['{key}']") for p in sig.paths) == 1:
+            return f"input '{key}'"
+    return f"input {path}"
+
+
+def differences(new: Signature, old: Signature) -> list[str]:
+    if new.structure != old.structure:
+        return ["the input structure (paths, dtypes or ranks) changed"]
+    out = []
+    for i, (a, b) in enumerate(zip(new.shapes, old.shapes)):
+        if a == b or a is None or b is None:
+            continue
+        dims = [f"dim {d}: {y} -> {x}" for d, (x, y) in enumerate(zip(a, b)) if x != y]
+        out.append(
+            f"{new.paths[i]}: {_format_shape(new.dtypes[i], a)} vs "
+            f"{_format_shape(old.dtypes[i], b)} ({', '.join(dims)})"
+        )
+    return out
+
+
+def only_batch_shrunk(short: Signature, full: Signature) -> bool:
+    """Whether `short` equals `full` except for a smaller dimension 0."""
+    if short.structure != full.structure:
+        return False
+    shrunk = False
+    for a, b in zip(short.shapes, full.shapes):
+        if a is None or b is None or not a:
+            continue
+        if a[1:] != b[1:] or a[0] is None or b[0] is None or a[0] > b[0]:
+            return False
+        shrunk = shrunk or a[0] < b[0]
+    return shrunk
+
+
+def _distance(a: Signature, b: Signature) -> int:
+    if a.structure != b.structure:
+        return 1 << 30
+    return sum(
+        x != y
+        for sa, sb in zip(a.shapes, b.shapes)
+        if sa is not None and sb is not None
+        for x, y in zip(sa, sb)
+    )
+
+
+def closest(signature: Signature, earlier: Sequence[Signature]) -> Signature | None:
+    """The earlier signature with the fewest differing dimensions.
+
+    Args:
+        signature: The new signature.
+        earlier: Signatures seen before, oldest first.
+
+    Returns:
+        The closest one (the most recent among equally close ones), or
+        `None` if `earlier` is empty.
+    """
+    best: Signature | None = None
+    best_d = None
+    for sig in earlier:
+        d = _distance(signature, sig)
+        if best_d is None or d <= best_d:
+            best, best_d = sig, d
+    return best
+
+

@@ -1,0 +1,393 @@
+"""`SignatureTracker`: counts a run's input signatures per epoch and explains them.
+
+Keras builds its train step with `reduce_retracing=True`, so the tf.function is
+traced once while XLA compiles again for every new batch shape at run time.
+The tracker counts the signatures of every step per epoch (each new one is one
+XLA compilation), says what varied, and recommends bucket boundaries together
+with the tf.data code that applies them. Pure Python (no TensorFlow, no Keras).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from keras_xla_guard.signatures.buckets import (
+    DEFAULT_MAX_BUCKETS,
+    DEFAULT_MAX_PADDING,
+    bucketing_code,
+    recommend_buckets,
+)
+from keras_xla_guard.signatures.explanation import (
+    BUCKETING_FIX,
+    DIM_VARIED,
+    FIRST_SIGNATURE,
+    MORE_NEW_SIGNATURES,
+    NEW_SIGNATURE,
+    SHORT_LAST_BATCH,
+    STRUCTURE_CHANGED,
+    Explanation,
+)
+from keras_xla_guard.signatures.signature import (
+    Signature,
+    closest,
+    differences,
+    input_name,
+    only_batch_shrunk,
+)
+
+__all__ = [
+    "EpochSignatures",
+    "MEGAMORPHIC_COMPILE_THRESHOLD",
+    "MEGAMORPHIC_MIN_EXECUTIONS_PER_COMPILE",
+    "SignatureTracker",
+]
+
+# TensorFlow's own constants (tensorflow/compiler/jit/device_compilation_profiler.cc):
+# a cluster compiled more than 10 times with fewer than 50 executions per compile
+# is marked megamorphic and, under auto-clustering, no longer compiled.
+MEGAMORPHIC_COMPILE_THRESHOLD = 10
+MEGAMORPHIC_MIN_EXECUTIONS_PER_COMPILE = 50
+# How many new signatures an epoch's explanation compares with their closest
+# earlier one; more would bury the headline.
+_MAX_NEW_EXPLAINED = 3
+_MAX_VALUES_LISTED = 10
+
+
+@dataclass(frozen=True)
+class EpochSignatures:
+    """Input signatures of one epoch.
+
+    Attributes:
+        epoch: 0-based epoch index.
+        steps: Training steps observed in the epoch.
+        distinct_signatures: Different signatures seen in the epoch.
+        new_signatures: Signatures first seen in this epoch (of the run).
+        expected_compilations: XLA compilations the new signatures cause
+            (one each), or `None` when the step is not compiled with XLA.
+        compilations_so_far: Signatures seen in the run up to this epoch's
+            end (predicted compilations of the step, all epochs together).
+        short_last_batch: Whether the epoch ended with a batch that only
+            differs in dimension 0 and occurred only as a last batch.
+        explanations: The epoch's findings as `Explanation`s: what
+            varied, the closest earlier signature of new ones, the fix.
+        signatures: The distinct signatures of the epoch, first seen first.
+    """
+
+    epoch: int
+    steps: int
+    distinct_signatures: int
+    new_signatures: int
+    expected_compilations: int | None
+    compilations_so_far: int
+    short_last_batch: bool
+    explanations: tuple[Explanation, ...]
+    signatures: tuple[Signature, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the epoch's figures as a JSON-serializable dict."""
+        d = dataclasses.asdict(self)
+        d["explanations"] = [e.to_dict() for e in self.explanations]
+        d["signatures"] = [s.to_dict() for s in self.signatures]
+        return d
+
+
+@dataclass
+class _SigStats:
+    first_epoch: int
+    first_step: int | None
+    count: int = 0
+    last_of_epoch: int = 0
+
+
+class SignatureTracker:
+    """Counts input signatures per epoch and explains new ones.
+
+    Feed it each step's signature with `observe`; `end_epoch` returns the
+    epoch's `EpochSignatures`. A signature is *new* the first time the run
+    sees it; with XLA on, each new signature is one expected compilation.
+
+    Args:
+        xla: Whether the observed step is compiled with XLA (only then
+            `expected_compilations` is reported). Defaults to `False`.
+        max_buckets: Most buckets a bucketing recommendation may use.
+            Defaults to `4`.
+        max_padding: Acceptable padding share of a recommendation.
+            Defaults to `0.15`.
+
+    Raises:
+        ValueError: If `max_buckets` or `max_padding` is out of range.
+
+    Example:
+
+    ```python
+    import numpy as np
+    from keras_xla_guard.signatures import Signature, SignatureTracker
+
+    tracker = SignatureTracker(xla=True)
+    tracker.begin_epoch(0)
+    for length in (5, 7, 9, 11, 13):
+        tracker.observe(Signature.of({"tokens": np.zeros((8, length))}))
+    stats = tracker.end_epoch()
+    print(stats.expected_compilations)  # 5
+    print(stats.explanations[0])  # input 'tokens' dim 1 varied across 5 values (5, 7, 9, 11, 13)
+    ```
+    """
+
+    def __init__(
+        self,
+        xla: bool = False,
+        max_buckets: int = DEFAULT_MAX_BUCKETS,
+        max_padding: float = DEFAULT_MAX_PADDING,
+    ) -> None:
+        recommend_buckets((), max_buckets=max_buckets, max_padding=max_padding)
+        self.xla = bool(xla)
+        self.max_buckets = max_buckets
+        self.max_padding = max_padding
+        self._stats: dict[Signature, _SigStats] = {}
+        self._order: list[Signature] = []
+        self._executions = 0
+        self._epoch: int | None = None
+        self._epoch_counts: dict[Signature, int] = {}
+        self._epoch_new: list[tuple[Signature, int | None]] = []
+        self._epoch_steps = 0
+        self._last: Signature | None = None
+
+    @property
+    def total_signatures(self) -> int:
+        """Distinct signatures seen in the run (= compilations with XLA)."""
+        return len(self._order)
+
+    @property
+    def executions(self) -> int:
+        """Steps observed in the run."""
+        return self._executions
+
+    @property
+    def epoch_new_signatures(self) -> int:
+        """Signatures first seen in the current epoch so far."""
+        return len(self._epoch_new)
+
+    def begin_epoch(self, epoch: int) -> None:
+        """Starts counting a new epoch.
+
+        Args:
+            epoch: 0-based epoch index.
+        """
+        self._epoch = epoch
+        self._epoch_counts = {}
+        self._epoch_new = []
+        self._epoch_steps = 0
+        self._last = None
+
+    def observe(self, signature: Signature, step: int | None = None, count: int = 1) -> bool:
+        """Records `count` steps run with `signature`.
+
+        Args:
+            signature: The steps' input signature.
+            step: 0-based index of the (first) step in the epoch, if known.
+            count: Number of consecutive steps with this signature.
+                Defaults to `1`.
+
+        Returns:
+            Whether the signature is new to the run.
+        """
+        if self._epoch is None:
+            self.begin_epoch(0)
+        stats = self._stats.get(signature)
+        new = stats is None
+        if stats is None:
+            stats = self._stats[signature] = _SigStats(self._epoch or 0, step)
+            self._order.append(signature)
+            self._epoch_new.append((signature, step))
+        stats.count += count
+        self._epoch_counts[signature] = self._epoch_counts.get(signature, 0) + count
+        self._epoch_steps += count
+        self._executions += count
+        self._last = signature
+        return new
+
+    def end_epoch(self) -> EpochSignatures:
+        """Finishes the epoch and explains it.
+
+        Returns:
+            The epoch's signature figures and explanations.
+        """
+        epoch = self._epoch if self._epoch is not None else 0
+        if self._last is not None:
+            self._stats[self._last].last_of_epoch += 1
+        sigs = tuple(s for s in self._order if s in self._epoch_counts)
+        short = self._short_last_batch(sigs)
+        result = EpochSignatures(
+            epoch=epoch,
+            steps=self._epoch_steps,
+            distinct_signatures=len(sigs),
+            new_signatures=len(self._epoch_new),
+            expected_compilations=len(self._epoch_new) if self.xla else None,
+            compilations_so_far=len(self._order),
+            short_last_batch=short is not None,
+            explanations=tuple(self._explain(sigs, short)),
+            signatures=sigs,
+        )
+        self._epoch = None
+        return result
+
+    def current_explanations(self) -> tuple[Explanation, ...]:
+        """Explanations of the current epoch so far (before `end_epoch`).
+
+        Returns:
+            The lines `end_epoch` would give now, without the short-last-batch
+            verdict (the last batch is not known yet).
+        """
+        sigs = tuple(s for s in self._order if s in self._epoch_counts)
+        return tuple(self._explain(sigs, None))
+
+    def megamorphic_risk(self) -> bool:
+        """Whether the run is close to TensorFlow's megamorphic threshold.
+
+        Returns:
+            `True` once at least `MEGAMORPHIC_COMPILE_THRESHOLD - 2`
+            signatures were seen with fewer than 50 executions per compile.
+        """
+        compiles = len(self._order)
+        return (
+            compiles >= MEGAMORPHIC_COMPILE_THRESHOLD - 2
+            and self._executions < MEGAMORPHIC_MIN_EXECUTIONS_PER_COMPILE * compiles
+        )
+
+    # ------------------------------------------------------------ internals
+
+    def _short_last_batch(self, sigs: tuple[Signature, ...]) -> tuple[Signature, Signature] | None:
+        """`(short, full)` when the epoch's last batch is a short last batch."""
+        last = self._last
+        if last is None or len(sigs) < 2:
+            return None
+        stats = self._stats[last]
+        if stats.count != stats.last_of_epoch:
+            return None
+        matches = [s for s in sigs if s != last and only_batch_shrunk(last, s)]
+        if not matches:
+            return None
+        return last, max(matches, key=lambda s: self._epoch_counts[s])
+
+    def _varying(self, sigs: Sequence[Signature]) -> list[tuple[int, int, list[int]]]:
+        """`(leaf, dim, sorted values)` for every dimension that took several values."""
+        groups: dict[tuple[Any, ...], list[Signature]] = {}
+        for s in sigs:
+            groups.setdefault(s.structure, []).append(s)
+        out = []
+        for members in groups.values():
+            ref = members[0]
+            for leaf, shape in enumerate(ref.shapes):
+                if shape is None:
+                    continue
+                for dim in range(len(shape)):
+                    values = {m.shapes[leaf][dim] for m in members}  # type: ignore[index]
+                    values.discard(None)
+                    if len(values) > 1:
+                        out.append((leaf, dim, sorted(values)))  # type: ignore[arg-type]
+        return out
+
+    def _explain(
+        self, sigs: tuple[Signature, ...], short: tuple[Signature, Signature] | None
+    ) -> list[Explanation]:
+        if not sigs:
+            return []
+        found: list[Explanation] = []
+        structures = len({s.structure for s in sigs})
+        if structures > 1:
+            found.append(Explanation(
+                STRUCTURE_CHANGED,
+                f"the input structure itself changed: {structures} different "
+                "structures (paths, dtypes or ranks) in this epoch",
+                severity="warning",
+            ))
+        regular = [s for s in sigs if short is None or s != short[0]]
+        varying = self._varying(regular)
+        ref = regular[0]
+        for leaf, dim, values in varying:
+            shown = ", ".join(str(v) for v in values[:_MAX_VALUES_LISTED])
+            more = ", ..." if len(values) > _MAX_VALUES_LISTED else ""
+            found.append(Explanation(
+                DIM_VARIED,
+                f"{input_name(ref, leaf)} dim {dim} varied across {len(values)} values ({shown}{more})",
+                severity="warning",
+                input=ref.paths[leaf],
+                dim=dim,
+                values=tuple(values),
+            ))
+        if short is not None:
+            last, full = short
+            leaf = next(i for i, (a, b) in enumerate(zip(last.shapes, full.shapes)) if a and b and a[0] != b[0])
+            short_size, full_size = last.shapes[leaf][0], full.shapes[leaf][0]  # type: ignore[index]
+            found.append(Explanation(
+                SHORT_LAST_BATCH,
+                f"short last batch: {input_name(last, leaf)} dim 0 was {short_size} "
+                f"in the last batch only (other batches: {full_size}); "
+                "it costs one extra compilation per run - batch with drop_remainder=True "
+                "or make the number of examples a multiple of the batch size",
+                severity="warning",
+                input=last.paths[leaf],
+                dim=0,
+                values=(short_size, full_size),  # type: ignore[arg-type]
+            ))
+        for sig, step in self._epoch_new[:_MAX_NEW_EXPLAINED]:
+            earlier = self._order[: self._order.index(sig)]
+            where = f" at step {step}" if step is not None else ""
+            near = closest(sig, earlier)
+            if near is None:
+                found.append(Explanation(FIRST_SIGNATURE, f"first signature{where}: {sig}", step=step))
+                continue
+            diffs = "; ".join(differences(sig, near)) or "no shape difference"
+            found.append(Explanation(
+                NEW_SIGNATURE,
+                f"new signature{where}: {diffs} (closest earlier signature: {near})",
+                step=step,
+            ))
+        hidden = len(self._epoch_new) - _MAX_NEW_EXPLAINED
+        if hidden > 0:
+            found.append(Explanation(
+                MORE_NEW_SIGNATURES, f"... and {hidden} more new signature(s) in this epoch"
+            ))
+        fix = self._recommendation(regular, varying)
+        if fix is not None:
+            found.append(fix)
+        return found
+
+    def _recommendation(
+        self, sigs: Sequence[Signature], varying: list[tuple[int, int, list[int]]]
+    ) -> Explanation | None:
+        length_dims = [(leaf, dim) for leaf, dim, _ in varying if dim >= 1]
+        if not length_dims:
+            return None
+        leaf, dim = length_dims[0]
+        ref = sigs[0]
+        lengths: dict[int, int] = {}
+        batch_sizes: dict[int, int] = {}
+        for s in sigs:
+            if s.structure != ref.structure:
+                continue
+            shape = s.shapes[leaf]
+            n = self._epoch_counts.get(s, 1)
+            if shape is None or shape[dim] is None:
+                continue
+            lengths[shape[dim]] = lengths.get(shape[dim], 0) + n  # type: ignore[index]
+            if shape[0] is not None:
+                batch_sizes[shape[0]] = batch_sizes.get(shape[0], 0) + n
+        bounds = recommend_buckets(lengths, max_buckets=self.max_buckets, max_padding=self.max_padding)
+        if len(bounds) >= len(lengths):
+            return None
+        batch = max(batch_sizes, key=lambda b: batch_sizes[b]) if batch_sizes else 32
+        roots = {p.split("[", 1)[0] for p in ref.paths}
+        root_count = 1 if roots <= {"x", "input"} else (3 if "sample_weight" in roots else 2)
+        return Explanation(
+            BUCKETING_FIX,
+            f"fix: pad {input_name(ref, leaf)} dim {dim} to {len(bounds)} bucket length(s) "
+            f"{bounds} -> at most {len(bounds)} compilation(s) instead of {len(lengths)}",
+            input=ref.paths[leaf],
+            dim=dim,
+            values=tuple(bounds),
+            fix_code=bucketing_code(ref.paths[leaf], dim, bounds, batch, root_count=root_count),
+        )

@@ -1,0 +1,671 @@
+"""Pure trace analysis: XSpace in, `CoverageReport` out.
+
+Nothing here imports Keras or TensorFlow's runtime; only the generated
+`xplane_pb2` bindings are used (see `keras_xla_guard.trace.xplane`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections import defaultdict
+from typing import Any, Sequence
+
+from keras_xla_guard._checks import check_int
+from keras_xla_guard.trace.classify import (
+    COMPILE_COUNT_RE,
+    Category,
+    classify_name,
+    classify_op_type,
+    is_dispatch_only,
+    is_guard_op,
+    split_tf_op,
+)
+from keras_xla_guard.trace.report import CoverageReport, OpStat
+from keras_xla_guard.trace.xplane import (
+    DEFAULT_MAX_TRACE_BYTES,
+    find_trace_files,
+    host_of,
+    iter_lines,
+    open_xspace,
+)
+
+__all__ = ["DEFAULT_TOP_K", "analyze_trace", "analyze_xspace", "combine_reports"]
+
+DEFAULT_TOP_K = 10
+_PS = 1e-12
+_ABSORBING = frozenset(
+    {Category.XLA, Category.XLA_WORKER, Category.COMPILE, Category.INPUT, Category.TRACING}
+)
+_XLA_DEVICE_LINES = frozenset({"XLA Modules"})
+# Per category: the absorb value an event of that category hands its children.
+_ABSORB_OF = tuple(cat if cat in _ABSORBING else 0 for cat in range(Category.OTHER + 1))
+
+
+# A kernel's pending record: [bucket_ps, has_xla, has_compile, pending, key, role, outer]
+# where `key` is (op_type, op_name), `pending` a list of (key, ps) of plain
+# ops nested inside it (or None) and `outer` the enclosing kernel's record.
+_K_BUCKET, _K_XLA, _K_COMPILE, _K_PENDING, _K_KEY, _K_ROLE, _K_OUTER = range(7)
+
+
+class _Totals:
+    """Mutable accumulator for one analysis (picoseconds)."""
+
+    def __init__(self) -> None:
+        self.ps = [0] * 11
+        self.ops: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+        self.executions = 0
+        self.compilations = 0
+        self.modules: list[str] = []
+
+    def add(self, other: "_Totals") -> None:
+        """Adds another accumulator's sums into this one."""
+        self.ps = [a + b for a, b in zip(self.ps, other.ps)]
+        for key, (t, n) in other.ops.items():
+            rec = self.ops[key]
+            rec[0] += t
+            rec[1] += n
+        self.executions += other.executions
+        self.compilations += other.compilations
+        self.modules.extend(other.modules)
+
+
+def _stat_index(plane: Any) -> dict[str, int]:
+    return {m.name: mid for mid, m in plane.stat_metadata.items()}
+
+
+def _stat_str(plane: Any, stat: Any) -> str:
+    kind = stat.WhichOneof("value")
+    if kind == "str_value":
+        return stat.str_value
+    if kind == "ref_value":
+        ref = plane.stat_metadata.get(stat.ref_value)
+        return ref.name if ref is not None else ""
+    return ""
+
+
+def _stats_str(plane: Any, event: Any, stat_id: int) -> str:
+    if stat_id < 0:
+        return ""
+    for stat in event.stats:
+        if stat.metadata_id == stat_id:
+            return _stat_str(plane, stat)
+    return ""
+
+
+def _has_stat(event: Any, stat_id: int) -> bool:
+    for stat in event.stats:
+        if stat.metadata_id == stat_id:
+            return True
+    return False
+
+
+class _PlaneCache:
+    """What one plane's metadata says, looked up once per analysis.
+
+    Attributes:
+        infos: Metadata id -> (category, (op key, op role) or None, is an
+            executable span), filled as ids are met.
+        markers: Metadata ids of events that each count one compilation.
+        name_id, type_id, hlo_id: Stat metadata ids of `name`,
+            `kernel_type` and `hlo_module`; -1 when the plane has none.
+    """
+
+    def __init__(self, plane: Any) -> None:
+        self.metadata = plane.event_metadata
+        self.infos: dict[int, tuple[int, Any, bool]] = {}
+        self.markers = frozenset(
+            mid for mid, md in self.metadata.items() if COMPILE_COUNT_RE.match(md.name)
+        )
+        stat_ids = _stat_index(plane)
+        self.name_id = stat_ids.get("name", -1)
+        self.type_id = stat_ids.get("kernel_type", -1)
+        self.hlo_id = stat_ids.get("hlo_module", -1)
+
+    def info(self, mid: int) -> tuple[int, Any, bool]:
+        md = self.metadata.get(mid)
+        name = md.name if md is not None else ""
+        cat = classify_name(name)
+        op = None
+        if cat == Category.KERNEL:
+            op_name, op_type = split_tf_op(name)  # type: ignore[misc]
+            op = ((op_type, op_name), classify_op_type(op_type))
+        info = self.infos[mid] = (cat, op, "Executable::" in name)
+        return info
+
+
+def _count_compile(plane: Any, event: Any, name_id: int, totals: _Totals) -> None:
+    totals.compilations += 1
+    module = _stats_str(plane, event, name_id)
+    if module:
+        totals.modules.append(module)
+
+
+def _kernel_record(bucket: int, op: tuple[tuple[str, str], str], outer: Any) -> list[Any]:
+    """A new kernel record (layout: the `_K_*` indices) for op `(key, role)`."""
+    return [bucket, False, False, None, op[0], op[1], outer]
+
+
+def _settle_kernel(rec: list[Any], totals: _Totals) -> None:
+    """Books a TF kernel once all its children are known.
+
+    Plain-op time of kernels nested in another kernel is handed to the
+    outer kernel as `pending`: if the outer kernel turns out to be
+    compiling (the constant folding TF runs before an XLA compile), that
+    time is compile time, not a user op.
+    """
+    bucket = rec[_K_BUCKET]
+    role = rec[_K_ROLE]
+    pending = rec[_K_PENDING]
+    ps = totals.ps
+    if rec[_K_COMPILE]:
+        if rec[_K_XLA]:
+            totals.executions += 1
+        if pending:
+            ps[Category.COMPILE] += sum(t for _, t in pending)
+            pending = None
+        ps[Category.COMPILE] += bucket
+    elif role == "xla_compile":
+        ps[Category.XLA] += bucket
+    elif role == "xla_launch" or rec[_K_XLA]:
+        ps[Category.XLA] += bucket
+        totals.executions += 1
+    elif role == "input":
+        ps[Category.INPUT] += bucket
+    elif pending is None:
+        pending = [(rec[_K_KEY], bucket)]
+    else:
+        pending.append((rec[_K_KEY], bucket))
+    if not pending:
+        return
+    outer = rec[_K_OUTER]
+    if outer is not None:
+        if outer[_K_PENDING] is None:
+            outer[_K_PENDING] = pending
+        else:
+            outer[_K_PENDING].extend(pending)
+        return
+    ops = totals.ops
+    for key, t in pending:
+        ps[Category.OP] += t
+        op = ops[key]
+        op[0] += t
+        op[1] += 1
+
+
+def _scan_line(plane: Any, line: Any, cache: _PlaneCache, totals: _Totals) -> None:
+    """Walks one thread's events as a tree (by time nesting) and books them.
+
+    TensorFlow writes a line's events ordered by start time; a line that is
+    not (an edited or foreign trace) is scanned again in sorted order.
+    """
+    events = line.events
+    if not events:
+        return
+    # Everything on a tf.data thread is input-pipeline work, including the
+    # TF kernels of `Dataset.map` functions that run there.
+    line_absorb = Category.INPUT if line.name.startswith("tf_data") else 0
+    part = _Totals()
+    if not _scan_events(plane, events, line_absorb, cache, part):
+        part = _Totals()
+        ordered = sorted(events, key=lambda e: (e.offset_ps, -e.duration_ps))
+        _scan_events(plane, ordered, line_absorb, cache, part)
+    totals.add(part)
+
+
+def _scan_events(
+    plane: Any,
+    events: Any,
+    line_absorb: int,
+    cache: _PlaneCache,
+    totals: _Totals,
+) -> bool:
+    """Books one line's events; returns `False` if they are out of order.
+
+    Out of order means a positive-duration event starting before the one
+    before it; events sorted by start time always pass.
+
+    Every event's self time (its duration minus its children's) goes to its
+    nearest categorized ancestor-or-self, its *owner*: events without a
+    category of their own (`NONE`) hand their time up, so e.g. the compile
+    passes inside a `StatefulPartitionedCall` count as compile time, and
+    inside an absorbing event (an XLA launch, a compile, the input
+    pipeline) every descendant counts as that category. Time is booked as
+    events are entered, into a one-element list per category or into the
+    record of a TF kernel; a kernel is resolved when it ends, because only
+    its children tell whether it launched or compiled XLA code.
+
+    This loop is the hot path of `analyze_trace` (one pass, at most one
+    stack tuple per event); `benchmarks/bench_analyze.py` measures it
+    against a bare parse-and-iterate of the same file.
+    """
+    name_id, type_id, hlo_id = cache.name_id, cache.type_id, cache.hlo_id
+    infos, markers = cache.infos, cache.markers
+    NONE, XLA, KERNEL = Category.NONE, Category.XLA, Category.KERNEL
+    ASYNC_KERNEL, INPUT = Category.ASYNC_KERNEL, Category.INPUT
+    holders = [[0] for _ in range(len(totals.ps))]
+    other = holders[Category.OTHER]
+    # Self time and count of leaf plain-op kernels outside other kernels,
+    # by metadata id: the bulk of a trace without XLA, booked cheaply.
+    leaves: defaultdict[int, list[int]] = defaultdict(lambda: [0, 0])
+    # Stack entries are tuples (end, owner, kernel ancestor-or-self, absorb,
+    # kernel): `owner` is the list whose [0] collects the entry's self time
+    # (a category holder or a kernel record), `kernel` a kernel record or
+    # None. The root entry's end lies beyond any int64 offset + duration;
+    # its owner is a sink for the (meaningless) child time of top-level
+    # events.
+    root = (1 << 70, [0], None, line_absorb, None)
+    stack = [root]
+    push, pop = stack.append, stack.pop
+    top = root
+    top_end = root[0]
+    last_start = -(1 << 70)
+    # The kernel entered last waits here, off the stack, until the next
+    # event tells whether it has children; most kernels are leaves and never
+    # need a stack entry or a record.
+    leaf_end: int | None = None
+    leaf_dur = leaf_mid = 0
+    leaf_op: Any = None
+    leaf_outer: Any = None
+    for event in events:
+        dur = event.duration_ps
+        if dur <= 0:
+            # Instant events (markers, counters) take no time and nest
+            # nothing; their order does not matter either.
+            if markers and event.metadata_id in markers:
+                _count_compile(plane, event, name_id, totals)
+            continue
+        start = event.offset_ps
+        if start < last_start:
+            return False
+        last_start = start
+        mid = event.metadata_id
+        try:
+            cat, op, is_executable = infos[mid]
+        except KeyError:
+            cat, op, is_executable = cache.info(mid)
+        if markers and mid in markers:
+            _count_compile(plane, event, name_id, totals)
+        end = start + dur
+        if leaf_end is not None:
+            if start >= leaf_end:
+                if leaf_op[1] == "op" and leaf_outer is None:
+                    leaf = leaves[leaf_mid]
+                    leaf[0] += leaf_dur
+                    leaf[1] += 1
+                else:
+                    _settle_kernel(_kernel_record(leaf_dur, leaf_op, leaf_outer), totals)
+            else:
+                rec = _kernel_record(leaf_dur, leaf_op, leaf_outer)
+                top = (leaf_end, rec, rec, 0, rec)
+                push(top)
+                top_end = leaf_end
+            leaf_end = None
+        while start >= top_end:
+            kernel = pop()[4]
+            if kernel is not None:
+                _settle_kernel(kernel, totals)
+            top = stack[-1]
+            top_end = top[0]
+        parent_owner = top[1]
+        absorb = top[3]
+        if absorb:
+            if top is root:
+                owner = holders[absorb]
+                owner[0] += dur
+                top = (end, owner, None, absorb, None)
+            else:
+                if end > top_end:
+                    parent_owner[0] += end - top_end
+                top = (end, parent_owner, top[2], absorb, None)
+            push(top)
+            top_end = end
+            continue
+        if cat == KERNEL:
+            parent_owner[0] -= (end if end < top_end else top_end) - start
+            leaf_end, leaf_dur, leaf_mid, leaf_op, leaf_outer = end, dur, mid, op, top[2]
+            continue
+        if cat >= INPUT:
+            # INPUT, TRACING, EAGER (the categories `classify_name` gives from
+            # INPUT up): booked to their own category.
+            parent_owner[0] -= (end if end < top_end else top_end) - start
+            owner = holders[cat]
+            owner[0] += dur
+            top = (end, owner, top[2], _ABSORB_OF[cat], None)
+            push(top)
+            top_end = end
+            continue
+        if cat == ASYNC_KERNEL:
+            op_type = _stats_str(plane, event, type_id)
+            if op_type and not is_dispatch_only(op_type):
+                name = _stats_str(plane, event, name_id) or op_type
+                rec = _kernel_record(dur, ((op_type, name), classify_op_type(op_type)), top[2])
+                parent_owner[0] -= (end if end < top_end else top_end) - start
+                top = (end, rec, rec, 0, rec)
+                push(top)
+                top_end = end
+                continue
+            cat = NONE
+        elif cat == NONE and hlo_id >= 0 and _has_stat(event, hlo_id):
+            cat = XLA
+        kanc = top[2]
+        if cat == NONE:
+            if top is root:
+                other[0] += dur
+                top = (end, other, None, 0, None)
+            else:
+                if end > top_end:
+                    parent_owner[0] += end - top_end
+                top = (end, parent_owner, kanc, 0, None)
+            push(top)
+            top_end = end
+            continue
+        parent_owner[0] -= (end if end < top_end else top_end) - start
+        if cat == XLA:
+            if kanc is None:
+                # An executable span outside any kernel is a launch of its
+                # own; HLO/thunk work without one runs on a pool thread for
+                # a launch that another thread already times.
+                if is_executable:
+                    totals.executions += 1
+                else:
+                    cat = Category.XLA_WORKER
+            if len(parent_owner) > 1:
+                parent_owner[_K_XLA] = True
+        elif cat == Category.COMPILE and len(parent_owner) > 1:
+            parent_owner[_K_COMPILE] = True
+        owner = holders[cat]
+        owner[0] += dur
+        top = (end, owner, kanc, _ABSORB_OF[cat], None)
+        push(top)
+        top_end = end
+    if leaf_end is not None:
+        _settle_kernel(_kernel_record(leaf_dur, leaf_op, leaf_outer), totals)
+    for entry in reversed(stack):
+        if entry[4] is not None:
+            _settle_kernel(entry[4], totals)
+    ps = totals.ps
+    for cat, holder in enumerate(holders):
+        ps[cat] += holder[0]
+    ops = totals.ops
+    for mid, (t, n) in leaves.items():
+        ps[Category.OP] += t
+        rec = ops[infos[mid][1][0]]
+        rec[0] += t
+        rec[1] += n
+    return True
+
+
+def _scan_device_plane(plane: Any, stat_ids: dict[str, int], totals: _Totals, source: str) -> bool:
+    """Books an accelerator plane; returns whether it held any activity.
+
+    XProf's convention: a device plane has an "XLA Modules" line (one event
+    per executable run) and per-stream lines of kernels. Kernels that carry
+    an `hlo_op`/`hlo_module` stat belong to XLA; the rest are plain TF
+    kernels, named by their `tf_op` stat (`<op_name>:<OpType>`).
+    """
+    hlo_ids = {stat_ids.get("hlo_op", -1), stat_ids.get("hlo_module", -1)} - {-1}
+    tf_op_id = stat_ids.get("tf_op", -1)
+    module_ps = 0
+    module_runs = 0
+    kernel_xla_ps = 0
+    active = False
+    for line in iter_lines(plane, source=source):
+        if line.name in _XLA_DEVICE_LINES:
+            for event in line.events:
+                active = True
+                # Instant or negative-length events carry no time (only
+                # edited or damaged traces have the latter).
+                if event.duration_ps > 0:
+                    module_ps += event.duration_ps
+                    module_runs += 1
+            continue
+        if not line.name.startswith("Stream"):
+            continue
+        for event in line.events:
+            active = True
+            dur = event.duration_ps
+            if dur <= 0:
+                continue
+            if any(s.metadata_id in hlo_ids for s in event.stats):
+                kernel_xla_ps += dur
+                continue
+            label = _stats_str(plane, event, tf_op_id)
+            parsed = split_tf_op(label) if label else None
+            if parsed is None:
+                md = plane.event_metadata.get(event.metadata_id)
+                kernel = md.name if md is not None else "?"
+                key = ("(device kernel)", label or kernel)
+            else:
+                key = (parsed[1], parsed[0])
+            totals.ps[Category.OP] += dur
+            rec = totals.ops[key]
+            rec[0] += dur
+            rec[1] += 1
+    totals.ps[Category.XLA] += module_ps if module_runs else kernel_xla_ps
+    totals.executions += module_runs
+    return active
+
+
+def _profile_wall_s(space: Any) -> float | None:
+    for plane in space.planes:
+        if plane.name != "Task Environment":
+            continue
+        stats = {plane.stat_metadata[s.metadata_id].name: s for s in plane.stats
+                 if s.metadata_id in plane.stat_metadata}
+        start = stats.get("profile_start_time")
+        stop = stats.get("profile_stop_time")
+        if start is not None and stop is not None:
+            a = start.uint64_value or start.int64_value
+            b = stop.uint64_value or stop.int64_value
+            if b > a:
+                return (b - a) * 1e-9
+    return None
+
+
+def _is_host_plane(name: str) -> bool:
+    return name.startswith("/host:") and name != "/host:metadata"
+
+
+def _report_from_totals(
+    totals: _Totals,
+    *,
+    time_base: str,
+    top_k: int,
+    trace_paths: tuple[str, ...],
+    hosts: tuple[str, ...],
+    wall_s: float | None,
+) -> CoverageReport:
+    ps = totals.ps
+    xla_ps = ps[Category.XLA] or ps[Category.XLA_WORKER]
+    guard_ps = 0
+    user_ops = []
+    for (t, n), rec in totals.ops.items():
+        if is_guard_op(n):
+            guard_ps += rec[0]
+        else:
+            user_ops.append(OpStat(op_type=t, op_name=n, self_time_s=rec[0] * _PS, count=rec[1]))
+    op_ps = ps[Category.OP] - guard_ps
+    ops = sorted(user_ops, key=lambda o: (-o.self_time_s, o.op_type, o.op_name))
+    notes: list[str] = []
+    if xla_ps == 0 and op_ps == 0:
+        notes.append("the trace holds no op execution: nothing to measure")
+    return CoverageReport(
+        trace_paths=trace_paths,
+        hosts=hosts,
+        window_wall_s=wall_s,
+        time_base=time_base,
+        xla_time_s=xla_ps * _PS,
+        non_xla_op_time_s=op_ps * _PS,
+        xla_time_fraction=(xla_ps / (xla_ps + op_ps)) if xla_ps + op_ps else 0.0,
+        xla_executions=totals.executions,
+        compilations=totals.compilations,
+        compile_time_s=ps[Category.COMPILE] * _PS,
+        compiled_modules=tuple(dict.fromkeys(totals.modules)),
+        top_non_xla_ops=tuple(ops[:top_k]),
+        input_pipeline_time_s=ps[Category.INPUT] * _PS,
+        eager_overhead_s=ps[Category.EAGER] * _PS,
+        tracing_time_s=ps[Category.TRACING] * _PS,
+        guard_op_time_s=guard_ps * _PS,
+        notes=tuple(notes),
+    )
+
+
+def analyze_xspace(
+    space: Any,
+    *,
+    trace_path: str | None = None,
+    host: str | None = None,
+    top_k: int = DEFAULT_TOP_K,
+) -> CoverageReport:
+    """Measures XLA coverage in one parsed XSpace.
+
+    Args:
+        space: An `xplane_pb2.XSpace` message, or a trace read lazily by
+            `keras_xla_guard.trace.xplane.open_xspace` (far less memory).
+        trace_path: Where the trace came from, recorded in the report and
+            named in errors. Defaults to `None`.
+        host: Host name recorded in the report. Defaults to `None`.
+        top_k: How many plain TF ops to keep in `top_non_xla_ops`.
+            Defaults to `10`.
+
+    Returns:
+        A `CoverageReport` with `epoch=None`. When the trace holds
+        accelerator planes with activity, times are device times
+        (`time_base="device"`); otherwise host thread times.
+
+    Raises:
+        ValueError: If `top_k` is negative.
+        TraceParseError: If a line of a lazily read trace does not decode.
+    """
+    check_int("top_k", top_k, minimum=0)
+    source = trace_path or "<trace>"
+    host_totals = _Totals()
+    device_totals = _Totals()
+    device_active = False
+    for plane in space.planes:
+        if plane.name.startswith("/device:"):
+            stat_ids = _stat_index(plane)
+            device_active = (
+                _scan_device_plane(plane, stat_ids, device_totals, source) or device_active
+            )
+        elif _is_host_plane(plane.name):
+            cache = _PlaneCache(plane)
+            for line in iter_lines(plane, source=source):
+                _scan_line(plane, line, cache, host_totals)
+                # A lazily read line holds its events' bytes: let it go
+                # before the next one is read.
+                del line
+    if device_active:
+        # Device time is what the accelerator spent; compiles and the input
+        # pipeline still happen on the host.
+        device_totals.compilations = host_totals.compilations
+        device_totals.modules = host_totals.modules
+        for cat in (Category.COMPILE, Category.INPUT, Category.EAGER, Category.TRACING):
+            device_totals.ps[cat] = host_totals.ps[cat]
+        totals, base = device_totals, "device"
+    else:
+        totals, base = host_totals, "host"
+    return _report_from_totals(
+        totals,
+        time_base=base,
+        top_k=top_k,
+        trace_paths=(trace_path,) if trace_path else (),
+        hosts=(host,) if host else (),
+        wall_s=_profile_wall_s(space),
+    )
+
+
+def combine_reports(reports: Sequence[CoverageReport], *, top_k: int = DEFAULT_TOP_K) -> CoverageReport:
+    """Adds up reports of several hosts (or several traces) into one.
+
+    Args:
+        reports: Reports with `status == "ok"`.
+        top_k: How many plain TF ops to keep. Defaults to `10`.
+
+    Returns:
+        One report whose times, counts and op table are sums, and whose
+        fraction is recomputed from the sums.
+
+    Raises:
+        ValueError: If `reports` is empty.
+    """
+    if not reports:
+        raise ValueError("`reports` must hold at least one report. Received: []")
+    if len(reports) == 1:
+        return reports[0]
+    ops: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0])
+    for r in reports:
+        for op in r.top_non_xla_ops:
+            rec = ops[(op.op_type, op.op_name)]
+            rec[0] += op.self_time_s
+            rec[1] += op.count
+    xla = sum(r.xla_time_s for r in reports)
+    non = sum(r.non_xla_op_time_s for r in reports)
+    walls = [r.window_wall_s for r in reports if r.window_wall_s is not None]
+    top = sorted(
+        (OpStat(t, n, rec[0], int(rec[1])) for (t, n), rec in ops.items()),
+        key=lambda o: (-o.self_time_s, o.op_type, o.op_name),
+    )
+    return dataclasses.replace(
+        reports[0],
+        trace_paths=tuple(p for r in reports for p in r.trace_paths),
+        hosts=tuple(h for r in reports for h in r.hosts),
+        time_base="device" if any(r.time_base == "device" for r in reports) else "host",
+        window_wall_s=max(walls) if walls else None,
+        xla_time_s=xla,
+        non_xla_op_time_s=non,
+        xla_time_fraction=xla / (xla + non) if xla + non else 0.0,
+        xla_executions=sum(r.xla_executions for r in reports),
+        compilations=sum(r.compilations for r in reports),
+        compile_time_s=sum(r.compile_time_s for r in reports),
+        compiled_modules=tuple(dict.fromkeys(m for r in reports for m in r.compiled_modules)),
+        top_non_xla_ops=tuple(top[:top_k]),
+        input_pipeline_time_s=sum(r.input_pipeline_time_s for r in reports),
+        eager_overhead_s=sum(r.eager_overhead_s for r in reports),
+        tracing_time_s=sum(r.tracing_time_s for r in reports),
+        guard_op_time_s=sum(r.guard_op_time_s for r in reports),
+        notes=tuple(dict.fromkeys(n for r in reports for n in r.notes)),
+    )
+
+
+def analyze_trace(
+    path: str | os.PathLike[str],
+    *,
+    top_k: int = DEFAULT_TOP_K,
+    max_bytes: int = DEFAULT_MAX_TRACE_BYTES,
+) -> CoverageReport:
+    """Measures XLA coverage in a trace file or the newest run of a log dir.
+
+    Args:
+        path: An `.xplane.pb` file, a profile run directory, or a log
+            directory (its newest run is used; a run with one file per
+            host is combined into one report).
+        top_k: How many plain TF ops to keep in `top_non_xla_ops`.
+            Defaults to `10`.
+        max_bytes: Refuse trace files larger than this. Defaults to 1 GiB.
+
+    Returns:
+        A `CoverageReport` (with `epoch=None`).
+
+    Raises:
+        TraceNotFoundError: If no trace exists at `path`.
+        TraceParseError: If a file is not a valid XSpace trace.
+        TraceTooLargeError: If a file is larger than `max_bytes`.
+        ValueError: If `path`, `top_k` or `max_bytes` is invalid.
+
+    Example:
+
+    ```python
+    from keras_xla_guard import analyze_trace
+    report = analyze_trace("logs/xla_guard")
+    print(f"{report.xla_time_fraction:.0%} of op time ran under XLA")
+    ```
+    """
+    files = find_trace_files(path)
+    reports = [
+        analyze_xspace(open_xspace(f, max_bytes=max_bytes), trace_path=str(f),
+                       host=host_of(f), top_k=top_k)
+        for f in files
+    ]
+    return combine_reports(reports, top_k=top_k)

@@ -1,0 +1,180 @@
+"""Plain, frozen result types shared by the analysis, the guard and the CLI."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from keras_xla_guard.signatures.explanation import Explanation
+
+__all__ = ["CoverageReport", "OpStat"]
+
+
+@dataclass(frozen=True)
+class OpStat:
+    """Time spent in one plain TF op (a kernel that did not run under XLA).
+
+    Attributes:
+        op_type: The TF op type, e.g. `"MatMul"`.
+        op_name: The op's full name, e.g. `"sequential/dense/MatMul"`.
+        self_time_s: Total self time in seconds (children excluded), summed
+            over all executions and threads.
+        count: Number of executions in the profiled window.
+    """
+
+    op_type: str
+    op_name: str
+    self_time_s: float
+    count: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the op as a JSON-serializable dict."""
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class CoverageReport:
+    """XLA coverage of one profiled window (or one trace).
+
+    All times are seconds of thread time summed over threads (see
+    docs/coverage.md).
+
+    Attributes:
+        status: `"ok"`, `"skipped"` (no trace taken, see `reason`) or
+            `"failed"` (the guard failed; training went on).
+        reason: Why the window was skipped or failed; `""` when ok.
+        epoch: 0-based epoch index of the window; `None` for a trace
+            analyzed on its own.
+        steps_profiled: Training steps inside the window; `None` when
+            unknown.
+        window_wall_s: Wall time of the window; for a standalone trace the
+            profiler's own start-to-stop time.
+        trace_paths: The `.xplane.pb` file(s) the report was computed from.
+        hosts: Host names of those files.
+        time_base: `"host"` (CPU threads) or `"device"` (accelerator planes).
+        xla_time_s: Time inside XLA executables (launch included).
+        non_xla_op_time_s: Self time of plain TF op kernels outside XLA.
+        xla_time_fraction: `xla / (xla + non_xla_op)`, in [0, 1]; 0 when no
+            op time was recorded.
+        xla_executions: Number of XLA executable launches.
+        compilations: Number of XLA programs compiled in the window.
+        compile_time_s: Time spent compiling them.
+        compiled_modules: Names of the compiled HLO modules.
+        top_non_xla_ops: Up to `top_k` plain TF ops by self time.
+        input_pipeline_time_s: tf.data iterator and input-op time.
+        eager_overhead_s: Python/eager dispatch time (`Eager*`, `TFE_*`).
+        tracing_time_s: tf.function tracing (graph building) time.
+        guard_op_time_s: Time of the guard's own signature-recording ops
+            (the `xla_guard_tap` name scope), kept out of
+            `non_xla_op_time_s` and the fraction.
+        notes: Human-readable remarks (diagnoses, caveats).
+        distinct_signatures: Different input signatures (structure,
+            shapes, dtypes) of the epoch's training steps; `None` when
+            signatures were not tracked.
+        new_signatures: Signatures first seen in this epoch of the run.
+        expected_compilations: XLA compilations the new signatures cause
+            (one each); `None` when XLA is off or signatures not tracked.
+        signature_explanations: What varied, the closest earlier signature
+            of new ones, and the recommended fix.
+        signatures_unavailable: Why the signature figures are `None` when
+            tracking was on but could not record this epoch's batches
+            (e.g. an unsupported Keras version); `None` otherwise.
+    """
+
+    status: str = "ok"
+    reason: str = ""
+    epoch: int | None = None
+    steps_profiled: int | None = None
+    window_wall_s: float | None = None
+    trace_paths: tuple[str, ...] = ()
+    hosts: tuple[str, ...] = ()
+    time_base: str = "host"
+    xla_time_s: float = 0.0
+    non_xla_op_time_s: float = 0.0
+    xla_time_fraction: float = 0.0
+    xla_executions: int = 0
+    compilations: int = 0
+    compile_time_s: float = 0.0
+    compiled_modules: tuple[str, ...] = ()
+    top_non_xla_ops: tuple[OpStat, ...] = ()
+    input_pipeline_time_s: float = 0.0
+    eager_overhead_s: float = 0.0
+    tracing_time_s: float = 0.0
+    guard_op_time_s: float = 0.0
+    notes: tuple[str, ...] = field(default=())
+    distinct_signatures: int | None = None
+    new_signatures: int | None = None
+    expected_compilations: int | None = None
+    signature_explanations: "tuple[Explanation, ...]" = ()
+    signatures_unavailable: str | None = None
+
+    @property
+    def trace_path(self) -> str | None:
+        """The first trace file of the report, or `None` if none was taken."""
+        return self.trace_paths[0] if self.trace_paths else None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the report holds measurements (`status == "ok"`)."""
+        return self.status == "ok"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the report as a JSON-serializable dict.
+
+        Tuples become lists, `top_non_xla_ops` a list of dicts, and
+        `trace_path` is included for convenience.
+        """
+        d = dataclasses.asdict(self)
+        d["trace_paths"] = list(self.trace_paths)
+        d["hosts"] = list(self.hosts)
+        d["compiled_modules"] = list(self.compiled_modules)
+        d["top_non_xla_ops"] = [op.to_dict() for op in self.top_non_xla_ops]
+        d["notes"] = list(self.notes)
+        d["signature_explanations"] = [e.to_dict() for e in self.signature_explanations]
+        d["trace_path"] = self.trace_path
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "CoverageReport":
+        """Rebuilds a report from `to_dict()` output (e.g. read back from JSON).
+
+        Args:
+            data: A dict as `to_dict()` returns it; keys that are not
+                fields (`trace_path`) are ignored.
+
+        Returns:
+            An equal report.
+
+        Raises:
+            ValueError: If `data` is not a dict or its op table is
+                malformed.
+
+        Example:
+
+        ```python
+        import json
+        from keras_xla_guard import CoverageReport
+
+        report = CoverageReport(xla_time_s=0.9, non_xla_op_time_s=0.1, xla_time_fraction=0.9)
+        assert CoverageReport.from_dict(json.loads(json.dumps(report.to_dict()))) == report
+        ```
+        """
+        if not isinstance(data, dict):
+            raise ValueError(f"`data` must be a dict from CoverageReport.to_dict(). Received: data={data!r}")
+        names = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in names}
+        for key in ("trace_paths", "hosts", "compiled_modules", "notes", "signature_explanations"):
+            if key in values:
+                values[key] = tuple(values[key])
+        try:
+            values["top_non_xla_ops"] = tuple(OpStat(**op) for op in values.get("top_non_xla_ops", ()))
+        except TypeError as e:
+            raise ValueError(f"`top_non_xla_ops` holds a malformed op ({e}). Received: data={data!r}") from None
+        return cls(**values)
+
+    def __str__(self) -> str:
+        from keras_xla_guard.output.console import format_report
+
+        return format_report(self)

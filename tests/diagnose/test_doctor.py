@@ -1,0 +1,213 @@
+"""Tests for `keras_xla_guard.diagnose.doctor` and `keras-xla-guard doctor`.
+
+Every scenario runs real TensorFlow; the effectiveness probe is a real child
+process whose real profile is analyzed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from keras_xla_guard.diagnose.doctor import doctor, parse_tf_xla_flags
+from keras_xla_guard.diagnose.verdict import Verdict
+
+_CPU_FLAG = "--tf_xla_cpu_global_jit"
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "keras_xla_guard.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+        check=False,
+    )
+
+
+@pytest.fixture
+def clean_switches(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No TF_XLA_FLAGS and auto-clustering off; the jit setting is restored after."""
+    import tensorflow as tf
+
+    monkeypatch.delenv("TF_XLA_FLAGS", raising=False)
+    before = tf.config.optimizer.get_jit()
+    tf.config.optimizer.set_jit(False)
+    yield
+    tf.config.optimizer.set_jit(before or False)
+
+
+def test_parse_tf_xla_flags_reads_auto_jit_and_cpu_flag() -> None:
+    """TF_XLA_FLAGS parsing finds --tf_xla_auto_jit's value and the CPU flag, also =false."""
+    assert parse_tf_xla_flags(None) == (None, False)
+    assert parse_tf_xla_flags("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit") == ("2", True)
+    assert parse_tf_xla_flags("--tf_xla_cpu_global_jit=false --xla_foo=1") == (None, False)
+    assert parse_tf_xla_flags("--tf_xla_auto_jit=single-gpu(2)") == ("single-gpu(2)", False)
+
+
+def test_verdict_as_note_keeps_code_lines_of_the_fix() -> None:
+    """A verdict as a note is one line with the code and the fix without comments."""
+    verdict = Verdict("X_CODE", "switches", "warning", "Something.", "# why\nimport os\nrun()")
+    assert verdict.as_note() == "X_CODE: Something. Fix: import os; run()"
+    assert "\n" not in verdict.as_note()
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf"), True, "10"])
+def test_doctor_rejects_bad_probe_timeout(bad: object) -> None:
+    """A non-positive, non-finite or non-numeric probe timeout is a ValueError quoting it."""
+    with pytest.raises(ValueError, match="probe_timeout="):
+        doctor(probe_timeout=bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+def test_nothing_requested(clean_switches: None) -> None:
+    """With no switch set: backend OK, XLA not requested, Keras 'auto' is False, probe 0% XLA."""
+    report = doctor()
+    assert report.codes == (
+        "XLA_BACKEND_OK",
+        "XLA_NOT_REQUESTED",
+        "JIT_COMPILE_AUTO_RESOLVES_FALSE",
+        "ONEDNN_UNRELATED",
+        "AUTOJIT_OFF",
+    )
+    assert report.get_jit == ""
+    assert report.keras_auto_jit_compile is False
+    assert report.device_checks and all(c.xla_ok for c in report.device_checks)
+    assert report.probe is not None and report.probe.ran
+    assert not report.probe.ran_under_xla
+    assert report.probe.xla_executions == 0
+    assert "MatMul" in " ".join(report.probe.plain_ops)
+    assert "jit_compile=True" in report.verdict("XLA_NOT_REQUESTED").fix
+    assert all(v.fix for v in report.problems)
+
+
+@pytest.mark.slow
+def test_set_jit_without_cpu_flag_is_measured_not_effective(clean_switches: None) -> None:
+    """set_jit(True) without the CPU flag: requested, and the probe measures no XLA."""
+    import tensorflow as tf
+
+    tf.config.optimizer.set_jit(True)
+    report = doctor(check_devices=False)
+    assert report.get_jit == "autoclustering"
+    assert report.tf_cpu_global_jit is False
+    assert "AUTOJIT_REQUESTED" in report.codes
+    assert "XLA_NOT_REQUESTED" not in report.codes
+    verdict = report.verdict("AUTOJIT_NOT_EFFECTIVE_CPU_FLAG_MISSING")
+    assert verdict is not None and verdict.status == "error"
+    assert "measured: 0%" in verdict.message
+    assert _CPU_FLAG in verdict.fix and "set_jit(True)" in verdict.fix
+    assert report.probe is not None and report.probe.ran and not report.probe.ran_under_xla
+
+
+@pytest.mark.slow
+def test_cpu_flag_set_after_tensorflow_read_it(
+    clean_switches: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CPU flag put in os.environ after TF read its flags is flagged, and the probe agrees."""
+    import tensorflow as tf
+
+    from keras_xla_guard.diagnose.doctor import _tf_cpu_global_jit
+
+    assert _tf_cpu_global_jit() is False  # TF has read its flags by now
+    monkeypatch.setenv("TF_XLA_FLAGS", _CPU_FLAG)
+    tf.config.optimizer.set_jit(True)
+    report = doctor(check_devices=False)
+    assert report.env_cpu_global_jit is True
+    assert report.tf_cpu_global_jit is False
+    assert "CPU_FLAG_SET_TOO_LATE" in report.codes
+    # The child sees the flag in its environment at import, yet is told
+    # what this process holds, so it measures what this process would get.
+    assert "AUTOJIT_NOT_EFFECTIVE_CPU_FLAG_MISSING" in report.codes
+    assert report.probe is not None and not report.probe.ran_under_xla
+    assert _tf_cpu_global_jit() is False
+
+
+@pytest.mark.slow
+def test_probe_reproduces_this_process_cpu_flag_and_set_jit(clean_switches: None) -> None:
+    """With set_jit(True) and the CPU flag held by this process, the probe measures XLA."""
+    import tensorflow as tf
+    from tensorflow.python.client import pywrap_tf_session
+
+    tf.config.optimizer.set_jit(True)
+    old = pywrap_tf_session.TF_SetTfXlaCpuGlobalJit(True)
+    try:
+        report = doctor(check_devices=False, resolve_keras=False)
+    finally:
+        pywrap_tf_session.TF_SetTfXlaCpuGlobalJit(old)
+    assert report.tf_cpu_global_jit is True and report.env_cpu_global_jit is False
+    assert report.codes[-1] == "AUTOJIT_EFFECTIVE"
+    assert report.probe is not None and report.probe.xla_executions == 3  # 3 probe calls, one cluster
+    assert "CPU_FLAG_SET_TOO_LATE" not in report.codes
+
+
+@pytest.mark.slow
+def test_probe_skipped_still_predicts_missing_cpu_flag(clean_switches: None) -> None:
+    """Without the probe, set_jit on CPU without the flag is still reported (as predicted)."""
+    import tensorflow as tf
+
+    tf.config.optimizer.set_jit(True)
+    report = doctor(probe=False, check_devices=False, resolve_keras=False)
+    assert report.probe is None
+    assert report.keras_auto_jit_compile is None
+    verdict = report.verdict("AUTOJIT_NOT_EFFECTIVE_CPU_FLAG_MISSING")
+    assert verdict is not None and "probe was skipped" in verdict.message
+
+
+@pytest.mark.slow
+def test_probe_that_times_out_is_a_verdict_not_an_error(clean_switches: None) -> None:
+    """A probe that cannot finish in time yields PROBE_FAILED with the reason."""
+    report = doctor(check_devices=False, resolve_keras=False, probe_timeout=0.05)
+    assert report.probe is not None and not report.probe.ran
+    assert "did not finish within" in report.probe.error
+    assert report.codes[-1] == "PROBE_FAILED"
+
+
+@pytest.mark.slow
+def test_cli_doctor_json_with_cpu_flag_set_before_import() -> None:
+    """`doctor --json` with the flags set at process start: auto-clustering measured effective."""
+    flags = f"--tf_xla_auto_jit=2 {_CPU_FLAG}"
+    env = dict(os.environ, TF_XLA_FLAGS=flags, TF_CPP_MIN_LOG_LEVEL="0")
+    proc = _cli("doctor", "--json", env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = json.loads(proc.stdout)
+    codes = [v["code"] for v in data["verdicts"]]
+    assert codes == [
+        "XLA_BACKEND_OK",
+        "AUTOJIT_REQUESTED",
+        "JIT_COMPILE_AUTO_RESOLVES_FALSE",
+        "ONEDNN_UNRELATED",
+        "AUTOJIT_EFFECTIVE",
+    ]
+    assert data["env_auto_jit"] == "2"
+    assert data["tf_cpu_global_jit"] is True
+    probe = data["probe"]
+    assert probe["ran_under_xla"] is True
+    assert probe["xla_time_fraction"] > 0.5
+    # The probe calls its step 3 times under the profiler; the step is one
+    # connected cluster, so one cluster run per call.
+    assert probe["xla_executions"] == 3
+    assert any("Compiled cluster using XLA" in line for line in probe["log_lines"])
+    assert data["seconds"] > 0  # measured, not bounded: a wall-time bound would test the machine
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (("doctor", "--bogus"), "unrecognized arguments: --bogus"),
+        (("doctor", "--probe-timeout", "soon"), "invalid float value: 'soon'"),
+        (("doctor", "--probe-timeout", "-1"), "probe_timeout=-1.0"),
+    ],
+)
+def test_cli_doctor_bad_usage_exits_2_with_one_line(args: tuple[str, ...], expected: str) -> None:
+    """Bad doctor usage exits with code 2 and exactly one stderr line naming the problem."""
+    proc = _cli(*args)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0]

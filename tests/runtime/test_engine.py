@@ -1,0 +1,156 @@
+"""XlaGuardEngine: figures leave through ReportSinks; a failing sink costs a warning only."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from keras_xla_guard import XlaGuardEngine, XlaGuardWarning
+from keras_xla_guard.output.console import ConsoleSink
+from keras_xla_guard.output.tensorboard import TensorBoardSink
+from keras_xla_guard.runtime.engine import xla_mode_of
+from keras_xla_guard.runtime.sink import ReportSink
+from keras_xla_guard.signatures import Signature
+
+
+class _Recorder:
+    """A sink that keeps every call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def write_report(self, report):
+        self.calls.append(("report", report.epoch, report.status))
+
+    def write_signatures(self, stats):
+        self.calls.append(("signatures", stats.epoch, stats.distinct_signatures))
+
+    def write_signatures_unavailable(self, epoch, reason):
+        self.calls.append(("unavailable", epoch, reason))
+
+    def close(self, reports):
+        self.calls.append(("close", tuple(sorted(reports))))
+
+
+class _Broken(_Recorder):
+    def write_signatures(self, stats):
+        raise OSError("disk full")
+
+
+def _run(engine: XlaGuardEngine, lengths_by_epoch, **begin) -> None:
+    engine.train_begin(epochs=len(lengths_by_epoch), **begin)
+    for epoch, lengths in enumerate(lengths_by_epoch):
+        engine.epoch_begin(epoch)
+        for step, n in enumerate(lengths):
+            engine.observe_signature(Signature.of(np.zeros((2, n))), step=step)
+        engine.epoch_end(epoch)
+    engine.train_end()
+
+
+def test_recorder_and_builtin_sinks_satisfy_the_protocol():
+    """TensorBoardSink, ConsoleSink and a duck-typed sink are ReportSinks."""
+    assert isinstance(_Recorder(), ReportSink)
+    assert isinstance(ConsoleSink(), ReportSink)
+    assert isinstance(TensorBoardSink("unused"), ReportSink)
+
+
+def test_signature_figures_and_the_end_reach_every_sink_in_order(tmp_path):
+    """Each epoch's figures go to the sink at epoch end, then close() with the run's reports."""
+    sink = _Recorder()
+    engine = XlaGuardEngine(log_dir=tmp_path, profile_epochs=(), sinks=[sink])
+    _run(engine, [[3, 4, 3], [5]], xla_mode="jit_compile")
+    assert sink.calls == [("signatures", 0, 2), ("signatures", 1, 1), ("close", ())]
+    assert not list(tmp_path.iterdir()), "the TensorBoard sink was replaced, so no event file"
+
+
+def test_unavailable_signatures_are_published_not_counted(tmp_path):
+    """After signatures_unavailable the sink hears why, per epoch, and gets no counts."""
+    sink = _Recorder()
+    engine = XlaGuardEngine(log_dir=tmp_path, profile_epochs=(), sinks=[sink])
+    engine.train_begin(epochs=1)
+    engine.epoch_begin(0)
+    with pytest.warns(XlaGuardWarning, match="input signatures are unavailable in this run: keras 9"):
+        engine.signatures_unavailable("keras 9")
+    engine.epoch_end(0)
+    engine.train_end()
+    assert sink.calls == [("unavailable", 0, "keras 9"), ("close", ())]
+
+
+def test_a_failing_sink_warns_and_the_others_still_publish(tmp_path):
+    """OSError in one sink's write becomes an XlaGuardWarning naming it; the next sink gets the figures."""
+    broken, good = _Broken(), _Recorder()
+    engine = XlaGuardEngine(log_dir=tmp_path, profile_epochs=(), sinks=[broken, good])
+    with pytest.warns(XlaGuardWarning, match=r"_Broken.write_signatures failed: OSError: disk full"):
+        _run(engine, [[3]])
+    assert good.calls == [("signatures", 0, 1), ("close", ())]
+    assert broken.calls == [("close", ())]
+
+
+def test_default_sinks_follow_the_config(tmp_path):
+    """write_summaries adds TensorBoard in log_dir, verbose adds the console; per run they can be replaced."""
+    kinds = lambda sinks: [type(s).__name__ for s in sinks]  # noqa: E731
+    assert kinds(XlaGuardEngine(log_dir=tmp_path).default_sinks()) == ["TensorBoardSink", "ConsoleSink"]
+    assert kinds(XlaGuardEngine(log_dir=tmp_path, verbose=0).default_sinks()) == ["TensorBoardSink"]
+    assert kinds(XlaGuardEngine(log_dir=tmp_path, write_summaries=False).default_sinks()) == ["ConsoleSink"]
+    assert kinds(XlaGuardEngine(log_dir=tmp_path).default_sinks(tensorboard=False)) == ["ConsoleSink"]
+
+
+def test_train_begin_rejects_a_bad_xla_mode_and_steps_per_call(tmp_path):
+    """xla_mode and steps_per_call are checked with the allowed values named."""
+    engine = XlaGuardEngine(log_dir=tmp_path, profile_epochs=(), verbose=0)
+    with pytest.raises(ValueError, match=r"`xla_mode` must be one of \('jit_compile', 'autoclustering', None\). Received: xla_mode='xla'"):
+        engine.train_begin(xla_mode="xla")
+    with pytest.raises(ValueError, match=r"^`steps_per_call` must be an integer >= 1. Received: steps_per_call=0$"):
+        engine.train_begin(steps_per_call=0)
+
+
+def test_xla_mode_rule_is_shared():
+    """jit_compile wins; otherwise auto-clustering only when TF's switch is on."""
+    import tensorflow as tf
+
+    assert xla_mode_of(True) == "jit_compile"
+    assert tf.config.optimizer.get_jit() == ""
+    assert xla_mode_of(False) is None
+    tf.config.optimizer.set_jit("autoclustering")
+    try:
+        assert xla_mode_of(False) == "autoclustering"
+    finally:
+        tf.config.optimizer.set_jit(False)
+
+
+@pytest.mark.slow
+def test_a_profiled_jit_step_reaches_a_custom_sink_with_exact_counts(tmp_path):
+    """A real profiled window of 6 jit_compile steps: the sink's report counts 6 XLA launches."""
+    import tensorflow as tf
+
+    from _fit_helpers import profiler_is_free
+
+    w = tf.Variable(tf.ones((8, 8)))
+
+    @tf.function(jit_compile=True)
+    def step(x):
+        w.assign(tf.tanh(x @ w))
+        return tf.reduce_sum(w)
+
+    reports = []
+
+    class Keep(_Recorder):
+        def write_report(self, report):
+            reports.append(report)
+
+    engine = XlaGuardEngine(log_dir=tmp_path, profile_epochs=(0,), skip_steps=2, max_steps=6,
+                            async_analysis=False, sinks=[Keep()])
+    x = tf.ones((8, 8))
+    engine.train_begin(epochs=1, xla_mode="jit_compile")
+    engine.epoch_begin(0, steps=10)
+    for s in range(10):
+        engine.step_begin(s)
+        step(x)
+    engine.epoch_end(0)
+    engine.train_end()
+    assert profiler_is_free()
+    (report,) = reports
+    assert report.ok, report.reason
+    assert (report.epoch, report.steps_profiled, report.xla_executions) == (0, 6, 6)
+    assert engine.reports[0] is not None and engine.reports[0].xla_executions == 6
+    assert list((tmp_path / "plugins" / "profile").iterdir()), "the trace stays in log_dir"

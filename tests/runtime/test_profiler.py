@@ -1,0 +1,147 @@
+"""Tests for ProfilerSession with TensorFlow's real profiler.
+
+Faults are injected by patching `tf.profiler.experimental.stop`; the
+profiler itself and the traces it writes are real.
+"""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+
+import pytest
+from _fit_helpers import profiler_is_free
+
+from keras_xla_guard.errors import ProfilerBusyError
+from keras_xla_guard.runtime.profiler import (
+    STAGING_DIR,
+    ProfilerSession,
+    SessionLostError,
+    stop_stale_session,
+)
+
+pytestmark = pytest.mark.slow
+
+
+def _work() -> None:
+    """A few real ops, so the trace has events."""
+    import tensorflow as tf
+
+    tf.reduce_sum(tf.matmul(tf.ones((8, 8)), tf.ones((8, 8)))).numpy()
+
+
+def _fake_stop(monkeypatch: pytest.MonkeyPatch, exc: BaseException, *, stop_first: bool) -> None:
+    """Makes TF's stop raise `exc` once, after really stopping if `stop_first`."""
+    import tensorflow as tf
+
+    real_stop = tf.profiler.experimental.stop
+
+    def stop(*args, **kwargs):
+        monkeypatch.setattr(tf.profiler.experimental, "stop", real_stop)
+        if stop_first:
+            real_stop(*args, **kwargs)
+        raise exc
+
+    monkeypatch.setattr(tf.profiler.experimental, "stop", stop)
+
+
+def test_sessions_with_one_name_each_get_their_own_run_dir(tmp_path):
+    """Back-to-back sessions named alike write three run dirs; no trace is overwritten."""
+    files, contents = [], []
+    for _ in range(3):
+        session = ProfilerSession(tmp_path, run_name="epoch0")
+        session.start()
+        _work()
+        (trace,) = session.stop()
+        files.append(trace)
+        contents.append(trace.read_bytes())
+    assert len({f.parent for f in files}) == 3
+    assert all(f.parent.parent == tmp_path / "plugins" / "profile" for f in files)
+    assert all("_epoch0" in f.parent.name for f in files)
+    assert [f.read_bytes() for f in files] == contents
+    assert not (tmp_path / STAGING_DIR).exists()
+    assert profiler_is_free()
+
+
+def test_interrupt_inside_tf_stop_keeps_the_session_for_a_retry(tmp_path, monkeypatch):
+    """KeyboardInterrupt in TF's stop leaves the session tracked; the stale stop finishes it."""
+    session = ProfilerSession(tmp_path)
+    session.start()
+    _work()
+    _fake_stop(monkeypatch, KeyboardInterrupt(), stop_first=False)
+    with pytest.raises(KeyboardInterrupt):
+        session.stop()
+    assert session.running
+    assert not profiler_is_free()
+    with pytest.warns(UserWarning, match="left running"):
+        assert stop_stale_session() is True
+    assert not session.running
+    assert len(session.trace_files) == 1
+    assert session.trace_files[0].is_file()
+    assert profiler_is_free()
+
+
+def test_interrupt_after_tf_stopped_still_publishes_the_trace(tmp_path, monkeypatch):
+    """An interrupt after TF wrote the trace: the retry finds no profiler and keeps the trace."""
+    session = ProfilerSession(tmp_path)
+    session.start()
+    _work()
+    _fake_stop(monkeypatch, KeyboardInterrupt(), stop_first=True)
+    with pytest.raises(KeyboardInterrupt):
+        session.stop()
+    assert session.running
+    (trace,) = session.stop()
+    assert trace.parent.parent == tmp_path / "plugins" / "profile"
+    assert profiler_is_free()
+
+
+def test_a_second_guard_session_is_refused_while_one_runs(tmp_path):
+    """Starting while another guard session runs raises ProfilerBusyError naming its log dir."""
+    first = ProfilerSession(tmp_path / "a")
+    first.start()
+    second = ProfilerSession(tmp_path / "b")
+    with pytest.raises(ProfilerBusyError, match="keras-xla-guard profiling window"):
+        second.start()
+    assert first.running
+    assert len(first.stop()) == 1
+    assert profiler_is_free()
+
+
+def test_session_replaced_by_someone_else_is_not_stopped(tmp_path):
+    """If the user stopped ours and started their own, stop() raises SessionLostError and leaves theirs."""
+    import tensorflow as tf
+
+    session = ProfilerSession(tmp_path / "guard")
+    session.start()
+    tf.profiler.experimental.stop()
+    tf.profiler.experimental.start(str(tmp_path / "user"))
+    with pytest.raises(SessionLostError, match="stopped by someone else"):
+        session.stop()
+    assert not session.running
+    assert not profiler_is_free()
+    tf.profiler.experimental.stop()
+    assert len(list((tmp_path / "user").rglob("*.xplane.pb"))) == 1
+    assert not (tmp_path / "guard" / "plugins").exists()
+
+
+def test_failed_trace_write_raises_and_forgets_the_session(tmp_path, monkeypatch):
+    """A disk-full error from TF's stop propagates; the session is over and staging removed."""
+    session = ProfilerSession(tmp_path)
+    session.start()
+    _fake_stop(monkeypatch, OSError(errno.ENOSPC, "No space left on device"), stop_first=True)
+    with pytest.raises(OSError, match="No space left"):
+        session.stop()
+    assert not session.running
+    assert not (tmp_path / STAGING_DIR).exists()
+    assert stop_stale_session() is False
+    assert profiler_is_free()
+
+
+def test_run_dir_names_keep_tf_timestamp_and_the_run_name(tmp_path):
+    """The run dir is `<TF timestamp>_<run_name>`, where TensorBoard lists runs."""
+    session = ProfilerSession(tmp_path, run_name="epoch3")
+    session.start()
+    (trace,) = session.stop()
+    name = Path(trace).parent.name
+    assert name.endswith("_epoch3")
+    assert len(name.split("_")) == 7  # YYYY_MM_DD_HH_MM_SS_epoch3

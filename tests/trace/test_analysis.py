@@ -1,0 +1,344 @@
+"""Tests for keras_xla_guard.trace.analysis on real and synthetic traces."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from _oracle import span_seconds
+from _xspace import build_space
+
+from keras_xla_guard import TraceNotFoundError, analyze_trace, analyze_xspace, combine_reports
+from keras_xla_guard.trace.xplane import find_trace_files, load_xspace
+
+# --------------------------------------------------------------- real traces
+
+
+@pytest.mark.slow
+def test_jit_compile_fit_is_almost_all_xla(jit_fit):
+    """A jit_compile=True model spends >= 90% of op time inside XLA."""
+    report = jit_fit.callback.reports[1]
+    assert report.status == "ok", report.reason
+    assert report.xla_time_fraction >= 0.9
+    assert report.xla_time_s > 0
+    # make_dataset() gives 512 / 32 = 16 batches; the default skip_steps=2
+    # leaves 14 profiled steps, each one run of the compiled step.
+    assert report.steps_profiled == 14
+    assert report.xla_executions == 14
+    # The step was compiled in epoch 0, outside the window.
+    assert report.compilations == 0
+
+
+@pytest.mark.slow
+def test_plain_fit_has_no_xla_and_lists_model_kernels(plain_fit):
+    """jit_compile=False gives fraction 0 and names the matmul/add kernels."""
+    report = plain_fit.callback.reports[1]
+    assert report.xla_time_fraction == 0.0
+    assert report.xla_executions == 0
+    assert report.non_xla_op_time_s > 0
+    types = {op.op_type for op in report.top_non_xla_ops}
+    assert types & {"MatMul", "_MklMatMul", "_MklNativeFusedMatMul", "_FusedMatMul"}
+    assert types & {"AddV2", "Add", "BiasAdd", "BiasAddGrad", "_MklNativeFusedMatMul"}
+    assert len(report.top_non_xla_ops) == 10
+    times = [op.self_time_s for op in report.top_non_xla_ops]
+    assert times == sorted(times, reverse=True)
+
+
+@pytest.mark.slow
+def test_analyze_trace_of_log_dir_matches_callback_report(jit_fit):
+    """analyze_trace(log_dir) reads the newest run and agrees with the callback."""
+    report = analyze_trace(jit_fit.log_dir)
+    cb_report = jit_fit.callback.reports[1]
+    assert report.trace_paths == cb_report.trace_paths
+    assert report.xla_time_s == pytest.approx(cb_report.xla_time_s)
+    assert report.epoch is None
+
+
+@pytest.mark.slow
+def test_analyze_trace_accepts_a_file_path(plain_fit):
+    """A path to one .xplane.pb file is analyzed as that file."""
+    path = plain_fit.callback.reports[1].trace_path
+    assert path is not None and path.endswith(".xplane.pb")
+    report = analyze_trace(path)
+    assert report.trace_paths == (path,)
+    assert report.hosts and report.hosts[0]
+
+
+@pytest.mark.slow
+def test_top_op_self_times_agree_with_xprof(plain_fit):
+    """Per-op self times agree with xprof's framework_op_stats within 5%."""
+    from xprof.convert import raw_to_tool_data
+
+    report = plain_fit.callback.reports[1]
+    path = report.trace_path
+    data, _ = raw_to_tool_data.xspace_to_tool_data([path], "framework_op_stats", {})
+    table = json.loads(data)[0]
+    cols = [c["id"] for c in table["cols"]]
+    xprof = {}
+    for row in table["rows"]:
+        rec = dict(zip(cols, [c["v"] for c in row["c"]]))
+        xprof[(rec["type"], rec["operation"])] = rec
+    compared = 0
+    for op in report.top_non_xla_ops[:5]:
+        rec = xprof[(op.op_type, op.op_name)]
+        assert op.self_time_s * 1e6 == pytest.approx(rec["total_self_time"], rel=0.05)
+        assert op.count == rec["occurrences"]
+        compared += 1
+    assert compared == 5
+
+
+@pytest.mark.slow
+def test_compilation_inside_window_is_counted(tmp_path):
+    """Profiling the first epoch from step 0 counts the one XLA compile."""
+    from _helpers import fit_with_guard
+
+    fit = fit_with_guard(True, tmp_path, epochs=1, profile_epochs=0, skip_steps=0)
+    report = fit.callback.reports[0]
+    # One batch shape (512 rows in batches of 32): one compile; skip_steps=0
+    # and 16 batches: 16 profiled steps, each one run of the executable.
+    assert report.compilations == 1
+    assert (report.steps_profiled, report.xla_executions) == (16, 16)
+    # Compile time holds the backend compile span read from the raw proto
+    # (not a wall-clock threshold, which a faster machine could undercut).
+    assert report.compile_time_s >= span_seconds(report.trace_path, "CpuCompiler::RunBackend") > 0
+    assert report.compiled_modules and "one_step_on_data" in report.compiled_modules[0]
+    assert report.xla_time_fraction >= 0.9
+
+
+# ----------------------------------------------------- auto-clustering on CPU
+
+_AUTOCLUSTER = """
+import json, os, tempfile
+import tensorflow as tf
+tf.config.optimizer.set_jit(True)
+import sys; sys.path.insert(0, "tests")
+from _helpers import fit_with_guard
+fit = fit_with_guard("auto", tempfile.mkdtemp(), epochs=2, profile_epochs=1)
+r = fit.callback.reports[1]
+print(json.dumps({"status": r.status, "fraction": r.xla_time_fraction,
+                  "top": [o.op_type for o in r.top_non_xla_ops],
+                  "jit": tf.config.optimizer.get_jit()}))
+"""
+
+
+@pytest.mark.slow
+def test_autoclustering_with_cpu_global_jit_runs_under_xla():
+    """set_jit(True) plus TF_XLA_FLAGS=--tf_xla_cpu_global_jit at import clusters ops."""
+    from _helpers import run_python
+
+    out = run_python(_AUTOCLUSTER, env={"TF_XLA_FLAGS": "--tf_xla_cpu_global_jit"})
+    assert out["status"] == "ok"
+    assert out["fraction"] > 0.5
+
+
+@pytest.mark.slow
+def test_set_jit_without_cpu_flag_runs_nothing_under_xla():
+    """On CPU, set_jit(True) alone leaves every op a plain kernel (fraction 0)."""
+    from _helpers import run_python
+
+    out = run_python(_AUTOCLUSTER, env={"TF_XLA_FLAGS": ""})
+    assert out["jit"] == "autoclustering"
+    assert out["status"] == "ok"
+    assert out["fraction"] == 0.0
+    assert out["top"]
+
+
+# ------------------------------------------------------ synthetic edge cases
+
+
+def test_kernel_containing_executable_is_an_xla_launch():
+    """A kernel that directly contains an executable span counts as XLA, with its launch."""
+    space = build_space({"tf_Compute/1": [
+        ("ExecutorState::ProcessAsync::Start", 0, 100, {"name": "StatefulPartitionedCall",
+                                                         "kernel_type": "StatefulPartitionedCall"}),
+        ("CpuExecutable::ExecuteAsyncOnStream", 10, 80),
+        ("fusion.1", 20, 30, {"hlo_module": "m", "hlo_op": "fusion.1"}),
+        ("dense/MatMul:MatMul", 200, 50),
+    ]})
+    r = analyze_xspace(space)
+    assert r.xla_time_s == pytest.approx(100e-6)
+    assert r.non_xla_op_time_s == pytest.approx(50e-6)
+    assert r.xla_executions == 1
+    assert r.xla_time_fraction == pytest.approx(100 / 150)
+    assert [(o.op_type, o.op_name, o.count) for o in r.top_non_xla_ops] == [("MatMul", "dense/MatMul", 1)]
+
+
+def test_autocluster_ops_are_classified_by_type():
+    """_XlaRun is XLA, a non-compiling _XlaCompile is XLA overhead, _XlaMerge a plain op."""
+    space = build_space({"tf_Compute/1": [
+        ("cluster_0/xla_compile:_XlaCompile", 0, 10),
+        ("cluster_0/xla_run:_XlaRun", 20, 100),
+        ("CpuExecutable::ExecuteAsyncOnStream", 30, 80),
+        ("cluster_0/merge:_XlaMerge", 130, 5),
+    ]})
+    r = analyze_xspace(space)
+    assert r.xla_time_s == pytest.approx(110e-6)
+    assert r.non_xla_op_time_s == pytest.approx(5e-6)
+    assert r.xla_executions == 1
+
+
+def test_compile_inside_launch_is_compile_time_and_counted():
+    """RunBackend counts one compilation; the compiling kernel's time is compile time."""
+    space = build_space({"tf_Compute/1": [
+        ("ExecutorState::ProcessAsync::Start", 0, 1000, {"name": "StatefulPartitionedCall",
+                                                          "kernel_type": "StatefulPartitionedCall"}),
+        ("const_fold/Shape:Shape", 10, 20),
+        ("HLO passes through layout assignment", 100, 100),
+        ("CpuCompiler::RunBackend", 300, 500, {"name": "a_inference_step_1__.5"}),
+        ("CpuExecutable::ExecuteAsyncOnStream", 900, 90),
+    ]})
+    r = analyze_xspace(space)
+    assert r.compilations == 1
+    assert r.compiled_modules == ("a_inference_step_1__.5",)
+    assert r.compile_time_s == pytest.approx(910e-6)
+    assert r.xla_time_s == pytest.approx(90e-6)
+    assert r.non_xla_op_time_s == 0
+    assert r.xla_executions == 1
+
+
+def test_input_pipeline_and_eager_time_are_separate_from_ops():
+    """tf.data threads, iterator kernels and eager dispatch are not non-XLA op time."""
+    space = build_space({
+        "python": [("EagerLocalExecute: __inference_f", 0, 100)],
+        "tf_data_iterator_resource/1": [("PrefetchProduce", 0, 40),
+                                         ("map/Cast:Cast", 5, 10)],
+        "tf_Compute/1": [("IteratorGetNext:IteratorGetNext", 0, 30),
+                         ("Iterator::Root", 5, 20),
+                         ("dense/Relu:Relu", 50, 7)],
+    })
+    r = analyze_xspace(space)
+    assert r.input_pipeline_time_s == pytest.approx(70e-6)
+    assert r.eager_overhead_s == pytest.approx(100e-6)
+    assert r.non_xla_op_time_s == pytest.approx(7e-6)
+    assert [o.op_type for o in r.top_non_xla_ops] == ["Relu"]
+
+
+def test_worker_thread_xla_not_double_counted():
+    """HLO work on a pool thread inside a launch timed elsewhere is not added again."""
+    space = build_space({
+        "tf_Compute/1": [("x/xla_run:_XlaRun", 0, 100), ("CpuExecutable::ExecuteAsyncOnStream", 5, 90)],
+        "tf_numa_-1_Eigen/2": [("ThunkExecutor::Execute", 10, 60),
+                               ("fusion", 12, 50, {"hlo_module": "m"})],
+    })
+    r = analyze_xspace(space)
+    assert r.xla_time_s == pytest.approx(100e-6)
+
+
+def test_device_plane_times_take_precedence():
+    """With an active accelerator plane, coverage uses device XLA modules vs TF kernels."""
+    space = build_space(
+        {"tf_Compute/1": [("a/MatMul:MatMul", 0, 10)]},
+        extra_planes={"/device:GPU:0": {
+            "XLA Modules": [("jit_step(1)", 0, 300)],
+            "Stream #1(Compute)": [("fusion_kernel", 0, 250, {"hlo_op": "fusion", "hlo_module": "jit_step"}),
+                                   ("volta_sgemm", 400, 100, {"tf_op": "dense/MatMul:MatMul"})],
+        }},
+    )
+    r = analyze_xspace(space)
+    assert r.time_base == "device"
+    assert r.xla_time_s == pytest.approx(300e-6)
+    assert r.non_xla_op_time_s == pytest.approx(100e-6)
+    assert [(o.op_type, o.op_name) for o in r.top_non_xla_ops] == [("MatMul", "dense/MatMul")]
+    assert r.xla_executions == 1
+
+
+def test_unsorted_events_give_the_same_result():
+    """Event order in the line does not change the result (nesting is by time)."""
+    events = [("ExecutorState::ProcessAsync::Start", 0, 100, {"name": "S", "kernel_type": "StatefulPartitionedCall"}),
+              ("CpuExecutable::ExecuteAsyncOnStream", 10, 80),
+              ("b/Add:AddV2", 150, 20)]
+    a = analyze_xspace(build_space({"t": events}))
+    b = analyze_xspace(build_space({"t": list(reversed(events))}))
+    assert a == b
+
+
+def test_empty_host_plane_reports_zero_with_a_note():
+    """A trace with no op execution gives fraction 0 and says so."""
+    r = analyze_xspace(build_space({"python": []}))
+    assert r.xla_time_fraction == 0.0
+    assert any("no op execution" in n for n in r.notes)
+
+
+def test_top_k_limits_and_validates():
+    """top_k bounds the op table; a negative top_k is a ValueError naming it."""
+    events = [(f"op{i}:Relu", i * 10, 5 + i) for i in range(5)]
+    r = analyze_xspace(build_space({"t": events}), top_k=2)
+    assert [o.op_name for o in r.top_non_xla_ops] == ["op4", "op3"]
+    with pytest.raises(ValueError, match="top_k=-1"):
+        analyze_xspace(build_space({"t": events}), top_k=-1)
+
+
+def test_combine_reports_sums_hosts():
+    """Combining two host reports sums times and recomputes the fraction."""
+    a = analyze_xspace(build_space({"t": [("x/xla_run:_XlaRun", 0, 30)]}), host="a")
+    b = analyze_xspace(build_space({"t": [("y/MatMul:MatMul", 0, 10)]}), host="b")
+    c = combine_reports([a, b])
+    assert c.hosts == ("a", "b")
+    assert c.xla_time_fraction == pytest.approx(0.75)
+    assert c.top_non_xla_ops[0].op_name == "y/MatMul"
+    with pytest.raises(ValueError):
+        combine_reports([])
+
+
+def test_guard_tap_ops_are_booked_apart_from_the_models():
+    """Ops in the xla_guard_tap scope count as guard_op_time_s, not non-XLA op time or top ops."""
+    space = build_space({
+        "t": [("f/xla_run:_XlaRun", 0, 90),
+              ("xla_guard_tap/ResourceScatterUpdate:ResourceScatterUpdate", 100, 6),
+              ("cond/then/xla_guard_tap/AssignAddVariableOp:AssignAddVariableOp", 110, 4),
+              ("dense/Relu:Relu", 120, 10)],
+    })
+    r = analyze_xspace(space)
+    assert r.guard_op_time_s == pytest.approx(10e-6)
+    assert r.non_xla_op_time_s == pytest.approx(10e-6)
+    assert r.xla_time_fraction == pytest.approx(0.9)
+    assert [o.op_type for o in r.top_non_xla_ops] == ["Relu"]
+    assert combine_reports([r, r]).guard_op_time_s == pytest.approx(20e-6)
+
+
+def test_report_to_dict_is_json_serializable():
+    """to_dict() round-trips through json with the documented keys."""
+    r = analyze_xspace(build_space({"t": [("y/MatMul:MatMul", 0, 10)]}), trace_path="/x/h.xplane.pb")
+    d = json.loads(json.dumps(r.to_dict()))
+    for key in ("xla_time_s", "non_xla_op_time_s", "xla_time_fraction", "xla_executions",
+                "compilations", "compile_time_s", "top_non_xla_ops", "input_pipeline_time_s",
+                "trace_path", "epoch", "steps_profiled", "window_wall_s"):
+        assert key in d
+    assert d["top_non_xla_ops"][0] == {"op_type": "MatMul", "op_name": "y/MatMul",
+                                       "self_time_s": pytest.approx(10e-6), "count": 1}
+    assert d["trace_path"] == "/x/h.xplane.pb"
+
+
+def test_missing_path_raises_trace_not_found(tmp_path):
+    """A missing path or an empty directory is a TraceNotFoundError naming it."""
+    with pytest.raises(TraceNotFoundError, match="nope"):
+        analyze_trace(tmp_path / "nope")
+    with pytest.raises(TraceNotFoundError, match="No \\*.xplane.pb"):
+        analyze_trace(tmp_path)
+
+
+def test_newest_run_is_chosen(tmp_path):
+    """A log dir resolves to the run written last; --all style lists every run."""
+    import os
+    import time
+
+    for i, run in enumerate(["2026_01_01_00_00_00", "2025_01_01_00_00_00"]):
+        d = tmp_path / "plugins" / "profile" / run
+        d.mkdir(parents=True)
+        f = d / "host.xplane.pb"
+        f.write_bytes(build_space({"t": [(f"op{i}:Relu", 0, 1)]}).SerializeToString())
+        os.utime(f, (time.time() + i, time.time() + i))
+    newest = find_trace_files(tmp_path)
+    assert [p.parent.name for p in newest] == ["2025_01_01_00_00_00"]
+    assert len(find_trace_files(tmp_path, all_runs=True)) == 2
+    assert analyze_trace(tmp_path).top_non_xla_ops[0].op_name == "op1"
+    assert load_xspace(newest[0]).planes[0].name == "/host:CPU"
+    assert Path(newest[0]).exists()
+
+
+@pytest.mark.parametrize("path", [None, 3, b"logs"])
+def test_analyze_trace_rejects_a_non_path_with_value_error(path):
+    """analyze_trace(None) and other non-paths raise ValueError quoting the value."""
+    with pytest.raises(ValueError, match=f"Received: path={path!r}"):
+        analyze_trace(path)

@@ -1,0 +1,83 @@
+"""Tests for keras_xla_guard.trace.classify: event names seen in real TF 2.21 traces."""
+
+from __future__ import annotations
+
+import pytest
+
+from keras_xla_guard.trace.classify import Category, classify_name, classify_op_type, is_guard_op, split_tf_op
+
+
+@pytest.mark.parametrize(
+    ("name", "category"),
+    [
+        ("CpuExecutable::ExecuteAsyncOnStream", Category.XLA),
+        ("ThunkExecutor::Execute", Category.XLA),
+        ("GpuExecutable::ExecuteAsyncOnStreamImpl", Category.XLA),
+        ("CpuCompiler::RunBackend", Category.COMPILE),
+        ("JitCompiler::Compile", Category.COMPILE),
+        ("HLO passes through layout assignment", Category.COMPILE),
+        ("Iterator::Root::Prefetch::BatchV2", Category.INPUT),
+        ("MakeIterator::RootDataset", Category.INPUT),
+        ("PrefetchProduce", Category.INPUT),
+        ("IteratorGetNextOp::DoCompute", Category.INPUT),
+        ("tf.function-graph_building", Category.TRACING),
+        ("EagerLocalExecute: __inference_multi_step_on_iterator_869", Category.EAGER),
+        ("TFE_Py_FastPathExecute_C", Category.EAGER),
+        ("ExecutorState::ProcessAsync::Start", Category.ASYNC_KERNEL),
+        ("StatefulPartitionedCall/adam/Add:AddV2", Category.KERNEL),
+        ("_send_range_0:_Send", Category.KERNEL),
+        ("EagerPyFunc:EagerPyFunc", Category.KERNEL),
+        ("cluster_0_1/xla_run:_XlaRun", Category.KERNEL),
+        ("end: copy.1", Category.NONE),
+        ("MatMul.8", Category.NONE),
+        ("ExecutorState::Process", Category.NONE),
+    ],
+)
+def test_event_names_map_to_categories(name, category):
+    """Each event name seen in real traces gets the documented category."""
+    assert classify_name(name) == category
+
+
+def test_tf_op_names_split_into_name_and_type():
+    """`<op_name>:<OpType>` splits; names with spaces or `::` are not TF ops."""
+    assert split_tf_op("StatefulPartitionedCall/sequential/dense/MatMul:MatMul") == (
+        "StatefulPartitionedCall/sequential/dense/MatMul", "MatMul")
+    assert split_tf_op("Iterator::Root") is None
+    assert split_tf_op("EagerLocalExecute: MatMul") is None
+    assert split_tf_op("end: copy.1") is None
+
+
+@pytest.mark.parametrize(
+    ("op_type", "role"),
+    [
+        ("_XlaRun", "xla_launch"),
+        ("XlaLaunch", "xla_launch"),
+        ("XlaLaunchV2", "xla_launch"),
+        ("_XlaCompile", "xla_compile"),
+        ("IteratorGetNext", "input"),
+        ("OptionalFromValue", "input"),
+        ("TensorSliceDataset", "input"),
+        ("ParallelMapDatasetV2", "input"),
+        ("MatMul", "op"),
+        ("_XlaMerge", "op"),
+        ("StatefulPartitionedCall", "op"),
+    ],
+)
+def test_op_types_have_roles(op_type, role):
+    """XLA launch/compile kernels, input kernels and plain ops are told apart by type."""
+    assert classify_op_type(op_type) == role
+
+
+@pytest.mark.parametrize(
+    ("op_name", "guard"),
+    [
+        ("xla_guard_tap/ResourceScatterUpdate", True),
+        ("cond/then/_0/xla_guard_tap/Shape", True),
+        ("xla_guard_tap_1/Shape", False),
+        ("model/xla_guard_tap", False),
+        ("dense/MatMul", False),
+    ],
+)
+def test_guard_ops_are_those_under_the_guard_scope(op_name, guard):
+    """Only ops inside a scope named exactly xla_guard_tap are the guard's own."""
+    assert is_guard_op(op_name) is guard

@@ -1,0 +1,350 @@
+"""Tests for keras_xla_guard.trace.xplane: finding, reading and surviving bad traces.
+
+Real traces come from tiny Keras fits under the real TF profiler; synthetic
+changes are only made on top of them (truncated, flipped, spliced bytes; odd
+field values) to check the reader and the analysis never fail in other ways
+than with our own `TraceError`s.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _traces import profiled_fit
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from keras_xla_guard import (
+    CoverageReport,
+    TraceError,
+    TraceNotFoundError,
+    TraceParseError,
+    TraceTooLargeError,
+    analyze_trace,
+    analyze_xspace,
+)
+from keras_xla_guard.trace.xplane import (
+    find_trace_files,
+    iter_lines,
+    load_xspace,
+    open_xspace,
+    parse_xspace,
+    xplane_pb2,
+)
+
+
+@pytest.fixture(scope="module")
+def jit_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real trace of a jit_compile=True fit, compilation included."""
+    return profiled_fit(tmp_path_factory.mktemp("xplane_jit"), jit_compile=True)
+
+
+@pytest.fixture(scope="module")
+def plain_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real trace of a jit_compile=False fit."""
+    return profiled_fit(tmp_path_factory.mktemp("xplane_plain"), jit_compile=False)
+
+
+def _assert_valid(report: Any) -> None:
+    assert isinstance(report, CoverageReport)
+    assert 0.0 <= report.xla_time_fraction <= 1.0
+    for value in (report.xla_time_s, report.non_xla_op_time_s, report.compile_time_s,
+                  report.input_pipeline_time_s, report.eager_overhead_s, report.tracing_time_s):
+        assert value >= 0.0
+    assert report.xla_executions >= 0 and report.compilations >= 0
+    assert all(op.self_time_s >= 0 and op.count >= 1 for op in report.top_non_xla_ops)
+
+
+def _lines(space: Any) -> list[tuple[str, str, list[tuple[int, int, int, int]]]]:
+    return [
+        (plane.name, line.name,
+         [(e.metadata_id, e.offset_ps, e.duration_ps, len(e.stats)) for e in line.events])
+        for plane in space.planes
+        for line in iter_lines(plane)
+    ]
+
+
+# ------------------------------------------------------------ reading real traces
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trace_name", ["jit_trace", "plain_trace"])
+def test_lazy_reader_sees_the_same_events_as_a_full_parse(trace_name, request):
+    """open_xspace + iter_lines yields exactly the lines and events of load_xspace."""
+    trace = request.getfixturevalue(trace_name)
+    eager, lazy = load_xspace(trace), open_xspace(trace)
+    assert [p.name for p in lazy.planes] == [p.name for p in eager.planes]
+    assert _lines(lazy) == _lines(eager)
+    assert sum(len(events) for _, _, events in _lines(lazy)) > 1000
+
+
+@pytest.mark.slow
+def test_lazy_events_span_several_chunks_and_iterate_twice(plain_trace, monkeypatch):
+    """A line longer than one chunk is read whole, and can be iterated again."""
+    import keras_xla_guard.trace.xplane as xplane
+
+    monkeypatch.setattr(xplane, "_CHUNK_EVENTS", 7)
+    line = max((line for p in open_xspace(plain_trace).planes for line in iter_lines(p)),
+               key=lambda line: len(line.events))
+    first = [e.offset_ps for e in line.events]
+    assert len(first) == len(line.events) > 7 * 3
+    assert [e.offset_ps for e in line.events] == first
+
+
+@pytest.mark.slow
+def test_analysis_of_lazy_and_parsed_trace_is_identical(jit_trace, plain_trace):
+    """analyze_xspace gives the same report for open_xspace and load_xspace."""
+    for trace in (jit_trace, plain_trace):
+        lazy = analyze_xspace(open_xspace(trace), trace_path=str(trace), top_k=50)
+        eager = analyze_xspace(load_xspace(trace), trace_path=str(trace), top_k=50)
+        assert lazy == eager
+    assert analyze_trace(jit_trace).xla_time_fraction >= 0.9
+
+
+# ------------------------------------------------------------------ bad input
+
+
+def _write(tmp_path: Path, data: bytes, name: str = "host.xplane.pb") -> Path:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.parametrize("loader", [load_xspace, open_xspace, analyze_trace])
+def test_empty_file_is_a_parse_error(tmp_path, loader):
+    """An empty .xplane.pb raises TraceParseError naming the file."""
+    path = _write(tmp_path, b"")
+    with pytest.raises(TraceParseError, match="empty"):
+        loader(path)
+
+
+@pytest.mark.parametrize("loader", [load_xspace, open_xspace, analyze_trace])
+def test_random_bytes_are_a_parse_error(tmp_path, loader):
+    """Seeded random bytes raise TraceParseError, not a protobuf error."""
+    path = _write(tmp_path, random.Random(0).randbytes(4096))
+    with pytest.raises(TraceParseError, match="host.xplane.pb"):
+        loader(path)
+
+
+@pytest.mark.parametrize("loader", [load_xspace, open_xspace, analyze_trace])
+def test_a_graphdef_is_not_a_trace(tmp_path, loader):
+    """A serialized tf GraphDef (another protobuf) raises TraceParseError."""
+    import tensorflow as tf
+
+    @tf.autograph.experimental.do_not_convert
+    def f(x: Any) -> Any:
+        return x * 2.0 + 1.0
+
+    graph = tf.function(f).get_concrete_function(tf.TensorSpec([2])).graph.as_graph_def()
+    path = _write(tmp_path, graph.SerializeToString())
+    with pytest.raises(TraceParseError):
+        loader(path)
+
+
+@pytest.mark.parametrize("loader", [load_xspace, open_xspace, analyze_trace])
+def test_a_tensorboard_summary_is_not_a_trace(tmp_path, loader):
+    """A serialized tensorboard Summary proto, which decodes as an XSpace, is rejected."""
+    from tensorboard.compat.proto import summary_pb2
+
+    summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag="loss", simple_value=0.5)])
+    path = _write(tmp_path, summary.SerializeToString())
+    with pytest.raises(TraceParseError, match="no /host: or /device: plane"):
+        loader(path)
+
+
+def test_directory_without_traces_is_not_found(tmp_path):
+    """A directory holding no *.xplane.pb raises TraceNotFoundError."""
+    (tmp_path / "plugins" / "profile" / "run").mkdir(parents=True)
+    (tmp_path / "events.out.tfevents.1").write_bytes(b"x")
+    with pytest.raises(TraceNotFoundError, match="No \\*.xplane.pb trace found"):
+        analyze_trace(tmp_path)
+    with pytest.raises(TraceNotFoundError):
+        find_trace_files(tmp_path / "missing")
+
+
+@pytest.mark.parametrize("loader", [load_xspace, open_xspace, analyze_trace])
+def test_file_beyond_the_size_cap_is_refused_before_reading(tmp_path, loader):
+    """A file larger than max_bytes raises TraceTooLargeError quoting both sizes."""
+    path = _write(tmp_path, b"\0" * 2048)
+    with pytest.raises(TraceTooLargeError, match="2048 bytes, above the cap of 1000"):
+        loader(path, max_bytes=1000)
+
+
+@pytest.mark.parametrize("max_bytes", [0, -1, 1.5, True, "1G"])
+def test_invalid_size_cap_is_a_value_error(tmp_path, max_bytes):
+    """max_bytes must be a positive int; the error quotes the value."""
+    path = _write(tmp_path, b"\0")
+    with pytest.raises(ValueError, match="max_bytes="):
+        open_xspace(path, max_bytes=max_bytes)
+
+
+@pytest.mark.slow
+def test_truncated_real_trace_is_a_parse_error(tmp_path, plain_trace):
+    """The first half of a real trace raises TraceParseError."""
+    data = plain_trace.read_bytes()
+    path = _write(tmp_path, data[: len(data) // 2])
+    with pytest.raises(TraceParseError):
+        analyze_trace(path)
+    with pytest.raises(TraceParseError):
+        load_xspace(path)
+
+
+@pytest.mark.slow
+def test_dangling_metadata_in_a_lazy_line_is_a_parse_error(tmp_path, plain_trace):
+    """An event naming undefined metadata is caught when its line is read."""
+    space = load_xspace(plain_trace)
+    plane = next(p for p in space.planes if p.name == "/host:CPU")
+    line = next(line for line in plane.lines if line.events)
+    line.events[0].metadata_id = max(plane.event_metadata) + 1000
+    path = _write(tmp_path, space.SerializeToString())
+    with pytest.raises(TraceParseError, match="undefined"):
+        parse_xspace(path.read_bytes())
+    with pytest.raises(TraceParseError, match="undefined"):
+        analyze_trace(path)
+
+
+# ------------------------------------------------- properties on mutated traces
+
+_MUTATION = st.one_of(
+    st.tuples(st.just("truncate"), st.floats(0.0, 1.0)),
+    st.tuples(st.just("flip"), st.lists(st.tuples(st.floats(0.0, 1.0), st.integers(1, 255)),
+                                        min_size=1, max_size=16)),
+    st.tuples(st.just("splice"), st.tuples(st.floats(0.0, 1.0), st.floats(0.0, 1.0),
+                                           st.floats(0.0, 1.0))),
+    st.tuples(st.just("insert"),
+              st.tuples(st.floats(0.0, 1.0), st.binary(min_size=1, max_size=64))),
+)
+
+
+def _mutate(data: bytes, mutation: tuple[str, Any]) -> bytes:
+    kind, arg = mutation
+    n = len(data)
+    if kind == "truncate":
+        return data[: int(arg * n)]
+    if kind == "flip":
+        buf = bytearray(data)
+        for where, mask in arg:
+            buf[min(int(where * n), n - 1)] ^= mask
+        return bytes(buf)
+    if kind == "splice":
+        a, b, c = (int(x * n) for x in arg)
+        a, b = min(a, b), max(a, b)
+        return data[:c] + data[a:b] + data[c:]
+    where, extra = arg
+    return data[: int(where * n)] + extra + data[int(where * n):]
+
+
+@pytest.mark.slow
+@settings(max_examples=300, deadline=5000, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(mutation=_MUTATION, which=st.sampled_from(["jit", "plain"]))
+def test_mutated_real_trace_gives_a_report_or_a_trace_error(
+    mutation, which, jit_trace, plain_trace, tmp_path_factory
+):
+    """Truncated, flipped or spliced trace bytes: a valid report or TraceError, nothing else."""
+    trace = jit_trace if which == "jit" else plain_trace
+    data = _mutate(trace.read_bytes(), mutation)
+    path = tmp_path_factory.getbasetemp() / f"mutated_{which}.xplane.pb"
+    path.write_bytes(data)
+    for analyze in (analyze_trace, lambda p: analyze_xspace(load_xspace(p))):
+        try:
+            report = analyze(path)
+        except TraceError:
+            continue
+        _assert_valid(report)
+
+
+_EDIT = st.tuples(
+    st.floats(0.0, 1.0),
+    st.sampled_from(["offset_ps", "duration_ps", "metadata_id", "drop_stats", "stat_ref",
+                     "num_occurrences", "drop_metadata"]),
+    st.one_of(st.integers(-(2**63), 2**63 - 1), st.sampled_from([0, -1, 1, 2**62, -(2**62)])),
+)
+
+
+@pytest.mark.slow
+@settings(max_examples=200, deadline=5000, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(edits=st.lists(_EDIT, min_size=1, max_size=40))
+def test_weird_but_valid_xspace_never_breaks_the_analysis(edits, jit_trace, tmp_path_factory):
+    """Odd offsets, durations, dangling ids, refs: a valid report (from a file: or TraceError)."""
+    space = xplane_pb2().XSpace()
+    space.CopyFrom(load_xspace(jit_trace))
+    plane = next(p for p in space.planes if p.name == "/host:CPU")
+    events = [e for line in plane.lines for e in line.events]
+    for where, field, value in edits:
+        event = events[min(int(where * len(events)), len(events) - 1)]
+        if field == "drop_stats":
+            del event.stats[:]
+        elif field == "stat_ref":
+            event.stats.add(metadata_id=value & 0xFFFF, ref_value=value & (2**64 - 1))
+        elif field == "drop_metadata":
+            if event.metadata_id in plane.event_metadata:
+                del plane.event_metadata[event.metadata_id]
+        elif field == "metadata_id":
+            event.metadata_id = value
+        else:
+            setattr(event, field, value)
+    _assert_valid(analyze_xspace(space))
+    path = tmp_path_factory.getbasetemp() / "weird.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    try:
+        report = analyze_trace(path)
+    except TraceParseError as e:
+        assert "undefined" in str(e)
+    else:
+        _assert_valid(report)
+
+
+_DEVICE_EVENT = st.tuples(
+    st.sampled_from(["XLA Modules", "Stream #1", "Stream #2", "XLA Ops"]),
+    st.integers(-(2**63), 2**63 - 1),
+    st.one_of(st.integers(-(2**63), 2**63 - 1), st.integers(-5, 5)),
+    st.sampled_from(["hlo_op", "tf_op", "none", "dangling"]),
+    st.one_of(st.sampled_from(["dense/MatMul:MatMul", "", "a:b:c", ":X"]), st.text(max_size=12)),
+)
+
+
+@pytest.mark.slow
+@settings(max_examples=150, deadline=5000, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(device_events=st.lists(_DEVICE_EVENT, max_size=30))
+def test_weird_device_plane_never_breaks_the_analysis(device_events, jit_trace):
+    """A real trace plus an odd accelerator plane (any durations, labels, ids): a valid report."""
+    space = xplane_pb2().XSpace()
+    space.CopyFrom(load_xspace(jit_trace))
+    plane = space.planes.add(id=99, name="/device:GPU:0")
+    plane.event_metadata[1].name = "fusion.1"
+    plane.stat_metadata[1].name = "hlo_op"
+    plane.stat_metadata[2].name = "tf_op"
+    lines: dict[str, Any] = {}
+    for line_name, offset, duration, stat, label in device_events:
+        if line_name not in lines:
+            lines[line_name] = plane.lines.add(name=line_name)
+        event = lines[line_name].events.add(
+            metadata_id=1 if stat != "dangling" else 7, offset_ps=offset, duration_ps=duration)
+        if stat == "hlo_op":
+            event.stats.add(metadata_id=1, str_value=label)
+        elif stat == "tf_op":
+            event.stats.add(metadata_id=2, str_value=label)
+        elif stat == "dangling":
+            event.stats.add(metadata_id=77, ref_value=5)
+    report = analyze_xspace(space)
+    _assert_valid(report)
+    # XProf reads device activity from "XLA Modules" and "Stream..." lines.
+    counted = [(n, d) for n, _, d, _, _ in device_events if n == "XLA Modules" or n[:6] == "Stream"]
+    assert report.time_base == ("device" if counted else "host")
+    if counted:
+        positive = sum(d for _, d in counted if d > 0) * 1e-12
+        assert report.xla_time_s + report.non_xla_op_time_s <= positive * (1 + 1e-9)
+
+
+def test_host_of_strips_the_trace_suffix_only():
+    """TensorFlow names a trace <host>.xplane.pb; the host keeps its own dots."""
+    from keras_xla_guard.trace.xplane import host_of
+
+    assert host_of("/logs/plugins/profile/run/node-1.example.com.xplane.pb") == "node-1.example.com"
+    assert host_of("trace.pb") == "trace"
