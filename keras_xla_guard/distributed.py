@@ -59,6 +59,18 @@ __all__ = [
 
 REPORTS_FILE = "xla_guard_reports.json"
 _SIGNATURE_FIGURES = ("distinct_signatures", "new_signatures")
+# How long the chief waits for another worker's report of an epoch. The
+# workers end an epoch together (every step all-reduces), so a report comes
+# within one trace analysis of the chief's own; a worker without the guard,
+# or a dead one, never sends it. Read when a run starts.
+WORKER_TIMEOUT_S = 60.0
+_POLL_S = 0.2
+# A report file saved this long before the chief's run began belongs to an
+# earlier run in the same log dir (clocks of different machines may differ
+# by a little).
+_CLOCK_SLACK_S = 5.0
+# Said once per process: the risk is TensorFlow's, not one run's.
+_crash_risk_told = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -231,20 +243,6 @@ def write_worker_summaries(
     writer.write_scalars(scalars, step=epoch)
     writer.write_text("workers", _workers_markdown(reports), step=epoch)
     writer.write_text(f"{own_name}/report", report_markdown(own), step=epoch)
-
-
-# How long the chief waits for another worker's report of an epoch. The
-# workers end an epoch together (every step all-reduces), so a report comes
-# within one trace analysis of the chief's own; a worker without the guard,
-# or a dead one, never sends it. Read when a run starts.
-WORKER_TIMEOUT_S = 60.0
-_POLL_S = 0.2
-# A report file saved this long before the chief's run began belongs to an
-# earlier run in the same log dir (clocks of different machines may differ
-# by a little).
-_CLOCK_SLACK_S = 5.0
-# Said once per process: the risk is TensorFlow's, not one run's.
-_crash_risk_told = False
 
 
 def worker_info_from_tf_config(tf_config: str | None) -> WorkerInfo | None:

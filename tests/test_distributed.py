@@ -509,12 +509,6 @@ def _wait_for_tag(log_dir: Path, tag: str, timeout: float = 30) -> dict[str, lis
         time.sleep(0.1)
 
 
-def test_report_survives_the_json_round_trip():
-    """A report read back from a worker's reports file equals the one written."""
-    report = _report(3, 0.3, 0.1)
-    assert CoverageReport.from_dict(json.loads(json.dumps(report.to_dict()))) == report
-
-
 def test_chief_combines_each_epoch_as_soon_as_every_worker_reported(tmp_path):
     """The chief writes per-worker, combined and worst-worker summaries of an epoch before close."""
     chief_info, peer_info = _infos()
