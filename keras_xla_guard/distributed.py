@@ -571,11 +571,13 @@ class ClusterSink:
                 if not waiting or time.monotonic() >= deadline:
                     break
                 time.sleep(_POLL_S)
-            # Workers given up on earlier still count if their report is there.
+            # Workers given up on earlier still count if their report is
+            # there, and are waited for again from the next epoch on.
             for name in sorted(self._missing):
                 report = self._peer_report(name, epoch)
                 if report is not None:
                     reports[name] = report
+                    self._missing.discard(name)
             if waiting:
                 self._missing.update(waiting)
                 _warn(

@@ -6,9 +6,10 @@ Trains the loop of examples/multiworker_custom_loop.py (its `build`) for 3
 epochs with `XlaGuard(profile_epochs=(0, 2))`, epochs profiled from their
 first step (so epoch 0 holds the compilation). The chief then waits, guard
 still open, until its summaries of both profiled epochs are on disk. With
-`--peer-stalls` worker 1 stops for `STALL_S` seconds inside the last
-epoch, after its last step, so its report of that epoch comes long after
-the chief's (as from a worker that hangs or dies). Prints one JSON line
+`--peer-stalls` worker 1 stops inside the last epoch, after its last step,
+until the chief has closed its guard (at most `STALL_LIMIT_S`), so its
+report of that epoch comes only after the chief is done (as from a worker
+that hangs or dies). Prints one JSON line
 with what the tests need.
 """
 
@@ -35,10 +36,11 @@ import keras_xla_guard.distributed as distributed  # noqa: E402
 from keras_xla_guard import XlaGuard, XlaGuardWarning  # noqa: E402
 
 EPOCHS, PROFILED = 3, (0, 2)
-# The chief waits this long for a peer's report; the stalled peer is away
-# three times as long.
-distributed.WORKER_TIMEOUT_S = 3.0
-STALL_S = 9.0
+# The chief waits this long for a peer's report: time for a loaded machine
+# to analyse the peer's trace, and no more.
+distributed.WORKER_TIMEOUT_S = 15.0
+STALL_LIMIT_S = 120.0
+chief_closed = Path(log_dir + ".chief_closed")
 
 
 def chief_summary_steps(log_dir: str) -> list[int]:
@@ -63,7 +65,9 @@ with warnings.catch_warnings(record=True) as caught:
         with guard.epoch(epoch):
             epoch_losses = [float(train_step(x, y)) for x, y in dist_dataset]
             if peer_stalls and task == 1 and epoch == EPOCHS - 1:
-                time.sleep(STALL_S)
+                deadline = time.monotonic() + STALL_LIMIT_S
+                while not chief_closed.exists() and time.monotonic() < deadline:
+                    time.sleep(0.2)
         losses.append(sum(epoch_losses) / len(epoch_losses))
     if guard.worker is not None and guard.worker.is_chief and not peer_stalls:
         deadline = time.monotonic() + 120
@@ -74,6 +78,8 @@ with warnings.catch_warnings(record=True) as caught:
             time.sleep(0.5)
     guard.close()
 closed_at = time.time()
+if task == 0:
+    chief_closed.touch()
 reports = guard.reports
 print(
     json.dumps(

@@ -668,10 +668,10 @@ def test_stalled_worker_never_holds_the_chief(tmp_path):
     run = run_workers(_LOOP_WORKER, tmp_path / "xla_guard", "--peer-stalls", attempts=_LOOP_ATTEMPTS)
     chief, other = run["workers"]
     (warning,) = [w for w in chief["warnings"] if "no report of epoch 2 from worker_1" in w]
-    assert "within 3 s" in warning
-    # The chief closed its guard before the stalled worker had even ended
-    # its epoch (it stalls 9 s; the chief waits 3 s of them).
-    assert chief["closed_at"] < other["closed_at"] - 3
+    assert "within 15 s" in warning
+    # The chief closed its guard while the stalled worker was still in its
+    # epoch (it waits for the chief's close, up to 120 s).
+    assert chief["closed_at"] < other["closed_at"]
     assert other["reports"]["2"]["status"] == "ok"
     tensors = _tensors(run["log_dir"])
     # Epoch 0 combines both workers; epoch 2 holds the chief's own figures.
