@@ -140,3 +140,14 @@ def test_demo_json_reports_both_runs(tmp_path):
     assert (default["xla_time_fraction"], default["xla_executions"]) == (0.0, 0)
     assert (jit["steps_profiled"], jit["xla_executions"], jit["compilations"]) == (20, 20, 0)
     assert default["steps_profiled"] == 20
+
+
+def test_stress_multiworker_counts_one_unprofiled_pair():
+    """stress_multiworker with one run of the unprofiled loop: one pair, trained, counted ok."""
+    doc = _json(_run(BENCH / "stress_multiworker.py", "--runs", "1", "--modes", "none"))
+    assert (doc["benchmark"], doc["runs_per_mode"]) == ("stress_multiworker", 1)
+    summary = doc["summary"]["none"]
+    assert (summary["runs"], summary["ok"], summary["crash"], summary["error"]) == (1, 1, 0, 0)
+    (run,) = [r for r in doc["runs"] if r["outcome"] != "port"]
+    assert run["report_statuses"] == [{}, {}]  # no guard, no reports
+    assert _positive(run["wall_s"])
