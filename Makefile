@@ -134,6 +134,12 @@ bench: $(VENV)/.installed-test
 	$(PY) benchmarks/bench_doctor.py
 	$(PY) benchmarks/bench_compare.py
 
+# The 2-worker Keras 3 loop, 10 runs per profiling mode, alternated, counting
+# native crashes (about half an hour on 2 cores); saved under benchmarks/results/.
+.PHONY: stress-multiworker
+stress-multiworker: $(VENV)/.installed-test
+	$(PY) benchmarks/save_result.py benchmarks/stress_multiworker.py --runs 10 --modes none,guard,raw-own,raw-shared
+
 clean:
 	rm -rf $(VENV) $(COMPAT) logs site test-artifacts .pytest_cache
 

@@ -14,7 +14,7 @@ import keras
 from keras_xla_guard.trace.analysis import DEFAULT_TOP_K
 from keras_xla_guard.diagnose.strategy import strategy_verdicts
 from keras_xla_guard.diagnose.verdict import ERROR, WARNING, Verdict
-from keras_xla_guard.distributed import ClusterSink
+from keras_xla_guard.distributed import ClusterSink, WorkerInfo
 from keras_xla_guard.runtime.config import (
     DEFAULT_LOG_DIR,
     DEFAULT_MAX_COMPILATIONS,
@@ -74,8 +74,9 @@ class XlaGuardCallback(keras.callbacks.Callback):
     It is a `tf_keras` callback as well (`TF_USE_LEGACY_KERAS=1`). Under
     `MultiWorkerMirroredStrategy` pass it to `fit` on every worker: each
     worker profiles into `<log_dir>/<task_type>_<task_id>/` and the chief
-    writes every worker's figures to TensorBoard (see
-    `keras_xla_guard.distributed`).
+    writes every worker's figures to TensorBoard after each profiled epoch
+    (`callback.worker` holds this worker's `WorkerInfo`; see
+    docs/multiworker.md).
 
     Args:
         {config_args}
@@ -171,6 +172,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
         self._noted = False
         self._note_lock = threading.Lock()
         self._peer: XlaGuardCallback | None = None
+        self.worker: WorkerInfo | None = None
 
     @property
     def reports(self) -> dict[int, CoverageReport]:
@@ -322,7 +324,8 @@ class XlaGuardCallback(keras.callbacks.Callback):
         params = self.params or {}
         self._noted = False
         self._diagnose()
-        cluster = _begin_cluster_run(self.config, self.model, params.get("epochs"))
+        cluster = _begin_cluster_run(self.config, self.model)
+        self.worker = None if cluster is None else cluster.info
         self.engine.train_begin(
             epochs=params.get("epochs"),
             xla_mode=xla_mode_of(getattr(self.model, "jit_compile", False) is True),
@@ -428,18 +431,12 @@ class XlaGuardCallback(keras.callbacks.Callback):
             self.model.stop_training = True
 
 
-def _begin_cluster_run(config: GuardConfig, model: Any, epochs: int | None) -> ClusterSink | None:
-    """Sets up per-worker traces under a multi-worker strategy (never raises)."""
-    try:
-        return ClusterSink.begin(config, getattr(model, "distribute_strategy", None), epochs)
-    except Exception as e:  # noqa: BLE001 - guarding must not break training
-        warnings.warn(
-            f"keras-xla-guard: reading the cluster layout failed ({type(e).__name__}: {e}); "
-            "this worker profiles as if alone",
-            XlaGuardWarning,
-            stacklevel=3,
-        )
-        return None
+def _begin_cluster_run(config: GuardConfig, model: Any) -> ClusterSink | None:
+    """This worker's sink under a multi-worker strategy (never raises)."""
+    strategy = getattr(model, "distribute_strategy", None)
+    # Without a strategy of its own the model trains in one process, even
+    # when TF_CONFIG is set: nothing to look up in the environment then.
+    return ClusterSink.begin(config, strategy) if strategy is not None else None
 
 
 def _zeros_batch(model: Any) -> Any:

@@ -1,60 +1,76 @@
-"""Multi-worker runs: one trace directory per worker, one summary writer.
+"""Multi-worker runs: one trace directory per worker, the chief's summaries.
 
 Under `tf.distribute.MultiWorkerMirroredStrategy` every worker process runs
 its own profiler and compiles its own executables, so each worker measures
-its own coverage. Each worker profiles into `<log_dir>/<task_type>_<task_id>/`
-(TensorFlow names a trace after the host only, so two workers on one host
-would otherwise overwrite each other's file) and saves its reports there as
-`xla_guard_reports.json`. At the end of training the workers exchange their
-figures with one collective all-gather (no shared file system needed), and
-the chief alone writes TensorBoard summaries into `<log_dir>`: the combined
-figures under the usual `xla_guard/...` tags, each worker's under
-`xla_guard/<task_type>_<task_id>/...`, and a text table naming the worst
-worker.
+its own coverage. Both guards (the Keras callback and the custom-loop
+`XlaGuard`) give their engine a `ClusterSink` for the run:
+
+- the worker profiles into `<log_dir>/<task_type>_<task_id>/` (TensorFlow
+  names a trace after the host only, so two workers on one host would
+  otherwise write the same file) and rewrites
+  `<log_dir>/<task_type>_<task_id>/xla_guard_reports.json` after each
+  profiled epoch;
+- after each profiled epoch the chief reads the other workers' files and
+  writes TensorBoard summaries into `<log_dir>`: the combined figures under
+  the usual `xla_guard/...` tags, each worker's under
+  `xla_guard/<task_type>_<task_id>/...`, and a table naming the worst worker.
+
+The figures travel through files rather than a collective op: a collective
+needs every worker to join it in the same order as the training's own
+collectives, so a worker without the guard, or one that is gone, would
+hang the others. A file is waited for at most `WORKER_TIMEOUT_S` seconds,
+on the chief's own background thread, never on the training thread; then
+the chief warns and writes the figures it has. Across machines `log_dir`
+must therefore be one shared directory (e.g. an NFS mount); if it is not,
+the chief warns once and writes its own figures, and each worker's file
+stays on its machine.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import json
-import math
 import os
+import sys
+import threading
+import time
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from keras_xla_guard.errors import XlaGuardWarning
-
 from keras_xla_guard.trace.report import CoverageReport
 
 __all__ = [
     "REPORTS_FILE",
+    "WORKER_TIMEOUT_S",
     "ClusterSink",
     "WorkerInfo",
+    "find_worker",
+    "info_from_cluster",
+    "read_reports",
     "worker_info",
+    "worker_info_from_tf_config",
+    "worst_worker",
+    "write_worker_summaries",
 ]
 
 REPORTS_FILE = "xla_guard_reports.json"
-# A worker that never reaches the end of training (crashed, killed) must not
-# hang the others forever; training itself is over by then.
-GATHER_TIMEOUT_S = 120.0
-# Figures exchanged per worker and epoch, in this order; NaN marks an epoch
-# without a measured report on that worker (first figure) or a figure the
-# worker did not measure (signatures when tracking was unavailable).
-FIGURES = (
-    "xla_time_s",
-    "non_xla_op_time_s",
-    "xla_executions",
-    "compilations",
-    "compile_time_s",
-    "input_pipeline_time_s",
-    "guard_op_time_s",
-    "steps_profiled",
-    "distinct_signatures",
-    "new_signatures",
-)
 _SIGNATURE_FIGURES = ("distinct_signatures", "new_signatures")
+# How long the chief waits for another worker's report of an epoch. The
+# workers end an epoch together (every step all-reduces), so a report comes
+# within one trace analysis of the chief's own; a worker without the guard,
+# or a dead one, never sends it. Read when a run starts.
+WORKER_TIMEOUT_S = 60.0
+_POLL_S = 0.2
+# A report file saved this long before the chief's run began belongs to an
+# earlier run in the same log dir (clocks of different machines may differ
+# by a little).
+_CLOCK_SLACK_S = 5.0
+# Said once per process: the risk is TensorFlow's, not one run's.
+_crash_risk_told = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,12 +127,28 @@ def worker_info(strategy: Any) -> WorkerInfo | None:
     resolver = getattr(strategy, "cluster_resolver", None)
     if resolver is None or not resolver.task_type:
         return None
-    spec = resolver.cluster_spec().as_dict()
+    return info_from_cluster(
+        resolver.cluster_spec().as_dict(), resolver.task_type, int(resolver.task_id or 0)
+    )
+
+
+def info_from_cluster(spec: dict[str, Any], task_type: str, task_id: int) -> WorkerInfo | None:
+    """Describes a task of a cluster spec, or `None` if it is not multi-worker.
+
+    Args:
+        spec: Job name -> list of addresses (`ClusterSpec.as_dict()`, or
+            the `cluster` of `TF_CONFIG`).
+        task_type: This task's job.
+        task_id: This task's index in its job.
+
+    Returns:
+        A `WorkerInfo` when `chief` and `worker` jobs hold two tasks or
+        more, otherwise `None`.
+    """
     jobs = [job for job in ("chief", "worker") if job in spec]
     num_workers = sum(len(spec[job]) for job in jobs)
     if num_workers < 2:
         return None
-    task_type, task_id = resolver.task_type, int(resolver.task_id or 0)
     chief_job = "chief" if "chief" in spec else "worker"
     names = tuple(f"{job}_{i}" for job in jobs for i in range(len(spec[job])))
     return WorkerInfo(
@@ -124,115 +156,7 @@ def worker_info(strategy: Any) -> WorkerInfo | None:
     )
 
 
-def _save_reports(reports: dict[int, CoverageReport], path: Path) -> None:
-    """Writes a worker's reports as JSON, atomically (rename into place).
-
-    Args:
-        reports: Reports keyed by epoch.
-        path: Target file, inside the worker's own directory.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    data = {"reports": {str(epoch): r.to_dict() for epoch, r in sorted(reports.items())}}
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
-
-
-def _figures_matrix(reports: dict[int, CoverageReport], epochs: int) -> list[list[float]]:
-    """One row of `FIGURES` per epoch `0 .. epochs-1`, NaN where unmeasured."""
-    rows = []
-    for epoch in range(epochs):
-        report = reports.get(epoch)
-        if report is None or not report.ok:
-            rows.append([math.nan] * len(FIGURES))
-            continue
-        rows.append(
-            [
-                math.nan if getattr(report, f) is None and f in _SIGNATURE_FIGURES
-                else float(getattr(report, f) or 0)
-                for f in FIGURES
-            ]
-        )
-    return rows
-
-
-def _gather_figures(strategy: Any, rows: list[list[float]], info: WorkerInfo) -> list[list[list[float]]]:
-    """Exchanges every worker's figure rows with one all-gather.
-
-    Every worker must call this the same number of times with the same
-    number of rows (the epochs of the `fit` call are the same everywhere).
-
-    Args:
-        strategy: The `MultiWorkerMirroredStrategy` the model trains under.
-        rows: This worker's `_figures_matrix`.
-        info: This worker's `WorkerInfo`.
-
-    Returns:
-        One matrix per worker, indexed by worker rank (chief first).
-    """
-    import tensorflow as tf
-
-    options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=GATHER_TIMEOUT_S)
-
-    @tf.function
-    def exchange() -> Any:
-        # Built inside the replica function so it lives on the replica's
-        # device, where the collective runs.
-        value = tf.constant([rows], dtype=tf.float64)
-        return tf.distribute.get_replica_context().all_gather(value, axis=0, options=options)
-
-    gathered = strategy.experimental_local_results(strategy.run(exchange))[0]
-    # Replicas are numbered worker by worker; every local replica of a worker
-    # carries the same rows, so one row block per worker remains.
-    per_worker = strategy.num_replicas_in_sync // info.num_workers
-    return gathered.numpy()[::per_worker].tolist()
-
-
-def _report_of(row: list[float], epoch: int, host: str) -> CoverageReport:
-    values = dict(zip(FIGURES, row))
-    xla, non = values["xla_time_s"], values["non_xla_op_time_s"]
-    return CoverageReport(
-        epoch=epoch,
-        hosts=(host,),
-        steps_profiled=int(values["steps_profiled"]),
-        xla_time_s=xla,
-        non_xla_op_time_s=non,
-        xla_time_fraction=xla / (xla + non) if xla + non else 0.0,
-        xla_executions=int(values["xla_executions"]),
-        compilations=int(values["compilations"]),
-        compile_time_s=values["compile_time_s"],
-        input_pipeline_time_s=values["input_pipeline_time_s"],
-        guard_op_time_s=values["guard_op_time_s"],
-        **{
-            f: int(values[f])
-            for f in _SIGNATURE_FIGURES
-            if not math.isnan(values[f])
-        },
-    )
-
-
-def _worker_reports(
-    matrices: list[list[list[float]]], names: list[str]
-) -> dict[int, dict[str, CoverageReport]]:
-    """Turns gathered figures into reports keyed by epoch, then worker name.
-
-    Args:
-        matrices: `_gather_figures` output.
-        names: Worker names in rank order.
-
-    Returns:
-        For each epoch measured on at least one worker, the reports of the
-        workers that measured it.
-    """
-    out: dict[int, dict[str, CoverageReport]] = {}
-    for name, rows in zip(names, matrices):
-        for epoch, row in enumerate(rows):
-            if not math.isnan(row[0]):
-                out.setdefault(epoch, {})[name] = _report_of(row, epoch, name)
-    return out
-
-
-def _worst_worker(reports: dict[str, CoverageReport]) -> str:
+def worst_worker(reports: dict[str, CoverageReport]) -> str:
     """The worker with the lowest XLA share; ties go to more compile time."""
     return min(reports, key=lambda n: (reports[n].xla_time_fraction, -reports[n].compile_time_s, n))
 
@@ -241,7 +165,7 @@ def _workers_markdown(reports: dict[str, CoverageReport]) -> str:
     """A per-worker table for TensorBoard's text dashboard, worst worker first."""
     from keras_xla_guard.output.tensorboard import escape_markdown, markdown_table
 
-    worst = _worst_worker(reports)
+    worst = worst_worker(reports)
     rows = []
     for name in sorted(reports, key=lambda n: (n != worst, n)):
         r = reports[name]
@@ -268,178 +192,442 @@ def _workers_markdown(reports: dict[str, CoverageReport]) -> str:
     return headline + "\n\n" + table
 
 
-def _write_worker_summaries(
+_PER_WORKER_SCALARS = {
+    "xla_time_fraction": lambda r: r.xla_time_fraction,
+    "coverage_percent": lambda r: 100.0 * r.xla_time_fraction,
+    "xla_time_s": lambda r: r.xla_time_s,
+    "non_xla_op_time_s": lambda r: r.non_xla_op_time_s,
+    "compilations": lambda r: r.compilations,
+    "compile_time_s": lambda r: r.compile_time_s,
+}
+
+
+def write_worker_summaries(
     writer: Any,
-    by_epoch: dict[int, dict[str, CoverageReport]],
-    own: dict[int, CoverageReport],
+    epoch: int,
+    reports: dict[str, CoverageReport],
+    own: CoverageReport,
     own_name: str,
+    top_k: int = 10,
 ) -> None:
-    """Writes the chief's TensorBoard summaries of all workers.
+    """Writes the chief's TensorBoard summaries of one epoch of all workers.
 
     Args:
-        writer: A `keras_xla_guard.output.tensorboard.SummaryWriter` on the base log dir.
-        by_epoch: `_worker_reports` output.
-        own: The chief's own reports (their op tables go in as text).
+        writer: A `keras_xla_guard.summary.SummaryWriter` on the base log dir.
+        epoch: The epoch (the TensorBoard step).
+        reports: Each worker's measured (`ok`) report of the epoch, keyed
+            by worker name.
+        own: The chief's own report (its op table goes in as text).
         own_name: The chief's worker name.
+        top_k: Plain TF ops kept in the combined op table. Defaults to `10`.
     """
-    from keras_xla_guard.output.tensorboard import WORKER_TAGS, report_markdown
+    from keras_xla_guard.output.tensorboard import report_markdown
     from keras_xla_guard.trace.analysis import combine_reports
 
-    for epoch, reports in sorted(by_epoch.items()):
-        combined = combine_reports(list(reports.values()))
-        scalars = {tag: read(combined) for tag, read in WORKER_TAGS.items()}
-        scalars["xla_executions"] = combined.xla_executions
-        scalars["input_pipeline_time_s"] = combined.input_pipeline_time_s
-        for name, report in reports.items():
-            for tag, read in WORKER_TAGS.items():
-                scalars[f"{name}/{tag}"] = read(report)
-        scalars["worst_worker_xla_time_fraction"] = reports[_worst_worker(reports)].xla_time_fraction
-        for figure in _SIGNATURE_FIGURES:
-            seen = {n: getattr(r, figure) for n, r in reports.items() if getattr(r, figure) is not None}
-            for name, value in seen.items():
-                scalars[f"{name}/{figure}"] = value
-            if seen:
-                # Each worker reads its own shard; the most shapes any
-                # worker met is what drives its compilations.
-                scalars[figure] = max(seen.values())
-        writer.write_scalars(scalars, step=epoch)
-        writer.write_text("workers", _workers_markdown(reports), step=epoch)
-    for epoch, report in sorted(own.items()):
-        writer.write_text(f"{own_name}/report", report_markdown(report), step=epoch)
+    combined = combine_reports(list(reports.values()), top_k=top_k)
+    scalars = {tag: read(combined) for tag, read in _PER_WORKER_SCALARS.items()}
+    scalars["xla_executions"] = combined.xla_executions
+    scalars["input_pipeline_time_s"] = combined.input_pipeline_time_s
+    for name, report in reports.items():
+        for tag, read in _PER_WORKER_SCALARS.items():
+            scalars[f"{name}/{tag}"] = read(report)
+    scalars["worst_worker_xla_time_fraction"] = reports[worst_worker(reports)].xla_time_fraction
+    for figure in _SIGNATURE_FIGURES:
+        seen = {n: getattr(r, figure) for n, r in reports.items() if getattr(r, figure) is not None}
+        for name, value in seen.items():
+            scalars[f"{name}/{figure}"] = value
+        if seen:
+            # Each worker reads its own shard; the most shapes any
+            # worker met is what drives its compilations.
+            scalars[figure] = max(seen.values())
+    writer.write_scalars(scalars, step=epoch)
+    writer.write_text("workers", _workers_markdown(reports), step=epoch)
+    writer.write_text(f"{own_name}/report", report_markdown(own), step=epoch)
 
 
-def _describe(by_epoch: dict[int, dict[str, CoverageReport]]) -> list[str]:
-    """One line per epoch naming the worst worker, for the console."""
-    lines = []
-    for epoch, reports in sorted(by_epoch.items()):
-        worst = _worst_worker(reports)
-        lines.append(
-            f"epoch {epoch}: {len(reports)} workers, worst {worst} at "
-            f"{reports[worst].xla_time_fraction:.1%} XLA"
-        )
-    return lines
-
-
-
-class ClusterSink:
-    """A `ReportSink` for one worker of a multi-worker cluster.
-
-    The engine profiles into this worker's own directory (`trace_dir`) and
-    hands its figures here instead of writing summaries itself; `close`
-    (at the end of the run, on every worker) saves this worker's reports,
-    exchanges figures with the other workers and, on the chief, writes the
-    summaries of all of them.
+def worker_info_from_tf_config(tf_config: str | None) -> WorkerInfo | None:
+    """Describes this worker from a `TF_CONFIG` value, or `None`.
 
     Args:
-        strategy: The model's `MultiWorkerMirroredStrategy`.
-        info: This worker's `WorkerInfo`.
-        epochs: Epochs of the `fit` call (the same on every worker).
-        log_dir: The guard's base log directory.
-        write_summaries: Whether the chief writes TensorBoard summaries.
-        verbose: Whether the chief prints one line per epoch.
+        tf_config: The `TF_CONFIG` JSON, as in the environment variable.
+
+    Returns:
+        A `WorkerInfo` for a `chief` or `worker` task of a cluster with at
+        least two of them and no parameter servers (those run the loop on
+        one coordinator); otherwise `None`.
+
+    Raises:
+        ValueError: If `tf_config` is not valid JSON of a cluster.
 
     Example:
 
     ```python
-    cluster = ClusterSink.begin(config, model.distribute_strategy, epochs=3)
-    engine.train_begin(epochs=3, trace_dir=cluster.trace_dir, sinks=[cluster])
-    ...  # train with the engine's hooks
-    engine.train_end()  # closes the sink: exchange, chief summaries
+    import os
+    from keras_xla_guard.distributed import worker_info_from_tf_config
+
+    info = worker_info_from_tf_config(os.environ.get("TF_CONFIG"))
+    ```
+    """
+    if not tf_config:
+        return None
+    try:
+        config = json.loads(tf_config)
+        spec = config.get("cluster") or {}
+        task = config.get("task") or {}
+        task_type, task_id = task.get("type"), int(task.get("index", 0))
+    except (ValueError, TypeError, AttributeError) as e:
+        raise ValueError(f"`TF_CONFIG` is not a cluster description ({e}). Received: {tf_config!r}") from None
+    if "ps" in spec or task_type not in ("chief", "worker"):
+        return None
+    return info_from_cluster(spec, task_type, task_id)
+
+
+def find_worker(strategy: Any = None) -> WorkerInfo | None:
+    """This process's place in a multi-worker cluster, or `None`.
+
+    Args:
+        strategy: The `tf.distribute.Strategy` training runs under, if
+            known. Defaults to `None`: the strategy of the current
+            `strategy.scope()`, else `TF_CONFIG`.
+
+    Returns:
+        A `WorkerInfo` under `MultiWorkerMirroredStrategy` with two or more
+        workers, else `None`.
+
+    Example:
+
+    ```python
+    from keras_xla_guard.distributed import find_worker
+
+    info = find_worker(strategy)
+    print(info.name if info else "single worker")  # e.g. "worker_1"
+    ```
+    """
+    if strategy is not None:
+        return worker_info(strategy)
+    # A loop that never imported TensorFlow has no strategy to look at.
+    tf = sys.modules.get("tensorflow")
+    if tf is not None and tf.distribute.has_strategy():
+        info = worker_info(tf.distribute.get_strategy())
+        if info is not None:
+            return info
+    return worker_info_from_tf_config(os.environ.get("TF_CONFIG"))
+
+
+def _tell_crash_risk() -> None:
+    global _crash_risk_told
+    if _crash_risk_told:
+        return
+    _crash_risk_told = True
+    _warn(
+        "under MultiWorkerMirroredStrategy TensorFlow's own profiler stop "
+        "(tf.profiler.experimental.stop) sometimes aborts a worker process natively "
+        "(\"free(): invalid pointer\", \"double free or corruption\", a segmentation fault), "
+        "with or without this guard; profile few epochs (docs/multiworker.md)"
+    )
+
+
+def read_reports(path: str | os.PathLike[str]) -> dict[int, CoverageReport]:
+    """Reads a worker's `xla_guard_reports.json`.
+
+    Args:
+        path: The file, or the worker's directory holding it.
+
+    Returns:
+        The worker's reports keyed by epoch.
+
+    Raises:
+        OSError: If the file cannot be read.
+        ValueError: If it is not a reports file.
+
+    Example:
+
+    ```python
+    from keras_xla_guard.distributed import read_reports
+    print(read_reports("logs/mw/worker_1")[1].xla_time_fraction)
+    ```
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = path / REPORTS_FILE
+    return {int(e): CoverageReport.from_dict(r) for e, r in _load(path)["reports"].items()}
+
+
+def _load(path: Path) -> dict[str, Any]:
+    data = json.loads(path.read_text())
+    if not isinstance(data, dict) or not isinstance(data.get("reports"), dict):
+        raise ValueError(f"{os.fspath(path)!r} is not a keras-xla-guard reports file")
+    return data
+
+
+class ClusterSink:
+    """A `ReportSink` for one worker of a multi-worker run; on the chief, the summaries.
+
+    The engine profiles into this worker's own directory (`trace_dir`) and
+    hands each epoch's figures here. Once an epoch's report and its
+    signature figures are both in, the worker saves its reports file; the
+    chief then gathers that epoch from every worker on a background thread
+    and writes the summaries. `close` waits for the chief's pending epochs.
+
+    Args:
+        info: This worker's `WorkerInfo`.
+        log_dir: The log dir all workers share.
+        write_summaries: Whether the chief writes TensorBoard summaries.
+            Defaults to `True`.
+        verbose: 1 makes the chief print one line per epoch (worst worker)
+            when the run ends. Defaults to `0`.
+        top_k: Plain TF ops kept in the combined op table. Defaults to `10`.
+        timeout: Seconds the chief waits for another worker's report of an
+            epoch. Defaults to `WORKER_TIMEOUT_S`.
+
+    Example:
+
+    ```python
+    cluster = ClusterSink.begin(engine.config, strategy)
+    engine.train_begin(trace_dir=cluster.trace_dir,
+                       sinks=[*engine.default_sinks(tensorboard=False), cluster])
+    ...  # epochs and steps
+    engine.train_end()  # closes the sink
     ```
     """
 
     def __init__(
         self,
-        strategy: Any,
         info: WorkerInfo,
-        epochs: int,
-        log_dir: Path,
-        write_summaries: bool,
-        verbose: bool,
+        log_dir: str | os.PathLike[str],
+        write_summaries: bool = True,
+        verbose: int = 0,
+        top_k: int = 10,
+        timeout: float | None = None,
     ) -> None:
-        self.strategy = strategy
         self.info = info
-        self.epochs = epochs
-        self.base_log_dir = Path(log_dir)
+        self.base_dir = Path(log_dir)
+        self.trace_dir = self.base_dir / info.name
         self.write_summaries = write_summaries
         self.verbose = verbose
+        self.top_k = top_k
+        self.timeout = WORKER_TIMEOUT_S if timeout is None else float(timeout)
+        self.started = time.time()
         self.by_epoch: dict[int, dict[str, CoverageReport]] = {}
+        self._own: dict[int, CoverageReport] = {}
+        # Epochs whose report or signature figures are still to come.
+        self._reports: dict[int, CoverageReport] = {}
+        self._stats: dict[int, Any] = {}
+        self._no_stats: set[int] = set()
+        self._missing: set[str] = set()
+        self._lock = threading.Lock()
+        self._writer: Any = None
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._futures: list[concurrent.futures.Future[None]] = []
+        # Written at once, so that a stale file of an earlier run in this
+        # log dir is replaced before any other worker can read it.
+        self._save()
 
     @classmethod
-    def begin(cls, config: Any, strategy: Any, epochs: int | None) -> "ClusterSink | None":
+    def begin(cls, config: Any, strategy: Any = None) -> "ClusterSink | None":
         """This worker's sink, or `None` outside a multi-worker cluster.
+
+        Never raises: a cluster layout that cannot be read becomes an
+        `XlaGuardWarning`, and the worker profiles as if alone.
 
         Args:
             config: The guard's `GuardConfig`.
-            strategy: The model's `tf.distribute.Strategy` (or `None`).
-            epochs: Epochs of the `fit` call.
+            strategy: See `find_worker`. Defaults to `None`.
 
         Returns:
-            The sink, or `None` when there is no cluster.
+            The sink, or `None` when training is not multi-worker.
         """
-        info = worker_info(strategy) if strategy is not None else None
-        if info is None or not epochs:
+        try:
+            info = find_worker(strategy)
+            if info is None:
+                return None
+            sink = cls(info, config.log_dir, write_summaries=config.write_summaries,
+                       verbose=config.verbose, top_k=config.top_k)
+        except Exception as e:  # noqa: BLE001 - guarding must not break training
+            _warn(f"reading the cluster layout failed ({type(e).__name__}: {e}); "
+                  "this worker profiles as if alone")
             return None
-        return cls(strategy, info, int(epochs), config.log_dir, config.write_summaries, bool(config.verbose))
+        _tell_crash_risk()
+        return sink
 
     @property
-    def trace_dir(self) -> Path:
-        """This worker's own directory: traces and `xla_guard_reports.json`."""
-        return self.base_log_dir / self.info.name
+    def peers(self) -> tuple[str, ...]:
+        """The other workers' names, in rank order."""
+        return tuple(n for n in self.info.names if n != self.info.name)
 
     def write_report(self, report: CoverageReport) -> None:
-        """Nothing yet: the workers exchange their figures when the run ends."""
+        """Takes one epoch's report; the epoch is done once its signatures are in too."""
+        assert report.epoch is not None
+        with self._lock:
+            self._reports[report.epoch] = report
+        self._maybe_done(report.epoch)
 
     def write_signatures(self, stats: Any) -> None:
-        """Nothing: each report carries its epoch's signature figures."""
+        """Takes one epoch's signature figures, for its report."""
+        with self._lock:
+            self._stats[stats.epoch] = stats
+        self._maybe_done(stats.epoch)
 
     def write_signatures_unavailable(self, epoch: int, reason: str) -> None:
-        """Nothing: each report says it."""
+        """Notes that `epoch` gets no signature figures (its report says why)."""
+        with self._lock:
+            self._no_stats.add(epoch)
+        self._maybe_done(epoch)
+
+    def _maybe_done(self, epoch: int, final: bool = False) -> None:
+        """Finishes `epoch` when its report and its signature figures are both in."""
+        with self._lock:
+            report = self._reports.get(epoch)
+            if report is None or epoch in self._own:
+                return
+            stats = self._stats.get(epoch)
+            has_signatures = report.distinct_signatures is not None or report.signatures_unavailable
+            if stats is not None and not has_signatures:
+                report = dataclasses.replace(
+                    report,
+                    distinct_signatures=stats.distinct_signatures,
+                    new_signatures=stats.new_signatures,
+                    expected_compilations=stats.expected_compilations,
+                    signature_explanations=stats.explanations,
+                )
+            elif not (has_signatures or epoch in self._no_stats or final):
+                return
+            self._own[epoch] = report
+            self._save()
+            if self.info.is_chief:
+                if self._executor is None:
+                    self._executor = concurrent.futures.ThreadPoolExecutor(
+                        max_workers=1, thread_name_prefix="keras_xla_guard_cluster"
+                    )
+                self._futures.append(self._executor.submit(self._gather, report))
 
     def close(self, reports: Mapping[int, CoverageReport]) -> None:
-        """Saves, exchanges and (on the chief) writes; warns instead of raising.
-
-        Called on every worker. If the exchange fails (a worker without the
-        guard, a worker gone), the chief writes its own figures only.
+        """Finishes epochs still open, waits for the chief's pending ones, prints.
 
         Args:
-            reports: This worker's reports, keyed by epoch.
+            reports: Every report of the run, keyed by epoch; an epoch
+                whose signature figures never came (signatures not
+                tracked) is finished with these.
         """
-        reports = dict(reports)
-        try:
-            _save_reports(reports, self.trace_dir / REPORTS_FILE)
-            rows = _figures_matrix(reports, self.epochs)
-            # Every worker joins the exchange, even one without reports,
-            # or the others would wait for it until the timeout.
-            matrices = _gather_figures(self.strategy, rows, self.info)
-            self.by_epoch = _worker_reports(matrices, list(self.info.names))
-        except Exception as e:  # noqa: BLE001 - the user's training is over and fine
-            self._warn(
-                f"exchanging figures between {self.info.num_workers} workers failed on "
-                f"{self.info.name} ({type(e).__name__}: {e}); pass the callback to fit() "
-                "on every worker. The chief writes its own figures only"
-            )
-        try:
-            if self.info.is_chief and self.write_summaries:
-                self._write_chief_summaries(reports)
-            if self.info.is_chief and self.verbose:
-                for line in _describe(self.by_epoch):
-                    print(f"keras-xla-guard: {line}", flush=True)
-        except Exception as e:  # noqa: BLE001
-            self._warn(f"writing the workers' summaries failed: {type(e).__name__}: {e}")
+        for epoch, report in sorted(reports.items()):
+            with self._lock:
+                if epoch in self._own:
+                    continue
+                self._reports[epoch] = report
+            self._maybe_done(epoch, final=True)
+        # Each pending epoch waits at most `timeout` for its peers.
+        concurrent.futures.wait(self._futures)
+        if self._executor is not None:
+            self._executor.shutdown(wait=False)
+        with self._lock:
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
+        if self.info.is_chief and self.verbose:
+            for line in _describe(self.by_epoch):
+                print(f"keras-xla-guard: {line}", flush=True)
 
-    def _write_chief_summaries(self, reports: dict[int, CoverageReport]) -> None:
+    # ------------------------------------------------------------ internals
+
+    def _save(self) -> None:
+        """Rewrites this worker's reports file atomically (rename into place)."""
+        self.trace_dir.mkdir(parents=True, exist_ok=True)
+        path = self.trace_dir / REPORTS_FILE
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        data = {
+            "worker": self.info.name,
+            "saved_at": time.time(),
+            "reports": {str(e): r.to_dict() for e, r in sorted(self._own.items())},
+        }
+        tmp.write_text(json.dumps(data, indent=1))
+        os.replace(tmp, path)
+
+    def _peer_report(self, name: str, epoch: int) -> CoverageReport | None:
+        """`name`'s report of `epoch` from this run, or `None` (not there yet)."""
+        path = self.base_dir / name / REPORTS_FILE
+        try:
+            data = _load(path)
+        except (OSError, ValueError):
+            # Absent, or (on a file system without atomic rename) half written.
+            return None
+        if float(data.get("saved_at", 0)) < self.started - _CLOCK_SLACK_S:
+            return None
+        entry = data["reports"].get(str(epoch))
+        return CoverageReport.from_dict(entry) if entry is not None else None
+
+    def _gather(self, own: CoverageReport) -> None:
+        try:
+            epoch = own.epoch
+            assert epoch is not None
+            reports = {self.info.name: own}
+            waiting = [n for n in self.peers if n not in self._missing]
+            deadline = time.monotonic() + self.timeout
+            while True:
+                for name in list(waiting):
+                    report = self._peer_report(name, epoch)
+                    if report is not None:
+                        reports[name] = report
+                        waiting.remove(name)
+                if not waiting or time.monotonic() >= deadline:
+                    break
+                time.sleep(_POLL_S)
+            # Workers given up on earlier still count if their report is
+            # there, and are waited for again from the next epoch on.
+            for name in sorted(self._missing):
+                report = self._peer_report(name, epoch)
+                if report is not None:
+                    reports[name] = report
+                    self._missing.discard(name)
+            if waiting:
+                self._missing.update(waiting)
+                _warn(
+                    f"no report of epoch {epoch} from {', '.join(waiting)} within "
+                    f"{self.timeout:g} s in {os.fspath(self.base_dir)!r}: that worker runs "
+                    "without the guard, profiles other epochs, has stopped, or does not share "
+                    "this log dir. Pass the guard, with the same log_dir and profile_epochs, "
+                    f"to every worker. The chief's summaries of epoch {epoch} hold "
+                    f"{', '.join(sorted(reports))} only"
+                )
+            failed = {n: r for n, r in reports.items() if not r.ok}
+            for name, report in sorted(failed.items()):
+                if name != self.info.name:
+                    _warn(f"{name} measured nothing in epoch {epoch}: {report.status}: {report.reason}")
+            measured = {n: r for n, r in reports.items() if r.ok}
+            if len(measured) > 1:
+                self.by_epoch[epoch] = measured
+            if self.write_summaries:
+                self._write(epoch, own, measured)
+        except Exception as e:  # noqa: BLE001 - runs beside training; must not end it
+            _warn(f"writing the workers' summaries of epoch {own.epoch} failed: {type(e).__name__}: {e}")
+
+    def _write(self, epoch: int, own: CoverageReport, measured: dict[str, CoverageReport]) -> None:
+        from keras_xla_guard.distributed import write_worker_summaries
         from keras_xla_guard.output.tensorboard import SummaryWriter
 
-        writer = SummaryWriter(self.base_log_dir)
-        try:
-            if self.by_epoch:
-                _write_worker_summaries(writer, self.by_epoch, reports, self.info.name)
-            else:
-                for epoch, report in sorted(reports.items()):
-                    writer.write_report(report, step=epoch)
-        finally:
-            writer.close()
+        with self._lock:
+            if self._writer is None:
+                self._writer = SummaryWriter(self.base_dir)
+            writer = self._writer
+        if len(measured) > 1:
+            write_worker_summaries(writer, epoch, measured, own, self.info.name, top_k=self.top_k)
+        else:
+            # Only the chief's own figures: the plain single-worker tags.
+            writer.write_report(own, step=epoch)
 
-    def _warn(self, message: str) -> None:
-        warnings.warn(f"keras-xla-guard: {message}", XlaGuardWarning, stacklevel=4)
+
+def _warn(message: str) -> None:
+    warnings.warn(f"keras-xla-guard: {message}", XlaGuardWarning, stacklevel=2)
+
+
+def _describe(by_epoch: dict[int, dict[str, CoverageReport]]) -> list[str]:
+    """One line per epoch naming the worst worker, for the console."""
+    from keras_xla_guard.distributed import worst_worker
+
+    lines = []
+    for epoch, reports in sorted(by_epoch.items()):
+        worst = worst_worker(reports)
+        lines.append(
+            f"epoch {epoch}: {len(reports)} workers, worst {worst} at "
+            f"{reports[worst].xla_time_fraction:.1%} XLA"
+        )
+    return lines

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from keras_xla_guard._checks import check_int
+from keras_xla_guard.distributed import ClusterSink, WorkerInfo
 from keras_xla_guard.runtime.config import (
     DEFAULT_LOG_DIR,
     DEFAULT_MAX_COMPILATIONS,
@@ -125,6 +126,15 @@ class XlaGuard:
         config: A `GuardConfig` to use instead of the keyword arguments
             above (the same one can serve `XlaGuardCallback`). Defaults to
             `None`.
+        strategy: The `tf.distribute.Strategy` the loop trains under.
+            Under `MultiWorkerMirroredStrategy` with two or more workers
+            each worker profiles into `<log_dir>/<task_type>_<task_id>/`
+            and saves its reports there (`xla_guard_reports.json`), and the
+            chief writes every worker's figures to TensorBoard in
+            `<log_dir>` after each profiled epoch (docs/multiworker.md);
+            `guard.worker` then holds the worker's `WorkerInfo`. Defaults
+            to `None`: the strategy whose `scope()` is active when the
+            first epoch begins, else the cluster in `TF_CONFIG`.
 
     Raises:
         ValueError: If an argument is invalid.
@@ -171,7 +181,13 @@ class XlaGuard:
         max_compilations: int | None = DEFAULT_MAX_COMPILATIONS,
         on_violation: str = "warn",
         config: GuardConfig | None = None,
+        strategy: Any = None,
     ) -> None:
+        if strategy is not None and not hasattr(strategy, "extended"):
+            raise ValueError(
+                "`strategy` must be a tf.distribute.Strategy or None. "
+                f"Received: strategy={strategy!r}"
+            )
         self.config = GuardConfig.of(
             config,
             dict(
@@ -197,6 +213,8 @@ class XlaGuard:
         self._epoch: int | None = None
         self._step = 0
         self._inputs: Any = None
+        self._strategy = strategy
+        self.worker: WorkerInfo | None = None
 
     @property
     def reports(self) -> dict[int, CoverageReport]:
@@ -368,7 +386,13 @@ class XlaGuard:
             )
         if not self._running:
             self._running = True
-            self.engine.train_begin(xla_mode=xla_mode_of(any(self._watched_jit)))
+            cluster = ClusterSink.begin(self.config, self._strategy)
+            self.worker = None if cluster is None else cluster.info
+            self.engine.train_begin(
+                xla_mode=xla_mode_of(any(self._watched_jit)),
+                trace_dir=None if cluster is None else cluster.trace_dir,
+                sinks=None if cluster is None else [*self.engine.default_sinks(tensorboard=False), cluster],
+            )
             if self._inputs is not None:
                 self._inputs.use_observed()
         self._epoch = epoch

@@ -2,6 +2,8 @@
 
 Usage: python _multiworker_worker.py TASK_INDEX PORT0,PORT1 LOG_DIR [--chief-only]
 
+Started by tests/_multiworker.py.
+
 With `--chief-only` only worker 0 passes the guard to `fit`.
 
 Legacy Keras (tf_keras) is used because Keras 3's `fit` does not run under
@@ -19,21 +21,22 @@ import os
 import sys
 import warnings
 
-task, ports, log_dir = int(sys.argv[1]), sys.argv[2].split(","), sys.argv[3]
+from _multiworker import tf_config
+
+task, ports, log_dir = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 guarded = task == 0 or "--chief-only" not in sys.argv[4:]
-os.environ["TF_CONFIG"] = json.dumps(
-    {
-        "cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
-        "task": {"type": "worker", "index": task},
-    }
-)
+os.environ["TF_CONFIG"] = tf_config(task, ports)
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+import keras_xla_guard.distributed as distributed  # noqa: E402
 from keras_xla_guard import XlaGuardCallback, XlaGuardWarning  # noqa: E402
+
+# With --chief-only the chief waits this long for worker 1's figures.
+distributed.WORKER_TIMEOUT_S = 5.0
 
 
 class ReplicaXla(tf.keras.Sequential):

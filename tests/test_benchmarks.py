@@ -164,3 +164,14 @@ def test_bench_compare_projects_and_trains_both_cases_in_full():
                          case["compare_cost_ratio"])
         assert isinstance(case["ratio_within_tolerance"], bool)
     assert (doc["ratio_tolerance"], doc["cost_goal"]) == (0.25, 3.0)
+
+
+def test_stress_multiworker_counts_one_unprofiled_pair():
+    """stress_multiworker with one run of the unprofiled loop: one pair, trained, counted ok."""
+    doc = _json(_run(BENCH / "stress_multiworker.py", "--runs", "1", "--modes", "none"))
+    assert (doc["benchmark"], doc["runs_per_mode"]) == ("stress_multiworker", 1)
+    summary = doc["summary"]["none"]
+    assert (summary["runs"], summary["ok"], summary["crash"], summary["error"]) == (1, 1, 0, 0)
+    (run,) = [r for r in doc["runs"] if r["outcome"] != "port"]
+    assert run["report_statuses"] == [{}, {}]  # no guard, no reports
+    assert _positive(run["wall_s"])

@@ -1,4 +1,7 @@
-"""XlaGuardCallback under tf.distribute and with legacy Keras (tf_keras).
+"""The guards under tf.distribute, with legacy Keras (tf_keras), and the
+multi-worker output of `keras_xla_guard.distributed`: the cluster layout,
+the file exchange between workers, and `XlaGuard` in a Keras 3 custom loop
+under `MultiWorkerMirroredStrategy` with two real worker processes.
 
 Each run happens in fresh interpreters: logical devices must be configured
 before TensorFlow runs its first op, `TF_CONFIG` and `TF_USE_LEGACY_KERAS`
@@ -7,28 +10,30 @@ are read once, and the multi-worker run needs two processes.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
-import socket
-import subprocess
-import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _helpers import run_python
+from _multiworker import run_workers
 from _oracle import count_xla_runs, xla_run_seconds, xprof_op_rows
-from _helpers import REPO, run_python
 
-from keras_xla_guard import analyze_trace
-from keras_xla_guard.distributed import REPORTS_FILE
+from keras_xla_guard import CoverageReport, OpStat, XlaGuardWarning, analyze_trace
+from keras_xla_guard.distributed import (
+    REPORTS_FILE,
+    ClusterSink,
+    WorkerInfo,
+    read_reports,
+    worker_info_from_tf_config,
+)
 
 pytestmark = pytest.mark.slow
 
 _WORKER = Path(__file__).with_name("_multiworker_worker.py")
-_WORKER_TIMEOUT_S = 240
 
 # Keras 3 compiles `strategy.run(step)` as one XLA program when
 # compile(jit_compile=True) is set; with two devices that program would read
@@ -132,22 +137,6 @@ print(json.dumps(out))
 def _run_script(code: str, log_dir: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
     """Runs `code` in a fresh interpreter with LOG_DIR set; returns its JSON line."""
     return run_python(code, env={"LOG_DIR": str(log_dir), **(env or {})})
-
-
-def _free_ports(n: int) -> list[int]:
-    """Ports the OS had free a moment ago.
-
-    TensorFlow's gRPC server turns SO_REUSEPORT off, so a socket kept bound
-    here would block the worker itself: another process can still take a
-    port before the worker binds it, and `_run_workers` retries then.
-    """
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 def _xprof_ops(trace_path: str) -> dict[tuple[str, str], dict[str, Any]]:
@@ -259,82 +248,9 @@ def test_jit_compile_under_mirrored_strategy_is_explained_before_it_fails(mirror
 # ------------------------------------------------- MultiWorkerMirroredStrategy
 
 
-_PORT_ATTEMPTS = 3
-# What a worker prints when its port was taken before it bound it.
-_PORT_TAKEN = "Could not start gRPC server"
-
-
 def _run_workers(log_dir: Path, *extra: str) -> dict[str, Any]:
-    """Runs the two workers; again in a fresh log dir (fresh ports) if one
-    lost its port to another process or died by a signal.
-
-    TensorFlow's multi-worker runtime has aborted natively ("free(): invalid
-    pointer", SIGABRT) on a loaded 2-core CI machine, outside the guard's
-    Python code; a worker that exits with any other error is not retried.
-    """
-    for attempt in range(_PORT_ATTEMPTS):
-        try:
-            return _run_workers_once(log_dir.with_name(f"{log_dir.name}_{attempt}"), *extra)
-        except _Retryable as e:
-            failure = e
-    raise AssertionError(f"workers failed {_PORT_ATTEMPTS} times; last:\n{failure}")
-
-
-class _Retryable(AssertionError):
-    """A worker died by a signal or could not bind its port."""
-
-
-def _run_workers_once(log_dir: Path, *extra: str) -> dict[str, Any]:
-    """Starts two worker processes on 127.0.0.1, waits (bounded), kills leftovers.
-
-    A worker that fails ends the run at once: its peer would otherwise wait
-    for it until the timeout.
-    """
-    ports = ",".join(str(p) for p in _free_ports(2))
-    env = dict(os.environ)
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    outputs = [log_dir.parent / f"{log_dir.name}_worker{task}.{kind}" for task in range(2)
-               for kind in ("out", "err")]
-    log_dir.parent.mkdir(parents=True, exist_ok=True)
-    with contextlib.ExitStack() as stack:
-        files = [stack.enter_context(open(f, "w")) for f in outputs]
-        procs = [
-            subprocess.Popen(
-                [sys.executable, str(_WORKER), str(task), ports, str(log_dir), *extra],
-                stdout=files[2 * task],
-                stderr=files[2 * task + 1],
-                text=True,
-                env=env,
-                cwd=str(REPO),
-            )
-            for task in range(2)
-        ]
-        try:
-            deadline = time.monotonic() + _WORKER_TIMEOUT_S
-            while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
-                if any(p.poll() not in (None, 0) for p in procs):
-                    break
-                time.sleep(0.5)
-        finally:
-            # SIGKILL: a worker blocked in a collective does not always honour SIGTERM.
-            for proc in procs:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-    texts = [(outputs[2 * t].read_text(), outputs[2 * t + 1].read_text()) for t in range(2)]
-    messages = [f"worker {t} failed ({p.returncode}):\n{out[-2000:]}\n{err[-4000:]}"
-                for t, (p, (out, err)) in enumerate(zip(procs, texts))]
-    # Looked at for both workers first: the peer of the one that failed was
-    # killed here, which is no reason of its own.
-    for proc, (_, err), message in zip(procs, texts, messages):
-        if _PORT_TAKEN in err or (proc.returncode < 0 and proc.returncode != -signal.SIGKILL):
-            raise _Retryable(message)
-    results = []
-    for proc, (out, _), message in zip(procs, texts, messages):
-        lines = [ln for ln in out.splitlines() if ln.startswith("{")]
-        assert proc.returncode == 0 and lines, message
-        results.append(json.loads(lines[-1]))
-    return {"log_dir": log_dir, "workers": results, "pids": [p.pid for p in procs]}
+    """Runs the two tf_keras `fit` workers (retried on a taken port or a native abort)."""
+    return run_workers(_WORKER, log_dir, *extra)
 
 
 @pytest.fixture(scope="module")
@@ -451,7 +367,8 @@ def test_guard_on_the_chief_only_falls_back_to_its_own_figures(tmp_path):
     chief, other = run["workers"]
     assert chief["guarded"] and not other["guarded"]
     assert chief["status"] == "ok"
-    assert any("pass the callback to fit() on every worker" in w for w in chief["warnings"])
+    (warning,) = [w for w in chief["warnings"] if "no report of epoch 1 from worker_1" in w]
+    assert "Pass the guard, with the same log_dir and profile_epochs, to every worker" in warning
     assert not (run["log_dir"] / "worker_1").exists()
     tensors = _chief_tensors(run["log_dir"])
     ((step, value),) = tensors["xla_guard/xla_time_fraction"]
@@ -486,3 +403,286 @@ def test_tf_keras_coverage_follows_jit_compile(tf_keras_fits):
     assert tf_keras_fits["True"]["executions"] == 14
     assert tf_keras_fits["False"]["fraction"] == 0.0
     assert tf_keras_fits["False"]["executions"] == 0
+
+
+# ------------------------------------------------------------ Keras 3 custom loop, multi-worker
+
+
+_LOOP_WORKER = Path(__file__).with_name("_multiworker_loop_worker.py")
+# The profiler's own stop aborts natively now and then under
+# MultiWorkerMirroredStrategy (see docs/multiworker.md); each run stops it
+# four times (two windows on two workers), so it gets more tries than one
+# window would need.
+_LOOP_ATTEMPTS = 5
+_PROFILED = (0, 2)
+_STEPS = 16  # 2048 rows in global batches of 128, all profiled
+_FIGURES = ("xla_time_s", "non_xla_op_time_s", "xla_time_fraction", "xla_executions",
+            "compilations", "compile_time_s", "compiled_modules", "input_pipeline_time_s",
+            "guard_op_time_s", "top_non_xla_ops", "hosts")
+
+
+def _tf_config(cluster: dict[str, list[str]], task_type: str, index: int) -> str:
+    return json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}})
+
+
+_TWO = ["127.0.0.1:1", "127.0.0.1:2"]
+
+
+# ------------------------------------------------------------ cluster layout
+
+
+def test_tf_config_of_two_workers_names_both_and_the_chief():
+    """TF_CONFIG with two workers: worker 0 is the chief; names follow rank order."""
+    info = worker_info_from_tf_config(_tf_config({"worker": _TWO}, "worker", 1))
+    assert info == WorkerInfo("worker", 1, 2, False, ("worker_0", "worker_1"))
+    assert info.name == "worker_1"
+    assert worker_info_from_tf_config(_tf_config({"worker": _TWO}, "worker", 0)).is_chief
+
+
+def test_tf_config_with_a_chief_job_puts_it_first():
+    """With a `chief` job the chief task writes the summaries and ranks first."""
+    cluster = {"chief": ["h:0"], "worker": _TWO}
+    chief = worker_info_from_tf_config(_tf_config(cluster, "chief", 0))
+    worker = worker_info_from_tf_config(_tf_config(cluster, "worker", 0))
+    assert chief.is_chief and not worker.is_chief
+    assert chief.names == ("chief_0", "worker_0", "worker_1")
+    assert worker.num_workers == 3
+
+
+@pytest.mark.parametrize(
+    "tf_config",
+    [
+        None,
+        "",
+        _tf_config({"worker": ["h:1"]}, "worker", 0),  # one worker: nothing to combine
+        _tf_config({"worker": _TWO, "ps": ["h:3"]}, "worker", 0),  # parameter servers
+        _tf_config({"worker": _TWO, "evaluator": ["h:3"]}, "evaluator", 0),
+    ],
+)
+def test_tf_config_without_a_multi_worker_task_is_single_worker(tf_config):
+    """No TF_CONFIG, one worker, parameter servers or an evaluator task: the guard works alone."""
+    assert worker_info_from_tf_config(tf_config) is None
+
+
+def test_malformed_tf_config_is_refused_with_its_value():
+    """A TF_CONFIG that is not a cluster description is a ValueError quoting it."""
+    with pytest.raises(ValueError, match=r"Received: '\{not json'"):
+        worker_info_from_tf_config("{not json")
+
+
+# ------------------------------------------------------------ file exchange
+
+
+def _report(epoch: int, xla: float, non: float, *, signatures: int = 1) -> CoverageReport:
+    return CoverageReport(
+        epoch=epoch, steps_profiled=4, xla_time_s=xla, non_xla_op_time_s=non,
+        xla_time_fraction=xla / (xla + non), xla_executions=4, compilations=1,
+        compile_time_s=0.5, distinct_signatures=signatures, new_signatures=0,
+        top_non_xla_ops=(OpStat("CollectiveReduceV2", "CollectiveReduceV2", non, 4),),
+    )
+
+
+def _infos() -> tuple[WorkerInfo, WorkerInfo]:
+    names = ("worker_0", "worker_1")
+    return WorkerInfo("worker", 0, 2, True, names), WorkerInfo("worker", 1, 2, False, names)
+
+
+def _tensors(log_dir: Path) -> dict[str, list[tuple[int, Any]]]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.util import tensor_util
+
+    acc = EventAccumulator(str(log_dir), size_guidance={"tensors": 0})
+    acc.Reload()
+    return {
+        tag: [(e.step, tensor_util.make_ndarray(e.tensor_proto)) for e in acc.Tensors(tag)]
+        for tag in acc.Tags()["tensors"]
+    }
+
+
+def _wait_for_tag(log_dir: Path, tag: str, timeout: float = 30) -> dict[str, list[tuple[int, Any]]]:
+    """The event files' tensors once `tag` is among them (bounded wait)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        tensors = _tensors(log_dir) if any(log_dir.glob("events.out.tfevents.*")) else {}
+        if tag in tensors or time.monotonic() > deadline:
+            return tensors
+        time.sleep(0.1)
+
+
+def test_chief_combines_each_epoch_as_soon_as_every_worker_reported(tmp_path):
+    """The chief writes per-worker, combined and worst-worker summaries of an epoch before close."""
+    chief_info, peer_info = _infos()
+    peer = ClusterSink(peer_info, tmp_path)
+    chief = ClusterSink(chief_info, tmp_path, timeout=30)
+    peer.write_report(_report(1, xla=0.1, non=0.3))  # 25% inside XLA: the worst
+    chief.write_report(_report(1, xla=0.3, non=0.1))  # 75%
+    tensors = _wait_for_tag(tmp_path, "xla_guard/workers")  # written before the run ends
+    chief.close({})
+    peer.close({})
+    assert tensors["xla_guard/worker_0/xla_time_fraction"][0][1] == pytest.approx(0.75)
+    assert tensors["xla_guard/worker_1/xla_time_fraction"][0][1] == pytest.approx(0.25)
+    ((step, combined),) = tensors["xla_guard/xla_time_fraction"]
+    assert step == 1 and float(combined) == pytest.approx(0.4 / 0.8)
+    ((_, worst),) = tensors["xla_guard/worst_worker_xla_time_fraction"]
+    assert float(worst) == pytest.approx(0.25)
+    ((_, executions),) = tensors["xla_guard/xla_executions"]
+    assert float(executions) == 8
+    assert "Worst worker: worker&#95;1" in tensors["xla_guard/workers"][0][1].item().decode()
+    assert read_reports(tmp_path / "worker_1") == {1: _report(1, xla=0.1, non=0.3)}
+    assert chief.by_epoch[1] == {"worker_0": _report(1, 0.3, 0.1), "worker_1": _report(1, 0.1, 0.3)}
+
+
+def test_missing_worker_costs_one_bounded_wait_and_a_warning(tmp_path):
+    """A worker that never reports delays the chief once by the timeout, then is not waited for."""
+    chief_info, _ = _infos()
+    chief = ClusterSink(chief_info, tmp_path, timeout=0.5)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        started = time.monotonic()
+        chief.write_report(_report(0, 0.3, 0.1))
+        chief.write_report(_report(1, 0.3, 0.1))
+        chief.close({})
+        elapsed = time.monotonic() - started
+    messages = [str(w.message) for w in caught if issubclass(w.category, XlaGuardWarning)]
+    assert len(messages) == 1 and "no report of epoch 0 from worker_1 within 0.5 s" in messages[0]
+    assert 0.5 <= elapsed < 5
+    tensors = _tensors(tmp_path)
+    # Only the chief's own figures, under the single-worker tags.
+    assert [step for step, _ in tensors["xla_guard/xla_time_fraction"]] == [0, 1]
+    assert not any(tag.startswith("xla_guard/worker_") for tag in tensors)
+
+
+def test_reports_file_of_an_earlier_run_is_not_taken_for_this_one(tmp_path):
+    """A worker's file saved before the chief's run began is stale: the chief waits it out and warns."""
+    chief_info, _ = _infos()
+    stale = tmp_path / "worker_1" / REPORTS_FILE
+    stale.parent.mkdir(parents=True)
+    stale.write_text(json.dumps({"saved_at": time.time() - 3600,
+                                 "reports": {"1": _report(1, 0.1, 0.3).to_dict()}}))
+    chief = ClusterSink(chief_info, tmp_path, timeout=0.3)
+    with pytest.warns(XlaGuardWarning, match="no report of epoch 1 from worker_1"):
+        chief.write_report(_report(1, 0.3, 0.1))
+        chief.close({})
+    assert chief.by_epoch == {}
+
+
+# ------------------------------------------- two worker processes, Keras 3 loop
+
+
+@pytest.fixture(scope="module")
+def loop_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Two workers run the Keras 3 custom loop with XlaGuard, epochs 0 and 2 profiled."""
+    return run_workers(_LOOP_WORKER, tmp_path_factory.mktemp("mw_loop") / "xla_guard",
+                       attempts=_LOOP_ATTEMPTS)
+
+
+def test_each_worker_finds_itself_in_the_strategy(loop_run):
+    """Worker 0 is the chief; the guard's log_dir stays the shared one."""
+    chief, other = loop_run["workers"]
+    assert (chief["worker"], chief["is_chief"]) == ("worker_0", True)
+    assert (other["worker"], other["is_chief"]) == ("worker_1", False)
+    assert chief["log_dir_after"] == other["log_dir_after"] == str(loop_run["log_dir"])
+    # Each worker is told once that TensorFlow's profiler can abort it.
+    for result in (chief, other):
+        assert sum("profiler stop" in w for w in result["warnings"]) == 1
+    # Both workers train the same model on the same global batches.
+    assert chief["losses"] == other["losses"]
+    assert chief["losses"][-1] < chief["losses"][0]
+
+
+def test_each_workers_report_is_its_own_trace_exactly(loop_run):
+    """Every report equals analyze_trace of that worker's own trace file, in its own directory."""
+    log_dir = loop_run["log_dir"]
+    traces = set()
+    for result in loop_run["workers"]:
+        own = log_dir / result["worker"]
+        assert sorted(result["reports"]) == [str(e) for e in _PROFILED]
+        for epoch in _PROFILED:
+            report = CoverageReport.from_dict(result["reports"][str(epoch)])
+            assert report.status == "ok", report.reason
+            (trace,) = report.trace_paths
+            assert Path(trace).is_relative_to(own / "plugins" / "profile")
+            assert Path(trace).parent.name.endswith(f"_epoch{epoch}")
+            traces.add(trace)
+            alone = analyze_trace(trace)
+            for figure in _FIGURES:
+                assert getattr(report, figure) == getattr(alone, figure), figure
+        assert read_reports(own) == {
+            e: CoverageReport.from_dict(r) for e, r in ((int(k), v) for k, v in result["reports"].items())
+        }
+    assert len(traces) == 4
+    # No trace lands outside a worker's own directory.
+    assert not (log_dir / "plugins").exists()
+
+
+def test_each_worker_runs_one_xla_step_per_replica_step_and_collectives_outside(loop_run):
+    """One replica per worker: one XLA run per step, one compilation in epoch 0, all-reduce outside XLA."""
+    for result in loop_run["workers"]:
+        first, last = (result["reports"][str(e)] for e in _PROFILED)
+        for report in (first, last):
+            assert report["steps_profiled"] == report["xla_executions"] == _STEPS
+            assert report["distinct_signatures"] == 1
+            assert 0 < report["xla_time_fraction"] < 1
+            outside = {op["op_type"] for op in report["top_non_xla_ops"]}
+            assert "CollectiveReduceV2" in outside
+            assert not any("MatMul" in t for t in outside)
+        assert (first["compilations"], last["compilations"]) == (1, 0)
+        assert (first["new_signatures"], last["new_signatures"]) == (1, 0)
+
+
+def test_chief_writes_every_profiled_epoch_while_training_runs(loop_run):
+    """Summaries of epochs 0 and 2 are on disk before the chief's guard is closed."""
+    chief, other = loop_run["workers"]
+    assert chief["summaries_before_close"] == list(_PROFILED)
+    assert other["summaries_before_close"] == []
+    log_dir = loop_run["log_dir"]
+    files = sorted(log_dir.rglob("events.out.tfevents.*"))
+    assert files and all(f.parent == log_dir and f".{chief['pid']}." in f.name for f in files)
+
+
+def test_chief_summaries_equal_each_workers_figures(loop_run):
+    """Per-worker tags are each worker's own report; combined figures are their sums; worst is named."""
+    tensors = _tensors(loop_run["log_dir"])
+    workers = {r["worker"]: r["reports"] for r in loop_run["workers"]}
+    for epoch in _PROFILED:
+        at = {tag: dict(points).get(epoch) for tag, points in tensors.items()}
+        reports = {name: reports[str(epoch)] for name, reports in workers.items()}
+        for name, report in reports.items():
+            for figure in ("xla_time_fraction", "xla_time_s", "compilations"):
+                # Summaries store float32.
+                assert float(at[f"xla_guard/{name}/{figure}"]) == pytest.approx(report[figure], rel=1e-6)
+        xla = sum(r["xla_time_s"] for r in reports.values())
+        ops = xla + sum(r["non_xla_op_time_s"] for r in reports.values())
+        assert float(at["xla_guard/xla_time_fraction"]) == pytest.approx(xla / ops, rel=1e-6)
+        assert float(at["xla_guard/xla_executions"]) == 2 * _STEPS
+        assert float(at["xla_guard/compilations"]) == (2 if epoch == 0 else 0)
+        worst = min(reports, key=lambda n: reports[n]["xla_time_fraction"])
+        assert float(at["xla_guard/worst_worker_xla_time_fraction"]) == pytest.approx(
+            reports[worst]["xla_time_fraction"], rel=1e-6
+        )
+        assert f"Worst worker: {worst.replace('_', '&#95;')}" in at["xla_guard/workers"].item().decode()
+
+
+def test_stalled_worker_never_holds_the_chief(tmp_path):
+    """A worker whose last report comes late: the chief warns after the timeout and finishes first."""
+    run = run_workers(_LOOP_WORKER, tmp_path / "xla_guard", "--peer-stalls", attempts=_LOOP_ATTEMPTS)
+    chief, other = run["workers"]
+    (warning,) = [w for w in chief["warnings"] if "no report of epoch 2 from worker_1" in w]
+    assert "within 15 s" in warning
+    # The chief closed its guard while the stalled worker was still in its
+    # epoch (it waits for the chief's close, up to 120 s).
+    assert chief["closed_at"] < other["closed_at"]
+    assert other["reports"]["2"]["status"] == "ok"
+    tensors = _tensors(run["log_dir"])
+    # Epoch 0 combines both workers; epoch 2 holds the chief's own figures.
+    assert [step for step, _ in tensors["xla_guard/workers"]] == [0]
+    fractions = dict(tensors["xla_guard/xla_time_fraction"])
+    assert float(fractions[2]) == pytest.approx(chief["reports"]["2"]["xla_time_fraction"], rel=1e-6)
+    assert os.path.exists(run["log_dir"] / "worker_1" / REPORTS_FILE)
+
+
+def test_docs_page_shows_the_example_as_it_is():
+    """docs/multiworker.md holds examples/multiworker_custom_loop.py verbatim."""
+    root = Path(__file__).resolve().parents[1]
+    example = (root / "examples" / "multiworker_custom_loop.py").read_text()
+    assert f"```python\n{example}```" in (root / "docs" / "multiworker.md").read_text()

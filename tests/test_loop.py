@@ -170,6 +170,25 @@ def test_constructor_validates_like_the_callback(tmp_path: Path) -> None:
         XlaGuard(log_dir="")
 
 
+def test_strategy_must_be_a_tf_distribute_strategy(tmp_path: Path) -> None:
+    """A `strategy` that is not a tf.distribute.Strategy raises ValueError quoting it."""
+    with pytest.raises(ValueError, match=r"Received: strategy='mirrored'"):
+        XlaGuard(log_dir=tmp_path, strategy="mirrored")
+
+
+def test_single_process_loop_has_no_worker_and_profiles_into_log_dir(tmp_path: Path, monkeypatch) -> None:
+    """Without a multi-worker strategy or TF_CONFIG the guard is alone: traces under log_dir itself."""
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    guard = XlaGuard(log_dir=tmp_path, profile_epochs=(0,), skip_steps=0, write_summaries=False, verbose=0)
+    step = guard.watch(lambda: None)
+    with guard:
+        with guard.epoch(0):
+            step()
+    assert guard.worker is None
+    (trace,) = guard.reports[0].trace_paths
+    assert Path(trace).is_relative_to(tmp_path / "plugins" / "profile")
+
+
 def test_watch_passes_values_and_exceptions_through(tmp_path: Path) -> None:
     """The watched step returns the same object and raises the same exception."""
     guard = XlaGuard(log_dir=tmp_path, profile_epochs=(9,), write_summaries=False, verbose=0)

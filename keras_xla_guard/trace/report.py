@@ -136,6 +136,44 @@ class CoverageReport:
         d["trace_path"] = self.trace_path
         return d
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "CoverageReport":
+        """Rebuilds a report from `to_dict()` output (e.g. read back from JSON).
+
+        Args:
+            data: A dict as `to_dict()` returns it; keys that are not
+                fields (`trace_path`) are ignored.
+
+        Returns:
+            An equal report.
+
+        Raises:
+            ValueError: If `data` is not a dict or its op table is
+                malformed.
+
+        Example:
+
+        ```python
+        import json
+        from keras_xla_guard import CoverageReport
+
+        report = CoverageReport(xla_time_s=0.9, non_xla_op_time_s=0.1, xla_time_fraction=0.9)
+        assert CoverageReport.from_dict(json.loads(json.dumps(report.to_dict()))) == report
+        ```
+        """
+        if not isinstance(data, dict):
+            raise ValueError(f"`data` must be a dict from CoverageReport.to_dict(). Received: data={data!r}")
+        names = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in names}
+        for key in ("trace_paths", "hosts", "compiled_modules", "notes", "signature_explanations"):
+            if key in values:
+                values[key] = tuple(values[key])
+        try:
+            values["top_non_xla_ops"] = tuple(OpStat(**op) for op in values.get("top_non_xla_ops", ()))
+        except TypeError as e:
+            raise ValueError(f"`top_non_xla_ops` holds a malformed op ({e}). Received: data={data!r}") from None
+        return cls(**values)
+
     def __str__(self) -> str:
         from keras_xla_guard.output.console import format_report
 

@@ -1,0 +1,38 @@
+"""`CoverageReport` and `OpStat`: the JSON round trip of a report."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from keras_xla_guard import CoverageReport, OpStat
+
+
+def _report() -> CoverageReport:
+    return CoverageReport(
+        epoch=3, steps_profiled=4, trace_paths=("a/h.xplane.pb",), hosts=("h",),
+        xla_time_s=0.3, non_xla_op_time_s=0.1, xla_time_fraction=0.75, xla_executions=4,
+        compiled_modules=("m",), notes=("n",), distinct_signatures=1, new_signatures=0,
+        top_non_xla_ops=(OpStat("CollectiveReduceV2", "CollectiveReduceV2", 0.1, 4),),
+    )
+
+
+def test_report_survives_the_json_round_trip():
+    """A report read back from its to_dict() JSON equals the one written, tuples and op table included."""
+    report = _report()
+    assert CoverageReport.from_dict(json.loads(json.dumps(report.to_dict()))) == report
+
+
+def test_from_dict_refuses_a_malformed_op_table():
+    """An op entry without the OpStat fields is a ValueError quoting the data."""
+    data = _report().to_dict()
+    data["top_non_xla_ops"] = [{"op_type": "MatMul"}]
+    with pytest.raises(ValueError, match=r"top_non_xla_ops.*Received: data="):
+        CoverageReport.from_dict(data)
+
+
+def test_from_dict_refuses_what_is_not_a_dict():
+    """Anything but a dict is a ValueError quoting it."""
+    with pytest.raises(ValueError, match=r"Received: data=\[1\]"):
+        CoverageReport.from_dict([1])
