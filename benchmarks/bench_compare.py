@@ -24,7 +24,7 @@ projected jit/plain ratio within 25 % of the measured one. Rounds put
 a `fit` of `--steps` plain steps on a fresh model + the compile time
 `compare` measured); the goal is < 3.
 
-Usage: python benchmarks/bench_compare.py [--rounds 2] [--steps 50]
+Usage: python benchmarks/bench_compare.py [--rounds 3] [--steps 50]
        tiny smoke run: --rounds 1 --steps 4 --epochs 1 --mlp-batches 8
                        --seq-batches 6 --lengths 3 --width 32 --layers 1 --seq-width 16
 """
@@ -173,7 +173,7 @@ def run_case(name: str, build: Any, data: Any, args: argparse.Namespace, epochs:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=50, help="compare's steps per mode")
     parser.add_argument("--epochs", type=int, default=6, help="planned epochs of the MLP run")
     parser.add_argument("--mlp-batches", type=int, default=50, help="MLP batches per epoch")
