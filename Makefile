@@ -6,6 +6,10 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
+# Two pytest workers, one test file each at a time (module fixtures stay
+# shared): much of the suite waits on subprocesses, worker pairs and the
+# profiler, so two workers fit two cores. `make test PYTEST_JOBS=0` runs serially.
+PYTEST_JOBS ?= 2
 
 .PHONY: demo docs test test-quick test-compat compat-venvs browser-deps bench clean
 
@@ -49,7 +53,7 @@ docs: $(VENV)/.installed-test
 
 # browser-deps first: without root and Chromium it fails before the long install.
 test: browser-deps $(VENV)/.installed-test
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_JOBS) --dist loadfile $(PYTEST_ARGS)
 
 test-quick: $(VENV)/.installed-test
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
