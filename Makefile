@@ -65,7 +65,7 @@ test-quick: $(VENV)/.installed-test
 # Only what the compat tests import is installed (no selenium/jax/notebooks),
 # to keep CI fast. Raise these pins together with setup.cfg's extras.
 COMPAT ?= .venv-compat
-COMPAT_PYTEST_ARGS ?= -q -p no:cacheprovider
+COMPAT_PYTEST_ARGS ?= -q -p no:cacheprovider -n $(PYTEST_JOBS) --dist loadfile
 # Oldest declared: setup.cfg `tensorflow-cpu>=2.20`, `keras>=3.10`. Older
 # TensorFlow writes CPU traces the analysis misreads (2.16-2.17: no XLA events
 # at all; 2.18: compilations as CpuCompiler::CompileLegacyCpuExecutable; 2.19:
@@ -78,7 +78,7 @@ OLDEST_TF_KERAS ?= 2.20.1
 # Newest TensorFlow with Keras' nightly build (the next release's trainer).
 NIGHTLY_TF ?= 2.21.0
 # What the compat tests need besides TensorFlow and Keras.
-COMPAT_TEST_DEPS := "pytest>=7" "hypothesis>=6" "xprof>=2.20"
+COMPAT_TEST_DEPS := "pytest>=7" "pytest-xdist>=3.5" "hypothesis>=6" "xprof>=2.20"
 # The non-TensorFlow backend test needs jax (Keras' numpy backend imports it
 # too): a `test` extra left out of the compat venvs; `make test` runs it.
 COMPAT_DESELECT := --deselect tests/test_callback.py::test_other_keras_backends_are_refused_at_construction
