@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 # profiler, so two workers fit two cores. `make test PYTEST_JOBS=0` runs serially.
 PYTEST_JOBS ?= 2
 
-.PHONY: demo docs test test-quick test-compat compat-venvs browser-deps bench clean
+.PHONY: ci demo docs test test-quick test-compat compat-venvs browser-deps bench clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -152,3 +152,15 @@ clean:
 .PHONY: gpu-check
 gpu-check: $(VENV)/.installed-test
 	$(PY) benchmarks/gpu_check.py
+
+# What CI runs (.ci/run calls only this): the suite in .venv, then the compat
+# tests. The compat venvs only download and unpack, so they build in the
+# background while the suite runs; .venv is installed first because two
+# editable installs of one source tree must not overlap.
+CI_PYTEST_ARGS ?= -q --durations=15
+ci: browser-deps $(VENV)/.installed-test
+	@$(MAKE) --no-print-directory compat-venvs > compat-venvs.log 2>&1 & venvs=$$!; \
+	$(MAKE) --no-print-directory test PYTEST_ARGS="$(CI_PYTEST_ARGS)"; rc=$$?; \
+	if ! wait $$venvs; then cat compat-venvs.log; exit 1; fi; \
+	[ $$rc -eq 0 ] || exit $$rc; \
+	$(MAKE) --no-print-directory test-compat
