@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import configparser
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -20,9 +21,15 @@ def test_license_file_is_apache_2_and_ships_in_the_wheel(tmp_path: Path) -> None
     text = (REPO / "LICENSE").read_text(encoding="utf-8")
     assert "Apache License" in text and "Version 2.0, January 2004" in text
     assert "END OF TERMS AND CONDITIONS" in text
+    # Built from a copy: setuptools builds in the source tree (build/, *.egg-info).
+    src = tmp_path / "src"
+    shutil.copytree(REPO / "keras_xla_guard", src / "keras_xla_guard",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("setup.cfg", "pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(REPO / name, src / name)
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-         "--wheel-dir", str(tmp_path), str(REPO)],
+         "--wheel-dir", str(tmp_path), str(src)],
         check=True, capture_output=True, text=True, timeout=300,
     )
     (wheel,) = tmp_path.glob("keras_xla_guard-*.whl")
