@@ -7,6 +7,7 @@ import threading
 import warnings
 import weakref
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import keras
@@ -140,6 +141,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
         explain: Any = False,
         max_compilations: int | None = DEFAULT_MAX_COMPILATIONS,
         on_violation: str = "warn",
+        html_report: str | os.PathLike[str] | None = None,
         track_signatures: bool = True,
         config: GuardConfig | None = None,
     ) -> None:
@@ -160,6 +162,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
                 verbose=verbose,
                 max_compilations=max_compilations,
                 on_violation=on_violation,
+                html_report=html_report,
             ),
             "XlaGuardCallback",
         )
@@ -215,6 +218,38 @@ class XlaGuardCallback(keras.callbacks.Callback):
         ```
         """
         return self._inputs.observe(dataset)
+
+    def write_html(self, path: str | os.PathLike[str], compare: Any = None) -> Path:
+        """Writes the run's report as one self-contained HTML file.
+
+        The page needs no network and no other file: the verdict and how
+        the run ended at the top, XLA coverage per profiled epoch (plot),
+        the top ops outside XLA by self time with their layer (bar chart),
+        compilations over the run's steps with the new signatures and their
+        explanations (timeline), the signatures table, the `compare`
+        result when given, and one section per worker in a multi-worker
+        run (docs/html-report.md). Plots need the `html` extra.
+
+        Args:
+            path: The HTML file to write (its directory is created).
+            compare: A `CompareReport` of the same model to include.
+                Defaults to `None`.
+
+        Returns:
+            The path written.
+
+        Raises:
+            MissingDependencyError: If matplotlib is not installed
+                (`pip install "keras-xla-guard[html]"`).
+            OSError: If the file cannot be written.
+
+        Example:
+
+        ```python
+        guard.write_html("xla_guard_report.html")
+        ```
+        """
+        return self.engine.write_html(path, compare=compare)
 
     @property
     def log_dir(self) -> str:
@@ -369,6 +404,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
         _guarding.discard(self)
         self._track(self._inputs.detach)
         self.engine.train_end()
+        self.engine.write_html_at_end(self.worker)
 
     def _abort(self) -> None:
         """An exception is leaving `fit` (Keras calls no callback then): stop and put back.

@@ -14,6 +14,7 @@ import inspect
 import os
 import types
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from keras_xla_guard._checks import check_int
@@ -180,6 +181,7 @@ class XlaGuard:
         verbose: int = 1,
         max_compilations: int | None = DEFAULT_MAX_COMPILATIONS,
         on_violation: str = "warn",
+        html_report: str | os.PathLike[str] | None = None,
         config: GuardConfig | None = None,
         strategy: Any = None,
     ) -> None:
@@ -203,6 +205,7 @@ class XlaGuard:
                 verbose=verbose,
                 max_compilations=max_compilations,
                 on_violation=on_violation,
+                html_report=html_report,
             ),
             "XlaGuard",
         )
@@ -238,6 +241,38 @@ class XlaGuard:
     def stop_requested(self) -> bool:
         """Whether `on_violation="stop"` asks the loop to end training."""
         return self.engine.stop_requested
+
+    def write_html(self, path: str | os.PathLike[str], compare: Any = None) -> Path:
+        """Writes the run's report as one self-contained HTML file.
+
+        The page needs no network and no other file: the verdict and how
+        the run ended at the top, XLA coverage per profiled epoch (plot),
+        the top ops outside XLA by self time with their layer (bar chart),
+        compilations over the run's steps with the new signatures and their
+        explanations (timeline), the signatures table, the `compare`
+        result when given, and one section per worker in a multi-worker
+        run (docs/html-report.md). Plots need the `html` extra.
+
+        Args:
+            path: The HTML file to write (its directory is created).
+            compare: A `CompareReport` of the same model to include.
+                Defaults to `None`.
+
+        Returns:
+            The path written.
+
+        Raises:
+            MissingDependencyError: If matplotlib is not installed
+                (`pip install "keras-xla-guard[html]"`).
+            OSError: If the file cannot be written.
+
+        Example:
+
+        ```python
+        guard.write_html("xla_guard_report.html")
+        ```
+        """
+        return self.engine.write_html(path, compare=compare)
 
     @property
     def log_dir(self) -> str:
@@ -366,6 +401,7 @@ class XlaGuard:
         self._running = False
         self._epoch = None
         self.engine.train_end(timeout)
+        self.engine.write_html_at_end(self.worker)
 
     def __enter__(self) -> "XlaGuard":
         return self
