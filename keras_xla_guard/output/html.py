@@ -564,7 +564,7 @@ class _Plots:
             marks = [(e["global_step"], _y_at(xs, ys, e["global_step"])) for e in events]
             if marks:
                 ax.plot([m[0] for m in marks], [m[1] for m in marks], "o", color=_PLAIN_COLOR,
-                        label="new signature")
+                        label="new signature", gid="new-signatures")
                 for n, (x, y) in enumerate(marks, 1):
                     ax.annotate(str(n), (x, y), xytext=(4, 4), textcoords="offset points", fontsize=8)
             for (end, _), epoch in zip(curve[1:], epochs):
