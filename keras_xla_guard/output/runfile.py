@@ -167,10 +167,14 @@ class RunFileSink:
         """Nothing: the epoch's report says it."""
 
     def close(self, reports: Mapping[int, CoverageReport]) -> None:
-        """Saves the run's final reports (signature figures merged in by the engine)."""
+        """Saves the run's final reports (signature figures merged in by the engine).
+
+        A run that measured nothing leaves no file, as it leaves no event file.
+        """
         with self._lock:
             self._reports.update(reports)
-            self._save()
+            if self._reports or self._signatures:
+                self._save()
 
     def _save(self) -> None:
         save_run_file(self.directory, self._reports, self._signatures)

@@ -87,10 +87,10 @@ def test_a_failing_sink_warns_and_the_others_still_publish(tmp_path):
 
 
 def test_default_sinks_follow_the_config(tmp_path):
-    """write_summaries adds TensorBoard in log_dir, verbose adds the console; per run they can be replaced."""
+    """write_summaries adds TensorBoard and the run file in log_dir, verbose the console; per run they can be replaced."""
     kinds = lambda sinks: [type(s).__name__ for s in sinks]  # noqa: E731
-    assert kinds(XlaGuardEngine(log_dir=tmp_path).default_sinks()) == ["TensorBoardSink", "ConsoleSink"]
-    assert kinds(XlaGuardEngine(log_dir=tmp_path, verbose=0).default_sinks()) == ["TensorBoardSink"]
+    assert kinds(XlaGuardEngine(log_dir=tmp_path).default_sinks()) == ["TensorBoardSink", "RunFileSink", "ConsoleSink"]
+    assert kinds(XlaGuardEngine(log_dir=tmp_path, verbose=0).default_sinks()) == ["TensorBoardSink", "RunFileSink"]
     assert kinds(XlaGuardEngine(log_dir=tmp_path, write_summaries=False).default_sinks()) == ["ConsoleSink"]
     assert kinds(XlaGuardEngine(log_dir=tmp_path).default_sinks(tensorboard=False)) == ["ConsoleSink"]
 
