@@ -44,6 +44,12 @@ browser-deps:
 	  exit 1; \
 	fi
 
+# The quickstart notebook executed, outputs stored, for its docs page
+# (docs/_hooks/notebook.py; tests/test_notebook.py keeps it in sync).
+.PHONY: notebook-docs
+notebook-docs: $(VENV)/.installed-test
+	$(PY) docs/_hooks/notebook.py --execute
+
 demo: $(VENV)/.installed
 	$(PY) -m keras_xla_guard.demo --log-dir logs/demo
 
