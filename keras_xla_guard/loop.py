@@ -243,28 +243,17 @@ class XlaGuard:
         return self.engine.stop_requested
 
     def write_html(self, path: str | os.PathLike[str], compare: Any = None) -> Path:
-        """Writes the run's report as one self-contained HTML file.
+        """Writes this run's standalone HTML report (`XlaGuardEngine.write_html`).
 
-        The page needs no network and no other file: the verdict and how
-        the run ended at the top, XLA coverage per profiled epoch (plot),
-        the top ops outside XLA by self time with their layer (bar chart),
-        compilations over the run's steps with the new signatures and their
-        explanations (timeline), the signatures table, the `compare`
-        result when given, and one section per worker in a multi-worker
-        run (docs/html-report.md). Plots need the `html` extra.
+        `html_report=path` writes it at `close()`; this writes it at any time.
 
         Args:
-            path: The HTML file to write (its directory is created).
-            compare: A `CompareReport` of the same model to include.
-                Defaults to `None`.
+            path: The HTML file (its directory is created).
+            compare: A `CompareReport` of the same model to show. Defaults
+                to `None`.
 
         Returns:
             The path written.
-
-        Raises:
-            MissingDependencyError: If matplotlib is not installed
-                (`pip install "keras-xla-guard[html]"`).
-            OSError: If the file cannot be written.
 
         Example:
 

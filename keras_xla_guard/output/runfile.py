@@ -17,7 +17,6 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from keras_xla_guard.output.html import HtmlSection
 from keras_xla_guard.signatures.tracker import EpochSignatures

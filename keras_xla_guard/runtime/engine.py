@@ -545,10 +545,16 @@ class XlaGuardEngine:
         compare: Any = None,
         title: str = "keras-xla-guard report",
     ) -> Path:
-        """Writes the run's standalone HTML report (see `XlaGuardCallback.write_html`).
+        """Writes the run's report as one self-contained HTML file.
 
-        In a multi-worker run the page has one section per worker, read
-        from the workers' run files under `log_dir`.
+        The page needs no network and no other file: the verdict and how
+        the run ended at the top, XLA coverage per profiled epoch (plot),
+        the top ops outside XLA by self time with their layer (bar chart),
+        compilations over the run's steps with the new signatures and their
+        explanations (timeline), the signatures table, the `compare` result
+        when given, and in a multi-worker run one section per worker, read
+        from the workers' run files under `log_dir` (docs/html-report.md).
+        The plots need the `html` extra (matplotlib).
 
         Args:
             path: The HTML file to write.
@@ -560,8 +566,8 @@ class XlaGuardEngine:
             The path written.
 
         Raises:
-            MissingDependencyError: If matplotlib (the `html` extra) is
-                missing.
+            MissingDependencyError: If matplotlib is not installed
+                (`pip install "keras-xla-guard[html]"`).
             OSError: If the file cannot be written.
         """
         from keras_xla_guard._version import __version__
