@@ -227,7 +227,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
         Args:
             path: The HTML file (its directory is created).
             compare: A `CompareReport` of the same model to show. Defaults
-                to `None`.
+                to `None`: the one `compare` saved in this `log_dir`, if any.
 
         Returns:
             The path written.

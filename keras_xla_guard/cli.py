@@ -197,10 +197,12 @@ def _write_html(args: argparse.Namespace, runs: list[_Run], violations: list[dic
     import dataclasses
 
     from keras_xla_guard.output.html import render_html, section_of
-    from keras_xla_guard.output.runfile import find_run_files, read_run_file, write_page
+    from keras_xla_guard.output.runfile import find_compare, find_run_files, read_run_file, write_page
 
     path = Path(args.path)
     files = find_run_files(path) if path.is_dir() else []
+    if compare is None and path.is_dir():
+        compare = find_compare(path)
     if files:
         sections = [read_run_file(f) for f in files]
     else:
@@ -285,7 +287,8 @@ def _add_report_parser(sub: Any) -> None:
                         help="also write one self-contained HTML page (plots, signatures, "
                         "explanations; needs the html extra, see docs/html-report.md)")
     report.add_argument("--compare", metavar="FILE",
-                        help="with --html: a saved `compare --json` result to show on the page")
+                        help="with --html: a saved `compare --json` result to show on the page "
+                        "(default: the one `compare --log-dir PATH` saved, if any)")
     report.set_defaults(run=_run_report)
 
 

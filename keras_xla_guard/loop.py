@@ -250,7 +250,7 @@ class XlaGuard:
         Args:
             path: The HTML file (its directory is created).
             compare: A `CompareReport` of the same model to show. Defaults
-                to `None`.
+                to `None`: the one `compare` saved in this `log_dir`, if any.
 
         Returns:
             The path written.

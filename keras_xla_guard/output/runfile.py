@@ -17,14 +17,17 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from keras_xla_guard.output.html import HtmlSection
 from keras_xla_guard.signatures.tracker import EpochSignatures
 from keras_xla_guard.trace.report import CoverageReport
 
 __all__ = [
+    "COMPARE_FILE",
     "REPORTS_FILE",
     "RunFileSink",
+    "find_compare",
     "find_run_files",
     "read_run_file",
     "save_run_file",
@@ -32,6 +35,9 @@ __all__ = [
 ]
 
 REPORTS_FILE = "xla_guard_reports.json"
+# `compare` saves its result here, under `<log_dir>/compare/` (beside its
+# TensorBoard summaries, `comparison.runner.COMPARE_SUBDIR`).
+COMPARE_FILE = "compare_report.json"
 
 
 def save_run_file(
@@ -113,6 +119,31 @@ def find_run_files(log_dir: str | os.PathLike[str]) -> list[Path]:
     if own.is_file():
         return [own]
     return sorted(p for p in log_dir.glob(f"*/{REPORTS_FILE}") if p.is_file())
+
+
+def find_compare(log_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The `compare` result saved in a log dir, if there is one.
+
+    Args:
+        log_dir: The log dir `compare` was given (`log_dir=`, `--log-dir`).
+
+    Returns:
+        `CompareReport.to_dict()` as `compare` saved it in
+        `<log_dir>/compare/compare_report.json`, or `None`.
+
+    Raises:
+        ValueError: If the file is not a saved compare result.
+    """
+    path = Path(log_dir) / "compare" / COMPARE_FILE
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{os.fspath(path)!r} is not a saved compare result ({e})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("modes"), dict) or "verdict" not in data:
+        raise ValueError(f"{os.fspath(path)!r} is not a saved compare result")
+    return data
 
 
 def write_page(path: str | os.PathLike[str], page: str) -> Path:

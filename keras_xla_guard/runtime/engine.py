@@ -559,7 +559,8 @@ class XlaGuardEngine:
         Args:
             path: The HTML file to write.
             compare: A `CompareReport` (or its `to_dict()`) to include.
-                Defaults to `None`.
+                Defaults to `None`: the result `compare` saved in this
+                `log_dir`, if there is one.
             title: The page title. Defaults to `"keras-xla-guard report"`.
 
         Returns:
@@ -572,8 +573,15 @@ class XlaGuardEngine:
         """
         from keras_xla_guard._version import __version__
         from keras_xla_guard.output.html import render_html, section_of
-        from keras_xla_guard.output.runfile import find_run_files, read_run_file, write_page
+        from keras_xla_guard.output.runfile import (
+            find_compare,
+            find_run_files,
+            read_run_file,
+            write_page,
+        )
 
+        if compare is None:
+            compare = find_compare(self.config.log_dir)
         reports = self.reports
         if self._trace_dir != self.config.log_dir:
             sections = [read_run_file(f) for f in find_run_files(self.config.log_dir)]

@@ -11,6 +11,7 @@ Needs the Debian packages `chromium` and `chromium-driver` (installed by
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -237,8 +238,6 @@ def _cli(*args: str) -> tuple[int, str]:
 @pytest.fixture(scope="module")
 def html_report(fit, tmp_path_factory):
     """`report LOG_DIR --html` over the half-XLA fit, with a saved `compare` result; and the JSON."""
-    import json
-
     work = tmp_path_factory.mktemp("html_report")
     compare = json.loads(SAVED_COMPARE.read_text())["result"]["cases"][0]["compare"]
     (work / "compare.json").write_text(json.dumps(compare))
@@ -253,8 +252,6 @@ def html_report(fit, tmp_path_factory):
 
 def _load_offline(browser, page: Path) -> None:
     """Opens `page`; asserts no console error and no request but the page's own."""
-    import json
-
     browser.get("about:blank")
     browser.get_log("performance")
     browser.get_log("browser")
@@ -368,6 +365,10 @@ def seq_fit(tmp_path_factory):
     from _fit_helpers import LENGTHS, _seq_dataset, _seq_model
 
     work = tmp_path_factory.mktemp("seq_html")
+    # A result `compare` saved in this log dir: the page at train end shows it.
+    saved = work / "xla_guard" / "compare" / "compare_report.json"
+    saved.parent.mkdir(parents=True)
+    saved.write_text(json.dumps(json.loads(SAVED_COMPARE.read_text())["result"]["cases"][1]["compare"]))
     guard = XlaGuardCallback(log_dir=work / "xla_guard", profile_epochs=(1,), verbose=0,
                              html_report=work / "report.html")
     _seq_model(True).fit(_seq_dataset(LENGTHS), epochs=2, callbacks=[guard], verbose=0)
@@ -375,7 +376,7 @@ def seq_fit(tmp_path_factory):
 
 
 def test_page_written_at_train_end_shows_each_new_signature_on_the_timeline(seq_fit, browser) -> None:
-    """html_report= writes the page when fit ends: one timeline mark per explained new signature, the fix code."""
+    """html_report= writes the page when fit ends: a timeline mark per explained new signature, the fix, the saved compare."""
     from _fit_helpers import HEADLINE
 
     guard, page = seq_fit
@@ -396,6 +397,8 @@ def test_page_written_at_train_end_shows_each_new_signature_on_the_timeline(seq_
     findings = browser.find_element("css selector", "ul.findings").text
     assert HEADLINE in findings and "pad_to_buckets(dataset, (" in findings
     assert browser.find_element("id", "exit-reason").text == "Training ran to its end."
+    compared = json.loads(SAVED_COMPARE.read_text())["result"]["cases"][1]["compare"]
+    assert browser.find_element("id", "compare-verdict").text == compared["verdict"]
     seen = browser.find_element(
         "css selector", "tr.epoch-signatures[data-epoch='1'] td[data-field='compilations_so_far']")
     assert seen.get_attribute("data-value") == "5" == str(guard.signatures[1].compilations_so_far)
