@@ -154,3 +154,21 @@ def test_a_profiled_jit_step_reaches_a_custom_sink_with_exact_counts(tmp_path):
     assert (report.epoch, report.steps_profiled, report.xla_executions) == (0, 6, 6)
     assert engine.reports[0] is not None and engine.reports[0].xla_executions == 6
     assert list((tmp_path / "plugins" / "profile").iterdir()), "the trace stays in log_dir"
+
+
+def test_html_report_that_cannot_be_written_is_a_warning(tmp_path):
+    """html_report= naming a directory: the run's end warns and goes on; a chief-less worker writes nothing."""
+    import dataclasses
+
+    from keras_xla_guard.distributed import WorkerInfo
+
+    engine = XlaGuardEngine(log_dir=tmp_path / "logs", html_report=tmp_path, verbose=0)
+    with pytest.warns(XlaGuardWarning, match=r"writing the HTML report .* failed: IsADirectoryError"):
+        engine.write_html_at_end()
+    page = tmp_path / "page.html"
+    engine = XlaGuardEngine(log_dir=tmp_path / "logs", html_report=page, verbose=0)
+    worker = WorkerInfo("worker", 1, 2, is_chief=False)
+    engine.write_html_at_end(worker)
+    assert not page.exists()
+    engine.write_html_at_end(dataclasses.replace(worker, task_id=0, is_chief=True))
+    assert "Nothing was measured (no profiled window)." in page.read_text(encoding="utf-8")
