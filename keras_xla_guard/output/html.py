@@ -129,7 +129,8 @@ def verdict_of(sections: Sequence[HtmlSection]) -> tuple[str, str]:
     where = _where(worker, report)
     share = f"{100 * fraction:.1f}%"
     if fraction >= _GOOD:
-        return "good", f"XLA ran at least {share} of op time in every profiled window (lowest: {where})."
+        return "good", (f"XLA ran {share} of op time in the lowest profiled window ({where}); "
+                        f"every window is at {100 * _GOOD:.0f}% or more.")
     if fraction >= _PARTIAL:
         return "partial", f"XLA ran only {share} of op time in {where}; the rest ran as plain TF ops."
     return "low", f"XLA ran only {share} of op time in {where}: most of the work ran outside XLA."
