@@ -44,6 +44,12 @@ browser-deps:
 	  exit 1; \
 	fi
 
+# The quickstart notebook executed, outputs stored, for its docs page
+# (docs/_hooks/notebook.py; tests/test_notebook.py keeps it in sync).
+.PHONY: notebook-docs
+notebook-docs: $(VENV)/.installed-test
+	$(PY) docs/_hooks/notebook.py --execute
+
 demo: $(VENV)/.installed
 	$(PY) -m keras_xla_guard.demo --log-dir logs/demo
 
@@ -137,6 +143,7 @@ bench: $(VENV)/.installed-test
 	$(PY) benchmarks/bench_loop.py
 	$(PY) benchmarks/bench_doctor.py
 	$(PY) benchmarks/bench_compare.py
+	$(PY) benchmarks/bench_html.py
 
 # The 2-worker Keras 3 loop, 10 runs per profiling mode, alternated, counting
 # native crashes (about half an hour on 2 cores); saved under benchmarks/results/.

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from keras_xla_guard._version import __version__
 from keras_xla_guard.errors import (
     BackendError,
+    MissingDependencyError,
     ProfilerBusyError,
     RecompilationLimitError,
     TraceError,
@@ -69,6 +70,7 @@ __all__ = [
     "ExplainReport",
     "Explanation",
     "GuardConfig",
+    "MissingDependencyError",
     "ModeFigures",
     "OpStat",
     "ProfilerBusyError",

@@ -7,6 +7,7 @@ import threading
 import warnings
 import weakref
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import keras
@@ -140,6 +141,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
         explain: Any = False,
         max_compilations: int | None = DEFAULT_MAX_COMPILATIONS,
         on_violation: str = "warn",
+        html_report: str | os.PathLike[str] | None = None,
         track_signatures: bool = True,
         config: GuardConfig | None = None,
     ) -> None:
@@ -160,6 +162,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
                 verbose=verbose,
                 max_compilations=max_compilations,
                 on_violation=on_violation,
+                html_report=html_report,
             ),
             "XlaGuardCallback",
         )
@@ -215,6 +218,27 @@ class XlaGuardCallback(keras.callbacks.Callback):
         ```
         """
         return self._inputs.observe(dataset)
+
+    def write_html(self, path: str | os.PathLike[str], compare: Any = None) -> Path:
+        """Writes this run's standalone HTML report (`XlaGuardEngine.write_html`).
+
+        `html_report=path` writes it when `fit` ends; this writes it at any time.
+
+        Args:
+            path: The HTML file (its directory is created).
+            compare: A `CompareReport` of the same model to show. Defaults
+                to `None`: the one `compare` saved in this `log_dir`, if any.
+
+        Returns:
+            The path written.
+
+        Example:
+
+        ```python
+        guard.write_html("xla_guard_report.html")
+        ```
+        """
+        return self.engine.write_html(path, compare=compare)
 
     @property
     def log_dir(self) -> str:
@@ -369,6 +393,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
         _guarding.discard(self)
         self._track(self._inputs.detach)
         self.engine.train_end()
+        self.engine.write_html_at_end(self.worker)
 
     def _abort(self) -> None:
         """An exception is leaving `fit` (Keras calls no callback then): stop and put back.

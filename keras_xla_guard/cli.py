@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -174,11 +175,65 @@ def _report_document(args: argparse.Namespace, runs: list[_Run],
     }
 
 
+def _read_compare(path: str | None) -> dict[str, Any] | None:
+    """The document `compare --json` printed, saved to `path`."""
+    if path is None:
+        return None
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"--compare must name the JSON `compare --json` prints ({e}). Received: {path!r}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("modes"), dict) or "verdict" not in doc:
+        raise ValueError(f"--compare must name the JSON `compare --json` prints. Received: {path!r}")
+    return doc
+
+
+_GUARD_RUN_EPOCH = re.compile(r"_epoch(\d+)$")
+
+
+def _write_html(args: argparse.Namespace, runs: list[_Run], violations: list[dict[str, Any]],
+                compare: dict[str, Any] | None) -> None:
+    """`report --html`: the guard's run files when the log dir has them, else the traces."""
+    import dataclasses
+
+    from keras_xla_guard.output.html import render_html, section_of
+    from keras_xla_guard.output.runfile import find_compare, find_run_files, read_run_file, write_page
+
+    path = Path(args.path)
+    files = find_run_files(path) if path.is_dir() else []
+    if compare is None and path.is_dir():
+        compare = find_compare(path)
+    if files:
+        sections = [read_run_file(f) for f in files]
+    else:
+        # The guard names its profile runs `<time>_epoch<N>`.
+        reports = []
+        for run in runs:
+            match = _GUARD_RUN_EPOCH.search(run.run_dir.name)
+            epoch = int(match.group(1)) if match else None
+            reports.append(dataclasses.replace(run.combined, epoch=epoch))
+        sections = [section_of("", reports)]
+    code = EXIT_THRESHOLD if violations else EXIT_OK
+    if violations:
+        reason = f"keras-xla-guard report exits {code}: " + "; ".join(v["message"] for v in violations)
+    else:
+        given = [f"--{name.replace('_', '-')} {value:g}" for name, value in
+                 (("min_coverage", args.min_coverage), ("max_compilations", args.max_compilations))
+                 if value is not None]
+        checked = f"checked {', '.join(given)}" if given else "no threshold given"
+        reason = f"keras-xla-guard report exits {code}: no threshold violated ({checked})."
+    write_page(args.html, render_html(sections, exit_reason=reason, compare=compare,
+                                      source=str(args.path), tool_version=__version__))
+
+
 def _run_report(args: argparse.Namespace) -> int:
     from keras_xla_guard.output.table import coverage_table
 
+    compare = _read_compare(args.compare)
     runs = _analyze_runs(args)
     violations = _violations(args, runs)
+    if args.html is not None:
+        _write_html(args, runs, violations, compare)
     if args.json:
         _emit(*json.dumps(_report_document(args, runs, violations), indent=2, sort_keys=True).splitlines())
     else:
@@ -228,6 +283,12 @@ def _add_report_parser(sub: Any) -> None:
                         "(bytes, or with suffix K, M, G; default: 1G)")
     report.add_argument("--top-k", type=_count, default=DEFAULT_TOP_K, metavar="K",
                         help=f"plain TF ops listed per report (default: {DEFAULT_TOP_K})")
+    report.add_argument("--html", metavar="FILE",
+                        help="also write one self-contained HTML page (plots, signatures, "
+                        "explanations; needs the html extra, see docs/html-report.md)")
+    report.add_argument("--compare", metavar="FILE",
+                        help="with --html: a saved `compare --json` result to show on the page "
+                        "(default: the one `compare --log-dir PATH` saved, if any)")
     report.set_defaults(run=_run_report)
 
 

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from keras_xla_guard.errors import XlaGuardWarning
+from keras_xla_guard.output.runfile import REPORTS_FILE, save_run_file
 from keras_xla_guard.trace.report import CoverageReport
 
 __all__ = [
@@ -57,7 +58,6 @@ __all__ = [
     "write_worker_summaries",
 ]
 
-REPORTS_FILE = "xla_guard_reports.json"
 _SIGNATURE_FIGURES = ("distinct_signatures", "new_signatures")
 # How long the chief waits for another worker's report of an epoch. The
 # workers end an epoch together (every step all-reduces), so a report comes
@@ -531,16 +531,7 @@ class ClusterSink:
 
     def _save(self) -> None:
         """Rewrites this worker's reports file atomically (rename into place)."""
-        self.trace_dir.mkdir(parents=True, exist_ok=True)
-        path = self.trace_dir / REPORTS_FILE
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        data = {
-            "worker": self.info.name,
-            "saved_at": time.time(),
-            "reports": {str(e): r.to_dict() for e, r in sorted(self._own.items())},
-        }
-        tmp.write_text(json.dumps(data, indent=1))
-        os.replace(tmp, path)
+        save_run_file(self.trace_dir, self._own, self._stats, worker=self.info.name)
 
     def _peer_report(self, name: str, epoch: int) -> CoverageReport | None:
         """`name`'s report of `epoch` from this run, or `None` (not there yet)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 __all__ = [
     "XlaGuardError",
     "BackendError",
+    "MissingDependencyError",
     "ProfilerBusyError",
     "RecompilationLimitError",
     "TraceError",
@@ -25,6 +26,10 @@ class XlaGuardError(Exception):
 
 class BackendError(XlaGuardError, RuntimeError):
     """Keras runs on a backend other than TensorFlow."""
+
+
+class MissingDependencyError(XlaGuardError, ImportError):
+    """An optional dependency is missing, e.g. matplotlib for the HTML report (`html` extra)."""
 
 
 class ProfilerBusyError(XlaGuardError):

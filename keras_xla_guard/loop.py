@@ -14,6 +14,7 @@ import inspect
 import os
 import types
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from keras_xla_guard._checks import check_int
@@ -180,6 +181,7 @@ class XlaGuard:
         verbose: int = 1,
         max_compilations: int | None = DEFAULT_MAX_COMPILATIONS,
         on_violation: str = "warn",
+        html_report: str | os.PathLike[str] | None = None,
         config: GuardConfig | None = None,
         strategy: Any = None,
     ) -> None:
@@ -203,6 +205,7 @@ class XlaGuard:
                 verbose=verbose,
                 max_compilations=max_compilations,
                 on_violation=on_violation,
+                html_report=html_report,
             ),
             "XlaGuard",
         )
@@ -238,6 +241,27 @@ class XlaGuard:
     def stop_requested(self) -> bool:
         """Whether `on_violation="stop"` asks the loop to end training."""
         return self.engine.stop_requested
+
+    def write_html(self, path: str | os.PathLike[str], compare: Any = None) -> Path:
+        """Writes this run's standalone HTML report (`XlaGuardEngine.write_html`).
+
+        `html_report=path` writes it at `close()`; this writes it at any time.
+
+        Args:
+            path: The HTML file (its directory is created).
+            compare: A `CompareReport` of the same model to show. Defaults
+                to `None`: the one `compare` saved in this `log_dir`, if any.
+
+        Returns:
+            The path written.
+
+        Example:
+
+        ```python
+        guard.write_html("xla_guard_report.html")
+        ```
+        """
+        return self.engine.write_html(path, compare=compare)
 
     @property
     def log_dir(self) -> str:
@@ -366,6 +390,7 @@ class XlaGuard:
         self._running = False
         self._epoch = None
         self.engine.train_end(timeout)
+        self.engine.write_html_at_end(self.worker)
 
     def __enter__(self) -> "XlaGuard":
         return self

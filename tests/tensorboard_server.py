@@ -33,6 +33,7 @@ class Fit:
     log_root: Path
     reports: dict[int, Any]
     history: dict[str, list[float]]
+    signatures: dict[int, Any]
 
 
 STEPS_PER_WINDOW = 4
@@ -101,7 +102,7 @@ def fit_beside_keras_tensorboard(log_root: Path) -> Fit:
     history = model.fit(
         x, y, batch_size=32, epochs=3, validation_split=0.25, callbacks=[guard, board], verbose=0
     )
-    return Fit(log_root, guard.reports, history.history)
+    return Fit(log_root, guard.reports, history.history, guard.signatures)
 
 
 # TensorBoard prints where it listens once it has bound its socket.

@@ -166,6 +166,17 @@ def test_bench_compare_projects_and_trains_both_cases_in_full():
     assert (doc["ratio_tolerance"], doc["cost_goal"]) == (0.25, 3.0)
 
 
+def test_bench_html_measures_a_real_page_without_script():
+    """bench_html renders a real fit's page: 5 signatures by construction, four plots, no script."""
+    doc = _json(_run(BENCH / "bench_html.py", "--rounds", "1"))
+    assert (doc["benchmark"], doc["profiled_epochs"], doc["signatures"]) == ("html_report", [1, 2], 5)
+    assert set(doc["plot_svg_bytes"]) == {"coverage", "top_ops", "timeline", "compare"}
+    assert doc["scripts_on_page"] == 0
+    assert sum(doc["plot_svg_bytes"].values()) < doc["page_bytes"]
+    assert 0 < doc["page_bytes_gzip"] < doc["page_bytes"]
+    assert _positive(doc["first_render_s"], doc["render_s_median"])
+
+
 def test_stress_multiworker_counts_one_unprofiled_pair():
     """stress_multiworker with one run of the unprofiled loop: one pair, trained, counted ok."""
     doc = _json(_run(BENCH / "stress_multiworker.py", "--runs", "1", "--modes", "none"))

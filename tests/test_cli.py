@@ -472,3 +472,44 @@ def test_log_dir_1100_levels_deep_is_searched(capsys, runs, deep_dir):
     code, out, err = run_cli(capsys, "report", root)
     assert (code, err) == (0, "")
     assert out.splitlines()[1].split()[:2] == ["a", "host"]
+
+
+# ------------------------------------------------------------------- --html
+
+
+@pytest.mark.slow
+def test_html_from_traces_alone_shows_every_run_and_the_failed_threshold(capsys, log_dir, tmp_path):
+    """Without a run file the page is built from the traces: each run's figures, and why it exits 1."""
+    from _html import read_page
+
+    page_path = tmp_path / "report.html"
+    code, out, err = run_cli(capsys, "report", log_dir, "--all", "--min-coverage", "0.5", "--html", page_path)
+    assert (code, err) == (1, "")
+    _, doc = report_json(capsys, log_dir, "--all", "--min-coverage", "0.5")
+    page = read_page(page_path.read_text(encoding="utf-8"))
+    for index, run in enumerate(doc["runs"]):
+        for field in ("xla_time_fraction", "xla_time_s", "non_xla_op_time_s", "compilations"):
+            assert page.value(field, **{"data-index": index, "class": "report"}) == run["combined"][field]
+    text = "".join(page.text)
+    assert f"keras-xla-guard report exits 1: {doc['violations'][0]['message']}" in text
+    assert "XLA ran only 0.0% of op time in the trace" in text
+    assert "No input-signature figures for this run" in text
+
+
+def test_html_with_a_bad_compare_file_exits_2_with_one_line(capsys, tmp_path):
+    """--compare naming something other than `compare --json` output: exit 2, one line naming it."""
+    bad = tmp_path / "compare.json"
+    bad.write_text('{"best_mode": "plain"}')
+    code, out, err = run_cli(capsys, "report", tmp_path, "--html", tmp_path / "r.html", "--compare", bad)
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1 and "--compare must name the JSON `compare --json` prints" in err
+    assert not (tmp_path / "r.html").exists()
+
+
+@pytest.mark.slow
+def test_html_without_matplotlib_exits_2_naming_the_extra(capsys, runs, tmp_path, monkeypatch):
+    """Without matplotlib `report --html` exits 2 with one line naming the `html` extra."""
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    code, _, err = run_cli(capsys, "report", runs["plain"], "--html", tmp_path / "r.html")
+    assert code == 2 and err.count("\n") == 1
+    assert 'pip install "keras-xla-guard[html]"' in err

@@ -310,6 +310,28 @@ def test_each_worker_measures_its_own_xla_runs(multiworker):
         assert all(abs(c - result["steps"]) <= 1 for c in counts), counts
 
 
+def test_report_html_has_one_section_per_worker(multiworker, tmp_path):
+    """`report LOG_DIR --html` on a multi-worker log dir: a section per worker, each its own figures."""
+    from _html import read_page
+
+    from keras_xla_guard.cli import main
+
+    log_dir = multiworker["log_dir"]
+    assert main(["report", str(log_dir), "--html", str(tmp_path / "mw.html"), "--json"]) == 0
+    page = read_page((tmp_path / "mw.html").read_text(encoding="utf-8"))
+    sections = [a["data-worker"] for tag, a in page.tags if tag == "section" and a.get("class") == "worker"]
+    assert sections == ["worker_0", "worker_1"]
+    for result in multiworker["workers"]:
+        name = f"worker_{result['task']}"
+        saved = json.loads((log_dir / name / REPORTS_FILE).read_text())
+        report, stats = saved["reports"]["1"], saved["signatures"]["1"]
+        assert page.value("xla_time_fraction", name, **{"data-epoch": 1, "class": "report"}) == report[
+            "xla_time_fraction"] == pytest.approx(result["fraction"])
+        row = {"data-epoch": 1, "class": "epoch-signatures"}
+        assert page.value("distinct_signatures", name, **row) == stats["distinct_signatures"] == 1
+        assert page.value("lowest_xla_time_fraction", None, **{"data-worker": name}) == report["xla_time_fraction"]
+
+
 def test_only_the_chief_writes_tensorboard_summaries(multiworker):
     """Event files exist only in <log_dir> itself, written by worker 0's process."""
     log_dir = multiworker["log_dir"]

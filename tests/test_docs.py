@@ -140,6 +140,23 @@ def test_strict_build_anchors_every_public_name(site) -> None:
     assert anchors == {n for n in keras_xla_guard.__all__ if n != "__version__"}
 
 
+def test_quickstart_page_shows_the_notebook_with_its_outputs(site) -> None:
+    """The notebook's page holds its code, the printed results and its plot as an image file."""
+    page = (site / "quickstart" / "index.html").read_text(encoding="utf-8")
+    text = _visible_text(page)
+    assert "XlaGuardCallback" in text and "NOTEBOOK_RESULTS" in text
+    assert "varied across 7 values" in text
+    images = re.findall(r'<img[^>]+src="([^"]+\.png)"', page)
+    assert images and all((site / "quickstart" / src).resolve().is_file() for src in images)
+
+
+def test_html_report_page_shows_the_browser_screenshot(site) -> None:
+    """The HTML report page embeds the screenshot the browser test saved."""
+    page = (site / "html-report" / "index.html").read_text(encoding="utf-8")
+    assert 'src="../images/html_report.png"' in page
+    assert (site / "images" / "html_report.png").stat().st_size > 50_000
+
+
 def test_built_site_links_resolve(site) -> None:
     """Every relative href/src in the built pages exists in the site, cited benchmark JSON included."""
     broken = []

@@ -392,6 +392,23 @@ def test_unprofiled_epoch_still_tracks_signatures(shapes_run: tuple[XlaGuard, An
 
 
 @pytest.mark.slow
+def test_write_html_holds_the_loops_reports_and_signatures(shapes_run: tuple[XlaGuard, Any], tmp_path: Path) -> None:
+    """`XlaGuard.write_html` writes the run's page: its report's and epochs' figures, how it ended."""
+    from _html import read_page
+
+    guard, _ = shapes_run
+    page = read_page(guard.write_html(tmp_path / "loop.html").read_text(encoding="utf-8"))
+    report = guard.reports[0].to_dict()
+    for field in ("xla_time_fraction", "xla_time_s", "non_xla_op_time_s", "compilations", "compile_time_s"):
+        assert page.value(field, **{"data-epoch": 0, "class": "report"}) == report[field]
+    for epoch, stats in guard.signatures.items():
+        row = {"data-epoch": epoch, "class": "epoch-signatures"}
+        assert page.value("new_signatures", **row) == stats.new_signatures
+        assert page.value("expected_compilations", **row) == stats.expected_compilations
+    assert "Training ran to its end." in page.text
+
+
+@pytest.mark.slow
 def test_raise_on_violation_escapes_the_step_before_it_runs(tmp_path: Path) -> None:
     """`on_violation="raise"` raises from the watched step and stops the profiler."""
     import numpy as np
@@ -414,7 +431,7 @@ def test_raise_on_violation_escapes_the_step_before_it_runs(tmp_path: Path) -> N
 
 @pytest.mark.slow
 def test_stop_on_violation_sets_stop_requested(tmp_path: Path) -> None:
-    """`on_violation="stop"` warns and asks the loop to stop via `stop_requested`."""
+    """`on_violation="stop"` warns, asks the loop to stop via `stop_requested`; the page says so."""
     import numpy as np
     import tensorflow as tf
 
@@ -433,6 +450,10 @@ def test_stop_on_violation_sets_stop_requested(tmp_path: Path) -> None:
                 if guard.stop_requested:
                     break
     assert sizes == [2, 3, 4]
+    from _html import read_page
+
+    text = "".join(read_page(guard.write_html(tmp_path / "page.html").read_text(encoding="utf-8")).text)
+    assert "Training was stopped by the guard (on_violation='stop'): " in text
 
 
 @pytest.fixture

@@ -113,5 +113,6 @@ def compare_in_processes(
     assert planned is not None
     report = build_report(figures, planned_steps=planned[0], planned_signatures=planned[1],
                           signatures_counted_from=planned[2])
+    report = dataclasses.replace(report, wall_s=time.perf_counter() - started)
     write_summaries(report, log_dir)
-    return dataclasses.replace(report, wall_s=time.perf_counter() - started)
+    return report

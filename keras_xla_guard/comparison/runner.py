@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import gc
 import itertools
+import json
 import math
 import os
 import resource
@@ -555,7 +556,8 @@ def write_summaries(report: CompareReport, log_dir: str | os.PathLike[str]) -> P
     figures as scalars under `xla_guard/compare/` (the per-step loss and
     step time at their step; the rest at step 0), so TensorBoard overlays
     the modes; `<log_dir>/compare` holds the verdict and the figures table
-    as text (`xla_guard/compare/verdict`).
+    as text (`xla_guard/compare/verdict`), and the whole report as
+    `compare_report.json`, which the guard's HTML report shows.
 
     Args:
         report: The report.
@@ -564,6 +566,7 @@ def write_summaries(report: CompareReport, log_dir: str | os.PathLike[str]) -> P
     Returns:
         The `<log_dir>/compare` directory.
     """
+    from keras_xla_guard.output.runfile import COMPARE_FILE
     from keras_xla_guard.output.tensorboard import (
         SummaryWriter,
         escape_markdown,
@@ -601,6 +604,8 @@ def write_summaries(report: CompareReport, log_dir: str | os.PathLike[str]) -> P
                           step=0)
     finally:
         writer.close()
+    # The whole result, for the guard's HTML report (`output.runfile.find_compare`).
+    (root / COMPARE_FILE).write_text(json.dumps(report.to_dict(), indent=1), encoding="utf-8")
     return root
 
 
@@ -680,5 +685,6 @@ def compare(
         data, steps, planned_epochs, planned_steps_per_epoch)
     report = build_report(figures, planned_steps=planned_steps, planned_signatures=planned_signatures,
                           signatures_counted_from=counted_from)
+    report = dataclasses.replace(report, wall_s=time.perf_counter() - started)
     write_summaries(report, log_dir)
-    return dataclasses.replace(report, wall_s=time.perf_counter() - started)
+    return report

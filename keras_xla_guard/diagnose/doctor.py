@@ -67,8 +67,15 @@ _FIX_CPU_FLAG = (
     "tf.config.optimizer.set_jit(True)\n"
     "# or from the shell: export TF_XLA_FLAGS=--tf_xla_cpu_global_jit"
 )
+# Measured figures from benchmarks/results/bench_compare-20261203T162056Z.json
+# (docs/compare.md): XLA can make a CPU run slower, so measure before switching.
 _FIX_JIT_COMPILE = (
-    "# Compile the train step with XLA explicitly (works on CPU and GPU):\n"
+    "# First measure whether XLA pays for this model and data: on CPU it can\n"
+    "# lose (docs/compare.md: a sequence model with 16 batch shapes took 33.7 s with\n"
+    "# jit_compile=True against 6.1 s plain; a deep MLP 17.8 s against 25.1 s):\n"
+    "#   keras-xla-guard compare my_module:make_model_and_data\n"
+    "#   or in Python: print(keras_xla_guard.compare(model, x, y).verdict)\n"
+    "# If it pays, compile the train step with XLA explicitly (CPU and GPU):\n"
     'model.compile(optimizer="adam", loss="mse", jit_compile=True)\n'
     "# or for your own step: @tf.function(jit_compile=True)"
 )

@@ -76,6 +76,9 @@ on_violation: What exceeding `max_compilations` does: `"warn"` (an
     `fit`, or comes out of the watched step before the step runs) or
     `"stop"` (warns and ends training: `model.stop_training` in `fit`,
     `stop_requested` for a custom loop). Defaults to `"warn"`.
+html_report: Write the run's standalone HTML report (`write_html`) to
+    this path when the run ends (on the chief of a multi-worker run);
+    needs the `html` extra (matplotlib). Defaults to `None`.
 """
 
 _T = TypeVar("_T")
@@ -147,6 +150,7 @@ class GuardConfig:
     verbose: int = 1
     max_compilations: int | None = DEFAULT_MAX_COMPILATIONS
     on_violation: str = "warn"
+    html_report: str | os.PathLike[str] | None = None
     schedule: ProfileSchedule = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -173,6 +177,11 @@ class GuardConfig:
                 f"`on_violation` must be one of {ON_VIOLATION_CHOICES}. "
                 f"Received: on_violation={self.on_violation!r}"
             )
+        html_report = self.html_report
+        if html_report is not None and (
+            not isinstance(html_report, (str, os.PathLike)) or not os.fspath(html_report)
+        ):
+            raise ValueError(f"`html_report` must be None or a file path. Received: html_report={html_report!r}")
         # A generator would be used up by the check above; keep what it held.
         epochs = None if self.profile_epochs is None else tuple(sorted(schedule.epochs))
         for name, value in (

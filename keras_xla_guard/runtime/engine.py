@@ -189,6 +189,8 @@ class XlaGuardEngine:
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._futures: list[concurrent.futures.Future[None]] = []
         self.stop_requested = False
+        self._violation: str | None = None
+        self._ended = False
         self._tracker = SignatureTracker()
         self._signature_stats: dict[int, EpochSignatures] = {}
         self._signatures_unavailable: str | None = None
@@ -208,18 +210,21 @@ class XlaGuardEngine:
         """New sinks as the config asks for them: TensorBoard in `log_dir`, the console.
 
         Args:
-            tensorboard: Include the TensorBoard sink. Defaults to `None`:
-                `config.write_summaries`.
+            tensorboard: Include the TensorBoard sink and the run file
+                (`xla_guard_reports.json`, read by `report --html`).
+                Defaults to `None`: `config.write_summaries`.
 
         Returns:
             The sinks, TensorBoard first.
         """
         from keras_xla_guard.output.console import ConsoleSink
+        from keras_xla_guard.output.runfile import RunFileSink
         from keras_xla_guard.output.tensorboard import TensorBoardSink
 
         sinks: list[ReportSink] = []
         if self.config.write_summaries if tensorboard is None else tensorboard:
-            sinks.append(TensorBoardSink(self.config.log_dir))
+            # The run file beside the summaries feeds `report --html`.
+            sinks += [TensorBoardSink(self.config.log_dir), RunFileSink(self.config.log_dir)]
         if self.config.verbose:
             sinks.append(ConsoleSink())
         return sinks
@@ -389,6 +394,8 @@ class XlaGuardEngine:
         self._policy.reset()
         self._signatures_unavailable = None
         self.stop_requested = False
+        self._violation = None
+        self._ended = False
 
     @_never_raises
     def epoch_begin(self, epoch: int, steps: int | None = None) -> None:
@@ -492,6 +499,103 @@ class XlaGuardEngine:
         for sink in self._run_sinks:
             self._to_sink(sink, "close", reports)
         self._run_sinks = []
+        self._ended = True
+
+    def exit_reason(self) -> str:
+        """How the run ended (or where it is), in one sentence for the HTML report.
+
+        Returns:
+            Whether training ran to its end, was stopped by the guard
+            (`on_violation="stop"`) or ended with `RecompilationLimitError`,
+            and the violation's message if there was one.
+        """
+        violation = f": {self._violation}" if self._violation else ""
+        if self.stop_requested:
+            return f"Training was stopped by the guard (on_violation='stop'){violation}"
+        if self._violation and self.config.on_violation == "raise":
+            return f"Training ended with RecompilationLimitError{violation}"
+        if not self._ended:
+            where = f" (epoch {self._epoch})" if self._epoch is not None else ""
+            return f"Written while training was still running{where}." + (
+                f" Warned: {self._violation}" if self._violation else ""
+            )
+        if self._violation:
+            return f"Training ran to its end after a warning{violation}"
+        return "Training ran to its end."
+
+    def write_html_at_end(self, worker: Any = None) -> None:
+        """Writes `config.html_report`, if set, as a run ends; never raises.
+
+        Args:
+            worker: This process's `WorkerInfo` in a multi-worker run: only
+                the chief writes. Defaults to `None` (a single worker).
+        """
+        path = self.config.html_report
+        if path is None or (worker is not None and not worker.is_chief):
+            return
+        try:
+            self.write_html(path)
+        except Exception as e:  # noqa: BLE001 - the run's figures are already saved
+            self._warn(f"writing the HTML report {os.fspath(path)!r} failed: {type(e).__name__}: {e}")
+
+    def write_html(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        compare: Any = None,
+        title: str = "keras-xla-guard report",
+    ) -> Path:
+        """Writes the run's report as one self-contained HTML file.
+
+        The page needs no network and no other file: the verdict and how
+        the run ended at the top, XLA coverage per profiled epoch (plot),
+        the top ops outside XLA by self time with their layer (bar chart),
+        compilations over the run's steps with the new signatures and their
+        explanations (timeline), the signatures table, the `compare` result
+        when given, and in a multi-worker run one section per worker, read
+        from the workers' run files under `log_dir` (docs/html-report.md).
+        The plots need the `html` extra (matplotlib).
+
+        Args:
+            path: The HTML file to write.
+            compare: A `CompareReport` (or its `to_dict()`) to include.
+                Defaults to `None`: the result `compare` saved in this
+                `log_dir`, if there is one.
+            title: The page title. Defaults to `"keras-xla-guard report"`.
+
+        Returns:
+            The path written.
+
+        Raises:
+            MissingDependencyError: If matplotlib is not installed
+                (`pip install "keras-xla-guard[html]"`).
+            OSError: If the file cannot be written.
+        """
+        from keras_xla_guard._version import __version__
+        from keras_xla_guard.output.html import render_html, section_of
+        from keras_xla_guard.output.runfile import (
+            find_compare,
+            find_run_files,
+            read_run_file,
+            write_page,
+        )
+
+        if compare is None:
+            compare = find_compare(self.config.log_dir)
+        reports = self.reports
+        if self._trace_dir != self.config.log_dir:
+            sections = [read_run_file(f) for f in find_run_files(self.config.log_dir)]
+        else:
+            sections = [section_of("", reports, self.signatures)]
+        page = render_html(
+            sections,
+            exit_reason=self.exit_reason(),
+            compare=compare if compare is None or isinstance(compare, dict) else compare.to_dict(),
+            title=title,
+            source=os.fspath(self.config.log_dir),
+            tool_version=__version__,
+        )
+        return write_page(path, page)
 
     def abort(self) -> None:
         """Stops the profiler at once (exception path); never raises."""
@@ -648,6 +752,7 @@ class XlaGuardEngine:
         if self._xla_mode is None or self._signatures_unavailable is not None:
             return
         for action in self._policy.check(self._tracker, self._epoch, self._xla_mode):
+            self._violation = action.message
             if action.kind == "raise":
                 self.abort()
                 raise RecompilationLimitError(f"keras-xla-guard: {action.message}")

@@ -218,3 +218,14 @@ def test_planned_run_with_unknown_length_counts_the_compared_batches():
     assert planned_run(Batches(batches, None, None), 3, 2, None) == (6, 2, "compared batches")
     assert planned_run(Batches(batches, 10, 5), 3, None, 7) == (7, 5, "data")
     assert planned_run(Batches(batches, 10, 5), 3, 3, None) == (30, 5, "data")
+
+
+@pytest.mark.slow
+def test_result_is_saved_for_the_html_report(compared):
+    """<log_dir>/compare/compare_report.json holds the whole report, as the HTML report reads it."""
+    import json
+
+    from keras_xla_guard.output.runfile import find_compare
+
+    assert find_compare(compared.log_dir) == json.loads(json.dumps(compared.report.to_dict()))
+    assert compared.report.wall_s > 0

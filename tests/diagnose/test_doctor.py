@@ -211,3 +211,22 @@ def test_cli_doctor_bad_usage_exits_2_with_one_line(args: tuple[str, ...], expec
     assert proc.stdout == ""
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and expected in lines[0]
+
+
+def test_jit_compile_fix_sends_to_compare_first_with_measured_figures(clean_switches: None) -> None:
+    """The jit_compile fix says to run `compare` first and quotes bench_compare's measured medians."""
+    report = doctor(probe=False, check_devices=False, resolve_keras=False)
+    fix = report.verdict("XLA_NOT_REQUESTED").fix
+    assert fix.index("keras-xla-guard compare") < fix.index("keras_xla_guard.compare(") < fix.index(
+        "jit_compile=True)"
+    )
+    from pathlib import Path
+
+    saved = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "bench_compare-20261203T162056Z.json"
+    cases = {c["case"]: c["full_run_s_median"] for c in json.loads(saved.read_text())["result"]["cases"]}
+    slow, fast = cases["xla_does_not_pay"], cases["xla_pays"]
+    assert slow["jit_compile"] > slow["plain"] and fast["jit_compile"] < fast["plain"]
+    assert (
+        f"took {slow['jit_compile']:.1f} s with\n# jit_compile=True against {slow['plain']:.1f} s plain; "
+        f"a deep MLP {fast['jit_compile']:.1f} s against {fast['plain']:.1f} s" in fix
+    )

@@ -1,5 +1,8 @@
 """Headless Chromium opens the real TensorBoard over a real fit and shows the
-"XLA Guard" Custom Scalars charts and the escaped text panel.
+"XLA Guard" Custom Scalars charts and the escaped text panel; it opens the
+standalone HTML report of the same fit offline (no request, no console
+error, plots drawn, numbers equal to the report JSON) and takes the docs'
+screenshot of it (docs/images/html_report.png).
 
 Needs the Debian packages `chromium` and `chromium-driver` (installed by
 `make test`) and `selenium` (the `test` extra). Screenshots go to
@@ -8,6 +11,7 @@ Needs the Debian packages `chromium` and `chromium-driver` (installed by
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -105,6 +109,8 @@ def browser():
     options.binary_location = _binary("chromium")
     for flag in CHROMIUM_FLAGS:
         options.add_argument(flag)
+    # Console messages and the DevTools network events, for the HTML report's checks.
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
     with tempfile.TemporaryDirectory(prefix="xla_guard_chromium_") as profile:
         options.add_argument(f"--user-data-dir={profile}")
         driver = webdriver.Chrome(service=Service(_binary("chromedriver")), options=options)
@@ -187,3 +193,212 @@ def test_text_dashboard_shows_the_op_table_literally(server, browser, fit) -> No
     shot = ARTIFACTS / "tensorboard_text.png"
     assert browser.save_screenshot(str(shot))
     _assert_picture(shot)
+
+
+# ------------------------------------------------------------- the HTML report
+
+DOCS_SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "images" / "html_report.png"
+SAVED_COMPARE = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "bench_compare-20261203T162056Z.json"
+# Every value of a profiled window's row, as the report JSON names it.
+COVERAGE_FIELDS = ("xla_time_fraction", "xla_time_s", "non_xla_op_time_s", "xla_executions",
+                   "compilations", "compile_time_s", "input_pipeline_time_s")
+# The page's number cells: section, row attributes, field, exact value (JSON) and shown text.
+PAGE_VALUES_JS = """
+return Array.from(document.querySelectorAll('td[data-field]')).map(td => {
+  const section = td.closest('section'), row = td.closest('tr');
+  const attrs = {};
+  for (const a of row.attributes) attrs[a.name] = a.value;
+  return [section.getAttribute('data-worker'), section.id, attrs, td.dataset.field,
+          JSON.parse(td.dataset.value), td.innerText];
+});
+"""
+# Each plot: its kind, its SVG's size, and how many of its shapes have a non-empty box.
+PLOTS_JS = """
+return Array.from(document.querySelectorAll('figure.plot')).map(f => {
+  const svg = f.querySelector('svg'), box = svg.getBoundingClientRect();
+  const drawn = Array.from(svg.querySelectorAll('path, rect')).filter(p => {
+    const b = p.getBBox(); return b.width * b.height > 0; }).length;
+  return [f.dataset.plot, box.width, box.height, drawn];
+});
+"""
+
+
+def _cli(*args: str) -> tuple[int, str]:
+    import contextlib
+    import io
+
+    from keras_xla_guard.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["report", *args])
+    return code, out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def html_report(fit, tmp_path_factory):
+    """`report LOG_DIR --html` over the half-XLA fit, with a saved `compare` result; and the JSON."""
+    work = tmp_path_factory.mktemp("html_report")
+    compare = json.loads(SAVED_COMPARE.read_text())["result"]["cases"][0]["compare"]
+    (work / "compare.json").write_text(json.dumps(compare))
+    log_dir = fit.log_root / GUARD_RUN
+    page = work / "report.html"
+    code, _ = _cli(str(log_dir), "--all", "--html", str(page), "--compare", str(work / "compare.json"))
+    assert code == 0
+    code, out = _cli(str(log_dir), "--all", "--json")
+    assert code == 0
+    return page, json.loads(out), compare
+
+
+def _load_offline(browser, page: Path) -> None:
+    """Opens `page`; asserts no console error and no request but the page's own."""
+    browser.get("about:blank")
+    browser.get_log("performance")
+    browser.get_log("browser")
+    browser.get(page.as_uri())
+    _wait_for(browser, lambda d: d.execute_script("return document.readyState") == "complete", "the page")
+    requests = [
+        m["params"]
+        for m in (json.loads(e["message"])["message"] for e in browser.get_log("performance"))
+        if m["method"] == "Network.requestWillBeSent"
+    ]
+    # The page's document is its one request; nothing anywhere left the machine
+    # (Chromium's own new-tab page may still load chrome:// resources).
+    ours = [r["request"]["url"] for r in requests if r.get("documentURL") == page.as_uri()]
+    assert ours == [page.as_uri()], ours
+    assert [r["request"]["url"] for r in requests if not r["request"]["url"].startswith(("chrome:", "file:"))] == []
+    assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0
+    assert [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "WARNING")] == []
+
+
+def test_html_report_loads_offline_and_draws_every_plot(html_report, browser) -> None:
+    """The CLI's page loads with no request and no console error; its four plots are drawn."""
+    page, _, _ = html_report
+    _load_offline(browser, page)
+    plots = browser.execute_script(PLOTS_JS)
+    assert [p[0] for p in plots] == ["coverage", "top_ops", "timeline", "compare"]
+    for kind, width, height, drawn in plots:
+        assert width > 300 and height > 100, kind
+        assert drawn >= 3, kind
+    DOCS_SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    browser.set_window_size(1280, 1700)
+    try:
+        assert browser.save_screenshot(str(DOCS_SCREENSHOT))
+    finally:
+        browser.set_window_size(1280, 1300)
+    from PIL import Image
+
+    with Image.open(DOCS_SCREENSHOT) as image:
+        rgb = image.convert("RGB")
+        assert rgb.width >= 1000 and rgb.height >= 1000
+        assert len(rgb.resize((320, 240)).getcolors(maxcolors=320 * 240)) > 50
+
+
+def test_html_report_numbers_equal_the_report_json(html_report, browser, fit) -> None:
+    """Every coverage, op, signature and compare number on the page is the JSON's value, exactly."""
+    page, doc, compare = html_report
+    browser.get(page.as_uri())
+    values = browser.execute_script(PAGE_VALUES_JS)
+
+    def value(field: str, section: str = "run", **row: str):
+        (found,) = [v[4] for v in values if v[1] == section and v[3] == field
+                    and all(v[2].get(k) == str(x) for k, x in row.items())]
+        return found
+
+    runs = {int(r["run"].rsplit("_epoch", 1)[1]): r["combined"] for r in doc["runs"]}
+    assert sorted(runs) == sorted(fit.reports) == [1, 2]
+    for epoch, combined in runs.items():
+        for name in COVERAGE_FIELDS:
+            assert value(name, **{"data-epoch": epoch}) == combined[name], (epoch, name)
+        assert value("steps_profiled", **{"data-epoch": epoch}) == STEPS_PER_WINDOW
+    # The op chart's table: the window with the most time outside XLA, op by op.
+    worst = max(runs.values(), key=lambda r: r["non_xla_op_time_s"])
+    rows = browser.execute_script(
+        "return Array.from(document.querySelectorAll('table.top-ops tbody tr')).map("
+        "r => Array.from(r.cells).map(c => c.innerText))")
+    assert [r[3] for r in rows] == [op["op_name"] for op in worst["top_non_xla_ops"]]
+    assert any(HOSTILE_LAYER in r[2] for r in rows)
+    for rank, op in enumerate(worst["top_non_xla_ops"], 1):
+        assert value("self_time_s", **{"data-rank": rank}) == op["self_time_s"]
+        assert value("count", **{"data-rank": rank}) == op["count"]
+    for epoch, stats in fit.signatures.items():
+        for name in ("steps", "distinct_signatures", "new_signatures", "compilations_so_far"):
+            assert value(name, **{"data-epoch": epoch, "class": "epoch-signatures"}) == getattr(stats, name)
+    for mode, figures in compare["modes"].items():
+        for name in ("step_time_s", "startup_s", "compilations", "compile_time_s"):
+            assert value(name, "compare", **{"data-mode": mode}) == figures[name]
+        assert value("projected_run_s", "compare", **{"data-mode": mode}) == compare["projected_run_s"][mode]
+    lowest = min(r["xla_time_fraction"] for r in runs.values())
+    level = "good" if lowest >= 0.9 else "partial" if lowest >= 0.5 else "low"
+    verdict = browser.find_element("id", "verdict")
+    assert verdict.get_attribute("data-level") == level
+    assert f"XLA ran only {100 * lowest:.1f}% of op time" in verdict.text
+    assert browser.find_element("id", "compare-verdict").text == compare["verdict"]
+    assert browser.find_element("id", "exit-reason").text == (
+        "keras-xla-guard report exits 0: no threshold violated (no threshold given)."
+    )
+
+
+def test_hostile_names_render_as_text_in_chromium(browser, tmp_path) -> None:
+    """A page of markup and control-character names runs nothing and shows each name literally."""
+    from selenium.common.exceptions import NoAlertPresentException
+
+    from keras_xla_guard.output.table import printable
+    from _html import HOSTILE_NAMES, hostile_page
+
+    page = tmp_path / "hostile.html"
+    page.write_text(hostile_page(), encoding="utf-8")
+    _load_offline(browser, page)
+    with pytest.raises(NoAlertPresentException):
+        browser.switch_to.alert.text
+    assert browser.execute_script("return document.querySelectorAll('script, img, iframe').length") == 0
+    cells = browser.execute_script(
+        "return Array.from(document.querySelectorAll('table.top-ops td.name')).map(c => c.innerText)")
+    for name in HOSTILE_NAMES:
+        assert f"model/{printable(name)}/MatMul" in cells
+
+
+@pytest.fixture(scope="module")
+def seq_fit(tmp_path_factory):
+    """A jit_compile fit over batches of 5 lengths that writes its page at train end (html_report=)."""
+    from keras_xla_guard import XlaGuardCallback
+    from _fit_helpers import LENGTHS, _seq_dataset, _seq_model
+
+    work = tmp_path_factory.mktemp("seq_html")
+    # A result `compare` saved in this log dir: the page at train end shows it.
+    saved = work / "xla_guard" / "compare" / "compare_report.json"
+    saved.parent.mkdir(parents=True)
+    saved.write_text(json.dumps(json.loads(SAVED_COMPARE.read_text())["result"]["cases"][1]["compare"]))
+    guard = XlaGuardCallback(log_dir=work / "xla_guard", profile_epochs=(1,), verbose=0,
+                             html_report=work / "report.html")
+    _seq_model(True).fit(_seq_dataset(LENGTHS), epochs=2, callbacks=[guard], verbose=0)
+    return guard, work / "report.html"
+
+
+def test_page_written_at_train_end_shows_each_new_signature_on_the_timeline(seq_fit, browser) -> None:
+    """html_report= writes the page when fit ends: a timeline mark per explained new signature, the fix, the saved compare."""
+    from _fit_helpers import HEADLINE
+
+    guard, page = seq_fit
+    _load_offline(browser, page)
+    first = guard.signatures[0]
+    explained = [f for f in first.explanations if f.kind in ("first_signature", "new_signature")]
+    # Five lengths are five new signatures in epoch 0; the first three are explained one by one.
+    assert (first.new_signatures, [f.step for f in explained]) == (5, [0, 1, 2])
+    rows = browser.execute_script(
+        "return Array.from(document.querySelectorAll('table.events tbody tr')).map("
+        "r => Array.from(r.cells).map(c => c.innerText))")
+    assert rows == [[str(f.step), "0", str(f.step), f.message] for f in explained]
+    (timeline,) = [p for p in browser.execute_script(PLOTS_JS) if p[0] == "timeline"]
+    assert timeline[1] > 300 and timeline[2] > 100
+    marks = browser.execute_script(
+        "return document.querySelectorAll('figure[data-plot=timeline] g[id$=new-signatures] use').length")
+    assert marks == len(explained)
+    findings = browser.find_element("css selector", "ul.findings").text
+    assert HEADLINE in findings and "pad_to_buckets(dataset, (" in findings
+    assert browser.find_element("id", "exit-reason").text == "Training ran to its end."
+    compared = json.loads(SAVED_COMPARE.read_text())["result"]["cases"][1]["compare"]
+    assert browser.find_element("id", "compare-verdict").text == compared["verdict"]
+    seen = browser.find_element(
+        "css selector", "tr.epoch-signatures[data-epoch='1'] td[data-field='compilations_so_far']")
+    assert seen.get_attribute("data-value") == "5" == str(guard.signatures[1].compilations_so_far)

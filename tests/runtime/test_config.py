@@ -47,6 +47,7 @@ def test_config_is_frozen():
         ({"verbose": 2}, "`verbose` must be 0 or 1. Received: verbose=2"),
         ({"on_violation": "ignore"}, "`on_violation` must be one of ('warn', 'raise', 'stop'). Received: on_violation='ignore'"),
         ({"log_dir": ""}, "`log_dir` must be a non-empty path. Received: log_dir=''"),
+        ({"html_report": 1}, "`html_report` must be None or a file path. Received: html_report=1"),
     ],
 )
 def test_bad_values_are_named_with_what_is_allowed(kwargs, message):

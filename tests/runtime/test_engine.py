@@ -87,10 +87,10 @@ def test_a_failing_sink_warns_and_the_others_still_publish(tmp_path):
 
 
 def test_default_sinks_follow_the_config(tmp_path):
-    """write_summaries adds TensorBoard in log_dir, verbose adds the console; per run they can be replaced."""
+    """write_summaries adds TensorBoard and the run file in log_dir, verbose the console; per run they can be replaced."""
     kinds = lambda sinks: [type(s).__name__ for s in sinks]  # noqa: E731
-    assert kinds(XlaGuardEngine(log_dir=tmp_path).default_sinks()) == ["TensorBoardSink", "ConsoleSink"]
-    assert kinds(XlaGuardEngine(log_dir=tmp_path, verbose=0).default_sinks()) == ["TensorBoardSink"]
+    assert kinds(XlaGuardEngine(log_dir=tmp_path).default_sinks()) == ["TensorBoardSink", "RunFileSink", "ConsoleSink"]
+    assert kinds(XlaGuardEngine(log_dir=tmp_path, verbose=0).default_sinks()) == ["TensorBoardSink", "RunFileSink"]
     assert kinds(XlaGuardEngine(log_dir=tmp_path, write_summaries=False).default_sinks()) == ["ConsoleSink"]
     assert kinds(XlaGuardEngine(log_dir=tmp_path).default_sinks(tensorboard=False)) == ["ConsoleSink"]
 
@@ -154,3 +154,21 @@ def test_a_profiled_jit_step_reaches_a_custom_sink_with_exact_counts(tmp_path):
     assert (report.epoch, report.steps_profiled, report.xla_executions) == (0, 6, 6)
     assert engine.reports[0] is not None and engine.reports[0].xla_executions == 6
     assert list((tmp_path / "plugins" / "profile").iterdir()), "the trace stays in log_dir"
+
+
+def test_html_report_that_cannot_be_written_is_a_warning(tmp_path):
+    """html_report= naming a directory: the run's end warns and goes on; a chief-less worker writes nothing."""
+    import dataclasses
+
+    from keras_xla_guard.distributed import WorkerInfo
+
+    engine = XlaGuardEngine(log_dir=tmp_path / "logs", html_report=tmp_path, verbose=0)
+    with pytest.warns(XlaGuardWarning, match=r"writing the HTML report .* failed: IsADirectoryError"):
+        engine.write_html_at_end()
+    page = tmp_path / "page.html"
+    engine = XlaGuardEngine(log_dir=tmp_path / "logs", html_report=page, verbose=0)
+    worker = WorkerInfo("worker", 1, 2, is_chief=False)
+    engine.write_html_at_end(worker)
+    assert not page.exists()
+    engine.write_html_at_end(dataclasses.replace(worker, task_id=0, is_chief=True))
+    assert "Nothing was measured (no profiled window)." in page.read_text(encoding="utf-8")

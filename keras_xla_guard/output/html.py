@@ -1,0 +1,603 @@
+"""One self-contained HTML page of a run: verdict, plots and tables.
+
+Pure: report data (the dicts `CoverageReport.to_dict()`,
+`EpochSignatures.to_dict()` and `CompareReport.to_dict()` give) in, HTML
+text out. No script, no stylesheet or font to fetch: the plots are
+matplotlib figures inlined as SVG, so the file opens offline, in a CI
+artifact viewer or attached to a bug report (docs/html-report.md).
+
+Every string that comes from a trace or a user (op names, input paths,
+messages, worker and file names) is escaped twice over: characters a
+terminal or a page would not show as themselves (control and bidi
+characters) become visible Python escapes, then HTML's specials become
+entities. The numbers sit in `data-value` attributes (exact JSON values),
+so a test or a script can read them back from the page.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from keras_xla_guard.errors import MissingDependencyError
+from keras_xla_guard.output.table import printable
+
+__all__ = [
+    "HtmlSection",
+    "escape",
+    "render_html",
+    "section_of",
+    "verdict_of",
+]
+
+_GOOD, _PARTIAL = 0.9, 0.5
+_NEW_KINDS = ("first_signature", "new_signature")
+_TOP_OPS_PLOTTED = 10
+_XLA_COLOR, _PLAIN_COLOR, _LINE_COLOR = "#2e7d32", "#c62828", "#1565c0"
+
+
+@dataclass(frozen=True)
+class HtmlSection:
+    """What the page shows of one worker (or of the only one).
+
+    Attributes:
+        name: The worker's name, e.g. `"worker_1"`; `""` for a
+            single-worker run.
+        reports: `CoverageReport.to_dict()` of each profiled epoch (or of
+            each analyzed trace), in order.
+        signatures: `EpochSignatures.to_dict()` of each epoch with
+            observed steps, in order; empty when not tracked.
+    """
+
+    name: str
+    reports: tuple[Mapping[str, Any], ...] = ()
+    signatures: tuple[Mapping[str, Any], ...] = ()
+
+
+def section_of(name: str, reports: Iterable[Any], signatures: Iterable[Any] = ()) -> HtmlSection:
+    """Builds a section from `CoverageReport`s and `EpochSignatures` (or their dicts).
+
+    Args:
+        name: The worker's name; `""` for a single-worker run.
+        reports: The reports, in order (a dict keyed by epoch gives its
+            values).
+        signatures: The epochs' signature figures, in order. Defaults to
+            `()`.
+
+    Returns:
+        The `HtmlSection`.
+    """
+    def as_dicts(items: Iterable[Any]) -> tuple[Mapping[str, Any], ...]:
+        if isinstance(items, Mapping):
+            items = [items[k] for k in sorted(items)]
+        return tuple(i if isinstance(i, Mapping) else i.to_dict() for i in items)
+
+    return HtmlSection(name, as_dicts(reports), as_dicts(signatures))
+
+
+def escape(text: Any) -> str:
+    """Escapes any value for HTML text or a quoted attribute, on one line.
+
+    Control, format and other non-printable characters become visible
+    Python escapes (`\\x1b`, `\\u202e`, `\\n`) first, so no name can hide
+    text, reorder it or break a line; then `&`, `<`, `>`, `"` and `'`
+    become entities.
+
+    Args:
+        text: Any value; converted with `str`.
+
+    Returns:
+        The escaped text.
+
+    Example:
+
+    ```python
+    from keras_xla_guard.output.html import escape
+
+    escape("<b>\\x1b")  # '&lt;b&gt;\\\\x1b'
+    ```
+    """
+    return html.escape(printable(str(text)), quote=True)
+
+
+def verdict_of(sections: Sequence[HtmlSection]) -> tuple[str, str]:
+    """The page's headline: a level and one sentence, from the lowest coverage.
+
+    Args:
+        sections: The page's sections.
+
+    Returns:
+        `(level, sentence)`; level `"good"` (every measured window at least
+        90 % inside XLA), `"partial"` (at least 50 %), `"low"` or
+        `"none"` (nothing measured).
+    """
+    measured = [
+        (r["xla_time_fraction"], s.name, r)
+        for s in sections for r in s.reports if r.get("status") == "ok"
+    ]
+    if not measured:
+        reasons = sorted({f"{r.get('status')}: {r.get('reason')}" for s in sections for r in s.reports})
+        why = "; ".join(reasons) if reasons else "no profiled window"
+        return "none", f"Nothing was measured ({why})."
+    fraction, worker, report = min(measured, key=lambda m: (m[0], m[1]))
+    where = _where(worker, report)
+    share = f"{100 * fraction:.1f}%"
+    if fraction >= _GOOD:
+        return "good", (f"XLA ran {share} of op time in the lowest profiled window ({where}); "
+                        f"every window is at {100 * _GOOD:.0f}% or more.")
+    if fraction >= _PARTIAL:
+        return "partial", f"XLA ran only {share} of op time in {where}; the rest ran as plain TF ops."
+    return "low", f"XLA ran only {share} of op time in {where}: most of the work ran outside XLA."
+
+
+def render_html(
+    sections: Sequence[HtmlSection],
+    *,
+    exit_reason: str,
+    verdict: tuple[str, str] | None = None,
+    compare: Mapping[str, Any] | None = None,
+    title: str = "keras-xla-guard report",
+    source: str = "",
+    tool_version: str = "",
+) -> str:
+    """Renders the report page.
+
+    Args:
+        sections: One per worker (one for a single-worker run).
+        exit_reason: How the run or the command ended, in one sentence.
+        verdict: `(level, sentence)` for the top of the page. Defaults to
+            `None`: `verdict_of(sections)`.
+        compare: `CompareReport.to_dict()` of a `compare` run for the same
+            model, if there is one. Defaults to `None`.
+        title: The page title. Defaults to `"keras-xla-guard report"`.
+        source: Where the figures come from (a log dir), shown under the
+            title. Defaults to `""`.
+        tool_version: The package version, shown in the footer.
+            Defaults to `""`.
+
+    Returns:
+        The HTML document.
+
+    Raises:
+        MissingDependencyError: If matplotlib is not installed.
+    """
+    plots = _Plots()
+    level, sentence = verdict if verdict is not None else verdict_of(sections)
+    body = [
+        f"<h1>{escape(title)}</h1>",
+        f'<p class="source">{escape(source)}</p>' if source else "",
+        f'<section class="verdict {escape(level)}" id="verdict" data-level="{escape(level)}">'
+        f'<p class="headline">{escape(sentence)}</p>'
+        f'<p class="exit" id="exit-reason">{escape(exit_reason)}</p></section>',
+    ]
+    if len(sections) > 1:
+        body.append(_workers_overview(sections))
+    for index, section in enumerate(sections):
+        body.append(_section(section, index, plots))
+    if compare is not None:
+        body.append(_compare(compare, plots))
+    footer = f"keras-xla-guard {escape(tool_version)}" if tool_version else "keras-xla-guard"
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        # No fetch of any kind: the page is its own file.
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+        "style-src 'unsafe-inline'\">"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        f"<title>{escape(title)}</title><style>{_CSS}</style></head>\n<body>"
+        + "\n".join(part for part in body if part)
+        + f"\n<footer>Written by {footer}. Self-contained: no script, no network.</footer>"
+        "</body></html>\n"
+    )
+
+
+# --------------------------------------------------------------------- parts
+
+_CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;max-width:1100px;
+padding:1.5rem;color:#1f2328;line-height:1.45}
+h1{font-size:1.6rem;margin:0 0 .2rem}h2{margin-top:2.2rem;border-bottom:1px solid #d0d7de}
+h3{margin-top:1.6rem}.source{color:#57606a;margin:0 0 1rem;word-break:break-all}
+.verdict{border-radius:6px;padding:.8rem 1.1rem;border-left:6px solid}
+.verdict p{margin:.2rem 0}.headline{font-size:1.2rem;font-weight:600}
+.good{background:#e8f5e9;border-color:#2e7d32}.partial{background:#fff8e1;border-color:#f9a825}
+.low,.none{background:#ffebee;border-color:#c62828}
+table{border-collapse:collapse;margin:.6rem 0;font-size:.9rem}
+th,td{border:1px solid #d0d7de;padding:.25rem .55rem;text-align:left;vertical-align:top}
+th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+td.name{word-break:break-all;font-family:ui-monospace,monospace;font-size:.85rem}
+figure{margin:.6rem 0}figure svg{max-width:100%;height:auto}
+pre{background:#f6f8fa;padding:.6rem;overflow-x:auto;font-size:.85rem}
+.muted{color:#57606a}footer{margin-top:3rem;color:#57606a;font-size:.8rem}
+"""
+
+
+def _where(worker: str, report: Mapping[str, Any]) -> str:
+    epoch = report.get("epoch")
+    place = f"epoch {epoch}" if epoch is not None else "the trace"
+    return f"{worker}, {place}" if worker else place
+
+
+def _label(report: Mapping[str, Any], index: int) -> str:
+    epoch = report.get("epoch")
+    return f"epoch {epoch}" if epoch is not None else f"trace {index + 1}"
+
+
+def _num(field: str, value: Any, text: str) -> str:
+    """A table cell showing `text` whose exact value is `data-value` (JSON)."""
+    return (
+        f'<td class="num" data-field="{escape(field)}" data-value="{escape(json.dumps(value))}">'
+        f"{escape(text)}</td>"
+    )
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f} ms"
+
+
+def _layer(op_name: str) -> str:
+    """The layer path of an op: its name without the last component."""
+    return op_name.rsplit("/", 1)[0] if "/" in op_name else "-"
+
+
+def _table(header: Sequence[str], rows: Sequence[str], cls: str = "") -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    attr = f' class="{cls}"' if cls else ""
+    return f"<table{attr}><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _workers_overview(sections: Sequence[HtmlSection]) -> str:
+    rows = []
+    for s in sections:
+        ok = [r for r in s.reports if r.get("status") == "ok"]
+        lowest = min(ok, key=lambda r: r["xla_time_fraction"]) if ok else None
+        rows.append(
+            f'<tr data-worker="{escape(s.name)}"><td class="name">{escape(s.name)}</td>'
+            + (_num("lowest_xla_time_fraction", lowest["xla_time_fraction"],
+                    f"{100 * lowest['xla_time_fraction']:.1f}%") if lowest else "<td>-</td>")
+            + _num("profiled_windows", len(s.reports), str(len(s.reports)))
+            + "</tr>"
+        )
+    return (
+        '<section id="workers"><h2>Workers</h2>'
+        + _table(["worker", "lowest XLA share", "profiled windows"], rows)
+        + "</section>"
+    )
+
+
+def _section(section: HtmlSection, index: int, plots: "_Plots") -> str:
+    name = section.name
+    anchor = f"worker-{index}" if name else "run"
+    parts = [f'<section class="worker" id="{anchor}" data-worker="{escape(name)}">']
+    if name:
+        parts.append(f"<h2>Worker {escape(name)}</h2>")
+    parts.append(_coverage(section, plots))
+    parts.append(_top_ops(section, plots))
+    parts.append(_compilations(section, plots))
+    parts.append(_signatures(section))
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def _coverage(section: HtmlSection, plots: "_Plots") -> str:
+    rows = []
+    for i, r in enumerate(section.reports):
+        label = _label(r, i)
+        epoch_attr = "" if r.get("epoch") is None else f' data-epoch="{int(r["epoch"])}"'
+        head = f'<tr class="report" data-index="{i}"{epoch_attr}><td>{escape(label)}</td>'
+        if r.get("status") != "ok":
+            rows.append(head + f'<td colspan="9">{escape(r.get("status"))}: {escape(r.get("reason"))}</td></tr>')
+            continue
+        steps = r.get("steps_profiled")
+        rows.append(
+            head
+            + _num("xla_time_fraction", r["xla_time_fraction"], f"{100 * r['xla_time_fraction']:.1f}%")
+            + _num("xla_time_s", r["xla_time_s"], _ms(r["xla_time_s"]))
+            + _num("non_xla_op_time_s", r["non_xla_op_time_s"], _ms(r["non_xla_op_time_s"]))
+            + _num("xla_executions", r["xla_executions"], str(r["xla_executions"]))
+            + _num("compilations", r["compilations"], str(r["compilations"]))
+            + _num("compile_time_s", r["compile_time_s"], _ms(r["compile_time_s"]))
+            + _num("input_pipeline_time_s", r["input_pipeline_time_s"], _ms(r["input_pipeline_time_s"]))
+            + _num("steps_profiled", steps, "-" if steps is None else str(steps))
+            + f'<td class="name">{escape(", ".join(r.get("hosts") or ()))}</td></tr>'
+        )
+    notes = sorted({n for r in section.reports for n in r.get("notes") or ()})
+    ok = [(i, r) for i, r in enumerate(section.reports) if r.get("status") == "ok"]
+    figure = plots.coverage([_label(r, i) for i, r in ok], [r["xla_time_fraction"] for _, r in ok]) if ok else ""
+    return (
+        '<h3>XLA coverage per profiled epoch</h3>'
+        + figure
+        + _table(["window", "XLA share", "XLA time", "plain TF ops", "launches", "compilations",
+                  "compile time", "input pipeline", "steps", "hosts"], rows, "coverage")
+        + ("<ul class=\"notes\">" + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>" if notes else "")
+    )
+
+
+def _top_ops(section: HtmlSection, plots: "_Plots") -> str:
+    ok = [(i, r) for i, r in enumerate(section.reports) if r.get("status") == "ok"]
+    if not ok:
+        return ""
+    # The window with the most time outside XLA is the one to fix first.
+    i, report = max(ok, key=lambda item: (item[1]["non_xla_op_time_s"], -item[0]))
+    ops = report.get("top_non_xla_ops") or []
+    heading = f"<h3>Top ops outside XLA by self time ({escape(_label(report, i))})</h3>"
+    if not ops:
+        return heading + '<p class="muted">No plain TF op ran outside XLA in this window.</p>'
+    shown = ops[:_TOP_OPS_PLOTTED]
+    figure = plots.top_ops(
+        [f"{op['op_type']}  {_layer(op['op_name'])}" for op in shown], [op["self_time_s"] for op in shown]
+    )
+    rows = [
+        f'<tr class="op" data-rank="{n}"><td class="num">{n}</td><td class="name">{escape(op["op_type"])}</td>'
+        f'<td class="name">{escape(_layer(op["op_name"]))}</td><td class="name">{escape(op["op_name"])}</td>'
+        + _num("self_time_s", op["self_time_s"], f"{op['self_time_s'] * 1e3:.3f} ms")
+        + _num("count", op["count"], str(op["count"]))
+        + "</tr>"
+        for n, op in enumerate(ops, 1)
+    ]
+    return (
+        heading + figure
+        + _table(["#", "op type", "layer", "op name", "self time", "count"], rows, "top-ops")
+    )
+
+
+def _events(signatures: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], list[tuple[int, int]]]:
+    """New-signature events with their global step, and the cumulative count's corners."""
+    events: list[dict[str, Any]] = []
+    curve = [(0, 0)]
+    offset = 0
+    for stats in signatures:
+        for finding in stats.get("explanations") or ():
+            if finding.get("kind") in _NEW_KINDS and finding.get("step") is not None:
+                events.append({"epoch": stats["epoch"], "step": finding["step"],
+                               "global_step": offset + finding["step"], "message": finding["message"]})
+        offset += int(stats.get("steps") or 0)
+        curve.append((offset, int(stats.get("compilations_so_far") or 0)))
+    return events, curve
+
+
+def _compilations(section: HtmlSection, plots: "_Plots") -> str:
+    heading = "<h3>Compilations over steps</h3>"
+    if not section.signatures:
+        return heading + (
+            '<p class="muted">No input-signature figures for this run (signature tracking was off, '
+            "or the log dir holds no xla_guard_reports.json). Measured compilations per profiled "
+            "window are in the coverage table above.</p>"
+        )
+    events, curve = _events(section.signatures)
+    xla = any(s.get("expected_compilations") is not None for s in section.signatures)
+    figure = plots.timeline(curve, events, [s["epoch"] for s in section.signatures], xla)
+    rows = [
+        f'<tr class="event" data-index="{n}">'
+        + _num("global_step", e["global_step"], str(e["global_step"]))
+        + _num("epoch", e["epoch"], str(e["epoch"]))
+        + _num("step", e["step"], str(e["step"]))
+        + f'<td class="name">{escape(e["message"])}</td></tr>'
+        for n, e in enumerate(events, 1)
+    ]
+    findings = []
+    for stats in section.signatures:
+        for f in stats.get("explanations") or ():
+            if f.get("kind") in _NEW_KINDS:
+                continue
+            code = f.get("fix_code") or ""
+            findings.append(
+                f'<li data-kind="{escape(f.get("kind"))}"><strong>epoch {escape(stats["epoch"])}</strong>: '
+                f"{escape(f.get('message'))}"
+                + (f"<pre>{html.escape(_visible_code(code))}</pre>" if code else "")
+                + "</li>"
+            )
+    what = ("each new input signature is one XLA compilation" if xla
+            else "the step is not compiled with XLA, so new signatures cost no compilation")
+    return (
+        heading + f'<p class="muted">Input signatures seen over the run\'s steps ({what}).</p>' + figure
+        + _table(["step (run)", "epoch", "step (epoch)", "new signature"], rows, "events")
+        + ('<ul class="findings">' + "".join(findings) + "</ul>" if findings else "")
+    )
+
+
+def _visible_code(code: str) -> str:
+    """Code keeps its line breaks; every other unprintable character is escaped."""
+    return "\n".join(printable(line) for line in code.split("\n"))
+
+
+def _format_signature(sig: Mapping[str, Any]) -> str:
+    parts = []
+    for path, shape, dtype in zip(sig.get("paths") or (), sig.get("shapes") or (), sig.get("dtypes") or ()):
+        dims = "?" if shape is None else ", ".join("None" if d is None else str(d) for d in shape)
+        parts.append(f"{path}: {dtype}[{dims}]")
+    return "; ".join(parts) or "(no arrays)"
+
+
+def _signatures(section: HtmlSection) -> str:
+    if not section.signatures:
+        return ""
+    rows = []
+    for s in section.signatures:
+        expected = s.get("expected_compilations")
+        sigs = "<br>".join(escape(_format_signature(sig)) for sig in s.get("signatures") or ())
+        rows.append(
+            f'<tr class="epoch-signatures" data-epoch="{int(s["epoch"])}"><td>{escape(s["epoch"])}</td>'
+            + _num("steps", s["steps"], str(s["steps"]))
+            + _num("distinct_signatures", s["distinct_signatures"], str(s["distinct_signatures"]))
+            + _num("new_signatures", s["new_signatures"], str(s["new_signatures"]))
+            + _num("expected_compilations", expected, "-" if expected is None else str(expected))
+            + _num("compilations_so_far", s["compilations_so_far"], str(s["compilations_so_far"]))
+            + f"<td>{'yes' if s.get('short_last_batch') else 'no'}</td>"
+            + f'<td class="name">{sigs}</td></tr>'
+        )
+    return "<h3>Input signatures per epoch</h3>" + _table(
+        ["epoch", "steps", "distinct", "new", "expected compilations", "seen so far",
+         "short last batch", "signatures (first seen first)"],
+        rows,
+        "signatures",
+    )
+
+
+def _compare(compare: Mapping[str, Any], plots: "_Plots") -> str:
+    modes = compare.get("modes") or {}
+    projected = compare.get("projected_run_s") or {}
+    rows = []
+    for name, m in modes.items():
+        memory = m.get("peak_memory_bytes")
+        rows.append(
+            f'<tr class="mode" data-mode="{escape(name)}"><td>{escape(name)}</td>'
+            + _num("step_time_s", m["step_time_s"], _ms(m["step_time_s"]))
+            + _num("startup_s", m["startup_s"], f"{m['startup_s']:.2f} s")
+            + _num("compilations", m["compilations"], str(m["compilations"]))
+            + _num("compile_time_s", m["compile_time_s"], f"{m['compile_time_s']:.2f} s")
+            + _num("projected_run_s", projected.get(name), f"{projected.get(name, math.nan):.1f} s")
+            + _num("peak_memory_bytes", memory, "-" if memory is None else f"{memory / 2**20:.1f} MiB")
+            + "</tr>"
+        )
+    names = [n for n in modes if n in projected]
+    figure = plots.projected(names, [projected[n] for n in names]) if names else ""
+    return (
+        '<section id="compare"><h2>Is XLA worth it? compare</h2>'
+        f'<p class="headline" id="compare-verdict">{escape(compare.get("verdict", ""))}</p>'
+        + figure
+        + _table(["mode", "step time", "startup", "compilations", "compile time",
+                  f"projected run ({compare.get('planned_steps')} steps)", "peak memory"], rows, "compare")
+        + "</section>"
+    )
+
+
+# --------------------------------------------------------------------- plots
+
+
+class _Plots:
+    """matplotlib figures as inline SVG, each with its own id prefix."""
+
+    def __init__(self) -> None:
+        try:
+            import matplotlib
+        except ImportError:
+            raise MissingDependencyError(
+                "The HTML report draws its plots with matplotlib, which is not installed: "
+                'pip install "keras-xla-guard[html]"'
+            ) from None
+        self._matplotlib = matplotlib
+        self._count = 0
+
+    def _figure(self, height: float) -> Any:
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=(9, height), layout="constrained")
+        return fig, fig.add_subplot()
+
+    def _svg(self, fig: Any, kind: str) -> str:
+        self._count += 1
+        prefix = f"kxg{self._count}-"
+        buf = io.StringIO()
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+        svg = buf.getvalue()
+        svg = svg[svg.index("<svg"):]
+        # Several figures in one document: their ids (clip paths, markers) must not collide.
+        svg = re.sub(r'(\bid="|url\(#|href="#)', rf"\g<1>{prefix}", svg)
+        return f'<figure class="plot" data-plot="{kind}">{svg}</figure>'
+
+    def _rc(self) -> Any:
+        return self._matplotlib.rc_context({
+            # Text stays text (small, searchable); `$` in an op name is not math.
+            "svg.fonttype": "none",
+            "svg.hashsalt": "keras-xla-guard",
+            "text.parse_math": False,
+            "font.size": 10,
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+        })
+
+    def coverage(self, labels: Sequence[str], fractions: Sequence[float]) -> str:
+        with self._rc():
+            fig, ax = self._figure(2.8)
+            xs = range(len(labels))
+            percents = [100 * f for f in fractions]
+            ax.bar(xs, percents, color=_XLA_COLOR, width=0.6, label="inside XLA")
+            ax.bar(xs, [100 - p for p in percents], bottom=percents, color=_PLAIN_COLOR, alpha=0.35,
+                   width=0.6, label="plain TF ops")
+            for x, p in zip(xs, percents):
+                ax.annotate(f"{p:.1f}%", (x, p), ha="center", va="bottom", fontsize=9,
+                            xytext=(0, 2), textcoords="offset points")
+            ax.set_xticks(list(xs), [printable(label) for label in labels])
+            # Room for five bars at least, so one profiled epoch is not one wide block.
+            ax.set_xlim(-0.6, max(len(labels), 5) - 0.4)
+            ax.set_ylim(0, 108)
+            ax.set_ylabel("share of op time (%)")
+            ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+            return self._svg(fig, "coverage")
+
+    def top_ops(self, labels: Sequence[str], seconds: Sequence[float]) -> str:
+        with self._rc():
+            fig, ax = self._figure(0.8 + 0.32 * len(labels))
+            ys = list(range(len(labels)))[::-1]
+            ax.barh(ys, [s * 1e3 for s in seconds], color=_PLAIN_COLOR)
+            ax.set_yticks(ys, [_shorten(printable(label)) for label in labels], fontsize=8)
+            ax.set_xlabel("self time (ms)")
+            return self._svg(fig, "top_ops")
+
+    def timeline(self, curve: Sequence[tuple[int, int]], events: Sequence[Mapping[str, Any]],
+                 epochs: Sequence[int], xla: bool) -> str:
+        with self._rc():
+            fig, ax = self._figure(2.8)
+            xs, ys = [], []
+            count, position = 0, 0
+            corners = iter(curve[1:])
+            pending = sorted(events, key=lambda e: e["global_step"])
+            # A step curve: +1 at each explained new signature, the epoch's
+            # exact total at its end (more new signatures than explained).
+            xs.append(0)
+            ys.append(0)
+            for end, total in corners:
+                for e in [e for e in pending if position <= e["global_step"] < end]:
+                    count += 1
+                    xs.append(e["global_step"])
+                    ys.append(count)
+                count = max(count, total)
+                xs.append(end)
+                ys.append(count)
+                position = end
+            ax.step(xs, ys, where="post", color=_LINE_COLOR)
+            marks = [(e["global_step"], _y_at(xs, ys, e["global_step"])) for e in events]
+            if marks:
+                ax.plot([m[0] for m in marks], [m[1] for m in marks], "o", color=_PLAIN_COLOR,
+                        label="new signature", gid="new-signatures")
+                for n, (x, y) in enumerate(marks, 1):
+                    ax.annotate(str(n), (x, y), xytext=(4, 4), textcoords="offset points", fontsize=8)
+            for (end, _), epoch in zip(curve[1:], epochs):
+                ax.axvline(end, color="#8c959f", linewidth=0.6, linestyle=":")
+                ax.annotate(f"end of epoch {epoch}", (end, 0), xytext=(-3, 3), textcoords="offset points",
+                            rotation=90, ha="right", va="bottom", fontsize=7, color="#57606a")
+            ax.set_xlabel("training step (over the run)")
+            ax.set_ylabel("XLA compilations" if xla else "input signatures")
+            ax.set_ylim(0, max(ys) + 1)
+            return self._svg(fig, "timeline")
+
+    def projected(self, modes: Sequence[str], seconds: Sequence[float]) -> str:
+        with self._rc():
+            fig, ax = self._figure(0.8 + 0.4 * len(modes))
+            ys = list(range(len(modes)))[::-1]
+            best = min(seconds)
+            ax.barh(ys, seconds, color=[_XLA_COLOR if s == best else "#8c959f" for s in seconds])
+            for y, s in zip(ys, seconds):
+                ax.annotate(f"{s:.1f} s", (s, y), xytext=(3, 0), textcoords="offset points", va="center")
+            ax.set_yticks(ys, [printable(m) for m in modes])
+            ax.set_xlabel("projected run (s)")
+            return self._svg(fig, "compare")
+
+
+def _y_at(xs: Sequence[int], ys: Sequence[int], x: int) -> int:
+    """The step curve's value at `x` (the last corner at or before it)."""
+    value = 0
+    for cx, cy in zip(xs, ys):
+        if cx <= x:
+            value = cy
+    return value
+
+
+def _shorten(label: str, width: int = 70) -> str:
+    return label if len(label) <= width else label[: width - 3] + "..."

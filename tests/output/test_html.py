@@ -1,0 +1,73 @@
+"""The HTML report page: names from traces and users are escaped, the headline is exact."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from keras_xla_guard.errors import MissingDependencyError
+from keras_xla_guard.output.html import HtmlSection, escape, render_html, section_of, verdict_of
+from keras_xla_guard.output.table import printable
+from keras_xla_guard.trace.report import CoverageReport
+from _html import HOSTILE_NAMES, hostile_page, read_page
+
+# What a page may hold outside its SVG plots: no script, link, image, frame or form.
+_FORBIDDEN_TAGS = {"script", "img", "iframe", "object", "embed", "link", "base", "a", "form", "input"}
+
+
+def test_hostile_names_stay_text_in_every_part_of_the_page() -> None:
+    """Op, input, worker names and messages with markup and control characters come out as literal text."""
+    page = hostile_page()
+    parsed = read_page(page)
+    tags = {tag for tag, _ in parsed.tags}
+    assert not tags & _FORBIDDEN_TAGS
+    for _, attrs in parsed.tags:
+        assert not [k for k in attrs if k.startswith("on")], attrs
+        assert all("javascript:" not in v for v in attrs.values())
+    # No raw control or bidi character anywhere: each was written as a visible escape.
+    assert all(c == "\n" or c.isprintable() for c in page)
+    assert "<script" not in page.lower()
+    text = "".join(parsed.text)
+    op_cells = [text for attrs, text in parsed.cells if attrs.get("class") == "name"]
+    for name in HOSTILE_NAMES:
+        shown = printable(name)
+        assert f"model/{shown}/MatMul" in op_cells  # the op name, whole, in its cell
+        assert f"model/{shown}" in op_cells  # its layer
+        assert shown in text  # notes, exit reason, compare verdict
+    assert [attrs["data-worker"] for tag, attrs in parsed.tags if tag == "section" and "data-worker" in attrs] == [
+        printable(n) for n in HOSTILE_NAMES[:2]
+    ]
+
+
+def test_escape_makes_control_characters_visible_and_markup_inert() -> None:
+    """`escape` writes control characters as Python escapes, then HTML entities."""
+    assert escape('<b a="1">\x1b\u202e') == "&lt;b a=&quot;1&quot;&gt;\\x1b\\u202e"
+
+
+@pytest.mark.parametrize(
+    ("fractions", "level", "start"),
+    [
+        ((0.95, 0.9), "good", "XLA ran 90.0% of op time in the lowest profiled window (epoch 2); every window is at 90% or more."),
+        ((0.95, 0.5), "partial", "XLA ran only 50.0% of op time in epoch 2;"),
+        ((0.2, 0.5), "low", "XLA ran only 20.0% of op time in epoch 1:"),
+    ],
+)
+def test_verdict_is_the_lowest_measured_window(fractions, level, start) -> None:
+    """The headline names the worst profiled window and its share; levels at 90 % and 50 %."""
+    reports = [CoverageReport(epoch=e, xla_time_fraction=f) for e, f in enumerate(fractions, 1)]
+    found = verdict_of([section_of("", reports)])
+    assert found[0] == level and found[1].startswith(start)
+
+
+def test_verdict_without_measurement_says_why() -> None:
+    """No ok report: level `none`, with each window's status and reason."""
+    section = HtmlSection("", (CoverageReport(status="skipped", reason="empty dataset", epoch=1).to_dict(),))
+    assert verdict_of([section]) == ("none", "Nothing was measured (skipped: empty dataset).")
+
+
+def test_missing_matplotlib_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without matplotlib, rendering raises MissingDependencyError naming the `html` extra."""
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(MissingDependencyError, match=r'pip install "keras-xla-guard\[html\]"'):
+        render_html([section_of("", [CoverageReport(epoch=1)])], exit_reason="done")

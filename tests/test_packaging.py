@@ -1,0 +1,41 @@
+"""The built wheel carries the license setup.cfg declares."""
+
+from __future__ import annotations
+
+import configparser
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_license_file_is_apache_2_and_ships_in_the_wheel(tmp_path: Path) -> None:
+    """LICENSE is the Apache 2.0 text setup.cfg declares, and the built wheel holds it verbatim."""
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO / "setup.cfg")
+    assert cfg["metadata"]["license"] == "Apache-2.0"
+    assert cfg["metadata"]["license_files"].split() == ["LICENSE"]
+    text = (REPO / "LICENSE").read_text(encoding="utf-8")
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+    assert "END OF TERMS AND CONDITIONS" in text
+    # Built from a copy: setuptools builds in the source tree (build/, *.egg-info).
+    src = tmp_path / "src"
+    shutil.copytree(REPO / "keras_xla_guard", src / "keras_xla_guard",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("setup.cfg", "pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(REPO / name, src / name)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+         "--wheel-dir", str(tmp_path), str(src)],
+        check=True, capture_output=True, text=True, timeout=300,
+    )
+    (wheel,) = tmp_path.glob("keras_xla_guard-*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        licenses = [n for n in zf.namelist() if n.endswith("/LICENSE") and ".dist-info/" in n]
+        assert len(licenses) == 1, zf.namelist()
+        assert zf.read(licenses[0]).decode("utf-8") == text
+        metadata = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+        assert "License: Apache-2.0" in zf.read(metadata).decode("utf-8")
