@@ -50,6 +50,11 @@ browser-deps:
 notebook-docs: $(VENV)/.installed-test
 	$(PY) docs/_hooks/notebook.py --execute
 
+# Retakes docs/images/html_report.png with the browser test's own page.
+.PHONY: docs-images
+docs-images: browser-deps $(VENV)/.installed-test
+	XLA_GUARD_UPDATE_DOCS_IMAGES=1 $(PY) -m pytest -q tests/output/test_browser.py -k "html_report"
+
 demo: $(VENV)/.installed
 	$(PY) -m keras_xla_guard.demo --log-dir logs/demo
 
