@@ -87,3 +87,32 @@ class Explanation:
         d = dataclasses.asdict(self)
         d["values"] = list(self.values)
         return d
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Explanation":
+        """Rebuilds a finding from `to_dict()` output (e.g. read back from JSON).
+
+        Args:
+            data: A dict as `to_dict()` returns it.
+
+        Returns:
+            An equal `Explanation`.
+
+        Raises:
+            ValueError: If `data` is not such a dict.
+
+        Example:
+
+        ```python
+        from keras_xla_guard import Explanation
+
+        finding = Explanation("dim_varied", "x dim 1 took 3 values", values=(5, 7, 9))
+        assert Explanation.from_dict(finding.to_dict()) == finding
+        ```
+        """
+        try:
+            return cls(**{**data, "values": tuple(data.get("values", ()))})
+        except TypeError as e:
+            raise ValueError(
+                f"An explanation must be a dict from Explanation.to_dict() ({e}). Received: data={data!r}"
+            ) from None

@@ -165,13 +165,18 @@ class CoverageReport:
             raise ValueError(f"`data` must be a dict from CoverageReport.to_dict(). Received: data={data!r}")
         names = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in data.items() if k in names}
-        for key in ("trace_paths", "hosts", "compiled_modules", "notes", "signature_explanations"):
+        from keras_xla_guard.signatures.explanation import Explanation
+
+        for key in ("trace_paths", "hosts", "compiled_modules", "notes"):
             if key in values:
                 values[key] = tuple(values[key])
         try:
             values["top_non_xla_ops"] = tuple(OpStat(**op) for op in values.get("top_non_xla_ops", ()))
         except TypeError as e:
             raise ValueError(f"`top_non_xla_ops` holds a malformed op ({e}). Received: data={data!r}") from None
+        values["signature_explanations"] = tuple(
+            Explanation.from_dict(e) for e in values.get("signature_explanations", ())
+        )
         return cls(**values)
 
     def __str__(self) -> str:

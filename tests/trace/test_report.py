@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from keras_xla_guard import CoverageReport, OpStat
+from keras_xla_guard import CoverageReport, Explanation, OpStat
 
 
 def _report() -> CoverageReport:
@@ -15,6 +15,9 @@ def _report() -> CoverageReport:
         xla_time_s=0.3, non_xla_op_time_s=0.1, xla_time_fraction=0.75, xla_executions=4,
         compiled_modules=("m",), notes=("n",), distinct_signatures=1, new_signatures=0,
         top_non_xla_ops=(OpStat("CollectiveReduceV2", "CollectiveReduceV2", 0.1, 4),),
+        signature_explanations=(
+            Explanation("dim_varied", "x dim 1 took 3 values", "warning", "x", 1, (5, 7, 9), 2, "pad()"),
+        ),
     )
 
 
@@ -29,6 +32,22 @@ def test_from_dict_refuses_a_malformed_op_table():
     data = _report().to_dict()
     data["top_non_xla_ops"] = [{"op_type": "MatMul"}]
     with pytest.raises(ValueError, match=r"top_non_xla_ops.*Received: data="):
+        CoverageReport.from_dict(data)
+
+
+def test_report_read_back_writes_the_same_json():
+    """A report rebuilt from JSON holds Explanation objects again, so its own to_dict() works and matches."""
+    data = json.loads(json.dumps(_report().to_dict()))
+    again = CoverageReport.from_dict(data)
+    assert isinstance(again.signature_explanations[0], Explanation)
+    assert again.to_dict() == data
+
+
+def test_from_dict_refuses_a_malformed_explanation():
+    """An explanation entry with unknown keys is a ValueError quoting it."""
+    data = _report().to_dict()
+    data["signature_explanations"] = [{"kind": "dim_varied", "oops": 1}]
+    with pytest.raises(ValueError, match=r"Explanation.to_dict.*Received: data="):
         CoverageReport.from_dict(data)
 
 
