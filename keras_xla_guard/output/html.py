@@ -240,9 +240,16 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.2f} ms"
 
 
+# Scopes TensorFlow wraps a whole traced step in: they name no layer.
+_CALL_SCOPES = frozenset({"StatefulPartitionedCall", "PartitionedCall"})
+
+
 def _layer(op_name: str) -> str:
-    """The layer path of an op: its name without the last component."""
-    return op_name.rsplit("/", 1)[0] if "/" in op_name else "-"
+    """The layer path of an op: its scopes without the step's call wrappers; `-` for none."""
+    scopes = op_name.split("/")[:-1]
+    while scopes and scopes[0] in _CALL_SCOPES:
+        scopes.pop(0)
+    return "/".join(scopes) or "-"
 
 
 def _table(header: Sequence[str], rows: Sequence[str], cls: str = "") -> str:

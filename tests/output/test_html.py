@@ -71,3 +71,20 @@ def test_missing_matplotlib_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(MissingDependencyError, match=r'pip install "keras-xla-guard\[html\]"'):
         render_html([section_of("", [CoverageReport(epoch=1)])], exit_reason="done")
+
+
+@pytest.mark.parametrize(
+    ("op_name", "layer"),
+    [
+        ("StatefulPartitionedCall/dense_1/Relu", "dense_1"),
+        ("StatefulPartitionedCall/gradient_tape/dense_1/MatMul/MatMul", "gradient_tape/dense_1/MatMul"),
+        ("PartitionedCall/StatefulPartitionedCall/model/conv/Conv2D", "model/conv"),
+        ("StatefulPartitionedCall/Add_2", "-"),
+        ("GatherV2", "-"),
+    ],
+)
+def test_layer_column_drops_the_steps_call_wrappers(op_name, layer) -> None:
+    """The layer of an op is its scope path without TensorFlow's call wrappers; `-` when none is left."""
+    from keras_xla_guard.output.html import _layer
+
+    assert _layer(op_name) == layer
