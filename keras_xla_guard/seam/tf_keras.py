@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["DATASET_HOLDER", "EXIT_HOOK_HOLDER", "FLAVOUR", "probe", "recording_function"]
+__all__ = ["DATASET_HOLDER", "EXIT_HOOK_HOLDER", "FLAVOUR", "probe", "recording_function", "step_counters"]
 
 FLAVOUR = "tf_keras"
 DATASET_HOLDER = ("data_handler", "_dataset")
@@ -37,3 +37,18 @@ def recording_function(original: Any, tap: Any) -> Any:
     from keras_xla_guard.seam._recording import recording_tf_function
 
     return recording_tf_function(original, tap, autograph=True)
+
+
+_COUNTERS = ("_train_counter", "_test_counter", "_predict_counter")
+
+
+def step_counters(model: Any) -> tuple[list[Any], list[str]]:
+    """tf_keras' step counters (`model._train_counter`, ...) and the names it lacks."""
+    found, absent = [], []
+    for name in _COUNTERS:
+        counter = getattr(model, name, None)
+        if counter is None:
+            absent.append(name)
+        else:
+            found.append(counter)
+    return found, absent
