@@ -96,6 +96,13 @@ class XlaGuardCallback(keras.callbacks.Callback):
             per-call dispatch, which saves more than the ops cost (see
             docs/benchmarks.md for both, measured); `False` leaves Keras' train
             function untouched. Defaults to `True`.
+        warm_up: Compile the train step for every input signature at train
+            begin, before the first epoch (see `keras_xla_guard.warm_up`):
+            `True` reads `fit`'s own dataset once to find its signatures
+            (a `tf.data.Dataset` input; bucketed data is the case it pays
+            for); or pass the dataset or list of signatures `warm_up`
+            takes. The result is in `warm_up_report`; a failure is a
+            warning and training goes on. Defaults to `False`.
         config: A `GuardConfig` to use instead of the keyword arguments
             above (the same one can serve a custom loop's `XlaGuard`).
             Defaults to `None`.
@@ -141,6 +148,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
         max_compilations: int | None = DEFAULT_MAX_COMPILATIONS,
         on_violation: str = "warn",
         track_signatures: bool = True,
+        warm_up: Any = False,
         config: GuardConfig | None = None,
     ) -> None:
         super().__init__()
@@ -167,7 +175,8 @@ class XlaGuardCallback(keras.callbacks.Callback):
         self._inputs = KerasInputTracker(self.engine)
         self._track_signatures = bool(track_signatures)
         self._explain = explain
-        self.explain_report: Any = None
+        self._warm_up = warm_up
+        self.warm_up_report: Any = None
         self._switch_verdicts: tuple[Verdict, ...] = ()
         self._noted = False
         self._note_lock = threading.Lock()
@@ -333,6 +342,8 @@ class XlaGuardCallback(keras.callbacks.Callback):
             trace_dir=None if cluster is None else cluster.trace_dir,
             sinks=None if cluster is None else [*self.engine.default_sinks(tensorboard=False), cluster],
         )
+        if self._warm_up is not False and self._warm_up is not None:
+            self._run_warm_up()
         self._track(self._attach_inputs, params.get("steps"))
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
@@ -369,6 +380,23 @@ class XlaGuardCallback(keras.callbacks.Callback):
         _guarding.discard(self)
         self._track(self._inputs.detach)
         self.engine.train_end()
+
+    def _run_warm_up(self) -> None:
+        """Warms the train step up before the first epoch; a failure is a warning."""
+        from keras_xla_guard import seam
+        from keras_xla_guard.warmup import warm_up
+
+        try:
+            source = self._warm_up
+            if source is True:
+                source = seam.training_dataset(self.model)
+                if source is None:
+                    raise ValueError(f"fit's input is not a tf.data.Dataset that {seam.keras_version(self.model)} "
+                                     "exposes; pass warm_up=<dataset or signatures>")
+            self.warm_up_report = warm_up(self.model, source)
+        except Exception as e:  # noqa: BLE001 - the guard must not break training
+            warnings.warn(f"keras-xla-guard: warm-up skipped: {type(e).__name__}: {e}", XlaGuardWarning,
+                          stacklevel=2)
 
     def _abort(self) -> None:
         """An exception is leaving `fit` (Keras calls no callback then): stop and put back.

@@ -40,6 +40,7 @@ __all__ = [
     "flavour_of",
     "keras_version",
     "steps_per_execution",
+    "training_dataset",
     "training_state",
 ]
 
@@ -370,3 +371,22 @@ def build_for_training(model: Any, batch: Any) -> str | None:
     if not getattr(optimizer, "built", False) and hasattr(optimizer, "build"):
         optimizer.build(model.trainable_variables)
     return reason
+
+
+def training_dataset(model: Any) -> Any:
+    """The `tf.data.Dataset` the running `fit` of `model` iterates, or `None`.
+
+    Call from a callback hook: found through `fit`'s local iterator holder
+    (`epoch_iterator` / `data_handler`, see the flavour modules). Under a
+    strategy, the dataset before it was distributed.
+    """
+    import tensorflow as tf
+
+    flavour = flavour_of(model)
+    if flavour is None:
+        return None
+    name, attribute = flavour.DATASET_HOLDER
+    dataset = getattr(_fit_local(model, name), attribute, None)
+    if isinstance(dataset, tf.distribute.DistributedDataset):
+        dataset = getattr(dataset, "_original_dataset", None)
+    return dataset if isinstance(dataset, tf.data.Dataset) else None

@@ -21,6 +21,7 @@ from keras_xla_guard.trace.classify import (
     is_guard_op,
     split_tf_op,
 )
+from keras_xla_guard.trace.compiles import compile_records
 from keras_xla_guard.trace.report import CoverageReport, OpStat
 from keras_xla_guard.trace.xplane import (
     DEFAULT_MAX_TRACE_BYTES,
@@ -543,6 +544,7 @@ def analyze_xspace(
     host_totals = _Totals()
     device_totals = _Totals()
     device_active = False
+    compiles = False
     for plane in space.planes:
         if plane.name.startswith("/device:"):
             stat_ids = _stat_index(plane)
@@ -551,6 +553,7 @@ def analyze_xspace(
             )
         elif _is_host_plane(plane.name):
             cache = _PlaneCache(plane)
+            compiles = compiles or bool(cache.markers)
             for line in iter_lines(plane, source=source):
                 _scan_line(plane, line, cache, host_totals)
                 # A lazily read line holds its events' bytes: let it go
@@ -566,7 +569,7 @@ def analyze_xspace(
         totals, base = device_totals, "device"
     else:
         totals, base = host_totals, "host"
-    return _report_from_totals(
+    report = _report_from_totals(
         totals,
         time_base=base,
         top_k=top_k,
@@ -574,6 +577,11 @@ def analyze_xspace(
         hosts=(host,) if host else (),
         wall_s=_profile_wall_s(space),
     )
+    if not compiles:
+        return report
+    # A second pass, only over traces that compiled: the table needs every
+    # thread's compile intervals, which the scan above does not keep.
+    return dataclasses.replace(report, compile_table=compile_records(space, source=source))
 
 
 def combine_reports(reports: Sequence[CoverageReport], *, top_k: int = DEFAULT_TOP_K) -> CoverageReport:
@@ -620,6 +628,7 @@ def combine_reports(reports: Sequence[CoverageReport], *, top_k: int = DEFAULT_T
         compilations=sum(r.compilations for r in reports),
         compile_time_s=sum(r.compile_time_s for r in reports),
         compiled_modules=tuple(dict.fromkeys(m for r in reports for m in r.compiled_modules)),
+        compile_table=tuple(c for r in reports for c in r.compile_table),
         top_non_xla_ops=tuple(top[:top_k]),
         input_pipeline_time_s=sum(r.input_pipeline_time_s for r in reports),
         eager_overhead_s=sum(r.eager_overhead_s for r in reports),
