@@ -175,6 +175,7 @@ def _report_document(args: argparse.Namespace, runs: list[_Run],
 
 
 def _run_report(args: argparse.Namespace) -> int:
+    from keras_xla_guard.output.console import compile_lines
     from keras_xla_guard.output.table import coverage_table
 
     runs = _analyze_runs(args)
@@ -185,6 +186,8 @@ def _run_report(args: argparse.Namespace) -> int:
         # Cells are escaped by the table itself: its newlines separate rows.
         _emit(*coverage_table([(run.run_dir.name, run.hosts, run.combined) for run in runs]).splitlines())
         for run in runs:
+            for line in compile_lines(run.combined):
+                _emit(f"{run.run_dir.name}: {line.strip()}")
             for note in run.combined.notes:
                 _emit(f"note ({run.run_dir.name}): {note}")
         for violation in violations:
@@ -195,7 +198,7 @@ def _run_report(args: argparse.Namespace) -> int:
 def _run_doctor(args: argparse.Namespace) -> int:
     from keras_xla_guard.diagnose.doctor import doctor
 
-    report = doctor(probe=not args.no_probe, probe_timeout=args.probe_timeout)
+    report = doctor(probe=not args.no_probe, probe_timeout=args.probe_timeout, trace=args.trace)
     if args.json:
         _emit(*json.dumps(report.to_dict(), indent=2, sort_keys=True).splitlines())
     else:
@@ -312,6 +315,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     doctor.add_argument("--probe-timeout", type=float, default=120.0, metavar="SECONDS",
                         help="time limit of the probe process (default: 120)")
+    doctor.add_argument("--trace", metavar="PATH", default=None,
+                        help="a run's trace: recommend the persistent compilation cache when "
+                             "compilation is a large share of it")
     doctor.set_defaults(run=_run_doctor)
     _add_compare_parser(sub)
     return parser

@@ -31,6 +31,7 @@ from keras_xla_guard.runtime.config import (
 )
 from keras_xla_guard.runtime.policy import CompilationPolicy
 from keras_xla_guard.runtime.profiler import ProfilerSession, SessionLostError, stop_stale_session
+from keras_xla_guard.diagnose.doctor import compile_cost_verdicts
 from keras_xla_guard.runtime.sink import ReportSink
 from keras_xla_guard.runtime.xla_cache import persistent_cache
 from keras_xla_guard.signatures.signature import Signature
@@ -623,6 +624,7 @@ class XlaGuardEngine:
                 notes = list(report.notes)
                 for provider in self._notes:
                     notes.extend(provider(report))
+                notes.extend(v.as_note() for v in compile_cost_verdicts(report))
                 report = dataclasses.replace(report, notes=tuple(dict.fromkeys(notes)))
         except Exception as e:  # noqa: BLE001 - analysis must not break training
             self._warn(f"analysis of epoch {epoch} failed: {type(e).__name__}: {e}")
@@ -650,8 +652,11 @@ class XlaGuardEngine:
                     report, signatures_unavailable=self._unavailable_epochs[report.epoch]
                 )
             self._reports[report.epoch] = report
+            final = stats is not None or report.epoch in self._unavailable_epochs or self._xla_mode is None
         for sink in self._run_sinks:
             self._to_sink(sink, "write_report", report)
+        if final:
+            self._write_compiles(report)
 
     def _check_compilations(self) -> None:
         """Applies `max_compilations` and the megamorphic warning."""
@@ -684,9 +689,19 @@ class XlaGuardEngine:
             self._signature_stats[epoch] = stats
             report = self._reports.get(epoch)
             if report is not None:
-                self._reports[epoch] = _with_signatures(report, stats, self._window_steps.get(epoch))
+                report = self._reports[epoch] = _with_signatures(report, stats, self._window_steps.get(epoch))
         for sink in self._run_sinks:
             self._to_sink(sink, "write_signatures", stats)
+        if report is not None:
+            self._write_compiles(report)
+
+    def _write_compiles(self, report: CoverageReport) -> None:
+        """Hands a report's final compile table to the sinks that publish one."""
+        if not report.ok:
+            return
+        for sink in self._run_sinks:
+            if hasattr(sink, "write_compiles"):
+                self._to_sink(sink, "write_compiles", report)
 
     def _mark_unavailable(self, epoch: int, reason: str) -> None:
         """Records that `epoch` has no signature figures, and why, everywhere they show."""
@@ -694,9 +709,11 @@ class XlaGuardEngine:
             self._unavailable_epochs[epoch] = reason
             report = self._reports.get(epoch)
             if report is not None:
-                self._reports[epoch] = dataclasses.replace(report, signatures_unavailable=reason)
+                report = self._reports[epoch] = dataclasses.replace(report, signatures_unavailable=reason)
         for sink in self._run_sinks:
             self._to_sink(sink, "write_signatures_unavailable", epoch, reason)
+        if report is not None:
+            self._write_compiles(report)
 
 
 def _with_signatures(
