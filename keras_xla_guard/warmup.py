@@ -159,30 +159,36 @@ def _batches_from_dataset(dataset: Any, max_batches: int) -> tuple[list[Any], in
     return list(seen.values()), read
 
 
-def _one_batch_iterator(model: Any, batch: Any, element_spec: Any) -> Any:
-    """An iterator over `batch` whose type spec is the one `fit` iterates with."""
+def _iterator(model: Any, batches: list[Any], element_spec: Any) -> Any:
+    """An iterator over `batches` whose type spec is the one `fit` iterates with."""
     import tensorflow as tf
 
-    dataset = tf.data.Dataset.from_generator(lambda: iter([batch]), output_signature=element_spec)
+    dataset = tf.data.Dataset.from_generator(lambda: iter(batches), output_signature=element_spec)
     strategy = getattr(model, "distribute_strategy", None)
     if strategy is not None:
         dataset = strategy.experimental_distribute_dataset(dataset)
     return iter(dataset)
 
 
-def _run(model: Any, step: str, batch: Any, element_spec: Any) -> None:
+def _run(model: Any, step: str, batches: list[Any], element_spec: Any) -> None:
+    """Runs `step` once on each batch, through the function `fit`/`evaluate`/`predict` call."""
     import tensorflow as tf
 
+    from keras_xla_guard import seam
+
     if step == "predict":
-        x = batch[0] if isinstance(batch, tuple) else batch
+        xs = [b[0] if isinstance(b, tuple) else b for b in batches]
         spec = element_spec[0] if isinstance(element_spec, tuple) else element_spec
-        dataset = tf.data.Dataset.from_generator(lambda: iter([x]), output_signature=spec)
-        model.predict(dataset, verbose=0)
+        model.predict(tf.data.Dataset.from_generator(lambda: iter(xs), output_signature=spec), verbose=0)
         return
     make = model.make_train_function if step == "train" else model.make_test_function
     make()
     function = model.train_function if step == "train" else model.test_function
-    function(_one_batch_iterator(model, batch, element_spec))
+    iterator = _iterator(model, batches, element_spec)
+    # One call runs `steps_per_execution` batches.
+    spe = seam.steps_per_execution(model)
+    for _ in range(-(-len(batches) // spe)):
+        function(iterator)
 
 
 def warm_up(
@@ -271,7 +277,7 @@ def warm_up(
     reason = seam.build_for_training(model, batches[0])
     if reason is not None:
         notes.append(f"{seam.keras_version(model)}: could not build the model ahead ({reason}); "
-                     "variables the first step creates are reset by model.reset_metrics() only")
+                     "variables the first step creates cannot be put back")
     variables, missing = seam.training_state(model)
     if missing is not None:
         notes.append(f"not restored: {missing}")
@@ -280,19 +286,21 @@ def warm_up(
     started = time.perf_counter()
     try:
         for step in steps:
-            for batch in batches:
-                _run(model, step, batch, spec)
+            _run(model, step, batches, spec)
     finally:
         for variable, value in zip(variables, saved):
             variable.assign(value)
         created = [v for v in seam.training_state(model)[0] if id(v) not in known]
         if created:
+            # tf_keras builds its compiled metrics in the first step; a
+            # reset puts them where `fit` would start them anyway.
             model.reset_metrics()
-            notes.append(
-                f"{len(created)} variable(s) were created by the warm-up itself "
-                f"({', '.join(sorted(getattr(v, 'path', None) or v.name for v in created)[:5])}); "
-                "they keep their post-warm-up values unless they are metrics"
-            )
+            metric_ids = {id(v) for m in getattr(model, "metrics", ()) for v in getattr(m, "variables", ())}
+            kept = [v for v in created if id(v) not in metric_ids]
+            if kept:
+                names = sorted(str(getattr(v, "path", None) or v.name) for v in kept)
+                notes.append(f"{len(kept)} variable(s) were created by the warm-up itself "
+                             f"({', '.join(names[:5])}) and keep their post-warm-up values")
         for note in notes:
             warnings.warn(f"keras-xla-guard: warm_up: {note}", XlaGuardWarning, stacklevel=2)
     return WarmUpReport(

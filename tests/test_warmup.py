@@ -121,3 +121,54 @@ def test_warm_up_rejects_bad_arguments():
         warm_up(model, [((8, 5), (8, 1))], steps=("fit",))
     with pytest.raises(ValueError, match="at least one signature"):
         warm_up(model, [])
+
+
+_TF_KERAS = """
+import json, os, sys, tempfile
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+import numpy as np, tensorflow as tf, tf_keras as keras
+from keras_xla_guard import analyze_trace, seam, warm_up
+
+def build(seq=True):
+    keras.utils.set_random_seed(0)
+    tokens = keras.Input((None,), dtype="int32", name="tokens")
+    h = keras.layers.BatchNormalization()(keras.layers.Embedding(50, 8)(tokens))
+    h = keras.layers.Dropout(0.3, seed=1)(keras.layers.GlobalAveragePooling1D()(h))
+    model = keras.Model({"tokens": tokens}, keras.layers.Dense(1)(h))
+    model.compile(keras.optimizers.Adam(1e-2), "mse", jit_compile=True)
+    return model
+
+rng = np.random.default_rng(0)
+batches = [({"tokens": rng.integers(1, 50, (8, n)).astype("int32")}, rng.standard_normal((8, 1)).astype("float32"))
+           for n in (5, 7, 9, 5, 7)]
+spec = ({"tokens": tf.TensorSpec((None, None), tf.int32)}, tf.TensorSpec((None, 1), tf.float32))
+ds = tf.data.Dataset.from_generator(lambda: iter(batches), output_signature=spec)
+state = lambda m: [np.array(v.numpy()) for v in seam.training_state(m)[0]]
+legacy = warm_up(build(), [({"tokens": (8, 5)}, (8, 1))], element_spec=spec)
+keras.backend.experimental.enable_tf_random_generator()
+warmed, plain = build(), build()
+result = warm_up(warmed, ds)
+log = tempfile.mkdtemp()
+tf.profiler.experimental.start(log)
+warmed.fit(ds, epochs=1, verbose=0)
+tf.profiler.experimental.stop()
+plain.fit(ds, epochs=1, verbose=0)
+a, b = state(warmed), state(plain)
+print(json.dumps({"keras": seam.keras_version(warmed), "signatures": len(result.signatures),
+                  "notes": list(result.notes), "legacy_notes": list(legacy.notes),
+                  "compilations": analyze_trace(log).compilations,
+                  "identical": len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b))}))
+"""
+
+
+def test_warm_up_on_tf_keras_compiles_ahead_and_trains_identically():
+    """tf_keras: 0 compilations after warm_up, identical training; legacy Dropout RNG state is named as not restored."""
+    from _helpers import run_python
+
+    out = run_python(_TF_KERAS, env={"TF_USE_LEGACY_KERAS": "1"})
+    assert out["keras"].startswith("tf_keras")
+    assert out["signatures"] == 3
+    assert out["notes"] == []
+    assert out["compilations"] == 0
+    assert out["identical"] is True
+    assert out["legacy_notes"] == ["not restored: the random state of dropout (legacy stateful RNG ops)"]

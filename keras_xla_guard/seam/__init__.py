@@ -303,7 +303,8 @@ def training_state(model: Any) -> tuple[list[Any], str | None]:
     The model's variables (weights, BatchNormalization statistics and, in
     Keras 3, `SeedGenerator` states), the optimizer's (its step counter
     `iterations`, slots), the metrics' and, in tf_keras, the model's own
-    step counters (`_train_counter`, ...; private, hence here).
+    step counters (`_train_counter`, ...) and its layers' random-generator
+    states (private, hence here).
 
     Args:
         model: A compiled Keras model.
@@ -330,6 +331,10 @@ def training_state(model: Any) -> tuple[list[Any], str | None]:
         groups.append(counters)
         if absent:
             missing.append(f"{keras_version(model)} has no {', '.join(absent)}")
+        states, legacy = tf_keras.random_states(all_layers(model))
+        groups.append(states)
+        if legacy:
+            missing.append(f"the random state of {', '.join(legacy)} (legacy stateful RNG ops)")
     seen: set[int] = set()
     for group in groups:
         for variable in group:

@@ -211,3 +211,32 @@ def test_cli_doctor_bad_usage_exits_2_with_one_line(args: tuple[str, ...], expec
     assert proc.stdout == ""
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and expected in lines[0]
+
+
+def _compile_report(seconds, program="one_step_on_data", wall=2.0):
+    from keras_xla_guard.trace.compiles import CompileRecord
+    from keras_xla_guard.trace.report import CoverageReport
+
+    rows = tuple(CompileRecord(program, "m", 0.0, seconds / 2) for _ in range(2))
+    return CoverageReport(compilations=2, compile_table=rows, window_wall_s=wall)
+
+
+def test_compile_cost_verdict_recommends_the_persistent_cache_with_the_exact_line():
+    """Compilation over 20 % of the window: a warning whose fix is the export line; info once the cache is on."""
+    from keras_xla_guard.diagnose.doctor import compile_cost_verdicts
+
+    (verdict,) = compile_cost_verdicts(_compile_report(1.0), env={})
+    assert (verdict.code, verdict.status) == ("COMPILE_COST_HIGH", "warning")
+    assert "2 XLA compilation(s) took 1.00 s, 50% of the window" in verdict.message
+    assert verdict.fix.startswith('export TF_XLA_FLAGS="--tf_xla_persistent_cache_directory=$HOME/.cache/xla"')
+    (on,) = compile_cost_verdicts(_compile_report(1.0), env={"TF_XLA_FLAGS": "--tf_xla_persistent_cache_directory=/c"})
+    assert (on.status, on.fix) == ("info", "")
+    assert compile_cost_verdicts(_compile_report(0.3), env={}) == []
+
+
+def test_compile_cost_verdict_does_not_recommend_the_cache_for_clusters():
+    """Auto-clustering clusters (not measured with the cache) get the warm-up advice only."""
+    from keras_xla_guard.diagnose.doctor import compile_cost_verdicts
+
+    (verdict,) = compile_cost_verdicts(_compile_report(1.0, program="cluster_0"), env={})
+    assert verdict.fix == "" and "persistent cache was not measured" in verdict.message
