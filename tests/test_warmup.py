@@ -6,6 +6,8 @@ One session fixture trains the same model twice, with and without
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import pytest
 
@@ -71,6 +73,28 @@ def test_warm_up_callback_leaves_no_compilation_in_the_training_window(fits):
     assert report.compilations == 0
     assert report.cache_hits == 5
     assert [(r.step, r.cache_hit) for r in report.compile_table] == [(s, True) for s in NEW_STEPS]
+
+
+def test_compile_table_reaches_tensorboard_console_and_cli(fits, capsys):
+    """The same 5 rows show in the xla_guard/compiles text, the console summary and `report`."""
+    from _fit_helpers import _events
+    from keras_xla_guard import format_report
+    from keras_xla_guard.cli import main
+
+    guard = fits[0][1]
+    report = guard.reports[0]
+    text = html.unescape(_events(guard.config.log_dir)["xla_guard/compiles"][0])
+    assert text.startswith("**5 XLA compilation(s)**, 0 cache hit(s).")
+    assert text.count("one_step_on_data") == 5 and "int32[8,13]" in text
+    console = format_report(report)
+    assert "compile table:     5 compiled, 0 cache hit(s)" in console
+    assert console.count(" one_step_on_data ") == 5
+    assert main(["report", report.trace_path]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if "one_step_on_data" in ln]
+    # A standalone trace knows the steps (the guard's step markers) but not the signatures.
+    assert [ln.split()[2] for ln in lines] == [str(s) for s in NEW_STEPS]
+    hits = html.unescape(_events(fits[1][1].config.log_dir)["xla_guard/compiles"][0])
+    assert hits.startswith("**0 XLA compilation(s)**, 5 cache hit(s).") and hits.count("| yes |") == 5
 
 
 def test_warm_up_trains_bit_identically(fits):

@@ -201,13 +201,12 @@ def compiles_markdown(report: CoverageReport) -> str:
         Markdown: one row per compilation or cache hit.
     """
     hits = f", {report.cache_hits} cache hit(s)" if report.cache_hits is not None else ""
-    cache = f"; persistent cache: `{escape_markdown(report.persistent_cache)}`" if report.persistent_cache else ""
+    cache = f"; persistent cache: {escape_markdown(report.persistent_cache)}" if report.persistent_cache else ""
     head = f"**{report.compilations} XLA compilation(s)**{hits}{cache}."
     if not report.compile_table:
         return head
     rows = (
-        [i, escape_markdown(c.program or "-"), "-" if c.step is None else c.step,
-         escape_markdown(c.signature or "-"),
+        [i, c.program or "-", "-" if c.step is None else c.step, c.signature or "-",
          "-" if c.compile_s is None else f"{c.compile_s * 1e3:.1f}", "yes" if c.cache_hit else "no"]
         for i, c in enumerate(report.compile_table, 1)
     )
