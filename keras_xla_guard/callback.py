@@ -175,6 +175,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
         self._inputs = KerasInputTracker(self.engine)
         self._track_signatures = bool(track_signatures)
         self._explain = explain
+        self.explain_report: Any = None
         self._warm_up = warm_up
         self.warm_up_report: Any = None
         self._switch_verdicts: tuple[Verdict, ...] = ()

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from keras_xla_guard._checks import check_int
+from keras_xla_guard.diagnose.doctor import compile_cost_verdicts
 from keras_xla_guard.errors import ProfilerBusyError, RecompilationLimitError, XlaGuardWarning
 from keras_xla_guard.runtime.config import (
     DEFAULT_LOG_DIR,
@@ -31,7 +32,6 @@ from keras_xla_guard.runtime.config import (
 )
 from keras_xla_guard.runtime.policy import CompilationPolicy
 from keras_xla_guard.runtime.profiler import ProfilerSession, SessionLostError, stop_stale_session
-from keras_xla_guard.diagnose.doctor import compile_cost_verdicts
 from keras_xla_guard.runtime.sink import ReportSink
 from keras_xla_guard.runtime.xla_cache import persistent_cache
 from keras_xla_guard.signatures.signature import Signature

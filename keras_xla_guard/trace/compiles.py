@@ -13,6 +13,7 @@ a compilation happened in.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import re
 from dataclasses import dataclass
@@ -102,6 +103,34 @@ def _lines(plane: Any, source: str) -> Any:
     return iter_lines(plane, source=source)
 
 
+def _line_compiles(
+    plane: Any, line: Any, base: int, markers: set[int], compiling: set[int], name_id: int
+) -> list[tuple[int, int, str]]:
+    """`(start, end, module)` of each compilation on one thread."""
+    events = sorted(((base + e.offset_ps, base + e.offset_ps + e.duration_ps, e)
+                     for e in line.events if e.duration_ps > 0), key=lambda item: (item[0], -item[1]))
+    starts = [item[0] for item in events]
+    out = []
+    previous_end = None
+    for index, (start, end, marker) in enumerate(events):
+        if marker.metadata_id not in markers:
+            continue
+        # The innermost non-compile event around the marker (the TF kernel
+        # or executor it ran in) bounds the compilation's start; so does
+        # the previous compilation on this thread.
+        floor = previous_end
+        for j in range(index - 1, -1, -1):
+            s, t, other = events[j]
+            if t >= end and other.metadata_id not in compiling:
+                floor = s if floor is None else max(floor, s)
+                break
+        first = bisect.bisect_left(starts, floor) if floor is not None else 0
+        begin = min((s for s, _, other in events[first:index] if other.metadata_id in compiling), default=start)
+        out.append((begin, end, str(_event_stat(plane, marker, name_id) or "")))
+        previous_end = end
+    return out
+
+
 def compile_records(space: Any, *, source: str = "<trace>") -> tuple[CompileRecord, ...]:
     """Every XLA compilation in a trace, in the order they began.
 
@@ -128,41 +157,24 @@ def compile_records(space: Any, *, source: str = "<trace>") -> tuple[CompileReco
         step_id = stat_ids.get("step_num", -1)
         intervals: list[tuple[int, int]] = []
         steps: list[tuple[int, int, int]] = []
-        # (start, end, module, start of the compilation) per marker.
-        found: list[list[Any]] = []
+        # (start of the compilation, end, module) per marker.
+        found: list[tuple[int, int, str]] = []
         for line in _lines(plane, source):
             base = line.timestamp_ns * 1000
-            events = [(base + e.offset_ps, base + e.offset_ps + e.duration_ps, e)
-                      for e in line.events if e.duration_ps > 0]
-            for start, end, e in events:
+            has_marker = False
+            for e in line.events:
                 mid = e.metadata_id
+                if e.duration_ps <= 0:
+                    continue
                 if mid in compiling:
-                    intervals.append((start, end))
+                    intervals.append((base + e.offset_ps, base + e.offset_ps + e.duration_ps))
+                    has_marker = has_marker or mid in markers
                 elif mid in steps_md and step_id >= 0:
                     value = _event_stat(plane, e, step_id)
                     if isinstance(value, int):
-                        steps.append((start, end, value))
-            line_markers = [(s, t, e) for s, t, e in events if e.metadata_id in markers]
-            if not line_markers:
-                continue
-            events.sort(key=lambda item: (item[0], -item[1]))
-            previous_end = None
-            for start, end, e in sorted(line_markers, key=lambda item: item[0]):
-                # The innermost non-compile event around the marker: the TF
-                # kernel (or executor) the compilation ran in.
-                parent_start = None
-                for s, t, other in events:
-                    if s > start:
-                        break
-                    if t >= end and other is not e and other.metadata_id not in compiling:
-                        parent_start = s
-                floor = max(x for x in (parent_start, previous_end) if x is not None) \
-                    if parent_start is not None or previous_end is not None else start
-                begin = min([s for s, t, other in events
-                             if other.metadata_id in compiling and floor <= s <= start] or [start])
-                module = _event_stat(plane, e, name_id) or ""
-                found.append([begin, end, str(module)])
-                previous_end = end
+                        steps.append((base + e.offset_ps, base + e.offset_ps + e.duration_ps, value))
+            if has_marker:
+                found.extend(_line_compiles(plane, line, base, markers, compiling, name_id))
         for begin, end, module in found:
             clipped = [(max(s, begin), min(t, end)) for s, t in intervals if s < end and t > begin]
             step = next((n for s, t, n in steps if s <= begin <= t), None)
