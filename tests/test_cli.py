@@ -472,3 +472,10 @@ def test_log_dir_1100_levels_deep_is_searched(capsys, runs, deep_dir):
     code, out, err = run_cli(capsys, "report", root)
     assert (code, err) == (0, "")
     assert out.splitlines()[1].split()[:2] == ["a", "host"]
+
+
+def test_doctor_trace_that_is_missing_exits_2(capsys, tmp_path):
+    """`doctor --trace` with no trace there: exit 2, one line naming the path."""
+    code, out, err = run_cli(capsys, "doctor", "--no-probe", "--trace", tmp_path / "nope")
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and str(tmp_path / "nope") in err
