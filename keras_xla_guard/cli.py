@@ -176,7 +176,7 @@ def _report_document(args: argparse.Namespace, runs: list[_Run],
 
 def _run_report(args: argparse.Namespace) -> int:
     from keras_xla_guard.output.console import compile_lines
-    from keras_xla_guard.output.table import coverage_table
+    from keras_xla_guard.output.table import coverage_table, printable
 
     runs = _analyze_runs(args)
     violations = _violations(args, runs)
@@ -186,8 +186,9 @@ def _run_report(args: argparse.Namespace) -> int:
         # Cells are escaped by the table itself: its newlines separate rows.
         _emit(*coverage_table([(run.run_dir.name, run.hosts, run.combined) for run in runs]).splitlines())
         for run in runs:
-            for line in compile_lines(run.combined):
-                _emit(f"{run.run_dir.name}: {line.strip()}")
+            if args.compiles:
+                for line in compile_lines(run.combined, max_rows=len(run.combined.compile_table)):
+                    _emit(printable(f"{run.run_dir.name}: {line.strip()}"))
             for note in run.combined.notes:
                 _emit(f"note ({run.run_dir.name}): {note}")
         for violation in violations:
@@ -231,6 +232,9 @@ def _add_report_parser(sub: Any) -> None:
                         "(bytes, or with suffix K, M, G; default: 1G)")
     report.add_argument("--top-k", type=_count, default=DEFAULT_TOP_K, metavar="K",
                         help=f"plain TF ops listed per report (default: {DEFAULT_TOP_K})")
+    report.add_argument("--compiles", action="store_true",
+                        help="after the table, list every XLA compilation (program, step, "
+                             "wall-clock compile time)")
     report.set_defaults(run=_run_report)
 
 

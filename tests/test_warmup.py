@@ -89,7 +89,7 @@ def test_compile_table_reaches_tensorboard_console_and_cli(fits, capsys):
     console = format_report(report)
     assert "compile table:     5 compiled, 0 cache hit(s)" in console
     assert console.count(" one_step_on_data ") == 5
-    assert main(["report", report.trace_path]) == 0
+    assert main(["report", report.trace_path, "--compiles"]) == 0
     lines = [ln for ln in capsys.readouterr().out.splitlines() if "one_step_on_data" in ln]
     # A standalone trace knows the steps (the guard's step markers) but not the signatures.
     assert [ln.split()[2] for ln in lines] == [str(s) for s in NEW_STEPS]

@@ -77,9 +77,10 @@ def compile_lines(report: CoverageReport, max_rows: int = 8) -> list[str]:
         max_rows: Rows shown before "... N more". Defaults to `8`.
 
     Returns:
-        Indented lines; none when the report has no compile figures.
+        Indented lines; none when the window compiled nothing, found
+        nothing cached and no persistent cache is set.
     """
-    if not report.compile_table and report.cache_hits is None and report.persistent_cache is None:
+    if not report.compile_table and report.persistent_cache is None:
         return []
     hits = f", {report.cache_hits} cache hit(s)" if report.cache_hits is not None else ""
     cache = f", persistent cache {report.persistent_cache}" if report.persistent_cache else ""
