@@ -105,7 +105,7 @@ def test_warm_up_trains_bit_identically(fits):
 
 
 def test_warm_up_restores_adam_batchnorm_dropout_state_and_serves_bucket_shapes(tmp_path):
-    """warm_up on pad_to_buckets shapes restores every variable bit for bit, and fit then compiles nothing."""
+    """warm_up on pad_to_buckets shapes restores every variable bit for bit; fit, evaluate, predict then compile nothing."""
     import keras
     import tensorflow as tf
 
@@ -126,14 +126,18 @@ def test_warm_up_restores_adam_batchnorm_dropout_state_and_serves_bucket_shapes(
     shapes = [({"tokens": (8, b)}, (8, 1)) for b in (6, 12)]
     model.fit(train.take(1), epochs=1, verbose=0)  # builds every variable
     before = _state(model)
-    result = warm_up(model, shapes, element_spec=train.element_spec, steps=("train", "test"))
+    result = warm_up(model, shapes, element_spec=train.element_spec, steps=("train", "test", "predict"))
     assert result.restored == len(before)
     for a, b in zip(before, _state(model)):
         np.testing.assert_array_equal(a, b)
-    tf.profiler.experimental.start(str(tmp_path))
-    model.fit(train, epochs=1, verbose=0)
-    tf.profiler.experimental.stop()
-    assert analyze_trace(tmp_path).compilations == 0
+    runs = {"fit": lambda: model.fit(train, epochs=1, verbose=0),
+            "evaluate": lambda: model.evaluate(train, verbose=0),
+            "predict": lambda: model.predict(train.map(lambda x, y: x), verbose=0)}
+    for name, run in runs.items():
+        tf.profiler.experimental.start(str(tmp_path / name))
+        run()
+        tf.profiler.experimental.stop()
+        assert analyze_trace(tmp_path / name).compilations == 0, name
 
 
 def test_warm_up_rejects_bad_arguments():
