@@ -17,7 +17,7 @@ import bisect
 import dataclasses
 import re
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Mapping
 
 from keras_xla_guard.trace.classify import COMPILE_COUNT_RE, Category, classify_name
 from keras_xla_guard.trace.compile_wall import union_length
@@ -26,6 +26,8 @@ __all__ = ["CompileRecord", "attribute_compiles", "compile_records", "program_of
 
 _PS = 1e-12
 _STEP_EVENT: Final = "train"
+# The guard marks steps on the thread that calls `step_begin`: Python's.
+_STEP_THREAD: Final = "python"
 _FUNCTION_MODULE_RE: Final = re.compile(r"^a_inference_(.+?)_\d+__")
 _CLUSTER_MODULE_RE: Final = re.compile(r"^(cluster_\d+)_")
 
@@ -131,12 +133,18 @@ def _line_compiles(
     return out
 
 
-def compile_records(space: Any, *, source: str = "<trace>") -> tuple[CompileRecord, ...]:
+def compile_records(
+    space: Any, *, source: str = "<trace>", lines: Mapping[str, set[int]] | None = None
+) -> tuple[CompileRecord, ...]:
     """Every XLA compilation in a trace, in the order they began.
 
     Args:
         space: A parsed `xplane_pb2.XSpace` (or a lazily read one).
         source: Names the trace in errors. Defaults to `"<trace>"`.
+        lines: Plane name -> indices of the lines that hold compile events,
+            when known (the analysis finds them): other lines are skipped,
+            but for the Python thread's step markers. Defaults to `None`
+            (every line is read).
 
     Returns:
         One `CompileRecord` per compiled program (`cache_hit=False`);
@@ -159,7 +167,10 @@ def compile_records(space: Any, *, source: str = "<trace>") -> tuple[CompileReco
         steps: list[tuple[int, int, int]] = []
         # (start of the compilation, end, module) per marker.
         found: list[tuple[int, int, str]] = []
-        for line in _lines(plane, source):
+        wanted = None if lines is None else lines.get(plane.name, set())
+        for index, line in enumerate(_lines(plane, source)):
+            if wanted is not None and index not in wanted and line.name != _STEP_THREAD:
+                continue
             base = line.timestamp_ns * 1000
             has_marker = False
             for e in line.events:
