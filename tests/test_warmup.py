@@ -104,12 +104,9 @@ def test_warm_up_trains_bit_identically(fits):
         np.testing.assert_array_equal(a, b)
 
 
-def test_warm_up_restores_adam_batchnorm_dropout_state_and_serves_bucket_shapes(tmp_path):
-    """warm_up on pad_to_buckets shapes restores every variable bit for bit; fit, evaluate, predict then compile nothing."""
+def _bn_dropout_model():
+    """Embedding, BatchNormalization, Dropout, Dense; Adam; jit_compile; fixed seeds."""
     import keras
-    import tensorflow as tf
-
-    from keras_xla_guard import analyze_trace, pad_to_buckets, warm_up
 
     keras.utils.set_random_seed(0)
     tokens = keras.Input((None,), dtype="int32", name="tokens")
@@ -118,13 +115,29 @@ def test_warm_up_restores_adam_batchnorm_dropout_state_and_serves_bucket_shapes(
     h = keras.layers.Dropout(0.3)(keras.layers.GlobalAveragePooling1D()(h))
     model = keras.Model({"tokens": tokens}, keras.layers.Dense(1)(h))
     model.compile(keras.optimizers.Adam(1e-2), "mse", jit_compile=True)
+    return model
+
+
+def _weights(model):
+    return [np.array(v.numpy()) for v in [*model.variables, *model.optimizer.variables]]
+
+
+def test_warm_up_restores_adam_batchnorm_dropout_state_and_serves_bucket_shapes(tmp_path):
+    """warm_up on pad_to_buckets shapes restores every variable bit for bit; fit (identical to one
+    without warm-up), evaluate and predict then compile nothing."""
+    import tensorflow as tf
+
+    from keras_xla_guard import analyze_trace, pad_to_buckets, warm_up
+
     rng = np.random.default_rng(0)
     rows = [rng.integers(1, 50, n).astype("int32") for n in rng.integers(3, 12, 48)]
     ds = tf.data.Dataset.from_generator(lambda: iter(rows), output_signature=tf.TensorSpec((None,), tf.int32))
     ds = ds.map(lambda t: ({"tokens": t}, tf.cast(tf.size(t), tf.float32)[None]))
     train = pad_to_buckets(ds, boundaries=(6, 12), batch_size=8, drop_remainder=True)
     shapes = [({"tokens": (8, b)}, (8, 1)) for b in (6, 12)]
-    model.fit(train.take(1), epochs=1, verbose=0)  # builds every variable
+    model, plain = _bn_dropout_model(), _bn_dropout_model()
+    for m in (model, plain):
+        m.fit(train.take(1), epochs=1, verbose=0)  # builds every variable
     before = _state(model)
     result = warm_up(model, shapes, element_spec=train.element_spec, steps=("train", "test", "predict"))
     assert result.restored == len(before)
@@ -138,6 +151,11 @@ def test_warm_up_restores_adam_batchnorm_dropout_state_and_serves_bucket_shapes(
         run()
         tf.profiler.experimental.stop()
         assert analyze_trace(tmp_path / name).compilations == 0, name
+        if name == "fit":
+            warmed = _weights(model)
+    plain.fit(train, epochs=1, verbose=0)
+    for a, b in zip(warmed, _weights(plain)):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_warm_up_rejects_bad_arguments():
