@@ -343,9 +343,9 @@ class XlaGuardCallback(keras.callbacks.Callback):
             trace_dir=None if cluster is None else cluster.trace_dir,
             sinks=None if cluster is None else [*self.engine.default_sinks(tensorboard=False), cluster],
         )
+        self._track(self._attach_inputs, params.get("steps"))
         if self._warm_up is not False and self._warm_up is not None:
             self._run_warm_up()
-        self._track(self._attach_inputs, params.get("steps"))
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         if self._peer is not None:
@@ -385,7 +385,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
     def _run_warm_up(self) -> None:
         """Warms the train step up before the first epoch; a failure is a warning."""
         from keras_xla_guard import seam
-        from keras_xla_guard.warmup import warm_up
+        from keras_xla_guard.warmup import _warm_up
 
         try:
             source = self._warm_up
@@ -394,7 +394,10 @@ class XlaGuardCallback(keras.callbacks.Callback):
                 if source is None:
                     raise ValueError(f"fit's input is not a tf.data.Dataset that {seam.keras_version(self.model)} "
                                      "exposes; pass warm_up=<dataset or signatures>")
-            self.warm_up_report = warm_up(self.model, source)
+            # After the tap is installed: warm the function fit will run.
+            self.warm_up_report = _warm_up(
+                self.model, source, train_function_for=lambda spec: seam.tracked_train_function(self.model, spec)
+            )
         except Exception as e:  # noqa: BLE001 - the guard must not break training
             warnings.warn(f"keras-xla-guard: warm-up skipped: {type(e).__name__}: {e}", XlaGuardWarning,
                           stacklevel=2)

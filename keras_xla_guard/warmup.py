@@ -170,7 +170,7 @@ def _iterator(model: Any, batches: list[Any], element_spec: Any) -> Any:
     return iter(dataset)
 
 
-def _run(model: Any, step: str, batches: list[Any], element_spec: Any) -> None:
+def _run(model: Any, step: str, batches: list[Any], element_spec: Any, train_function: Any = None) -> None:
     """Runs `step` once on each batch, through the function `fit`/`evaluate`/`predict` call."""
     import tensorflow as tf
 
@@ -183,7 +183,10 @@ def _run(model: Any, step: str, batches: list[Any], element_spec: Any) -> None:
         return
     make = model.make_train_function if step == "train" else model.make_test_function
     make()
-    function = model.train_function if step == "train" else model.test_function
+    if step == "train":
+        function = train_function or model.train_function
+    else:
+        function = model.test_function
     iterator = _iterator(model, batches, element_spec)
     # One call runs `steps_per_execution` batches.
     spe = seam.steps_per_execution(model)
@@ -252,6 +255,19 @@ def warm_up(
     model.fit(train, epochs=5)       # no compilation mid-epoch
     ```
     """
+    return _warm_up(model, shapes_or_dataset, element_spec=element_spec, steps=steps, max_batches=max_batches)
+
+
+def _warm_up(
+    model: Any,
+    shapes_or_dataset: Any,
+    *,
+    element_spec: Any = None,
+    steps: Sequence[str] = ("train",),
+    max_batches: int = DEFAULT_MAX_BATCHES,
+    train_function_for: Any = None,
+) -> WarmUpReport:
+    """`warm_up`; `train_function_for(element_spec)` may name the train function to warm."""
     import tensorflow as tf
 
     from keras_xla_guard import seam
@@ -285,8 +301,9 @@ def warm_up(
     known = {id(v) for v in variables}
     started = time.perf_counter()
     try:
+        train_function = train_function_for(spec) if train_function_for is not None else None
         for step in steps:
-            _run(model, step, batches, spec)
+            _run(model, step, batches, spec, train_function)
     finally:
         for variable, value in zip(variables, saved):
             variable.assign(value)

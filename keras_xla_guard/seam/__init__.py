@@ -40,6 +40,7 @@ __all__ = [
     "flavour_of",
     "keras_version",
     "steps_per_execution",
+    "tracked_train_function",
     "training_dataset",
     "training_state",
 ]
@@ -395,3 +396,25 @@ def training_dataset(model: Any) -> Any:
     if isinstance(dataset, tf.distribute.DistributedDataset):
         dataset = getattr(dataset, "_original_dataset", None)
     return dataset if isinstance(dataset, tf.data.Dataset) else None
+
+
+def tracked_train_function(model: Any, element_spec: Any) -> Any:
+    """The function the guard's tap will run `fit`'s batches of `element_spec` with.
+
+    While a guard tracks signatures, `model.train_function` is its
+    `TrainFunctionTap`, which runs either Keras' own function or a
+    recording copy retraced from it (tf_keras' copy holds a new
+    `tf.function` of the step, compiled on its own). A warm-up must run
+    the one `fit` will run.
+
+    Returns:
+        That function; `None` when no guard tap is installed.
+    """
+    from keras_xla_guard.seam._recording import TrainFunctionTap
+
+    installed = getattr(model, "train_function", None)
+    flavour = flavour_of(model)
+    if not isinstance(installed, TrainFunctionTap) or flavour is None:
+        return None
+    tap, function = _tapped(flavour, installed.original, element_spec)
+    return installed.original if tap.static else function
