@@ -101,8 +101,10 @@ class XlaGuardCallback(keras.callbacks.Callback):
             `True` reads `fit`'s own dataset once to find its signatures
             (a `tf.data.Dataset` input; bucketed data is the case it pays
             for); or pass the dataset or list of signatures `warm_up`
-            takes. The result is in `warm_up_report`; a failure is a
-            warning and training goes on. Defaults to `False`.
+            takes. It warms the train function the guard runs (with
+            tf_keras and signature tracking, a copy a `warm_up` before
+            `fit` would miss). The result is in `warm_up_report`; a
+            failure is a warning and training goes on. Defaults to `False`.
         config: A `GuardConfig` to use instead of the keyword arguments
             above (the same one can serve a custom loop's `XlaGuard`).
             Defaults to `None`.
