@@ -570,11 +570,9 @@ def _effectiveness_verdicts(
 def compile_cost_verdicts(report: Any, env: Any = None) -> list[Verdict]:
     """Whether compilation is a large share of a run, and what would save it.
 
-    Measured on XLA:CPU with Keras `jit_compile=True` (see
-    docs/compile-cost.md): TensorFlow's persistent compilation cache turns
-    a second process' compilations into loads. It is recommended only for
-    `tf.function(jit_compile=True)` programs; for auto-clustering
-    clusters it was not measured, so it is not recommended there.
+    Measured on XLA:CPU, for Keras `jit_compile=True` and for
+    auto-clustering (see docs/compile-cost.md): TensorFlow's persistent
+    compilation cache turns a second process' compilations into loads.
 
     Args:
         report: A `CoverageReport` with `window_wall_s`.
@@ -593,10 +591,6 @@ def compile_cost_verdicts(report: Any, env: Any = None) -> list[Verdict]:
     if not table or not wall or compile_s < COMPILE_SHARE_THRESHOLD * wall:
         return []
     share = f"{len(table)} XLA compilation(s) took {compile_s:.2f} s, {compile_s / wall:.0%} of the window"
-    if any(c.program.startswith("cluster_") for c in table):
-        return [Verdict("COMPILE_COST_HIGH", EFFECTIVENESS, WARNING,
-                        f"{share}. Compile the known input shapes ahead with keras_xla_guard.warm_up "
-                        "(the persistent cache was not measured for auto-clustering).")]
     cache = persistent_cache(env)
     if cache is not None:
         return [Verdict("COMPILE_COST_HIGH", EFFECTIVENESS, INFO,

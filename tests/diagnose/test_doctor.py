@@ -232,11 +232,3 @@ def test_compile_cost_verdict_recommends_the_persistent_cache_with_the_exact_lin
     (on,) = compile_cost_verdicts(_compile_report(1.0), env={"TF_XLA_FLAGS": "--tf_xla_persistent_cache_directory=/c"})
     assert (on.status, on.fix) == ("info", "")
     assert compile_cost_verdicts(_compile_report(0.3), env={}) == []
-
-
-def test_compile_cost_verdict_does_not_recommend_the_cache_for_clusters():
-    """Auto-clustering clusters (not measured with the cache) get the warm-up advice only."""
-    from keras_xla_guard.diagnose.doctor import compile_cost_verdicts
-
-    (verdict,) = compile_cost_verdicts(_compile_report(1.0, program="cluster_0"), env={})
-    assert verdict.fix == "" and "persistent cache was not measured" in verdict.message
