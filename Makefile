@@ -149,6 +149,8 @@ bench: $(VENV)/.installed-test
 	$(PY) benchmarks/bench_doctor.py
 	$(PY) benchmarks/bench_compare.py
 	$(PY) benchmarks/bench_html.py
+	$(PY) benchmarks/bench_compile_cost.py
+	$(PY) benchmarks/cache_key_check.py
 
 # The 2-worker Keras 3 loop, 10 runs per profiling mode, alternated, counting
 # native crashes (about half an hour on 2 cores); saved under benchmarks/results/.

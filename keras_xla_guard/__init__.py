@@ -14,6 +14,8 @@ TensorFlow or Keras; the first use of a name that needs them does):
 - `Signature`, `SignatureTracker`, `EpochSignatures`, `recommend_buckets`,
   `bucketing_code`: input signatures and recompilation explanations;
   `pad_to_buckets`: the tf.data fix.
+- `warm_up`, `WarmUpReport`, `CompileRecord`: compile cost ahead of time
+  (compile the known shapes before `fit`; the per-window compile table).
 - `compare`, `CompareReport`, `ModeFigures`: is XLA worth it for this
   model? Each mode trained and measured on the same batches, with a verdict.
 - Errors: `XlaGuardError` and its subclasses, `XlaGuardWarning`.
@@ -45,6 +47,8 @@ if TYPE_CHECKING:
     from keras_xla_guard.callback import XlaGuardCallback
     from keras_xla_guard.comparison import CompareReport, ModeFigures, compare
     from keras_xla_guard.signatures.data import pad_to_buckets
+    from keras_xla_guard.trace.compiles import CompileRecord
+    from keras_xla_guard.warmup import WarmUpReport, warm_up
     from keras_xla_guard.diagnose.doctor import DoctorReport, doctor
     from keras_xla_guard.diagnose.verdict import Verdict
     from keras_xla_guard.runtime.config import GuardConfig
@@ -64,6 +68,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BackendError",
     "CompareReport",
+    "CompileRecord",
     "CoverageReport",
     "DoctorReport",
     "EpochSignatures",
@@ -83,6 +88,7 @@ __all__ = [
     "TraceParseError",
     "TraceTooLargeError",
     "Verdict",
+    "WarmUpReport",
     "XlaGuard",
     "XlaGuardCallback",
     "XlaGuardEngine",
@@ -100,6 +106,7 @@ __all__ = [
     "model_verdicts",
     "pad_to_buckets",
     "recommend_buckets",
+    "warm_up",
 ]
 
 _LAZY = {
@@ -127,6 +134,9 @@ _LAZY = {
     "bucketing_code": "keras_xla_guard.signatures",
     "recommend_buckets": "keras_xla_guard.signatures",
     "pad_to_buckets": "keras_xla_guard.signatures.data",
+    "CompileRecord": "keras_xla_guard.trace.compiles",
+    "WarmUpReport": "keras_xla_guard.warmup",
+    "warm_up": "keras_xla_guard.warmup",
 }
 
 

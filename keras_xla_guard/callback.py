@@ -97,6 +97,15 @@ class XlaGuardCallback(keras.callbacks.Callback):
             per-call dispatch, which saves more than the ops cost (see
             docs/benchmarks.md for both, measured); `False` leaves Keras' train
             function untouched. Defaults to `True`.
+        warm_up: Compile the train step for every input signature at train
+            begin, before the first epoch (see `keras_xla_guard.warm_up`):
+            `True` reads `fit`'s own dataset once to find its signatures
+            (a `tf.data.Dataset` input; bucketed data is the case it pays
+            for); or pass the dataset or list of signatures `warm_up`
+            takes. It warms the train function the guard runs (with
+            tf_keras and signature tracking, a copy a `warm_up` before
+            `fit` would miss). The result is in `warm_up_report`; a
+            failure is a warning and training goes on. Defaults to `False`.
         config: A `GuardConfig` to use instead of the keyword arguments
             above (the same one can serve a custom loop's `XlaGuard`).
             Defaults to `None`.
@@ -143,6 +152,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
         on_violation: str = "warn",
         html_report: str | os.PathLike[str] | None = None,
         track_signatures: bool = True,
+        warm_up: Any = False,
         config: GuardConfig | None = None,
     ) -> None:
         super().__init__()
@@ -171,6 +181,8 @@ class XlaGuardCallback(keras.callbacks.Callback):
         self._track_signatures = bool(track_signatures)
         self._explain = explain
         self.explain_report: Any = None
+        self._warm_up = warm_up
+        self.warm_up_report: Any = None
         self._switch_verdicts: tuple[Verdict, ...] = ()
         self._noted = False
         self._note_lock = threading.Lock()
@@ -358,6 +370,8 @@ class XlaGuardCallback(keras.callbacks.Callback):
             sinks=None if cluster is None else [*self.engine.default_sinks(tensorboard=False), cluster],
         )
         self._track(self._attach_inputs, params.get("steps"))
+        if self._warm_up is not False and self._warm_up is not None:
+            self._run_warm_up()
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         if self._peer is not None:
@@ -394,6 +408,26 @@ class XlaGuardCallback(keras.callbacks.Callback):
         self._track(self._inputs.detach)
         self.engine.train_end()
         self.engine.write_html_at_end(self.worker)
+
+    def _run_warm_up(self) -> None:
+        """Warms the train step up before the first epoch; a failure is a warning."""
+        from keras_xla_guard import seam
+        from keras_xla_guard.warmup import _warm_up
+
+        try:
+            source = self._warm_up
+            if source is True:
+                source = seam.training_dataset(self.model)
+                if source is None:
+                    raise ValueError(f"fit's input is not a tf.data.Dataset that {seam.keras_version(self.model)} "
+                                     "exposes; pass warm_up=<dataset or signatures>")
+            # After the tap is installed: warm the function fit will run.
+            self.warm_up_report = _warm_up(
+                self.model, source, train_function_for=lambda spec: seam.tracked_train_function(self.model, spec)
+            )
+        except Exception as e:  # noqa: BLE001 - the guard must not break training
+            warnings.warn(f"keras-xla-guard: warm-up skipped: {type(e).__name__}: {e}", XlaGuardWarning,
+                          stacklevel=2)
 
     def _abort(self) -> None:
         """An exception is leaving `fit` (Keras calls no callback then): stop and put back.

@@ -227,7 +227,8 @@ def _write_html(args: argparse.Namespace, runs: list[_Run], violations: list[dic
 
 
 def _run_report(args: argparse.Namespace) -> int:
-    from keras_xla_guard.output.table import coverage_table
+    from keras_xla_guard.output.console import compile_lines
+    from keras_xla_guard.output.table import coverage_table, printable
 
     compare = _read_compare(args.compare)
     runs = _analyze_runs(args)
@@ -240,6 +241,9 @@ def _run_report(args: argparse.Namespace) -> int:
         # Cells are escaped by the table itself: its newlines separate rows.
         _emit(*coverage_table([(run.run_dir.name, run.hosts, run.combined) for run in runs]).splitlines())
         for run in runs:
+            if args.compiles:
+                for line in compile_lines(run.combined, max_rows=len(run.combined.compile_table)):
+                    _emit(printable(f"{run.run_dir.name}: {line.strip()}"))
             for note in run.combined.notes:
                 _emit(f"note ({run.run_dir.name}): {note}")
         for violation in violations:
@@ -250,7 +254,7 @@ def _run_report(args: argparse.Namespace) -> int:
 def _run_doctor(args: argparse.Namespace) -> int:
     from keras_xla_guard.diagnose.doctor import doctor
 
-    report = doctor(probe=not args.no_probe, probe_timeout=args.probe_timeout)
+    report = doctor(probe=not args.no_probe, probe_timeout=args.probe_timeout, trace=args.trace)
     if args.json:
         _emit(*json.dumps(report.to_dict(), indent=2, sort_keys=True).splitlines())
     else:
@@ -289,6 +293,9 @@ def _add_report_parser(sub: Any) -> None:
     report.add_argument("--compare", metavar="FILE",
                         help="with --html: a saved `compare --json` result to show on the page "
                         "(default: the one `compare --log-dir PATH` saved, if any)")
+    report.add_argument("--compiles", action="store_true",
+                        help="after the table, list every XLA compilation (program, step, "
+                             "wall-clock compile time)")
     report.set_defaults(run=_run_report)
 
 
@@ -373,6 +380,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     doctor.add_argument("--probe-timeout", type=float, default=120.0, metavar="SECONDS",
                         help="time limit of the probe process (default: 120)")
+    doctor.add_argument("--trace", metavar="PATH", default=None,
+                        help="a run's trace: recommend the persistent compilation cache when "
+                             "compilation is a large share of it")
     doctor.set_defaults(run=_run_doctor)
     _add_compare_parser(sub)
     return parser

@@ -513,3 +513,10 @@ def test_html_without_matplotlib_exits_2_naming_the_extra(capsys, runs, tmp_path
     code, _, err = run_cli(capsys, "report", runs["plain"], "--html", tmp_path / "r.html")
     assert code == 2 and err.count("\n") == 1
     assert 'pip install "keras-xla-guard[html]"' in err
+
+
+def test_doctor_trace_that_is_missing_exits_2(capsys, tmp_path):
+    """`doctor --trace` with no trace there: exit 2, one line naming the path."""
+    code, out, err = run_cli(capsys, "doctor", "--no-probe", "--trace", tmp_path / "nope")
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and str(tmp_path / "nope") in err

@@ -46,7 +46,9 @@ from keras_xla_guard.diagnose.verdict import (
 )
 
 __all__ = [
+    "COMPILE_SHARE_THRESHOLD",
     "DeviceCheck",
+    "compile_cost_verdicts",
     "DoctorReport",
     "ProbeResult",
     "doctor",
@@ -55,6 +57,9 @@ __all__ = [
 ]
 
 DEFAULT_PROBE_TIMEOUT_S = 120.0
+# Compile time above this share of a profiled window's wall time is worth
+# caching across runs.
+COMPILE_SHARE_THRESHOLD = 0.2
 _CPU_FLAG = "--tf_xla_cpu_global_jit"
 _LOG_PATTERN = re.compile(r"xla|cluster", re.IGNORECASE)
 _MAX_LOG_LINES = 20
@@ -569,11 +574,49 @@ def _effectiveness_verdicts(
     ]
 
 
+def compile_cost_verdicts(report: Any, env: Any = None) -> list[Verdict]:
+    """Whether compilation is a large share of a run, and what would save it.
+
+    Measured on XLA:CPU, for Keras `jit_compile=True` and for
+    auto-clustering (see docs/compile-cost.md): TensorFlow's persistent
+    compilation cache turns a second process' compilations into loads.
+
+    Args:
+        report: A `CoverageReport` with `window_wall_s`.
+        env: The environment whose `TF_XLA_FLAGS` to read. Defaults to
+            `None` (`os.environ`).
+
+    Returns:
+        `COMPILE_COST_HIGH` (a warning, with the exact `export` line when
+        the cache is off) or nothing.
+    """
+    from keras_xla_guard.runtime.xla_cache import persistent_cache, recommended_flags
+
+    wall = report.window_wall_s
+    table = [c for c in report.compile_table if not c.cache_hit]
+    compile_s = sum(c.compile_s or 0.0 for c in table) if table else 0.0
+    if not table or not wall or compile_s < COMPILE_SHARE_THRESHOLD * wall:
+        return []
+    share = f"{len(table)} XLA compilation(s) took {compile_s:.2f} s, {compile_s / wall:.0%} of the window"
+    cache = persistent_cache(env)
+    if cache is not None:
+        return [Verdict("COMPILE_COST_HIGH", EFFECTIVENESS, INFO,
+                        f"{share}; the persistent cache ({cache.directory}) is on, so a later "
+                        "run with the same shapes loads them instead (a first run fills it).")]
+    return [Verdict(
+        "COMPILE_COST_HIGH", EFFECTIVENESS, WARNING,
+        f"{share}. TensorFlow's persistent compilation cache would let the next run load them, "
+        "and keras_xla_guard.warm_up compiles them before the first epoch.",
+        fix=f"{recommended_flags(env=env)}  # before starting Python",
+    )]
+
+
 def doctor(
     probe: bool = True,
     check_devices: bool = True,
     probe_timeout: float = DEFAULT_PROBE_TIMEOUT_S,
     resolve_keras: bool = True,
+    trace: Any = None,
 ) -> DoctorReport:
     """Diagnoses whether and why XLA runs in this process.
 
@@ -592,6 +635,10 @@ def doctor(
         resolve_keras: Compile a throwaway one-layer Keras model to read
             what `jit_compile="auto"` resolves to (it advances Keras'
             automatic layer names by one). Defaults to `True`.
+        trace: A trace of a run (file, run or log dir, as `analyze_trace`
+            takes) or its `CoverageReport`: adds `COMPILE_COST_HIGH` when
+            compilation is a large share of it, with the persistent-cache
+            line. Defaults to `None`.
 
     Returns:
         A `DoctorReport`.
@@ -618,6 +665,12 @@ def doctor(
             "`probe_timeout` must be a positive number of seconds. "
             f"Received: probe_timeout={probe_timeout!r}"
         )
+    compile_verdicts: list[Verdict] = []
+    if trace is not None:
+        from keras_xla_guard.trace.analysis import analyze_trace
+        from keras_xla_guard.trace.report import CoverageReport
+
+        compile_verdicts = compile_cost_verdicts(trace if isinstance(trace, CoverageReport) else analyze_trace(trace))
     started = time.perf_counter()
     early_probe = None
     if probe and "tensorflow" not in sys.modules:
@@ -626,9 +679,10 @@ def doctor(
         # starting it first lets both TensorFlow imports overlap.
         early_probe = _start_probe("", None)
     try:
-        return _doctor(
+        report = _doctor(
             started, early_probe, probe, check_devices, float(probe_timeout), resolve_keras
         )
+        return dataclasses.replace(report, verdicts=report.verdicts + tuple(compile_verdicts))
     finally:
         if early_probe is not None and early_probe[0].poll() is None:
             early_probe[0].kill()

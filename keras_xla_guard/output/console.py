@@ -9,7 +9,7 @@ from typing import TextIO
 from keras_xla_guard.signatures.tracker import EpochSignatures
 from keras_xla_guard.trace.report import CoverageReport
 
-__all__ = ["ConsoleSink", "format_report"]
+__all__ = ["ConsoleSink", "compile_lines", "format_report"]
 
 
 def _ms(seconds: float) -> str:
@@ -63,9 +63,35 @@ def format_report(report: CoverageReport, *, max_ops: int = 5) -> str:
             lines.append(f"    {line}")
     elif report.signatures_unavailable:
         lines.append(f"  input signatures:  unavailable ({report.signatures_unavailable})")
+    lines.extend(compile_lines(report))
     for note in report.notes:
         lines.append(f"  note: {note}")
     return "\n".join(lines)
+
+
+def compile_lines(report: CoverageReport, max_rows: int = 8) -> list[str]:
+    """The compile table as text lines: a headline, then one line per compilation or cache hit.
+
+    Args:
+        report: The report whose `compile_table` to show.
+        max_rows: Rows shown before "... N more". Defaults to `8`.
+
+    Returns:
+        Indented lines; none when the window compiled nothing, found
+        nothing cached and no persistent cache is set.
+    """
+    if not report.compile_table and report.persistent_cache is None:
+        return []
+    hits = f", {report.cache_hits} cache hit(s)" if report.cache_hits is not None else ""
+    cache = f", persistent cache {report.persistent_cache}" if report.persistent_cache else ""
+    lines = [f"  compile table:     {report.compilations} compiled{hits}{cache}"]
+    for row in report.compile_table[:max_rows]:
+        step = "?" if row.step is None else str(row.step)
+        cost = "cache hit" if row.cache_hit else _ms(row.compile_s or 0.0)
+        lines.append(f"    step {step:>4}  {cost:>10}  {row.program or '-':<18} {row.signature or ''}".rstrip())
+    if len(report.compile_table) > max_rows:
+        lines.append(f"    ... {len(report.compile_table) - max_rows} more")
+    return lines
 
 
 class ConsoleSink:

@@ -191,6 +191,29 @@ def report_markdown(report: CoverageReport) -> str:
     return "\n".join(parts)
 
 
+def compiles_markdown(report: CoverageReport) -> str:
+    """Renders a report's compile table as Markdown.
+
+    Args:
+        report: The report whose `compile_table` to render.
+
+    Returns:
+        Markdown: one row per compilation or cache hit.
+    """
+    hits = f", {report.cache_hits} cache hit(s)" if report.cache_hits is not None else ""
+    cache = f"; persistent cache: {escape_markdown(report.persistent_cache)}" if report.persistent_cache else ""
+    head = f"**{report.compilations} XLA compilation(s)**{hits}{cache}."
+    if not report.compile_table:
+        return head
+    rows = (
+        [i, c.program or "-", "-" if c.step is None else c.step, c.signature or "-",
+         "-" if c.compile_s is None else f"{c.compile_s * 1e3:.1f}", "yes" if c.cache_hit else "no"]
+        for i, c in enumerate(report.compile_table, 1)
+    )
+    return "\n".join([head, "", markdown_table(
+        ["#", "program", "step:", "input signature", "compile (ms):", "cache hit"], rows)])
+
+
 def signatures_markdown(stats: EpochSignatures) -> str:
     """Renders an epoch's input signatures and their explanation as Markdown.
 
@@ -427,6 +450,11 @@ class TensorBoardSink:
     def write_signatures_unavailable(self, epoch: int, reason: str) -> None:
         """Writes the text saying the epoch's signatures are unavailable, and why."""
         self.writer.write_text("signatures", signatures_unavailable_markdown(reason), step=epoch)
+
+    def write_compiles(self, report: CoverageReport) -> None:
+        """Writes the window's compile table (`xla_guard/compiles`) at its epoch."""
+        assert report.epoch is not None
+        self.writer.write_text("compiles", compiles_markdown(report), step=report.epoch)
 
     def close(self, reports: Mapping[int, CoverageReport]) -> None:
         """Flushes and closes the event file."""

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from keras_xla_guard._checks import check_int
+from keras_xla_guard.diagnose.doctor import compile_cost_verdicts
 from keras_xla_guard.errors import ProfilerBusyError, RecompilationLimitError, XlaGuardWarning
 from keras_xla_guard.runtime.config import (
     DEFAULT_LOG_DIR,
@@ -32,8 +33,10 @@ from keras_xla_guard.runtime.config import (
 from keras_xla_guard.runtime.policy import CompilationPolicy
 from keras_xla_guard.runtime.profiler import ProfilerSession, SessionLostError, stop_stale_session
 from keras_xla_guard.runtime.sink import ReportSink
+from keras_xla_guard.runtime.xla_cache import persistent_cache
 from keras_xla_guard.signatures.signature import Signature
 from keras_xla_guard.signatures.tracker import EpochSignatures, SignatureTracker
+from keras_xla_guard.trace.compiles import attribute_compiles
 from keras_xla_guard.trace.analysis import analyze_xspace, combine_reports
 from keras_xla_guard.trace.report import CoverageReport
 from keras_xla_guard.trace.xplane import host_of, open_xspace
@@ -193,6 +196,9 @@ class XlaGuardEngine:
         self._ended = False
         self._tracker = SignatureTracker()
         self._signature_stats: dict[int, EpochSignatures] = {}
+        # Epoch -> (first step, steps) of its profiling window.
+        self._window_steps: dict[int, tuple[int, int]] = {}
+        self._persistent_cache = persistent_cache()
         self._signatures_unavailable: str | None = None
         self._unavailable_epochs: dict[int, str] = {}
 
@@ -391,6 +397,8 @@ class XlaGuardEngine:
         else:
             self._run_sinks = self.default_sinks()
         self._tracker = SignatureTracker(xla=xla_mode is not None)
+        self._persistent_cache = persistent_cache()
+        self._window_steps = {}
         self._policy.reset()
         self._signatures_unavailable = None
         self.stop_requested = False
@@ -678,6 +686,7 @@ class XlaGuardEngine:
             self._store(CoverageReport(status="failed", reason=reason, epoch=window.epoch,
                                        steps_profiled=steps, window_wall_s=wall))
             return
+        self._window_steps[window.epoch] = (window.first_step, steps)
         job = functools.partial(self._analyze, window.epoch, files, steps, wall)
         if self.config.async_analysis:
             if self._executor is None:
@@ -708,15 +717,18 @@ class XlaGuardEngine:
                     )
                     for f in files
                 ]
+                cache = self._persistent_cache
                 report = dataclasses.replace(
                     combine_reports(parts, top_k=self.config.top_k),
                     epoch=epoch,
                     steps_profiled=steps,
                     window_wall_s=wall,
+                    persistent_cache=cache.directory if cache is not None else None,
                 )
                 notes = list(report.notes)
                 for provider in self._notes:
                     notes.extend(provider(report))
+                notes.extend(v.as_note() for v in compile_cost_verdicts(report))
                 report = dataclasses.replace(report, notes=tuple(dict.fromkeys(notes)))
         except Exception as e:  # noqa: BLE001 - analysis must not break training
             self._warn(f"analysis of epoch {epoch} failed: {type(e).__name__}: {e}")
@@ -738,14 +750,17 @@ class XlaGuardEngine:
         with self._lock:
             stats = self._signature_stats.get(report.epoch)
             if stats is not None:
-                report = _with_signatures(report, stats)
+                report = _with_signatures(report, stats, self._window_steps.get(report.epoch))
             elif report.epoch in self._unavailable_epochs:
                 report = dataclasses.replace(
                     report, signatures_unavailable=self._unavailable_epochs[report.epoch]
                 )
             self._reports[report.epoch] = report
+            final = stats is not None or report.epoch in self._unavailable_epochs or self._xla_mode is None
         for sink in self._run_sinks:
             self._to_sink(sink, "write_report", report)
+        if final:
+            self._write_compiles(report)
 
     def _check_compilations(self) -> None:
         """Applies `max_compilations` and the megamorphic warning."""
@@ -779,9 +794,19 @@ class XlaGuardEngine:
             self._signature_stats[epoch] = stats
             report = self._reports.get(epoch)
             if report is not None:
-                self._reports[epoch] = _with_signatures(report, stats)
+                report = self._reports[epoch] = _with_signatures(report, stats, self._window_steps.get(epoch))
         for sink in self._run_sinks:
             self._to_sink(sink, "write_signatures", stats)
+        if report is not None:
+            self._write_compiles(report)
+
+    def _write_compiles(self, report: CoverageReport) -> None:
+        """Hands a report's final compile table to the sinks that publish one."""
+        if not report.ok:
+            return
+        for sink in self._run_sinks:
+            if hasattr(sink, "write_compiles"):
+                self._to_sink(sink, "write_compiles", report)
 
     def _mark_unavailable(self, epoch: int, reason: str) -> None:
         """Records that `epoch` has no signature figures, and why, everywhere they show."""
@@ -789,14 +814,24 @@ class XlaGuardEngine:
             self._unavailable_epochs[epoch] = reason
             report = self._reports.get(epoch)
             if report is not None:
-                self._reports[epoch] = dataclasses.replace(report, signatures_unavailable=reason)
+                report = self._reports[epoch] = dataclasses.replace(report, signatures_unavailable=reason)
         for sink in self._run_sinks:
             self._to_sink(sink, "write_signatures_unavailable", epoch, reason)
+        if report is not None:
+            self._write_compiles(report)
 
 
-def _with_signatures(report: CoverageReport, stats: EpochSignatures) -> CoverageReport:
+def _with_signatures(
+    report: CoverageReport, stats: EpochSignatures, window: tuple[int, int] | None = None
+) -> CoverageReport:
+    table, hits = report.compile_table, None
+    if report.ok and stats.expected_compilations is not None:
+        new = [(str(s), step) for s, step in stats.new]
+        table, hits = attribute_compiles(report.compile_table, new, window)
     return dataclasses.replace(
         report,
+        compile_table=table,
+        cache_hits=hits,
         distinct_signatures=stats.distinct_signatures,
         new_signatures=stats.new_signatures,
         expected_compilations=stats.expected_compilations,

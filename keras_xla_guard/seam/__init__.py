@@ -32,7 +32,18 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-__all__ = ["Attachment", "all_layers", "attach", "flavour_of", "keras_version", "steps_per_execution"]
+__all__ = [
+    "Attachment",
+    "all_layers",
+    "attach",
+    "build_for_training",
+    "flavour_of",
+    "keras_version",
+    "steps_per_execution",
+    "tracked_train_function",
+    "training_dataset",
+    "training_state",
+]
 
 # fit -> CallbackList.on_train_begin -> callback hook -> guard helpers: a few frames.
 _MAX_FRAMES = 12
@@ -285,3 +296,125 @@ def _hook_exit(holder: Any, on_abort: Callable[[], None], undo: list[Callable[[]
         return False
     undo.append(lambda: vars(holder).pop("catch_stop_iteration", None))
     return True
+
+
+def training_state(model: Any) -> tuple[list[Any], str | None]:
+    """Every variable a train, test or predict step can change, and what is missing.
+
+    The model's variables (weights, BatchNormalization statistics and, in
+    Keras 3, `SeedGenerator` states), the optimizer's (its step counter
+    `iterations`, slots), the metrics' and, in tf_keras, the model's own
+    step counters (`_train_counter`, ...) and its layers' random-generator
+    states (private, hence here).
+
+    Args:
+        model: A compiled Keras model.
+
+    Returns:
+        `(variables, missing)`: the variables, each once; `missing` names
+        what could not be read (`None` when nothing is missing).
+    """
+    found: list[Any] = []
+    missing: list[str] = []
+    optimizer = getattr(model, "optimizer", None)
+    optimizer_vars = getattr(optimizer, "variables", None) if optimizer is not None else ()
+    if callable(optimizer_vars):
+        optimizer_vars = optimizer_vars()
+    groups = [list(getattr(model, "variables", ())), list(optimizer_vars or ())]
+    metrics_vars = getattr(model, "metrics_variables", None)
+    if metrics_vars is None:
+        metrics_vars = [v for m in getattr(model, "metrics", ()) for v in getattr(m, "variables", ())]
+    groups.append(list(metrics_vars))
+    if _is_tf_keras(model):
+        from keras_xla_guard.seam import tf_keras
+
+        counters, absent = tf_keras.step_counters(model)
+        groups.append(counters)
+        if absent:
+            missing.append(f"{keras_version(model)} has no {', '.join(absent)}")
+        states, legacy = tf_keras.random_states(all_layers(model))
+        groups.append(states)
+        if legacy:
+            missing.append(f"the random state of {', '.join(legacy)} (legacy stateful RNG ops)")
+    seen: set[int] = set()
+    for group in groups:
+        for variable in group:
+            if id(variable) not in seen:
+                seen.add(id(variable))
+                found.append(variable)
+    return found, "; ".join(missing) or None
+
+
+def build_for_training(model: Any, batch: Any) -> str | None:
+    """Creates the variables the first train step would create, without running it.
+
+    Keras 3 without a distribution strategy creates the optimizer's slots and
+    the metrics' variables when the train function is first traced; a
+    warm-up must create them first, or it could not restore them. Keras 3:
+    `model._symbolic_build(data_batch=...)` (private, what `fit` calls under
+    a strategy). tf_keras (and the fallback): the public
+    `optimizer.build(model.trainable_variables)`.
+
+    Args:
+        model: A compiled Keras model.
+        batch: One batch of the training data (`(x, y)` or `(x, y, w)`).
+
+    Returns:
+        `None` when everything was built, else why not (the caller warns).
+    """
+    flavour = flavour_of(model)
+    if flavour is not None and getattr(flavour, "FLAVOUR", None) == "keras3":
+        from keras_xla_guard.seam import keras3
+
+        reason = keras3.symbolic_build(model, batch)
+        if reason is None:
+            return None
+    else:
+        reason = None
+    optimizer = getattr(model, "optimizer", None)
+    if optimizer is None:
+        return reason or "the model has no optimizer"
+    if not getattr(optimizer, "built", False) and hasattr(optimizer, "build"):
+        optimizer.build(model.trainable_variables)
+    return reason
+
+
+def training_dataset(model: Any) -> Any:
+    """The `tf.data.Dataset` the running `fit` of `model` iterates, or `None`.
+
+    Call from a callback hook: found through `fit`'s local iterator holder
+    (`epoch_iterator` / `data_handler`, see the flavour modules). Under a
+    strategy, the dataset before it was distributed.
+    """
+    import tensorflow as tf
+
+    flavour = flavour_of(model)
+    if flavour is None:
+        return None
+    name, attribute = flavour.DATASET_HOLDER
+    dataset = getattr(_fit_local(model, name), attribute, None)
+    if isinstance(dataset, tf.distribute.DistributedDataset):
+        dataset = getattr(dataset, "_original_dataset", None)
+    return dataset if isinstance(dataset, tf.data.Dataset) else None
+
+
+def tracked_train_function(model: Any, element_spec: Any) -> Any:
+    """The function the guard's tap will run `fit`'s batches of `element_spec` with.
+
+    While a guard tracks signatures, `model.train_function` is its
+    `TrainFunctionTap`, which runs either Keras' own function or a
+    recording copy retraced from it (tf_keras' copy holds a new
+    `tf.function` of the step, compiled on its own). A warm-up must run
+    the one `fit` will run.
+
+    Returns:
+        That function; `None` when no guard tap is installed.
+    """
+    from keras_xla_guard.seam._recording import TrainFunctionTap
+
+    installed = getattr(model, "train_function", None)
+    flavour = flavour_of(model)
+    if not isinstance(installed, TrainFunctionTap) or flavour is None:
+        return None
+    tap, function = _tapped(flavour, installed.original, element_spec)
+    return installed.original if tap.static else function

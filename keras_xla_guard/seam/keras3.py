@@ -27,7 +27,7 @@ from __future__ import annotations
 import types
 from typing import Any
 
-__all__ = ["DATASET_HOLDER", "EXIT_HOOK_HOLDER", "FLAVOUR", "probe", "recording_function"]
+__all__ = ["DATASET_HOLDER", "EXIT_HOOK_HOLDER", "FLAVOUR", "probe", "recording_function", "symbolic_build"]
 
 FLAVOUR = "keras3"
 _STEP_CELLS = ("multi_step_on_iterator", "one_step_on_data")
@@ -112,3 +112,28 @@ def _recording_step(step: Any, tap: Any) -> Any:
         return outputs
 
     return one_step_on_data
+
+
+def symbolic_build(model: Any, batch: Any) -> str | None:
+    """Builds model, optimizer, metrics and losses for `batch` without running a step.
+
+    `Trainer._symbolic_build(data_batch=...)` (private; `fit` calls it under
+    a distribution strategy), inside the model's strategy scope; it builds
+    only what is not built yet.
+
+    Returns:
+        `None` when built, else why not.
+    """
+    build = getattr(model, "_symbolic_build", None)
+    if build is None:
+        return "this Keras has no Trainer._symbolic_build"
+    strategy = getattr(model, "distribute_strategy", None)
+    try:
+        if strategy is not None:
+            with strategy.scope():
+                build(data_batch=batch)
+        else:
+            build(data_batch=batch)
+    except TypeError as e:
+        return f"Trainer._symbolic_build(data_batch=...) failed: {e}"
+    return None

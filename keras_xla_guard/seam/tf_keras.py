@@ -12,13 +12,26 @@ Private contacts, each verified on the versions listed in `docs/compatibility.md
   stack: `_dataset` is the dataset a `tf.distribute` strategy splits, and
   `catch_stop_iteration()` encloses every epoch's steps.
 - `model.steps_per_execution` is a `tf.Variable` (mirrored under a strategy).
+- A warm-up restores what a train step changes: the step counters
+  `model._train_counter`, `_test_counter`, `_predict_counter`, and the state
+  of each layer's random generator (`layer._random_generator._generator`, a
+  `tf.random.Generator`; Dropout draws from it), which `model.variables`
+  does not list.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["DATASET_HOLDER", "EXIT_HOOK_HOLDER", "FLAVOUR", "probe", "recording_function"]
+__all__ = [
+    "DATASET_HOLDER",
+    "EXIT_HOOK_HOLDER",
+    "FLAVOUR",
+    "probe",
+    "random_states",
+    "recording_function",
+    "step_counters",
+]
 
 FLAVOUR = "tf_keras"
 DATASET_HOLDER = ("data_handler", "_dataset")
@@ -37,3 +50,39 @@ def recording_function(original: Any, tap: Any) -> Any:
     from keras_xla_guard.seam._recording import recording_tf_function
 
     return recording_tf_function(original, tap, autograph=True)
+
+
+_COUNTERS = ("_train_counter", "_test_counter", "_predict_counter")
+
+
+def step_counters(model: Any) -> tuple[list[Any], list[str]]:
+    """tf_keras' step counters (`model._train_counter`, ...) and the names it lacks."""
+    found, absent = [], []
+    for name in _COUNTERS:
+        counter = getattr(model, name, None)
+        if counter is None:
+            absent.append(name)
+        else:
+            found.append(counter)
+    return found, absent
+
+
+def random_states(layers: Any) -> tuple[list[Any], list[str]]:
+    """The state variables of the layers' random generators, and the layers whose state is not a variable.
+
+    A generator of `rng_type="legacy_stateful"` keeps its state inside TF's
+    random ops, where nothing can put it back.
+    """
+    found, legacy = [], []
+    for layer in layers:
+        generator = getattr(layer, "_random_generator", None)
+        if generator is None:
+            continue
+        if hasattr(generator, "_maybe_init"):
+            generator._maybe_init()
+        state = getattr(getattr(generator, "_generator", None), "state", None)
+        if state is not None:
+            found.append(state)
+        elif getattr(generator, "_rng_type", None) == getattr(generator, "RNG_LEGACY_STATEFUL", "legacy_stateful"):
+            legacy.append(getattr(layer, "name", repr(layer)))
+    return found, legacy

@@ -74,6 +74,9 @@ class EpochSignatures:
         explanations: The epoch's findings as `Explanation`s: what
             varied, the closest earlier signature of new ones, the fix.
         signatures: The distinct signatures of the epoch, first seen first.
+        new: The signatures first seen in this epoch with the step (in the
+            epoch) each was first seen at, `None` when not known; first
+            seen first.
     """
 
     epoch: int
@@ -85,12 +88,14 @@ class EpochSignatures:
     short_last_batch: bool
     explanations: tuple[Explanation, ...]
     signatures: tuple[Signature, ...]
+    new: tuple[tuple[Signature, int | None], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """Returns the epoch's figures as a JSON-serializable dict."""
         d = dataclasses.asdict(self)
         d["explanations"] = [e.to_dict() for e in self.explanations]
         d["signatures"] = [s.to_dict() for s in self.signatures]
+        d["new"] = [{"signature": s.to_dict(), "step": n} for s, n in self.new]
         return d
 
 
@@ -230,6 +235,7 @@ class SignatureTracker:
             short_last_batch=short is not None,
             explanations=tuple(self._explain(sigs, short)),
             signatures=sigs,
+            new=tuple(self._epoch_new),
         )
         self._epoch = None
         return result

@@ -21,6 +21,7 @@ from keras_xla_guard.trace.classify import (
     is_guard_op,
     split_tf_op,
 )
+from keras_xla_guard.trace.compiles import compile_records
 from keras_xla_guard.trace.report import CoverageReport, OpStat
 from keras_xla_guard.trace.xplane import (
     DEFAULT_MAX_TRACE_BYTES,
@@ -193,7 +194,7 @@ def _settle_kernel(rec: list[Any], totals: _Totals) -> None:
         op[1] += 1
 
 
-def _scan_line(plane: Any, line: Any, cache: _PlaneCache, totals: _Totals) -> None:
+def _scan_line(plane: Any, line: Any, cache: _PlaneCache, totals: _Totals) -> bool:
     """Walks one thread's events as a tree (by time nesting) and books them.
 
     TensorFlow writes a line's events ordered by start time; a line that is
@@ -211,6 +212,7 @@ def _scan_line(plane: Any, line: Any, cache: _PlaneCache, totals: _Totals) -> No
         ordered = sorted(events, key=lambda e: (e.offset_ps, -e.duration_ps))
         _scan_events(plane, ordered, line_absorb, cache, part)
     totals.add(part)
+    return part.ps[Category.COMPILE] > 0
 
 
 def _scan_events(
@@ -543,6 +545,8 @@ def analyze_xspace(
     host_totals = _Totals()
     device_totals = _Totals()
     device_active = False
+    # Plane name -> indices of the lines that compiled, for the compile table.
+    compiling: dict[str, set[int]] = {}
     for plane in space.planes:
         if plane.name.startswith("/device:"):
             stat_ids = _stat_index(plane)
@@ -551,8 +555,9 @@ def analyze_xspace(
             )
         elif _is_host_plane(plane.name):
             cache = _PlaneCache(plane)
-            for line in iter_lines(plane, source=source):
-                _scan_line(plane, line, cache, host_totals)
+            for index, line in enumerate(iter_lines(plane, source=source)):
+                if _scan_line(plane, line, cache, host_totals) and cache.markers:
+                    compiling.setdefault(plane.name, set()).add(index)
                 # A lazily read line holds its events' bytes: let it go
                 # before the next one is read.
                 del line
@@ -566,7 +571,7 @@ def analyze_xspace(
         totals, base = device_totals, "device"
     else:
         totals, base = host_totals, "host"
-    return _report_from_totals(
+    report = _report_from_totals(
         totals,
         time_base=base,
         top_k=top_k,
@@ -574,6 +579,12 @@ def analyze_xspace(
         hosts=(host,) if host else (),
         wall_s=_profile_wall_s(space),
     )
+    if not compiling:
+        return report
+    # A second pass, over the threads that compiled only (and the Python
+    # thread's step markers): the table needs every compile interval, which
+    # the scan above does not keep.
+    return dataclasses.replace(report, compile_table=compile_records(space, source=source, lines=compiling))
 
 
 def combine_reports(reports: Sequence[CoverageReport], *, top_k: int = DEFAULT_TOP_K) -> CoverageReport:
@@ -620,6 +631,7 @@ def combine_reports(reports: Sequence[CoverageReport], *, top_k: int = DEFAULT_T
         compilations=sum(r.compilations for r in reports),
         compile_time_s=sum(r.compile_time_s for r in reports),
         compiled_modules=tuple(dict.fromkeys(m for r in reports for m in r.compiled_modules)),
+        compile_table=tuple(c for r in reports for c in r.compile_table),
         top_non_xla_ops=tuple(top[:top_k]),
         input_pipeline_time_s=sum(r.input_pipeline_time_s for r in reports),
         eager_overhead_s=sum(r.eager_overhead_s for r in reports),

@@ -6,6 +6,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from keras_xla_guard.trace.compiles import CompileRecord
+
 if TYPE_CHECKING:
     from keras_xla_guard.signatures.explanation import Explanation
 
@@ -81,6 +83,15 @@ class CoverageReport:
         signatures_unavailable: Why the signature figures are `None` when
             tracking was on but could not record this epoch's batches
             (e.g. an unsupported Keras version); `None` otherwise.
+        compile_table: Every XLA compilation of the window (program, HLO
+            module, wall-clock compile time, step, input signature) and,
+            with signatures tracked, every new signature that ran without
+            one (`cache_hit=True`); see `CompileRecord`.
+        cache_hits: New signatures that found their program already
+            compiled (by `warm_up` or TensorFlow's persistent cache);
+            `None` when signatures were not tracked or XLA is off.
+        persistent_cache: The directory of TensorFlow's XLA persistent
+            compilation cache when `TF_XLA_FLAGS` sets one; `None` otherwise.
     """
 
     status: str = "ok"
@@ -109,6 +120,9 @@ class CoverageReport:
     expected_compilations: int | None = None
     signature_explanations: "tuple[Explanation, ...]" = ()
     signatures_unavailable: str | None = None
+    compile_table: tuple[CompileRecord, ...] = ()
+    cache_hits: int | None = None
+    persistent_cache: str | None = None
 
     @property
     def trace_path(self) -> str | None:
@@ -133,6 +147,7 @@ class CoverageReport:
         d["top_non_xla_ops"] = [op.to_dict() for op in self.top_non_xla_ops]
         d["notes"] = list(self.notes)
         d["signature_explanations"] = [e.to_dict() for e in self.signature_explanations]
+        d["compile_table"] = [c.to_dict() for c in self.compile_table]
         d["trace_path"] = self.trace_path
         return d
 
@@ -177,6 +192,10 @@ class CoverageReport:
         values["signature_explanations"] = tuple(
             Explanation.from_dict(e) for e in values.get("signature_explanations", ())
         )
+        try:
+            values["compile_table"] = tuple(CompileRecord(**c) for c in values.get("compile_table", ()))
+        except TypeError as e:
+            raise ValueError(f"`compile_table` holds a malformed row ({e}). Received: data={data!r}") from None
         return cls(**values)
 
     def __str__(self) -> str:

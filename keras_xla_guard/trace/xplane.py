@@ -302,12 +302,13 @@ def iter_lines(plane: Any, *, source: str = "<trace>") -> Iterator[Any]:
 class _LazyLine:
     """One line of an `open_xspace` plane; its events decode chunk by chunk."""
 
-    __slots__ = ("name", "events")
+    __slots__ = ("name", "timestamp_ns", "events")
 
     def __init__(self, data: bytes, plane: Any, source: str) -> None:
         _, line_cls, _ = _lazy_message_classes()
         line = _decode(line_cls, data, source)
         self.name: str = line.name
+        self.timestamp_ns: int = line.timestamp_ns
         self.events = _LazyEvents(line.events, plane, source)
 
 

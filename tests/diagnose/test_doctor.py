@@ -230,3 +230,24 @@ def test_jit_compile_fix_sends_to_compare_first_with_measured_figures(clean_swit
         f"took {slow['jit_compile']:.1f} s with\n# jit_compile=True against {slow['plain']:.1f} s plain; "
         f"a deep MLP {fast['jit_compile']:.1f} s against {fast['plain']:.1f} s" in fix
     )
+
+
+def _compile_report(seconds, program="one_step_on_data", wall=2.0):
+    from keras_xla_guard.trace.compiles import CompileRecord
+    from keras_xla_guard.trace.report import CoverageReport
+
+    rows = tuple(CompileRecord(program, "m", 0.0, seconds / 2) for _ in range(2))
+    return CoverageReport(compilations=2, compile_table=rows, window_wall_s=wall)
+
+
+def test_compile_cost_verdict_recommends_the_persistent_cache_with_the_exact_line():
+    """Compilation over 20 % of the window: a warning whose fix is the export line; info once the cache is on."""
+    from keras_xla_guard.diagnose.doctor import compile_cost_verdicts
+
+    (verdict,) = compile_cost_verdicts(_compile_report(1.0), env={})
+    assert (verdict.code, verdict.status) == ("COMPILE_COST_HIGH", "warning")
+    assert "2 XLA compilation(s) took 1.00 s, 50% of the window" in verdict.message
+    assert verdict.fix.startswith('export TF_XLA_FLAGS="--tf_xla_persistent_cache_directory=$HOME/.cache/xla"')
+    (on,) = compile_cost_verdicts(_compile_report(1.0), env={"TF_XLA_FLAGS": "--tf_xla_persistent_cache_directory=/c"})
+    assert (on.status, on.fix) == ("info", "")
+    assert compile_cost_verdicts(_compile_report(0.3), env={}) == []

@@ -891,3 +891,23 @@ def test_direct_call_takes_an_iterator_of_another_structure_through_the_tf_funct
     assert float(pairs[0]) == 2.5 and pairs[1].numpy().tolist() == [3, 4]
     assert first.experimental_get_tracing_count() == 2
     assert int(direct(iter(tf.data.Dataset.range(5, 8)))) == 6
+
+
+def test_epoch_lists_its_new_signatures_with_the_step_each_was_first_seen_at():
+    """`EpochSignatures.new`: signatures new to the run, with their first step, first seen first."""
+    import numpy as np
+
+    from keras_xla_guard.signatures import Signature, SignatureTracker
+
+    tracker = SignatureTracker(xla=True)
+    sig = {n: Signature.of(np.zeros((8, n))) for n in (5, 7, 9)}
+    tracker.begin_epoch(0)
+    for step, n in enumerate((5, 7, 5)):
+        tracker.observe(sig[n], step=step)
+    assert tracker.end_epoch().new == ((sig[5], 0), (sig[7], 1))
+    tracker.begin_epoch(1)
+    for step, n in enumerate((7, 9)):
+        tracker.observe(sig[n], step=step)
+    stats = tracker.end_epoch()
+    assert stats.new == ((sig[9], 1),)
+    assert stats.to_dict()["new"] == [{"signature": sig[9].to_dict(), "step": 1}]

@@ -1,0 +1,245 @@
+"""The compile table: every XLA compilation of a trace, with its wall-clock cost.
+
+Pure (parsed XSpace in, frozen records out). One `*Compiler::RunBackend`
+event marks one compiled program (its `name` stat is the HLO module). The
+compilation begins with the first compile-phase event (HLO passes,
+`JitCompiler::Compile`, ...) of the same thread inside the same TF kernel
+and ends with `RunBackend`; its wall-clock time is the union, over all
+host threads, of the compile events open in that interval (XLA:CPU
+compiles one program on several threads at once). The guard's step
+markers (`train` events with a `step_num` stat) give the training step
+a compilation happened in.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import re
+from dataclasses import dataclass
+from typing import Any, Final, Mapping
+
+from keras_xla_guard.trace.classify import COMPILE_COUNT_RE, Category, classify_name
+from keras_xla_guard.trace.compile_wall import union_length
+
+__all__ = ["CompileRecord", "attribute_compiles", "compile_records", "program_of"]
+
+_PS = 1e-12
+_STEP_EVENT: Final = "train"
+# The guard marks steps on the thread that calls `step_begin`: Python's.
+_STEP_THREAD: Final = "python"
+_FUNCTION_MODULE_RE: Final = re.compile(r"^a_inference_(.+?)_\d+__")
+_CLUSTER_MODULE_RE: Final = re.compile(r"^(cluster_\d+)_")
+
+
+@dataclass(frozen=True)
+class CompileRecord:
+    """One XLA compilation (or a program found without one) in a profiled window.
+
+    Attributes:
+        program: The compiled TF function or auto-clustering cluster, e.g.
+            `"one_step_on_data"` or `"cluster_0"`.
+        module: The HLO module name, e.g. `"a_inference_one_step_on_data_805__.8"`;
+            `""` for a cache hit.
+        start_s: When the compilation began, seconds into the trace; `None`
+            for a cache hit.
+        compile_s: Wall-clock compile time in seconds; `None` for a cache
+            hit.
+        cache_hit: `True` for a new input signature that ran without a
+            compilation: its program came from a cache (a `warm_up`, or
+            TensorFlow's persistent compilation cache).
+        step: The training step (0-based, in the epoch) the compilation
+            happened in; `None` when unknown.
+        signature: The input signature that caused it, when signatures
+            are tracked.
+    """
+
+    program: str
+    module: str = ""
+    start_s: float | None = None
+    compile_s: float | None = None
+    cache_hit: bool = False
+    step: int | None = None
+    signature: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the record as a JSON-serializable dict."""
+        return dataclasses.asdict(self)
+
+
+def program_of(module: str) -> str:
+    """The TF function or cluster an HLO module was compiled from.
+
+    Args:
+        module: An HLO module name such as `"a_inference_one_step_on_data_805__.8"`
+            or `"cluster_0__XlaCompiledKernel_true__XlaNumConstantArgs_0_.7"`.
+
+    Returns:
+        `"one_step_on_data"`, `"cluster_0"`; else `module` without its
+        `.N` suffix.
+    """
+    m = _FUNCTION_MODULE_RE.match(module) or _CLUSTER_MODULE_RE.match(module)
+    if m is not None:
+        return m.group(1)
+    return re.sub(r"\.\d+$", "", module)
+
+
+def _stat_value(plane: Any, stat: Any) -> Any:
+    kind = stat.WhichOneof("value")
+    if kind == "ref_value":
+        ref = plane.stat_metadata.get(stat.ref_value)
+        return ref.name if ref is not None else ""
+    return getattr(stat, kind) if kind else None
+
+
+def _event_stat(plane: Any, event: Any, stat_id: int) -> Any:
+    for stat in event.stats:
+        if stat.metadata_id == stat_id:
+            return _stat_value(plane, stat)
+    return None
+
+
+def _lines(plane: Any, source: str) -> Any:
+    from keras_xla_guard.trace.xplane import iter_lines
+
+    return iter_lines(plane, source=source)
+
+
+def _line_compiles(
+    plane: Any, line: Any, base: int, markers: set[int], compiling: set[int], name_id: int
+) -> list[tuple[int, int, str]]:
+    """`(start, end, module)` of each compilation on one thread."""
+    events = sorted(((base + e.offset_ps, base + e.offset_ps + e.duration_ps, e)
+                     for e in line.events if e.duration_ps > 0), key=lambda item: (item[0], -item[1]))
+    starts = [item[0] for item in events]
+    out = []
+    previous_end = None
+    for index, (start, end, marker) in enumerate(events):
+        if marker.metadata_id not in markers:
+            continue
+        # The innermost non-compile event around the marker (the TF kernel
+        # or executor it ran in) bounds the compilation's start; so does
+        # the previous compilation on this thread.
+        floor = previous_end
+        for j in range(index - 1, -1, -1):
+            s, t, other = events[j]
+            if t >= end and other.metadata_id not in compiling:
+                floor = s if floor is None else max(floor, s)
+                break
+        first = bisect.bisect_left(starts, floor) if floor is not None else 0
+        begin = min((s for s, _, other in events[first:index] if other.metadata_id in compiling), default=start)
+        out.append((begin, end, str(_event_stat(plane, marker, name_id) or "")))
+        previous_end = end
+    return out
+
+
+def compile_records(
+    space: Any, *, source: str = "<trace>", lines: Mapping[str, set[int]] | None = None
+) -> tuple[CompileRecord, ...]:
+    """Every XLA compilation in a trace, in the order they began.
+
+    Args:
+        space: A parsed `xplane_pb2.XSpace` (or a lazily read one).
+        source: Names the trace in errors. Defaults to `"<trace>"`.
+        lines: Plane name -> indices of the lines that hold compile events,
+            when known (the analysis finds them): other lines are skipped,
+            but for the Python thread's step markers. Defaults to `None`
+            (every line is read).
+
+    Returns:
+        One `CompileRecord` per compiled program (`cache_hit=False`);
+        `signature` is `None` (the guard fills it in).
+    """
+    records: list[tuple[int, CompileRecord]] = []
+    for plane in space.planes:
+        if not plane.name.startswith("/host:") or plane.name == "/host:metadata":
+            continue
+        metadata = plane.event_metadata
+        markers = {mid for mid, md in metadata.items() if COMPILE_COUNT_RE.match(md.name)}
+        if not markers:
+            continue
+        compiling = {mid for mid, md in metadata.items() if classify_name(md.name) == Category.COMPILE}
+        steps_md = {mid for mid, md in metadata.items() if md.name == _STEP_EVENT}
+        stat_ids = {m.name: mid for mid, m in plane.stat_metadata.items()}
+        name_id = stat_ids.get("name", -1)
+        step_id = stat_ids.get("step_num", -1)
+        intervals: list[tuple[int, int]] = []
+        steps: list[tuple[int, int, int]] = []
+        # (start of the compilation, end, module) per marker.
+        found: list[tuple[int, int, str]] = []
+        wanted = None if lines is None else lines.get(plane.name, set())
+        for index, line in enumerate(_lines(plane, source)):
+            if wanted is not None and index not in wanted and line.name != _STEP_THREAD:
+                continue
+            base = line.timestamp_ns * 1000
+            has_marker = False
+            for e in line.events:
+                mid = e.metadata_id
+                if e.duration_ps <= 0:
+                    continue
+                if mid in compiling:
+                    intervals.append((base + e.offset_ps, base + e.offset_ps + e.duration_ps))
+                    has_marker = has_marker or mid in markers
+                elif mid in steps_md and step_id >= 0:
+                    value = _event_stat(plane, e, step_id)
+                    if isinstance(value, int):
+                        steps.append((base + e.offset_ps, base + e.offset_ps + e.duration_ps, value))
+            if has_marker:
+                found.extend(_line_compiles(plane, line, base, markers, compiling, name_id))
+        for begin, end, module in found:
+            clipped = [(max(s, begin), min(t, end)) for s, t in intervals if s < end and t > begin]
+            step = next((n for s, t, n in steps if s <= begin <= t), None)
+            records.append((begin, CompileRecord(
+                program=program_of(module) if module else "?",
+                module=module,
+                start_s=begin * _PS,
+                compile_s=union_length(clipped) * _PS,
+                step=step,
+            )))
+    records.sort(key=lambda item: item[0])
+    return tuple(r for _, r in records)
+
+
+def attribute_compiles(
+    table: tuple[CompileRecord, ...],
+    new_signatures: list[tuple[str, int | None]],
+    steps: tuple[int, int] | None,
+) -> tuple[tuple[CompileRecord, ...], int]:
+    """Names the input signature of each compilation and adds the cache hits.
+
+    Each signature new to the run costs one compilation of the step, unless
+    its program is already compiled (by a warm-up, or loaded from the
+    persistent cache). A compilation is matched to the new signature first
+    seen at its step; those without a step to the remaining new signatures
+    in order. A new signature of the window left without a compilation is a
+    cache hit.
+
+    Args:
+        table: The window's compilations, in order.
+        new_signatures: `(signature text, first step or None)` of the
+            epoch's new signatures, first seen first.
+        steps: `(first step, number of steps)` of the window; `None` when
+            unknown (every new signature counts).
+
+    Returns:
+        `(table, cache_hits)`: the table with signatures filled in and one
+        `cache_hit=True` row per cache hit, in step order.
+    """
+    if steps is not None:
+        first, count = steps
+        new_signatures = [(s, n) for s, n in new_signatures if n is None or first <= n < first + count]
+    left = list(new_signatures)
+    rows: list[CompileRecord | None] = list(table)
+    for i, row in enumerate(table):
+        match = next((j for j, (_, n) in enumerate(left) if n is not None and n == row.step), None)
+        if match is not None:
+            rows[i] = dataclasses.replace(row, signature=left.pop(match)[0])
+    for i, row in enumerate(rows):
+        if row is not None and row.signature is None and left:
+            signature, step = left.pop(0)
+            rows[i] = dataclasses.replace(row, signature=signature, step=row.step if row.step is not None else step)
+    hits = [CompileRecord(program="", cache_hit=True, step=n, signature=s) for s, n in left]
+    merged = [r for r in rows if r is not None] + hits
+    order = {id(r): k for k, r in enumerate(merged)}
+    merged.sort(key=lambda r: (r.step if r.step is not None else -1, order[id(r)]))
+    return tuple(merged), len(hits)

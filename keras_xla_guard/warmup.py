@@ -1,0 +1,330 @@
+"""`warm_up`: compile a model's steps for every known input signature before `fit`.
+
+XLA compiles a `jit_compile=True` step once per concrete input shape, the
+first time the step *runs* with that shape; tracing or lowering the function
+fills no cache. So a warm-up runs Keras' own train function (the same
+`tf.function` instance `fit` will call, on an iterator with the same
+`element_spec`) once per signature, and then puts back every variable the
+step changed: weights, BatchNormalization statistics, optimizer slots and
+step counter, metric state and random-seed state.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from keras_xla_guard._checks import check_int
+from keras_xla_guard.errors import XlaGuardWarning
+from keras_xla_guard.signatures.signature import Signature
+
+__all__ = ["WarmUpReport", "warm_up"]
+
+_STEPS = ("train", "test", "predict")
+DEFAULT_MAX_BATCHES = 1000
+
+
+@dataclass(frozen=True)
+class WarmUpReport:
+    """What `warm_up` compiled.
+
+    Attributes:
+        signatures: The input signatures warmed up, in the order they ran.
+        steps: The steps run for each (`"train"`, `"test"`, `"predict"`).
+        seconds: Wall time of the warm-up (mostly compilation).
+        batches_read: Batches read from a dataset to find its signatures
+            (0 when shapes were given).
+        restored: Number of variables put back to their value before the
+            warm-up.
+        notes: Anything that could not be done (also warned).
+    """
+
+    signatures: tuple[Signature, ...]
+    steps: tuple[str, ...]
+    seconds: float
+    batches_read: int
+    restored: int
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the report as a JSON-serializable dict."""
+        return {
+            "signatures": [str(s) for s in self.signatures],
+            "steps": list(self.steps),
+            "seconds": self.seconds,
+            "batches_read": self.batches_read,
+            "restored": self.restored,
+            "notes": list(self.notes),
+        }
+
+
+def _is_shape(value: Any) -> bool:
+    return isinstance(value, (tuple, list)) and all(d is None or isinstance(d, int) for d in value) \
+        and not any(isinstance(d, bool) for d in value)
+
+
+def _leaves(structure: Any) -> list[Any]:
+    """Shape leaves (tuples of ints, `TensorSpec`s, arrays) of one signature, in `tf.nest` order."""
+    import tensorflow as tf
+
+    if isinstance(structure, tf.TensorSpec) or _is_shape(structure) or hasattr(structure, "shape"):
+        return [structure]
+    if isinstance(structure, dict):
+        return [leaf for key in sorted(structure) for leaf in _leaves(structure[key])]
+    if isinstance(structure, (tuple, list)):
+        return [leaf for item in structure for leaf in _leaves(item)]
+    raise ValueError(
+        "Each signature must be a nested structure (tuples, lists, dicts) of shapes "
+        f"(tuples of ints), tf.TensorSpec or arrays. Received: {structure!r}"
+    )
+
+
+def _rebuild(structure: Any, leaves: list[Any]) -> Any:
+    """`structure` with its shape leaves replaced, in `_leaves` order."""
+    import tensorflow as tf
+
+    if isinstance(structure, tf.TensorSpec) or _is_shape(structure) or hasattr(structure, "shape"):
+        return leaves.pop(0)
+    if isinstance(structure, dict):
+        return {key: _rebuild(structure[key], leaves) for key in sorted(structure)}
+    out = [_rebuild(item, leaves) for item in structure]
+    return tuple(out) if isinstance(structure, tuple) else out
+
+
+def _batches_from_shapes(shapes: Sequence[Any], element_spec: Any) -> tuple[list[Any], Any]:
+    """Zero batches of the given shapes, and the `element_spec` they are fed with."""
+    import numpy as np
+    import tensorflow as tf
+
+    if not shapes:
+        raise ValueError(f"`shapes_or_dataset` must hold at least one signature. Received: {shapes!r}")
+    per_item = [_leaves(item) for item in shapes]
+    if len({len(leaves) for leaves in per_item}) != 1:
+        raise ValueError(f"All signatures must have the same structure. Received: {shapes!r}")
+    spec_leaves = tf.nest.flatten(element_spec) if element_spec is not None else None
+    if spec_leaves is not None and len(spec_leaves) != len(per_item[0]):
+        raise ValueError(
+            f"`element_spec` has {len(spec_leaves)} tensors but each signature has "
+            f"{len(per_item[0])}. Received: element_spec={element_spec!r}"
+        )
+    batches = []
+    dims_seen: list[list[set[Any]]] = []
+    dtypes: list[Any] = []
+    for leaves in per_item:
+        arrays = []
+        for i, leaf in enumerate(leaves):
+            shape = tuple(leaf.shape) if not _is_shape(leaf) else tuple(leaf)
+            if any(d is None for d in shape):
+                raise ValueError(f"Signatures need fully known shapes. Received: {leaf!r}")
+            if spec_leaves is not None:
+                dtype = spec_leaves[i].dtype
+            elif isinstance(leaf, tf.TensorSpec) or hasattr(leaf, "dtype"):
+                dtype = tf.as_dtype(leaf.dtype)
+            else:
+                dtype = tf.float32
+            arrays.append(np.zeros(shape, dtype.as_numpy_dtype))
+            if len(dims_seen) <= i:
+                dims_seen.append([set() for _ in shape])
+                dtypes.append(dtype)
+            for axis, d in enumerate(shape[: len(dims_seen[i])]):
+                dims_seen[i][axis].add(d)
+        batches.append(_rebuild(shapes[0], arrays))
+    if element_spec is None:
+        # Like Keras' own adapters: the batch dimension and every dimension
+        # that varies are unknown, so one traced function serves them all.
+        specs = [
+            tf.TensorSpec([None if axis == 0 or len(seen) > 1 else next(iter(seen))
+                           for axis, seen in enumerate(dims)], dtype)
+            for dims, dtype in zip(dims_seen, dtypes)
+        ]
+        element_spec = _rebuild(shapes[0], specs)
+    return batches, element_spec
+
+
+def _batches_from_dataset(dataset: Any, max_batches: int) -> tuple[list[Any], int]:
+    """One batch per distinct signature of `dataset` (first `max_batches` batches)."""
+    import tensorflow as tf
+
+    seen: dict[Signature, Any] = {}
+    read = 0
+    for element in dataset.take(max_batches):
+        read += 1
+        signature = Signature.of(element)
+        if signature not in seen:
+            seen[signature] = tf.nest.map_structure(lambda t: t.numpy(), element)
+    if not seen:
+        raise ValueError(f"`shapes_or_dataset` is an empty dataset. Received: {dataset!r}")
+    return list(seen.values()), read
+
+
+def _iterator(model: Any, batches: list[Any], element_spec: Any) -> Any:
+    """An iterator over `batches` whose type spec is the one `fit` iterates with."""
+    import tensorflow as tf
+
+    dataset = tf.data.Dataset.from_generator(lambda: iter(batches), output_signature=element_spec)
+    strategy = getattr(model, "distribute_strategy", None)
+    if strategy is not None:
+        dataset = strategy.experimental_distribute_dataset(dataset)
+    return iter(dataset)
+
+
+def _run(model: Any, step: str, batches: list[Any], element_spec: Any, train_function: Any = None) -> None:
+    """Runs `step` once on each batch, through the function `fit`/`evaluate`/`predict` call."""
+    import tensorflow as tf
+
+    from keras_xla_guard import seam
+
+    if step == "predict":
+        xs = [b[0] if isinstance(b, tuple) else b for b in batches]
+        spec = element_spec[0] if isinstance(element_spec, tuple) else element_spec
+        model.predict(tf.data.Dataset.from_generator(lambda: iter(xs), output_signature=spec), verbose=0)
+        return
+    make = model.make_train_function if step == "train" else model.make_test_function
+    make()
+    if step == "train":
+        function = train_function or model.train_function
+    else:
+        function = model.test_function
+    iterator = _iterator(model, batches, element_spec)
+    # One call runs `steps_per_execution` batches.
+    spe = seam.steps_per_execution(model)
+    for _ in range(-(-len(batches) // spe)):
+        function(iterator)
+
+
+def warm_up(
+    model: Any,
+    shapes_or_dataset: Any,
+    *,
+    element_spec: Any = None,
+    steps: Sequence[str] = ("train",),
+    max_batches: int = DEFAULT_MAX_BATCHES,
+) -> WarmUpReport:
+    """Compiles a model's steps for every known input signature, before `fit`.
+
+    With `jit_compile=True`, XLA compiles the train step once per input
+    shape, the first time a batch of that shape arrives: mid-epoch, while
+    the clock runs. `warm_up` runs the step once per signature now, on the
+    same Keras train function and an input of the same `element_spec` as
+    `fit`, so that `fit` finds every program compiled. Afterwards every
+    variable the step touched is put back bit for bit: weights,
+    BatchNormalization moving statistics, optimizer slots and `iterations`,
+    metric state, `SeedGenerator` state (and tf_keras' step counters).
+
+    Pays when the signatures are few and known (bucketed sequences, a fixed
+    set of image sizes) and compilation is a large share of a short run;
+    see docs/compile-cost.md.
+
+    Args:
+        model: A compiled Keras model (Keras 3 or tf_keras). Compile it
+            first; `model.compile()` afterwards discards the warm-up.
+        shapes_or_dataset: The signatures to compile. Either the
+            `tf.data.Dataset` you will fit on (e.g. from
+            `pad_to_buckets`): it is read once, up to `max_batches`
+            batches, and one batch of each distinct signature is run. Or a
+            list of signatures, each the structure of one batch, `(x, y)`
+            or `(x, y, sample_weight)`, with shapes (tuples of ints),
+            `tf.TensorSpec`s or arrays as leaves; zeros of those shapes are
+            run.
+        element_spec: With shapes: the `element_spec` of the dataset you
+            will fit on (gives the dtypes, and the same traced function as
+            `fit`). Defaults to `None`: dtypes of `TensorSpec`/array leaves
+            (else float32), and unknown batch and varying dimensions, as
+            Keras' adapters make them.
+        steps: Which steps to compile: any of `"train"`, `"test"`
+            (`evaluate`), `"predict"` (`predict` on `x` alone). Defaults
+            to `("train",)`.
+        max_batches: Most batches read from a dataset. Defaults to `1000`.
+
+    Returns:
+        A `WarmUpReport`.
+
+    Raises:
+        ValueError: If `steps`, `max_batches` or the signatures are
+            invalid, or the model is not compiled.
+
+    Example:
+
+    ```python
+    import keras_xla_guard as kxg
+
+    train = kxg.pad_to_buckets(sequences, boundaries=(16, 32, 64), batch_size=32)
+    kxg.warm_up(model, train)        # compiles the 3 bucket shapes now
+    model.fit(train, epochs=5)       # no compilation mid-epoch
+    ```
+    """
+    return _warm_up(model, shapes_or_dataset, element_spec=element_spec, steps=steps, max_batches=max_batches)
+
+
+def _warm_up(
+    model: Any,
+    shapes_or_dataset: Any,
+    *,
+    element_spec: Any = None,
+    steps: Sequence[str] = ("train",),
+    max_batches: int = DEFAULT_MAX_BATCHES,
+    train_function_for: Any = None,
+) -> WarmUpReport:
+    """`warm_up`; `train_function_for(element_spec)` may name the train function to warm."""
+    import tensorflow as tf
+
+    from keras_xla_guard import seam
+
+    steps = tuple(steps) if not isinstance(steps, str) else (steps,)
+    if not steps or any(s not in _STEPS for s in steps):
+        raise ValueError(f"`steps` must be a non-empty subset of {_STEPS}. Received: steps={steps!r}")
+    check_int("max_batches", max_batches, minimum=1)
+    if getattr(model, "optimizer", None) is None and "train" in steps:
+        raise ValueError(f"`model` must be compiled with an optimizer before warm_up. Received: model={model!r}")
+    if isinstance(shapes_or_dataset, tf.data.Dataset):
+        batches, read = _batches_from_dataset(shapes_or_dataset, max_batches)
+        spec = shapes_or_dataset.element_spec
+    elif isinstance(shapes_or_dataset, (list, tuple)):
+        batches, spec = _batches_from_shapes(shapes_or_dataset, element_spec)
+        read = 0
+    else:
+        raise ValueError(
+            "`shapes_or_dataset` must be a tf.data.Dataset or a list of signatures. "
+            f"Received: shapes_or_dataset={shapes_or_dataset!r}"
+        )
+    notes = []
+    reason = seam.build_for_training(model, batches[0])
+    if reason is not None:
+        notes.append(f"{seam.keras_version(model)}: could not build the model ahead ({reason}); "
+                     "variables the first step creates cannot be put back")
+    variables, missing = seam.training_state(model)
+    if missing is not None:
+        notes.append(f"not restored: {missing}")
+    saved = [v.numpy().copy() for v in variables]
+    known = {id(v) for v in variables}
+    started = time.perf_counter()
+    try:
+        train_function = train_function_for(spec) if train_function_for is not None else None
+        for step in steps:
+            _run(model, step, batches, spec, train_function)
+    finally:
+        for variable, value in zip(variables, saved):
+            variable.assign(value)
+        created = [v for v in seam.training_state(model)[0] if id(v) not in known]
+        if created:
+            # tf_keras builds its compiled metrics in the first step; a
+            # reset puts them where `fit` would start them anyway.
+            model.reset_metrics()
+            metric_ids = {id(v) for m in getattr(model, "metrics", ()) for v in getattr(m, "variables", ())}
+            kept = [v for v in created if id(v) not in metric_ids]
+            if kept:
+                names = sorted(str(getattr(v, "path", None) or v.name) for v in kept)
+                notes.append(f"{len(kept)} variable(s) were created by the warm-up itself "
+                             f"({', '.join(names[:5])}) and keep their post-warm-up values")
+        for note in notes:
+            warnings.warn(f"keras-xla-guard: warm_up: {note}", XlaGuardWarning, stacklevel=2)
+    return WarmUpReport(
+        signatures=tuple(Signature.of(b, root_names=("x", "y", "sample_weight")) for b in batches),
+        steps=steps,
+        seconds=time.perf_counter() - started,
+        batches_read=read,
+        restored=len(variables),
+        notes=tuple(notes),
+    )

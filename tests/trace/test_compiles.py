@@ -1,0 +1,94 @@
+"""The compile table's pure parts: compile episodes, program names, signature attribution.
+
+The real-trace checks (5 compilations of a bucketed fit, exact steps and
+signatures, wall times adding up to `compile_wall_s`) are in
+`tests/test_warmup.py`; these synthetic traces pin the edge cases.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from _xspace import build_space
+from keras_xla_guard.trace.compiles import CompileRecord, attribute_compiles, compile_records, program_of
+from keras_xla_guard.trace.report import CoverageReport
+
+
+def _kernel(start, dur, step_module="a_inference_one_step_on_data_805__.8"):
+    """A jit step kernel at `start` (us) that compiles for 60 us, then runs."""
+    return [
+        ("ExecutorState::ProcessAsync::Start", start, dur, {"kernel_type": "StatefulPartitionedCall"}),
+        ("HLO passes through layout assignment", start + 10, 10),
+        ("CpuCompiler::RunBackend", start + 25, 45, {"name": step_module}),
+        ("CpuExecutable::ExecuteAsyncOnStream", start + 75, 5),
+    ]
+
+
+def test_one_record_per_run_backend_from_first_pass_to_backend_end():
+    """A compilation spans its first HLO pass to RunBackend's end, minus gaps no thread compiled in."""
+    space = build_space({
+        "tf_Compute/1": _kernel(0, 100) + _kernel(200, 100),
+        "python": [("train", 0, 150, {"step_num": 3}), ("train", 190, 150, {"step_num": 4})],
+    })
+    rows = compile_records(space)
+    assert [r.program for r in rows] == ["one_step_on_data", "one_step_on_data"]
+    # 10 us of passes + 45 us backend; the 5 us gap between them is not compile time.
+    assert [r.compile_s for r in rows] == [pytest.approx(55e-6), pytest.approx(55e-6)]
+    assert [r.step for r in rows] == [3, 4]
+    assert rows[1].start_s > rows[0].start_s
+
+
+def test_compile_work_on_other_threads_counts_once():
+    """Codegen threads working while the backend runs add nothing; work in its gaps adds its length."""
+    space = build_space({
+        "tf_Compute/1": _kernel(0, 100),
+        "tf_xla-cpu-codegen/1": [("FusionCompiler::Compile", 30, 20), ("FusionCompiler::Compile", 21, 3)],
+    })
+    (row,) = compile_records(space)
+    assert row.compile_s == pytest.approx(58e-6)
+    assert row.step is None
+
+
+def test_trace_without_compilation_has_an_empty_table():
+    """No RunBackend event: no rows."""
+    assert compile_records(build_space({"tf_Compute/1": [("CpuExecutable::ExecuteAsyncOnStream", 0, 5)]})) == ()
+
+
+@pytest.mark.parametrize("module, program", [
+    ("a_inference_one_step_on_data_805__.8", "one_step_on_data"),
+    ("a_inference_train_step_12__.3", "train_step"),
+    ("cluster_0__XlaCompiledKernel_true__XlaNumConstantArgs_0_.7", "cluster_0"),
+    ("jit_f.4", "jit_f"),
+])
+def test_program_of_names_the_function_or_cluster(module, program):
+    """HLO module names map to the TF function or cluster they came from."""
+    assert program_of(module) == program
+
+
+def test_attribution_matches_steps_then_order_and_adds_cache_hits():
+    """Rows take the signature first seen at their step; new signatures left over are cache hits."""
+    table = (CompileRecord("f", "m", 0.1, 0.5, step=4), CompileRecord("f", "m", 0.2, 0.5, step=None))
+    new = [("A", 0), ("B", 4), ("C", 6), ("D", 9)]
+    rows, hits = attribute_compiles(table, new, steps=(0, 8))
+    assert hits == 1
+    assert [(r.signature, r.step, r.cache_hit) for r in rows] == [
+        ("A", 0, False), ("B", 4, False), ("C", 6, True),
+    ]
+
+
+def test_attribution_without_steps_pairs_in_order():
+    """Without step markers or steps, compilations pair with new signatures in order."""
+    table = (CompileRecord("f", "m", 0.1, 0.5), CompileRecord("f", "m", 0.2, 0.5))
+    rows, hits = attribute_compiles(table, [("A", None), ("B", None)], steps=None)
+    assert hits == 0
+    assert [r.signature for r in rows] == ["A", "B"]
+
+
+def test_report_round_trips_its_compile_table():
+    """to_dict/from_dict keep the compile table and cache figures."""
+    report = CoverageReport(compilations=1, compile_table=(CompileRecord("f", "m", 0.1, 0.5, False, 2, "x: f32[8]"),
+                                                           CompileRecord("", cache_hit=True, step=5)),
+                            cache_hits=1, persistent_cache="/tmp/c")
+    assert CoverageReport.from_dict(report.to_dict()) == report
+    with pytest.raises(ValueError, match="compile_table"):
+        CoverageReport.from_dict({"compile_table": [{"nope": 1}]})
