@@ -43,7 +43,7 @@ DEFAULT_MAX_TRACE_BYTES = 1 << 30
 
 # Bytes of a line read at once: large enough that the per-slice cost
 # vanishes, small enough that a slice's memory does not count.
-_CHUNK_BYTES = 1 << 19
+_CHUNK_BYTES = 1 << 18
 
 
 def host_of(path: str | os.PathLike[str]) -> str:
