@@ -438,18 +438,22 @@ def _frame_events(data: bytes, last: bool, header: list[bytes]) -> tuple[int, li
     add = heads.append
     tag = EVENT_TAG
     n = len(data)
+    # Events under 128 bytes starting before `fast` end inside `data`.
+    fast = n - 130
     # Leave room for any tag and length unless this is the line's end.
-    limit = n - 1 if last else n - 24
+    limit = n if last else n - 24
     i = 0
     while True:
         # The common case in few steps: an event under 128 bytes.
-        while i < limit and data[i] == tag:
-            end = i + 2 + data[i + 1]
-            if end > n or data[i + 1] >= 0x80:
+        while i < fast:
+            if data[i] != tag:
+                break
+            size = data[i + 1]
+            if size & 0x80:
                 break
             add(i)
-            i = end
-        if i >= n or (i >= limit and not last):
+            i += 2 + size
+        if i >= limit:
             break
         if data[i] == EVENT_TAG and i + 1 < n:
             size, end = read_varint(data, i + 1, n)
