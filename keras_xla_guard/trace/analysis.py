@@ -455,8 +455,9 @@ def _scan_events(
     leaf_op: Any = None
     leaf_outer: Any = None
     stream = iter(events)
+    source: Iterable[tuple[int, int, int, Any]] = stream
     while True:
-        for mid, start, dur, x in stream:
+        for mid, start, dur, x in source:
             if dur <= 0:
                 # Instant events (markers, counters) take no time and nest
                 # nothing; their order does not matter either.
@@ -516,7 +517,7 @@ def _scan_events(
                     booked = leaves[run_mid]
                     booked[0] -= t
                     booked[1] -= 1
-                stream = itertools.chain(members, stream)
+                source = members
                 break
             if absorb:
                 if top is root:
@@ -589,7 +590,10 @@ def _scan_events(
             push(top)
             top_end = end
         else:
-            break
+            if source is stream:
+                break
+            # A run's members are done: back to the stream.
+            source = stream
     if leaf_end is not None:
         _settle_kernel(_kernel_record(leaf_dur, leaf_op, leaf_outer), totals)
     for entry in reversed(stack):
