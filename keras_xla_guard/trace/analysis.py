@@ -422,6 +422,11 @@ def _scan_events(
     record of a TF kernel; a kernel is resolved when it ends, because only
     its children tell whether it launched or compiled XLA code.
 
+    Events come as `(metadata_id, offset_ps, duration_ps, x)` tuples (see
+    `_message_events` and `_batch_events`); a run of leaf kernels comes as
+    one `_RUN` tuple and is booked in one step when its members all sit
+    directly in one non-kernel parent, else replayed member by member.
+
     This loop is the hot path of `analyze_trace` (one pass, at most one
     stack tuple per event); `benchmarks/bench_analyze.py` measures it
     against a bare parse-and-iterate of the same file.
