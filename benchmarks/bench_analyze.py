@@ -1,7 +1,9 @@
 """Benchmark: `analyze_trace` against xprof and against the bare parse floor.
 
 Builds a large real trace (a medium Keras MLP trained for a few hundred steps
-under `tf.profiler.experimental.start/stop`), then times, in alternated rounds:
+under `tf.profiler.experimental.start/stop`) and, from it, a trace of about
+110 MB by replicating its thread lines with `xplane_pb2` (each copy another
+thread). On both it times, in alternated rounds:
 
 * `ours`: `keras_xla_guard.analyze_trace(path)` (read, parse, full analysis);
 * `xprof`: xprof's uncached `framework_op_stats` conversion of the same file
@@ -9,18 +11,26 @@ under `tf.profiler.experimental.start/stop`), then times, in alternated rounds:
   worker process of its own, timed there;
 * `floor`: read and parse with `xplane_pb2`, then touch every event's
   `offset_ps`, `duration_ps` and `metadata_id` - the least any Python
-  analysis of the file can do.
+  analysis of a fully parsed file can do.
+
+Then, for cost against size, traces of 1e5, 1e6 and 1e7 events built the
+same way, each timed (ours and floor) and measured for memory.
 
 Peak memory of `analyze_trace` is measured in a fresh interpreter as the rise
 of its peak resident set (`VmHWM` in `/proc/self/status`, Linux) over the
-value after all imports, so it counts protobuf's C allocations, which
-`tracemalloc` cannot see. Prints one JSON object with medians and ratios.
+value after all imports, so it counts protobuf's C allocations and numpy's
+buffers, which `tracemalloc` cannot see. The reader reads the file with
+plain `read` calls (no `mmap`), so no file pages are mapped into the
+process; the kernel's page cache is not counted. Finally the reports of
+the base and large traces are compared with the ones the code at the
+reference commit gives (exported with `git archive`, run in a subprocess).
+Prints one JSON object with medians and ratios.
 
 Usage:
 
 ```
-.venv/bin/python benchmarks/bench_analyze.py            # build a trace, measure
-.venv/bin/python benchmarks/bench_analyze.py --trace T  # measure an existing file
+.venv/bin/python benchmarks/bench_analyze.py            # build traces, measure
+.venv/bin/python benchmarks/bench_analyze.py --trace T  # start from an existing file
 ```
 """
 
@@ -40,7 +50,7 @@ from pathlib import Path
 _MEMORY_PROBE = """
 import sys
 from keras_xla_guard.trace.analysis import analyze_trace
-from keras_xla_guard.trace.xplane import _lazy_message_classes, xplane_pb2
+from keras_xla_guard.trace.xplane import xplane_pb2
 
 def high_water_kib():
     # VmHWM is this process's peak resident set. ru_maxrss would do, but
@@ -52,7 +62,7 @@ def high_water_kib():
     raise SystemExit("no VmHWM in /proc/self/status")
 
 xplane_pb2()
-_lazy_message_classes()
+import numpy
 base = high_water_kib()
 report = analyze_trace(sys.argv[1], max_bytes=1 << 31)
 peak = high_water_kib()
@@ -184,10 +194,46 @@ class _XprofProcess:
 
 
 def _count_events(path: Path) -> int:
-    from keras_xla_guard.trace.xplane import load_xspace
+    from keras_xla_guard.trace.xplane import open_xspace, read_line_chunks
 
-    space = load_xspace(path, max_bytes=1 << 31)
-    return sum(len(line.events) for plane in space.planes for line in plane.lines)
+    space = open_xspace(path, max_bytes=1 << 31)
+    return sum(len(heads) for plane in space.planes for span in plane.line_spans
+               for _, heads in read_line_chunks(plane, span, [], str(path)))
+
+
+def _replicate(source: Path, out: Path, *, events: int = 0, size: int = 0) -> None:
+    """Writes a trace of the source's thread lines, copied until `events` events or `size` bytes.
+
+    Copies go into the busiest host plane as threads of their own (new line
+    ids); the first copy is the source itself, so a count below the
+    source's keeps a prefix of its lines (the last one cut short).
+    """
+    from keras_xla_guard.trace.xplane import load_xspace, xplane_pb2
+
+    pb = xplane_pb2()
+    space = load_xspace(source, max_bytes=1 << 31)
+    plane = max(space.planes, key=lambda p: sum(len(line.events) for line in p.lines))
+    templates = []
+    for line in plane.lines:
+        if line.events:
+            templates.append(pb.XLine())
+            templates[-1].CopyFrom(line)
+    del plane.lines[:]
+    # A copy adds its own bytes plus its field's tag and length (under 10).
+    grows = [t.ByteSize() + 10 for t in templates]
+    total_events, total_bytes, line_id = 0, space.ByteSize(), 0
+    while True:
+        for template, grow in zip(templates, grows):
+            if (events and total_events >= events) or (size and total_bytes >= size):
+                out.write_bytes(space.SerializeToString())
+                return
+            line = plane.lines.add()
+            line.CopyFrom(template)
+            line.id = line_id = line_id + 1
+            if events and total_events + len(line.events) > events:
+                del line.events[events - total_events:]
+            total_events += len(line.events)
+            total_bytes += grow
 
 
 def _peak_memory(path: Path) -> dict[str, float]:
@@ -202,6 +248,88 @@ def _peak_memory(path: Path) -> dict[str, float]:
     }
 
 
+def _compare(path: Path, rounds: int, xprof: "_XprofProcess | None", warm_up: bool = True) -> dict:
+    """Times the contenders on one trace in alternated rounds; measures memory."""
+    contenders: dict[str, Callable[[Path], tuple[float, float]]] = {
+        "ours": lambda p: _timed(_run_ours, p),
+        "floor": lambda p: _timed(_run_floor, p),
+    }
+    if xprof is not None:
+        contenders["xprof"] = xprof
+    if warm_up:
+        for timer in contenders.values():
+            timer(path)  # imports and the page cache
+    load_before = os.getloadavg()[0]
+    wall: dict[str, list[float]] = {name: [] for name in contenders}
+    cpu: dict[str, list[float]] = {name: [] for name in contenders}
+    names = list(contenders)
+    for r in range(rounds):
+        # Rotate the order so no contender always runs first or last.
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            w, c = contenders[name](path)
+            wall[name].append(w)
+            cpu[name].append(c)
+    load_after = os.getloadavg()[0]
+    size = path.stat().st_size
+    memory = _peak_memory(path)
+    events = _count_events(path)
+    # Ratios within a round share the machine's load at that moment.
+    result = {
+        "trace_bytes": size,
+        "trace_events": events,
+        "rounds": rounds,
+        "load_average_1min": [load_before, load_after],
+        "median_wall_s": {name: statistics.median(ts) for name, ts in wall.items()},
+        "median_cpu_s": {name: statistics.median(ts) for name, ts in cpu.items()},
+        "wall_s": wall,
+        "ours_over_floor": statistics.median(o / f for o, f in zip(wall["ours"], wall["floor"])),
+        "ours_over_floor_cpu": statistics.median(o / f for o, f in zip(cpu["ours"], cpu["floor"])),
+        "ours_ns_per_event": statistics.median(wall["ours"]) / events * 1e9,
+        "floor_ns_per_event": statistics.median(wall["floor"]) / events * 1e9,
+        "peak_memory_mib": memory["peak_above_baseline_mib"],
+        "baseline_memory_mib": memory["baseline_mib"],
+        "peak_memory_over_file_size": memory["peak_above_baseline_mib"] * 1024 * 1024 / size,
+    }
+    if xprof is not None:
+        result["xprof_over_ours"] = statistics.median(
+            x / o for x, o in zip(wall["xprof"], wall["ours"]))
+    return result
+
+
+_REFERENCE_RUN = """
+import json, sys
+from keras_xla_guard.trace.analysis import analyze_trace
+for path in sys.argv[1:]:
+    print(json.dumps(analyze_trace(path, top_k=1000, max_bytes=1 << 31).to_dict()))
+"""
+
+
+def _same_as_reference(commit: str, paths: dict[str, Path]) -> dict:
+    """Whether our reports equal those of the code at `commit`, field by field."""
+    import io
+    import tarfile
+
+    from keras_xla_guard.trace.analysis import analyze_trace
+
+    repo = Path(__file__).resolve().parent.parent
+    archive = subprocess.run(["git", "-C", str(repo), "archive", commit, "keras_xla_guard"],
+                             capture_output=True, check=False)
+    if archive.returncode:
+        return {"commit": commit, "error": archive.stderr.decode(errors="replace").strip()}
+    with tempfile.TemporaryDirectory(prefix="bench_analyze_ref_") as old:
+        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+            tar.extractall(old, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+        out = subprocess.run(
+            [sys.executable, "-c", _REFERENCE_RUN, *map(str, paths.values())],
+            capture_output=True, text=True, check=True, env=dict(os.environ, PYTHONPATH=old),
+        ).stdout.splitlines()
+    identical = {}
+    for (name, path), line in zip(paths.items(), out):
+        ours = analyze_trace(path, top_k=1000, max_bytes=1 << 31).to_dict()
+        identical[name] = json.loads(json.dumps(ours)) == json.loads(line)
+    return {"commit": commit, "top_k": 1000, "identical": identical}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Runs the benchmark and prints JSON.
 
@@ -213,16 +341,29 @@ def main(argv: list[str] | None = None) -> int:
     """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", type=Path,
-                        help="measure this .xplane.pb instead of building one")
+                        help="start from this .xplane.pb instead of building one")
     parser.add_argument("--steps", type=int, default=400,
                         help="training steps profiled (default: %(default)s)")
     parser.add_argument("--rounds", type=int, default=5,
-                        help="alternated rounds (default: %(default)s)")
+                        help="alternated rounds on the base trace (default: %(default)s)")
+    parser.add_argument("--large-mb", type=float, default=110,
+                        help="size of the replicated large trace, MB; 0: none (default: %(default)s)")
+    parser.add_argument("--large-rounds", type=int, default=3,
+                        help="alternated rounds on the large trace (default: %(default)s)")
+    parser.add_argument("--scale-events", default="1e5,1e6,1e7",
+                        help="event counts of the scaling traces; empty: none (default: %(default)s)")
+    parser.add_argument("--scale-rounds", type=int, default=2,
+                        help="alternated rounds per scaling trace (default: %(default)s)")
+    parser.add_argument("--reference", default="9c25e2f",
+                        help="git commit whose reports ours must equal; empty: skip (default: %(default)s)")
     parser.add_argument("--jit-compile", action="store_true",
                         help="build the trace from a jit_compile=True model (XLA events)")
     parser.add_argument("--eager-loop", action="store_true",
                         help="build the trace from an eager custom loop (one busy thread)")
     parser.add_argument("--build-into", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--replicate", nargs=2, type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--events", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--bytes", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--xprof-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.xprof_worker:
@@ -234,6 +375,15 @@ def main(argv: list[str] | None = None) -> int:
         else:
             _build_trace(args.build_into, args.steps, args.jit_compile)
         return 0
+    if args.replicate is not None:
+        _replicate(*args.replicate, events=args.events, size=args.bytes)
+        return 0
+
+    def replicate(source: Path, out: Path, *how: str) -> Path:
+        # Its own process: the full parse it takes must not count here.
+        subprocess.run([sys.executable, __file__, "--replicate", str(source), str(out), *how],
+                       check=True)
+        return out
 
     with tempfile.TemporaryDirectory(prefix="bench_analyze_") as tmp:
         path = args.trace
@@ -254,56 +404,38 @@ def main(argv: list[str] | None = None) -> int:
             path = copy
 
         xprof = _XprofProcess()
-        contenders: dict[str, Callable[[Path], tuple[float, float]]] = {
-            "ours": lambda p: _timed(_run_ours, p),
-            "xprof": xprof,
-            "floor": lambda p: _timed(_run_floor, p),
-        }
-        for timer in contenders.values():
-            timer(path)  # warm-up: imports and the page cache
-        load_before = os.getloadavg()[0]
-        wall: dict[str, list[float]] = {name: [] for name in contenders}
-        cpu: dict[str, list[float]] = {name: [] for name in contenders}
-        names = list(contenders)
-        for r in range(args.rounds):
-            # Rotate the order so no contender always runs first or last.
-            for name in names[r % len(names):] + names[: r % len(names)]:
-                w, c = contenders[name](path)
-                wall[name].append(w)
-                cpu[name].append(c)
-        load_after = os.getloadavg()[0]
+        result = _compare(path, args.rounds, xprof)
+        result["cpus"] = os.cpu_count()
+        result["cpu_note"] = "CPU time of the contender's process, all its threads (xprof uses several)"
+        result["ratio_method"] = "median over rounds of the wall-time ratio within a round"
+        result["memory_method"] = ("VmHWM rise over the post-import value, fresh interpreter; "
+                                   "the file is read, not mmap'd")
+        traces = {"base": path}
+        if args.large_mb:
+            large_dir = Path(tmp) / "large"
+            large_dir.mkdir()
+            large = replicate(path, large_dir / "large.xplane.pb", "--bytes", str(int(args.large_mb * 1e6)))
+            result["large"] = _compare(large, args.large_rounds, xprof)
+            traces["large"] = large
         xprof.close()
-        med = {name: statistics.median(ts) for name, ts in wall.items()}
-        # Ratios within a round share the machine's load at that moment.
-        xprof_over_ours = statistics.median(x / o for x, o in zip(wall["xprof"], wall["ours"]))
-        ours_over_floor = statistics.median(o / f for o, f in zip(wall["ours"], wall["floor"]))
-        size = path.stat().st_size
-        memory = _peak_memory(path)
-        peak_ratio = memory["peak_above_baseline_mib"] * 1024 * 1024 / size
-        result = {
-            "trace_bytes": size,
-            "trace_events": _count_events(path),
-            "rounds": args.rounds,
-            "cpus": os.cpu_count(),
-            "load_average_1min": [load_before, load_after],
-            "median_wall_s": med,
-            "median_cpu_s": {name: statistics.median(ts) for name, ts in cpu.items()},
-            "cpu_note": "CPU time of the contender's process, all its threads (xprof uses several)",
-            "wall_s": wall,
-            "xprof_over_ours": xprof_over_ours,
-            "ours_over_floor": ours_over_floor,
-            "ratio_method": "median over rounds of the wall-time ratio within a round",
-            "ours_over_floor_cpu": statistics.median(
-                o / f for o, f in zip(cpu["ours"], cpu["floor"])),
-            "peak_memory_mib": memory["peak_above_baseline_mib"],
-            "peak_memory_over_file_size": peak_ratio,
-            "memory_method": "VmHWM rise over the post-import value, fresh interpreter",
-            "goals_met": {
-                "ours_2x_faster_than_xprof": xprof_over_ours >= 2.0,
-                "ours_within_2x_of_floor": ours_over_floor <= 2.0,
-                "peak_memory_under_3x_file": peak_ratio < 3.0,
-            },
+        result["scaling"] = []
+        for count in filter(None, args.scale_events.split(",")):
+            scaled_dir = Path(tmp) / f"scale_{count}"
+            scaled_dir.mkdir()
+            scaled = replicate(path, scaled_dir / "scaled.xplane.pb", "--events", str(int(float(count))))
+            result["scaling"].append(_compare(scaled, args.scale_rounds, None, warm_up=False))
+            scaled.unlink()
+        if args.reference:
+            result["reference"] = _same_as_reference(args.reference, traces)
+        measured = [result] + ([result["large"]] if "large" in result else [])
+        result["goals_met"] = {
+            "ours_5x_faster_than_xprof": all(m["xprof_over_ours"] >= 5.0 for m in measured),
+            "ours_within_1_3x_of_floor": all(m["ours_over_floor"] <= 1.3 for m in measured),
+            "peak_memory_under_file_size": all(m["peak_memory_over_file_size"] <= 1.0 for m in measured),
         }
+        if "reference" in result:
+            result["goals_met"]["reports_identical_to_reference"] = all(
+                result["reference"].get("identical", {"": False}).values())
     print(json.dumps(result, indent=2))
     return 0
 

@@ -109,15 +109,19 @@ def test_bench_signatures_runs_both_variants():
 
 
 def test_bench_analyze_times_all_three_contenders():
-    """bench_analyze builds a real trace and times ours, xprof and the parse floor once each."""
-    doc = _json(_run(BENCH / "bench_analyze.py", "--steps", "20", "--rounds", "1"))
+    """bench_analyze builds a real trace, a replicated larger one and a scaling series, and checks the reports."""
+    doc = _json(_run(BENCH / "bench_analyze.py", "--steps", "20", "--rounds", "1", "--large-mb", "1",
+                     "--large-rounds", "1", "--scale-events", "1000,3000", "--scale-rounds", "1"))
     assert doc["rounds"] == 1
     assert doc["trace_bytes"] > 0 and doc["trace_events"] > 0
     for name in ("ours", "xprof", "floor"):
         assert len(doc["wall_s"][name]) == 1 and _positive(doc["median_wall_s"][name])
     assert _positive(doc["xprof_over_ours"], doc["ours_over_floor"], doc["peak_memory_over_file_size"])
-    assert set(doc["goals_met"]) == {"ours_2x_faster_than_xprof", "ours_within_2x_of_floor",
-                                     "peak_memory_under_3x_file"}
+    assert 1e6 <= doc["large"]["trace_bytes"] < 2e6 and _positive(doc["large"]["xprof_over_ours"])
+    assert [s["trace_events"] for s in doc["scaling"]] == [1000, 3000]
+    assert doc["reference"]["identical"] == {"base": True, "large": True}
+    assert set(doc["goals_met"]) == {"ours_5x_faster_than_xprof", "ours_within_1_3x_of_floor",
+                                     "peak_memory_under_file_size", "reports_identical_to_reference"}
 
 
 def test_bench_doctor_runs_the_command_both_ways():

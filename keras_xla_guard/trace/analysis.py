@@ -7,12 +7,16 @@ Nothing here imports Keras or TensorFlow's runtime; only the generated
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from typing import Any, Sequence
 
 from keras_xla_guard._checks import check_int
+from keras_xla_guard.trace._wire import decode_events
 from keras_xla_guard.trace.classify import (
+    ASYNC_KERNEL_EVENT,
     COMPILE_COUNT_RE,
     Category,
     classify_name,
@@ -21,14 +25,21 @@ from keras_xla_guard.trace.classify import (
     is_guard_op,
     split_tf_op,
 )
-from keras_xla_guard.trace.compiles import compile_records
+from keras_xla_guard.trace.compiles import STEP_THREAD, compile_records
 from keras_xla_guard.trace.report import CoverageReport, OpStat
 from keras_xla_guard.trace.xplane import (
     DEFAULT_MAX_TRACE_BYTES,
+    _check_metadata,
+    _decode,
+    _LazyPlane,
+    _TraceFile,
     find_trace_files,
     host_of,
     iter_lines,
     open_xspace,
+    read_line_chunks,
+    trace_errors,
+    xplane_pb2,
 )
 
 __all__ = ["DEFAULT_TOP_K", "analyze_trace", "analyze_xspace", "combine_reports"]
@@ -41,6 +52,13 @@ _ABSORBING = frozenset(
 _XLA_DEVICE_LINES = frozenset({"XLA Modules"})
 # Per category: the absorb value an event of that category hands its children.
 _ABSORB_OF = tuple(cat if cat in _ABSORBING else 0 for cat in range(Category.OTHER + 1))
+
+
+# Stand-in metadata ids (beyond int64, so no event has them) of a run of
+# leaf kernels and of the op sums of a slice's runs (see `_with_runs`).
+_RUN = 1 << 64
+_SUMS = 1 << 65
+_RUN_CAT = -1
 
 
 # A kernel's pending record: [bucket_ps, has_xla, has_compile, pending, key, role, outer]
@@ -108,6 +126,8 @@ class _PlaneCache:
         infos: Metadata id -> (category, (op key, op role) or None, is an
             executable span), filled as ids are met.
         markers: Metadata ids of events that each count one compilation.
+        with_stats: Metadata ids of events whose stats the scan reads
+            (async kernel starts and compile markers).
         name_id, type_id, hlo_id: Stat metadata ids of `name`,
             `kernel_type` and `hlo_module`; -1 when the plane has none.
     """
@@ -118,10 +138,33 @@ class _PlaneCache:
         self.markers = frozenset(
             mid for mid, md in self.metadata.items() if COMPILE_COUNT_RE.match(md.name)
         )
+        self.with_stats = self.markers | frozenset(
+            mid for mid, md in self.metadata.items() if md.name == ASYNC_KERNEL_EVENT
+        )
         stat_ids = _stat_index(plane)
         self.name_id = stat_ids.get("name", -1)
         self.type_id = stat_ids.get("kernel_type", -1)
         self.hlo_id = stat_ids.get("hlo_module", -1)
+        self.infos[_RUN] = (_RUN_CAT, None, False)
+        self._leaf_ops: Any = None
+
+    def leaf_ops(self, np: Any, mids: Any) -> Any:
+        """Which of `mids` (an int64 array) name plain-op TF kernels."""
+        if self._leaf_ops is None:
+            keys = list(self.metadata.keys())
+            size = max(keys) + 1 if keys and 0 <= min(keys) and max(keys) < 1 << 20 else 0
+            table = np.zeros(size, dtype=bool)
+            for mid in keys:
+                cat, op, _ = self.infos.get(mid) or self.info(mid)
+                table[mid] = cat == Category.KERNEL and op[1] == "op"
+            self._leaf_ops = table
+        table = self._leaf_ops
+        inside = (mids >= 0) & (mids < len(table))
+        if inside.all():
+            return table[mids]
+        found = np.zeros(len(mids), dtype=bool)
+        found[inside] = table[mids[inside]]
+        return found
 
     def info(self, mid: int) -> tuple[int, Any, bool]:
         md = self.metadata.get(mid)
@@ -133,6 +176,119 @@ class _PlaneCache:
             op = ((op_type, op_name), classify_op_type(op_type))
         info = self.infos[mid] = (cat, op, "Executable::" in name)
         return info
+
+
+# An event as the scan reads it: (metadata_id, offset_ps, duration_ps, x)
+# where x is the `XEvent` itself for the ids in `_PlaneCache.with_stats`
+# and otherwise whether it carries an `hlo_module` stat.
+
+
+def _message_events(events: Iterable[Any], cache: _PlaneCache) -> Iterator[tuple[int, int, int, Any]]:
+    """The scan's view of parsed `XEvent` messages."""
+    with_stats, hlo_id = cache.with_stats, cache.hlo_id
+    for e in events:
+        mid = e.metadata_id
+        x = e if mid in with_stats else hlo_id >= 0 and _has_stat(e, hlo_id)
+        yield mid, e.offset_ps, e.duration_ps, x
+
+
+def _batch_events(np: Any, data: bytes, heads: list[int], plane: Any, cache: _PlaneCache,
+                  first: bool, source: str) -> Iterator[tuple[int, int, int, Any]]:
+    """The scan's view of the serialized events at `heads` in `data`.
+
+    Events without time that are not compile markers are left out: the
+    scan skips them anyway. Only the few events whose stats the scan reads,
+    and any event `decode_events` leaves to protobuf, become `XEvent`s.
+    """
+    xevent = xplane_pb2().XEvent
+    with trace_errors(source):
+        cols = decode_events(np, data, np.array(heads, dtype=np.int64), cache.hlo_id)
+    mid, off, dur, has = cols["metadata_id"], cols["offset_ps"], cols["duration_ps"], cols["has_stat"]
+    starts, ends = cols["start"], cols["end"]
+    parsed: dict[int, Any] = {}
+    for i in np.flatnonzero(cols["other"]).tolist():
+        event = parsed[i] = _decode(xevent, data[starts[i]:ends[i]], source)
+        mid[i], off[i], dur[i] = event.metadata_id, event.offset_ps, event.duration_ps
+        has[i] = cache.hlo_id >= 0 and _has_stat(event, cache.hlo_id)
+    if first:
+        _check_metadata(plane, parsed.get(0) or xevent(metadata_id=int(mid[0])), source)
+    keep = dur > 0
+    if cache.markers:
+        keep |= np.isin(mid, list(cache.markers))
+    kept = np.flatnonzero(keep)
+    xs = has[kept].tolist()
+    if cache.with_stats:
+        wanted = np.isin(mid[kept], list(cache.with_stats))
+        for j in np.flatnonzero(wanted).tolist():
+            i = int(kept[j])
+            xs[j] = parsed.get(i) or _decode(xevent, data[starts[i]:ends[i]], source)
+    mid, off, dur = mid[kept], off[kept], dur[kept]
+    runs = _leaf_runs(np, mid, off, dur, cache)
+    if runs is None:
+        return zip(mid.tolist(), off.tolist(), dur.tolist(), xs)
+    return _with_runs(np, runs, mid, off, dur, xs)
+
+
+def _leaf_runs(np: Any, mid: Any, off: Any, dur: Any, cache: _PlaneCache) -> Any:
+    """Finds runs of consecutive leaf plain-op kernels among a slice's events.
+
+    A leaf ends before the next event with a duration starts. Most events
+    of a trace without XLA are such kernels; the scan books a run of them
+    at once when they all sit directly in one parent event (see
+    `_scan_events`). Returns the runs' member flags and first members, or
+    `None` when there are none or the slice is unsorted or holds times so
+    large that numpy's int64 could overflow (the scan then goes one by one).
+    """
+    timed = np.flatnonzero(dur > 0)
+    if len(timed) < 3:
+        return None
+    start = off[timed]
+    end = start + dur[timed]
+    if start.min() < 0 or dur.max() >= 1 << 61 or start.max() >= 1 << 61 or (np.diff(start) < 0).any():
+        return None
+    leaf = np.zeros(len(timed), dtype=bool)
+    leaf[:-1] = start[1:] >= end[:-1]
+    member = np.zeros(len(mid), dtype=bool)
+    member[timed] = leaf & cache.leaf_ops(np, mid[timed])
+    first = member.copy()
+    first[1:] &= ~member[:-1]
+    if not first.any():
+        return None
+    return member, first
+
+
+def _with_runs(np: Any, runs: Any, mid: Any, off: Any, dur: Any,
+               xs: list[Any]) -> Iterable[tuple[int, int, int, Any]]:
+    """The slice's scan tuples with each run of leaf kernels as one `_RUN`.
+
+    A run's `x` is `(summed duration, latest end, last start, first, stop,
+    slice)`: its members are `slice`'s events `first` to `stop`. The stream
+    opens with the runs' op sums (`_SUMS`), booked as if every run is
+    booked at once; a run that cannot be takes its members back out.
+    """
+    member, first = runs
+    idx = np.flatnonzero(member)
+    heads = np.flatnonzero(first[idx])
+    lasts = idx[np.append(heads[1:], len(idx)) - 1]
+    run_dur = np.add.reduceat(dur[idx], heads)
+    run_end = np.maximum.reduceat(off[idx] + dur[idx], heads)
+    order = np.argsort(mid[idx], kind="stable")
+    sorted_mids = mid[idx][order]
+    bounds = np.concatenate(([0], np.flatnonzero(np.diff(sorted_mids)) + 1))
+    sums = list(zip(sorted_mids[bounds].tolist(),
+                    np.add.reduceat(dur[idx][order], bounds).tolist(),
+                    np.diff(np.append(bounds, len(idx))).tolist()))
+    rows = np.flatnonzero(~member | first)
+    at = np.flatnonzero(first[rows]).tolist()
+    mids = mid[rows].astype(object)
+    mids[at] = _RUN
+    out_xs = [xs[r] for r in rows.tolist()]
+    piece = (mid, off, dur, xs)
+    for i, run in zip(at, zip(run_dur.tolist(), run_end.tolist(), off[lasts].tolist(),
+                              idx[heads].tolist(), (lasts + 1).tolist())):
+        out_xs[i] = run + (piece,)
+    return itertools.chain(((_SUMS, 0, 0, sums),),
+                           zip(mids.tolist(), off[rows].tolist(), dur[rows].tolist(), out_xs))
 
 
 def _count_compile(plane: Any, event: Any, name_id: int, totals: _Totals) -> None:
@@ -194,30 +350,64 @@ def _settle_kernel(rec: list[Any], totals: _Totals) -> None:
         op[1] += 1
 
 
-def _scan_line(plane: Any, line: Any, cache: _PlaneCache, totals: _Totals) -> bool:
+def _scan_line(plane: Any, line: Any, cache: _PlaneCache, totals: _Totals) -> tuple[str, bool]:
     """Walks one thread's events as a tree (by time nesting) and books them.
 
     TensorFlow writes a line's events ordered by start time; a line that is
     not (an edited or foreign trace) is scanned again in sorted order.
+
+    Returns:
+        The line's name, and whether it spent time compiling.
     """
     events = line.events
     if not events:
-        return
+        return line.name, False
     # Everything on a tf.data thread is input-pipeline work, including the
     # TF kernels of `Dataset.map` functions that run there.
     line_absorb = Category.INPUT if line.name.startswith("tf_data") else 0
     part = _Totals()
-    if not _scan_events(plane, events, line_absorb, cache, part):
+    if not _scan_events(plane, _message_events(events, cache), line_absorb, cache, part):
         part = _Totals()
-        ordered = sorted(events, key=lambda e: (e.offset_ps, -e.duration_ps))
+        ordered = sorted(_message_events(events, cache), key=lambda e: (e[1], -e[2]))
         _scan_events(plane, ordered, line_absorb, cache, part)
     totals.add(part)
-    return part.ps[Category.COMPILE] > 0
+    return line.name, part.ps[Category.COMPILE] > 0
+
+
+def _scan_lazy_line(np: Any, plane: Any, span: tuple[int, int], cache: _PlaneCache,
+                    totals: _Totals, source: str) -> tuple[str, bool]:
+    """`_scan_line` for a line of an `open_xspace` plane, read in slices.
+
+    Lines that are out of order, or whose framing is not what protobuf
+    writers produce (events hidden in odd encodings, the name after the
+    events), are read whole and scanned as parsed messages instead.
+    """
+    xline = xplane_pb2().XLine
+    header: list[bytes] = []
+    batches = (
+        _batch_events(np, data, heads, plane, cache, i == 0, source)
+        for i, (data, heads) in enumerate(read_line_chunks(plane, span, header, source))
+    )
+    first = next(batches, None)
+    name = _decode(xline, b"".join(header), source).name
+    part = _Totals()
+    in_order = first is None or _scan_events(
+        plane, itertools.chain(first, itertools.chain.from_iterable(batches)),
+        Category.INPUT if name.startswith("tf_data") else 0, cache, part)
+    if in_order:
+        full = _decode(xline, b"".join(header), source)
+        if not full.events and full.name.startswith("tf_data") == name.startswith("tf_data"):
+            if first is not None:
+                totals.add(part)
+            return name, part.ps[Category.COMPILE] > 0
+    with trace_errors(source), _TraceFile(plane.path, plane.size) as f:
+        data = f.read(*span)
+    return _scan_line(plane, _decode(xline, data, source), cache, totals)
 
 
 def _scan_events(
     plane: Any,
-    events: Any,
+    events: Iterable[tuple[int, int, int, Any]],
     line_absorb: int,
     cache: _PlaneCache,
     totals: _Totals,
@@ -237,11 +427,16 @@ def _scan_events(
     record of a TF kernel; a kernel is resolved when it ends, because only
     its children tell whether it launched or compiled XLA code.
 
+    Events come as `(metadata_id, offset_ps, duration_ps, x)` tuples (see
+    `_message_events` and `_batch_events`); a run of leaf kernels comes as
+    one `_RUN` tuple and is booked in one step when its members all sit
+    directly in one non-kernel parent, else replayed member by member.
+
     This loop is the hot path of `analyze_trace` (one pass, at most one
     stack tuple per event); `benchmarks/bench_analyze.py` measures it
     against a bare parse-and-iterate of the same file.
     """
-    name_id, type_id, hlo_id = cache.name_id, cache.type_id, cache.hlo_id
+    name_id, type_id = cache.name_id, cache.type_id
     infos, markers = cache.infos, cache.markers
     NONE, XLA, KERNEL = Category.NONE, Category.XLA, Category.KERNEL
     ASYNC_KERNEL, INPUT = Category.ASYNC_KERNEL, Category.INPUT
@@ -269,118 +464,146 @@ def _scan_events(
     leaf_dur = leaf_mid = 0
     leaf_op: Any = None
     leaf_outer: Any = None
-    for event in events:
-        dur = event.duration_ps
-        if dur <= 0:
-            # Instant events (markers, counters) take no time and nest
-            # nothing; their order does not matter either.
-            if markers and event.metadata_id in markers:
-                _count_compile(plane, event, name_id, totals)
-            continue
-        start = event.offset_ps
-        if start < last_start:
-            return False
-        last_start = start
-        mid = event.metadata_id
-        try:
-            cat, op, is_executable = infos[mid]
-        except KeyError:
-            cat, op, is_executable = cache.info(mid)
-        if markers and mid in markers:
-            _count_compile(plane, event, name_id, totals)
-        end = start + dur
-        if leaf_end is not None:
-            if start >= leaf_end:
-                if leaf_op[1] == "op" and leaf_outer is None:
-                    leaf = leaves[leaf_mid]
-                    leaf[0] += leaf_dur
-                    leaf[1] += 1
+    stream = iter(events)
+    source: Iterable[tuple[int, int, int, Any]] = stream
+    while True:
+        for mid, start, dur, x in source:
+            if dur <= 0:
+                # Instant events (markers, counters) take no time and nest
+                # nothing; their order does not matter either.
+                if markers and mid in markers:
+                    _count_compile(plane, x, name_id, totals)
+                elif mid == _SUMS:
+                    for run_mid, t, n in x:
+                        booked = leaves[run_mid]
+                        booked[0] += t
+                        booked[1] += n
+                continue
+            if start < last_start:
+                return False
+            last_start = start
+            try:
+                cat, op, is_executable = infos[mid]
+            except KeyError:
+                cat, op, is_executable = cache.info(mid)
+            if markers and mid in markers:
+                _count_compile(plane, x, name_id, totals)
+            end = start + dur
+            if leaf_end is not None:
+                if start >= leaf_end:
+                    if leaf_op[1] == "op" and leaf_outer is None:
+                        leaf = leaves[leaf_mid]
+                        leaf[0] += leaf_dur
+                        leaf[1] += 1
+                    else:
+                        _settle_kernel(_kernel_record(leaf_dur, leaf_op, leaf_outer), totals)
                 else:
-                    _settle_kernel(_kernel_record(leaf_dur, leaf_op, leaf_outer), totals)
-            else:
-                rec = _kernel_record(leaf_dur, leaf_op, leaf_outer)
-                top = (leaf_end, rec, rec, 0, rec)
-                push(top)
-                top_end = leaf_end
-            leaf_end = None
-        while start >= top_end:
-            kernel = pop()[4]
-            if kernel is not None:
-                _settle_kernel(kernel, totals)
-            top = stack[-1]
-            top_end = top[0]
-        parent_owner = top[1]
-        absorb = top[3]
-        if absorb:
-            if top is root:
-                owner = holders[absorb]
-                owner[0] += dur
-                top = (end, owner, None, absorb, None)
-            else:
-                if end > top_end:
-                    parent_owner[0] += end - top_end
-                top = (end, parent_owner, top[2], absorb, None)
-            push(top)
-            top_end = end
-            continue
-        if cat == KERNEL:
-            parent_owner[0] -= (end if end < top_end else top_end) - start
-            leaf_end, leaf_dur, leaf_mid, leaf_op, leaf_outer = end, dur, mid, op, top[2]
-            continue
-        if cat >= INPUT:
-            # INPUT, TRACING, EAGER (the categories `classify_name` gives from
-            # INPUT up): booked to their own category.
-            parent_owner[0] -= (end if end < top_end else top_end) - start
-            owner = holders[cat]
-            owner[0] += dur
-            top = (end, owner, top[2], _ABSORB_OF[cat], None)
-            push(top)
-            top_end = end
-            continue
-        if cat == ASYNC_KERNEL:
-            op_type = _stats_str(plane, event, type_id)
-            if op_type and not is_dispatch_only(op_type):
-                name = _stats_str(plane, event, name_id) or op_type
-                rec = _kernel_record(dur, ((op_type, name), classify_op_type(op_type)), top[2])
-                parent_owner[0] -= (end if end < top_end else top_end) - start
-                top = (end, rec, rec, 0, rec)
+                    rec = _kernel_record(leaf_dur, leaf_op, leaf_outer)
+                    top = (leaf_end, rec, rec, 0, rec)
+                    push(top)
+                    top_end = leaf_end
+                leaf_end = None
+            while start >= top_end:
+                kernel = pop()[4]
+                if kernel is not None:
+                    _settle_kernel(kernel, totals)
+                top = stack[-1]
+                top_end = top[0]
+            parent_owner = top[1]
+            absorb = top[3]
+            if cat == _RUN_CAT:
+                if not absorb and top[2] is None and x[2] < top_end and x[1] <= top_end:
+                    # Leaves directly in a parent that is not a kernel: what
+                    # each would do, at once (their op sums came with `_SUMS`).
+                    parent_owner[0] -= x[0]
+                    last_start = x[2]
+                    continue
+                # Take the run's op sums back and scan its members one by one;
+                # entering its first member again changes nothing.
+                first, stop, (mids, offs, durs, xs) = x[3], x[4], x[5]
+                members = list(zip(mids[first:stop].tolist(), offs[first:stop].tolist(),
+                                   durs[first:stop].tolist(), xs[first:stop]))
+                for run_mid, _, t, _ in members:
+                    booked = leaves[run_mid]
+                    booked[0] -= t
+                    booked[1] -= 1
+                source = members
+                break
+            if absorb:
+                if top is root:
+                    owner = holders[absorb]
+                    owner[0] += dur
+                    top = (end, owner, None, absorb, None)
+                else:
+                    if end > top_end:
+                        parent_owner[0] += end - top_end
+                    top = (end, parent_owner, top[2], absorb, None)
                 push(top)
                 top_end = end
                 continue
-            cat = NONE
-        elif cat == NONE and hlo_id >= 0 and _has_stat(event, hlo_id):
-            cat = XLA
-        kanc = top[2]
-        if cat == NONE:
-            if top is root:
-                other[0] += dur
-                top = (end, other, None, 0, None)
-            else:
-                if end > top_end:
-                    parent_owner[0] += end - top_end
-                top = (end, parent_owner, kanc, 0, None)
+            if cat == KERNEL:
+                parent_owner[0] -= (end if end < top_end else top_end) - start
+                leaf_end, leaf_dur, leaf_mid, leaf_op, leaf_outer = end, dur, mid, op, top[2]
+                continue
+            if cat >= INPUT:
+                # INPUT, TRACING, EAGER (the categories `classify_name` gives from
+                # INPUT up): booked to their own category.
+                parent_owner[0] -= (end if end < top_end else top_end) - start
+                owner = holders[cat]
+                owner[0] += dur
+                top = (end, owner, top[2], _ABSORB_OF[cat], None)
+                push(top)
+                top_end = end
+                continue
+            if cat == ASYNC_KERNEL:
+                op_type = _stats_str(plane, x, type_id)
+                if op_type and not is_dispatch_only(op_type):
+                    name = _stats_str(plane, x, name_id) or op_type
+                    rec = _kernel_record(dur, ((op_type, name), classify_op_type(op_type)), top[2])
+                    parent_owner[0] -= (end if end < top_end else top_end) - start
+                    top = (end, rec, rec, 0, rec)
+                    push(top)
+                    top_end = end
+                    continue
+                cat = NONE
+            elif cat == NONE and x:
+                cat = XLA
+            kanc = top[2]
+            if cat == NONE:
+                if top is root:
+                    other[0] += dur
+                    top = (end, other, None, 0, None)
+                else:
+                    if end > top_end:
+                        parent_owner[0] += end - top_end
+                    top = (end, parent_owner, kanc, 0, None)
+                push(top)
+                top_end = end
+                continue
+            parent_owner[0] -= (end if end < top_end else top_end) - start
+            if cat == XLA:
+                if kanc is None:
+                    # An executable span outside any kernel is a launch of its
+                    # own; HLO/thunk work without one runs on a pool thread for
+                    # a launch that another thread already times.
+                    if is_executable:
+                        totals.executions += 1
+                    else:
+                        cat = Category.XLA_WORKER
+                if len(parent_owner) > 1:
+                    parent_owner[_K_XLA] = True
+            elif cat == Category.COMPILE and len(parent_owner) > 1:
+                parent_owner[_K_COMPILE] = True
+            owner = holders[cat]
+            owner[0] += dur
+            top = (end, owner, kanc, _ABSORB_OF[cat], None)
             push(top)
             top_end = end
-            continue
-        parent_owner[0] -= (end if end < top_end else top_end) - start
-        if cat == XLA:
-            if kanc is None:
-                # An executable span outside any kernel is a launch of its
-                # own; HLO/thunk work without one runs on a pool thread for
-                # a launch that another thread already times.
-                if is_executable:
-                    totals.executions += 1
-                else:
-                    cat = Category.XLA_WORKER
-            if len(parent_owner) > 1:
-                parent_owner[_K_XLA] = True
-        elif cat == Category.COMPILE and len(parent_owner) > 1:
-            parent_owner[_K_COMPILE] = True
-        owner = holders[cat]
-        owner[0] += dur
-        top = (end, owner, kanc, _ABSORB_OF[cat], None)
-        push(top)
-        top_end = end
+        else:
+            if source is stream:
+                break
+            # A run's members are done: back to the stream.
+            source = stream
     if leaf_end is not None:
         _settle_kernel(_kernel_record(leaf_dur, leaf_op, leaf_outer), totals)
     for entry in reversed(stack):
@@ -391,6 +614,9 @@ def _scan_events(
         ps[cat] += holder[0]
     ops = totals.ops
     for mid, (t, n) in leaves.items():
+        if not n:
+            # Only runs taken back out leave an id with nothing booked.
+            continue
         ps[Category.OP] += t
         rec = ops[infos[mid][1][0]]
         rec[0] += t
@@ -545,8 +771,10 @@ def analyze_xspace(
     host_totals = _Totals()
     device_totals = _Totals()
     device_active = False
-    # Plane name -> indices of the lines that compiled, for the compile table.
+    # Plane name -> indices of the lines that compiled, and of the Python
+    # thread's (the guard's step markers), for the compile table.
     compiling: dict[str, set[int]] = {}
+    step_lines: dict[str, set[int]] = {}
     for plane in space.planes:
         if plane.name.startswith("/device:"):
             stat_ids = _stat_index(plane)
@@ -555,12 +783,18 @@ def analyze_xspace(
             )
         elif _is_host_plane(plane.name):
             cache = _PlaneCache(plane)
-            for index, line in enumerate(iter_lines(plane, source=source)):
-                if _scan_line(plane, line, cache, host_totals) and cache.markers:
+            if isinstance(plane, _LazyPlane):
+                import numpy as np
+
+                scanned = (_scan_lazy_line(np, plane, span, cache, host_totals, source)
+                           for span in plane.line_spans)
+            else:
+                scanned = (_scan_line(plane, line, cache, host_totals) for line in plane.lines)
+            for index, (name, compiled) in enumerate(scanned):
+                if compiled and cache.markers:
                     compiling.setdefault(plane.name, set()).add(index)
-                # A lazily read line holds its events' bytes: let it go
-                # before the next one is read.
-                del line
+                elif name == STEP_THREAD:
+                    step_lines.setdefault(plane.name, set()).add(index)
     if device_active:
         # Device time is what the accelerator spent; compiles and the input
         # pipeline still happen on the host.
@@ -581,10 +815,11 @@ def analyze_xspace(
     )
     if not compiling:
         return report
-    # A second pass, over the threads that compiled only (and the Python
-    # thread's step markers): the table needs every compile interval, which
-    # the scan above does not keep.
-    return dataclasses.replace(report, compile_table=compile_records(space, source=source, lines=compiling))
+    # A second pass, over the threads that compiled and the step markers'
+    # only: the table needs every compile interval, which the scan above
+    # does not keep.
+    wanted = {name: found | step_lines.get(name, set()) for name, found in compiling.items()}
+    return dataclasses.replace(report, compile_table=compile_records(space, source=source, lines=wanted))
 
 
 def combine_reports(reports: Sequence[CoverageReport], *, top_k: int = DEFAULT_TOP_K) -> CoverageReport:

@@ -21,13 +21,14 @@ from typing import Any, Final, Mapping
 
 from keras_xla_guard.trace.classify import COMPILE_COUNT_RE, Category, classify_name
 from keras_xla_guard.trace.compile_wall import union_length
+from keras_xla_guard.trace.xplane import iter_lines
 
 __all__ = ["CompileRecord", "attribute_compiles", "compile_records", "program_of"]
 
 _PS = 1e-12
 _STEP_EVENT: Final = "train"
 # The guard marks steps on the thread that calls `step_begin`: Python's.
-_STEP_THREAD: Final = "python"
+STEP_THREAD: Final = "python"
 _FUNCTION_MODULE_RE: Final = re.compile(r"^a_inference_(.+?)_\d+__")
 _CLUSTER_MODULE_RE: Final = re.compile(r"^(cluster_\d+)_")
 
@@ -99,12 +100,6 @@ def _event_stat(plane: Any, event: Any, stat_id: int) -> Any:
     return None
 
 
-def _lines(plane: Any, source: str) -> Any:
-    from keras_xla_guard.trace.xplane import iter_lines
-
-    return iter_lines(plane, source=source)
-
-
 def _line_compiles(
     plane: Any, line: Any, base: int, markers: set[int], compiling: set[int], name_id: int
 ) -> list[tuple[int, int, str]]:
@@ -141,10 +136,10 @@ def compile_records(
     Args:
         space: A parsed `xplane_pb2.XSpace` (or a lazily read one).
         source: Names the trace in errors. Defaults to `"<trace>"`.
-        lines: Plane name -> indices of the lines that hold compile events,
-            when known (the analysis finds them): other lines are skipped,
-            but for the Python thread's step markers. Defaults to `None`
-            (every line is read).
+        lines: Plane name -> indices of the lines to read: those that hold
+            compile events and the Python thread's (step markers), when
+            known (the analysis finds them); other lines are not even
+            decoded. Defaults to `None` (every line is read).
 
     Returns:
         One `CompileRecord` per compiled program (`cache_hit=False`);
@@ -168,9 +163,7 @@ def compile_records(
         # (start of the compilation, end, module) per marker.
         found: list[tuple[int, int, str]] = []
         wanted = None if lines is None else lines.get(plane.name, set())
-        for index, line in enumerate(_lines(plane, source)):
-            if wanted is not None and index not in wanted and line.name != _STEP_THREAD:
-                continue
+        for line in iter_lines(plane, source=source, indices=wanted):
             base = line.timestamp_ns * 1000
             has_marker = False
             for e in line.events:

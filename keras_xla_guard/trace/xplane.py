@@ -6,13 +6,14 @@ without importing all of TensorFlow (see `keras_xla_guard.seam.tf_internals`).
 
 from __future__ import annotations
 
-import itertools
+import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from keras_xla_guard._checks import check_int
+from keras_xla_guard.trace._wire import EVENT_TAG, WireError, iter_fields, read_varint
 from keras_xla_guard.seam.tf_internals import xplane_pb2
 from keras_xla_guard.errors import (
     TraceError,
@@ -30,6 +31,8 @@ __all__ = [
     "iter_lines",
     "load_xspace",
     "open_xspace",
+    "read_line_chunks",
+    "trace_errors",
     "xplane_pb2",
 ]
 
@@ -38,11 +41,9 @@ TRACE_SUFFIX = ".xplane.pb"
 # runaway trace fails fast with a clear message instead of exhausting memory.
 DEFAULT_MAX_TRACE_BYTES = 1 << 30
 
-# Events parsed at once when a line is read lazily: large enough that the
-# per-chunk cost vanishes, small enough that a chunk's memory does not count.
-_CHUNK_EVENTS = 8192
-_LAZY_PACKAGE = "keras_xla_guard.lazy"
-_lazy_classes: tuple[Any, Any, Any] | None = None
+# Bytes of a line read at once: large enough that the per-slice cost
+# vanishes, small enough that a slice's memory does not count.
+_CHUNK_BYTES = 1 << 18
 
 
 def host_of(path: str | os.PathLike[str]) -> str:
@@ -151,8 +152,8 @@ def find_trace_files(
     ]
 
 
-def _read_trace(path: str | os.PathLike[str], max_bytes: int) -> bytes:
-    """Reads a trace file's bytes after checking it exists and fits the cap."""
+def _check_trace_file(path: str | os.PathLike[str], max_bytes: int) -> int:
+    """Checks a trace file exists and fits the cap; returns its size."""
     check_int("max_bytes", max_bytes, minimum=1)
     p = Path(path)
     try:
@@ -171,10 +172,16 @@ def _read_trace(path: str | os.PathLike[str], max_bytes: int) -> bytes:
         )
     if size == 0:
         raise TraceParseError(f"Trace file {str(p)!r} is empty.")
+    return size
+
+
+def _read_trace(path: str | os.PathLike[str], max_bytes: int) -> bytes:
+    """Reads a trace file's bytes after checking it exists and fits the cap."""
+    _check_trace_file(path, max_bytes)
     try:
-        return p.read_bytes()
+        return Path(path).read_bytes()
     except OSError as e:
-        raise TraceError(f"Cannot read trace file {str(p)!r}: {e}") from None
+        raise TraceError(f"Cannot read trace file {str(path)!r}: {e}") from None
 
 
 def load_xspace(
@@ -208,12 +215,14 @@ def open_xspace(
     *,
     max_bytes: int = DEFAULT_MAX_TRACE_BYTES,
 ) -> Any:
-    """Reads one `.xplane.pb` file for analysis, keeping its events serialized.
+    """Opens one `.xplane.pb` file for analysis without reading its events.
 
     A fully parsed XSpace takes about 5-6 times the file size in memory.
-    This reader keeps each line serialized; `iter_lines` then parses one
-    line at a time, its events a chunk at a time, so peak memory stays near
-    the file size plus 3-4 times its largest line.
+    This reader walks the file's protobuf framing instead: it parses each
+    plane's metadata and notes where its lines lie in the file; the lines
+    are read later, one at a time (`iter_lines`), or in slices of their
+    events (`keras_xla_guard.analyze_xspace`), so memory stays far below
+    the file size. Nothing of the file is held in memory between reads.
 
     Args:
         path: Path of the trace file.
@@ -231,7 +240,7 @@ def open_xspace(
         TraceTooLargeError: If the file is larger than `max_bytes`.
         TraceParseError: If the bytes are not an XSpace with a host or
             device plane. Lines that turn out not to decode raise it later,
-            from `iter_lines`.
+            when they are read.
 
     Example:
 
@@ -244,102 +253,239 @@ def open_xspace(
     ```
     """
     source = str(path)
-    space_cls, _, _ = _lazy_message_classes()
-    space = _decode(space_cls, _read_trace(path, max_bytes), source)
+    size = _check_trace_file(path, max_bytes)
+    planes = []
+    with trace_errors(source), _TraceFile(path, size) as f:
+        for number, wire, _, start, stop in iter_fields(f, 0, size):
+            if number == 1 and wire == 2:
+                planes.append(_read_plane(f, start, stop, source))
+    space = _LazySpace(planes)
     _check_planes(space, source)
-    # Take the lines' bytes out and let the parsed message (whose arena holds
-    # another copy of them) go: memory then holds them once.
-    return _LazySpace([_LazyPlane(plane) for plane in space.planes])
+    return space
+
+
+class _TraceFile:
+    """A trace file read by position, through a small buffer.
+
+    Indexing gives one byte, as `iter_fields` reads them; `read` gives a
+    span. Only the buffer and the spans asked for are ever in memory.
+    """
+
+    _BUFFER = 1 << 16
+
+    def __init__(self, path: str | os.PathLike[str], size: int) -> None:
+        self.path = path
+        self.size = size
+        self._file: Any = None
+        self._base = 0
+        self._data = b""
+
+    def __enter__(self) -> "_TraceFile":
+        self._file = open(self.path, "rb")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._file.close()
+        self._file = None
+        self._data = b""
+
+    def __getitem__(self, pos: int) -> int:
+        i = pos - self._base
+        if not 0 <= i < len(self._data):
+            self._base, self._data = pos, self.read(pos, min(self.size, pos + self._BUFFER))
+            i = 0
+        return self._data[i]
+
+    def read(self, start: int, stop: int) -> bytes:
+        """Returns the bytes `[start, stop)` of the file."""
+        self._file.seek(start)
+        data = self._file.read(stop - start)
+        if len(data) != stop - start:
+            # The file shrank since it was measured.
+            raise WireError("the file ended early")
+        return data
+
+
+def _read_plane(f: _TraceFile, start: int, stop: int, source: str) -> "_LazyPlane":
+    """Parses a plane's metadata and notes where its lines are."""
+    runs: list[list[int]] = []
+    lines: list[tuple[int, int]] = []
+    for number, wire, field_start, value_start, field_stop in iter_fields(f, start, stop):
+        if number == 3 and wire == 2:
+            lines.append((value_start, field_stop))
+        elif runs and runs[-1][1] == field_start:
+            runs[-1][1] = field_stop
+        else:
+            runs.append([field_start, field_stop])
+    meta = _decode(xplane_pb2().XPlane, b"".join(f.read(a, b) for a, b in runs), source)
+    return _LazyPlane(meta, f.path, f.size, lines, source)
 
 
 class _LazySpace(NamedTuple):
-    """What `open_xspace` returns: planes whose lines are still serialized."""
+    """What `open_xspace` returns: planes whose lines are still in the file."""
 
     planes: list["_LazyPlane"]
 
 
 class _LazyPlane:
-    """An XPlane's metadata, parsed, and its lines, serialized."""
+    """An XPlane's metadata, parsed, and where its lines lie in the file."""
 
-    __slots__ = ("name", "id", "event_metadata", "stat_metadata", "stats", "line_bytes")
+    __slots__ = ("name", "id", "event_metadata", "stat_metadata", "stats",
+                 "path", "size", "line_spans", "source")
 
-    def __init__(self, plane: Any) -> None:
-        self.line_bytes: list[bytes] = list(plane.lines)
-        del plane.lines[:]
-        meta = type(plane)()
-        meta.CopyFrom(plane)
+    def __init__(self, meta: Any, path: Any, size: int, line_spans: list[tuple[int, int]],
+                 source: str) -> None:
         self.name: str = meta.name
         self.id: int = meta.id
         # The containers keep `meta` alive.
         self.event_metadata = meta.event_metadata
         self.stat_metadata = meta.stat_metadata
         self.stats = meta.stats
+        self.path = path
+        self.size = size
+        self.line_spans = line_spans
+        self.source = source
 
 
-def iter_lines(plane: Any, *, source: str = "<trace>") -> Iterator[Any]:
-    """Yields a plane's lines, parsing the lines of an `open_xspace` plane lazily.
+def iter_lines(
+    plane: Any, *, source: str = "<trace>", indices: Collection[int] | None = None
+) -> Iterator[Any]:
+    """Yields a plane's lines, reading those of an `open_xspace` plane one by one.
 
     Args:
         plane: An `XPlane` of a parsed XSpace or of `open_xspace`.
         source: Name used in error messages. Defaults to `"<trace>"`.
+        indices: Only the lines at these positions, in plane order; the
+            others of an `open_xspace` plane are not read. Defaults to
+            `None` (every line).
 
     Yields:
-        Objects with the `XLine` fields `name` and `events`. For a lazily
-        read plane, `events` decodes chunk by chunk while it is iterated;
-        drop each line before asking for the next to keep memory low.
+        `XLine` messages. Drop each line before asking for the next to keep
+        memory low.
 
     Raises:
         TraceParseError: If a lazily read line does not decode, or its
             first event names undefined metadata.
     """
     if not isinstance(plane, _LazyPlane):
-        yield from plane.lines
+        if indices is None:
+            yield from plane.lines
+        else:
+            yield from (line for i, line in enumerate(plane.lines) if i in indices)
         return
-    for data in plane.line_bytes:
-        yield _LazyLine(data, plane, source)
+    xline = xplane_pb2().XLine
+    for index, (start, stop) in enumerate(plane.line_spans):
+        if indices is not None and index not in indices:
+            continue
+        with trace_errors(source), _TraceFile(plane.path, plane.size) as f:
+            data = f.read(start, stop)
+        line = _decode(xline, data, source)
+        del data
+        if line.events:
+            _check_metadata(plane, line.events[0], source)
+        yield line
 
 
-class _LazyLine:
-    """One line of an `open_xspace` plane; its events decode chunk by chunk."""
+def read_line_chunks(
+    plane: "_LazyPlane", span: tuple[int, int], header: list[bytes], source: str
+) -> Iterator[tuple[bytes, list[int]]]:
+    """Walks one line of an `open_xspace` plane in slices of whole events.
 
-    __slots__ = ("name", "timestamp_ns", "events")
+    Args:
+        plane: The plane.
+        span: Where the line's bytes lie in the file.
+        header: Receives the line's fields other than its events, each
+            serialized (parse their concatenation as an `XLine`); after
+            the first slice it holds those written before the first event.
+        source: Name used in error messages.
 
-    def __init__(self, data: bytes, plane: Any, source: str) -> None:
-        _, line_cls, _ = _lazy_message_classes()
-        line = _decode(line_cls, data, source)
-        self.name: str = line.name
-        self.timestamp_ns: int = line.timestamp_ns
-        self.events = _LazyEvents(line.events, plane, source)
+    Yields:
+        `(data, heads)`: bytes holding whole events, and the positions in
+        `data` of their tags, in file order.
+
+    Raises:
+        TraceParseError: If the line breaks the wire format.
+    """
+    start, stop = span
+    with trace_errors(source), _TraceFile(plane.path, plane.size) as f:
+        pos, want = start, _CHUNK_BYTES
+        while pos < stop:
+            end = min(stop, pos + want)
+            data = f.read(pos, end)
+            last = end == stop
+            used, heads, need = _frame_events(data, last, header)
+            if not used:
+                # One field larger than the slice: read it whole.
+                want = max(want, need)
+                continue
+            pos += used
+            if heads:
+                yield data, heads
+            del data
 
 
-class _LazyEvents:
-    """A line's serialized events, iterable (as `XEvent`s) any number of times."""
+@contextlib.contextmanager
+def trace_errors(source: str) -> Iterator[None]:
+    """Turns wire-format and I/O errors met while reading `source` into `TraceError`s."""
+    try:
+        yield
+    except WireError as e:
+        raise TraceParseError(
+            f"{source} is not a valid XSpace trace (protobuf decode failed: {e})."
+        ) from None
+    except OSError as e:
+        raise TraceError(f"Cannot read trace file {source!r}: {e}") from None
 
-    __slots__ = ("_raw", "_plane", "_source")
 
-    def __init__(self, raw: Any, plane: Any, source: str) -> None:
-        self._raw = raw
-        self._plane = plane
-        self._source = source
+def _frame_events(data: bytes, last: bool, header: list[bytes]) -> tuple[int, list[int], int]:
+    """Splits `data` (part of a line) into whole fields.
 
-    def __len__(self) -> int:
-        return len(self._raw)
-
-    def __iter__(self) -> Iterator[Any]:
-        return itertools.chain.from_iterable(self._chunks())
-
-    def _chunks(self) -> Iterator[Any]:
-        _, line_cls, xline_cls = _lazy_message_classes()
-        raw = self._raw
-        for i in range(0, len(raw), _CHUNK_EVENTS):
-            # Re-serializing a slice of the events with protobuf itself gives
-            # the wire form of an XLine holding just those events.
-            chunk = line_cls()
-            chunk.events.extend(raw[i : i + _CHUNK_EVENTS])
-            events = _decode(xline_cls, chunk.SerializeToString(), self._source).events
-            if i == 0:
-                _check_metadata(self._plane, events[0], self._source)
-            yield events
+    Returns how many bytes held whole fields, the positions of the event
+    fields among them (the other fields go to `header`), and, when not
+    even one field fit, the size needed.
+    """
+    heads: list[int] = []
+    add = heads.append
+    tag = EVENT_TAG
+    n = len(data)
+    # Events under 128 bytes starting before `fast` end inside `data`.
+    fast = n - 130
+    # Leave room for any tag and length unless this is the line's end.
+    limit = n if last else n - 24
+    i = 0
+    while True:
+        # The common case in few steps: an event under 128 bytes.
+        while i < fast:
+            if data[i] != tag:
+                break
+            size = data[i + 1]
+            if size & 0x80:
+                break
+            add(i)
+            i += 2 + size
+        if i >= limit:
+            break
+        if data[i] == EVENT_TAG and i + 1 < n:
+            size, end = read_varint(data, i + 1, n)
+            end += size
+            if end > n:
+                if last:
+                    raise WireError("event runs past the end of its line")
+                return i, heads, end - i
+            add(i)
+            i = end
+            continue
+        try:
+            for _, _, _, _, end in iter_fields(data, i, n):
+                break
+        except WireError:
+            if last:
+                raise
+            # A field longer than the slice (or cut by its end): read more.
+            return i, heads, 2 * n
+        header.append(data[i:end])
+        i = end
+    return i, heads, 0
 
 
 def _check_planes(space: Any, source: str) -> None:
@@ -380,46 +526,6 @@ def _decode(cls: Any, data: bytes, source: str) -> Any:
             f"{source} is not a valid XSpace trace (protobuf decode failed: {e})."
         ) from None
     return message
-
-
-def _lazy_message_classes() -> tuple[Any, Any, Any]:
-    """Returns (lazy XSpace, lazy XLine, real XLine) message classes.
-
-    The lazy twins come from TensorFlow's own `xplane.proto` descriptor,
-    copied into a private pool under another package, with `XPlane.lines`
-    and `XLine.events` retyped as `bytes` (the wire format of an embedded
-    message and of bytes is the same, so the twins read the same files).
-    """
-    global _lazy_classes
-    if _lazy_classes is not None:
-        return _lazy_classes
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-
-    real = xplane_pb2()
-    proto = descriptor_pb2.FileDescriptorProto()
-    real.DESCRIPTOR.CopyToProto(proto)
-    old_prefix = f".{proto.package}."
-    proto.name = "keras_xla_guard/lazy_xplane.proto"
-    proto.package = _LAZY_PACKAGE
-    messages = list(proto.message_type)
-    while messages:
-        message = messages.pop()
-        messages.extend(message.nested_type)
-        for f in message.field:
-            if f.type_name.startswith(old_prefix):
-                f.type_name = f".{_LAZY_PACKAGE}." + f.type_name[len(old_prefix):]
-            if (message.name, f.name) in (("XPlane", "lines"), ("XLine", "events")):
-                f.type = descriptor_pb2.FieldDescriptorProto.TYPE_BYTES
-                f.ClearField("type_name")
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(proto)
-    classes = message_factory.GetMessages([proto], pool=pool)
-    _lazy_classes = (
-        classes[f"{_LAZY_PACKAGE}.XSpace"],
-        classes[f"{_LAZY_PACKAGE}.XLine"],
-        real.XLine,
-    )
-    return _lazy_classes
 
 
 def parse_xspace(data: bytes, *, source: str = "<bytes>") -> Any:

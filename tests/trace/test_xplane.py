@@ -82,19 +82,6 @@ def test_lazy_reader_sees_the_same_events_as_a_full_parse(trace_name, request):
 
 
 @pytest.mark.slow
-def test_lazy_events_span_several_chunks_and_iterate_twice(plain_trace, monkeypatch):
-    """A line longer than one chunk is read whole, and can be iterated again."""
-    import keras_xla_guard.trace.xplane as xplane
-
-    monkeypatch.setattr(xplane, "_CHUNK_EVENTS", 7)
-    line = max((line for p in open_xspace(plain_trace).planes for line in iter_lines(p)),
-               key=lambda line: len(line.events))
-    first = [e.offset_ps for e in line.events]
-    assert len(first) == len(line.events) > 7 * 3
-    assert [e.offset_ps for e in line.events] == first
-
-
-@pytest.mark.slow
 def test_analysis_of_lazy_and_parsed_trace_is_identical(jit_trace, plain_trace):
     """analyze_xspace gives the same report for open_xspace and load_xspace."""
     for trace in (jit_trace, plain_trace):

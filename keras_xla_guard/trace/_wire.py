@@ -1,0 +1,227 @@
+"""Protobuf wire-format framing for reading XSpace traces piece by piece.
+
+Two small readers, both on the protobuf encoding itself
+(https://protobuf.dev/programming-guides/encoding/):
+
+* `iter_fields` walks the fields of one message (tag varint, then a varint,
+  a fixed 8 or 4 bytes, or a length varint and that many bytes), so that a
+  trace can be cut into its planes and lines without parsing it whole;
+  every piece is then parsed by protobuf's own generated classes.
+* `decode_events` reads, for a batch of serialized `XEvent`s at once, the
+  three scalars the analysis needs (`metadata_id`, `offset_ps`,
+  `duration_ps`) and the metadata ids of their stats, with numpy. It only
+  accepts the layout protobuf serializers write (fields in number order,
+  each once, stats last); every event in any other layout is flagged for
+  `XEvent.FromString`, so the values given are always what protobuf itself
+  would give.
+
+Errors are `WireError`; the trace reader turns them into `TraceParseError`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+__all__ = ["WireError", "decode_events", "iter_fields", "read_varint", "EVENT_TAG"]
+
+# Field 4 (`XLine.events`), wire type 2: the one-byte tag of every event.
+EVENT_TAG = 0x22
+_MAX_VARINT = 10
+
+
+class WireError(ValueError):
+    """The bytes break the protobuf wire format."""
+
+
+def read_varint(buf: Any, pos: int, end: int) -> tuple[int, int]:
+    """Reads one base-128 varint of `buf[pos:end]`.
+
+    Args:
+        buf: bytes-like.
+        pos: Where the varint starts.
+        end: Where the enclosing message ends.
+
+    Returns:
+        `(value, position after the varint)`; the value is unsigned (64 bits).
+
+    Raises:
+        WireError: If the varint runs past `end` or is over 10 bytes long.
+    """
+    value = shift = 0
+    stop = min(end, pos + _MAX_VARINT)
+    while pos < stop:
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value & 0xFFFFFFFFFFFFFFFF, pos
+        shift += 7
+    raise WireError("truncated or over-long varint")
+
+
+def iter_fields(buf: Any, pos: int, end: int) -> Iterator[tuple[int, int, int, int, int]]:
+    """Walks the fields of the message in `buf[pos:end]`.
+
+    Yields:
+        `(field number, wire type, field start, value start, field end)`:
+        `buf[field start:field end]` is the whole field, tag included; for
+        wire type 2, `buf[value start:field end]` is its payload.
+
+    Raises:
+        WireError: On a field number 0, a group (wire types 3 and 4, which
+            no XSpace writer emits) or an invalid wire type, or a field
+            running past `end`.
+    """
+    while pos < end:
+        start = pos
+        tag, pos = read_varint(buf, pos, end)
+        number, wire = tag >> 3, tag & 7
+        if number == 0:
+            raise WireError("field number 0")
+        if wire == 0:
+            _, stop = read_varint(buf, pos, end)
+        elif wire == 2:
+            size, pos = read_varint(buf, pos, end)
+            stop = pos + size
+        elif wire == 1:
+            stop = pos + 8
+        elif wire == 5:
+            stop = pos + 4
+        else:
+            raise WireError(f"unsupported wire type {wire}")
+        if stop > end:
+            raise WireError("field runs past the end of its message")
+        yield number, wire, start, pos, stop
+        pos = stop
+
+
+def _varints(np: Any, b: Any, p: Any, width: int) -> tuple[Any, Any, Any]:
+    """Decodes the varints starting at positions `p` of the padded bytes `b`.
+
+    Returns `(value, length, ok)`; `ok` is False where the varint is longer
+    than `width` bytes. Values are exact for lengths up to 9 bytes (every
+    non-negative int64); callers hand longer ones to protobuf. One round
+    per byte, each over the varints still going: most are 1-3 bytes long.
+    """
+    byte = b[p]
+    going = np.flatnonzero(byte >= 0x80)
+    if not len(going):
+        return byte.astype(np.int64), 1, True
+    value = (byte & 0x7F).astype(np.uint64)
+    length = np.ones(len(p), dtype=np.int64)
+    k = 1
+    while len(going) and k < width:
+        byte = b[p[going] + k]
+        if k < 9:
+            value[going] |= (byte & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+        length[going] += 1
+        going = going[byte >= 0x80]
+        k += 1
+    ok = np.ones(len(p), dtype=bool)
+    ok[going] = False
+    return value.view(np.int64), length, ok
+
+
+# XStat value fields by tag: double 2 (0x11, fixed64); uint64 3, int64 4,
+# ref 7 (0x18, 0x20, 0x38: varints); str 5, bytes 6 (0x2A, 0x32: length).
+_STAT_FIXED64_TAG = 0x11
+
+
+def _stat_has_one_id(np: Any, b: Any, ss: Any, se: Any, stat_id: int, has_stat: Any,
+                     live: Any) -> Any:
+    """Checks stats `[ss, se)` are a metadata id then at most one value.
+
+    Marks in `has_stat` (at `live`) the events whose stat has id `stat_id`;
+    returns which stats have that layout (the only one where the first
+    id read is the one protobuf keeps).
+    """
+    mid, n, ok = _varints(np, b, ss + 1, 9)
+    r = ss + 1 + n
+    good = (b[ss] == 0x08) & (r <= se)
+    if ok is not True:
+        good &= ok
+    t = b[r]
+    vlen, n, vok = _varints(np, b, r + 1, _MAX_VARINT)
+    after = np.where(
+        t == _STAT_FIXED64_TAG, r + 9,
+        np.where((t == 0x18) | (t == 0x20) | (t == 0x38), r + 1 + n,
+                 np.where((t == 0x2A) | (t == 0x32), r + 1 + n + vlen, -1)))
+    good &= (r == se) | ((after == se) & vok & (vlen >= 0))
+    has_stat[live[good & (mid == stat_id)]] = True
+    return good
+
+
+def decode_events(np: Any, data: bytes, heads: Any, stat_id: int) -> dict[str, Any]:
+    """Reads the scalar fields of the events framed at `heads` in `data`.
+
+    Args:
+        np: The numpy module.
+        data: Bytes holding whole `XLine.events` fields.
+        heads: int64 positions of the events' tags (`EVENT_TAG`).
+        stat_id: A stat metadata id to look for (`-1`: none).
+
+    Returns:
+        A dict of int64 arrays `metadata_id`, `offset_ps`, `duration_ps`,
+        `start`, `end` (each event's payload bounds in `data`), and bool
+        arrays `has_stat` (an event stat has metadata id `stat_id`) and
+        `other` (an event this reader does not decode: read it with
+        `XEvent.FromString(data[start:end])`; its other values are
+        meaningless).
+
+    Raises:
+        WireError: If an event's length runs past the end of `data`.
+    """
+    # Zero padding: reading a few bytes past an event never leaves the array.
+    b = np.frombuffer(data + bytes(32), dtype=np.uint8)
+    size, hlen, ok = _varints(np, b, heads + 1, _MAX_VARINT)
+    if ok is not True and not ok.all():
+        raise WireError("event length is not a varint")
+    s = heads + 1 + hlen
+    e = s + size
+    if len(e) and ((size < 0).any() or e.max() > len(data)):
+        raise WireError("event runs past the end of its line")
+    other = np.zeros(len(s), dtype=bool)
+    p = s
+    values = []
+    for tag in (0x08, 0x10, 0x18):
+        has = (b[p] == tag) & (p < e)
+        v, n, ok = _varints(np, b, p + 1, 9)
+        if ok is not True:
+            other |= has & ~ok
+        if has.all():
+            values.append(v)
+            p = p + 1 + n
+        else:
+            values.append(np.where(has, v, 0))
+            p = np.where(has, p + 1 + n, p)
+            if tag == 0x10:
+                # An event without `offset_ps` (none, or `num_occurrences`).
+                other |= ~has
+    other |= p > e
+    has_stat = np.zeros(len(s), dtype=bool)
+    # The rest of each event must be its stats, nothing else: walk them,
+    # one stat of every event that has one more per round.
+    live = np.flatnonzero((p < e) & ~other)
+    q = p.copy()
+    while len(live):
+        qi, ei = q[live], e[live]
+        size, n, ok = _varints(np, b, qi + 1, _MAX_VARINT)
+        ss = qi + 1 + n
+        se = ss + size
+        good = (b[qi] == EVENT_TAG) & (se <= ei) & (ss < se)
+        if ok is not True:
+            good &= ok
+        if stat_id >= 0:
+            good &= _stat_has_one_id(np, b, ss, se, stat_id, has_stat, live)
+        other[live[~good]] = True
+        q[live] = np.where(good, se, ei)
+        live = live[good & (se < ei)]
+    return {
+        "metadata_id": values[0],
+        "offset_ps": values[1],
+        "duration_ps": values[2],
+        "start": s,
+        "end": e,
+        "has_stat": has_stat,
+        "other": other,
+    }

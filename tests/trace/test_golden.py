@@ -1,0 +1,66 @@
+"""The streaming analysis gives exactly the reports of the code before it.
+
+Golden reports come from commit 9c25e2f (see `_golden.py`) on real traces
+kept in the repository and on edits of one that take the rarer paths.
+"""
+
+from __future__ import annotations
+
+import pytest
+from _golden import TOP_K, load_golden, report_dict, variants
+
+from keras_xla_guard import analyze_trace, analyze_xspace
+from keras_xla_guard.trace.xplane import load_xspace
+
+_GOLDEN = load_golden()
+_VARIANTS = variants()
+
+
+@pytest.fixture(scope="module")
+def trace_files(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Each variant written to a file."""
+    folder = tmp_path_factory.mktemp("golden")
+    files = {}
+    for name, data in _VARIANTS.items():
+        files[name] = folder / f"{name}.xplane.pb"
+        files[name].write_bytes(data)
+    return files
+
+
+def test_every_variant_has_a_golden_report():
+    """The golden file covers exactly the traces the tests build."""
+    assert sorted(_GOLDEN) == sorted(_VARIANTS)
+    assert len(_GOLDEN["mlp"]["top_non_xla_ops"]) > 100
+    assert _GOLDEN["jit"]["compilations"] == 1
+
+
+@pytest.mark.parametrize("name", sorted(_VARIANTS))
+def test_streamed_report_equals_the_golden_one(trace_files, name):
+    """analyze_trace on the file: every figure equal to what 9c25e2f computed."""
+    assert report_dict(analyze_trace(trace_files[name], top_k=TOP_K)) == _GOLDEN[name]
+
+
+@pytest.mark.parametrize("name", sorted(_VARIANTS))
+def test_parsed_report_equals_the_golden_one(trace_files, name):
+    """analyze_xspace on a fully parsed XSpace: every figure equal to 9c25e2f's."""
+    assert report_dict(analyze_xspace(load_xspace(trace_files[name]), top_k=TOP_K)) == _GOLDEN[name]
+
+
+@pytest.mark.parametrize("name", sorted(_VARIANTS))
+def test_streamed_compile_table_equals_the_parsed_one(trace_files, name):
+    """The compile table read line by line equals the one from a full parse, a row per compilation."""
+    streamed = analyze_trace(trace_files[name], top_k=TOP_K)
+    parsed = analyze_xspace(load_xspace(trace_files[name]), top_k=TOP_K)
+    assert streamed.compile_table == parsed.compile_table
+    assert len(streamed.compile_table) == _GOLDEN[name]["compilations"]
+    assert all(row.compile_s > 0 and not row.cache_hit for row in streamed.compile_table)
+
+
+@pytest.mark.parametrize("chunk_bytes", [64, 700])
+def test_tiny_slices_give_the_golden_reports(trace_files, monkeypatch, chunk_bytes):
+    """Lines read a few events at a time (slices grown for long events): same reports."""
+    import keras_xla_guard.trace.xplane as xplane
+
+    monkeypatch.setattr(xplane, "_CHUNK_BYTES", chunk_bytes)
+    for name in ("mlp", "jit", "mlp_in_outer_kernel"):
+        assert report_dict(analyze_trace(trace_files[name], top_k=TOP_K)) == _GOLDEN[name]

@@ -1,0 +1,117 @@
+"""Tests for keras_xla_guard.trace._wire: the framing and event-column reader
+agree with protobuf's own parser on every event they accept."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from keras_xla_guard.trace._wire import WireError, decode_events, iter_fields, read_varint
+from keras_xla_guard.trace.xplane import _frame_events, xplane_pb2
+
+_INT64 = st.one_of(st.integers(-(2**63), 2**63 - 1), st.integers(0, 300),
+                   st.sampled_from([0, 1, 127, 128, 2**56, 2**63 - 1, -1]))
+_STAT = st.tuples(
+    st.integers(0, 300),
+    st.sampled_from(["double_value", "uint64_value", "int64_value", "str_value", "bytes_value",
+                     "ref_value", None]),
+    st.integers(0, 2**64 - 1),
+)
+_EVENT = st.tuples(_INT64, st.one_of(_INT64, st.none()), _INT64, st.lists(_STAT, max_size=4))
+
+
+def _event(pb, spec):
+    mid, offset, duration, stats = spec
+    event = pb.XEvent(metadata_id=mid, duration_ps=duration)
+    if offset is None:
+        event.num_occurrences = 3
+    else:
+        event.offset_ps = offset
+    for stat_mid, kind, value in stats:
+        stat = event.stats.add(metadata_id=stat_mid)
+        if kind == "double_value":
+            stat.double_value = value / 7
+        elif kind in ("uint64_value", "ref_value"):
+            setattr(stat, kind, value)
+        elif kind == "int64_value":
+            stat.int64_value = value - 2**63
+        elif kind is not None:
+            setattr(stat, kind, str(value) if kind == "str_value" else bytes(value % 300))
+    return event
+
+
+@settings(max_examples=300, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(events=st.lists(_EVENT, min_size=1, max_size=12),
+       flips=st.lists(st.tuples(st.floats(0, 1), st.integers(1, 255)), max_size=6),
+       stat_id=st.sampled_from([-1, 0, 1, 5, 200]))
+def test_decoded_columns_equal_protobufs_values(events, flips, stat_id):
+    """Events (flipped bytes inside them too): values decoded are protobuf's, or the event is left to it."""
+    from google.protobuf.message import DecodeError
+
+    pb = xplane_pb2()
+    data = bytearray(pb.XLine(events=[_event(pb, e) for e in events]).SerializeToString())
+    header: list[bytes] = []
+    used, heads, _ = _frame_events(bytes(data), True, header)
+    assert used == len(data) and len(heads) == len(events) and not header
+    lengths = [len(pb.XLine(events=[_event(pb, e)]).SerializeToString()) for e in events]
+    # Flip bytes inside event payloads only, so the framing stays valid.
+    starts = np.cumsum([0] + lengths[:-1])
+    for where, mask in flips:
+        k = min(int(where * len(events)), len(events) - 1)
+        head = int(starts[k])
+        payload_at = head + 1 + (1 if lengths[k] - 2 < 128 else 2)
+        if payload_at < head + lengths[k]:
+            data[payload_at + int(where * (head + lengths[k] - payload_at - 1))] ^= mask
+    cols = decode_events(np, bytes(data), np.array(heads, dtype=np.int64), stat_id)
+    checked = 0
+    for i in range(len(events)):
+        if cols["other"][i]:
+            continue
+        try:
+            event = pb.XEvent.FromString(bytes(data[cols["start"][i]:cols["end"][i]]))
+        except DecodeError:
+            continue
+        assert (int(cols["metadata_id"][i]), int(cols["offset_ps"][i]), int(cols["duration_ps"][i])) == (
+            event.metadata_id, event.offset_ps, event.duration_ps)
+        assert bool(cols["has_stat"][i]) == any(s.metadata_id == stat_id for s in event.stats)
+        checked += 1
+    if not flips and all(e[1] is not None and e[0] >= 0 and e[1] >= 0 and e[2] >= 0 and
+                         all(s[0] > 0 for s in e[3]) for e in events):
+        # Canonical events of non-negative values are all decoded here.
+        assert checked == len(events)
+
+
+@given(data=st.binary(max_size=64))
+def test_field_walk_and_varints_fail_only_with_wire_errors(data):
+    """Random bytes: the field walker and varint reader give fields in bounds or WireError."""
+    try:
+        for number, wire, start, value_start, stop in iter_fields(data, 0, len(data)):
+            assert 0 <= start < value_start <= stop <= len(data) and number > 0
+    except WireError:
+        pass
+    try:
+        value, end = read_varint(data, 0, len(data))
+    except WireError:
+        return
+    assert 0 <= value < 2**64 and 1 <= end <= 10
+
+
+def test_varint_reader_agrees_with_protobuf_encoding():
+    """Varints written by protobuf (via a message field) read back exactly."""
+    pb = xplane_pb2()
+    for value in (1, 127, 128, 300, 2**35, 2**63 - 1, -1, -(2**63)):
+        data = pb.XEvent(metadata_id=value).SerializeToString()
+        assert data[0] == 0x08
+        decoded, end = read_varint(data, 1, len(data))
+        assert decoded == value % 2**64 and end == len(data)
+
+
+def test_event_running_past_its_line_is_a_wire_error():
+    """A line whose last event claims more bytes than there are raises WireError."""
+    pb = xplane_pb2()
+    data = pb.XLine(events=[pb.XEvent(metadata_id=1, offset_ps=5, duration_ps=9)]).SerializeToString()
+    with pytest.raises(WireError):
+        _frame_events(data[:-2], True, [])
