@@ -286,6 +286,7 @@ def _section(section: HtmlSection, index: int, plots: "_Plots") -> str:
     parts.append(_coverage(section, plots))
     parts.append(_top_ops(section, plots))
     parts.append(_compilations(section, plots))
+    parts.append(_compile_table(section))
     parts.append(_signatures(section))
     parts.append("</section>")
     return "\n".join(parts)
@@ -405,6 +406,30 @@ def _compilations(section: HtmlSection, plots: "_Plots") -> str:
         heading + f'<p class="muted">Input signatures seen over the run\'s steps ({what}).</p>' + figure
         + _table(["step (run)", "epoch", "step (epoch)", "new signature"], rows, "events")
         + ('<ul class="findings">' + "".join(findings) + "</ul>" if findings else "")
+    )
+
+
+def _compile_table(section: HtmlSection) -> str:
+    """Each profiled window's compile table: what compiled, at which step, for how long, for which input."""
+    rows = []
+    for i, r in enumerate(section.reports):
+        for n, c in enumerate(r.get("compile_table") or ()):
+            step, seconds = c.get("step"), c.get("compile_s")
+            took = "cache hit" if c.get("cache_hit") else "-" if seconds is None else _ms(seconds)
+            rows.append(
+                f'<tr class="compile" data-report="{i}" data-index="{n}"><td>{escape(_label(r, i))}</td>'
+                + _num("step", step, "-" if step is None else str(step))
+                + f'<td class="name">{escape(c.get("program"))}</td>'
+                + _num("compile_s", seconds, took)
+                + f'<td class="name">{escape(c.get("signature") or "-")}</td></tr>'
+            )
+    if not rows:
+        return ""
+    return (
+        "<h3>Compile table</h3>"
+        '<p class="muted">Every XLA compilation of the profiled windows (wall-clock time), and new '
+        "input signatures that found their program already compiled (cache hits).</p>"
+        + _table(["window", "step", "program", "compile time", "input signature"], rows, "compiles")
     )
 
 

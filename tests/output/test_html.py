@@ -88,3 +88,27 @@ def test_layer_column_drops_the_steps_call_wrappers(op_name, layer) -> None:
     from keras_xla_guard.output.html import _layer
 
     assert _layer(op_name) == layer
+
+
+def test_compile_table_rows_carry_each_compilation_and_cache_hit() -> None:
+    """Each compile-table row shows its window, step, program, time (or `cache hit`) and signature, escaped."""
+    from keras_xla_guard.trace.compiles import CompileRecord
+
+    rows = (
+        CompileRecord("one_step_on_data", "m.1", 0.5, 0.25, step=0, signature="x: float32[8,5]"),
+        CompileRecord("<b>cluster_0</b>", cache_hit=True, step=3, signature="x: float32[8,7]"),
+    )
+    page = read_page(render_html([section_of("", [CoverageReport(epoch=2, compile_table=rows)])], exit_reason=""))
+    compiles = [(attrs, text) for attrs, text in page.cells if attrs.get("data-field") in ("step", "compile_s")]
+    assert [text for _, text in compiles] == ["0", "250.00 ms", "3", "cache hit"]
+    assert page.value("compile_s", **{"class": "compile", "data-index": 0}) == 0.25
+    assert page.value("compile_s", **{"class": "compile", "data-index": 1}) is None
+    names = [text for attrs, text in page.cells if attrs.get("class") == "name"]
+    # The compile table is the window's last table with name cells.
+    assert names[-4:] == ["one_step_on_data", "x: float32[8,5]", "<b>cluster_0</b>", "x: float32[8,7]"]
+
+
+def test_no_compile_table_without_compilations() -> None:
+    """A window that compiled nothing adds no compile table to the page."""
+    page = render_html([section_of("", [CoverageReport(epoch=1, xla_time_fraction=1.0)])], exit_reason="")
+    assert "Compile table" not in page
