@@ -140,6 +140,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
         explain: Any = False,
         max_compilations: int | None = DEFAULT_MAX_COMPILATIONS,
         on_violation: str = "warn",
+        profile_workers: str = "chief",
         track_signatures: bool = True,
         config: GuardConfig | None = None,
     ) -> None:
@@ -160,6 +161,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
                 verbose=verbose,
                 max_compilations=max_compilations,
                 on_violation=on_violation,
+                profile_workers=profile_workers,
             ),
             "XlaGuardCallback",
         )
@@ -332,6 +334,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
             steps_per_call=seam.steps_per_execution(self.model),
             trace_dir=None if cluster is None else cluster.trace_dir,
             sinks=None if cluster is None else [*self.engine.default_sinks(tensorboard=False), cluster],
+            not_profiled=None if cluster is None else cluster.not_profiled,
         )
         self._track(self._attach_inputs, params.get("steps"))
 

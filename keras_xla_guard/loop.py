@@ -180,6 +180,7 @@ class XlaGuard:
         verbose: int = 1,
         max_compilations: int | None = DEFAULT_MAX_COMPILATIONS,
         on_violation: str = "warn",
+        profile_workers: str = "chief",
         config: GuardConfig | None = None,
         strategy: Any = None,
     ) -> None:
@@ -203,6 +204,7 @@ class XlaGuard:
                 verbose=verbose,
                 max_compilations=max_compilations,
                 on_violation=on_violation,
+                profile_workers=profile_workers,
             ),
             "XlaGuard",
         )
@@ -392,6 +394,7 @@ class XlaGuard:
                 xla_mode=xla_mode_of(any(self._watched_jit)),
                 trace_dir=None if cluster is None else cluster.trace_dir,
                 sinks=None if cluster is None else [*self.engine.default_sinks(tensorboard=False), cluster],
+                not_profiled=None if cluster is None else cluster.not_profiled,
             )
             if self._inputs is not None:
                 self._inputs.use_observed()

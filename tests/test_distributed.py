@@ -28,6 +28,7 @@ from keras_xla_guard.distributed import (
     ClusterSink,
     WorkerInfo,
     read_reports,
+    worker_coverage,
     worker_info_from_tf_config,
 )
 
@@ -255,8 +256,8 @@ def _run_workers(log_dir: Path, *extra: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def multiworker(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Two worker processes train together; each passes a guard to fit."""
-    return _run_workers(tmp_path_factory.mktemp("multiworker") / "xla_guard")
+    """Two worker processes train together; each passes a guard profiling every worker to fit."""
+    return _run_workers(tmp_path_factory.mktemp("multiworker") / "xla_guard", "--all-workers")
 
 
 def _event_files(root: Path) -> list[Path]:
@@ -571,8 +572,8 @@ def test_reports_file_of_an_earlier_run_is_not_taken_for_this_one(tmp_path):
 
 @pytest.fixture(scope="module")
 def loop_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Two workers run the Keras 3 custom loop with XlaGuard, epochs 0 and 2 profiled."""
-    return run_workers(_LOOP_WORKER, tmp_path_factory.mktemp("mw_loop") / "xla_guard",
+    """Two workers run the Keras 3 custom loop with XlaGuard profiling both, epochs 0 and 2."""
+    return run_workers(_LOOP_WORKER, tmp_path_factory.mktemp("mw_loop") / "xla_guard", "--all-workers",
                        attempts=_LOOP_ATTEMPTS)
 
 
@@ -663,22 +664,60 @@ def test_chief_summaries_equal_each_workers_figures(loop_run):
         assert f"Worst worker: {worst.replace('_', '&#95;')}" in at["xla_guard/workers"].item().decode()
 
 
-def test_stalled_worker_never_holds_the_chief(tmp_path):
+@pytest.fixture(scope="module")
+def stalled_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The Keras 3 loop with the default guard (chief profiles); worker 1 stalls in its last epoch."""
+    return run_workers(_LOOP_WORKER, tmp_path_factory.mktemp("mw_stall") / "xla_guard", "--peer-stalls",
+                       attempts=_LOOP_ATTEMPTS)
+
+
+def test_stalled_worker_never_holds_the_chief(stalled_run):
     """A worker whose last report comes late: the chief warns after the timeout and finishes first."""
-    run = run_workers(_LOOP_WORKER, tmp_path / "xla_guard", "--peer-stalls", attempts=_LOOP_ATTEMPTS)
+    run = stalled_run
     chief, other = run["workers"]
     (warning,) = [w for w in chief["warnings"] if "no report of epoch 2 from worker_1" in w]
     assert "within 15 s" in warning
     # The chief closed its guard while the stalled worker was still in its
     # epoch (it waits for the chief's close, up to 120 s).
     assert chief["closed_at"] < other["closed_at"]
-    assert other["reports"]["2"]["status"] == "ok"
-    tensors = _tensors(run["log_dir"])
-    # Epoch 0 combines both workers; epoch 2 holds the chief's own figures.
-    assert [step for step, _ in tensors["xla_guard/workers"]] == [0]
-    fractions = dict(tensors["xla_guard/xla_time_fraction"])
-    assert float(fractions[2]) == pytest.approx(chief["reports"]["2"]["xla_time_fraction"], rel=1e-6)
     assert os.path.exists(run["log_dir"] / "worker_1" / REPORTS_FILE)
+    tensors = _tensors(run["log_dir"])
+    # The default profiles the chief only: its figures are the single-worker
+    # tags, and epoch 0 names worker_1 as unprofiled (epoch 2 came too late).
+    fractions = dict(tensors["xla_guard/xla_time_fraction"])
+    for epoch in _PROFILED:
+        assert float(fractions[epoch]) == pytest.approx(
+            chief["reports"][str(epoch)]["xla_time_fraction"], rel=1e-6)
+    assert "xla_guard/workers" not in tensors
+    ((step, text),) = tensors["xla_guard/unprofiled_workers"]
+    assert step == 0 and "worker&#95;1**: skipped: not profiled" in text.item().decode()
+
+
+def test_default_profiles_the_chief_only_and_says_so_per_worker(stalled_run):
+    """profile_workers="chief": worker 1 runs no profiler, its figures are None with a reason, not 0."""
+    run = stalled_run
+    chief, other = run["workers"]
+    # No crash warning: the mode that crashes is not running.
+    assert not [w for w in chief["warnings"] + other["warnings"] if "profiler stop" in w]
+    table = worker_coverage(run["log_dir"])
+    assert sorted(table) == list(_PROFILED)
+    for epoch in _PROFILED:
+        mine = table[epoch]["worker_0"]
+        assert mine.profiled and mine.reason == ""
+        (trace,) = mine.trace_paths
+        alone = analyze_trace(trace)
+        for figure in ("xla_time_s", "non_xla_op_time_s", "xla_time_fraction", "xla_executions",
+                       "compilations"):
+            assert getattr(mine, figure) == getattr(alone, figure), figure
+        theirs = table[epoch]["worker_1"]
+        assert not theirs.profiled and theirs.reason.startswith("skipped: not profiled: ")
+        assert "profile_workers='all'" in theirs.reason
+        assert (theirs.xla_time_fraction, theirs.xla_time_s, theirs.non_xla_op_time_s,
+                theirs.xla_executions, theirs.compilations, theirs.steps_profiled) == (None,) * 6
+        # Input signatures are still tracked on the unprofiled worker.
+        assert theirs.distinct_signatures == 1 and theirs.trace_paths == ()
+        assert other["reports"][str(epoch)]["status"] == "skipped"
+    assert not (run["log_dir"] / "worker_1" / "plugins").exists()
 
 
 def test_docs_page_shows_the_example_as_it_is():

@@ -193,6 +193,7 @@ class XlaGuardEngine:
         self._signature_stats: dict[int, EpochSignatures] = {}
         self._signatures_unavailable: str | None = None
         self._unavailable_epochs: dict[int, str] = {}
+        self._not_profiled: str | None = None
 
     @property
     def log_dir(self) -> Path:
@@ -332,6 +333,7 @@ class XlaGuardEngine:
         steps_per_call: int = 1,
         trace_dir: str | os.PathLike[str] | None = None,
         sinks: Sequence[ReportSink] | None = None,
+        not_profiled: str | None = None,
     ) -> None:
         """Starts a training run.
 
@@ -352,6 +354,11 @@ class XlaGuardEngine:
                 `config.log_dir`.
             sinks: Where this run's figures go. Defaults to `None`: the
                 engine's `sinks`, or `default_sinks()`.
+            not_profiled: Why this process runs no profiler in this run
+                (e.g. a non-chief worker under `profile_workers="chief"`):
+                each selected epoch is then reported `skipped` with this
+                reason, its figures unmeasured; signatures and steps are
+                still tracked. Defaults to `None`: profile as scheduled.
 
         Raises:
             ValueError: If `xla_mode` or `steps_per_call` is invalid.
@@ -359,7 +366,7 @@ class XlaGuardEngine:
         if xla_mode not in _XLA_MODES:
             raise ValueError(f"`xla_mode` must be one of {_XLA_MODES}. Received: xla_mode={xla_mode!r}")
         check_int("steps_per_call", steps_per_call, minimum=1)
-        self._begin_run(epochs, xla_mode, steps_per_call, trace_dir, sinks)
+        self._begin_run(epochs, xla_mode, steps_per_call, trace_dir, sinks, not_profiled)
 
     @_never_raises
     def _begin_run(
@@ -369,6 +376,7 @@ class XlaGuardEngine:
         steps_per_call: int,
         trace_dir: str | os.PathLike[str] | None,
         sinks: Sequence[ReportSink] | None,
+        not_profiled: str | None,
     ) -> None:
         # A window of this guard or another one that an exception left open
         # belongs to a run that is over.
@@ -378,6 +386,7 @@ class XlaGuardEngine:
         self._first_epoch = None
         self._xla_mode = xla_mode
         self._steps_per_call = steps_per_call
+        self._not_profiled = not_profiled
         self._trace_dir = Path(trace_dir) if trace_dir is not None else self.config.log_dir
         if sinks is not None:
             self._run_sinks = list(sinks)
@@ -533,6 +542,11 @@ class XlaGuardEngine:
             )
 
     def _start_window(self, epoch: int, step: int) -> None:
+        if self._not_profiled is not None:
+            self._pending_epoch = None
+            self._store(CoverageReport(status="skipped", reason=self._not_profiled, epoch=epoch,
+                                       steps_profiled=0))
+            return
         session = ProfilerSession(self._trace_dir, run_name=f"epoch{epoch}")
         try:
             session.start()
