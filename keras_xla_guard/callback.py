@@ -335,6 +335,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
             trace_dir=None if cluster is None else cluster.trace_dir,
             sinks=None if cluster is None else [*self.engine.default_sinks(tensorboard=False), cluster],
             not_profiled=None if cluster is None else cluster.not_profiled,
+            skip_first_step=cluster is not None,
         )
         self._track(self._attach_inputs, params.get("steps"))
 

@@ -395,6 +395,7 @@ class XlaGuard:
                 trace_dir=None if cluster is None else cluster.trace_dir,
                 sinks=None if cluster is None else [*self.engine.default_sinks(tensorboard=False), cluster],
                 not_profiled=None if cluster is None else cluster.not_profiled,
+                skip_first_step=cluster is not None,
             )
             if self._inputs is not None:
                 self._inputs.use_observed()

@@ -194,6 +194,7 @@ class XlaGuardEngine:
         self._signatures_unavailable: str | None = None
         self._unavailable_epochs: dict[int, str] = {}
         self._not_profiled: str | None = None
+        self._skip_first_step = False
 
     @property
     def log_dir(self) -> Path:
@@ -334,6 +335,7 @@ class XlaGuardEngine:
         trace_dir: str | os.PathLike[str] | None = None,
         sinks: Sequence[ReportSink] | None = None,
         not_profiled: str | None = None,
+        skip_first_step: bool = False,
     ) -> None:
         """Starts a training run.
 
@@ -359,6 +361,11 @@ class XlaGuardEngine:
                 each selected epoch is then reported `skipped` with this
                 reason, its figures unmeasured; signatures and steps are
                 still tracked. Defaults to `None`: profile as scheduled.
+            skip_first_step: Never profile the run's first step, whatever
+                `skip_steps` says. A multi-worker run forms its collective
+                groups there, on other threads than the step's, and
+                TensorFlow's profiler stop can abort the process on such
+                events (docs/multiworker.md). Defaults to `False`.
 
         Raises:
             ValueError: If `xla_mode` or `steps_per_call` is invalid.
@@ -366,7 +373,8 @@ class XlaGuardEngine:
         if xla_mode not in _XLA_MODES:
             raise ValueError(f"`xla_mode` must be one of {_XLA_MODES}. Received: xla_mode={xla_mode!r}")
         check_int("steps_per_call", steps_per_call, minimum=1)
-        self._begin_run(epochs, xla_mode, steps_per_call, trace_dir, sinks, not_profiled)
+        self._begin_run(epochs, xla_mode, steps_per_call, trace_dir, sinks, not_profiled,
+                        skip_first_step)
 
     @_never_raises
     def _begin_run(
@@ -377,6 +385,7 @@ class XlaGuardEngine:
         trace_dir: str | os.PathLike[str] | None,
         sinks: Sequence[ReportSink] | None,
         not_profiled: str | None,
+        skip_first_step: bool,
     ) -> None:
         # A window of this guard or another one that an exception left open
         # belongs to a run that is over.
@@ -387,6 +396,7 @@ class XlaGuardEngine:
         self._xla_mode = xla_mode
         self._steps_per_call = steps_per_call
         self._not_profiled = not_profiled
+        self._skip_first_step = skip_first_step
         self._trace_dir = Path(trace_dir) if trace_dir is not None else self.config.log_dir
         if sinks is not None:
             self._run_sinks = list(sinks)
@@ -417,6 +427,8 @@ class XlaGuardEngine:
         if self.schedule.profiles_epoch(epoch, first_epoch=self._first_epoch):
             self._pending_epoch = epoch
             self._pending_start = self.schedule.start_step(steps)
+            if self._skip_first_step and epoch == self._first_epoch:
+                self._pending_start = max(self._pending_start, 1)
 
     @_never_raises
     def step_begin(self, step: int) -> None:
