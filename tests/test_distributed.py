@@ -553,6 +553,41 @@ def test_missing_worker_costs_one_bounded_wait_and_a_warning(tmp_path):
     assert not any(tag.startswith("xla_guard/worker_") for tag in tensors)
 
 
+def test_unprofiled_peer_is_named_without_a_warning_and_its_figures_are_none(tmp_path):
+    """profile_workers="chief": the peer's report says why; the chief writes it as text, warns nothing."""
+    chief_info, peer_info = _infos()
+    peer = ClusterSink(peer_info, tmp_path)
+    chief = ClusterSink(chief_info, tmp_path, timeout=30)
+    assert (chief.not_profiled, peer.profile_workers) == (None, "chief")
+    reason = peer.not_profiled
+    assert reason.startswith("not profiled: ") and "only the chief (worker_0)" in reason
+    assert ClusterSink(peer_info, tmp_path / "all", profile_workers="all").not_profiled is None
+    skipped = CoverageReport(status="skipped", reason=reason, epoch=1, steps_profiled=0,
+                             distinct_signatures=1, new_signatures=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        peer.write_report(skipped)
+        chief.write_report(_report(1, xla=0.3, non=0.1))
+        tensors = _wait_for_tag(tmp_path, "xla_guard/unprofiled_workers")
+        chief.close({})
+        peer.close({})
+    assert not [w for w in caught if issubclass(w.category, XlaGuardWarning)]
+    ((step, text),) = tensors["xla_guard/unprofiled_workers"]
+    assert step == 1 and "**worker&#95;1**: skipped: not profiled: " in text.item().decode()
+    ((_, fraction),) = tensors["xla_guard/xla_time_fraction"]
+    assert float(fraction) == pytest.approx(0.75)  # the chief's own, single-worker tags
+    assert "xla_guard/worker_1/xla_time_fraction" not in tensors
+    table = worker_coverage(tmp_path)
+    assert sorted(table[1]) == ["worker_0", "worker_1"]
+    mine, theirs = table[1]["worker_0"], table[1]["worker_1"]
+    assert (mine.profiled, mine.reason, mine.xla_executions) == (True, "", 4)
+    assert mine.xla_time_fraction == _report(1, xla=0.3, non=0.1).xla_time_fraction
+    assert (theirs.profiled, theirs.reason) == (False, f"skipped: {reason}")
+    assert (theirs.xla_time_fraction, theirs.xla_time_s, theirs.non_xla_op_time_s,
+            theirs.xla_executions, theirs.compilations, theirs.steps_profiled) == (None,) * 6
+    assert theirs.distinct_signatures == 1
+
+
 def test_reports_file_of_an_earlier_run_is_not_taken_for_this_one(tmp_path):
     """A worker's file saved before the chief's run began is stale: the chief waits it out and warns."""
     chief_info, _ = _infos()
