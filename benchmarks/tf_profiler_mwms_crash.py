@@ -12,27 +12,26 @@ signal, which one, and the last lines of its stderr.
 Usage: python benchmarks/tf_profiler_mwms_crash.py [--attempts 10] [--windows 3] [--steps 6]
 
 Seen with TensorFlow 2.21.0 (tensorflow-cpu wheel, Python 3.11, Linux
-x86_64, 2 cores): the non-chief worker (task 1) dies inside
-`tf.profiler.experimental.stop()` with `double free or corruption (out)`,
-`free(): invalid pointer` (SIGABRT) or a segmentation fault, in about a
-third of the attempts at the defaults (measured in
-benchmarks/results/, see docs/multiworker.md). The chief never crashed.
-The native stack of a crashing worker (gdb):
+x86_64, 2 cores): a worker, nearly always the non-chief one (task 1),
+dies inside `tf.profiler.experimental.stop()` with `double free or
+corruption (out)`, `free(): invalid pointer` (SIGABRT) or a segmentation
+fault (the saved runs are in benchmarks/results/, see docs/multiworker.md).
+The stack of a crashing worker, Python side (faulthandler, this script):
 
-    #0  __pthread_kill_implementation
-    #1  raise
-    #2  abort
-    #3  __libc_message            "double free or corruption (out)"
-    #4  _int_free
-    #5  tsl::profiler::(anonymous)::SplitEventTracker::FindStartAndMerge
-    #6  tsl::profiler::TraceMeRecorder::Consume
-    #7  tsl::profiler::TraceMeRecorder::Stop
-    #8  xla::profiler::(anonymous)::HostTracer::Stop
-    #9  tsl::profiler::ProfilerCollection::Stop
-    #10 tsl::ProfilerSession::CollectDataInternal
-    #11 tsl::ProfilerSession::CollectData
-    #12 tensorflow::profiler::ProfilerSessionWrapper::Stop
-    ...  (Python: tensorflow/python/profiler/profiler_v2.py, `stop`)
+    Fatal Python error: Aborted            (or: Segmentation fault)
+    Current thread (most recent call first):
+      File ".../tensorflow/python/profiler/profiler_v2.py", line 149 in stop
+      File "benchmarks/tf_profiler_mwms_crash.py", line ... in worker
+
+and native side (gdb on a crashing worker of the same loop, recorded in
+docs/multiworker.md), innermost last:
+
+    tsl::ProfilerSession::CollectData
+    xla::profiler::HostTracer::Stop
+    tsl::profiler::TraceMeRecorder::Stop
+    tsl::profiler::TraceMeRecorder::Consume
+    tsl::profiler::(anonymous)::SplitEventTracker::FindStartAndMerge
+    free()                                 "double free or corruption (out)"
 
 Where the bad free comes from (xla/tsl/profiler/backends/cpu/traceme_recorder.cc):
 `TraceMeRecorder::Consume()` loops over the per-thread recorders; each
