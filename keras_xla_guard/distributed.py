@@ -459,9 +459,11 @@ def worker_coverage(log_dir: str | os.PathLike[str]) -> dict[int, dict[str, Work
     """
     table: dict[int, dict[str, WorkerCoverage]] = {}
     for path in sorted(Path(log_dir).glob(f"*/{REPORTS_FILE}")):
-        worker = _load(path).get("worker") or path.parent.name
-        for epoch, report in read_reports(path).items():
-            table.setdefault(epoch, {})[worker] = WorkerCoverage.of(worker, report)
+        data = _load(path)
+        worker = data.get("worker") or path.parent.name
+        for epoch, entry in data["reports"].items():
+            report = CoverageReport.from_dict(entry)
+            table.setdefault(int(epoch), {})[worker] = WorkerCoverage.of(worker, report)
     return dict(sorted(table.items()))
 
 
