@@ -73,6 +73,8 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
+from importlib.metadata import version
 
 
 def worker(task: int, ports: str, log_dir: str, windows: int, steps: int) -> None:
@@ -124,30 +126,47 @@ def attempt(windows: int, steps: int, timeout: float) -> dict[str, object]:
     ports = _free_ports()
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONFAULTHANDLER="1")
     with tempfile.TemporaryDirectory(prefix="tf_profiler_mwms_") as log_dir:
+        errs = [open(os.path.join(log_dir, f"worker{task}.err"), "w+") for task in range(2)]
         procs = [
             subprocess.Popen(
                 [sys.executable, __file__, "--worker", str(task), ports, log_dir, str(windows), str(steps)],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                stdout=subprocess.DEVNULL, stderr=errs[task], text=True, env=env,
             )
             for task in range(2)
         ]
-        outputs = []
+        # A worker that dies leaves its peer waiting in a collective: end
+        # the attempt as soon as one fails.
+        deadline = time.monotonic() + timeout
+        while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+            if any(p.poll() not in (None, 0) for p in procs):
+                break
+            time.sleep(0.2)
         for proc in procs:
-            try:
-                outputs.append(proc.communicate(timeout=timeout))
-            except subprocess.TimeoutExpired:
-                for p in procs:
-                    p.kill()
-                outputs.append(proc.communicate())
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+        stderr = []
+        for err in errs:
+            err.seek(0)
+            stderr.append(err.read())
+            err.close()
     codes = [p.returncode for p in procs]
     crashed = [t for t, c in enumerate(codes) if c < 0 and c != -signal.SIGKILL]
     result: dict[str, object] = {"returncodes": codes, "crashed_tasks": crashed}
     if crashed:
-        err = outputs[crashed[0]][1].splitlines()
-        result["stderr_tail"] = [ln for ln in err if "free" in ln or "Fatal" in ln or "line" in ln][:6]
-    if "Could not start gRPC server" in "".join(o[1] for o in outputs):
+        lines = stderr[crashed[0]].splitlines()
+        result["stderr_tail"] = [ln for ln in lines if "free" in ln or "Fatal" in ln or "line" in ln][:6]
+    if any("Could not start gRPC server" in e for e in stderr):
         result["port_taken"] = True
     return result
+
+
+def _installed(dist: str) -> bool:
+    try:
+        version(dist)
+    except Exception:  # noqa: BLE001 - importlib.metadata.PackageNotFoundError
+        return False
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -164,12 +183,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if min(args.attempts, args.windows, args.steps) < 1:
         parser.error(f"--attempts, --windows and --steps must be >= 1. Received: {vars(args)}")
-    import tensorflow as tf
-
     attempts = [attempt(args.windows, args.steps, args.timeout) for _ in range(args.attempts)]
     print(json.dumps({
         "benchmark": "tf_profiler_mwms_crash",
-        "tensorflow": tf.__version__,
+        "tensorflow": version("tensorflow-cpu") if _installed("tensorflow-cpu") else version("tensorflow"),
         "windows": args.windows,
         "steps": args.steps,
         "attempts": len(attempts),

@@ -181,3 +181,29 @@ def test_stress_multiworker_counts_one_unprofiled_pair():
     assert run["report_statuses"] == [{}, {}]  # no guard, no reports
     assert run["traces"] == [0, 0]  # no profiler
     assert _positive(run["wall_s"])
+
+
+def test_profiler_levels_sees_the_same_xla_runs_at_every_host_tracer_level():
+    """profiler_levels: 6 profiled steps give 6 XLA executions and plain ops at levels 1, 2 and 3."""
+    doc = _json(_run(BENCH / "profiler_levels.py"))
+    assert (doc["benchmark"], doc["steps"]) == ("profiler_levels", 6)
+    assert sorted(doc["levels"]) == ["1", "2", "3"]
+    for level in doc["levels"].values():
+        assert level["xla_executions"] == 6
+        assert _positive(level["xla_time_s"], level["non_xla_op_time_s"])
+        assert "AssignVariableOp" in level["non_xla_op_types"]  # the optimizer update, outside XLA
+
+
+def test_tf_crash_reproducer_runs_two_workers_and_counts_signals():
+    """tf_profiler_mwms_crash with one tiny attempt: two workers ran; a crash, if any, is a signal."""
+    doc = _json(_run(BENCH / "tf_profiler_mwms_crash.py", "--attempts", "1", "--windows", "1",
+                     "--steps", "1"))
+    assert (doc["benchmark"], doc["attempts"], doc["windows"], doc["steps"]) == (
+        "tf_profiler_mwms_crash", 1, 1, 1)
+    (attempt,) = doc["runs"]
+    assert len(attempt["returncodes"]) == 2
+    # The peer of a worker that died is killed (SIGKILL): not a crash of its own.
+    assert attempt["crashed_tasks"] == [t for t, c in enumerate(attempt["returncodes"]) if c < 0 and c != -9]
+    assert doc["crashed"] == int(bool(attempt["crashed_tasks"]))
+    if not attempt["crashed_tasks"]:
+        assert attempt["returncodes"] == [0, 0]

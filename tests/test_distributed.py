@@ -24,6 +24,8 @@ from _oracle import count_xla_runs, xla_run_seconds, xprof_op_rows
 
 from keras_xla_guard import CoverageReport, OpStat, XlaGuardWarning, analyze_trace
 from keras_xla_guard.distributed import (
+    ALL_WORKERS_CRASHES,
+    ALL_WORKERS_RESULT,
     REPORTS_FILE,
     ClusterSink,
     WorkerInfo,
@@ -618,9 +620,12 @@ def test_each_worker_finds_itself_in_the_strategy(loop_run):
     assert (chief["worker"], chief["is_chief"]) == ("worker_0", True)
     assert (other["worker"], other["is_chief"]) == ("worker_1", False)
     assert chief["log_dir_after"] == other["log_dir_after"] == str(loop_run["log_dir"])
-    # Each worker is told once that TensorFlow's profiler can abort it.
+    # profile_workers="all": each worker is told once that TensorFlow's
+    # profiler can abort it, with the measured crash rate and its source.
+    crashes, runs = ALL_WORKERS_CRASHES["loop"]
     for result in (chief, other):
-        assert sum("profiler stop" in w for w in result["warnings"]) == 1
+        (told,) = [w for w in result["warnings"] if "profiler stop" in w]
+        assert f"measured {crashes} of {runs} runs of a loop" in told and ALL_WORKERS_RESULT in told
     # Both workers train the same model on the same global batches.
     assert chief["losses"] == other["losses"]
     assert chief["losses"][-1] < chief["losses"][0]
