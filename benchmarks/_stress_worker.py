@@ -167,7 +167,12 @@ statuses = {str(e): r.status for e, r in guard.reports.items()} if guard is not 
 # What the profiler wrote, so that a mode that "never crashes" is seen to
 # have profiled: the trace files under this worker's directory (for
 # `raw-server`, the chief's captures of both workers).
-traces = sorted(str(p.relative_to(log_dir)) for p in Path(log_dir).rglob("*.xplane.pb")
-                if str(p).startswith(own_dir) or (mode == "raw-server" and task == 0))
+# Only this worker's own directories are listed: the other worker may be
+# moving its staged trace meanwhile.
+listed = [Path(own_dir)]
+if mode == "raw-server" and task == 0:
+    listed = sorted(Path(log_dir).glob("epoch*"))
+traces = sorted(str(p.relative_to(log_dir)) for d in listed if d.is_dir()
+                for p in d.rglob("*.xplane.pb"))
 print(json.dumps({"task": task, "mode": mode, "scenario": scenario, "statuses": statuses,
                   "traces": traces}), flush=True)
