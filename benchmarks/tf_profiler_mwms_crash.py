@@ -9,7 +9,7 @@ the profiler. That is repeated `--attempts` times with fresh processes.
 It prints one JSON object: per attempt whether a worker was killed by a
 signal, which one, and the last lines of its stderr.
 
-Usage: python benchmarks/tf_profiler_mwms_crash.py [--attempts 10] [--windows 3] [--steps 6]
+Usage: python benchmarks/tf_profiler_mwms_crash.py [--attempts 10] [--windows 10] [--steps 10]
 
 Seen with TensorFlow 2.21.0 (tensorflow-cpu wheel, Python 3.11, Linux
 x86_64, 2 cores): a worker, nearly always the non-chief one (task 1),
@@ -177,8 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--attempts", type=int, default=10)
-    parser.add_argument("--windows", type=int, default=3, help="profiler start/stop per worker")
-    parser.add_argument("--steps", type=int, default=6, help="steps per profiling window")
+    parser.add_argument("--windows", type=int, default=10, help="profiler start/stop per worker")
+    parser.add_argument("--steps", type=int, default=10, help="steps per profiling window")
     parser.add_argument("--timeout", type=float, default=240.0)
     args = parser.parse_args(argv)
     if min(args.attempts, args.windows, args.steps) < 1:
