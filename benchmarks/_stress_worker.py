@@ -4,10 +4,11 @@ Usage: python _stress_worker.py TASK_INDEX PORT0,PORT1 LOG_DIR MODE SCENARIO [PR
 
 SCENARIO is `loop` (the Keras 3 custom loop of
 examples/multiworker_custom_loop.py) or `fit` (tf_keras `fit` of the model
-in tests/_multiworker_worker.py). Both train `EPOCHS` epochs of `STEPS`
+in tests/_multiworker_fit_model.py). Both train `EPOCHS` epochs of `STEPS`
 steps and profile every epoch in `PROFILED` from its first step, so each
-run stops the profiler `len(PROFILED)` times per worker, including the
-window of the first step (the collectives' group set-up). MODE is:
+run stops the profiler `len(PROFILED)` times per profiling worker; the raw
+modes include the run's first step (the collectives' group set-up), the
+guard leaves it out under MultiWorkerMirroredStrategy. MODE is:
 
 - `none`: no profiler, no guard;
 - `guard`: the guard as shipped (under MultiWorkerMirroredStrategy only
