@@ -23,15 +23,25 @@ The stack of a crashing worker, Python side (faulthandler, this script):
       File ".../tensorflow/python/profiler/profiler_v2.py", line 149 in stop
       File "benchmarks/tf_profiler_mwms_crash.py", line ... in worker
 
-and native side (gdb on a crashing worker of the same loop, recorded in
-docs/multiworker.md), innermost last:
+and native side (`gdb -batch -ex bt python core` on the core file of a
+task 1 that this script crashed with SIGSEGV, 2026-12-04):
 
-    tsl::ProfilerSession::CollectData
-    xla::profiler::HostTracer::Stop
-    tsl::profiler::TraceMeRecorder::Stop
-    tsl::profiler::TraceMeRecorder::Consume
-    tsl::profiler::(anonymous)::SplitEventTracker::FindStartAndMerge
-    free()                                 "double free or corruption (out)"
+    #3  <signal handler called>
+    #4  tsl::profiler::(anonymous namespace)::SplitEventTracker::FindStartAndMerge(
+            tsl::profiler::TraceMeRecorder::Event*)      libtensorflow_framework.so.2
+    #5  tsl::profiler::TraceMeRecorder::Consume()        libtensorflow_framework.so.2
+    #6  tsl::profiler::TraceMeRecorder::Stop()           libtensorflow_framework.so.2
+    #7  xla::profiler::(anonymous namespace)::HostTracer::Stop()   libtensorflow_cc.so.2
+    #8  tsl::profiler::ProfilerCollection::Stop()        libtensorflow_framework.so.2
+    #9  tsl::profiler::ProfilerController::Stop()        libtensorflow_framework.so.2
+    #10 tsl::profiler::ProfilerCollection::Stop()        libtensorflow_framework.so.2
+    #11 tsl::ProfilerSession::CollectDataInternal(tensorflow::profiler::XSpace*)
+    #12 tsl::ProfilerSession::CollectData(tensorflow::profiler::XSpace*)
+    #13 tensorflow::profiler::pywrap::ProfilerSessionWrapper::ExportToTensorBoard()
+    #14 pybind11 ... _pywrap_profiler.so  (Python: profiler_v2.py, `stop`)
+
+With SIGABRT the same frames end in glibc's `free()` ("double free or
+corruption (out)", "free(): invalid pointer").
 
 Where the bad free comes from (xla/tsl/profiler/backends/cpu/traceme_recorder.cc):
 `TraceMeRecorder::Consume()` loops over the per-thread recorders; each
