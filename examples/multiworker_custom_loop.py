@@ -17,10 +17,11 @@ same `--log-dir`, e.g. on one machine:
                 "task": {"type": "worker", "index": 1}}' \
         python examples/multiworker_custom_loop.py --log-dir logs/mw
 
-Each worker profiles into `<log-dir>/worker_<k>/` and saves its reports
-there as `xla_guard_reports.json`; the chief (worker 0) writes the
-TensorBoard summaries of all workers into `<log-dir>` after every profiled
-epoch. See docs/multiworker.md.
+The chief (worker 0) profiles into `<log-dir>/worker_0/`; every worker
+saves its reports in `<log-dir>/worker_<k>/xla_guard_reports.json` (the
+others track input signatures and steps, and say they were not
+profiled), and the chief writes the TensorBoard summaries into `<log-dir>`
+after every profiled epoch. See docs/multiworker.md.
 """
 
 from __future__ import annotations
@@ -113,8 +114,9 @@ def main(argv: list[str] | None = None) -> None:
     # Reads TF_CONFIG and connects to every worker before it returns.
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     # Under MultiWorkerMirroredStrategy the guard finds this worker in the
-    # strategy: it profiles into <log_dir>/worker_<k>/, and the chief writes
-    # every worker's figures to <log_dir> after each profiled epoch.
+    # strategy: the chief profiles into <log_dir>/worker_0/ (other workers'
+    # profiler stop can abort them natively: docs/multiworker.md), and
+    # writes every worker's figures to <log_dir> after each profiled epoch.
     guard = None if args.without_guard else XlaGuard(
         log_dir=args.log_dir, profile_epochs=(1,), strategy=strategy
     )

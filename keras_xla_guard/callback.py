@@ -151,6 +151,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
         max_compilations: int | None = DEFAULT_MAX_COMPILATIONS,
         on_violation: str = "warn",
         html_report: str | os.PathLike[str] | None = None,
+        profile_workers: str = "chief",
         track_signatures: bool = True,
         warm_up: Any = False,
         config: GuardConfig | None = None,
@@ -173,6 +174,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
                 max_compilations=max_compilations,
                 on_violation=on_violation,
                 html_report=html_report,
+                profile_workers=profile_workers,
             ),
             "XlaGuardCallback",
         )
@@ -368,6 +370,8 @@ class XlaGuardCallback(keras.callbacks.Callback):
             steps_per_call=seam.steps_per_execution(self.model),
             trace_dir=None if cluster is None else cluster.trace_dir,
             sinks=None if cluster is None else [*self.engine.default_sinks(tensorboard=False), cluster],
+            not_profiled=None if cluster is None else cluster.not_profiled,
+            skip_first_step=cluster is not None,
         )
         self._track(self._attach_inputs, params.get("steps"))
         if self._warm_up is not False and self._warm_up is not None:

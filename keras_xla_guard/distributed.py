@@ -48,11 +48,13 @@ __all__ = [
     "REPORTS_FILE",
     "WORKER_TIMEOUT_S",
     "ClusterSink",
+    "WorkerCoverage",
     "WorkerInfo",
     "find_worker",
     "info_from_cluster",
     "read_reports",
     "worker_info",
+    "worker_coverage",
     "worker_info_from_tf_config",
     "worst_worker",
     "write_worker_summaries",
@@ -71,6 +73,13 @@ _POLL_S = 0.2
 _CLOCK_SLACK_S = 5.0
 # Said once per process: the risk is TensorFlow's, not one run's.
 _crash_risk_told = False
+# What `profile_workers="all"` costs, measured by
+# benchmarks/stress_multiworker.py: (runs in which a worker aborted natively,
+# guarded 2-worker runs), per scenario; docs/multiworker.md has the table.
+ALL_WORKERS_CRASHES = {"loop": (1, 10), "fit": (1, 10)}
+ALL_WORKERS_RESULT = "benchmarks/results/stress_multiworker-20261204T151407Z.json"
+# The start of the reason a worker's report gives when it did not profile.
+NOT_PROFILED = "not profiled"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -319,11 +328,24 @@ def _tell_crash_risk() -> None:
     if _crash_risk_told:
         return
     _crash_risk_told = True
+    rates = ", ".join(f"{c} of {n} runs of a {name}" for name, (c, n) in ALL_WORKERS_CRASHES.items())
     _warn(
-        "under MultiWorkerMirroredStrategy TensorFlow's own profiler stop "
-        "(tf.profiler.experimental.stop) sometimes aborts a worker process natively "
-        "(\"free(): invalid pointer\", \"double free or corruption\", a segmentation fault), "
-        "with or without this guard; profile few epochs (docs/multiworker.md)"
+        "profile_workers='all' under MultiWorkerMirroredStrategy: TensorFlow's profiler stop "
+        "(tf.profiler.experimental.stop) aborts non-chief workers natively (\"double free or "
+        "corruption\", \"free(): invalid pointer\", a segmentation fault), and this guard "
+        f"cannot catch that: measured {rates} (2 workers, 3 profiled epochs each; "
+        f"{ALL_WORKERS_RESULT}). The default profile_workers='chief' did not crash in the "
+        "same benchmark; see docs/multiworker.md"
+    )
+
+
+def _not_profiled_reason(info: WorkerInfo) -> str:
+    chief = info.names[0] if info.names else "the chief"
+    return (
+        f"{NOT_PROFILED}: under MultiWorkerMirroredStrategy only the chief ({chief}) runs "
+        "TensorFlow's profiler (profile_workers='chief'; on other workers its stop aborts the "
+        "process natively now and then, docs/multiworker.md); this worker tracked its input "
+        "signatures and steps only. Pass profile_workers='all' to profile every worker"
     )
 
 
@@ -353,6 +375,98 @@ def read_reports(path: str | os.PathLike[str]) -> dict[int, CoverageReport]:
     return {int(e): CoverageReport.from_dict(r) for e, r in _load(path)["reports"].items()}
 
 
+@dataclasses.dataclass(frozen=True)
+class WorkerCoverage:
+    """What one worker measured in one epoch, or why it measured nothing.
+
+    Attributes:
+        worker: The worker's name, e.g. `"worker_1"`.
+        epoch: The epoch.
+        profiled: Whether the worker's profiler measured this epoch
+            (its report is `ok`).
+        reason: Why not (`""` when profiled): the report's status and
+            reason, e.g. `"skipped: not profiled: ..."`.
+        xla_time_fraction: The worker's XLA share of op time; `None` when
+            not profiled (never 0).
+        xla_time_s: Time inside XLA executables; `None` when not profiled.
+        non_xla_op_time_s: Plain TF op time; `None` when not profiled.
+        xla_executions: XLA executable launches; `None` when not profiled.
+        compilations: XLA compilations; `None` when not profiled.
+        steps_profiled: Steps inside the window; `None` when not profiled.
+        distinct_signatures: Input signatures the worker met in the epoch
+            (tracked whether profiled or not); `None` when not tracked.
+        trace_paths: The worker's own trace file(s) the figures come from.
+    """
+
+    worker: str
+    epoch: int
+    profiled: bool
+    reason: str
+    xla_time_fraction: float | None
+    xla_time_s: float | None
+    non_xla_op_time_s: float | None
+    xla_executions: int | None
+    compilations: int | None
+    steps_profiled: int | None
+    distinct_signatures: int | None
+    trace_paths: tuple[str, ...]
+
+    @classmethod
+    def of(cls, worker: str, report: CoverageReport) -> "WorkerCoverage":
+        """The worker's figures from its report of one epoch."""
+        assert report.epoch is not None
+        measured = report.ok
+
+        def figure(value: Any) -> Any:
+            return value if measured else None
+
+        return cls(
+            worker=worker,
+            epoch=report.epoch,
+            profiled=measured,
+            reason="" if measured else f"{report.status}: {report.reason}",
+            xla_time_fraction=figure(report.xla_time_fraction),
+            xla_time_s=figure(report.xla_time_s),
+            non_xla_op_time_s=figure(report.non_xla_op_time_s),
+            xla_executions=figure(report.xla_executions),
+            compilations=figure(report.compilations),
+            steps_profiled=figure(report.steps_profiled),
+            distinct_signatures=report.distinct_signatures,
+            trace_paths=report.trace_paths,
+        )
+
+
+def worker_coverage(log_dir: str | os.PathLike[str]) -> dict[int, dict[str, WorkerCoverage]]:
+    """Every worker's figures per epoch, from the reports files in a shared log dir.
+
+    Args:
+        log_dir: The `log_dir` all workers were given.
+
+    Returns:
+        Epoch -> worker name -> `WorkerCoverage`, for each worker whose
+        `<log_dir>/<task>/xla_guard_reports.json` is there: measured
+        figures where the worker profiled the epoch, else `None` with the
+        reason.
+
+    Example:
+
+    ```python
+    from keras_xla_guard.distributed import worker_coverage
+
+    for name, w in worker_coverage("logs/mw")[1].items():
+        print(name, w.xla_time_fraction if w.profiled else w.reason)
+    ```
+    """
+    table: dict[int, dict[str, WorkerCoverage]] = {}
+    for path in sorted(Path(log_dir).glob(f"*/{REPORTS_FILE}")):
+        data = _load(path)
+        worker = data.get("worker") or path.parent.name
+        for epoch, entry in data["reports"].items():
+            report = CoverageReport.from_dict(entry)
+            table.setdefault(int(epoch), {})[worker] = WorkerCoverage.of(worker, report)
+    return dict(sorted(table.items()))
+
+
 def _load(path: Path) -> dict[str, Any]:
     data = json.loads(path.read_text())
     if not isinstance(data, dict) or not isinstance(data.get("reports"), dict):
@@ -379,6 +493,8 @@ class ClusterSink:
         top_k: Plain TF ops kept in the combined op table. Defaults to `10`.
         timeout: Seconds the chief waits for another worker's report of an
             epoch. Defaults to `WORKER_TIMEOUT_S`.
+        profile_workers: `"chief"` or `"all"` (see `GuardConfig`).
+            Defaults to `"chief"`.
 
     Example:
 
@@ -399,8 +515,10 @@ class ClusterSink:
         verbose: int = 0,
         top_k: int = 10,
         timeout: float | None = None,
+        profile_workers: str = "chief",
     ) -> None:
         self.info = info
+        self.profile_workers = profile_workers
         self.base_dir = Path(log_dir)
         self.trace_dir = self.base_dir / info.name
         self.write_summaries = write_summaries
@@ -442,13 +560,22 @@ class ClusterSink:
             if info is None:
                 return None
             sink = cls(info, config.log_dir, write_summaries=config.write_summaries,
-                       verbose=config.verbose, top_k=config.top_k)
+                       verbose=config.verbose, top_k=config.top_k,
+                       profile_workers=config.profile_workers)
         except Exception as e:  # noqa: BLE001 - guarding must not break training
             _warn(f"reading the cluster layout failed ({type(e).__name__}: {e}); "
                   "this worker profiles as if alone")
             return None
-        _tell_crash_risk()
+        if config.profile_workers == "all":
+            _tell_crash_risk()
         return sink
+
+    @property
+    def not_profiled(self) -> str | None:
+        """Why this worker runs no profiler (the engine's `not_profiled`), or `None`."""
+        if self.profile_workers == "chief" and not self.info.is_chief:
+            return _not_profiled_reason(self.info)
+        return None
 
     @property
     def peers(self) -> tuple[str, ...]:
@@ -579,7 +706,9 @@ class ClusterSink:
                     f"to every worker. The chief's summaries of epoch {epoch} hold "
                     f"{', '.join(sorted(reports))} only"
                 )
-            failed = {n: r for n, r in reports.items() if not r.ok}
+            # A worker that did not profile by design is no failure.
+            failed = {n: r for n, r in reports.items()
+                      if not r.ok and not r.reason.startswith(NOT_PROFILED)}
             for name, report in sorted(failed.items()):
                 if name != self.info.name:
                     _warn(f"{name} measured nothing in epoch {epoch}: {report.status}: {report.reason}")
@@ -587,11 +716,17 @@ class ClusterSink:
             if len(measured) > 1:
                 self.by_epoch[epoch] = measured
             if self.write_summaries:
-                self._write(epoch, own, measured)
+                self._write(epoch, own, measured, reports)
         except Exception as e:  # noqa: BLE001 - runs beside training; must not end it
             _warn(f"writing the workers' summaries of epoch {own.epoch} failed: {type(e).__name__}: {e}")
 
-    def _write(self, epoch: int, own: CoverageReport, measured: dict[str, CoverageReport]) -> None:
+    def _write(
+        self,
+        epoch: int,
+        own: CoverageReport,
+        measured: dict[str, CoverageReport],
+        reports: dict[str, CoverageReport],
+    ) -> None:
         from keras_xla_guard.distributed import write_worker_summaries
         from keras_xla_guard.output.tensorboard import SummaryWriter
 
@@ -604,10 +739,24 @@ class ClusterSink:
         else:
             # Only the chief's own figures: the plain single-worker tags.
             writer.write_report(own, step=epoch)
+        unmeasured = {n: r for n, r in reports.items() if n not in measured}
+        if unmeasured:
+            writer.write_text("unprofiled_workers", _unprofiled_markdown(unmeasured), step=epoch)
 
 
 def _warn(message: str) -> None:
     warnings.warn(f"keras-xla-guard: {message}", XlaGuardWarning, stacklevel=2)
+
+
+def _unprofiled_markdown(reports: dict[str, CoverageReport]) -> str:
+    """The workers without figures of an epoch, and why, for TensorBoard's text dashboard."""
+    from keras_xla_guard.output.tensorboard import escape_markdown
+
+    lines = [f"- **{escape_markdown(n)}**: {escape_markdown(r.status)}: {escape_markdown(r.reason)}"
+             for n, r in sorted(reports.items())]
+    return "Workers without figures in this epoch (their XLA figures are unmeasured, not 0):\n\n" + (
+        "\n".join(lines)
+    )
 
 
 def _describe(by_epoch: dict[int, dict[str, CoverageReport]]) -> list[str]:

@@ -182,6 +182,7 @@ class XlaGuard:
         max_compilations: int | None = DEFAULT_MAX_COMPILATIONS,
         on_violation: str = "warn",
         html_report: str | os.PathLike[str] | None = None,
+        profile_workers: str = "chief",
         config: GuardConfig | None = None,
         strategy: Any = None,
     ) -> None:
@@ -206,6 +207,7 @@ class XlaGuard:
                 max_compilations=max_compilations,
                 on_violation=on_violation,
                 html_report=html_report,
+                profile_workers=profile_workers,
             ),
             "XlaGuard",
         )
@@ -417,6 +419,8 @@ class XlaGuard:
                 xla_mode=xla_mode_of(any(self._watched_jit)),
                 trace_dir=None if cluster is None else cluster.trace_dir,
                 sinks=None if cluster is None else [*self.engine.default_sinks(tensorboard=False), cluster],
+                not_profiled=None if cluster is None else cluster.not_profiled,
+                skip_first_step=cluster is not None,
             )
             if self._inputs is not None:
                 self._inputs.use_observed()

@@ -1,6 +1,6 @@
 """One worker of a 2-process Keras 3 custom loop under MultiWorkerMirroredStrategy.
 
-Usage: python _multiworker_loop_worker.py TASK_INDEX PORT0,PORT1 LOG_DIR [--peer-stalls]
+Usage: python _multiworker_loop_worker.py TASK_INDEX PORT0,PORT1 LOG_DIR [--peer-stalls] [--all-workers]
 
 Trains the loop of examples/multiworker_custom_loop.py (its `build`) for 3
 epochs with `XlaGuard(profile_epochs=(0, 2))`, epochs profiled from their
@@ -9,8 +9,9 @@ still open, until its summaries of both profiled epochs are on disk. With
 `--peer-stalls` worker 1 stops inside the last epoch, after its last step,
 until the chief has closed its guard (at most `STALL_LIMIT_S`), so its
 report of that epoch comes only after the chief is done (as from a worker
-that hangs or dies). Prints one JSON line
-with what the tests need.
+that hangs or dies). With `--all-workers` every worker profiles
+(`profile_workers="all"`), else the chief only (the default). Prints one
+JSON line with what the tests need.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from _multiworker import tf_config  # noqa: E402
 
 task, ports, log_dir = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 peer_stalls = "--peer-stalls" in sys.argv[4:]
+profile_workers = "all" if "--all-workers" in sys.argv[4:] else "chief"
 os.environ["TF_CONFIG"] = tf_config(task, ports)
 
 import tensorflow as tf  # noqa: E402
@@ -55,7 +57,8 @@ def chief_summary_steps(log_dir: str) -> list[int]:
 
 
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
-guard = XlaGuard(log_dir=log_dir, profile_epochs=PROFILED, skip_steps=0, verbose=0, strategy=strategy)
+guard = XlaGuard(log_dir=log_dir, profile_epochs=PROFILED, skip_steps=0, verbose=0, strategy=strategy,
+                 profile_workers=profile_workers)
 dist_dataset, train_step = build(strategy, guard)
 losses = []
 summaries_before_close: list[int] = []

@@ -1,17 +1,14 @@
 """One worker of a 2-process MultiWorkerMirroredStrategy run (started by tests).
 
-Usage: python _multiworker_worker.py TASK_INDEX PORT0,PORT1 LOG_DIR [--chief-only]
+Usage: python _multiworker_worker.py TASK_INDEX PORT0,PORT1 LOG_DIR [--chief-only] [--all-workers]
 
 Started by tests/_multiworker.py.
 
-With `--chief-only` only worker 0 passes the guard to `fit`.
+With `--chief-only` only worker 0 passes the guard to `fit`; with
+`--all-workers` the guard profiles every worker (`profile_workers="all"`).
 
-Legacy Keras (tf_keras) is used because Keras 3's `fit` does not run under
-MultiWorkerMirroredStrategy (keras-team/keras#20585), and each replica's
-forward and backward pass is compiled with XLA while the gradient all-reduce
-stays outside: on CPU, XLA cannot compile collectives, so
-`compile(jit_compile=True)` (which puts the all-reduce inside the compiled
-step) fails there. Prints one JSON line with what the test needs.
+Trains the tf_keras model of tests/_multiworker_fit_model.py. Prints one
+JSON line with what the test needs.
 """
 
 from __future__ import annotations
@@ -25,6 +22,7 @@ from _multiworker import tf_config
 
 task, ports, log_dir = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 guarded = task == 0 or "--chief-only" not in sys.argv[4:]
+profile_workers = "all" if "--all-workers" in sys.argv[4:] else "chief"
 os.environ["TF_CONFIG"] = tf_config(task, ports)
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -32,48 +30,24 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from _multiworker_fit_model import build_model  # noqa: E402
+
 import keras_xla_guard.distributed as distributed  # noqa: E402
 from keras_xla_guard import XlaGuardCallback, XlaGuardWarning  # noqa: E402
 
 # With --chief-only the chief waits this long for worker 1's figures.
 distributed.WORKER_TIMEOUT_S = 5.0
 
-
-class ReplicaXla(tf.keras.Sequential):
-    """Runs each replica's forward and backward pass as one XLA executable."""
-
-    @tf.function(jit_compile=True)
-    def _loss_and_grads(self, x, y):
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_mean(tf.square(self(x, training=True) - y))
-            scaled = loss / tf.distribute.get_strategy().num_replicas_in_sync
-        return loss, tape.gradient(scaled, self.trainable_variables)
-
-    def train_step(self, data):
-        x, y = data
-        loss, grads = self._loss_and_grads(x, y)
-        self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
-        return {"loss": loss}
-
-
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
 with strategy.scope():
-    tf.keras.utils.set_random_seed(0)
-    model = ReplicaXla(
-        [
-            tf.keras.Input((32,)),
-            tf.keras.layers.Dense(256, activation="relu"),
-            tf.keras.layers.Dense(256, activation="relu"),
-            tf.keras.layers.Dense(1),
-        ]
-    )
-    model.compile(optimizer="sgd")
+    model = build_model()
 
 rng = np.random.default_rng(0)
 x = rng.standard_normal((1024, 32)).astype("float32")
 y = (x[:, :1] * 0.3).astype("float32")
 dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(64)
-guard = XlaGuardCallback(log_dir=log_dir, profile_epochs=(1,), skip_steps=2, verbose=0)
+guard = XlaGuardCallback(log_dir=log_dir, profile_epochs=(1,), skip_steps=2, verbose=0,
+                         profile_workers=profile_workers)
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     history = model.fit(dataset, epochs=2, callbacks=[guard] if guarded else [], verbose=0)

@@ -183,10 +183,55 @@ def test_bench_html_measures_a_real_page_without_script():
 
 def test_stress_multiworker_counts_one_unprofiled_pair():
     """stress_multiworker with one run of the unprofiled loop: one pair, trained, counted ok."""
-    doc = _json(_run(BENCH / "stress_multiworker.py", "--runs", "1", "--modes", "none"))
+    doc = _json(_run(BENCH / "stress_multiworker.py", "--runs", "1", "--modes", "none",
+                     "--scenarios", "loop"))
     assert (doc["benchmark"], doc["runs_per_mode"]) == ("stress_multiworker", 1)
-    summary = doc["summary"]["none"]
+    assert (doc["epochs"], doc["steps_per_epoch"], doc["profiled_epochs"]) == (3, 6, [0, 1, 2])
+    assert list(doc["summary"]) == ["none/loop"]
+    summary = doc["summary"]["none/loop"]
     assert (summary["runs"], summary["ok"], summary["crash"], summary["error"]) == (1, 1, 0, 0)
+    assert summary["crashed_workers"] == []
     (run,) = [r for r in doc["runs"] if r["outcome"] != "port"]
+    assert (run["mode"], run["scenario"]) == ("none", "loop")
     assert run["report_statuses"] == [{}, {}]  # no guard, no reports
+    assert run["traces"] == [0, 0]  # no profiler
     assert _positive(run["wall_s"])
+
+
+def test_profiler_levels_sees_the_same_xla_runs_at_every_host_tracer_level():
+    """profiler_levels: 6 profiled steps give 6 XLA executions and plain ops at levels 1, 2 and 3."""
+    doc = _json(_run(BENCH / "profiler_levels.py"))
+    assert (doc["benchmark"], doc["steps"]) == ("profiler_levels", 6)
+    assert sorted(doc["levels"]) == ["1", "2", "3"]
+    for level in doc["levels"].values():
+        assert level["xla_executions"] == 6
+        assert _positive(level["xla_time_s"], level["non_xla_op_time_s"])
+        assert "AssignVariableOp" in level["non_xla_op_types"]  # the optimizer update, outside XLA
+
+
+def test_tf_crash_reproducer_runs_two_workers_and_counts_signals():
+    """tf_profiler_mwms_crash with one tiny attempt: two workers ran; a crash, if any, is a signal."""
+    doc = _json(_run(BENCH / "tf_profiler_mwms_crash.py", "--attempts", "1", "--windows", "1",
+                     "--steps", "1"))
+    assert (doc["benchmark"], doc["attempts"], doc["windows"], doc["steps"]) == (
+        "tf_profiler_mwms_crash", 1, 1, 1)
+    (attempt,) = doc["runs"]
+    assert len(attempt["returncodes"]) == 2
+    # The peer of a worker that died is killed (SIGKILL): not a crash of its own.
+    assert attempt["crashed_tasks"] == [t for t, c in enumerate(attempt["returncodes"]) if c < 0 and c != -9]
+    assert doc["crashed"] == int(bool(attempt["crashed_tasks"]))
+    if not attempt["crashed_tasks"]:
+        assert attempt["returncodes"] == [0, 0]
+
+
+def test_complete_params_events_end_on_grpc_threads_only_on_the_non_chief():
+    """complete_params_threads: worker 1's CompleteParams events end on gRPC threads, the chief's never."""
+    doc = _json(_run(BENCH / "complete_params_threads.py"))
+    assert (doc["benchmark"], doc["event"]) == ("complete_params_threads", "CompleteParams")
+    assert sorted(doc["workers"]) == ["worker_0", "worker_1"]
+    for worker, windows in doc["workers"].items():
+        assert sorted(windows) == ["epoch0", "epoch2"]
+        for threads in windows.values():
+            assert sum(threads.values()) > 0
+            grpc = {t for t in threads if t.startswith("tf_Grpc")}
+            assert grpc == (set(threads) if worker == "worker_1" else set())

@@ -24,10 +24,13 @@ from _oracle import count_xla_runs, xla_run_seconds, xprof_op_rows
 
 from keras_xla_guard import CoverageReport, OpStat, XlaGuardWarning, analyze_trace
 from keras_xla_guard.distributed import (
+    ALL_WORKERS_CRASHES,
+    ALL_WORKERS_RESULT,
     REPORTS_FILE,
     ClusterSink,
     WorkerInfo,
     read_reports,
+    worker_coverage,
     worker_info_from_tf_config,
 )
 
@@ -255,8 +258,8 @@ def _run_workers(log_dir: Path, *extra: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def multiworker(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Two worker processes train together; each passes a guard to fit."""
-    return _run_workers(tmp_path_factory.mktemp("multiworker") / "xla_guard")
+    """Two worker processes train together; each passes a guard profiling every worker to fit."""
+    return _run_workers(tmp_path_factory.mktemp("multiworker") / "xla_guard", "--all-workers")
 
 
 def _event_files(root: Path) -> list[Path]:
@@ -431,13 +434,13 @@ def test_tf_keras_coverage_follows_jit_compile(tf_keras_fits):
 
 
 _LOOP_WORKER = Path(__file__).with_name("_multiworker_loop_worker.py")
-# The profiler's own stop aborts natively now and then under
-# MultiWorkerMirroredStrategy (see docs/multiworker.md); each run stops it
+# With profile_workers="all" the profiler's own stop aborts worker 1
+# natively now and then (see docs/multiworker.md); such a run stops it
 # four times (two windows on two workers), so it gets more tries than one
-# window would need.
+# window would need. The default (the chief alone) is not expected to need them.
 _LOOP_ATTEMPTS = 5
 _PROFILED = (0, 2)
-_STEPS = 16  # 2048 rows in global batches of 128, all profiled
+_STEPS = 16  # 2048 rows in global batches of 128, all profiled but the run's first
 _FIGURES = ("xla_time_s", "non_xla_op_time_s", "xla_time_fraction", "xla_executions",
             "compilations", "compile_time_s", "compiled_modules", "input_pipeline_time_s",
             "guard_op_time_s", "top_non_xla_ops", "hosts")
@@ -574,6 +577,41 @@ def test_missing_worker_costs_one_bounded_wait_and_a_warning(tmp_path):
     assert not any(tag.startswith("xla_guard/worker_") for tag in tensors)
 
 
+def test_unprofiled_peer_is_named_without_a_warning_and_its_figures_are_none(tmp_path):
+    """profile_workers="chief": the peer's report says why; the chief writes it as text, warns nothing."""
+    chief_info, peer_info = _infos()
+    peer = ClusterSink(peer_info, tmp_path)
+    chief = ClusterSink(chief_info, tmp_path, timeout=30)
+    assert (chief.not_profiled, peer.profile_workers) == (None, "chief")
+    reason = peer.not_profiled
+    assert reason.startswith("not profiled: ") and "only the chief (worker_0)" in reason
+    assert ClusterSink(peer_info, tmp_path / "all", profile_workers="all").not_profiled is None
+    skipped = CoverageReport(status="skipped", reason=reason, epoch=1, steps_profiled=0,
+                             distinct_signatures=1, new_signatures=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        peer.write_report(skipped)
+        chief.write_report(_report(1, xla=0.3, non=0.1))
+        tensors = _wait_for_tag(tmp_path, "xla_guard/unprofiled_workers")
+        chief.close({})
+        peer.close({})
+    assert not [w for w in caught if issubclass(w.category, XlaGuardWarning)]
+    ((step, text),) = tensors["xla_guard/unprofiled_workers"]
+    assert step == 1 and "**worker&#95;1**: skipped: not profiled: " in text.item().decode()
+    ((_, fraction),) = tensors["xla_guard/xla_time_fraction"]
+    assert float(fraction) == pytest.approx(0.75)  # the chief's own, single-worker tags
+    assert "xla_guard/worker_1/xla_time_fraction" not in tensors
+    table = worker_coverage(tmp_path)
+    assert sorted(table[1]) == ["worker_0", "worker_1"]
+    mine, theirs = table[1]["worker_0"], table[1]["worker_1"]
+    assert (mine.profiled, mine.reason, mine.xla_executions) == (True, "", 4)
+    assert mine.xla_time_fraction == _report(1, xla=0.3, non=0.1).xla_time_fraction
+    assert (theirs.profiled, theirs.reason) == (False, f"skipped: {reason}")
+    assert (theirs.xla_time_fraction, theirs.xla_time_s, theirs.non_xla_op_time_s,
+            theirs.xla_executions, theirs.compilations, theirs.steps_profiled) == (None,) * 6
+    assert theirs.distinct_signatures == 1
+
+
 def test_reports_file_of_an_earlier_run_is_not_taken_for_this_one(tmp_path):
     """A worker's file saved before the chief's run began is stale: the chief waits it out and warns."""
     chief_info, _ = _infos()
@@ -593,8 +631,8 @@ def test_reports_file_of_an_earlier_run_is_not_taken_for_this_one(tmp_path):
 
 @pytest.fixture(scope="module")
 def loop_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Two workers run the Keras 3 custom loop with XlaGuard, epochs 0 and 2 profiled."""
-    return run_workers(_LOOP_WORKER, tmp_path_factory.mktemp("mw_loop") / "xla_guard",
+    """Two workers run the Keras 3 custom loop with XlaGuard profiling both, epochs 0 and 2."""
+    return run_workers(_LOOP_WORKER, tmp_path_factory.mktemp("mw_loop") / "xla_guard", "--all-workers",
                        attempts=_LOOP_ATTEMPTS)
 
 
@@ -604,9 +642,12 @@ def test_each_worker_finds_itself_in_the_strategy(loop_run):
     assert (chief["worker"], chief["is_chief"]) == ("worker_0", True)
     assert (other["worker"], other["is_chief"]) == ("worker_1", False)
     assert chief["log_dir_after"] == other["log_dir_after"] == str(loop_run["log_dir"])
-    # Each worker is told once that TensorFlow's profiler can abort it.
+    # profile_workers="all": each worker is told once that TensorFlow's
+    # profiler can abort it, with the measured crash rate and its source.
+    crashes, runs = ALL_WORKERS_CRASHES["loop"]
     for result in (chief, other):
-        assert sum("profiler stop" in w for w in result["warnings"]) == 1
+        (told,) = [w for w in result["warnings"] if "profiler stop" in w]
+        assert f"measured {crashes} of {runs} runs of a loop" in told and ALL_WORKERS_RESULT in told
     # Both workers train the same model on the same global batches.
     assert chief["losses"] == other["losses"]
     assert chief["losses"][-1] < chief["losses"][0]
@@ -638,17 +679,20 @@ def test_each_workers_report_is_its_own_trace_exactly(loop_run):
 
 
 def test_each_worker_runs_one_xla_step_per_replica_step_and_collectives_outside(loop_run):
-    """One replica per worker: one XLA run per step, one compilation in epoch 0, all-reduce outside XLA."""
+    """One replica per worker: one XLA run per step, the run's first step unprofiled, all-reduce outside XLA."""
     for result in loop_run["workers"]:
         first, last = (result["reports"][str(e)] for e in _PROFILED)
+        # A multi-worker guard never profiles the run's first step (the
+        # collectives' set-up, docs/multiworker.md), where XLA compiled.
+        assert first["steps_profiled"] == first["xla_executions"] == _STEPS - 1
+        assert last["steps_profiled"] == last["xla_executions"] == _STEPS
         for report in (first, last):
-            assert report["steps_profiled"] == report["xla_executions"] == _STEPS
             assert report["distinct_signatures"] == 1
             assert 0 < report["xla_time_fraction"] < 1
             outside = {op["op_type"] for op in report["top_non_xla_ops"]}
             assert "CollectiveReduceV2" in outside
             assert not any("MatMul" in t for t in outside)
-        assert (first["compilations"], last["compilations"]) == (1, 0)
+        assert (first["compilations"], last["compilations"]) == (0, 0)
         assert (first["new_signatures"], last["new_signatures"]) == (1, 0)
 
 
@@ -676,8 +720,8 @@ def test_chief_summaries_equal_each_workers_figures(loop_run):
         xla = sum(r["xla_time_s"] for r in reports.values())
         ops = xla + sum(r["non_xla_op_time_s"] for r in reports.values())
         assert float(at["xla_guard/xla_time_fraction"]) == pytest.approx(xla / ops, rel=1e-6)
-        assert float(at["xla_guard/xla_executions"]) == 2 * _STEPS
-        assert float(at["xla_guard/compilations"]) == (2 if epoch == 0 else 0)
+        assert float(at["xla_guard/xla_executions"]) == 2 * (_STEPS - 1 if epoch == 0 else _STEPS)
+        assert float(at["xla_guard/compilations"]) == 0
         worst = min(reports, key=lambda n: reports[n]["xla_time_fraction"])
         assert float(at["xla_guard/worst_worker_xla_time_fraction"]) == pytest.approx(
             reports[worst]["xla_time_fraction"], rel=1e-6
@@ -685,22 +729,60 @@ def test_chief_summaries_equal_each_workers_figures(loop_run):
         assert f"Worst worker: {worst.replace('_', '&#95;')}" in at["xla_guard/workers"].item().decode()
 
 
-def test_stalled_worker_never_holds_the_chief(tmp_path):
+@pytest.fixture(scope="module")
+def stalled_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The Keras 3 loop with the default guard (chief profiles); worker 1 stalls in its last epoch."""
+    return run_workers(_LOOP_WORKER, tmp_path_factory.mktemp("mw_stall") / "xla_guard", "--peer-stalls",
+                       attempts=_LOOP_ATTEMPTS)
+
+
+def test_stalled_worker_never_holds_the_chief(stalled_run):
     """A worker whose last report comes late: the chief warns after the timeout and finishes first."""
-    run = run_workers(_LOOP_WORKER, tmp_path / "xla_guard", "--peer-stalls", attempts=_LOOP_ATTEMPTS)
+    run = stalled_run
     chief, other = run["workers"]
     (warning,) = [w for w in chief["warnings"] if "no report of epoch 2 from worker_1" in w]
     assert "within 15 s" in warning
     # The chief closed its guard while the stalled worker was still in its
     # epoch (it waits for the chief's close, up to 120 s).
     assert chief["closed_at"] < other["closed_at"]
-    assert other["reports"]["2"]["status"] == "ok"
-    tensors = _tensors(run["log_dir"])
-    # Epoch 0 combines both workers; epoch 2 holds the chief's own figures.
-    assert [step for step, _ in tensors["xla_guard/workers"]] == [0]
-    fractions = dict(tensors["xla_guard/xla_time_fraction"])
-    assert float(fractions[2]) == pytest.approx(chief["reports"]["2"]["xla_time_fraction"], rel=1e-6)
     assert os.path.exists(run["log_dir"] / "worker_1" / REPORTS_FILE)
+    tensors = _tensors(run["log_dir"])
+    # The default profiles the chief only: its figures are the single-worker
+    # tags, and epoch 0 names worker_1 as unprofiled (epoch 2 came too late).
+    fractions = dict(tensors["xla_guard/xla_time_fraction"])
+    for epoch in _PROFILED:
+        assert float(fractions[epoch]) == pytest.approx(
+            chief["reports"][str(epoch)]["xla_time_fraction"], rel=1e-6)
+    assert "xla_guard/workers" not in tensors
+    ((step, text),) = tensors["xla_guard/unprofiled_workers"]
+    assert step == 0 and "worker&#95;1**: skipped: not profiled" in text.item().decode()
+
+
+def test_default_profiles_the_chief_only_and_says_so_per_worker(stalled_run):
+    """profile_workers="chief": worker 1 runs no profiler, its figures are None with a reason, not 0."""
+    run = stalled_run
+    chief, other = run["workers"]
+    # No crash warning: the mode that crashes is not running.
+    assert not [w for w in chief["warnings"] + other["warnings"] if "profiler stop" in w]
+    table = worker_coverage(run["log_dir"])
+    assert sorted(table) == list(_PROFILED)
+    for epoch in _PROFILED:
+        mine = table[epoch]["worker_0"]
+        assert mine.profiled and mine.reason == ""
+        (trace,) = mine.trace_paths
+        alone = analyze_trace(trace)
+        for figure in ("xla_time_s", "non_xla_op_time_s", "xla_time_fraction", "xla_executions",
+                       "compilations"):
+            assert getattr(mine, figure) == getattr(alone, figure), figure
+        theirs = table[epoch]["worker_1"]
+        assert not theirs.profiled and theirs.reason.startswith("skipped: not profiled: ")
+        assert "profile_workers='all'" in theirs.reason
+        assert (theirs.xla_time_fraction, theirs.xla_time_s, theirs.non_xla_op_time_s,
+                theirs.xla_executions, theirs.compilations, theirs.steps_profiled) == (None,) * 6
+        # Input signatures are still tracked on the unprofiled worker.
+        assert theirs.distinct_signatures == 1 and theirs.trace_paths == ()
+        assert other["reports"][str(epoch)]["status"] == "skipped"
+    assert not (run["log_dir"] / "worker_1" / "plugins").exists()
 
 
 def test_docs_page_shows_the_example_as_it_is():

@@ -25,6 +25,7 @@ __all__ = [
     "DEFAULT_LOG_DIR",
     "DEFAULT_MAX_COMPILATIONS",
     "ON_VIOLATION_CHOICES",
+    "PROFILE_WORKERS_CHOICES",
     "GuardConfig",
     "config_args_doc",
     "fill_config_args",
@@ -36,6 +37,7 @@ DEFAULT_LOG_DIR = os.path.join("logs", "xla_guard")
 # TensorFlow's megamorphic threshold (more than 10 compiles of one cluster).
 DEFAULT_MAX_COMPILATIONS = 8
 ON_VIOLATION_CHOICES = ("warn", "raise", "stop")
+PROFILE_WORKERS_CHOICES = ("chief", "all")
 # A URL scheme such as gs:// or s3://; two letters at least, so that a
 # Windows drive ("C://logs") is still a local path.
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+://")
@@ -79,6 +81,13 @@ on_violation: What exceeding `max_compilations` does: `"warn"` (an
 html_report: Write the run's standalone HTML report (`write_html`) to
     this path when the run ends (on the chief of a multi-worker run);
     needs the `html` extra (matplotlib). Defaults to `None`.
+profile_workers: Under `MultiWorkerMirroredStrategy`, which workers run
+    TensorFlow's profiler: `"chief"` (the others track input signatures
+    and steps, and their reports say they were not profiled) or `"all"`
+    (every worker; TensorFlow's profiler then aborts non-chief workers
+    natively now and then, see docs/multiworker.md, and the guard warns
+    once with the measured rate). Single-process training ignores it.
+    Defaults to `"chief"`.
 """
 
 _T = TypeVar("_T")
@@ -151,6 +160,7 @@ class GuardConfig:
     max_compilations: int | None = DEFAULT_MAX_COMPILATIONS
     on_violation: str = "warn"
     html_report: str | os.PathLike[str] | None = None
+    profile_workers: str = "chief"
     schedule: ProfileSchedule = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -182,6 +192,11 @@ class GuardConfig:
             not isinstance(html_report, (str, os.PathLike)) or not os.fspath(html_report)
         ):
             raise ValueError(f"`html_report` must be None or a file path. Received: html_report={html_report!r}")
+        if self.profile_workers not in PROFILE_WORKERS_CHOICES:
+            raise ValueError(
+                f"`profile_workers` must be one of {PROFILE_WORKERS_CHOICES}. "
+                f"Received: profile_workers={self.profile_workers!r}"
+            )
         # A generator would be used up by the check above; keep what it held.
         epochs = None if self.profile_epochs is None else tuple(sorted(schedule.epochs))
         for name, value in (

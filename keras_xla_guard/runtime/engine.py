@@ -201,6 +201,8 @@ class XlaGuardEngine:
         self._persistent_cache = persistent_cache()
         self._signatures_unavailable: str | None = None
         self._unavailable_epochs: dict[int, str] = {}
+        self._not_profiled: str | None = None
+        self._skip_first_step = False
 
     @property
     def log_dir(self) -> Path:
@@ -343,6 +345,8 @@ class XlaGuardEngine:
         steps_per_call: int = 1,
         trace_dir: str | os.PathLike[str] | None = None,
         sinks: Sequence[ReportSink] | None = None,
+        not_profiled: str | None = None,
+        skip_first_step: bool = False,
     ) -> None:
         """Starts a training run.
 
@@ -363,6 +367,16 @@ class XlaGuardEngine:
                 `config.log_dir`.
             sinks: Where this run's figures go. Defaults to `None`: the
                 engine's `sinks`, or `default_sinks()`.
+            not_profiled: Why this process runs no profiler in this run
+                (e.g. a non-chief worker under `profile_workers="chief"`):
+                each selected epoch is then reported `skipped` with this
+                reason, its figures unmeasured; signatures and steps are
+                still tracked. Defaults to `None`: profile as scheduled.
+            skip_first_step: Never profile the run's first step, whatever
+                `skip_steps` says. A multi-worker run forms its collective
+                groups there, on other threads than the step's, and
+                TensorFlow's profiler stop can abort the process on such
+                events (docs/multiworker.md). Defaults to `False`.
 
         Raises:
             ValueError: If `xla_mode` or `steps_per_call` is invalid.
@@ -370,7 +384,8 @@ class XlaGuardEngine:
         if xla_mode not in _XLA_MODES:
             raise ValueError(f"`xla_mode` must be one of {_XLA_MODES}. Received: xla_mode={xla_mode!r}")
         check_int("steps_per_call", steps_per_call, minimum=1)
-        self._begin_run(epochs, xla_mode, steps_per_call, trace_dir, sinks)
+        self._begin_run(epochs, xla_mode, steps_per_call, trace_dir, sinks, not_profiled,
+                        skip_first_step)
 
     @_never_raises
     def _begin_run(
@@ -380,6 +395,8 @@ class XlaGuardEngine:
         steps_per_call: int,
         trace_dir: str | os.PathLike[str] | None,
         sinks: Sequence[ReportSink] | None,
+        not_profiled: str | None,
+        skip_first_step: bool,
     ) -> None:
         # A window of this guard or another one that an exception left open
         # belongs to a run that is over.
@@ -389,6 +406,8 @@ class XlaGuardEngine:
         self._first_epoch = None
         self._xla_mode = xla_mode
         self._steps_per_call = steps_per_call
+        self._not_profiled = not_profiled
+        self._skip_first_step = skip_first_step
         self._trace_dir = Path(trace_dir) if trace_dir is not None else self.config.log_dir
         if sinks is not None:
             self._run_sinks = list(sinks)
@@ -423,6 +442,8 @@ class XlaGuardEngine:
         if self.schedule.profiles_epoch(epoch, first_epoch=self._first_epoch):
             self._pending_epoch = epoch
             self._pending_start = self.schedule.start_step(steps)
+            if self._skip_first_step and epoch == self._first_epoch:
+                self._pending_start = max(self._pending_start, 1)
 
     @_never_raises
     def step_begin(self, step: int) -> None:
@@ -645,6 +666,11 @@ class XlaGuardEngine:
             )
 
     def _start_window(self, epoch: int, step: int) -> None:
+        if self._not_profiled is not None:
+            self._pending_epoch = None
+            self._store(CoverageReport(status="skipped", reason=self._not_profiled, epoch=epoch,
+                                       steps_profiled=0))
+            return
         session = ProfilerSession(self._trace_dir, run_name=f"epoch{epoch}")
         try:
             session.start()

@@ -48,6 +48,7 @@ def test_config_is_frozen():
         ({"on_violation": "ignore"}, "`on_violation` must be one of ('warn', 'raise', 'stop'). Received: on_violation='ignore'"),
         ({"log_dir": ""}, "`log_dir` must be a non-empty path. Received: log_dir=''"),
         ({"html_report": 1}, "`html_report` must be None or a file path. Received: html_report=1"),
+        ({"profile_workers": "worker_1"}, "`profile_workers` must be one of ('chief', 'all'). Received: profile_workers='worker_1'"),
     ],
 )
 def test_bad_values_are_named_with_what_is_allowed(kwargs, message):

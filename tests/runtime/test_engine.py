@@ -172,3 +172,41 @@ def test_html_report_that_cannot_be_written_is_a_warning(tmp_path):
     assert not page.exists()
     engine.write_html_at_end(dataclasses.replace(worker, task_id=0, is_chief=True))
     assert "Nothing was measured (no profiled window)." in page.read_text(encoding="utf-8")
+
+
+def test_not_profiled_run_reports_each_selected_epoch_skipped_with_the_reason(tmp_path):
+    """not_profiled: no profiler session, every selected epoch skipped with that reason, signatures kept."""
+    sink = _Recorder()
+    engine = XlaGuardEngine(log_dir=tmp_path, profile_epochs=(0, 1), skip_steps=0, sinks=[sink])
+    engine.train_begin(epochs=2, xla_mode="jit_compile", not_profiled="not profiled: a test")
+    for epoch in range(2):
+        engine.epoch_begin(epoch, steps=3)
+        for step in range(3):
+            engine.step_begin(step)
+            assert not engine.profiling
+            engine.observe_signature(Signature.of(np.zeros((2, 3))), step=step)
+        engine.epoch_end(epoch)
+    engine.train_end()
+    reports = engine.reports
+    assert [(r.status, r.reason, r.steps_profiled) for r in reports.values()] == [
+        ("skipped", "not profiled: a test", 0)] * 2
+    assert [r.distinct_signatures for r in reports.values()] == [1, 1]
+    assert not list(tmp_path.iterdir())  # no trace, no staging directory
+
+
+@pytest.mark.slow
+def test_skip_first_step_starts_the_first_epochs_window_one_step_later(tmp_path):
+    """skip_first_step: with skip_steps=0 the run's first epoch is profiled from step 1, later ones from 0."""
+    engine = XlaGuardEngine(log_dir=tmp_path, profile_epochs=(0, 1), skip_steps=0, sinks=[])
+    engine.train_begin(epochs=2, skip_first_step=True)
+    starts = []
+    for epoch in range(2):
+        engine.epoch_begin(epoch, steps=3)
+        for step in range(3):
+            engine.step_begin(step)
+            if engine.profiling and len(starts) == epoch:
+                starts.append(step)
+        engine.epoch_end(epoch)
+    engine.train_end()
+    assert starts == [1, 0]
+    assert [r.steps_profiled for r in engine.reports.values()] == [2, 3]
