@@ -13,6 +13,13 @@ if TYPE_CHECKING:
 
 __all__ = ["CoverageReport", "OpStat"]
 
+# The figures a profiled window measures. A report that is not ok measured
+# none of them: its JSON says `null`, not a 0 that reads like a measurement.
+_MEASURED_FIELDS = (
+    "xla_time_s", "non_xla_op_time_s", "xla_time_fraction", "xla_executions", "compilations",
+    "compile_time_s", "input_pipeline_time_s", "eager_overhead_s", "tracing_time_s", "guard_op_time_s",
+)
+
 
 @dataclass(frozen=True)
 class OpStat:
@@ -138,7 +145,11 @@ class CoverageReport:
         """Returns the report as a JSON-serializable dict.
 
         Tuples become lists, `top_non_xla_ops` a list of dicts, and
-        `trace_path` is included for convenience.
+        `trace_path` is included for convenience. A report that is not ok
+        (`status` `"skipped"` or `"failed"`) measured nothing: its trace
+        figures (`xla_time_s`, `xla_time_fraction`, `compilations`, ...)
+        are `None` there, while the signature figures, which do not come
+        from the trace, keep their values.
         """
         d = dataclasses.asdict(self)
         d["trace_paths"] = list(self.trace_paths)
@@ -149,6 +160,8 @@ class CoverageReport:
         d["signature_explanations"] = [e.to_dict() for e in self.signature_explanations]
         d["compile_table"] = [c.to_dict() for c in self.compile_table]
         d["trace_path"] = self.trace_path
+        if not self.ok:
+            d.update(dict.fromkeys(_MEASURED_FIELDS))
         return d
 
     @classmethod
@@ -179,7 +192,8 @@ class CoverageReport:
         if not isinstance(data, dict):
             raise ValueError(f"`data` must be a dict from CoverageReport.to_dict(). Received: data={data!r}")
         names = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in data.items() if k in names}
+        # A not-ok report's unmeasured figures come back as the dataclass defaults.
+        values = {k: v for k, v in data.items() if k in names and not (v is None and k in _MEASURED_FIELDS)}
         from keras_xla_guard.signatures.explanation import Explanation
 
         for key in ("trace_paths", "hosts", "compiled_modules", "notes"):
