@@ -20,7 +20,11 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-ATTEMPTS = 3
+# Runs that profile every worker (`--all-workers`, the opt-in mode) meet
+# TensorFlow's profiler-stop abort on worker 1: 1 run in 10 measured on a
+# quiet machine (docs/multiworker.md), all 3 attempts of one CI run on a
+# loaded one. Six fresh attempts keep such a test from failing on it.
+ATTEMPTS = 6
 WORKER_TIMEOUT_S = 240
 # What a worker prints when its port was taken before it bound it.
 PORT_TAKEN = "Could not start gRPC server"

@@ -434,11 +434,6 @@ def test_tf_keras_coverage_follows_jit_compile(tf_keras_fits):
 
 
 _LOOP_WORKER = Path(__file__).with_name("_multiworker_loop_worker.py")
-# With profile_workers="all" the profiler's own stop aborts worker 1
-# natively now and then (see docs/multiworker.md); such a run stops it
-# four times (two windows on two workers), so it gets more tries than one
-# window would need. The default (the chief alone) is not expected to need them.
-_LOOP_ATTEMPTS = 5
 _PROFILED = (0, 2)
 _STEPS = 16  # 2048 rows in global batches of 128, all profiled but the run's first
 _FIGURES = ("xla_time_s", "non_xla_op_time_s", "xla_time_fraction", "xla_executions",
@@ -632,8 +627,7 @@ def test_reports_file_of_an_earlier_run_is_not_taken_for_this_one(tmp_path):
 @pytest.fixture(scope="module")
 def loop_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Two workers run the Keras 3 custom loop with XlaGuard profiling both, epochs 0 and 2."""
-    return run_workers(_LOOP_WORKER, tmp_path_factory.mktemp("mw_loop") / "xla_guard", "--all-workers",
-                       attempts=_LOOP_ATTEMPTS)
+    return run_workers(_LOOP_WORKER, tmp_path_factory.mktemp("mw_loop") / "xla_guard", "--all-workers")
 
 
 def test_each_worker_finds_itself_in_the_strategy(loop_run):
@@ -732,8 +726,7 @@ def test_chief_summaries_equal_each_workers_figures(loop_run):
 @pytest.fixture(scope="module")
 def stalled_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The Keras 3 loop with the default guard (chief profiles); worker 1 stalls in its last epoch."""
-    return run_workers(_LOOP_WORKER, tmp_path_factory.mktemp("mw_stall") / "xla_guard", "--peer-stalls",
-                       attempts=_LOOP_ATTEMPTS)
+    return run_workers(_LOOP_WORKER, tmp_path_factory.mktemp("mw_stall") / "xla_guard", "--peer-stalls")
 
 
 def test_stalled_worker_never_holds_the_chief(stalled_run):
