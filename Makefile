@@ -88,8 +88,9 @@ OLDEST_KERAS ?= 3.10.0
 OLDEST_TF_KERAS ?= 2.20.1
 # Newest TensorFlow with Keras' nightly build (the next release's trainer).
 NIGHTLY_TF ?= 2.21.0
-# What the compat tests need besides TensorFlow and Keras.
-COMPAT_TEST_DEPS := "pytest>=7" "pytest-xdist>=3.5" "hypothesis>=6" "xprof>=2.20"
+# What the compat tests need besides TensorFlow and Keras (matplotlib: the `html`
+# extra, for the guards' write_html tests).
+COMPAT_TEST_DEPS := "pytest>=7" "pytest-xdist>=3.5" "hypothesis>=6" "xprof>=2.20" "matplotlib>=3.8"
 # The non-TensorFlow backend test needs jax (Keras' numpy backend imports it
 # too): a `test` extra left out of the compat venvs; `make test` runs it.
 COMPAT_DESELECT := --deselect tests/test_callback.py::test_other_keras_backends_are_refused_at_construction
