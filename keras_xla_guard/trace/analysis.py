@@ -6,6 +6,7 @@ Nothing here imports Keras or TensorFlow's runtime; only the generated
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import itertools
 import os
@@ -61,10 +62,20 @@ _SUMS = 1 << 65
 _RUN_CAT = -1
 
 
-# A kernel's pending record: [bucket_ps, has_xla, has_compile, pending, key, role, outer]
-# where `key` is (op_type, op_name), `pending` a list of (key, ps) of plain
-# ops nested inside it (or None) and `outer` the enclosing kernel's record.
-_K_BUCKET, _K_XLA, _K_COMPILE, _K_PENDING, _K_KEY, _K_ROLE, _K_OUTER = range(7)
+# A kernel's pending record: [bucket_ps, has_xla, has_compile, pending, key,
+# role, outer, start_ps, end_ps] where `key` is (op_type, op_name), `pending`
+# a list of (key, ps) of plain ops nested inside it (or None), `outer` the
+# enclosing kernel's record and start/end its span on its line.
+(_K_BUCKET, _K_XLA, _K_COMPILE, _K_PENDING, _K_KEY, _K_ROLE, _K_OUTER,
+ _K_START, _K_END) = range(9)
+
+# What an XLA event's name says about launches (`_PlaneCache.infos`' third
+# field): an executable span is one launch; a `ThunkExecutor::Execute` outside
+# any kernel is a launch only if no other launch runs at the time (see
+# `_adopt_loose_launches`), because XLA:CPU also opens one on each pool thread
+# it splits a program's work onto.
+_NOT_LAUNCH, _LAUNCH, _MAYBE_LAUNCH = 0, 1, 2
+_THUNK_EXECUTE = "ThunkExecutor::Execute"
 
 
 class _Totals:
@@ -76,9 +87,15 @@ class _Totals:
         self.executions = 0
         self.compilations = 0
         self.modules: list[str] = []
+        # The line being scanned starts here; spans below are absolute (ps).
+        self.base_ps = 0
+        self.launches: list[tuple[int, int]] = []
+        self.loose: list[tuple[int, int, int]] = []
 
     def add(self, other: "_Totals") -> None:
         """Adds another accumulator's sums into this one."""
+        self.launches.extend(other.launches)
+        self.loose.extend(other.loose)
         self.ps = [a + b for a, b in zip(self.ps, other.ps)]
         for key, (t, n) in other.ops.items():
             rec = self.ops[key]
@@ -123,8 +140,9 @@ class _PlaneCache:
     """What one plane's metadata says, looked up once per analysis.
 
     Attributes:
-        infos: Metadata id -> (category, (op key, op role) or None, is an
-            executable span), filled as ids are met.
+        infos: Metadata id -> (category, (op key, op role) or None, what
+            the event says about launches: `_NOT_LAUNCH`, `_LAUNCH` or
+            `_MAYBE_LAUNCH`), filled as ids are met.
         markers: Metadata ids of events that each count one compilation.
         with_stats: Metadata ids of events whose stats the scan reads
             (async kernel starts and compile markers).
@@ -134,7 +152,7 @@ class _PlaneCache:
 
     def __init__(self, plane: Any) -> None:
         self.metadata = plane.event_metadata
-        self.infos: dict[int, tuple[int, Any, bool]] = {}
+        self.infos: dict[int, tuple[int, Any, int]] = {}
         self.markers = frozenset(
             mid for mid, md in self.metadata.items() if COMPILE_COUNT_RE.match(md.name)
         )
@@ -145,7 +163,7 @@ class _PlaneCache:
         self.name_id = stat_ids.get("name", -1)
         self.type_id = stat_ids.get("kernel_type", -1)
         self.hlo_id = stat_ids.get("hlo_module", -1)
-        self.infos[_RUN] = (_RUN_CAT, None, False)
+        self.infos[_RUN] = (_RUN_CAT, None, _NOT_LAUNCH)
         self._leaf_ops: Any = None
 
     def leaf_ops(self, np: Any, mids: Any) -> Any:
@@ -166,7 +184,7 @@ class _PlaneCache:
         found[inside] = table[mids[inside]]
         return found
 
-    def info(self, mid: int) -> tuple[int, Any, bool]:
+    def info(self, mid: int) -> tuple[int, Any, int]:
         md = self.metadata.get(mid)
         name = md.name if md is not None else ""
         cat = classify_name(name)
@@ -174,7 +192,9 @@ class _PlaneCache:
         if cat == Category.KERNEL:
             op_name, op_type = split_tf_op(name)  # type: ignore[misc]
             op = ((op_type, op_name), classify_op_type(op_type))
-        info = self.infos[mid] = (cat, op, "Executable::" in name)
+        launch = (_LAUNCH if "Executable::" in name
+                  else _MAYBE_LAUNCH if name == _THUNK_EXECUTE else _NOT_LAUNCH)
+        info = self.infos[mid] = (cat, op, launch)
         return info
 
 
@@ -298,9 +318,10 @@ def _count_compile(plane: Any, event: Any, name_id: int, totals: _Totals) -> Non
         totals.modules.append(module)
 
 
-def _kernel_record(bucket: int, op: tuple[tuple[str, str], str], outer: Any) -> list[Any]:
+def _kernel_record(bucket: int, op: tuple[tuple[str, str], str], outer: Any,
+                   start: int, end: int) -> list[Any]:
     """A new kernel record (layout: the `_K_*` indices) for op `(key, role)`."""
-    return [bucket, False, False, None, op[0], op[1], outer]
+    return [bucket, False, False, None, op[0], op[1], outer, start, end]
 
 
 def _settle_kernel(rec: list[Any], totals: _Totals) -> None:
@@ -318,6 +339,7 @@ def _settle_kernel(rec: list[Any], totals: _Totals) -> None:
     if rec[_K_COMPILE]:
         if rec[_K_XLA]:
             totals.executions += 1
+            totals.launches.append((totals.base_ps + rec[_K_START], totals.base_ps + rec[_K_END]))
         if pending:
             ps[Category.COMPILE] += sum(t for _, t in pending)
             pending = None
@@ -327,6 +349,7 @@ def _settle_kernel(rec: list[Any], totals: _Totals) -> None:
     elif role == "xla_launch" or rec[_K_XLA]:
         ps[Category.XLA] += bucket
         totals.executions += 1
+        totals.launches.append((totals.base_ps + rec[_K_START], totals.base_ps + rec[_K_END]))
     elif role == "input":
         ps[Category.INPUT] += bucket
     elif pending is None:
@@ -366,8 +389,10 @@ def _scan_line(plane: Any, line: Any, cache: _PlaneCache, totals: _Totals) -> tu
     # TF kernels of `Dataset.map` functions that run there.
     line_absorb = Category.INPUT if line.name.startswith("tf_data") else 0
     part = _Totals()
+    part.base_ps = line.timestamp_ns * 1000
     if not _scan_events(plane, _message_events(events, cache), line_absorb, cache, part):
         part = _Totals()
+        part.base_ps = line.timestamp_ns * 1000
         ordered = sorted(_message_events(events, cache), key=lambda e: (e[1], -e[2]))
         _scan_events(plane, ordered, line_absorb, cache, part)
     totals.add(part)
@@ -389,14 +414,17 @@ def _scan_lazy_line(np: Any, plane: Any, span: tuple[int, int], cache: _PlaneCac
         for i, (data, heads) in enumerate(read_line_chunks(plane, span, header, source))
     )
     first = next(batches, None)
-    name = _decode(xline, b"".join(header), source).name
+    head = _decode(xline, b"".join(header), source)
+    name = head.name
     part = _Totals()
+    part.base_ps = head.timestamp_ns * 1000
     in_order = first is None or _scan_events(
         plane, itertools.chain(first, itertools.chain.from_iterable(batches)),
         Category.INPUT if name.startswith("tf_data") else 0, cache, part)
     if in_order:
         full = _decode(xline, b"".join(header), source)
-        if not full.events and full.name.startswith("tf_data") == name.startswith("tf_data"):
+        if (not full.events and full.name.startswith("tf_data") == name.startswith("tf_data")
+                and full.timestamp_ns == head.timestamp_ns):
             if first is not None:
                 totals.add(part)
             return name, part.ps[Category.COMPILE] > 0
@@ -483,9 +511,9 @@ def _scan_events(
                 return False
             last_start = start
             try:
-                cat, op, is_executable = infos[mid]
+                cat, op, launch = infos[mid]
             except KeyError:
-                cat, op, is_executable = cache.info(mid)
+                cat, op, launch = cache.info(mid)
             if markers and mid in markers:
                 _count_compile(plane, x, name_id, totals)
             end = start + dur
@@ -496,9 +524,10 @@ def _scan_events(
                         leaf[0] += leaf_dur
                         leaf[1] += 1
                     else:
-                        _settle_kernel(_kernel_record(leaf_dur, leaf_op, leaf_outer), totals)
+                        _settle_kernel(_kernel_record(leaf_dur, leaf_op, leaf_outer,
+                                                      leaf_end - leaf_dur, leaf_end), totals)
                 else:
-                    rec = _kernel_record(leaf_dur, leaf_op, leaf_outer)
+                    rec = _kernel_record(leaf_dur, leaf_op, leaf_outer, leaf_end - leaf_dur, leaf_end)
                     top = (leaf_end, rec, rec, 0, rec)
                     push(top)
                     top_end = leaf_end
@@ -559,7 +588,8 @@ def _scan_events(
                 op_type = _stats_str(plane, x, type_id)
                 if op_type and not is_dispatch_only(op_type):
                     name = _stats_str(plane, x, name_id) or op_type
-                    rec = _kernel_record(dur, ((op_type, name), classify_op_type(op_type)), top[2])
+                    rec = _kernel_record(dur, ((op_type, name), classify_op_type(op_type)), top[2],
+                                         start, end)
                     parent_owner[0] -= (end if end < top_end else top_end) - start
                     top = (end, rec, rec, 0, rec)
                     push(top)
@@ -584,12 +614,15 @@ def _scan_events(
             if cat == XLA:
                 if kanc is None:
                     # An executable span outside any kernel is a launch of its
-                    # own; HLO/thunk work without one runs on a pool thread for
-                    # a launch that another thread already times.
-                    if is_executable:
+                    # own; HLO/thunk work without one mostly runs on a pool
+                    # thread for a launch that another thread already times.
+                    if launch == _LAUNCH:
                         totals.executions += 1
+                        totals.launches.append((totals.base_ps + start, totals.base_ps + end))
                     else:
                         cat = Category.XLA_WORKER
+                        if launch == _MAYBE_LAUNCH:
+                            totals.loose.append((totals.base_ps + start, totals.base_ps + end, dur))
                 if len(parent_owner) > 1:
                     parent_owner[_K_XLA] = True
             elif cat == Category.COMPILE and len(parent_owner) > 1:
@@ -605,7 +638,7 @@ def _scan_events(
             # A run's members are done: back to the stream.
             source = stream
     if leaf_end is not None:
-        _settle_kernel(_kernel_record(leaf_dur, leaf_op, leaf_outer), totals)
+        _settle_kernel(_kernel_record(leaf_dur, leaf_op, leaf_outer, leaf_end - leaf_dur, leaf_end), totals)
     for entry in reversed(stack):
         if entry[4] is not None:
             _settle_kernel(entry[4], totals)
@@ -673,6 +706,39 @@ def _scan_device_plane(plane: Any, stat_ids: dict[str, int], totals: _Totals, so
     totals.ps[Category.XLA] += module_ps if module_runs else kernel_xla_ps
     totals.executions += module_runs
     return active
+
+
+def _adopt_loose_launches(totals: _Totals) -> None:
+    """Counts the `ThunkExecutor::Execute` spans no other launch explains.
+
+    XLA:CPU opens a `ThunkExecutor::Execute` on every pool thread it splits
+    a program's work onto; those run while the launch that owns them (a
+    kernel or executable span on another thread) is still open. But TF 2.20,
+    which writes no executable span, now and then drops the kernel events
+    around a step's whole program run (`ExecutorState::Process` and its
+    `ProcessAsync::Start`; about 1 step in 400 on a loaded 2-core machine)
+    and keeps the run itself. A loose span that overlaps no launch, and no
+    loose span already taken, is such a run: it counts once and its time is
+    XLA time.
+    """
+    if not totals.loose:
+        return
+    launches = sorted(totals.launches)
+    starts = [start for start, _ in launches]
+    reach: list[int] = []
+    last = -(1 << 70)
+    for _, end in launches:
+        last = max(last, end)
+        reach.append(last)
+    taken_end = -(1 << 70)
+    for start, end, dur in sorted(totals.loose):
+        before = bisect.bisect_left(starts, end)
+        if (before and reach[before - 1] > start) or taken_end > start:
+            continue
+        totals.executions += 1
+        totals.ps[Category.XLA] += dur
+        totals.ps[Category.XLA_WORKER] -= dur
+        taken_end = max(taken_end, end)
 
 
 def _profile_wall_s(space: Any) -> float | None:
@@ -795,6 +861,7 @@ def analyze_xspace(
                     compiling.setdefault(plane.name, set()).add(index)
                 elif name == STEP_THREAD:
                     step_lines.setdefault(plane.name, set()).add(index)
+    _adopt_loose_launches(host_totals)
     if device_active:
         # Device time is what the accelerator spent; compiles and the input
         # pipeline still happen on the host.

@@ -106,6 +106,66 @@ def test_compilation_inside_window_is_counted(tmp_path):
     assert report.xla_time_fraction >= 0.9
 
 
+# A real TF 2.20 trace (Keras 3.10, `jit_compile=True`, 16 steps of
+# `make_dataset()`, three copies of the run competing for the two cores) in
+# which TensorFlow dropped the kernel events around one step's program run
+# and kept the run's own `ThunkExecutor::Execute`.
+_ASYNC_LAUNCH = Path(__file__).parent / "data" / "tf220_async_launch.xplane.pb.gz"
+
+
+def _async_launch_space():
+    import gzip
+
+    from keras_xla_guard.trace.xplane import xplane_pb2
+
+    return xplane_pb2().XSpace.FromString(gzip.decompress(_ASYNC_LAUNCH.read_bytes()))
+
+
+def _loose_thunks(space):
+    """(line, event) of each ThunkExecutor::Execute outside every async kernel on its line."""
+    plane = next(p for p in space.planes if p.name == "/host:CPU")
+    name = {i: m.name for i, m in plane.event_metadata.items()}
+    loose = []
+    for line in plane.lines:
+        kernels = [(e.offset_ps, e.offset_ps + e.duration_ps) for e in line.events
+                   if name[e.metadata_id] == "ExecutorState::ProcessAsync::Start"]
+        for e in line.events:
+            if name[e.metadata_id] == "ThunkExecutor::Execute" and not any(
+                    s <= e.offset_ps and e.offset_ps + e.duration_ps <= t for s, t in kernels):
+                loose.append((line, e))
+    return plane, name, loose
+
+
+def test_tf220_trace_has_one_step_run_outside_its_kernel():
+    """The kept TF 2.20 trace: 16 step calls, 16 program runs, one with no kernel around it."""
+    plane, name, loose = _loose_thunks(_async_launch_space())
+    events = [(line.name, name[e.metadata_id]) for line in plane.lines for e in line.events]
+    calls = [n for line_name, n in events
+             if line_name == "python" and n.startswith("EagerLocalExecute: __inference_train_function")]
+    assert len(calls) == 16
+    assert sum(n == "ThunkExecutor::Execute" for _, n in events) == 16
+    assert "CpuExecutable::ExecuteAsyncOnStream" not in {n for _, n in events}
+    assert len(loose) == 1
+
+
+def test_step_run_on_a_pool_thread_counts_once_with_its_time(tmp_path):
+    """A step run whose kernel events TF dropped is one launch, and its time is XLA time."""
+    import gzip
+
+    space = _async_launch_space()
+    path = tmp_path / "async.xplane.pb"
+    path.write_bytes(gzip.decompress(_ASYNC_LAUNCH.read_bytes()))
+    streamed = analyze_trace(path)
+    parsed = analyze_xspace(space)
+    assert streamed.xla_executions == parsed.xla_executions == 16
+    assert streamed.xla_time_s == parsed.xla_time_s
+    _, _, [(line, thunk)] = _loose_thunks(space)
+    line.events.remove(thunk)
+    without = analyze_xspace(space)
+    assert without.xla_executions == 15
+    assert parsed.xla_time_s - without.xla_time_s == pytest.approx(thunk.duration_ps * 1e-12, rel=1e-9)
+
+
 # ----------------------------------------------------- auto-clustering on CPU
 
 _AUTOCLUSTER = """
@@ -223,6 +283,35 @@ def test_worker_thread_xla_not_double_counted():
     })
     r = analyze_xspace(space)
     assert r.xla_time_s == pytest.approx(100e-6)
+    assert r.xla_executions == 1
+
+
+def test_thunk_executor_outside_any_launch_is_a_launch_of_its_own():
+    """A program run that no kernel or executable covers counts once, as XLA time."""
+    space = build_space({
+        "tf_Compute/2": [("ThunkExecutor::Execute", 20, 70),
+                         ("fusion", 25, 50, {"hlo_module": "m"})],
+        "tf_Compute/3": [("ThunkExecutor::Execute", 30, 40),
+                         ("fusion.1", 31, 30, {"hlo_module": "m"})],
+        "tf_Compute/4": [("dense/MatMul:MatMul", 200, 30)],
+    })
+    r = analyze_xspace(space)
+    # The run on line 2 is the launch; line 3 is its split, inside it.
+    assert r.xla_executions == 1
+    assert r.xla_time_s == pytest.approx(70e-6)
+    assert r.non_xla_op_time_s == pytest.approx(30e-6)
+
+
+def test_thunk_executors_of_separate_runs_count_separately():
+    """Two loose program runs that do not overlap, and none overlapping a launch: two launches."""
+    space = build_space({
+        "tf_Compute/1": [("x/xla_run:_XlaRun", 0, 100), ("CpuExecutable::ExecuteAsyncOnStream", 5, 90)],
+        "tf_Compute/2": [("ThunkExecutor::Execute", 50, 30), ("ThunkExecutor::Execute", 150, 30),
+                         ("ThunkExecutor::Execute", 300, 10)],
+    })
+    r = analyze_xspace(space)
+    assert r.xla_executions == 3
+    assert r.xla_time_s == pytest.approx(140e-6)
 
 
 def test_device_plane_times_take_precedence():
