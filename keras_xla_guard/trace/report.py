@@ -14,7 +14,8 @@ if TYPE_CHECKING:
 __all__ = ["CoverageReport", "OpStat"]
 
 # The figures a profiled window measures. A report that is not ok measured
-# none of them: its JSON says `null`, not a 0 that reads like a measurement.
+# none of them: they are `None` (`null` in JSON), not a 0 that reads like a
+# measurement.
 _MEASURED_FIELDS = (
     "xla_time_s", "non_xla_op_time_s", "xla_time_fraction", "xla_executions", "compilations",
     "compile_time_s", "input_pipeline_time_s", "eager_overhead_s", "tracing_time_s", "guard_op_time_s",
@@ -48,7 +49,9 @@ class CoverageReport:
     """XLA coverage of one profiled window (or one trace).
 
     All times are seconds of thread time summed over threads (see
-    docs/coverage.md).
+    docs/coverage.md). A report that is not ok (`status` `"skipped"` or
+    `"failed"`) measured nothing: its trace figures, `xla_time_s` through
+    `guard_op_time_s` below, are `None`, whatever the constructor got.
 
     Attributes:
         status: `"ok"`, `"skipped"` (no trace taken, see `reason`) or
@@ -109,18 +112,18 @@ class CoverageReport:
     trace_paths: tuple[str, ...] = ()
     hosts: tuple[str, ...] = ()
     time_base: str = "host"
-    xla_time_s: float = 0.0
-    non_xla_op_time_s: float = 0.0
-    xla_time_fraction: float = 0.0
-    xla_executions: int = 0
-    compilations: int = 0
-    compile_time_s: float = 0.0
+    xla_time_s: float | None = 0.0
+    non_xla_op_time_s: float | None = 0.0
+    xla_time_fraction: float | None = 0.0
+    xla_executions: int | None = 0
+    compilations: int | None = 0
+    compile_time_s: float | None = 0.0
     compiled_modules: tuple[str, ...] = ()
     top_non_xla_ops: tuple[OpStat, ...] = ()
-    input_pipeline_time_s: float = 0.0
-    eager_overhead_s: float = 0.0
-    tracing_time_s: float = 0.0
-    guard_op_time_s: float = 0.0
+    input_pipeline_time_s: float | None = 0.0
+    eager_overhead_s: float | None = 0.0
+    tracing_time_s: float | None = 0.0
+    guard_op_time_s: float | None = 0.0
     notes: tuple[str, ...] = field(default=())
     distinct_signatures: int | None = None
     new_signatures: int | None = None
@@ -130,6 +133,11 @@ class CoverageReport:
     compile_table: tuple[CompileRecord, ...] = ()
     cache_hits: int | None = None
     persistent_cache: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.status != "ok":
+            for name in _MEASURED_FIELDS:
+                object.__setattr__(self, name, None)
 
     @property
     def trace_path(self) -> str | None:
@@ -146,10 +154,8 @@ class CoverageReport:
 
         Tuples become lists, `top_non_xla_ops` a list of dicts, and
         `trace_path` is included for convenience. A report that is not ok
-        (`status` `"skipped"` or `"failed"`) measured nothing: its trace
-        figures (`xla_time_s`, `xla_time_fraction`, `compilations`, ...)
-        are `None` there, while the signature figures, which do not come
-        from the trace, keep their values.
+        has `None` trace figures, `null` here, while the signature figures,
+        which do not come from the trace, keep their values.
         """
         d = dataclasses.asdict(self)
         d["trace_paths"] = list(self.trace_paths)
@@ -160,8 +166,6 @@ class CoverageReport:
         d["signature_explanations"] = [e.to_dict() for e in self.signature_explanations]
         d["compile_table"] = [c.to_dict() for c in self.compile_table]
         d["trace_path"] = self.trace_path
-        if not self.ok:
-            d.update(dict.fromkeys(_MEASURED_FIELDS))
         return d
 
     @classmethod
@@ -192,8 +196,7 @@ class CoverageReport:
         if not isinstance(data, dict):
             raise ValueError(f"`data` must be a dict from CoverageReport.to_dict(). Received: data={data!r}")
         names = {f.name for f in dataclasses.fields(cls)}
-        # A not-ok report's unmeasured figures come back as the dataclass defaults.
-        values = {k: v for k, v in data.items() if k in names and not (v is None and k in _MEASURED_FIELDS)}
+        values = {k: v for k, v in data.items() if k in names}
         from keras_xla_guard.signatures.explanation import Explanation
 
         for key in ("trace_paths", "hosts", "compiled_modules", "notes"):

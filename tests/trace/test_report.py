@@ -57,16 +57,28 @@ def test_from_dict_refuses_what_is_not_a_dict():
         CoverageReport.from_dict([1])
 
 
+_TRACE_FIGURES = ("xla_time_s", "non_xla_op_time_s", "xla_time_fraction", "xla_executions", "compilations",
+                  "compile_time_s", "input_pipeline_time_s", "eager_overhead_s", "tracing_time_s",
+                  "guard_op_time_s")
+
+
 @pytest.mark.parametrize("status", ["skipped", "failed"])
 def test_a_report_that_measured_nothing_writes_null_figures(status):
     """A skipped or failed report's JSON has None, not 0, for every trace figure; its signature figures stay."""
     report = CoverageReport(status=status, reason="not profiled: chief only", epoch=1, distinct_signatures=2,
                             new_signatures=1)
     d = report.to_dict()
-    for key in ("xla_time_s", "non_xla_op_time_s", "xla_time_fraction", "xla_executions", "compilations",
-                "compile_time_s", "input_pipeline_time_s", "eager_overhead_s", "tracing_time_s",
-                "guard_op_time_s"):
+    for key in _TRACE_FIGURES:
         assert d[key] is None, key
     assert (d["status"], d["reason"], d["distinct_signatures"], d["new_signatures"]) == (
         status, "not profiled: chief only", 2, 1)
     assert CoverageReport.from_dict(json.loads(json.dumps(d))) == report
+
+
+@pytest.mark.parametrize("status", ["skipped", "failed"])
+def test_a_report_that_measured_nothing_has_none_figures_in_python(status):
+    """The Python fields of a report that is not ok are None too, even when given a number."""
+    report = CoverageReport(status=status, reason="x", xla_time_s=1.0, xla_time_fraction=0.5, compilations=3)
+    assert [getattr(report, key) for key in _TRACE_FIGURES] == [None] * len(_TRACE_FIGURES)
+    ok = CoverageReport(xla_time_s=1.0, xla_time_fraction=0.5, compilations=3)
+    assert (ok.xla_time_s, ok.xla_time_fraction, ok.compilations, ok.non_xla_op_time_s) == (1.0, 0.5, 3, 0.0)
