@@ -235,3 +235,34 @@ def test_complete_params_events_end_on_grpc_threads_only_on_the_non_chief():
             assert sum(threads.values()) > 0
             grpc = {t for t in threads if t.startswith("tf_Grpc")}
             assert grpc == (set(threads) if worker == "worker_1" else set())
+
+
+def test_bench_compile_cost_one_round_shows_warm_up_and_cache_removing_window_compiles():
+    """One round: 4 bucket shapes compile 4 programs plain, 0 after warm_up, 0 from a filled cache."""
+    doc = _json(_run(BENCH / "bench_compile_cost.py", "--rounds", "1"))
+    assert (doc["benchmark"], doc["epochs"], doc["bucket_shapes"]) == ("bench_compile_cost", 3, 4)
+    (round_,) = doc["rounds"]
+    assert (round_["plain"]["window_compilations"], round_["plain"]["cache_hits"]) == (4, 0)
+    assert (round_["warm_up"]["window_compilations"], round_["warm_up"]["cache_hits"]) == (0, 4)
+    assert (round_["cache_first"]["window_compilations"], round_["cache_first"]["cache_files_added"]) == (4, 4)
+    assert (round_["cache_second"]["window_compilations"], round_["cache_second"]["cache_files_added"],
+            round_["cache_second"]["cache_hits"]) == (0, 0, 4)
+    assert round_["cache_second"]["persistent_cache"] == round_["cache_first"]["persistent_cache"]
+    assert round_["warm_up_cache_second"]["window_compilations"] == 0
+    assert round_["plain"]["persistent_cache"] is None
+    assert _positive(round_["plain"]["first_epoch_s"], round_["warm_up"]["warm_up_s"],
+                     round_["plain"]["window_compile_s"])
+
+
+def test_cache_key_check_pins_when_tensorflow_s_persistent_cache_hits():
+    """TF's XLA cache: a rerun adds no file; tracing other functions first misses (2 new files)."""
+    doc = _json(_run(BENCH / "cache_key_check.py"))
+    assert doc["benchmark"] == "cache_key_check"
+    assert doc["files_added"] == {
+        "first": doc["jit_programs"],
+        "same_program": 0,
+        "other_functions_traced_first": doc["jit_programs"],
+        "autoclustering_first": 2,
+        "autoclustering_second": 0,
+    }
+    assert doc["jit_programs"] == 2
