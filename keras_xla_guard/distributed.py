@@ -226,11 +226,12 @@ def write_worker_summaries(
         epoch: The epoch (the TensorBoard step).
         reports: Each worker's measured (`ok`) report of the epoch, keyed
             by worker name.
-        own: The chief's own report (its op table goes in as text).
+        own: The chief's own report (its op table goes in as text; each
+            measured worker's compile table too, as `<worker>/compiles`).
         own_name: The chief's worker name.
         top_k: Plain TF ops kept in the combined op table. Defaults to `10`.
     """
-    from keras_xla_guard.output.tensorboard import report_markdown
+    from keras_xla_guard.output.tensorboard import compiles_markdown, report_markdown
     from keras_xla_guard.trace.analysis import combine_reports
 
     combined = combine_reports(list(reports.values()), top_k=top_k)
@@ -252,6 +253,10 @@ def write_worker_summaries(
     writer.write_scalars(scalars, step=epoch)
     writer.write_text("workers", _workers_markdown(reports), step=epoch)
     writer.write_text(f"{own_name}/report", report_markdown(own), step=epoch)
+    for name, report in sorted(reports.items()):
+        # What a single-process run writes as `xla_guard/compiles`, per worker.
+        if report.compile_table or report.persistent_cache:
+            writer.write_text(f"{name}/compiles", compiles_markdown(report), step=epoch)
 
 
 def worker_info_from_tf_config(tf_config: str | None) -> WorkerInfo | None:

@@ -552,6 +552,34 @@ def test_chief_combines_each_epoch_as_soon_as_every_worker_reported(tmp_path):
     assert chief.by_epoch[1] == {"worker_0": _report(1, 0.3, 0.1), "worker_1": _report(1, 0.1, 0.3)}
 
 
+def test_chief_writes_each_workers_compile_table(tmp_path):
+    """Per worker with compilations or cache hits: `<worker>/compiles`, as a single process writes it."""
+    import dataclasses
+
+    from keras_xla_guard import CompileRecord
+
+    chief_info, peer_info = _infos()
+    peer = ClusterSink(peer_info, tmp_path)
+    chief = ClusterSink(chief_info, tmp_path, timeout=30)
+    compiled = CompileRecord(program="one_step_on_data", module="a_inference_one_step_on_data_9__.3",
+                             start_s=0.1, compile_s=0.25, step=3, signature="x: float32[8,<b>]")
+    hit = CompileRecord(program="one_step_on_data", cache_hit=True, step=5, signature="x: float32[8,7]")
+    peer.write_report(dataclasses.replace(_report(1, xla=0.1, non=0.3), compile_table=(hit,), cache_hits=1))
+    chief.write_report(dataclasses.replace(_report(1, xla=0.3, non=0.1), compile_table=(compiled,)))
+    tensors = _wait_for_tag(tmp_path, "xla_guard/workers")
+    chief.close({})
+    peer.close({})
+    ((step, own),) = tensors["xla_guard/worker_0/compiles"]
+    own = own.item().decode()
+    assert step == 1
+    assert own.startswith("**1 XLA compilation(s)**.")
+    # Markdown-escaped: a signature's brackets and a `<b>` cannot become markup.
+    assert "| 1 | one&#95;step&#95;on&#95;data | 3 | x: float32&#91;8,&#60;b&#62;&#93; | 250&#46;0 | no |" in own
+    ((_, other),) = tensors["xla_guard/worker_1/compiles"]
+    assert "| 1 | one&#95;step&#95;on&#95;data | 5 | x: float32&#91;8,7&#93; | &#45; | yes |" in other.item().decode()
+    assert "1 cache hit(s)" in other.item().decode()
+
+
 def test_missing_worker_costs_one_bounded_wait_and_a_warning(tmp_path):
     """A worker that never reports delays the chief once by the timeout, then is not waited for."""
     chief_info, _ = _infos()
