@@ -449,6 +449,32 @@ def test_validation_steps_are_kept_out_of_the_window(tmp_path):
     assert _step_markers(report.trace_path) == list(range(2, 20))
 
 
+def test_wide_model_fanning_out_to_pool_threads_is_one_launch_per_step(tmp_path):
+    """A program XLA splits over pool threads (loose ThunkExecutor spans there) counts once per step."""
+    import keras
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((512,))] + [keras.layers.Dense(512, activation="relu")
+                                                      for _ in range(6)] + [keras.layers.Dense(1)])
+    model.compile(optimizer="adam", loss="mse", jit_compile=True)
+    x = np.random.default_rng(0).random((256 * 12, 512), dtype=np.float32)
+    data = tf.data.Dataset.from_tensor_slices((x, x[:, :1])).batch(256)  # 12 steps
+    guard = XlaGuardCallback(log_dir=tmp_path, profile_epochs=0, verbose=0)
+    _fit(model, guard, epochs=1, data=data)
+    report = guard.reports[0]
+    assert report.status == "ok", report.reason
+    assert report.steps_profiled == 10  # steps 2..11
+    assert report.xla_executions == 10
+    assert report.compilations == 0  # step 0 compiled, outside the window
+    space = load_xspace(report.trace_path)
+    host = next(p for p in space.planes if p.name == "/host:CPU")
+    thunk = {i for i, m in host.event_metadata.items() if m.name == "ThunkExecutor::Execute"}
+    on_pool = sum(e.metadata_id in thunk for line in host.lines if not line.name.startswith("tf_Compute")
+                  for e in line.events)
+    assert on_pool > report.xla_executions  # the program really was split
+
+
 def test_resumed_training_profiles_an_epoch_that_runs(tmp_path):
     """initial_epoch=3: the default profiles epoch 4 (or 3 when it is the only one)."""
     resumed = XlaGuardCallback(log_dir=tmp_path / "a", max_steps=2, verbose=0)
