@@ -716,8 +716,7 @@ def _adopt_loose_launches(totals: _Totals) -> None:
     kernel or executable span on another thread) is still open. But TF 2.20,
     which writes no executable span, now and then drops the kernel events
     around a step's whole program run (`ExecutorState::Process` and its
-    `ProcessAsync::Start`; about 1 step in 400 on a loaded 2-core machine)
-    and keeps the run itself. A loose span that overlaps no launch, and no
+    `ProcessAsync::Start`; seen under load) and keeps the run itself. A loose span that overlaps no launch, and no
     loose span already taken, is such a run: it counts once and its time is
     XLA time.
     """
