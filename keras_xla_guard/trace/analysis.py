@@ -69,13 +69,14 @@ _RUN_CAT = -1
 (_K_BUCKET, _K_XLA, _K_COMPILE, _K_PENDING, _K_KEY, _K_ROLE, _K_OUTER,
  _K_START, _K_END) = range(9)
 
-# What an XLA event's name says about launches (`_PlaneCache.infos`' third
+# What an event's name says about launches (`_PlaneCache.infos`' third
 # field): an executable span is one launch; a `ThunkExecutor::Execute` outside
-# any kernel is a launch only if no other launch runs at the time (see
-# `_adopt_loose_launches`), because XLA:CPU also opens one on each pool thread
-# it splits a program's work onto.
-_NOT_LAUNCH, _LAUNCH, _MAYBE_LAUNCH = 0, 1, 2
+# any kernel may be one (XLA:CPU also opens one on each pool thread it splits
+# a program's work onto); a call of a `tf.function` from eager Python is
+# where launches happen (see `_adopt_loose_launches`).
+_NOT_LAUNCH, _LAUNCH, _MAYBE_LAUNCH, _CALL = 0, 1, 2, 3
 _THUNK_EXECUTE = "ThunkExecutor::Execute"
+_CALL_PREFIX = "EagerLocalExecute: __inference_"
 
 
 class _Totals:
@@ -91,11 +92,13 @@ class _Totals:
         self.base_ps = 0
         self.launches: list[tuple[int, int]] = []
         self.loose: list[tuple[int, int, int]] = []
+        self.calls: list[tuple[int, int]] = []
 
     def add(self, other: "_Totals") -> None:
         """Adds another accumulator's sums into this one."""
         self.launches.extend(other.launches)
         self.loose.extend(other.loose)
+        self.calls.extend(other.calls)
         self.ps = [a + b for a, b in zip(self.ps, other.ps)]
         for key, (t, n) in other.ops.items():
             rec = self.ops[key]
@@ -141,8 +144,8 @@ class _PlaneCache:
 
     Attributes:
         infos: Metadata id -> (category, (op key, op role) or None, what
-            the event says about launches: `_NOT_LAUNCH`, `_LAUNCH` or
-            `_MAYBE_LAUNCH`), filled as ids are met.
+            the event says about launches: `_NOT_LAUNCH`, `_LAUNCH`,
+            `_MAYBE_LAUNCH` or `_CALL`), filled as ids are met.
         markers: Metadata ids of events that each count one compilation.
         with_stats: Metadata ids of events whose stats the scan reads
             (async kernel starts and compile markers).
@@ -193,7 +196,8 @@ class _PlaneCache:
             op_name, op_type = split_tf_op(name)  # type: ignore[misc]
             op = ((op_type, op_name), classify_op_type(op_type))
         launch = (_LAUNCH if "Executable::" in name
-                  else _MAYBE_LAUNCH if name == _THUNK_EXECUTE else _NOT_LAUNCH)
+                  else _MAYBE_LAUNCH if name == _THUNK_EXECUTE
+                  else _CALL if name.startswith(_CALL_PREFIX) else _NOT_LAUNCH)
         info = self.infos[mid] = (cat, op, launch)
         return info
 
@@ -577,6 +581,8 @@ def _scan_events(
             if cat >= INPUT:
                 # INPUT, TRACING, EAGER (the categories `classify_name` gives from
                 # INPUT up): booked to their own category.
+                if launch == _CALL:
+                    totals.calls.append((totals.base_ps + start, totals.base_ps + end))
                 parent_owner[0] -= (end if end < top_end else top_end) - start
                 owner = holders[cat]
                 owner[0] += dur
@@ -709,35 +715,37 @@ def _scan_device_plane(plane: Any, stat_ids: dict[str, int], totals: _Totals, so
 
 
 def _adopt_loose_launches(totals: _Totals) -> None:
-    """Counts the `ThunkExecutor::Execute` spans no other launch explains.
+    """Counts the launches whose kernel events TensorFlow dropped.
 
-    XLA:CPU opens a `ThunkExecutor::Execute` on every pool thread it splits
-    a program's work onto; those run while the launch that owns them (a
-    kernel or executable span on another thread) is still open. But TF 2.20,
-    which writes no executable span, now and then drops the kernel events
-    around a step's whole program run (`ExecutorState::Process` and its
-    `ProcessAsync::Start`; seen under load) and keeps the run itself. A loose span that overlaps no launch, and no
-    loose span already taken, is such a run: it counts once and its time is
-    XLA time.
+    TF 2.20, which writes no executable span, now and then drops the kernel
+    events around a step's program run (`ExecutorState::Process` and its
+    `ProcessAsync::Start`, seen on a loaded machine) and keeps the run: a
+    `ThunkExecutor::Execute` outside any kernel, plus one more on each pool
+    thread the program was split onto. Split spans also run outside any
+    kernel for launches that were recorded, and may outlast their kernel,
+    so a loose span alone says nothing. What does: the eager call of the
+    `tf.function` around it. A call in which no launch was recorded but
+    loose spans ran launched once; the spans' extent, first start to last
+    end, is its XLA time (a recorded launch's is its kernel's span). Loose
+    spans in no call, and in calls that launched, stay pool-thread work.
     """
-    if not totals.loose:
+    if not totals.loose or not totals.calls:
         return
-    launches = sorted(totals.launches)
-    starts = [start for start, _ in launches]
-    reach: list[int] = []
-    last = -(1 << 70)
-    for _, end in launches:
-        last = max(last, end)
-        reach.append(last)
-    taken_end = -(1 << 70)
-    for start, end, dur in sorted(totals.loose):
-        before = bisect.bisect_left(starts, end)
-        if (before and reach[before - 1] > start) or taken_end > start:
+    launch_starts = sorted(start for start, _ in totals.launches)
+    loose = sorted(totals.loose)
+    loose_starts = [start for start, _, _ in loose]
+    for call_start, call_end in sorted(totals.calls):
+        i = bisect.bisect_left(launch_starts, call_start)
+        if i < len(launch_starts) and launch_starts[i] <= call_end:
             continue
+        first = bisect.bisect_left(loose_starts, call_start)
+        stop = bisect.bisect_right(loose_starts, call_end)
+        if first == stop:
+            continue
+        spans = loose[first:stop]
         totals.executions += 1
-        totals.ps[Category.XLA] += dur
-        totals.ps[Category.XLA_WORKER] -= dur
-        taken_end = max(taken_end, end)
+        totals.ps[Category.XLA] += max(end for _, end, _ in spans) - spans[0][0]
+        totals.ps[Category.XLA_WORKER] -= sum(dur for _, _, dur in spans)
 
 
 def _profile_wall_s(space: Any) -> float | None:

@@ -166,6 +166,37 @@ def test_step_run_on_a_pool_thread_counts_once_with_its_time(tmp_path):
     assert parsed.xla_time_s - without.xla_time_s == pytest.approx(thunk.duration_ps * 1e-12, rel=1e-9)
 
 
+# A real TF 2.20 trace of a wide jit model (6 x Dense(512), batch 256, steps
+# 2..11 of `tests/test_callback.py`'s wide-model test, five copies sharing
+# two cores), whose program XLA splits over pool threads. TensorFlow dropped
+# the last step's kernel events; its main and split ThunkExecutor spans stayed.
+_LOST_SPLIT_LAUNCH = Path(__file__).parent / "data" / "tf220_lost_split_launch.xplane.pb.gz"
+
+
+def test_tf220_split_trace_lost_one_steps_kernel_but_kept_its_runs(tmp_path):
+    """10 step calls, 9 launching kernels, hundreds of split spans: 10 launches, streamed and parsed."""
+    import gzip
+
+    from keras_xla_guard.trace.xplane import xplane_pb2
+
+    data = gzip.decompress(_LOST_SPLIT_LAUNCH.read_bytes())
+    space = xplane_pb2().XSpace.FromString(data)
+    plane = next(p for p in space.planes if p.name == "/host:CPU")
+    name = {i: m.name for i, m in plane.event_metadata.items()}
+    events = [(line.name, name[e.metadata_id], e) for line in plane.lines for e in line.events]
+    calls = [n for line_name, n, _ in events if n.startswith("EagerLocalExecute: __inference_train_function")]
+    kernel_type = next(i for i, m in plane.stat_metadata.items() if m.name == "kernel_type")
+    launching = [e for _, n, e in events if n == "ExecutorState::ProcessAsync::Start"
+                 and any(st.metadata_id == kernel_type and plane.stat_metadata[st.ref_value].name
+                         == "StatefulPartitionedCall" for st in e.stats)]
+    thunks = [n for _, n, _ in events if n == "ThunkExecutor::Execute"]
+    assert (len(calls), len(launching)) == (10, 9)
+    assert len(thunks) > 100
+    path = tmp_path / "split.xplane.pb"
+    path.write_bytes(data)
+    assert analyze_trace(path).xla_executions == analyze_xspace(space).xla_executions == 10
+
+
 # ----------------------------------------------------- auto-clustering on CPU
 
 _AUTOCLUSTER = """
@@ -286,32 +317,49 @@ def test_worker_thread_xla_not_double_counted():
     assert r.xla_executions == 1
 
 
-def test_thunk_executor_outside_any_launch_is_a_launch_of_its_own():
-    """A program run that no kernel or executable covers counts once, as XLA time."""
+_STEP = "EagerLocalExecute: __inference_train_function_7"
+
+
+def test_call_without_a_recorded_launch_counts_its_loose_run_once():
+    """A tf.function call with no launch but loose ThunkExecutor spans: one launch, their extent as XLA time."""
     space = build_space({
-        "tf_Compute/2": [("ThunkExecutor::Execute", 20, 70),
-                         ("fusion", 25, 50, {"hlo_module": "m"})],
-        "tf_Compute/3": [("ThunkExecutor::Execute", 30, 40),
-                         ("fusion.1", 31, 30, {"hlo_module": "m"})],
-        "tf_Compute/4": [("dense/MatMul:MatMul", 200, 30)],
+        "python": [(_STEP, 0, 200)],
+        "tf_Compute/2": [("ThunkExecutor::Execute", 20, 30),
+                         ("fusion", 25, 20, {"hlo_module": "m"})],
+        "tf_numa_-1_Eigen/3": [("ThunkExecutor::Execute", 60, 30),
+                               ("fusion.1", 61, 20, {"hlo_module": "m"}),
+                               ("ThunkExecutor::Execute", 95, 5)],
+        "tf_Compute/4": [("dense/MatMul:MatMul", 300, 30)],
     })
     r = analyze_xspace(space)
-    # The run on line 2 is the launch; line 3 is its split, inside it.
     assert r.xla_executions == 1
-    assert r.xla_time_s == pytest.approx(70e-6)
+    assert r.xla_time_s == pytest.approx(80e-6)  # 20 us to 100 us
     assert r.non_xla_op_time_s == pytest.approx(30e-6)
 
 
-def test_thunk_executors_of_separate_runs_count_separately():
-    """Two loose program runs that do not overlap, and none overlapping a launch: two launches."""
+def test_loose_spans_in_a_call_that_launched_are_its_split_work():
+    """Split spans that outlast their launch's kernel add no launch when the call recorded one."""
     space = build_space({
-        "tf_Compute/1": [("x/xla_run:_XlaRun", 0, 100), ("CpuExecutable::ExecuteAsyncOnStream", 5, 90)],
-        "tf_Compute/2": [("ThunkExecutor::Execute", 50, 30), ("ThunkExecutor::Execute", 150, 30),
-                         ("ThunkExecutor::Execute", 300, 10)],
+        "python": [(_STEP, 0, 200), (_STEP, 300, 100), (_STEP, 500, 50)],
+        "tf_Compute/1": [("x/xla_run:_XlaRun", 10, 100), ("CpuExecutable::ExecuteAsyncOnStream", 15, 90),
+                         ("y/xla_run:_XlaRun", 310, 20), ("ThunkExecutor::Execute", 312, 10)],
+        "tf_numa_-1_Eigen/2": [("ThunkExecutor::Execute", 120, 30), ("ThunkExecutor::Execute", 160, 30),
+                               ("ThunkExecutor::Execute", 340, 40), ("ThunkExecutor::Execute", 510, 10)],
     })
     r = analyze_xspace(space)
+    # Calls 1 and 2 launched; call 3's loose span is a launch whose kernel is missing.
     assert r.xla_executions == 3
-    assert r.xla_time_s == pytest.approx(140e-6)
+    assert r.xla_time_s == pytest.approx(130e-6)
+
+
+def test_loose_spans_outside_any_call_are_not_launches():
+    """Without the eager call around them (e.g. a trace without Python events), loose spans count nothing."""
+    space = build_space({
+        "tf_numa_-1_Eigen/2": [("ThunkExecutor::Execute", 50, 30), ("ThunkExecutor::Execute", 150, 30)],
+    })
+    r = analyze_xspace(space)
+    assert r.xla_executions == 0
+    assert r.xla_time_s == pytest.approx(60e-6)  # pool-thread XLA time, as before
 
 
 def test_device_plane_times_take_precedence():
