@@ -63,11 +63,10 @@ _RUN_CAT = -1
 
 
 # A kernel's pending record: [bucket_ps, has_xla, has_compile, pending, key,
-# role, outer, start_ps, end_ps] where `key` is (op_type, op_name), `pending`
-# a list of (key, ps) of plain ops nested inside it (or None), `outer` the
-# enclosing kernel's record and start/end its span on its line.
-(_K_BUCKET, _K_XLA, _K_COMPILE, _K_PENDING, _K_KEY, _K_ROLE, _K_OUTER,
- _K_START, _K_END) = range(9)
+# role, outer, start_ps] where `key` is (op_type, op_name), `pending` a list
+# of (key, ps) of plain ops nested inside it (or None), `outer` the
+# enclosing kernel's record and `start_ps` its start on its line.
+_K_BUCKET, _K_XLA, _K_COMPILE, _K_PENDING, _K_KEY, _K_ROLE, _K_OUTER, _K_START = range(8)
 
 # What an event's name says about launches (`_PlaneCache.infos`' third
 # field): an executable span is one launch; a `ThunkExecutor::Execute` outside
@@ -88,9 +87,10 @@ class _Totals:
         self.executions = 0
         self.compilations = 0
         self.modules: list[str] = []
-        # The line being scanned starts here; spans below are absolute (ps).
+        # The line being scanned starts here; times below are absolute (ps):
+        # launch starts, loose (start, end, duration), call (start, end).
         self.base_ps = 0
-        self.launches: list[tuple[int, int]] = []
+        self.launches: list[int] = []
         self.loose: list[tuple[int, int, int]] = []
         self.calls: list[tuple[int, int]] = []
 
@@ -322,10 +322,9 @@ def _count_compile(plane: Any, event: Any, name_id: int, totals: _Totals) -> Non
         totals.modules.append(module)
 
 
-def _kernel_record(bucket: int, op: tuple[tuple[str, str], str], outer: Any,
-                   start: int, end: int) -> list[Any]:
+def _kernel_record(bucket: int, op: tuple[tuple[str, str], str], outer: Any, start: int) -> list[Any]:
     """A new kernel record (layout: the `_K_*` indices) for op `(key, role)`."""
-    return [bucket, False, False, None, op[0], op[1], outer, start, end]
+    return [bucket, False, False, None, op[0], op[1], outer, start]
 
 
 def _settle_kernel(rec: list[Any], totals: _Totals) -> None:
@@ -343,7 +342,7 @@ def _settle_kernel(rec: list[Any], totals: _Totals) -> None:
     if rec[_K_COMPILE]:
         if rec[_K_XLA]:
             totals.executions += 1
-            totals.launches.append((totals.base_ps + rec[_K_START], totals.base_ps + rec[_K_END]))
+            totals.launches.append(totals.base_ps + rec[_K_START])
         if pending:
             ps[Category.COMPILE] += sum(t for _, t in pending)
             pending = None
@@ -353,7 +352,7 @@ def _settle_kernel(rec: list[Any], totals: _Totals) -> None:
     elif role == "xla_launch" or rec[_K_XLA]:
         ps[Category.XLA] += bucket
         totals.executions += 1
-        totals.launches.append((totals.base_ps + rec[_K_START], totals.base_ps + rec[_K_END]))
+        totals.launches.append(totals.base_ps + rec[_K_START])
     elif role == "input":
         ps[Category.INPUT] += bucket
     elif pending is None:
@@ -528,10 +527,10 @@ def _scan_events(
                         leaf[0] += leaf_dur
                         leaf[1] += 1
                     else:
-                        _settle_kernel(_kernel_record(leaf_dur, leaf_op, leaf_outer,
-                                                      leaf_end - leaf_dur, leaf_end), totals)
+                        _settle_kernel(_kernel_record(leaf_dur, leaf_op, leaf_outer, leaf_end - leaf_dur),
+                                       totals)
                 else:
-                    rec = _kernel_record(leaf_dur, leaf_op, leaf_outer, leaf_end - leaf_dur, leaf_end)
+                    rec = _kernel_record(leaf_dur, leaf_op, leaf_outer, leaf_end - leaf_dur)
                     top = (leaf_end, rec, rec, 0, rec)
                     push(top)
                     top_end = leaf_end
@@ -594,8 +593,7 @@ def _scan_events(
                 op_type = _stats_str(plane, x, type_id)
                 if op_type and not is_dispatch_only(op_type):
                     name = _stats_str(plane, x, name_id) or op_type
-                    rec = _kernel_record(dur, ((op_type, name), classify_op_type(op_type)), top[2],
-                                         start, end)
+                    rec = _kernel_record(dur, ((op_type, name), classify_op_type(op_type)), top[2], start)
                     parent_owner[0] -= (end if end < top_end else top_end) - start
                     top = (end, rec, rec, 0, rec)
                     push(top)
@@ -624,7 +622,7 @@ def _scan_events(
                     # thread for a launch that another thread already times.
                     if launch == _LAUNCH:
                         totals.executions += 1
-                        totals.launches.append((totals.base_ps + start, totals.base_ps + end))
+                        totals.launches.append(totals.base_ps + start)
                     else:
                         cat = Category.XLA_WORKER
                         if launch == _MAYBE_LAUNCH:
@@ -644,7 +642,7 @@ def _scan_events(
             # A run's members are done: back to the stream.
             source = stream
     if leaf_end is not None:
-        _settle_kernel(_kernel_record(leaf_dur, leaf_op, leaf_outer, leaf_end - leaf_dur, leaf_end), totals)
+        _settle_kernel(_kernel_record(leaf_dur, leaf_op, leaf_outer, leaf_end - leaf_dur), totals)
     for entry in reversed(stack):
         if entry[4] is not None:
             _settle_kernel(entry[4], totals)
@@ -731,7 +729,7 @@ def _adopt_loose_launches(totals: _Totals) -> None:
     """
     if not totals.loose or not totals.calls:
         return
-    launch_starts = sorted(start for start, _ in totals.launches)
+    launch_starts = sorted(totals.launches)
     loose = sorted(totals.loose)
     loose_starts = [start for start, _, _ in loose]
     for call_start, call_end in sorted(totals.calls):
