@@ -1,7 +1,8 @@
 """Find and load XSpace (`*.xplane.pb`) traces written by the TF profiler.
 
-The `XSpace` protobuf bindings are TensorFlow's own `xplane_pb2`, loaded
-without importing all of TensorFlow (see `keras_xla_guard.seam.tf_internals`).
+The `XSpace` protobuf bindings are the package's own
+(`keras_xla_guard.trace._proto`): reading a trace needs protobuf, not
+TensorFlow.
 """
 
 from __future__ import annotations
@@ -13,14 +14,14 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from keras_xla_guard._checks import check_int
-from keras_xla_guard.trace._wire import EVENT_TAG, WireError, iter_fields, read_varint
-from keras_xla_guard.seam.tf_internals import xplane_pb2
 from keras_xla_guard.errors import (
     TraceError,
     TraceNotFoundError,
     TraceParseError,
     TraceTooLargeError,
 )
+from keras_xla_guard.trace._proto import xplane_pb2
+from keras_xla_guard.trace._wire import EVENT_TAG, WireError, iter_fields, read_varint
 
 __all__ = [
     "DEFAULT_MAX_TRACE_BYTES",
