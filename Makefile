@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 # profiler, so two workers fit two cores. `make test PYTEST_JOBS=0` runs serially.
 PYTEST_JOBS ?= 2
 
-.PHONY: ci demo docs test test-quick test-compat compat-venvs browser-deps bench clean
+.PHONY: ci demo docs test test-quick test-compat test-no-tf no-tf-venv compat-venvs browser-deps bench clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -139,6 +139,35 @@ test-compat: compat-venvs
 	  $(COMPAT)/$$v/bin/python -m pytest $(COMPAT_MIRRORED) $(COMPAT_PYTEST_ARGS) || rc=1; \
 	done; exit $$rc
 
+# ------------------------------------------------------------ without TensorFlow
+# `report` reads traces with the package's own XSpace bindings, so it must work
+# where only the package's dependencies are installed (a CI box that only gates
+# on traces, a JAX user). This venv holds those, the `html` extra and the test
+# runner, with the oldest protobuf setup.cfg declares; no TensorFlow, no Keras.
+# test-no-tf checks that `report`, with every flag, on the stored real traces
+# prints exactly what it prints in .venv; that commands needing TensorFlow, and
+# --html without matplotlib, exit 2 naming the extra; and runs the trace and
+# CLI tests not marked `tf` (or `slow`) there.
+NO_TF ?= .venv-no-tf
+OLDEST_PROTOBUF ?= 4.21.1
+NO_TF_TESTS := tests/trace tests/test_cli.py
+
+$(NO_TF)/.installed: setup.cfg pyproject.toml Makefile
+	rm -rf $(NO_TF)
+	$(PYTHON) -m venv $(NO_TF)
+	$(NO_TF)/bin/python -m pip install --quiet --upgrade pip
+	$(NO_TF)/bin/python -m pip install --quiet -e ".[html]" "pytest>=7" "hypothesis>=6" \
+	  "protobuf==$(OLDEST_PROTOBUF)"
+	touch $@
+
+no-tf-venv: $(NO_TF)/.installed
+
+test-no-tf: $(NO_TF)/.installed $(VENV)/.installed-test
+	rm -rf test-artifacts/no-tf
+	$(PY) tests/_cli_outputs.py write test-artifacts/no-tf
+	$(NO_TF)/bin/python tests/_cli_outputs.py check test-artifacts/no-tf
+	$(NO_TF)/bin/python -m pytest -q -p no:cacheprovider -m "not slow and not tf" $(NO_TF_TESTS)
+
 # Every benchmark, one JSON object each (several minutes; run on a quiet machine).
 bench: $(VENV)/.installed-test
 	$(PY) benchmarks/bench_overhead.py --no-signatures
@@ -163,7 +192,7 @@ stress-multiworker: $(VENV)/.installed-test
 	$(PY) benchmarks/save_result.py benchmarks/stress_multiworker.py --runs 30 --modes guard --scenarios loop,fit
 
 clean:
-	rm -rf $(VENV) $(COMPAT) logs site test-artifacts .pytest_cache
+	rm -rf $(VENV) $(COMPAT) $(NO_TF) logs site test-artifacts .pytest_cache
 
 # GPU readiness: on a GPU machine, checks the guard's device-plane figures
 # against the raw trace and xprof (exit 1 on a mismatch); on CPU, says so, exit 0.
@@ -171,14 +200,17 @@ clean:
 gpu-check: $(VENV)/.installed-test
 	$(PY) benchmarks/gpu_check.py
 
-# What CI runs (.ci/run calls only this): the suite in .venv, then the compat
-# tests. The compat venvs only download and unpack, so they build in the
-# background while the suite runs; .venv is installed first because two
-# editable installs of one source tree must not overlap.
+# What CI runs (.ci/run calls only this): the suite in .venv, then the checks
+# without TensorFlow and the compat tests. Those venvs only download and
+# unpack, so they build in the background, one after the other, while the
+# suite runs; .venv is installed first because two editable installs of one
+# source tree must not overlap.
 CI_PYTEST_ARGS ?= -q --durations=15
 ci: browser-deps $(VENV)/.installed-test
-	@$(MAKE) --no-print-directory compat-venvs > compat-venvs.log 2>&1 & venvs=$$!; \
+	@$(MAKE) --no-print-directory compat-venvs no-tf-venv > compat-venvs.log 2>&1 & venvs=$$!; \
 	$(MAKE) --no-print-directory test PYTEST_ARGS="$(CI_PYTEST_ARGS)"; rc=$$?; \
 	if ! wait $$venvs; then cat compat-venvs.log; exit 1; fi; \
 	[ $$rc -eq 0 ] || exit $$rc; \
-	$(MAKE) --no-print-directory test-compat
+	$(MAKE) --no-print-directory test-no-tf || rc=1; \
+	$(MAKE) --no-print-directory test-compat || rc=1; \
+	exit $$rc

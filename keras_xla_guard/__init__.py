@@ -39,7 +39,7 @@ from keras_xla_guard.errors import (
     XlaGuardError,
     XlaGuardWarning,
 )
-from keras_xla_guard.output.console import format_report
+from keras_xla_guard.trace._text import format_report
 from keras_xla_guard.trace.report import CoverageReport, OpStat
 
 if TYPE_CHECKING:

@@ -1,7 +1,8 @@
 """The `keras-xla-guard` command line.
 
-Exit codes: 0 ok, 1 a threshold was violated, 2 bad input or usage (one line
-on stderr, no traceback). Everything printed has its non-printable
+Exit codes: 0 ok, 1 a threshold was violated, 2 bad input, usage or a
+missing optional dependency (one line on stderr naming what to install, no
+traceback). Everything printed has its non-printable
 characters escaped (trace names are arbitrary strings) and is encoded
 whatever the terminal's encoding (others become `\\xNN` escapes).
 """
@@ -9,6 +10,7 @@ whatever the terminal's encoding (others become `\\xNN` escapes).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import re
 import sys
@@ -17,7 +19,7 @@ from pathlib import Path
 from typing import IO, Any, NamedTuple
 
 from keras_xla_guard._version import __version__
-from keras_xla_guard.errors import XlaGuardError
+from keras_xla_guard.errors import MissingDependencyError, XlaGuardError
 from keras_xla_guard.output.table import printable
 
 __all__ = ["main"]
@@ -54,6 +56,31 @@ class _Parser(argparse.ArgumentParser):
 
 
 REPORT_SCHEMA_VERSION = 1
+
+# The extra that installs each optional top-level module a command imports.
+# `report` needs none of them (its `--html` needs matplotlib); `doctor` and
+# `compare` run TensorFlow and Keras.
+_EXTRA_OF_MODULE = {"tensorflow": "cpu", "keras": "cpu", "matplotlib": "html"}
+_TF_EXTRA_HINT = "(or [gpu] on a GPU machine)"
+
+
+def _install_hint(module: str) -> str:
+    """`pip install` advice for a missing top-level module."""
+    extra = _EXTRA_OF_MODULE.get(module)
+    if extra is None:
+        return f"pip install {module}"
+    hint = f'pip install "keras-xla-guard[{extra}]"'
+    return f"{hint} {_TF_EXTRA_HINT}" if extra == "cpu" else hint
+
+
+def _require_tensorflow(command: str) -> None:
+    """Raises `MissingDependencyError` when `command` cannot import TensorFlow and Keras."""
+    for module in ("tensorflow", "keras"):
+        if importlib.util.find_spec(module) is None:
+            raise MissingDependencyError(
+                f"`keras-xla-guard {command}` runs TensorFlow and Keras, and {module} is not "
+                f"installed: {_install_hint(module)}."
+            )
 
 _BYTE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
@@ -252,6 +279,7 @@ def _run_report(args: argparse.Namespace) -> int:
 
 
 def _run_doctor(args: argparse.Namespace) -> int:
+    _require_tensorflow("doctor")
     from keras_xla_guard.diagnose.doctor import doctor
 
     report = doctor(probe=not args.no_probe, probe_timeout=args.probe_timeout, trace=args.trace)
@@ -310,6 +338,7 @@ def _positive(text: str) -> int:
 
 
 def _run_compare(args: argparse.Namespace) -> int:
+    _require_tensorflow("compare")
     from keras_xla_guard.comparison.processes import compare_in_processes
 
     report = compare_in_processes(
@@ -388,6 +417,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _error(message: str) -> int:
+    """Prints `message` as one line on stderr; returns the bad-input exit code."""
+    # One line, whatever the message holds, so scripts can rely on it.
+    _emit(f"keras-xla-guard: error: {' '.join(message.split())}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the command line.
 
@@ -402,11 +438,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.run(args))
+    except ModuleNotFoundError as e:
+        if not e.name:
+            return _error(str(e))
+        # An optional dependency the command imports: exit 1 would tell a CI
+        # gate "threshold violated", and a traceback would bury the fix.
+        module = e.name.partition(".")[0]
+        return _error(f"{module} is not installed: {_install_hint(module)}.")
     except (XlaGuardError, OSError, ValueError) as e:
-        # One line, whatever the message holds, so scripts can rely on it.
-        message = " ".join(str(e).split())
-        _emit(f"keras-xla-guard: error: {message}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return _error(str(e))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ stderr, no traceback).
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
 import shutil
@@ -515,8 +516,34 @@ def test_html_without_matplotlib_exits_2_naming_the_extra(capsys, runs, tmp_path
     assert 'pip install "keras-xla-guard[html]"' in err
 
 
+@pytest.mark.tf
 def test_doctor_trace_that_is_missing_exits_2(capsys, tmp_path):
     """`doctor --trace` with no trace there: exit 2, one line naming the path."""
     code, out, err = run_cli(capsys, "doctor", "--no-probe", "--trace", tmp_path / "nope")
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and str(tmp_path / "nope") in err
+
+
+@pytest.mark.parametrize("argv, module", [
+    (("doctor", "--no-probe"), "tensorflow"),
+    (("doctor", "--no-probe"), "keras"),
+    (("compare", "no_such_module:build", "--steps", "1"), "tensorflow"),
+])
+def test_commands_that_run_tensorflow_exit_2_naming_the_extra_without_it(capsys, monkeypatch, argv, module):
+    """`doctor`/`compare` without TensorFlow or Keras: exit 2, one line naming the `cpu` extra, no traceback."""
+    monkeypatch.setitem(sys.modules, module, None)
+    code, out, err = run_cli(capsys, *argv)
+    assert (code, out, err.count("\n")) == (2, "", 1)
+    assert f"{module} is not installed" in err
+    assert 'pip install "keras-xla-guard[cpu]" (or [gpu] on a GPU machine)' in err
+
+
+def test_a_required_module_missing_exits_2_naming_it(capsys, monkeypatch, tmp_path):
+    """A dependency that fails to import mid-command gives exit 2 and one line naming it, never exit 1."""
+    trace = tmp_path / "jit.xplane.pb"
+    trace.write_bytes(gzip.decompress((Path(__file__).parent / "trace" / "data" / "jit.xplane.pb.gz")
+                                      .read_bytes()))
+    monkeypatch.setitem(sys.modules, "numpy", None)
+    code, out, err = run_cli(capsys, "report", trace, "--min-coverage", "0.5")
+    assert (code, out) == (2, "")
+    assert err == "keras-xla-guard: error: numpy is not installed: pip install numpy.\n"

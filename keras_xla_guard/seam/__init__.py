@@ -10,8 +10,8 @@ lives in this package, one module per flavour:
   `fit`'s `epoch_iterator`);
 - `tf_keras`: tf_keras / Keras 2 (`fit`'s `data_handler`);
 - `tf_internals`: TensorFlow internals used outside `fit` (the XLA CPU
-  switch, the kernel registry, traced graphs' function library, the
-  `xplane_pb2` bindings, a strategy-free resource variable).
+  switch, the kernel registry, traced graphs' function library, a
+  strategy-free resource variable).
 
 `attach` decides at `on_train_begin` which flavour fits the model and
 whether it can record; the guard then checks every epoch that it recorded

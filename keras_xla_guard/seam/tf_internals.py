@@ -4,24 +4,11 @@ Each function says what it touches and what happens when a TensorFlow
 release no longer has it (a `None` figure or a public fallback, never a
 fake value). The versions each was verified on are listed in
 `docs/compatibility.md`.
-
-The `xplane_pb2` bindings ship as
-`tensorflow/tsl/profiler/protobuf/xplane_pb2.py`, but importing them the usual
-way runs `tensorflow/__init__.py` first (several seconds, and all of TF). The
-bindings themselves only need `google.protobuf`, so when TensorFlow is not yet
-imported the one generated module is loaded straight from TensorFlow's install
-directory. The descriptors it registers are identical to the ones TensorFlow
-registers later, which protobuf accepts.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import sys
 from collections.abc import Iterable
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 __all__ = [
@@ -31,48 +18,7 @@ __all__ = [
     "registered_kernel_devices",
     "set_cpu_global_jit",
     "tf_function_jit_compile",
-    "xplane_pb2",
 ]
-
-_XPLANE_MODULE = "tensorflow.tsl.profiler.protobuf.xplane_pb2"
-_xplane_pb2: ModuleType | None = None
-
-
-def xplane_pb2() -> ModuleType:
-    """Returns TensorFlow's generated `xplane_pb2` module.
-
-    Returns:
-        The module that defines `XSpace`, `XPlane`, `XLine` and `XEvent`.
-
-    Raises:
-        ImportError: If TensorFlow is not installed.
-    """
-    global _xplane_pb2
-    if _xplane_pb2 is not None:
-        return _xplane_pb2
-    if "tensorflow" in sys.modules or _XPLANE_MODULE in sys.modules:
-        _xplane_pb2 = importlib.import_module(_XPLANE_MODULE)
-        return _xplane_pb2
-    spec = importlib.util.find_spec("tensorflow")
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError(
-            "keras-xla-guard reads traces with TensorFlow's xplane_pb2 "
-            "bindings, but TensorFlow is not installed. Install it with "
-            "`pip install 'keras-xla-guard[cpu]'` (or `[gpu]`)."
-        )
-    root = Path(next(iter(spec.submodule_search_locations)))
-    path = root / "tsl" / "profiler" / "protobuf" / "xplane_pb2.py"
-    if not path.is_file():
-        _xplane_pb2 = importlib.import_module(_XPLANE_MODULE)
-        return _xplane_pb2
-    module_spec = importlib.util.spec_from_file_location(
-        "keras_xla_guard._xplane_pb2", path
-    )
-    assert module_spec is not None and module_spec.loader is not None
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    _xplane_pb2 = module
-    return module
 
 
 def local_variable(initial_value: Any) -> Any:

@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from keras_xla_guard.trace._text import format_report
 from keras_xla_guard.trace.compiles import CompileRecord
 
 if TYPE_CHECKING:
@@ -216,6 +217,4 @@ class CoverageReport:
         return cls(**values)
 
     def __str__(self) -> str:
-        from keras_xla_guard.output.console import format_report
-
         return format_report(self)

@@ -1,26 +1,33 @@
 """Find and load XSpace (`*.xplane.pb`) traces written by the TF profiler.
 
-The `XSpace` protobuf bindings are TensorFlow's own `xplane_pb2`, loaded
-without importing all of TensorFlow (see `keras_xla_guard.seam.tf_internals`).
+The `XSpace` protobuf bindings are the package's own
+(`keras_xla_guard.trace._proto`): reading a trace needs protobuf, not
+TensorFlow. Reading a file piece by piece lives in `trace._reader`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Collection, Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
-from keras_xla_guard._checks import check_int
-from keras_xla_guard.trace._wire import EVENT_TAG, WireError, iter_fields, read_varint
-from keras_xla_guard.seam.tf_internals import xplane_pb2
-from keras_xla_guard.errors import (
-    TraceError,
-    TraceNotFoundError,
-    TraceParseError,
-    TraceTooLargeError,
+from keras_xla_guard.errors import TraceNotFoundError
+from keras_xla_guard.trace._proto import xplane_pb2
+from keras_xla_guard.trace._reader import (
+    LazyPlane,
+    LazySpace,
+    TraceFile,
+    check_metadata,
+    check_planes,
+    check_trace_file,
+    decode,
+    read_line_chunks,
+    read_plane,
+    read_trace,
+    trace_errors,
 )
+from keras_xla_guard.trace._wire import iter_fields
 
 __all__ = [
     "DEFAULT_MAX_TRACE_BYTES",
@@ -31,6 +38,7 @@ __all__ = [
     "iter_lines",
     "load_xspace",
     "open_xspace",
+    "parse_xspace",
     "read_line_chunks",
     "trace_errors",
     "xplane_pb2",
@@ -40,10 +48,6 @@ TRACE_SUFFIX = ".xplane.pb"
 # 2 GiB is protobuf's own hard limit for one message; stay well below it so a
 # runaway trace fails fast with a clear message instead of exhausting memory.
 DEFAULT_MAX_TRACE_BYTES = 1 << 30
-
-# Bytes of a line read at once: large enough that the per-slice cost
-# vanishes, small enough that a slice's memory does not count.
-_CHUNK_BYTES = 1 << 18
 
 
 def host_of(path: str | os.PathLike[str]) -> str:
@@ -152,38 +156,6 @@ def find_trace_files(
     ]
 
 
-def _check_trace_file(path: str | os.PathLike[str], max_bytes: int) -> int:
-    """Checks a trace file exists and fits the cap; returns its size."""
-    check_int("max_bytes", max_bytes, minimum=1)
-    p = Path(path)
-    try:
-        size = p.stat().st_size
-    except FileNotFoundError:
-        raise TraceNotFoundError(f"No such trace file: {str(p)!r}.") from None
-    except OSError as e:
-        raise TraceError(f"Cannot read trace file {str(p)!r}: {e}") from None
-    if not p.is_file():
-        raise TraceNotFoundError(f"Not a file: {str(p)!r}.")
-    if size > max_bytes:
-        raise TraceTooLargeError(
-            f"Trace file {str(p)!r} is {size} bytes, above the cap of "
-            f"{max_bytes} bytes. Raise `max_bytes` (CLI: --max-bytes) to "
-            "analyze it anyway."
-        )
-    if size == 0:
-        raise TraceParseError(f"Trace file {str(p)!r} is empty.")
-    return size
-
-
-def _read_trace(path: str | os.PathLike[str], max_bytes: int) -> bytes:
-    """Reads a trace file's bytes after checking it exists and fits the cap."""
-    _check_trace_file(path, max_bytes)
-    try:
-        return Path(path).read_bytes()
-    except OSError as e:
-        raise TraceError(f"Cannot read trace file {str(path)!r}: {e}") from None
-
-
 def load_xspace(
     path: str | os.PathLike[str],
     *,
@@ -207,7 +179,7 @@ def load_xspace(
             device plane (empty, truncated, random bytes, another message
             type).
     """
-    return parse_xspace(_read_trace(path, max_bytes), source=str(path))
+    return parse_xspace(read_trace(path, max_bytes), source=str(path))
 
 
 def open_xspace(
@@ -253,98 +225,15 @@ def open_xspace(
     ```
     """
     source = str(path)
-    size = _check_trace_file(path, max_bytes)
+    size = check_trace_file(path, max_bytes)
     planes = []
-    with trace_errors(source), _TraceFile(path, size) as f:
+    with trace_errors(source), TraceFile(path, size) as f:
         for number, wire, _, start, stop in iter_fields(f, 0, size):
             if number == 1 and wire == 2:
-                planes.append(_read_plane(f, start, stop, source))
-    space = _LazySpace(planes)
-    _check_planes(space, source)
+                planes.append(read_plane(f, start, stop, source))
+    space = LazySpace(planes)
+    check_planes(space, source)
     return space
-
-
-class _TraceFile:
-    """A trace file read by position, through a small buffer.
-
-    Indexing gives one byte, as `iter_fields` reads them; `read` gives a
-    span. Only the buffer and the spans asked for are ever in memory.
-    """
-
-    _BUFFER = 1 << 16
-
-    def __init__(self, path: str | os.PathLike[str], size: int) -> None:
-        self.path = path
-        self.size = size
-        self._file: Any = None
-        self._base = 0
-        self._data = b""
-
-    def __enter__(self) -> "_TraceFile":
-        self._file = open(self.path, "rb")
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._file.close()
-        self._file = None
-        self._data = b""
-
-    def __getitem__(self, pos: int) -> int:
-        i = pos - self._base
-        if not 0 <= i < len(self._data):
-            self._base, self._data = pos, self.read(pos, min(self.size, pos + self._BUFFER))
-            i = 0
-        return self._data[i]
-
-    def read(self, start: int, stop: int) -> bytes:
-        """Returns the bytes `[start, stop)` of the file."""
-        self._file.seek(start)
-        data = self._file.read(stop - start)
-        if len(data) != stop - start:
-            # The file shrank since it was measured.
-            raise WireError("the file ended early")
-        return data
-
-
-def _read_plane(f: _TraceFile, start: int, stop: int, source: str) -> "_LazyPlane":
-    """Parses a plane's metadata and notes where its lines are."""
-    runs: list[list[int]] = []
-    lines: list[tuple[int, int]] = []
-    for number, wire, field_start, value_start, field_stop in iter_fields(f, start, stop):
-        if number == 3 and wire == 2:
-            lines.append((value_start, field_stop))
-        elif runs and runs[-1][1] == field_start:
-            runs[-1][1] = field_stop
-        else:
-            runs.append([field_start, field_stop])
-    meta = _decode(xplane_pb2().XPlane, b"".join(f.read(a, b) for a, b in runs), source)
-    return _LazyPlane(meta, f.path, f.size, lines, source)
-
-
-class _LazySpace(NamedTuple):
-    """What `open_xspace` returns: planes whose lines are still in the file."""
-
-    planes: list["_LazyPlane"]
-
-
-class _LazyPlane:
-    """An XPlane's metadata, parsed, and where its lines lie in the file."""
-
-    __slots__ = ("name", "id", "event_metadata", "stat_metadata", "stats",
-                 "path", "size", "line_spans", "source")
-
-    def __init__(self, meta: Any, path: Any, size: int, line_spans: list[tuple[int, int]],
-                 source: str) -> None:
-        self.name: str = meta.name
-        self.id: int = meta.id
-        # The containers keep `meta` alive.
-        self.event_metadata = meta.event_metadata
-        self.stat_metadata = meta.stat_metadata
-        self.stats = meta.stats
-        self.path = path
-        self.size = size
-        self.line_spans = line_spans
-        self.source = source
 
 
 def iter_lines(
@@ -367,7 +256,7 @@ def iter_lines(
         TraceParseError: If a lazily read line does not decode, or its
             first event names undefined metadata.
     """
-    if not isinstance(plane, _LazyPlane):
+    if not isinstance(plane, LazyPlane):
         if indices is None:
             yield from plane.lines
         else:
@@ -377,155 +266,13 @@ def iter_lines(
     for index, (start, stop) in enumerate(plane.line_spans):
         if indices is not None and index not in indices:
             continue
-        with trace_errors(source), _TraceFile(plane.path, plane.size) as f:
+        with trace_errors(source), TraceFile(plane.path, plane.size) as f:
             data = f.read(start, stop)
-        line = _decode(xline, data, source)
+        line = decode(xline, data, source)
         del data
         if line.events:
-            _check_metadata(plane, line.events[0], source)
+            check_metadata(plane, line.events[0], source)
         yield line
-
-
-def read_line_chunks(
-    plane: "_LazyPlane", span: tuple[int, int], header: list[bytes], source: str
-) -> Iterator[tuple[bytes, list[int]]]:
-    """Walks one line of an `open_xspace` plane in slices of whole events.
-
-    Args:
-        plane: The plane.
-        span: Where the line's bytes lie in the file.
-        header: Receives the line's fields other than its events, each
-            serialized (parse their concatenation as an `XLine`); after
-            the first slice it holds those written before the first event.
-        source: Name used in error messages.
-
-    Yields:
-        `(data, heads)`: bytes holding whole events, and the positions in
-        `data` of their tags, in file order.
-
-    Raises:
-        TraceParseError: If the line breaks the wire format.
-    """
-    start, stop = span
-    with trace_errors(source), _TraceFile(plane.path, plane.size) as f:
-        pos, want = start, _CHUNK_BYTES
-        while pos < stop:
-            end = min(stop, pos + want)
-            data = f.read(pos, end)
-            last = end == stop
-            used, heads, need = _frame_events(data, last, header)
-            if not used:
-                # One field larger than the slice: read it whole.
-                want = max(want, need)
-                continue
-            pos += used
-            if heads:
-                yield data, heads
-            del data
-
-
-@contextlib.contextmanager
-def trace_errors(source: str) -> Iterator[None]:
-    """Turns wire-format and I/O errors met while reading `source` into `TraceError`s."""
-    try:
-        yield
-    except WireError as e:
-        raise TraceParseError(
-            f"{source} is not a valid XSpace trace (protobuf decode failed: {e})."
-        ) from None
-    except OSError as e:
-        raise TraceError(f"Cannot read trace file {source!r}: {e}") from None
-
-
-def _frame_events(data: bytes, last: bool, header: list[bytes]) -> tuple[int, list[int], int]:
-    """Splits `data` (part of a line) into whole fields.
-
-    Returns how many bytes held whole fields, the positions of the event
-    fields among them (the other fields go to `header`), and, when not
-    even one field fit, the size needed.
-    """
-    heads: list[int] = []
-    add = heads.append
-    tag = EVENT_TAG
-    n = len(data)
-    # Events under 128 bytes starting before `fast` end inside `data`.
-    fast = n - 130
-    # Leave room for any tag and length unless this is the line's end.
-    limit = n if last else n - 24
-    i = 0
-    while True:
-        # The common case in few steps: an event under 128 bytes.
-        while i < fast:
-            if data[i] != tag:
-                break
-            size = data[i + 1]
-            if size & 0x80:
-                break
-            add(i)
-            i += 2 + size
-        if i >= limit:
-            break
-        if data[i] == EVENT_TAG and i + 1 < n:
-            size, end = read_varint(data, i + 1, n)
-            end += size
-            if end > n:
-                if last:
-                    raise WireError("event runs past the end of its line")
-                return i, heads, end - i
-            add(i)
-            i = end
-            continue
-        try:
-            for _, _, _, _, end in iter_fields(data, i, n):
-                break
-        except WireError:
-            if last:
-                raise
-            # A field longer than the slice (or cut by its end): read more.
-            return i, heads, 2 * n
-        header.append(data[i:end])
-        i = end
-    return i, heads, 0
-
-
-def _check_planes(space: Any, source: str) -> None:
-    if not space.planes:
-        raise TraceParseError(
-            f"{source} decoded to an XSpace without planes: not a TF profiler "
-            "trace, or an empty one."
-        )
-    # Protobuf decodes many other messages (a GraphDef, a Summary) into an
-    # XSpace of oddly named planes; every profiler trace has a host or a
-    # device plane.
-    if not any(p.name.startswith(("/host:", "/device:")) for p in space.planes):
-        names = sorted({p.name for p in space.planes})[:3]
-        raise TraceParseError(
-            f"{source} is not a TF profiler trace: it has no /host: or "
-            f"/device: plane (plane names: {names!r})."
-        )
-
-
-def _check_metadata(plane: Any, event: Any, source: str) -> None:
-    if event.metadata_id and event.metadata_id not in plane.event_metadata:
-        # Dangling references mean the bytes were something else that
-        # happened to decode; analysis would be meaningless.
-        raise TraceParseError(
-            f"{source} is not a consistent XSpace trace: event metadata id "
-            f"{event.metadata_id} is undefined in plane {plane.name!r}."
-        )
-
-
-def _decode(cls: Any, data: bytes, source: str) -> Any:
-    from google.protobuf.message import DecodeError
-
-    message = cls()
-    try:
-        message.ParseFromString(data)
-    except (DecodeError, RuntimeError, ValueError) as e:
-        raise TraceParseError(
-            f"{source} is not a valid XSpace trace (protobuf decode failed: {e})."
-        ) from None
-    return message
 
 
 def parse_xspace(data: bytes, *, source: str = "<bytes>") -> Any:
@@ -542,10 +289,10 @@ def parse_xspace(data: bytes, *, source: str = "<bytes>") -> Any:
         TraceParseError: If the bytes do not decode to an XSpace with a
             host or device plane.
     """
-    space = _decode(xplane_pb2().XSpace, data, source)
-    _check_planes(space, source)
+    space = decode(xplane_pb2().XSpace, data, source)
+    check_planes(space, source)
     for plane in space.planes:
         for line in plane.lines:
             if line.events:
-                _check_metadata(plane, line.events[0], source)
+                check_metadata(plane, line.events[0], source)
     return space

@@ -59,8 +59,8 @@ def test_streamed_compile_table_equals_the_parsed_one(trace_files, name):
 @pytest.mark.parametrize("chunk_bytes", [64, 700])
 def test_tiny_slices_give_the_golden_reports(trace_files, monkeypatch, chunk_bytes):
     """Lines read a few events at a time (slices grown for long events): same reports."""
-    import keras_xla_guard.trace.xplane as xplane
+    import keras_xla_guard.trace._reader as reader
 
-    monkeypatch.setattr(xplane, "_CHUNK_BYTES", chunk_bytes)
+    monkeypatch.setattr(reader, "CHUNK_BYTES", chunk_bytes)
     for name in ("mlp", "jit", "mlp_in_outer_kernel"):
         assert report_dict(analyze_trace(trace_files[name], top_k=TOP_K)) == _GOLDEN[name]

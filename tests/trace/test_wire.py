@@ -8,8 +8,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from keras_xla_guard.trace._wire import WireError, decode_events, iter_fields, read_varint
-from keras_xla_guard.trace.xplane import _frame_events, xplane_pb2
+from keras_xla_guard.trace._reader import frame_events
+from keras_xla_guard.trace._wire import (
+    WireError,
+    decode_events,
+    iter_fields,
+    read_varint,
+)
+from keras_xla_guard.trace.xplane import xplane_pb2
 
 _INT64 = st.one_of(st.integers(-(2**63), 2**63 - 1), st.integers(0, 300),
                    st.sampled_from([0, 1, 127, 128, 2**56, 2**63 - 1, -1]))
@@ -54,7 +60,7 @@ def test_decoded_columns_equal_protobufs_values(events, flips, stat_id):
     pb = xplane_pb2()
     data = bytearray(pb.XLine(events=[_event(pb, e) for e in events]).SerializeToString())
     header: list[bytes] = []
-    used, heads, _ = _frame_events(bytes(data), True, header)
+    used, heads, _ = frame_events(bytes(data), True, header)
     assert used == len(data) and len(heads) == len(events) and not header
     lengths = [len(pb.XLine(events=[_event(pb, e)]).SerializeToString()) for e in events]
     # Flip bytes inside event payloads only, so the framing stays valid.
@@ -114,4 +120,4 @@ def test_event_running_past_its_line_is_a_wire_error():
     pb = xplane_pb2()
     data = pb.XLine(events=[pb.XEvent(metadata_id=1, offset_ps=5, duration_ps=9)]).SerializeToString()
     with pytest.raises(WireError):
-        _frame_events(data[:-2], True, [])
+        frame_events(data[:-2], True, [])

@@ -116,6 +116,7 @@ def test_random_bytes_are_a_parse_error(tmp_path, loader):
         loader(path)
 
 
+@pytest.mark.tf
 @pytest.mark.parametrize("loader", [load_xspace, open_xspace, analyze_trace])
 def test_a_graphdef_is_not_a_trace(tmp_path, loader):
     """A serialized tf GraphDef (another protobuf) raises TraceParseError."""

@@ -1,0 +1,305 @@
+"""Reading XSpace files piece by piece: the trace room's file layer.
+
+`trace.xplane` (finding and opening traces) and the analysis (`_events`,
+`_scan`) share what is here: a file read by position (`TraceFile`), planes
+whose lines are still in the file (`LazySpace`, `LazyPlane`), lines walked
+in slices of whole events (`read_line_chunks`, `frame_events`), and the
+checks and decoding that turn bad bytes into `TraceError`s. The names in
+`__all__` are the package's contract with this module; nothing outside
+`keras_xla_guard.trace` uses them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from keras_xla_guard._checks import check_int
+from keras_xla_guard.errors import (
+    TraceError,
+    TraceNotFoundError,
+    TraceParseError,
+    TraceTooLargeError,
+)
+from keras_xla_guard.trace._proto import xplane_pb2
+from keras_xla_guard.trace._wire import EVENT_TAG, WireError, iter_fields, read_varint
+
+__all__ = [
+    "CHUNK_BYTES",
+    "LazyPlane",
+    "LazySpace",
+    "TraceFile",
+    "check_metadata",
+    "check_planes",
+    "check_trace_file",
+    "decode",
+    "frame_events",
+    "read_line_chunks",
+    "read_plane",
+    "read_trace",
+    "trace_errors",
+]
+
+# Bytes of a line read at once: large enough that the per-slice cost
+# vanishes, small enough that a slice's memory does not count.
+CHUNK_BYTES = 1 << 18
+
+
+def check_trace_file(path: str | os.PathLike[str], max_bytes: int) -> int:
+    """Checks a trace file exists and fits the cap; returns its size."""
+    check_int("max_bytes", max_bytes, minimum=1)
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+    except FileNotFoundError:
+        raise TraceNotFoundError(f"No such trace file: {str(p)!r}.") from None
+    except OSError as e:
+        raise TraceError(f"Cannot read trace file {str(p)!r}: {e}") from None
+    if not p.is_file():
+        raise TraceNotFoundError(f"Not a file: {str(p)!r}.")
+    if size > max_bytes:
+        raise TraceTooLargeError(
+            f"Trace file {str(p)!r} is {size} bytes, above the cap of "
+            f"{max_bytes} bytes. Raise `max_bytes` (CLI: --max-bytes) to "
+            "analyze it anyway."
+        )
+    if size == 0:
+        raise TraceParseError(f"Trace file {str(p)!r} is empty.")
+    return size
+
+
+def read_trace(path: str | os.PathLike[str], max_bytes: int) -> bytes:
+    """Reads a trace file's bytes after checking it exists and fits the cap."""
+    check_trace_file(path, max_bytes)
+    try:
+        return Path(path).read_bytes()
+    except OSError as e:
+        raise TraceError(f"Cannot read trace file {str(path)!r}: {e}") from None
+
+
+class TraceFile:
+    """A trace file read by position, through a small buffer.
+
+    Indexing gives one byte, as `iter_fields` reads them; `read` gives a
+    span. Only the buffer and the spans asked for are ever in memory.
+    """
+
+    _BUFFER = 1 << 16
+
+    def __init__(self, path: str | os.PathLike[str], size: int) -> None:
+        self.path = path
+        self.size = size
+        self._file: Any = None
+        self._base = 0
+        self._data = b""
+
+    def __enter__(self) -> "TraceFile":
+        self._file = open(self.path, "rb")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._file.close()
+        self._file = None
+        self._data = b""
+
+    def __getitem__(self, pos: int) -> int:
+        i = pos - self._base
+        if not 0 <= i < len(self._data):
+            self._base, self._data = pos, self.read(pos, min(self.size, pos + self._BUFFER))
+            i = 0
+        return self._data[i]
+
+    def read(self, start: int, stop: int) -> bytes:
+        """Returns the bytes `[start, stop)` of the file."""
+        self._file.seek(start)
+        data = self._file.read(stop - start)
+        if len(data) != stop - start:
+            # The file shrank since it was measured.
+            raise WireError("the file ended early")
+        return data
+
+
+def read_plane(f: TraceFile, start: int, stop: int, source: str) -> "LazyPlane":
+    """Parses a plane's metadata and notes where its lines are."""
+    runs: list[list[int]] = []
+    lines: list[tuple[int, int]] = []
+    for number, wire, field_start, value_start, field_stop in iter_fields(f, start, stop):
+        if number == 3 and wire == 2:
+            lines.append((value_start, field_stop))
+        elif runs and runs[-1][1] == field_start:
+            runs[-1][1] = field_stop
+        else:
+            runs.append([field_start, field_stop])
+    meta = decode(xplane_pb2().XPlane, b"".join(f.read(a, b) for a, b in runs), source)
+    return LazyPlane(meta, f.path, f.size, lines, source)
+
+
+class LazySpace(NamedTuple):
+    """What `open_xspace` returns: planes whose lines are still in the file."""
+
+    planes: list["LazyPlane"]
+
+
+class LazyPlane:
+    """An XPlane's metadata, parsed, and where its lines lie in the file."""
+
+    __slots__ = ("name", "id", "event_metadata", "stat_metadata", "stats",
+                 "path", "size", "line_spans", "source")
+
+    def __init__(self, meta: Any, path: Any, size: int, line_spans: list[tuple[int, int]],
+                 source: str) -> None:
+        self.name: str = meta.name
+        self.id: int = meta.id
+        # The containers keep `meta` alive.
+        self.event_metadata = meta.event_metadata
+        self.stat_metadata = meta.stat_metadata
+        self.stats = meta.stats
+        self.path = path
+        self.size = size
+        self.line_spans = line_spans
+        self.source = source
+
+
+def read_line_chunks(
+    plane: "LazyPlane", span: tuple[int, int], header: list[bytes], source: str
+) -> Iterator[tuple[bytes, list[int]]]:
+    """Walks one line of an `open_xspace` plane in slices of whole events.
+
+    Args:
+        plane: The plane.
+        span: Where the line's bytes lie in the file.
+        header: Receives the line's fields other than its events, each
+            serialized (parse their concatenation as an `XLine`); after
+            the first slice it holds those written before the first event.
+        source: Name used in error messages.
+
+    Yields:
+        `(data, heads)`: bytes holding whole events, and the positions in
+        `data` of their tags, in file order.
+
+    Raises:
+        TraceParseError: If the line breaks the wire format.
+    """
+    start, stop = span
+    with trace_errors(source), TraceFile(plane.path, plane.size) as f:
+        pos, want = start, CHUNK_BYTES
+        while pos < stop:
+            end = min(stop, pos + want)
+            data = f.read(pos, end)
+            last = end == stop
+            used, heads, need = frame_events(data, last, header)
+            if not used:
+                # One field larger than the slice: read it whole.
+                want = max(want, need)
+                continue
+            pos += used
+            if heads:
+                yield data, heads
+            del data
+
+
+@contextlib.contextmanager
+def trace_errors(source: str) -> Iterator[None]:
+    """Turns wire-format and I/O errors met while reading `source` into `TraceError`s."""
+    try:
+        yield
+    except WireError as e:
+        raise TraceParseError(
+            f"{source} is not a valid XSpace trace (protobuf decode failed: {e})."
+        ) from None
+    except OSError as e:
+        raise TraceError(f"Cannot read trace file {source!r}: {e}") from None
+
+
+def frame_events(data: bytes, last: bool, header: list[bytes]) -> tuple[int, list[int], int]:
+    """Splits `data` (part of a line) into whole fields.
+
+    Returns how many bytes held whole fields, the positions of the event
+    fields among them (the other fields go to `header`), and, when not
+    even one field fit, the size needed.
+    """
+    heads: list[int] = []
+    add = heads.append
+    tag = EVENT_TAG
+    n = len(data)
+    # Events under 128 bytes starting before `fast` end inside `data`.
+    fast = n - 130
+    # Leave room for any tag and length unless this is the line's end.
+    limit = n if last else n - 24
+    i = 0
+    while True:
+        # The common case in few steps: an event under 128 bytes.
+        while i < fast:
+            if data[i] != tag:
+                break
+            size = data[i + 1]
+            if size & 0x80:
+                break
+            add(i)
+            i += 2 + size
+        if i >= limit:
+            break
+        if data[i] == EVENT_TAG and i + 1 < n:
+            size, end = read_varint(data, i + 1, n)
+            end += size
+            if end > n:
+                if last:
+                    raise WireError("event runs past the end of its line")
+                return i, heads, end - i
+            add(i)
+            i = end
+            continue
+        try:
+            for _, _, _, _, end in iter_fields(data, i, n):
+                break
+        except WireError:
+            if last:
+                raise
+            # A field longer than the slice (or cut by its end): read more.
+            return i, heads, 2 * n
+        header.append(data[i:end])
+        i = end
+    return i, heads, 0
+
+
+def check_planes(space: Any, source: str) -> None:
+    if not space.planes:
+        raise TraceParseError(
+            f"{source} decoded to an XSpace without planes: not a TF profiler "
+            "trace, or an empty one."
+        )
+    # Protobuf decodes many other messages (a GraphDef, a Summary) into an
+    # XSpace of oddly named planes; every profiler trace has a host or a
+    # device plane.
+    if not any(p.name.startswith(("/host:", "/device:")) for p in space.planes):
+        names = sorted({p.name for p in space.planes})[:3]
+        raise TraceParseError(
+            f"{source} is not a TF profiler trace: it has no /host: or "
+            f"/device: plane (plane names: {names!r})."
+        )
+
+
+def check_metadata(plane: Any, event: Any, source: str) -> None:
+    if event.metadata_id and event.metadata_id not in plane.event_metadata:
+        # Dangling references mean the bytes were something else that
+        # happened to decode; analysis would be meaningless.
+        raise TraceParseError(
+            f"{source} is not a consistent XSpace trace: event metadata id "
+            f"{event.metadata_id} is undefined in plane {plane.name!r}."
+        )
+
+
+def decode(cls: Any, data: bytes, source: str) -> Any:
+    from google.protobuf.message import DecodeError
+
+    message = cls()
+    try:
+        message.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError) as e:
+        raise TraceParseError(
+            f"{source} is not a valid XSpace trace (protobuf decode failed: {e})."
+        ) from None
+    return message

@@ -1,0 +1,524 @@
+"""The scan: one pass over each thread's events, booking time by category.
+
+`scan_events` is the hot loop of `analyze_trace`: it walks a line's events
+as a tree (by time nesting) and books each event's self time to its
+owner's category or TF kernel (see its docstring). `scan_line` and
+`scan_lazy_line` feed it one line, parsed or read in slices;
+`scan_device_plane` books an accelerator plane; `adopt_loose_launches`
+finds launches whose kernel events TensorFlow dropped. Sums go into a
+`Totals`, which `analysis` turns into a `CoverageReport`. Pure: no Keras,
+no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from keras_xla_guard.trace._events import (
+    CALL,
+    LAUNCH,
+    MAYBE_LAUNCH,
+    RUN_CAT,
+    SUMS,
+    PlaneCache,
+    batch_events,
+    message_events,
+    stats_str,
+)
+from keras_xla_guard.trace._proto import xplane_pb2
+from keras_xla_guard.trace._reader import TraceFile, decode, read_line_chunks, trace_errors
+from keras_xla_guard.trace.classify import (
+    Category,
+    classify_op_type,
+    is_dispatch_only,
+    split_tf_op,
+)
+from keras_xla_guard.trace.xplane import iter_lines
+
+__all__ = [
+    "Totals",
+    "adopt_loose_launches",
+    "scan_device_plane",
+    "scan_events",
+    "scan_lazy_line",
+    "scan_line",
+]
+
+_ABSORBING = frozenset(
+    {Category.XLA, Category.XLA_WORKER, Category.COMPILE, Category.INPUT, Category.TRACING}
+)
+_XLA_DEVICE_LINES = frozenset({"XLA Modules"})
+# Per category: the absorb value an event of that category hands its children.
+_ABSORB_OF = tuple(cat if cat in _ABSORBING else 0 for cat in range(Category.OTHER + 1))
+
+# A kernel's pending record: [bucket_ps, has_xla, has_compile, pending, key,
+# role, outer, start_ps] where `key` is (op_type, op_name), `pending` a list
+# of (key, ps) of plain ops nested inside it (or None), `outer` the
+# enclosing kernel's record and `start_ps` its start on its line.
+_K_BUCKET, _K_XLA, _K_COMPILE, _K_PENDING, _K_KEY, _K_ROLE, _K_OUTER, _K_START = range(8)
+
+
+class Totals:
+    """Mutable accumulator for one analysis (picoseconds)."""
+
+    def __init__(self) -> None:
+        self.ps = [0] * 11
+        self.ops: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+        self.executions = 0
+        self.compilations = 0
+        self.modules: list[str] = []
+        # The line being scanned starts here; times below are absolute (ps):
+        # launch starts, loose (start, end, duration), call (start, end).
+        self.base_ps = 0
+        self.launches: list[int] = []
+        self.loose: list[tuple[int, int, int]] = []
+        self.calls: list[tuple[int, int]] = []
+
+    def add(self, other: "Totals") -> None:
+        """Adds another accumulator's sums into this one."""
+        self.launches.extend(other.launches)
+        self.loose.extend(other.loose)
+        self.calls.extend(other.calls)
+        self.ps = [a + b for a, b in zip(self.ps, other.ps)]
+        for key, (t, n) in other.ops.items():
+            rec = self.ops[key]
+            rec[0] += t
+            rec[1] += n
+        self.executions += other.executions
+        self.compilations += other.compilations
+        self.modules.extend(other.modules)
+
+
+def _count_compile(plane: Any, event: Any, name_id: int, totals: Totals) -> None:
+    totals.compilations += 1
+    module = stats_str(plane, event, name_id)
+    if module:
+        totals.modules.append(module)
+
+
+def _kernel_record(bucket: int, op: tuple[tuple[str, str], str], outer: Any, start: int) -> list[Any]:
+    """A new kernel record (layout: the `_K_*` indices) for op `(key, role)`."""
+    return [bucket, False, False, None, op[0], op[1], outer, start]
+
+
+def _settle_kernel(rec: list[Any], totals: Totals) -> None:
+    """Books a TF kernel once all its children are known.
+
+    Plain-op time of kernels nested in another kernel is handed to the
+    outer kernel as `pending`: if the outer kernel turns out to be
+    compiling (the constant folding TF runs before an XLA compile), that
+    time is compile time, not a user op.
+    """
+    bucket = rec[_K_BUCKET]
+    role = rec[_K_ROLE]
+    pending = rec[_K_PENDING]
+    ps = totals.ps
+    if rec[_K_COMPILE]:
+        if rec[_K_XLA]:
+            totals.executions += 1
+            totals.launches.append(totals.base_ps + rec[_K_START])
+        if pending:
+            ps[Category.COMPILE] += sum(t for _, t in pending)
+            pending = None
+        ps[Category.COMPILE] += bucket
+    elif role == "xla_compile":
+        ps[Category.XLA] += bucket
+    elif role == "xla_launch" or rec[_K_XLA]:
+        ps[Category.XLA] += bucket
+        totals.executions += 1
+        totals.launches.append(totals.base_ps + rec[_K_START])
+    elif role == "input":
+        ps[Category.INPUT] += bucket
+    elif pending is None:
+        pending = [(rec[_K_KEY], bucket)]
+    else:
+        pending.append((rec[_K_KEY], bucket))
+    if not pending:
+        return
+    outer = rec[_K_OUTER]
+    if outer is not None:
+        if outer[_K_PENDING] is None:
+            outer[_K_PENDING] = pending
+        else:
+            outer[_K_PENDING].extend(pending)
+        return
+    ops = totals.ops
+    for key, t in pending:
+        ps[Category.OP] += t
+        op = ops[key]
+        op[0] += t
+        op[1] += 1
+
+
+def scan_line(plane: Any, line: Any, cache: PlaneCache, totals: Totals) -> tuple[str, bool]:
+    """Walks one thread's events as a tree (by time nesting) and books them.
+
+    TensorFlow writes a line's events ordered by start time; a line that is
+    not (an edited or foreign trace) is scanned again in sorted order.
+
+    Returns:
+        The line's name, and whether it spent time compiling.
+    """
+    events = line.events
+    if not events:
+        return line.name, False
+    # Everything on a tf.data thread is input-pipeline work, including the
+    # TF kernels of `Dataset.map` functions that run there.
+    line_absorb = Category.INPUT if line.name.startswith("tf_data") else 0
+    part = Totals()
+    part.base_ps = line.timestamp_ns * 1000
+    if not scan_events(plane, message_events(events, cache), line_absorb, cache, part):
+        part = Totals()
+        part.base_ps = line.timestamp_ns * 1000
+        ordered = sorted(message_events(events, cache), key=lambda e: (e[1], -e[2]))
+        scan_events(plane, ordered, line_absorb, cache, part)
+    totals.add(part)
+    return line.name, part.ps[Category.COMPILE] > 0
+
+
+def scan_lazy_line(np: Any, plane: Any, span: tuple[int, int], cache: PlaneCache,
+                    totals: Totals, source: str) -> tuple[str, bool]:
+    """`scan_line` for a line of an `open_xspace` plane, read in slices.
+
+    Lines that are out of order, or whose framing is not what protobuf
+    writers produce (events hidden in odd encodings, the name after the
+    events), are read whole and scanned as parsed messages instead.
+    """
+    xline = xplane_pb2().XLine
+    header: list[bytes] = []
+    batches = (
+        batch_events(np, data, heads, plane, cache, i == 0, source)
+        for i, (data, heads) in enumerate(read_line_chunks(plane, span, header, source))
+    )
+    first = next(batches, None)
+    head = decode(xline, b"".join(header), source)
+    name = head.name
+    part = Totals()
+    part.base_ps = head.timestamp_ns * 1000
+    in_order = first is None or scan_events(
+        plane, itertools.chain(first, itertools.chain.from_iterable(batches)),
+        Category.INPUT if name.startswith("tf_data") else 0, cache, part)
+    if in_order:
+        full = decode(xline, b"".join(header), source)
+        if (not full.events and full.name.startswith("tf_data") == name.startswith("tf_data")
+                and full.timestamp_ns == head.timestamp_ns):
+            if first is not None:
+                totals.add(part)
+            return name, part.ps[Category.COMPILE] > 0
+    with trace_errors(source), TraceFile(plane.path, plane.size) as f:
+        data = f.read(*span)
+    return scan_line(plane, decode(xline, data, source), cache, totals)
+
+
+def scan_events(
+    plane: Any,
+    events: Iterable[tuple[int, int, int, Any]],
+    line_absorb: int,
+    cache: PlaneCache,
+    totals: Totals,
+) -> bool:
+    """Books one line's events; returns `False` if they are out of order.
+
+    Out of order means a positive-duration event starting before the one
+    before it; events sorted by start time always pass.
+
+    Every event's self time (its duration minus its children's) goes to its
+    nearest categorized ancestor-or-self, its *owner*: events without a
+    category of their own (`NONE`) hand their time up, so e.g. the compile
+    passes inside a `StatefulPartitionedCall` count as compile time, and
+    inside an absorbing event (an XLA launch, a compile, the input
+    pipeline) every descendant counts as that category. Time is booked as
+    events are entered, into a one-element list per category or into the
+    record of a TF kernel; a kernel is resolved when it ends, because only
+    its children tell whether it launched or compiled XLA code.
+
+    Events come as `(metadata_id, offset_ps, duration_ps, x)` tuples (see
+    `message_events` and `batch_events`); a run of leaf kernels comes as
+    one `RUN` tuple and is booked in one step when its members all sit
+    directly in one non-kernel parent, else replayed member by member.
+
+    This loop is the hot path of `analyze_trace` (one pass, at most one
+    stack tuple per event); `benchmarks/bench_analyze.py` measures it
+    against a bare parse-and-iterate of the same file.
+    """
+    name_id, type_id = cache.name_id, cache.type_id
+    infos, markers = cache.infos, cache.markers
+    NONE, XLA, KERNEL = Category.NONE, Category.XLA, Category.KERNEL
+    ASYNC_KERNEL, INPUT = Category.ASYNC_KERNEL, Category.INPUT
+    holders = [[0] for _ in range(len(totals.ps))]
+    other = holders[Category.OTHER]
+    # Self time and count of leaf plain-op kernels outside other kernels,
+    # by metadata id: the bulk of a trace without XLA, booked cheaply.
+    leaves: defaultdict[int, list[int]] = defaultdict(lambda: [0, 0])
+    # Stack entries are tuples (end, owner, kernel ancestor-or-self, absorb,
+    # kernel): `owner` is the list whose [0] collects the entry's self time
+    # (a category holder or a kernel record), `kernel` a kernel record or
+    # None. The root entry's end lies beyond any int64 offset + duration;
+    # its owner is a sink for the (meaningless) child time of top-level
+    # events.
+    root = (1 << 70, [0], None, line_absorb, None)
+    stack = [root]
+    push, pop = stack.append, stack.pop
+    top = root
+    top_end = root[0]
+    last_start = -(1 << 70)
+    # The kernel entered last waits here, off the stack, until the next
+    # event tells whether it has children; most kernels are leaves and never
+    # need a stack entry or a record.
+    leaf_end: int | None = None
+    leaf_dur = leaf_mid = 0
+    leaf_op: Any = None
+    leaf_outer: Any = None
+    stream = iter(events)
+    source: Iterable[tuple[int, int, int, Any]] = stream
+    while True:
+        for mid, start, dur, x in source:
+            if dur <= 0:
+                # Instant events (markers, counters) take no time and nest
+                # nothing; their order does not matter either.
+                if markers and mid in markers:
+                    _count_compile(plane, x, name_id, totals)
+                elif mid == SUMS:
+                    for run_mid, t, n in x:
+                        booked = leaves[run_mid]
+                        booked[0] += t
+                        booked[1] += n
+                continue
+            if start < last_start:
+                return False
+            last_start = start
+            try:
+                cat, op, launch = infos[mid]
+            except KeyError:
+                cat, op, launch = cache.info(mid)
+            if markers and mid in markers:
+                _count_compile(plane, x, name_id, totals)
+            end = start + dur
+            if leaf_end is not None:
+                if start >= leaf_end:
+                    if leaf_op[1] == "op" and leaf_outer is None:
+                        leaf = leaves[leaf_mid]
+                        leaf[0] += leaf_dur
+                        leaf[1] += 1
+                    else:
+                        _settle_kernel(_kernel_record(leaf_dur, leaf_op, leaf_outer, leaf_end - leaf_dur),
+                                       totals)
+                else:
+                    rec = _kernel_record(leaf_dur, leaf_op, leaf_outer, leaf_end - leaf_dur)
+                    top = (leaf_end, rec, rec, 0, rec)
+                    push(top)
+                    top_end = leaf_end
+                leaf_end = None
+            while start >= top_end:
+                kernel = pop()[4]
+                if kernel is not None:
+                    _settle_kernel(kernel, totals)
+                top = stack[-1]
+                top_end = top[0]
+            parent_owner = top[1]
+            absorb = top[3]
+            if cat == RUN_CAT:
+                if not absorb and top[2] is None and x[2] < top_end and x[1] <= top_end:
+                    # Leaves directly in a parent that is not a kernel: what
+                    # each would do, at once (their op sums came with `SUMS`).
+                    parent_owner[0] -= x[0]
+                    last_start = x[2]
+                    continue
+                # Take the run's op sums back and scan its members one by one;
+                # entering its first member again changes nothing.
+                first, stop, (mids, offs, durs, xs) = x[3], x[4], x[5]
+                members = list(zip(mids[first:stop].tolist(), offs[first:stop].tolist(),
+                                   durs[first:stop].tolist(), xs[first:stop]))
+                for run_mid, _, t, _ in members:
+                    booked = leaves[run_mid]
+                    booked[0] -= t
+                    booked[1] -= 1
+                source = members
+                break
+            if absorb:
+                if top is root:
+                    owner = holders[absorb]
+                    owner[0] += dur
+                    top = (end, owner, None, absorb, None)
+                else:
+                    if end > top_end:
+                        parent_owner[0] += end - top_end
+                    top = (end, parent_owner, top[2], absorb, None)
+                push(top)
+                top_end = end
+                continue
+            if cat == KERNEL:
+                parent_owner[0] -= (end if end < top_end else top_end) - start
+                leaf_end, leaf_dur, leaf_mid, leaf_op, leaf_outer = end, dur, mid, op, top[2]
+                continue
+            if cat >= INPUT:
+                # INPUT, TRACING, EAGER (the categories `classify_name` gives from
+                # INPUT up): booked to their own category.
+                if launch == CALL:
+                    totals.calls.append((totals.base_ps + start, totals.base_ps + end))
+                parent_owner[0] -= (end if end < top_end else top_end) - start
+                owner = holders[cat]
+                owner[0] += dur
+                top = (end, owner, top[2], _ABSORB_OF[cat], None)
+                push(top)
+                top_end = end
+                continue
+            if cat == ASYNC_KERNEL:
+                op_type = stats_str(plane, x, type_id)
+                if op_type and not is_dispatch_only(op_type):
+                    name = stats_str(plane, x, name_id) or op_type
+                    rec = _kernel_record(dur, ((op_type, name), classify_op_type(op_type)), top[2], start)
+                    parent_owner[0] -= (end if end < top_end else top_end) - start
+                    top = (end, rec, rec, 0, rec)
+                    push(top)
+                    top_end = end
+                    continue
+                cat = NONE
+            elif cat == NONE and x:
+                cat = XLA
+            kanc = top[2]
+            if cat == NONE:
+                if top is root:
+                    other[0] += dur
+                    top = (end, other, None, 0, None)
+                else:
+                    if end > top_end:
+                        parent_owner[0] += end - top_end
+                    top = (end, parent_owner, kanc, 0, None)
+                push(top)
+                top_end = end
+                continue
+            parent_owner[0] -= (end if end < top_end else top_end) - start
+            if cat == XLA:
+                if kanc is None:
+                    # An executable span outside any kernel is a launch of its
+                    # own; HLO/thunk work without one mostly runs on a pool
+                    # thread for a launch that another thread already times.
+                    if launch == LAUNCH:
+                        totals.executions += 1
+                        totals.launches.append(totals.base_ps + start)
+                    else:
+                        cat = Category.XLA_WORKER
+                        if launch == MAYBE_LAUNCH:
+                            totals.loose.append((totals.base_ps + start, totals.base_ps + end, dur))
+                if len(parent_owner) > 1:
+                    parent_owner[_K_XLA] = True
+            elif cat == Category.COMPILE and len(parent_owner) > 1:
+                parent_owner[_K_COMPILE] = True
+            owner = holders[cat]
+            owner[0] += dur
+            top = (end, owner, kanc, _ABSORB_OF[cat], None)
+            push(top)
+            top_end = end
+        else:
+            if source is stream:
+                break
+            # A run's members are done: back to the stream.
+            source = stream
+    if leaf_end is not None:
+        _settle_kernel(_kernel_record(leaf_dur, leaf_op, leaf_outer, leaf_end - leaf_dur), totals)
+    for entry in reversed(stack):
+        if entry[4] is not None:
+            _settle_kernel(entry[4], totals)
+    ps = totals.ps
+    for cat, holder in enumerate(holders):
+        ps[cat] += holder[0]
+    ops = totals.ops
+    for mid, (t, n) in leaves.items():
+        if not n:
+            # Only runs taken back out leave an id with nothing booked.
+            continue
+        ps[Category.OP] += t
+        rec = ops[infos[mid][1][0]]
+        rec[0] += t
+        rec[1] += n
+    return True
+
+
+def scan_device_plane(plane: Any, stat_ids: dict[str, int], totals: Totals, source: str) -> bool:
+    """Books an accelerator plane; returns whether it held any activity.
+
+    XProf's convention: a device plane has an "XLA Modules" line (one event
+    per executable run) and per-stream lines of kernels. Kernels that carry
+    an `hlo_op`/`hlo_module` stat belong to XLA; the rest are plain TF
+    kernels, named by their `tf_op` stat (`<op_name>:<OpType>`).
+    """
+    hlo_ids = {stat_ids.get("hlo_op", -1), stat_ids.get("hlo_module", -1)} - {-1}
+    tf_op_id = stat_ids.get("tf_op", -1)
+    module_ps = 0
+    module_runs = 0
+    kernel_xla_ps = 0
+    active = False
+    for line in iter_lines(plane, source=source):
+        if line.name in _XLA_DEVICE_LINES:
+            for event in line.events:
+                active = True
+                # Instant or negative-length events carry no time (only
+                # edited or damaged traces have the latter).
+                if event.duration_ps > 0:
+                    module_ps += event.duration_ps
+                    module_runs += 1
+            continue
+        if not line.name.startswith("Stream"):
+            continue
+        for event in line.events:
+            active = True
+            dur = event.duration_ps
+            if dur <= 0:
+                continue
+            if any(s.metadata_id in hlo_ids for s in event.stats):
+                kernel_xla_ps += dur
+                continue
+            label = stats_str(plane, event, tf_op_id)
+            parsed = split_tf_op(label) if label else None
+            if parsed is None:
+                md = plane.event_metadata.get(event.metadata_id)
+                kernel = md.name if md is not None else "?"
+                key = ("(device kernel)", label or kernel)
+            else:
+                key = (parsed[1], parsed[0])
+            totals.ps[Category.OP] += dur
+            rec = totals.ops[key]
+            rec[0] += dur
+            rec[1] += 1
+    totals.ps[Category.XLA] += module_ps if module_runs else kernel_xla_ps
+    totals.executions += module_runs
+    return active
+
+
+def adopt_loose_launches(totals: Totals) -> None:
+    """Counts the launches whose kernel events TensorFlow dropped.
+
+    TF 2.20, which writes no executable span, now and then drops the kernel
+    events around a step's program run (`ExecutorState::Process` and its
+    `ProcessAsync::Start`, seen on a loaded machine) and keeps the run: a
+    `ThunkExecutor::Execute` outside any kernel, plus one more on each pool
+    thread the program was split onto. Split spans also run outside any
+    kernel for launches that were recorded, and may outlast their kernel,
+    so a loose span alone says nothing. What does: the eager call of the
+    `tf.function` around it. A call in which no launch was recorded but
+    loose spans ran launched once; the spans' extent, first start to last
+    end, is its XLA time (a recorded launch's is its kernel's span). Loose
+    spans in no call, and in calls that launched, stay pool-thread work.
+    """
+    if not totals.loose or not totals.calls:
+        return
+    launch_starts = sorted(totals.launches)
+    loose = sorted(totals.loose)
+    loose_starts = [start for start, _, _ in loose]
+    for call_start, call_end in sorted(totals.calls):
+        i = bisect.bisect_left(launch_starts, call_start)
+        if i < len(launch_starts) and launch_starts[i] <= call_end:
+            continue
+        first = bisect.bisect_left(loose_starts, call_start)
+        stop = bisect.bisect_right(loose_starts, call_end)
+        if first == stop:
+            continue
+        spans = loose[first:stop]
+        totals.executions += 1
+        totals.ps[Category.XLA] += max(end for _, end, _ in spans) - spans[0][0]
+        totals.ps[Category.XLA_WORKER] -= sum(dur for _, _, dur in spans)

@@ -1,0 +1,135 @@
+"""The package's own XSpace bindings (`trace/_proto.py`).
+
+They must read real traces without TensorFlow, equal TensorFlow's own
+`xplane_pb2` field for field, and live beside it in one process in either
+import order. `make test-no-tf` runs the tests not marked `tf` with the
+oldest protobuf setup.cfg declares.
+"""
+
+from __future__ import annotations
+
+import configparser
+import gzip
+import re
+from pathlib import Path
+
+import pytest
+from _helpers import REPO, run_python
+
+from keras_xla_guard.trace._proto import XPLANE_PROTO_FILE, file_descriptor_proto, xplane_pb2
+from keras_xla_guard.trace.xplane import open_xspace, read_line_chunks
+
+DATA = Path(__file__).resolve().parent / "data"
+TRACES = sorted(DATA.glob("*.xplane.pb.gz"))
+
+
+@pytest.mark.parametrize("trace", TRACES, ids=lambda p: p.name.split(".")[0])
+def test_bindings_hold_every_event_the_wire_framing_finds(tmp_path, trace):
+    """Each stored trace parses to the events its raw framing holds: same count, same metadata ids."""
+    data = gzip.decompress(trace.read_bytes())
+    path = tmp_path / "t.xplane.pb"
+    path.write_bytes(data)
+    parsed = xplane_pb2().XSpace.FromString(data)
+    lazy = open_xspace(path)
+    assert [p.name for p in parsed.planes] == [p.name for p in lazy.planes]
+    framed = parsed_count = 0
+    for plane, lazy_plane in zip(parsed.planes, lazy.planes):
+        for line, span in zip(plane.lines, lazy_plane.line_spans):
+            heads = [len(h) for _, h in read_line_chunks(lazy_plane, span, [], str(path))]
+            framed += sum(heads)
+            parsed_count += len(line.events)
+            assert sum(heads) == len(line.events)
+    assert parsed_count == framed > 1000
+
+
+def test_round_trip_keeps_every_field():
+    """A message with every field set survives serialization through the bindings unchanged."""
+    pb = xplane_pb2()
+    space = pb.XSpace(errors=["e"], warnings=["w"], hostnames=["h"])
+    plane = space.planes.add(id=3, name="/device:GPU:0")
+    plane.event_metadata[7].CopyFrom(pb.XEventMetadata(id=7, name="k", display_name="K", metadata=b"\x01",
+                                                       child_id=[8, 9]))
+    plane.event_metadata[7].stats.add(metadata_id=1, bytes_value=b"x")
+    plane.stat_metadata[1].CopyFrom(pb.XStatMetadata(id=1, name="hlo_module", description="d"))
+    plane.stats.add(metadata_id=1, ref_value=1)
+    line = plane.lines.add(id=1, display_id=2, name="Stream #1", display_name="s", timestamp_ns=5,
+                           duration_ps=6)
+    event = line.events.add(metadata_id=7, offset_ps=10, duration_ps=20)
+    event.stats.add(metadata_id=1, double_value=0.5)
+    event.stats.add(metadata_id=1, uint64_value=1 << 63)
+    event.stats.add(metadata_id=1, int64_value=-1)
+    event.stats.add(metadata_id=1, str_value="m")
+    line.events.add(metadata_id=7, num_occurrences=4)
+    again = pb.XSpace.FromString(space.SerializeToString())
+    assert again == space
+    assert again.planes[0].lines[0].events[1].WhichOneof("data") == "num_occurrences"
+    assert [s.WhichOneof("value") for s in again.planes[0].lines[0].events[0].stats] == [
+        "double_value", "uint64_value", "int64_value", "str_value"]
+    assert again.planes[0].event_metadata[7].child_id == [8, 9]
+
+
+def test_bindings_stay_out_of_protobufs_default_pool():
+    """Building the bindings registers nothing in protobuf's default pool, where TensorFlow registers its own."""
+    result = run_python(f"""
+        import json
+        from google.protobuf import descriptor_pool
+        from keras_xla_guard.trace._proto import xplane_pb2
+        assert xplane_pb2().XSpace.DESCRIPTOR.full_name == "tensorflow.profiler.XSpace"
+        try:
+            descriptor_pool.Default().FindFileByName({XPLANE_PROTO_FILE!r})
+            found = True
+        except KeyError:
+            found = False
+        print(json.dumps({{"in_default_pool": found}}))
+    """)
+    assert result == {"in_default_pool": False}
+
+
+def test_oldest_protobuf_tested_is_the_declared_minimum():
+    """`make test-no-tf` installs exactly the oldest protobuf setup.cfg allows."""
+    setup = configparser.ConfigParser()
+    setup.read(REPO / "setup.cfg")
+    declared = re.search(r"^protobuf>=(\S+)$", setup["options"]["install_requires"], re.M)
+    pinned = re.search(r"^OLDEST_PROTOBUF \?= (\S+)$", (REPO / "Makefile").read_text(), re.M)
+    assert declared is not None and pinned is not None
+    assert declared.group(1) == pinned.group(1)
+
+
+@pytest.mark.tf
+def test_descriptor_equals_tensorflows():
+    """The descriptor built in code is TensorFlow's generated xplane.proto descriptor, byte for byte."""
+    from google.protobuf import descriptor_pb2
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2 as tf_xplane_pb2
+
+    theirs = descriptor_pb2.FileDescriptorProto()
+    tf_xplane_pb2.DESCRIPTOR.CopyToProto(theirs)
+    assert file_descriptor_proto() == theirs
+    assert file_descriptor_proto().SerializeToString() == theirs.SerializeToString()
+
+
+_BOTH = """
+    import gzip, json
+    {first}
+    {second}
+    data = gzip.decompress(open({trace!r}, "rb").read())
+    ours = xplane_pb2().XSpace.FromString(data)
+    theirs = tf_xplane_pb2.XSpace.FromString(data)
+    print(json.dumps({{
+        "same": tf_xplane_pb2.XSpace.FromString(ours.SerializeToString()) == theirs,
+        "back": xplane_pb2().XSpace.FromString(theirs.SerializeToString()) == ours,
+        "events": sum(len(l.events) for p in ours.planes for l in p.lines),
+        "tf_version": tf.__version__,
+    }}))
+"""
+_OURS = "from keras_xla_guard.trace._proto import xplane_pb2; xplane_pb2()"
+_TF = "import tensorflow as tf; from tensorflow.tsl.profiler.protobuf import xplane_pb2 as tf_xplane_pb2"
+
+
+@pytest.mark.tf
+@pytest.mark.parametrize("order", ["ours_first", "tensorflow_first"])
+def test_bindings_live_beside_tensorflows_in_either_import_order(order):
+    """With TensorFlow imported after or before them, both bindings read a trace to equal messages."""
+    first, second = (_OURS, _TF) if order == "ours_first" else (_TF, _OURS)
+    result = run_python(_BOTH.format(first=first, second=second, trace=str(DATA / "jit.xplane.pb.gz")))
+    assert result["same"] and result["back"]
+    assert result["events"] > 1000
