@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -166,6 +167,13 @@ def test_probe_that_times_out_is_a_verdict_not_an_error(clean_switches: None) ->
     assert report.probe is not None and not report.probe.ran
     assert "did not finish within" in report.probe.error
     assert report.codes[-1] == "PROBE_FAILED"
+    # Its fix is the child's own command line, and it runs: one JSON line out.
+    fix = report.verdict("PROBE_FAILED").fix
+    assert fix == f"{sys.executable} -m keras_xla_guard.diagnose.probe --jit autoclustering"
+    proc = subprocess.run(shlex.split(fix), capture_output=True, text=True, timeout=180, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert set(json.loads(proc.stdout.splitlines()[-1])) == {
+        "xla_time_fraction", "xla_executions", "compilations", "plain_ops"}
 
 
 @pytest.mark.slow
@@ -230,24 +238,3 @@ def test_jit_compile_fix_sends_to_compare_first_with_measured_figures(clean_swit
         f"took {slow['jit_compile']:.1f} s with\n# jit_compile=True against {slow['plain']:.1f} s plain; "
         f"a deep MLP {fast['jit_compile']:.1f} s against {fast['plain']:.1f} s" in fix
     )
-
-
-def _compile_report(seconds, program="one_step_on_data", wall=2.0):
-    from keras_xla_guard.trace.compiles import CompileRecord
-    from keras_xla_guard.trace.report import CoverageReport
-
-    rows = tuple(CompileRecord(program, "m", 0.0, seconds / 2) for _ in range(2))
-    return CoverageReport(compilations=2, compile_table=rows, window_wall_s=wall)
-
-
-def test_compile_cost_verdict_recommends_the_persistent_cache_with_the_exact_line():
-    """Compilation over 20 % of the window: a warning whose fix is the export line; info once the cache is on."""
-    from keras_xla_guard.diagnose.doctor import compile_cost_verdicts
-
-    (verdict,) = compile_cost_verdicts(_compile_report(1.0), env={})
-    assert (verdict.code, verdict.status) == ("COMPILE_COST_HIGH", "warning")
-    assert "2 XLA compilation(s) took 1.00 s, 50% of the window" in verdict.message
-    assert verdict.fix.startswith('export TF_XLA_FLAGS="--tf_xla_persistent_cache_directory=$HOME/.cache/xla"')
-    (on,) = compile_cost_verdicts(_compile_report(1.0), env={"TF_XLA_FLAGS": "--tf_xla_persistent_cache_directory=/c"})
-    assert (on.status, on.fix) == ("info", "")
-    assert compile_cost_verdicts(_compile_report(0.3), env={}) == []
