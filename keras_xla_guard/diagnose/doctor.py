@@ -615,6 +615,8 @@ def _doctor(
 def format_doctor_report(report: DoctorReport) -> str:
     """Formats a doctor report as text: facts per layer, then verdicts.
 
+    A fix that an earlier verdict already showed is named, not repeated.
+
     Args:
         report: The report to format.
 
@@ -670,5 +672,14 @@ def format_doctor_report(report: DoctorReport) -> str:
             lines.append(f"  TensorFlow logged nothing about XLA{hidden}.")
         lines += [f"    {line}" for line in probe.log_lines]
     lines.append("verdicts:")
-    lines += [f"  {v}" for v in report.verdicts]
+    # Several verdicts can share one fix (XLA_NOT_REQUESTED and
+    # JIT_COMPILE_AUTO_RESOLVES_FALSE on a CPU): the text shows it once.
+    first_with_fix: dict[str, str] = {}
+    for verdict in report.verdicts:
+        earlier = first_with_fix.setdefault(verdict.fix, verdict.code) if verdict.fix else verdict.code
+        if earlier == verdict.code:
+            lines.append(f"  {verdict}")
+        else:
+            lines.append(f"  {dataclasses.replace(verdict, fix='')}")
+            lines.append(f"    fix: the same as {earlier}'s above")
     return "\n".join(lines)

@@ -238,3 +238,13 @@ def test_jit_compile_fix_sends_to_compare_first_with_measured_figures(clean_swit
         f"took {slow['jit_compile']:.1f} s with\n# jit_compile=True against {slow['plain']:.1f} s plain; "
         f"a deep MLP {fast['jit_compile']:.1f} s against {fast['plain']:.1f} s" in fix
     )
+
+
+def test_doctor_text_shows_a_shared_fix_once(clean_switches: None) -> None:
+    """Two verdicts with one fix (CPU, nothing requested): the text shows it once and names it."""
+    report = doctor(probe=False, check_devices=False)
+    shared = report.verdict("XLA_NOT_REQUESTED").fix
+    assert report.verdict("JIT_COMPILE_AUTO_RESOLVES_FALSE").fix == shared  # the data keeps both
+    text = str(report)
+    assert text.count("keras-xla-guard compare my_module:make_model_and_data") == 1
+    assert "    fix: the same as XLA_NOT_REQUESTED's above" in text.splitlines()
