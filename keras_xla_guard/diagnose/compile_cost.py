@@ -7,6 +7,8 @@ every profiled window of a guarded run. Pure: reads a `CoverageReport` and
 
 from __future__ import annotations
 
+import os
+import shlex
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,6 +20,7 @@ __all__ = ["COMPILE_SHARE_THRESHOLD", "compile_cost_verdicts"]
 # Compile time above this share of a profiled window's wall time is worth
 # caching across runs.
 COMPILE_SHARE_THRESHOLD = 0.2
+_READ_ONLY_FLAG = "--tf_xla_persistent_cache_read_only"
 
 
 def compile_cost_verdicts(report: Any, env: Mapping[str, str] | None = None) -> list[Verdict]:
@@ -33,8 +36,10 @@ def compile_cost_verdicts(report: Any, env: Mapping[str, str] | None = None) -> 
             `None` (`os.environ`).
 
     Returns:
-        `COMPILE_COST_HIGH` (a warning, with the exact `export` line when
-        the cache is off) or nothing.
+        `COMPILE_COST_HIGH` or nothing: a warning whose fix is the exact
+        `export` line when the cache is off, or read-only (TensorFlow then
+        stores nothing, so every run compiles the same programs again);
+        `info` when a writable cache is on.
 
     Example:
 
@@ -52,6 +57,17 @@ def compile_cost_verdicts(report: Any, env: Mapping[str, str] | None = None) -> 
         return []
     share = f"{len(table)} XLA compilation(s) took {compile_s:.2f} s, {compile_s / wall:.0%} of the window"
     cache = persistent_cache(env)
+    if cache is not None and cache.read_only:
+        flags = (env if env is not None else os.environ).get("TF_XLA_FLAGS", "")
+        writable = " ".join(t for t in shlex.split(flags) if not t.startswith(_READ_ONLY_FLAG))
+        return [Verdict(
+            "COMPILE_COST_HIGH", EFFECTIVENESS, WARNING,
+            f"{share}. The persistent cache ({cache.directory}) is read-only "
+            f"({_READ_ONLY_FLAG}): these programs were not in it, and TensorFlow stores "
+            "nothing there, so every run compiles them again; one run without that flag "
+            "stores them.",
+            fix=f"{recommended_flags(cache.directory, env={'TF_XLA_FLAGS': writable})}  # before starting Python",
+        )]
     if cache is not None:
         return [Verdict("COMPILE_COST_HIGH", EFFECTIVENESS, INFO,
                         f"{share}; the persistent cache ({cache.directory}) is on, so a later "

@@ -22,6 +22,7 @@ import dataclasses
 import math
 import os
 import platform
+import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -46,6 +47,7 @@ from keras_xla_guard.diagnose.verdict import (
     WARNING,
     Verdict,
 )
+from keras_xla_guard.runtime.xla_cache import PersistentCache, persistent_cache, recommended_flags
 
 __all__ = [
     "DeviceCheck",
@@ -262,9 +264,14 @@ def _keras_facts(resolve: bool) -> tuple[str | None, str | None, bool | None]:
     return keras.__version__, backend, bool(model.jit_compile)
 
 
-def _runtime_verdicts(checks: Sequence[DeviceCheck]) -> list[Verdict]:
+def _runtime_verdicts(
+    checks: Sequence[DeviceCheck], cache_verdict: Verdict | None, explained: Sequence[str]
+) -> list[Verdict]:
+    """Per device OK or MISSING; devices whose failure `cache_verdict` explains get only it."""
     verdicts = []
     for check in checks:
+        if check.device in explained:
+            continue
         if check.xla_ok:
             verdicts.append(
                 Verdict(
@@ -287,7 +294,81 @@ def _runtime_verdicts(checks: Sequence[DeviceCheck]) -> list[Verdict]:
                     "pip install --upgrade tensorflow  # or tensorflow[and-cuda] for GPUs",
                 )
             )
+    if cache_verdict is not None:
+        verdicts.append(cache_verdict)
     return verdicts
+
+
+def _cache_write_error(directory: str) -> str:
+    """Why TensorFlow cannot write into `directory`, in TensorFlow's words; `""` when it can.
+
+    Creates the directory as TensorFlow's cache does, then writes and
+    removes one small file, through TensorFlow's own file system layer
+    (`tf.io.gfile`): remote paths (`gs://...`) behave, and an error reads
+    as it does when TensorFlow stores a compiled program there.
+    """
+    import tensorflow as tf
+
+    path = tf.io.gfile.join(directory, f".keras_xla_guard_doctor_{os.getpid()}.tmp")
+    try:
+        tf.io.gfile.makedirs(directory)
+        with tf.io.gfile.GFile(path, "wb") as f:
+            f.write(b"x")
+        tf.io.gfile.remove(path)
+    except tf.errors.OpError as e:
+        return f"{type(e).__name__}: {e.message}"
+    return ""
+
+
+def _cache_verdict(
+    cache: PersistentCache | None,
+    checks: Sequence[DeviceCheck],
+    probe: ProbeResult | None,
+    tf_xla_flags: str | None,
+) -> tuple[Verdict | None, tuple[str, ...]]:
+    """`XLA_CACHE_DIR_UNWRITABLE` when XLA failed here and the cache directory cannot be written.
+
+    Returns the verdict (or `None`) and the devices whose failed check it
+    explains.
+
+    TensorFlow (2.21, measured) writes every program it compiles into a
+    writable persistent cache and fails the compilation when it cannot;
+    with `--tf_xla_persistent_cache_read_only` it never writes, and a
+    missing or unwritable directory is no error. The directory is only
+    tried after a compilation here failed, so a healthy run leaves nothing
+    behind that TensorFlow itself would not have written.
+    """
+    if cache is None or cache.read_only:
+        return None, ()
+    # An empty device list means the cache serves every device type.
+    devices = tuple(
+        c.device for c in checks
+        if not c.xla_ok and (not cache.device_types or c.device_type in cache.device_types)
+    )
+    failed = [f"jit_compile=True on {d}" for d in devices]
+    if probe is not None and not probe.ran and not probe.timed_out:
+        failed.append("the auto-clustering probe")
+    if not failed:
+        return None, ()
+    error = _cache_write_error(cache.directory)
+    if not error:
+        return None, ()
+    read_only = " ".join([*shlex.split(tf_xla_flags or ""), "--tf_xla_persistent_cache_read_only=true"])
+    verdict = Verdict(
+        "XLA_CACHE_DIR_UNWRITABLE",
+        RUNTIME,
+        ERROR,
+        f"TensorFlow's persistent compilation cache directory {cache.directory!r} "
+        f"(--tf_xla_persistent_cache_directory in TF_XLA_FLAGS) cannot be written: {error}. "
+        "TensorFlow stores every program it compiles there, so every XLA compilation "
+        f"fails in this process (failed here: {', '.join(failed)}).",
+        "# TensorFlow reads TF_XLA_FLAGS once, at start: set it before starting Python.\n"
+        "# Cache in a directory this user can write (TensorFlow creates it):\n"
+        f"{recommended_flags()}\n"
+        "# or only load the programs already stored there (nothing is ever written):\n"
+        f'export TF_XLA_FLAGS="{read_only}"',
+    )
+    return verdict, devices
 
 
 def _switch_verdicts(
@@ -419,7 +500,19 @@ def _effectiveness_verdicts(
     requested: bool,
     has_accelerator: bool,
     tf_cpu_global_jit: bool | None,
+    cache_verdict: Verdict | None,
 ) -> list[Verdict]:
+    if not probe.ran and not probe.timed_out and cache_verdict is not None:
+        return [
+            Verdict(
+                "PROBE_FAILED",
+                EFFECTIVENESS,
+                WARNING,
+                "The auto-clustering probe did not produce a measurement: its XLA compilation "
+                f"failed on the persistent cache directory (XLA_CACHE_DIR_UNWRITABLE): {probe.error}",
+                cache_verdict.fix,
+            )
+        ]
     if not probe.ran:
         return [
             Verdict(
@@ -566,8 +659,7 @@ def _doctor(
     onednn = os.environ.get("TF_ENABLE_ONEDNN_OPTS")
     requested = bool(get_jit) or _auto_jit_requested(env_auto_jit)
 
-    verdicts = _runtime_verdicts(checks)
-    verdicts += _switch_verdicts(
+    verdicts = _switch_verdicts(
         get_jit=get_jit,
         env_auto_jit=env_auto_jit,
         env_cpu_global_jit=env_cpu_global_jit,
@@ -583,11 +675,15 @@ def _doctor(
     if probe:
         run = early_probe or start_probe(get_jit, tf_cpu_global_jit)
         probe_result = finish_probe(run, probe_timeout)
+    cache_verdict, explained = _cache_verdict(persistent_cache(), checks, probe_result, tf_xla_flags)
+    verdicts = _runtime_verdicts(checks, cache_verdict, explained) + verdicts
+    if probe_result is not None:
         verdicts += _effectiveness_verdicts(
             probe_result,
             requested=requested,
             has_accelerator=has_accelerator,
             tf_cpu_global_jit=tf_cpu_global_jit,
+            cache_verdict=cache_verdict,
         )
     elif requested and not has_accelerator and tf_cpu_global_jit is False:
         verdicts.append(_cpu_flag_missing("predicted from the switches, the probe was skipped"))

@@ -47,6 +47,8 @@ class ProbeResult:
         log_lines: TensorFlow's own log lines about XLA from the child.
         seconds: Wall time of the child process.
         error: Why the probe failed; `""` when it ran.
+        timed_out: Whether it failed by running out of time (the child
+            was killed).
     """
 
     ran: bool
@@ -58,6 +60,7 @@ class ProbeResult:
     log_lines: tuple[str, ...] = ()
     seconds: float = 0.0
     error: str = ""
+    timed_out: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """Returns the probe result as a JSON-serializable dict."""
@@ -126,6 +129,7 @@ def finish_probe(run: ProbeRun, timeout: float) -> ProbeResult:
             log_lines=_filter_log(stderr),
             seconds=time.perf_counter() - started,
             error=f"the probe process did not finish within {timeout:g} s",
+            timed_out=True,
         )
     seconds = time.perf_counter() - started
     log_lines = _filter_log(stderr)
