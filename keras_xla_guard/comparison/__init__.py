@@ -1,8 +1,10 @@
 """Is XLA worth it for this model? `compare` trains each mode and answers.
 
-`report.py` and `core.py` are pure (no Keras, no TensorFlow); `runner.py`
-is the Keras adapter, `_worker.py` runs one mode in its own process for the
-CLI. Names are imported lazily, like the package's.
+`report.py` (result types and their text) and `core.py` (arithmetic) are
+pure (no Keras, no TensorFlow); `batches.py` takes the data, `measure.py`
+trains and measures each mode (the Keras adapter), `runner.py` holds
+`compare` itself, `processes.py` and `_worker.py` run one mode per process
+for the CLI. Names are imported lazily, like the package's.
 """
 
 from __future__ import annotations

@@ -92,12 +92,8 @@ def split_data(data: Any) -> tuple[Any, Any]:
 
 
 def _run(args: argparse.Namespace) -> dict[str, Any]:
-    from keras_xla_guard.comparison.runner import (
-        Batches,
-        measure_mode,
-        planned_run,
-        take_batches,
-    )
+    from keras_xla_guard.comparison.batches import Batches, planned_run, take_batches
+    from keras_xla_guard.comparison.measure import measure_mode
 
     built = load_target(args.target)()
     if not isinstance(built, tuple) or len(built) != 2:

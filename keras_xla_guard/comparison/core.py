@@ -1,6 +1,6 @@
 """Pure arithmetic of `compare`: projections, break-even, divergence, verdict.
 
-Nothing here imports Keras or TensorFlow: the adapter (`runner.py`) measures
+Nothing here imports Keras or TensorFlow: the adapter (`measure.py`) measures
 `ModeFigures`, these functions turn them into a `CompareReport`.
 """
 
@@ -12,14 +12,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from keras_xla_guard._checks import check_int
-from keras_xla_guard.comparison.report import CompareReport, ModeFigures
+from keras_xla_guard.comparison.report import CompareReport, ModeFigures, format_duration
 
 __all__ = [
     "MODES",
     "break_even_steps",
     "build_report",
-    "format_compare",
-    "format_duration",
     "max_loss_divergence",
     "one_time_costs",
     "projected_run_s",
@@ -169,17 +167,6 @@ def max_loss_divergence(losses: Mapping[str, Sequence[float]]) -> float:
     return worst
 
 
-def format_duration(seconds: float) -> str:
-    """A duration for a sentence: `"850 ms"`, `"12.3 s"`, `"4.1 min"`, `"2.3 h"`."""
-    if seconds < 1:
-        return f"{seconds * 1e3:.0f} ms"
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    if seconds < 3600:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
 def _per_step(baseline: ModeFigures, other: ModeFigures) -> str:
     if other.step_time_s <= 0 or baseline.step_time_s <= 0:
         return "no faster per step"
@@ -294,31 +281,3 @@ def build_report(
                         divergence),
         wall_s=wall_s,
     )
-
-
-def format_compare(report: CompareReport) -> str:
-    """A plain-text table of the modes' figures followed by the verdict.
-
-    Args:
-        report: The report.
-
-    Returns:
-        Lines separated by newlines.
-    """
-    header = ("mode", "step", "compiles", "compile", "per signature", "startup", "signatures",
-              "peak mem", "final loss", "projected")
-    rows = [header]
-    for name, f in report.modes.items():
-        mem = "n/a" if f.peak_memory_bytes is None else f"{f.peak_memory_bytes / 2**20:.0f} MiB"
-        rows.append((name, format_duration(f.step_time_s), str(f.compilations),
-                     format_duration(f.compile_time_s), format_duration(f.signature_cost_s),
-                     format_duration(f.startup_s),
-                     str(f.distinct_signatures), mem, f"{f.final_loss:.6g}",
-                     format_duration(report.projected_run_s[name])))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
-    lines.append(f"planned run: {report.planned_steps} steps, {report.planned_signatures} "
-                 f"signature(s) (counted from {report.signatures_counted_from}); "
-                 f"compare took {format_duration(report.wall_s)}")
-    lines.append(report.verdict)
-    return "\n".join(lines)

@@ -19,7 +19,9 @@ from pathlib import Path
 
 from keras_xla_guard._checks import check_int
 from keras_xla_guard.comparison.core import build_report, validate_modes
+from keras_xla_guard.comparison.measure import AUTOCLUSTERING_CPU_FLAG
 from keras_xla_guard.comparison.report import CompareReport, ModeFigures
+from keras_xla_guard.output.compare_summaries import COMPARE_SUBDIR, write_summaries
 from keras_xla_guard.runtime.config import DEFAULT_LOG_DIR
 
 __all__ = ["DEFAULT_TIMEOUT_S", "compare_in_processes"]
@@ -29,8 +31,6 @@ _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 def _env(mode: str) -> dict[str, str]:
-    from keras_xla_guard.comparison.runner import AUTOCLUSTERING_CPU_FLAG
-
     env = dict(os.environ)
     # The worker must import this very copy of the package.
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
@@ -77,7 +77,6 @@ def compare_in_processes(
             (the message holds its error).
     """
     from keras_xla_guard.comparison._worker import parse_target
-    from keras_xla_guard.comparison.runner import COMPARE_SUBDIR, write_summaries
 
     started = time.perf_counter()
     modes = validate_modes(modes)

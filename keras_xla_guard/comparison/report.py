@@ -1,4 +1,4 @@
-"""Frozen result types of `keras_xla_guard.compare` (pure: no Keras, no TensorFlow)."""
+"""Frozen result types of `keras_xla_guard.compare` and their text (pure: no Keras, no TensorFlow)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["CompareReport", "ModeFigures"]
+__all__ = ["CompareReport", "ModeFigures", "format_compare", "format_duration"]
 
 
 @dataclass(frozen=True)
@@ -149,6 +149,46 @@ class CompareReport:
         }
 
     def __str__(self) -> str:
-        from keras_xla_guard.comparison.core import format_compare
-
         return format_compare(self)
+
+
+def format_duration(seconds: float) -> str:
+    """A duration for a sentence: `"850 ms"`, `"12.3 s"`, `"4.1 min"`, `"2.3 h"`."""
+    if seconds < 1:
+        return f"{seconds * 1e3:.0f} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def format_compare(report: CompareReport) -> str:
+    """A plain-text table of the modes' figures followed by the verdict.
+
+    Args:
+        report: The report.
+
+    Returns:
+        Lines separated by newlines.
+    """
+    header = ("mode", "step", "compiles", "compile", "per signature", "startup", "signatures",
+              "peak mem", "final loss", "projected")
+    rows = [header]
+    for name, f in report.modes.items():
+        mem = "n/a" if f.peak_memory_bytes is None else f"{f.peak_memory_bytes / 2**20:.0f} MiB"
+        rows.append((name, format_duration(f.step_time_s), str(f.compilations),
+                     format_duration(f.compile_time_s), format_duration(f.signature_cost_s),
+                     format_duration(f.startup_s),
+                     str(f.distinct_signatures), mem, f"{f.final_loss:.6g}",
+                     format_duration(report.projected_run_s[name])))
+    # The layout of `output.table.text_table`, written out: output/ renders
+    # `CompareReport`s (output/compare_summaries.py), so importing it into
+    # this pure result module would point upward.
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+    lines.append(f"planned run: {report.planned_steps} steps, {report.planned_signatures} "
+                 f"signature(s) (counted from {report.signatures_counted_from}); "
+                 f"compare took {format_duration(report.wall_s)}")
+    lines.append(report.verdict)
+    return "\n".join(lines)

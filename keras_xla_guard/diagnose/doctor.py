@@ -10,30 +10,33 @@ docs/diagnosis.md, "Verdict codes"):
   `TF_ENABLE_ONEDNN_OPTS` (unrelated to XLA);
 - effectiveness, measured: a small auto-clusterable function runs in a child
   process under this process' settings, under the profiler, and its trace is
-  analyzed like a training trace. TensorFlow's own XLA log lines from that
-  run are kept.
+  analyzed like a training trace (`probe.py`). TensorFlow's own XLA log
+  lines from that run are kept.
 
-Run as a module (`python -m keras_xla_guard.diagnose.doctor --probe ...`) this file is
-the child side of the effectiveness probe.
+With a trace, the compile-cost verdicts (`compile_cost.py`) are added.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
 import math
 import os
 import platform
-import re
-import subprocess
+import shlex
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from keras_xla_guard.diagnose.compile_cost import compile_cost_verdicts
+from keras_xla_guard.diagnose.probe import (
+    PROBE_MODULE,
+    ProbeResult,
+    ProbeRun,
+    finish_probe,
+    start_probe,
+)
 from keras_xla_guard.diagnose.verdict import (
     EFFECTIVENESS,
     ERROR,
@@ -44,25 +47,18 @@ from keras_xla_guard.diagnose.verdict import (
     WARNING,
     Verdict,
 )
+from keras_xla_guard.runtime.xla_cache import PersistentCache, persistent_cache, recommended_flags
 
 __all__ = [
-    "COMPILE_SHARE_THRESHOLD",
     "DeviceCheck",
-    "compile_cost_verdicts",
     "DoctorReport",
-    "ProbeResult",
     "doctor",
     "format_doctor_report",
     "parse_tf_xla_flags",
 ]
 
 DEFAULT_PROBE_TIMEOUT_S = 120.0
-# Compile time above this share of a profiled window's wall time is worth
-# caching across runs.
-COMPILE_SHARE_THRESHOLD = 0.2
 _CPU_FLAG = "--tf_xla_cpu_global_jit"
-_LOG_PATTERN = re.compile(r"xla|cluster", re.IGNORECASE)
-_MAX_LOG_LINES = 20
 _FIX_CPU_FLAG = (
     "# Set the flag before TensorFlow is imported (first lines of your script):\n"
     "import os\n"
@@ -106,40 +102,6 @@ class DeviceCheck:
     def to_dict(self) -> dict[str, Any]:
         """Returns the check as a JSON-serializable dict."""
         return dataclasses.asdict(self)
-
-
-@dataclass(frozen=True)
-class ProbeResult:
-    """The measured effectiveness probe (an auto-clusterable function).
-
-    Attributes:
-        ran: Whether the child process ran and reported a measurement.
-        ran_under_xla: Whether any of the probe's op time ran inside XLA.
-        xla_time_fraction: Fraction of op time inside XLA executables.
-        xla_executions: XLA executable launches in the trace (`_XlaRun`).
-        compilations: XLA compilations in the trace.
-        plain_ops: Op types that ran as plain TF kernels, by self time.
-        log_lines: TensorFlow's own log lines about XLA from the child.
-        seconds: Wall time of the child process.
-        error: Why the probe failed; `""` when it ran.
-    """
-
-    ran: bool
-    ran_under_xla: bool = False
-    xla_time_fraction: float = 0.0
-    xla_executions: int = 0
-    compilations: int = 0
-    plain_ops: tuple[str, ...] = ()
-    log_lines: tuple[str, ...] = ()
-    seconds: float = 0.0
-    error: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        """Returns the probe result as a JSON-serializable dict."""
-        d = dataclasses.asdict(self)
-        d["plain_ops"] = list(self.plain_ops)
-        d["log_lines"] = list(self.log_lines)
-        return d
 
 
 @dataclass(frozen=True)
@@ -302,77 +264,14 @@ def _keras_facts(resolve: bool) -> tuple[str | None, str | None, bool | None]:
     return keras.__version__, backend, bool(model.jit_compile)
 
 
-def _filter_log(stderr: str) -> tuple[str, ...]:
-    lines = [line.strip() for line in stderr.splitlines() if _LOG_PATTERN.search(line)]
-    return tuple(lines[:_MAX_LOG_LINES])
-
-
-def _start_probe(get_jit: str, cpu_global_jit: bool | None) -> tuple[Any, float]:
-    """Starts the probe in a child process with this process' settings.
-
-    The child inherits the environment. It also gets this process'
-    `get_jit()` and the `tf_xla_cpu_global_jit` value TensorFlow holds here
-    (`None`: let the child read `TF_XLA_FLAGS` itself), because a flag set in
-    `os.environ` after TensorFlow read it has no effect here but would take
-    effect in a fresh child.
-    """
-    cmd = [sys.executable, "-m", "keras_xla_guard.diagnose.doctor", "--probe", "--jit", get_jit or "off"]
-    if cpu_global_jit is not None:
-        cmd += ["--cpu-global-jit", "1" if cpu_global_jit else "0"]
-    proc = subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=dict(os.environ),
-    )
-    return proc, time.perf_counter()
-
-
-def _finish_probe(run: tuple[Any, float], timeout: float) -> ProbeResult:
-    """Waits for the probe (at most `timeout` seconds after its start)."""
-    proc, started = run
-    remaining = max(timeout - (time.perf_counter() - started), 0.01)
-    try:
-        stdout, stderr = proc.communicate(timeout=remaining)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        _, stderr = proc.communicate()
-        return ProbeResult(
-            ran=False,
-            log_lines=_filter_log(stderr),
-            seconds=time.perf_counter() - started,
-            error=f"the probe process did not finish within {timeout:g} s",
-        )
-    seconds = time.perf_counter() - started
-    log_lines = _filter_log(stderr)
-    result_line = next(
-        (line for line in reversed(stdout.splitlines()) if line.startswith("{")), None
-    )
-    if proc.returncode != 0 or result_line is None:
-        tail = " | ".join(stderr.strip().splitlines()[-3:])
-        return ProbeResult(
-            ran=False,
-            log_lines=log_lines,
-            seconds=seconds,
-            error=f"the probe process exited with code {proc.returncode}: {tail}",
-        )
-    data = json.loads(result_line)
-    return ProbeResult(
-        ran=True,
-        ran_under_xla=data["xla_time_fraction"] > 0 or data["xla_executions"] > 0,
-        xla_time_fraction=data["xla_time_fraction"],
-        xla_executions=data["xla_executions"],
-        compilations=data["compilations"],
-        plain_ops=tuple(data["plain_ops"]),
-        log_lines=log_lines,
-        seconds=seconds,
-    )
-
-
-def _runtime_verdicts(checks: Sequence[DeviceCheck]) -> list[Verdict]:
+def _runtime_verdicts(
+    checks: Sequence[DeviceCheck], cache_verdict: Verdict | None, explained: Sequence[str]
+) -> list[Verdict]:
+    """Per device OK or MISSING; devices whose failure `cache_verdict` explains get only it."""
     verdicts = []
     for check in checks:
+        if check.device in explained:
+            continue
         if check.xla_ok:
             verdicts.append(
                 Verdict(
@@ -395,7 +294,81 @@ def _runtime_verdicts(checks: Sequence[DeviceCheck]) -> list[Verdict]:
                     "pip install --upgrade tensorflow  # or tensorflow[and-cuda] for GPUs",
                 )
             )
+    if cache_verdict is not None:
+        verdicts.append(cache_verdict)
     return verdicts
+
+
+def _cache_write_error(directory: str) -> str:
+    """Why TensorFlow cannot write into `directory`, in TensorFlow's words; `""` when it can.
+
+    Creates the directory as TensorFlow's cache does, then writes and
+    removes one small file, through TensorFlow's own file system layer
+    (`tf.io.gfile`): remote paths (`gs://...`) behave, and an error reads
+    as it does when TensorFlow stores a compiled program there.
+    """
+    import tensorflow as tf
+
+    path = tf.io.gfile.join(directory, f".keras_xla_guard_doctor_{os.getpid()}.tmp")
+    try:
+        tf.io.gfile.makedirs(directory)
+        with tf.io.gfile.GFile(path, "wb") as f:
+            f.write(b"x")
+        tf.io.gfile.remove(path)
+    except tf.errors.OpError as e:
+        return f"{type(e).__name__}: {e.message}"
+    return ""
+
+
+def _cache_verdict(
+    cache: PersistentCache | None,
+    checks: Sequence[DeviceCheck],
+    probe: ProbeResult | None,
+    tf_xla_flags: str | None,
+) -> tuple[Verdict | None, tuple[str, ...]]:
+    """`XLA_CACHE_DIR_UNWRITABLE` when XLA failed here and the cache directory cannot be written.
+
+    Returns the verdict (or `None`) and the devices whose failed check it
+    explains.
+
+    TensorFlow (2.21, measured) writes every program it compiles into a
+    writable persistent cache and fails the compilation when it cannot;
+    with `--tf_xla_persistent_cache_read_only` it never writes, and a
+    missing or unwritable directory is no error. The directory is only
+    tried after a compilation here failed, so a healthy run leaves nothing
+    behind that TensorFlow itself would not have written.
+    """
+    if cache is None or cache.read_only:
+        return None, ()
+    # An empty device list means the cache serves every device type.
+    devices = tuple(
+        c.device for c in checks
+        if not c.xla_ok and (not cache.device_types or c.device_type in cache.device_types)
+    )
+    failed = [f"jit_compile=True on {d}" for d in devices]
+    if probe is not None and not probe.ran and not probe.timed_out:
+        failed.append("the auto-clustering probe")
+    if not failed:
+        return None, ()
+    error = _cache_write_error(cache.directory)
+    if not error:
+        return None, ()
+    read_only = " ".join([*shlex.split(tf_xla_flags or ""), "--tf_xla_persistent_cache_read_only=true"])
+    verdict = Verdict(
+        "XLA_CACHE_DIR_UNWRITABLE",
+        RUNTIME,
+        ERROR,
+        f"TensorFlow's persistent compilation cache directory {cache.directory!r} "
+        f"(--tf_xla_persistent_cache_directory in TF_XLA_FLAGS) cannot be written: {error}. "
+        "TensorFlow stores every program it compiles there, so every XLA compilation "
+        f"fails in this process (failed here: {', '.join(failed)}).",
+        "# TensorFlow reads TF_XLA_FLAGS once, at start: set it before starting Python.\n"
+        "# Cache in a directory this user can write (TensorFlow creates it):\n"
+        f"{recommended_flags()}\n"
+        "# or only load the programs already stored there (nothing is ever written):\n"
+        f'export TF_XLA_FLAGS="{read_only}"',
+    )
+    return verdict, devices
 
 
 def _switch_verdicts(
@@ -527,7 +500,19 @@ def _effectiveness_verdicts(
     requested: bool,
     has_accelerator: bool,
     tf_cpu_global_jit: bool | None,
+    cache_verdict: Verdict | None,
 ) -> list[Verdict]:
+    if not probe.ran and not probe.timed_out and cache_verdict is not None:
+        return [
+            Verdict(
+                "PROBE_FAILED",
+                EFFECTIVENESS,
+                WARNING,
+                "The auto-clustering probe did not produce a measurement: its XLA compilation "
+                f"failed on the persistent cache directory (XLA_CACHE_DIR_UNWRITABLE): {probe.error}",
+                cache_verdict.fix,
+            )
+        ]
     if not probe.ran:
         return [
             Verdict(
@@ -535,7 +520,7 @@ def _effectiveness_verdicts(
                 EFFECTIVENESS,
                 WARNING,
                 f"The auto-clustering probe did not produce a measurement: {probe.error}",
-                f"{sys.executable} -m keras_xla_guard.diagnose.doctor --probe --jit autoclustering",
+                f"{sys.executable} -m {PROBE_MODULE} --jit autoclustering",
             )
         ]
     measured = (
@@ -572,43 +557,6 @@ def _effectiveness_verdicts(
             _FIX_JIT_COMPILE,
         )
     ]
-
-
-def compile_cost_verdicts(report: Any, env: Any = None) -> list[Verdict]:
-    """Whether compilation is a large share of a run, and what would save it.
-
-    Measured on XLA:CPU, for Keras `jit_compile=True` and for
-    auto-clustering (see docs/compile-cost.md): TensorFlow's persistent
-    compilation cache turns a second process' compilations into loads.
-
-    Args:
-        report: A `CoverageReport` with `window_wall_s`.
-        env: The environment whose `TF_XLA_FLAGS` to read. Defaults to
-            `None` (`os.environ`).
-
-    Returns:
-        `COMPILE_COST_HIGH` (a warning, with the exact `export` line when
-        the cache is off) or nothing.
-    """
-    from keras_xla_guard.runtime.xla_cache import persistent_cache, recommended_flags
-
-    wall = report.window_wall_s
-    table = [c for c in report.compile_table if not c.cache_hit]
-    compile_s = sum(c.compile_s or 0.0 for c in table) if table else 0.0
-    if not table or not wall or compile_s < COMPILE_SHARE_THRESHOLD * wall:
-        return []
-    share = f"{len(table)} XLA compilation(s) took {compile_s:.2f} s, {compile_s / wall:.0%} of the window"
-    cache = persistent_cache(env)
-    if cache is not None:
-        return [Verdict("COMPILE_COST_HIGH", EFFECTIVENESS, INFO,
-                        f"{share}; the persistent cache ({cache.directory}) is on, so a later "
-                        "run with the same shapes loads them instead (a first run fills it).")]
-    return [Verdict(
-        "COMPILE_COST_HIGH", EFFECTIVENESS, WARNING,
-        f"{share}. TensorFlow's persistent compilation cache would let the next run load them, "
-        "and keras_xla_guard.warm_up compiles them before the first epoch.",
-        fix=f"{recommended_flags(env=env)}  # before starting Python",
-    )]
 
 
 def doctor(
@@ -677,7 +625,7 @@ def doctor(
         # TensorFlow holds no state here yet (auto-clustering off, flags as in
         # the environment), so a child started now sees the same settings;
         # starting it first lets both TensorFlow imports overlap.
-        early_probe = _start_probe("", None)
+        early_probe = start_probe("", None)
     try:
         report = _doctor(
             started, early_probe, probe, check_devices, float(probe_timeout), resolve_keras
@@ -691,7 +639,7 @@ def doctor(
 
 def _doctor(
     started: float,
-    early_probe: tuple[Any, float] | None,
+    early_probe: ProbeRun | None,
     probe: bool,
     check_devices: bool,
     probe_timeout: float,
@@ -711,8 +659,7 @@ def _doctor(
     onednn = os.environ.get("TF_ENABLE_ONEDNN_OPTS")
     requested = bool(get_jit) or _auto_jit_requested(env_auto_jit)
 
-    verdicts = _runtime_verdicts(checks)
-    verdicts += _switch_verdicts(
+    verdicts = _switch_verdicts(
         get_jit=get_jit,
         env_auto_jit=env_auto_jit,
         env_cpu_global_jit=env_cpu_global_jit,
@@ -726,13 +673,17 @@ def _doctor(
     )
     probe_result = None
     if probe:
-        run = early_probe or _start_probe(get_jit, tf_cpu_global_jit)
-        probe_result = _finish_probe(run, probe_timeout)
+        run = early_probe or start_probe(get_jit, tf_cpu_global_jit)
+        probe_result = finish_probe(run, probe_timeout)
+    cache_verdict, explained = _cache_verdict(persistent_cache(), checks, probe_result, tf_xla_flags)
+    verdicts = _runtime_verdicts(checks, cache_verdict, explained) + verdicts
+    if probe_result is not None:
         verdicts += _effectiveness_verdicts(
             probe_result,
             requested=requested,
             has_accelerator=has_accelerator,
             tf_cpu_global_jit=tf_cpu_global_jit,
+            cache_verdict=cache_verdict,
         )
     elif requested and not has_accelerator and tf_cpu_global_jit is False:
         verdicts.append(_cpu_flag_missing("predicted from the switches, the probe was skipped"))
@@ -759,6 +710,8 @@ def _doctor(
 
 def format_doctor_report(report: DoctorReport) -> str:
     """Formats a doctor report as text: facts per layer, then verdicts.
+
+    A fix that an earlier verdict already showed is named, not repeated.
 
     Args:
         report: The report to format.
@@ -815,63 +768,14 @@ def format_doctor_report(report: DoctorReport) -> str:
             lines.append(f"  TensorFlow logged nothing about XLA{hidden}.")
         lines += [f"    {line}" for line in probe.log_lines]
     lines.append("verdicts:")
-    lines += [f"  {v}" for v in report.verdicts]
+    # Several verdicts can share one fix (XLA_NOT_REQUESTED and
+    # JIT_COMPILE_AUTO_RESOLVES_FALSE on a CPU): the text shows it once.
+    first_with_fix: dict[str, str] = {}
+    for verdict in report.verdicts:
+        earlier = first_with_fix.setdefault(verdict.fix, verdict.code) if verdict.fix else verdict.code
+        if earlier == verdict.code:
+            lines.append(f"  {verdict}")
+        else:
+            lines.append(f"  {dataclasses.replace(verdict, fix='')}")
+            lines.append(f"    fix: the same as {earlier}'s above")
     return "\n".join(lines)
-
-
-def _probe_main(jit: str, cpu_global_jit: str | None) -> int:
-    """Child side of the probe: prints one JSON line with the measurement."""
-    import tensorflow as tf
-
-    from keras_xla_guard.trace.analysis import analyze_trace
-
-    if cpu_global_jit is not None:
-        from keras_xla_guard.seam.tf_internals import set_cpu_global_jit
-
-        set_cpu_global_jit(cpu_global_jit == "1")
-    tf.config.optimizer.set_jit(False if jit == "off" else jit)
-
-    # Several fusable elementwise ops around a matmul: a cluster auto-jit takes.
-    @tf.function
-    def step(x: Any, w: Any) -> Any:
-        y = tf.nn.relu(tf.matmul(x, w)) * 2.0 + 1.0
-        return tf.reduce_sum(tf.tanh(y) * y - tf.sigmoid(y))
-
-    x = tf.random.stateless_normal((64, 64), seed=(1, 2))
-    w = tf.random.stateless_normal((64, 64), seed=(3, 4))
-    with tempfile.TemporaryDirectory(prefix="probe_") as logdir:
-        tf.profiler.experimental.start(logdir)
-        try:
-            for _ in range(3):
-                step(x, w).numpy()
-        finally:
-            tf.profiler.experimental.stop()
-        report = analyze_trace(logdir)
-    print(
-        json.dumps(
-            {
-                "xla_time_fraction": report.xla_time_fraction,
-                "xla_executions": report.xla_executions,
-                "compilations": report.compilations,
-                "plain_ops": [op.op_type for op in report.top_non_xla_ops],
-            }
-        ),
-        flush=True,
-    )
-    return 0
-
-
-def _main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m keras_xla_guard.diagnose.doctor")
-    parser.add_argument("--probe", action="store_true", help="run the effectiveness probe")
-    parser.add_argument("--jit", default="off", help="value for tf.config.optimizer.set_jit")
-    parser.add_argument("--cpu-global-jit", choices=("0", "1"), default=None)
-    args = parser.parse_args(argv)
-    if args.probe:
-        return _probe_main(args.jit, args.cpu_global_jit)
-    print(doctor())
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_main())

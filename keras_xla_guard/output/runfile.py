@@ -36,7 +36,7 @@ __all__ = [
 
 REPORTS_FILE = "xla_guard_reports.json"
 # `compare` saves its result here, under `<log_dir>/compare/` (beside its
-# TensorBoard summaries, `comparison.runner.COMPARE_SUBDIR`).
+# TensorBoard summaries, `output.compare_summaries.COMPARE_SUBDIR`).
 COMPARE_FILE = "compare_report.json"
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from keras_xla_guard._checks import check_int
-from keras_xla_guard.diagnose.doctor import compile_cost_verdicts
+from keras_xla_guard.diagnose.compile_cost import compile_cost_verdicts
 from keras_xla_guard.errors import ProfilerBusyError, RecompilationLimitError, XlaGuardWarning
 from keras_xla_guard.runtime.config import (
     DEFAULT_LOG_DIR,

@@ -15,14 +15,13 @@ import pytest
 from keras_xla_guard.comparison.core import (
     break_even_steps,
     build_report,
-    format_duration,
     max_loss_divergence,
     one_time_costs,
     projected_run_s,
     steady_step_time,
     validate_modes,
 )
-from keras_xla_guard.comparison.report import CompareReport, ModeFigures
+from keras_xla_guard.comparison.report import CompareReport, ModeFigures, format_duration
 
 
 def fig(mode: str, step: float, *, startup: float = 0.0, per_signature: float = 0.0,

@@ -125,53 +125,6 @@ def test_tensorboard_holds_per_mode_scalars_and_the_verdict(compared):
     assert "jit&#95;compile" in text and "projected run s" in text
 
 
-def test_take_batches_from_arrays_cycles_and_counts_the_short_last_batch():
-    """10 samples in batches of 4: 3 per epoch, 2 signatures (4 and 2 rows), cycled to `steps`."""
-    from keras_xla_guard.comparison.runner import take_batches
-
-    x = np.arange(30, dtype="float32").reshape(10, 3)
-    taken = take_batches(x, x[:, :1], batch_size=4, steps=5)
-    assert [b[0].shape[0] for b in taken.batches] == [4, 4, 2, 4, 4]
-    assert (taken.steps_per_epoch, taken.epoch_signatures) == (3, 2)
-    assert np.array_equal(taken.batches[3][0], x[:4]) and taken.batches[0][2] is None
-
-
-def test_take_batches_reads_finite_data_to_its_end_and_stops_on_endless_data():
-    """A finite dataset's signatures are all counted past `steps`; an endless generator leaves them unknown."""
-    import tensorflow as tf
-
-    from keras_xla_guard.comparison.runner import take_batches
-
-    finite = take_batches(_seq_dataset((5, 7, 9, 11)).apply(tf.data.experimental.assert_cardinality(4)),
-                          steps=2)
-    assert len(finite.batches) == 2 and (finite.steps_per_epoch, finite.epoch_signatures) == (4, 4)
-
-    def endless():
-        while True:
-            yield np.zeros((2, 3), "float32"), np.zeros((2, 1), "float32")
-
-    taken = take_batches(endless(), steps=3)
-    assert len(taken.batches) == 3 and (taken.steps_per_epoch, taken.epoch_signatures) == (None, None)
-
-
-def test_take_batches_from_a_pydataset():
-    """A keras.utils.PyDataset is indexed batch by batch; its length is the epoch."""
-    import keras
-
-    from keras_xla_guard.comparison.runner import take_batches
-
-    class Rows(keras.utils.PyDataset):
-        def __len__(self) -> int:
-            return 3
-
-        def __getitem__(self, i: int) -> tuple[Any, Any]:
-            return np.full((i + 1, 2), i, "float32"), np.zeros((i + 1, 1), "float32")
-
-    taken = take_batches(Rows(), steps=4)
-    assert [b[0].shape[0] for b in taken.batches] == [1, 2, 3, 1]
-    assert (taken.steps_per_epoch, taken.epoch_signatures) == (3, 3)
-
-
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"steps": 0}, r"`steps` must be an integer >= 1. Received: steps=0"),
     ({"modes": ("plain",)}, r"at least two different modes"),
@@ -188,18 +141,6 @@ def test_bad_arguments_raise_before_training(kwargs, message):
         compare(object(), np.zeros((4, 2)), np.zeros((4, 1)), **kwargs)
 
 
-def test_bad_data_is_refused():
-    """y or batch_size with a generator, empty data and non-data are ValueErrors."""
-    from keras_xla_guard.comparison.runner import take_batches
-
-    with pytest.raises(ValueError, match="only for array inputs"):
-        take_batches(iter([]), np.zeros(3))
-    with pytest.raises(ValueError, match="Received: data of 0 batches"):
-        take_batches(iter([]))
-    with pytest.raises(ValueError, match="Received: x=str"):
-        take_batches("data.csv")
-
-
 def test_autoclustering_in_process_without_the_cpu_flag_is_refused(monkeypatch):
     """On CPU without TF_XLA_FLAGS=--tf_xla_cpu_global_jit, autoclustering is refused and says how."""
     from keras_xla_guard import compare
@@ -208,16 +149,6 @@ def test_autoclustering_in_process_without_the_cpu_flag_is_refused(monkeypatch):
     with pytest.raises(ValueError, match=r"TF_XLA_FLAGS=--tf_xla_cpu_global_jit") as info:
         compare(_seq_model(False), _seq_dataset(LENGTHS), modes=("plain", "autoclustering"))
     assert "keras-xla-guard compare module:function" in str(info.value)
-
-
-def test_planned_run_with_unknown_length_counts_the_compared_batches():
-    """Data of unknown length: planned steps per epoch default to `steps`, signatures to those seen."""
-    from keras_xla_guard.comparison.runner import Batches, planned_run
-
-    batches = [(np.zeros((2, n), "float32"), None, None) for n in (3, 4, 3)]
-    assert planned_run(Batches(batches, None, None), 3, 2, None) == (6, 2, "compared batches")
-    assert planned_run(Batches(batches, 10, 5), 3, None, 7) == (7, 5, "data")
-    assert planned_run(Batches(batches, 10, 5), 3, 3, None) == (30, 5, "data")
 
 
 @pytest.mark.slow

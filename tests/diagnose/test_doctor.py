@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -166,6 +170,13 @@ def test_probe_that_times_out_is_a_verdict_not_an_error(clean_switches: None) ->
     assert report.probe is not None and not report.probe.ran
     assert "did not finish within" in report.probe.error
     assert report.codes[-1] == "PROBE_FAILED"
+    # Its fix is the child's own command line, and it runs: one JSON line out.
+    fix = report.verdict("PROBE_FAILED").fix
+    assert fix == f"{sys.executable} -m keras_xla_guard.diagnose.probe --jit autoclustering"
+    proc = subprocess.run(shlex.split(fix), capture_output=True, text=True, timeout=180, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert set(json.loads(proc.stdout.splitlines()[-1])) == {
+        "xla_time_fraction", "xla_executions", "compilations", "plain_ops"}
 
 
 @pytest.mark.slow
@@ -196,6 +207,90 @@ def test_cli_doctor_json_with_cpu_flag_set_before_import() -> None:
     assert data["seconds"] > 0  # measured, not bounded: a wall-time bound would test the machine
 
 
+def _doctor_json(*args: str, flags: str) -> dict[str, Any]:
+    """`keras-xla-guard doctor --json` in a fresh process started with `TF_XLA_FLAGS=flags`."""
+    proc = _cli("doctor", "--json", *args, env=dict(os.environ, TF_XLA_FLAGS=flags))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.slow
+def test_unwritable_cache_directory_is_named_not_a_missing_backend(tmp_path: Path) -> None:
+    """A cache directory TensorFlow cannot create fails every XLA compile; doctor names the path and the fix."""
+    (tmp_path / "file").write_text("")
+    cache = tmp_path / "file" / "cache"  # under a regular file: unwritable even for root
+    autojit = f"--tf_xla_auto_jit=2 {_CPU_FLAG}"
+    data = _doctor_json(flags=f"{autojit} --tf_xla_persistent_cache_directory={cache}")
+    verdicts = {v["code"]: v for v in data["verdicts"]}
+    assert [v["code"] for v in data["verdicts"]] == [
+        "XLA_CACHE_DIR_UNWRITABLE",
+        "AUTOJIT_REQUESTED",
+        "JIT_COMPILE_AUTO_RESOLVES_FALSE",
+        "ONEDNN_UNRELATED",
+        "PROBE_FAILED",
+    ]
+    # TensorFlow's own failure on the device check, as doctor recorded it.
+    assert data["device_checks"][0]["error"].startswith(f"FailedPreconditionError: {tmp_path / 'file'} is not a directory")
+    cause = verdicts["XLA_CACHE_DIR_UNWRITABLE"]
+    assert cause["status"] == "error"
+    assert cause["message"].startswith(
+        f"TensorFlow's persistent compilation cache directory {str(cache)!r} "
+        f"(--tf_xla_persistent_cache_directory in TF_XLA_FLAGS) cannot be written: "
+        f"FailedPreconditionError: {tmp_path / 'file'} is not a directory."
+    )
+    assert "(failed here: jit_compile=True on /device:CPU:0, the auto-clustering probe)" in cause["message"]
+    fix_lines = [line for line in cause["fix"].splitlines() if not line.startswith("#")]
+    assert fix_lines == [
+        f'export TF_XLA_FLAGS="{autojit} --tf_xla_persistent_cache_directory=$HOME/.cache/xla"',
+        f'export TF_XLA_FLAGS="{autojit} --tf_xla_persistent_cache_directory={cache} '
+        '--tf_xla_persistent_cache_read_only=true"',
+    ]
+    probe = verdicts["PROBE_FAILED"]
+    assert "XLA_CACHE_DIR_UNWRITABLE" in probe["message"] and "is not a directory" in probe["message"]
+    assert probe["fix"] == cause["fix"]
+    assert not (tmp_path / "file").is_dir()
+    text = _cli("doctor", "--no-probe", env=dict(os.environ, TF_XLA_FLAGS=f"--tf_xla_persistent_cache_directory={cache}"))
+    assert "XLA_BACKEND_MISSING" not in text.stdout and "pip install" not in text.stdout
+    assert "[ERROR] XLA_CACHE_DIR_UNWRITABLE" in text.stdout
+
+
+@pytest.mark.slow
+def test_existing_cache_directory_that_takes_no_file_is_named() -> None:
+    """An existing directory where no file can be created (/proc/self) is named with TensorFlow's error."""
+    data = _doctor_json("--no-probe", flags="--tf_xla_persistent_cache_directory=/proc/self")
+    cause = data["verdicts"][0]
+    assert cause["code"] == "XLA_CACHE_DIR_UNWRITABLE"
+    assert re.search(
+        r"'/proc/self' \(--tf_xla_persistent_cache_directory in TF_XLA_FLAGS\) cannot be written: "
+        r"NotFoundError: /proc/self/\.keras_xla_guard_doctor_\d+\.tmp; No such file or directory\.",
+        cause["message"],
+    )
+    # TensorFlow failed the same way when it stored the device check's program there.
+    assert re.match(r"NotFoundError: /proc/self/xla_compile_cache__\S+; No such file or directory",
+                    data["device_checks"][0]["error"])
+    assert "XLA_BACKEND_MISSING" not in [v["code"] for v in data["verdicts"]]
+
+
+@pytest.mark.slow
+def test_read_only_cache_never_writes_and_an_unwritable_one_is_no_error(tmp_path: Path) -> None:
+    """Read-only: XLA compiles, nothing is stored, an unwritable path is fine; writable: one program stored."""
+    from keras_xla_guard.runtime.xla_cache import PersistentCache
+
+    (tmp_path / "file").write_text("")
+    read_only = "--tf_xla_persistent_cache_read_only=true"
+    unwritable = _doctor_json("--no-probe", flags=f"--tf_xla_persistent_cache_directory={tmp_path / 'file' / 'c'} {read_only}")
+    assert unwritable["verdicts"][0]["code"] == "XLA_BACKEND_OK"
+    assert "XLA_CACHE_DIR_UNWRITABLE" not in [v["code"] for v in unwritable["verdicts"]]
+    for name, flags, stored in (("ro", read_only, 0), ("rw", "", 1)):
+        directory = tmp_path / name
+        directory.mkdir()
+        data = _doctor_json("--no-probe", flags=f"--tf_xla_persistent_cache_directory={directory} {flags}")
+        assert data["verdicts"][0]["code"] == "XLA_BACKEND_OK"
+        # The device check compiles one jit_compile=True function: one program, stored only when writable.
+        assert PersistentCache(str(directory)).entries() == stored
+        assert len(list(directory.iterdir())) == stored
+
+
 @pytest.mark.parametrize(
     "args, expected",
     [
@@ -220,8 +315,6 @@ def test_jit_compile_fix_sends_to_compare_first_with_measured_figures(clean_swit
     assert fix.index("keras-xla-guard compare") < fix.index("keras_xla_guard.compare(") < fix.index(
         "jit_compile=True)"
     )
-    from pathlib import Path
-
     saved = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "bench_compare-20261203T162056Z.json"
     cases = {c["case"]: c["full_run_s_median"] for c in json.loads(saved.read_text())["result"]["cases"]}
     slow, fast = cases["xla_does_not_pay"], cases["xla_pays"]
@@ -232,22 +325,11 @@ def test_jit_compile_fix_sends_to_compare_first_with_measured_figures(clean_swit
     )
 
 
-def _compile_report(seconds, program="one_step_on_data", wall=2.0):
-    from keras_xla_guard.trace.compiles import CompileRecord
-    from keras_xla_guard.trace.report import CoverageReport
-
-    rows = tuple(CompileRecord(program, "m", 0.0, seconds / 2) for _ in range(2))
-    return CoverageReport(compilations=2, compile_table=rows, window_wall_s=wall)
-
-
-def test_compile_cost_verdict_recommends_the_persistent_cache_with_the_exact_line():
-    """Compilation over 20 % of the window: a warning whose fix is the export line; info once the cache is on."""
-    from keras_xla_guard.diagnose.doctor import compile_cost_verdicts
-
-    (verdict,) = compile_cost_verdicts(_compile_report(1.0), env={})
-    assert (verdict.code, verdict.status) == ("COMPILE_COST_HIGH", "warning")
-    assert "2 XLA compilation(s) took 1.00 s, 50% of the window" in verdict.message
-    assert verdict.fix.startswith('export TF_XLA_FLAGS="--tf_xla_persistent_cache_directory=$HOME/.cache/xla"')
-    (on,) = compile_cost_verdicts(_compile_report(1.0), env={"TF_XLA_FLAGS": "--tf_xla_persistent_cache_directory=/c"})
-    assert (on.status, on.fix) == ("info", "")
-    assert compile_cost_verdicts(_compile_report(0.3), env={}) == []
+def test_doctor_text_shows_a_shared_fix_once(clean_switches: None) -> None:
+    """Two verdicts with one fix (CPU, nothing requested): the text shows it once and names it."""
+    report = doctor(probe=False, check_devices=False)
+    shared = report.verdict("XLA_NOT_REQUESTED").fix
+    assert report.verdict("JIT_COMPILE_AUTO_RESOLVES_FALSE").fix == shared  # the data keeps both
+    text = str(report)
+    assert text.count("keras-xla-guard compare my_module:make_model_and_data") == 1
+    assert "    fix: the same as XLA_NOT_REQUESTED's above" in text.splitlines()

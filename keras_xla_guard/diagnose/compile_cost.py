@@ -1,0 +1,80 @@
+"""Compile-cost verdicts: is compilation a large share of a run, and what saves it.
+
+Used by `doctor(trace=...)` and, through the adapters' note providers, on
+every profiled window of a guarded run. Pure: reads a `CoverageReport` and
+`TF_XLA_FLAGS`, imports no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Mapping
+from typing import Any
+
+from keras_xla_guard.diagnose.verdict import EFFECTIVENESS, INFO, WARNING, Verdict
+from keras_xla_guard.runtime.xla_cache import persistent_cache, recommended_flags
+
+__all__ = ["COMPILE_SHARE_THRESHOLD", "compile_cost_verdicts"]
+
+# Compile time above this share of a profiled window's wall time is worth
+# caching across runs.
+COMPILE_SHARE_THRESHOLD = 0.2
+_READ_ONLY_FLAG = "--tf_xla_persistent_cache_read_only"
+
+
+def compile_cost_verdicts(report: Any, env: Mapping[str, str] | None = None) -> list[Verdict]:
+    """Whether compilation is a large share of a run, and what would save it.
+
+    Measured on XLA:CPU, for Keras `jit_compile=True` and for
+    auto-clustering (see docs/compile-cost.md): TensorFlow's persistent
+    compilation cache turns a second process' compilations into loads.
+
+    Args:
+        report: A `CoverageReport` with `window_wall_s`.
+        env: The environment whose `TF_XLA_FLAGS` to read. Defaults to
+            `None` (`os.environ`).
+
+    Returns:
+        `COMPILE_COST_HIGH` or nothing: a warning whose fix is the exact
+        `export` line when the cache is off, or read-only (TensorFlow then
+        stores nothing, so every run compiles the same programs again);
+        `info` when a writable cache is on.
+
+    Example:
+
+    ```python
+    from keras_xla_guard import analyze_trace
+    from keras_xla_guard.diagnose.compile_cost import compile_cost_verdicts
+    for verdict in compile_cost_verdicts(analyze_trace("logs/xla_guard")):
+        print(verdict)
+    ```
+    """
+    wall = report.window_wall_s
+    table = [c for c in report.compile_table if not c.cache_hit]
+    compile_s = sum(c.compile_s or 0.0 for c in table) if table else 0.0
+    if not table or not wall or compile_s < COMPILE_SHARE_THRESHOLD * wall:
+        return []
+    share = f"{len(table)} XLA compilation(s) took {compile_s:.2f} s, {compile_s / wall:.0%} of the window"
+    cache = persistent_cache(env)
+    if cache is not None and cache.read_only:
+        flags = (env if env is not None else os.environ).get("TF_XLA_FLAGS", "")
+        writable = " ".join(t for t in shlex.split(flags) if not t.startswith(_READ_ONLY_FLAG))
+        return [Verdict(
+            "COMPILE_COST_HIGH", EFFECTIVENESS, WARNING,
+            f"{share}. The persistent cache ({cache.directory}) is read-only "
+            f"({_READ_ONLY_FLAG}): these programs were not in it, and TensorFlow stores "
+            "nothing there, so every run compiles them again; one run without that flag "
+            "stores them.",
+            fix=f"{recommended_flags(cache.directory, env={'TF_XLA_FLAGS': writable})}  # before starting Python",
+        )]
+    if cache is not None:
+        return [Verdict("COMPILE_COST_HIGH", EFFECTIVENESS, INFO,
+                        f"{share}; the persistent cache ({cache.directory}) is on, so a later "
+                        "run with the same shapes loads them instead (a first run fills it).")]
+    return [Verdict(
+        "COMPILE_COST_HIGH", EFFECTIVENESS, WARNING,
+        f"{share}. TensorFlow's persistent compilation cache would let the next run load them, "
+        "and keras_xla_guard.warm_up compiles them before the first epoch.",
+        fix=f"{recommended_flags(env=env)}  # before starting Python",
+    )]

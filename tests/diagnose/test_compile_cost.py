@@ -1,0 +1,63 @@
+"""Tests for `keras_xla_guard.diagnose.compile_cost`: the COMPILE_COST_HIGH verdict."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from keras_xla_guard.diagnose.compile_cost import compile_cost_verdicts
+from keras_xla_guard.trace.compiles import CompileRecord
+from keras_xla_guard.trace.report import CoverageReport
+
+
+def _compile_report(seconds: float, program: str = "one_step_on_data", wall: float = 2.0) -> CoverageReport:
+    rows = tuple(CompileRecord(program, "m", 0.0, seconds / 2) for _ in range(2))
+    return CoverageReport(compilations=2, compile_table=rows, window_wall_s=wall)
+
+
+def test_compile_cost_verdict_recommends_the_persistent_cache_with_the_exact_line() -> None:
+    """Compilation over 20 % of the window: a warning whose fix is the export line; info once the cache is on."""
+    (verdict,) = compile_cost_verdicts(_compile_report(1.0), env={})
+    assert (verdict.code, verdict.status) == ("COMPILE_COST_HIGH", "warning")
+    assert "2 XLA compilation(s) took 1.00 s, 50% of the window" in verdict.message
+    assert verdict.fix.startswith('export TF_XLA_FLAGS="--tf_xla_persistent_cache_directory=$HOME/.cache/xla"')
+    (on,) = compile_cost_verdicts(_compile_report(1.0), env={"TF_XLA_FLAGS": "--tf_xla_persistent_cache_directory=/c"})
+    assert (on.status, on.fix) == ("info", "")
+    assert compile_cost_verdicts(_compile_report(0.3), env={}) == []
+
+
+@pytest.mark.parametrize("flag", ["--tf_xla_persistent_cache_read_only=true", "--tf_xla_persistent_cache_read_only"])
+def test_compile_cost_with_a_read_only_cache_says_nothing_is_stored(flag: str) -> None:
+    """A read-only cache stores nothing: a warning that says so, whose fix is the same line without the flag."""
+    flags = f"--tf_xla_auto_jit=2 --tf_xla_persistent_cache_directory=/c {flag}"
+    (verdict,) = compile_cost_verdicts(_compile_report(1.0), env={"TF_XLA_FLAGS": flags})
+    assert (verdict.code, verdict.status) == ("COMPILE_COST_HIGH", "warning")
+    assert verdict.message == (
+        "2 XLA compilation(s) took 1.00 s, 50% of the window. The persistent cache (/c) is read-only "
+        "(--tf_xla_persistent_cache_read_only): these programs were not in it, and TensorFlow stores "
+        "nothing there, so every run compiles them again; one run without that flag stores them."
+    )
+    assert "fills" not in verdict.message
+    assert verdict.fix == (
+        'export TF_XLA_FLAGS="--tf_xla_auto_jit=2 --tf_xla_persistent_cache_directory=/c"  # before starting Python'
+    )
+    off = "--tf_xla_persistent_cache_directory=/c --tf_xla_persistent_cache_read_only=false"
+    (writable,) = compile_cost_verdicts(_compile_report(1.0), env={"TF_XLA_FLAGS": off})
+    assert (writable.status, writable.fix) == ("info", "")
+    assert writable.message.endswith("(a first run fills it).")
+
+
+def test_compile_cost_imports_neither_tensorflow_nor_keras() -> None:
+    """The rule is pure: importing and running it loads neither TensorFlow nor Keras."""
+    code = (
+        "import sys\n"
+        "from keras_xla_guard.diagnose.compile_cost import compile_cost_verdicts\n"
+        "from keras_xla_guard.trace.report import CoverageReport\n"
+        "assert compile_cost_verdicts(CoverageReport(), env={}) == []\n"
+        "print(sorted(m for m in ('keras', 'tensorflow') if m in sys.modules))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "[]"
