@@ -590,7 +590,7 @@ def compile_cost_verdicts(report: Any, env: Any = None) -> list[Verdict]:
         `COMPILE_COST_HIGH` (a warning, with the exact `export` line when
         the cache is off) or nothing.
     """
-    from keras_xla_guard.runtime.xla_cache import persistent_cache, recommended_flags
+    from keras_xla_guard.backend.xla_cache import persistent_cache, recommended_flags
 
     wall = report.window_wall_s
     table = [c for c in report.compile_table if not c.cache_hit]

@@ -38,6 +38,7 @@ __all__ = [
     "attach",
     "build_for_training",
     "flavour_of",
+    "keras_backend",
     "keras_version",
     "steps_per_execution",
     "tracked_train_function",
@@ -75,6 +76,33 @@ def keras_version(model: Any = None) -> str:
     except ImportError:
         return "keras (not importable)"
     return f"keras {getattr(keras, '__version__', '?')}"
+
+
+def keras_backend(model: Any = None) -> str:
+    """The Keras backend that runs `model`: `"tensorflow"`, `"jax"`, ...
+
+    tf_keras runs on TensorFlow. A Keras 3 model's class derives from its
+    backend's trainer (`keras/src/backend/<name>/trainer.py`, a private
+    module path), so the model names the backend it was built under;
+    without a model, or when no trainer class is found, the public
+    `keras.backend.backend()`.
+
+    Args:
+        model: A Keras model. Defaults to `None`: Keras' configured backend.
+
+    Returns:
+        The backend's name as Keras spells it.
+    """
+    if model is not None:
+        if _is_tf_keras(model):
+            return "tensorflow"
+        for cls in type(model).__mro__:
+            parts = cls.__module__.split(".")
+            if len(parts) == 5 and parts[:3] == ["keras", "src", "backend"] and parts[4] == "trainer":
+                return parts[3]
+    import keras
+
+    return str(keras.backend.backend())
 
 
 def flavour_of(model: Any) -> ModuleType | None:
