@@ -26,7 +26,7 @@ from keras_xla_guard.runtime.config import (
 )
 from keras_xla_guard.runtime.engine import XlaGuardEngine, xla_mode_of
 from keras_xla_guard.errors import RecompilationLimitError, XlaGuardWarning
-from keras_xla_guard.input_tap import KerasInputTracker
+from keras_xla_guard.signature_feed import SignatureFeed
 from keras_xla_guard.trace.report import CoverageReport
 from keras_xla_guard.runtime.schedule import DEFAULT_MAX_STEPS, DEFAULT_SKIP_STEPS
 from keras_xla_guard.signatures import EpochSignatures
@@ -175,7 +175,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
             "XlaGuardCallback",
         )
         self.engine = XlaGuardEngine(self.config, notes=[self._verdict_notes], backend=backend)
-        self._inputs = KerasInputTracker(self.engine)
+        self._inputs = SignatureFeed(self.engine)
         self._track_signatures = bool(track_signatures)
         self._explain = explain
         self.explain_report: Any = None

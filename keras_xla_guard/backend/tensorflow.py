@@ -82,7 +82,8 @@ class TensorFlowBackend:
         """`tf.profiler.experimental.Trace("train", step_num=step, _r=1)`, not yet entered."""
         import tensorflow as tf
 
-        # `_r=1` makes XProf's step-time tools recognise the region as a step.
+        # `_r=1` makes XProf's step-time tools recognise the region as a step
+        # (the form TensorFlow's profiler guide gives for custom loops).
         trace: AbstractContextManager[Any] = tf.profiler.experimental.Trace(
             "train", step_num=step, _r=1
         )
