@@ -155,7 +155,7 @@ def _round(value: float | None) -> float | None:
 
 def _record_us(tf, dataset, repeats: int = 10) -> float:  # noqa: ANN001
     """Extra microseconds per batch of the tap's ops in a tight in-graph loop (min of alternated runs)."""
-    from keras_xla_guard.input_tap import InputTap
+    from keras_xla_guard.seam.tap import InputTap
 
     tap = InputTap(dataset.element_spec)
 

@@ -12,6 +12,8 @@ from typing import Any
 
 import keras
 
+from keras_xla_guard import backend as backends
+from keras_xla_guard.backend import Backend
 from keras_xla_guard.trace.analysis import DEFAULT_TOP_K
 from keras_xla_guard.diagnose.strategy import strategy_verdicts
 from keras_xla_guard.diagnose.verdict import ERROR, WARNING, Verdict
@@ -23,8 +25,8 @@ from keras_xla_guard.runtime.config import (
     config_args_doc,
 )
 from keras_xla_guard.runtime.engine import XlaGuardEngine, xla_mode_of
-from keras_xla_guard.errors import BackendError, RecompilationLimitError, XlaGuardWarning
-from keras_xla_guard.input_tap import KerasInputTracker
+from keras_xla_guard.errors import RecompilationLimitError, XlaGuardWarning
+from keras_xla_guard.signature_feed import SignatureFeed
 from keras_xla_guard.trace.report import CoverageReport
 from keras_xla_guard.runtime.schedule import DEFAULT_MAX_STEPS, DEFAULT_SKIP_STEPS
 from keras_xla_guard.signatures import EpochSignatures
@@ -38,26 +40,20 @@ _LOW_COVERAGE = 0.5
 _guarding: "weakref.WeakSet[XlaGuardCallback]" = weakref.WeakSet()
 
 
-def check_backend() -> None:
-    """Raises `BackendError` unless Keras runs on TensorFlow.
+def check_backend(model: Any = None) -> Backend:
+    """The guard's backend for `model` (or Keras' configured backend); refuses others.
+
+    Args:
+        model: A Keras model. Defaults to `None`: `keras.backend.backend()`.
+
+    Returns:
+        The `Backend` (see `keras_xla_guard.backend.select`).
 
     Raises:
-        BackendError: With another Keras backend.
+        BackendError: With a Keras backend the guard has no implementation
+            for, naming the Keras and backend versions.
     """
-    backend = keras.backend.backend()
-    if backend == "tensorflow":
-        return
-    extra = ""
-    if backend == "jax":
-        extra = (
-            " With JAX every training step is already compiled by XLA "
-            "(jax.jit), so there is no XLA coverage to guard."
-        )
-    raise BackendError(
-        "keras-xla-guard measures TensorFlow's XLA and needs the TensorFlow "
-        f"backend, but Keras runs on backend={backend!r}.{extra} Set "
-        "KERAS_BACKEND=tensorflow before importing Keras to use it."
-    )
+    return backends.select(model)
 
 
 @config_args_doc
@@ -157,7 +153,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
         config: GuardConfig | None = None,
     ) -> None:
         super().__init__()
-        check_backend()
+        backend = check_backend()
         self.config = GuardConfig.of(
             config,
             dict(
@@ -178,8 +174,8 @@ class XlaGuardCallback(keras.callbacks.Callback):
             ),
             "XlaGuardCallback",
         )
-        self.engine = XlaGuardEngine(self.config, notes=[self._verdict_notes])
-        self._inputs = KerasInputTracker(self.engine)
+        self.engine = XlaGuardEngine(self.config, notes=[self._verdict_notes], backend=backend)
+        self._inputs = SignatureFeed(self.engine)
         self._track_signatures = bool(track_signatures)
         self._explain = explain
         self.explain_report: Any = None
@@ -366,7 +362,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
         self.worker = None if cluster is None else cluster.info
         self.engine.train_begin(
             epochs=params.get("epochs"),
-            xla_mode=xla_mode_of(getattr(self.model, "jit_compile", False) is True),
+            xla_mode=xla_mode_of(getattr(self.model, "jit_compile", False) is True, self.engine.backend),
             steps_per_call=seam.steps_per_execution(self.model),
             trace_dir=None if cluster is None else cluster.trace_dir,
             sinks=None if cluster is None else [*self.engine.default_sinks(tensorboard=False), cluster],

@@ -11,6 +11,7 @@ __all__ = [
     "BackendError",
     "MissingDependencyError",
     "ProfilerBusyError",
+    "ProfilerNotRunningError",
     "RecompilationLimitError",
     "TraceError",
     "TraceNotFoundError",
@@ -25,7 +26,7 @@ class XlaGuardError(Exception):
 
 
 class BackendError(XlaGuardError, RuntimeError):
-    """Keras runs on a backend other than TensorFlow."""
+    """Keras runs on a backend keras-xla-guard has no implementation for."""
 
 
 class MissingDependencyError(XlaGuardError, ImportError):
@@ -34,6 +35,14 @@ class MissingDependencyError(XlaGuardError, ImportError):
 
 class ProfilerBusyError(XlaGuardError):
     """Another profiler session is already running in this process."""
+
+
+class ProfilerNotRunningError(XlaGuardError):
+    """No profiler session is running to stop (a backend's stop found none).
+
+    Raised by a `keras_xla_guard.backend` implementation to the profiler
+    session, which turns it into a `failed` window; it never reaches training.
+    """
 
 
 class RecompilationLimitError(XlaGuardError, RuntimeError):

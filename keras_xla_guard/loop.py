@@ -298,10 +298,10 @@ class XlaGuard:
                     step(x_batch, y_batch)
         ```
         """
-        from keras_xla_guard.input_tap import KerasInputTracker
+        from keras_xla_guard.signature_feed import SignatureFeed
 
         if self._inputs is None:
-            self._inputs = KerasInputTracker(self.engine)
+            self._inputs = SignatureFeed(self.engine)
         return self._inputs.observe(dataset)
 
     def watch(self, fn: Callable[..., Any], jit_compile: bool | None = None) -> Callable[..., Any]:

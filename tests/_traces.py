@@ -44,3 +44,18 @@ def profiled_fit(log_dir: Path, jit_compile: bool, samples: int = 48) -> Path:
     tf.profiler.experimental.stop()
     (trace,) = set(find_trace_files(log_dir, all_runs=True)) - before
     return trace
+
+
+def step_markers(trace_path: Path | str) -> list[int]:
+    """The `step_num` of every `train` step region in a trace, sorted."""
+    from keras_xla_guard.trace.xplane import load_xspace
+
+    steps = []
+    for plane in load_xspace(trace_path).planes:
+        names = {k: v.name for k, v in plane.stat_metadata.items()}
+        for line in plane.lines:
+            for event in line.events:
+                if plane.event_metadata[event.metadata_id].name == "train":
+                    stats = {names[s.metadata_id]: s for s in event.stats}
+                    steps.append(stats["step_num"].int64_value or stats["step_num"].uint64_value)
+    return sorted(steps)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from keras_xla_guard.diagnose.verdict import EFFECTIVENESS, INFO, WARNING, Verdict
-from keras_xla_guard.runtime.xla_cache import persistent_cache, recommended_flags
+from keras_xla_guard.backend.xla_cache import persistent_cache, recommended_flags
 
 __all__ = ["COMPILE_SHARE_THRESHOLD", "compile_cost_verdicts"]
 

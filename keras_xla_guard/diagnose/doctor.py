@@ -47,7 +47,7 @@ from keras_xla_guard.diagnose.verdict import (
     WARNING,
     Verdict,
 )
-from keras_xla_guard.runtime.xla_cache import PersistentCache, persistent_cache, recommended_flags
+from keras_xla_guard.backend.xla_cache import PersistentCache, persistent_cache, recommended_flags
 
 __all__ = [
     "DeviceCheck",

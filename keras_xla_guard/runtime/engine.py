@@ -13,7 +13,6 @@ import concurrent.futures
 import dataclasses
 import functools
 import os
-import sys
 import threading
 import time
 import warnings
@@ -22,6 +21,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from keras_xla_guard._checks import check_int
+from keras_xla_guard import backend as backends
+from keras_xla_guard.backend import Backend
 from keras_xla_guard.diagnose.compile_cost import compile_cost_verdicts
 from keras_xla_guard.errors import ProfilerBusyError, RecompilationLimitError, XlaGuardWarning
 from keras_xla_guard.runtime.config import (
@@ -33,7 +34,6 @@ from keras_xla_guard.runtime.config import (
 from keras_xla_guard.runtime.policy import CompilationPolicy
 from keras_xla_guard.runtime.profiler import ProfilerSession, SessionLostError, stop_stale_session
 from keras_xla_guard.runtime.sink import ReportSink
-from keras_xla_guard.runtime.xla_cache import persistent_cache
 from keras_xla_guard.signatures.signature import Signature
 from keras_xla_guard.signatures.tracker import EpochSignatures, SignatureTracker
 from keras_xla_guard.trace.compiles import attribute_compiles
@@ -59,27 +59,23 @@ _THREAD_PREFIX = "keras_xla_guard"
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
-def xla_mode_of(jit_compile: bool) -> str | None:
+def xla_mode_of(jit_compile: bool, backend: Backend | None = None) -> str | None:
     """How a train step is compiled: `"jit_compile"`, `"autoclustering"` or `None`.
 
-    The one rule for the callback and the loop guard alike.
+    The one rule for the callback and the loop guard alike: the backend's
+    (`Backend.xla_mode`).
 
     Args:
         jit_compile: Whether the step itself is compiled with XLA
             (`model.jit_compile`, a `tf.function(jit_compile=True)`).
+        backend: The backend running the step. Defaults to `None`:
+            TensorFlow's, where `"autoclustering"` means
+            `tf.config.optimizer.get_jit()` requests it.
 
     Returns:
-        `"jit_compile"` when it is; else `"autoclustering"` when
-        `tf.config.optimizer.get_jit()` requests it; else `None`.
+        The mode; `None` when XLA compiles nothing.
     """
-    if jit_compile:
-        return "jit_compile"
-    # Auto-clustering is a switch of the TF runtime: without TensorFlow loaded
-    # nobody can have set it, and importing it here would cost seconds.
-    tf = sys.modules.get("tensorflow")
-    if tf is not None and tf.config.optimizer.get_jit():
-        return "autoclustering"
-    return None
+    return (backend if backend is not None else backends.get("tensorflow")).xla_mode(jit_compile)
 
 
 def _never_raises(method: _F) -> _F:
@@ -133,6 +129,10 @@ class XlaGuardEngine:
             `verbose`).
         notes: Callables `report -> list[str]` adding notes to each
             finished report (e.g. why coverage is low). Defaults to `()`.
+        backend: The `Backend` whose profiler, step markers and cache
+            flags the engine uses. Defaults to `None`: TensorFlow's (the
+            backend of `tf.function` train steps); the Keras callback
+            passes the one Keras runs on (`keras_xla_guard.backend.select`).
         **fields: `GuardConfig`'s fields as keyword arguments, instead of
             `config` (`log_dir`, `profile_epochs`, ...; see `GuardConfig`).
 
@@ -163,6 +163,7 @@ class XlaGuardEngine:
         *,
         sinks: Sequence[ReportSink] | None = None,
         notes: Sequence[NoteProvider] = (),
+        backend: Backend | None = None,
         **fields: Any,
     ) -> None:
         if config is None:
@@ -173,6 +174,7 @@ class XlaGuardEngine:
                 f"both. Received: config={config!r}, fields={sorted(fields)}"
             )
         self.config = config
+        self.backend = backend if backend is not None else backends.get("tensorflow")
         self._sinks = None if sinks is None else list(sinks)
         self._notes = tuple(notes)
         self.schedule = config.schedule
@@ -198,7 +200,7 @@ class XlaGuardEngine:
         self._signature_stats: dict[int, EpochSignatures] = {}
         # Epoch -> (first step, steps) of its profiling window.
         self._window_steps: dict[int, tuple[int, int]] = {}
-        self._persistent_cache = persistent_cache()
+        self._persistent_cache = self.backend.persistent_cache()
         self._signatures_unavailable: str | None = None
         self._unavailable_epochs: dict[int, str] = {}
         self._not_profiled: str | None = None
@@ -416,7 +418,7 @@ class XlaGuardEngine:
         else:
             self._run_sinks = self.default_sinks()
         self._tracker = SignatureTracker(xla=xla_mode is not None)
-        self._persistent_cache = persistent_cache()
+        self._persistent_cache = self.backend.persistent_cache()
         self._window_steps = {}
         self._policy.reset()
         self._signatures_unavailable = None
@@ -671,7 +673,7 @@ class XlaGuardEngine:
             self._store(CoverageReport(status="skipped", reason=self._not_profiled, epoch=epoch,
                                        steps_profiled=0))
             return
-        session = ProfilerSession(self._trace_dir, run_name=f"epoch{epoch}")
+        session = ProfilerSession(self._trace_dir, run_name=f"epoch{epoch}", backend=self.backend)
         try:
             session.start()
         except ProfilerBusyError as e:
@@ -684,12 +686,9 @@ class XlaGuardEngine:
         self._mark_step(self._window, step)
 
     def _mark_step(self, window: _Window, step: int) -> None:
-        import tensorflow as tf
-
         if window.step_trace is not None:
             window.step_trace.__exit__(None, None, None)
-        # `_r=1` makes XProf's step-time tools recognise the region as a step.
-        window.step_trace = tf.profiler.experimental.Trace("train", step_num=step, _r=1)
+        window.step_trace = self.backend.step_trace(step)
         window.step_trace.__enter__()
         window.next_step = step + self._steps_per_call
 

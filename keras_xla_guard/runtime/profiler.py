@@ -1,6 +1,7 @@
-"""Thin, safe control of TensorFlow's process-wide profiler.
+"""Thin, safe control of the process-wide profiler, whichever backend runs it.
 
-TensorFlow allows one profiler session per process. This module remembers
+TensorFlow (and JAX) allow one profiler session per process; the backend
+(`keras_xla_guard.backend`) starts and stops it, this module decides when. This module remembers
 whether *we* started the running session, so that a guard never stops a
 profiler someone else started (e.g. `keras.callbacks.TensorBoard`), and so a
 session we left running (an exception escaped `model.fit` before our
@@ -25,9 +26,13 @@ import threading
 import uuid
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from keras_xla_guard.errors import ProfilerBusyError, XlaGuardError, XlaGuardWarning
+from keras_xla_guard.errors import ProfilerBusyError, ProfilerNotRunningError, XlaGuardError, XlaGuardWarning
 from keras_xla_guard.trace.xplane import TRACE_SUFFIX
+
+if TYPE_CHECKING:
+    from keras_xla_guard.backend import Backend
 
 __all__ = ["STAGING_DIR", "ProfilerSession", "SessionLostError", "stop_stale_session"]
 
@@ -54,7 +59,7 @@ def _run_dirs(log_dir: Path) -> list[Path]:
 
 
 class ProfilerSession:
-    """One start/stop of the TF profiler writing into `log_dir`.
+    """One start/stop of the profiler writing into `log_dir`.
 
     Args:
         log_dir: Directory the trace goes to, in TensorBoard's layout
@@ -63,9 +68,22 @@ class ProfilerSession:
             timestamp (`<timestamp>_<run_name>`). A run of the same name
             already there gets a counter (`_2`, `_3`, ...) appended, so
             every session has its own directory. Defaults to `"run"`.
+        backend: The `Backend` whose profiler runs. Defaults to `None`:
+            TensorFlow's (`keras_xla_guard.backend.get("tensorflow")`).
     """
 
-    def __init__(self, log_dir: str | os.PathLike[str], run_name: str = "run") -> None:
+    def __init__(
+        self,
+        log_dir: str | os.PathLike[str],
+        run_name: str = "run",
+        *,
+        backend: Backend | None = None,
+    ) -> None:
+        if backend is None:
+            from keras_xla_guard.backend import get
+
+            backend = get("tensorflow")
+        self.backend = backend
         self.log_dir = Path(log_dir)
         self.run_name = run_name
         self.running = False
@@ -80,26 +98,17 @@ class ProfilerSession:
             ProfilerBusyError: If another profiler session is running,
                 another guard's included.
         """
-        import tensorflow as tf
-
         global _active
         with _lock:
             if _active is not None and _active.running:
                 raise ProfilerBusyError(
                     "another keras-xla-guard profiling window is running in this process "
-                    f"(log_dir={os.fspath(_active.log_dir)!r}); TensorFlow runs one profiler "
+                    f"(log_dir={os.fspath(_active.log_dir)!r}); one profiler runs "
                     "at a time"
                 )
             self._staging.mkdir(parents=True, exist_ok=True)
             try:
-                tf.profiler.experimental.start(str(self._staging))
-            except tf.errors.AlreadyExistsError as e:
-                self._discard_staging()
-                raise ProfilerBusyError(
-                    "another profiler session is already running in this "
-                    "process (e.g. keras.callbacks.TensorBoard(profile_batch=...)); "
-                    f"TensorFlow said: {e.message}"
-                ) from None
+                self.backend.start_trace(str(self._staging))
             except BaseException:
                 self._discard_staging()
                 raise
@@ -109,7 +118,7 @@ class ProfilerSession:
     def stop(self) -> list[Path]:
         """Stops the profiler and returns the trace files it wrote.
 
-        If TensorFlow's stop is interrupted (e.g. `KeyboardInterrupt`), the
+        If the backend's stop is interrupted (e.g. `KeyboardInterrupt`), the
         session stays marked running, so a later `stop()` or
         `stop_stale_session()` tries again.
 
@@ -120,11 +129,9 @@ class ProfilerSession:
         Raises:
             SessionLostError: If someone else stopped this session (the
                 profiler running now, if any, is left alone).
-            Exception: What TensorFlow raised when writing the trace failed
-                (e.g. a full disk); TensorFlow has ended the session then.
+            Exception: What the backend raised when writing the trace failed
+                (e.g. a full disk); the backend has ended the session then.
         """
-        import tensorflow as tf
-
         with _lock:
             if not self.running:
                 return self.trace_files
@@ -136,12 +143,12 @@ class ProfilerSession:
                 raise self._lost()
             self._stop_begun = True
             try:
-                tf.profiler.experimental.stop()
-            except tf.errors.UnavailableError:
+                self.backend.stop_trace()
+            except ProfilerNotRunningError:
                 if not interrupted:
                     raise self._lost() from None
             except Exception:
-                # TensorFlow drops its session when writing the trace fails.
+                # The backend drops its session when writing the trace fails.
                 self._forget()
                 self._discard_staging()
                 raise

@@ -4,18 +4,22 @@ Keras gives callbacks no view of the batches `fit` trains on and no hook
 for an exception that leaves `fit`. Recording input signatures and
 stopping the profiler on that path therefore rely on how each Keras
 flavour builds its train function and runs its epochs. Every such contact
-lives in this package, one module per flavour:
+lives in this package, one module per flavour, each keeping the `Flavour`
+contract (`_flavour.py`):
 
 - `keras3`: Keras 3 on TensorFlow (closure cells of the train function,
   `fit`'s `epoch_iterator`);
 - `tf_keras`: tf_keras / Keras 2 (`fit`'s `data_handler`);
+- `tap`: `InputTap`, the TensorFlow mechanics that record each batch's
+  shape (a `tf.Variable` ring written in-graph, or `.shape` read in Python);
 - `tf_internals`: TensorFlow internals used outside `fit` (the XLA CPU
   switch, the kernel registry, traced graphs' function library, a
   strategy-free resource variable).
 
-`attach` decides at `on_train_begin` which flavour fits the model and
-whether it can record; the guard then checks every epoch that it recorded
-one batch per step that ran (see `KerasInputTracker`). Anything that does
+`attach` decides at `on_train_begin` which flavour fits the model (by its
+Keras and the backend it runs on) and whether it can record; the guard then
+checks every epoch that it recorded one batch per step that ran (see
+`keras_xla_guard.signature_feed.SignatureFeed`). Anything that does
 not fit becomes an `XlaGuardWarning` naming the Keras version, never a
 silent zero. `docs/compatibility.md` lists each contact and the versions
 it was verified on. Users who want none of this call
@@ -29,15 +33,18 @@ import sys
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any
+
+from keras_xla_guard.seam._flavour import Flavour
 
 __all__ = [
     "Attachment",
+    "Flavour",
     "all_layers",
     "attach",
     "build_for_training",
     "flavour_of",
+    "keras_backend",
     "keras_version",
     "steps_per_execution",
     "tracked_train_function",
@@ -77,19 +84,53 @@ def keras_version(model: Any = None) -> str:
     return f"keras {getattr(keras, '__version__', '?')}"
 
 
-def flavour_of(model: Any) -> ModuleType | None:
-    """The flavour module for `model`, or `None` when none fits."""
+def keras_backend(model: Any = None) -> str:
+    """The Keras backend that runs `model`: `"tensorflow"`, `"jax"`, ...
+
+    tf_keras runs on TensorFlow. A Keras 3 model's class derives from its
+    backend's trainer (`keras/src/backend/<name>/trainer.py`, a private
+    module path), so the model names the backend it was built under;
+    without a model, or when no trainer class is found, the public
+    `keras.backend.backend()`.
+
+    Args:
+        model: A Keras model. Defaults to `None`: Keras' configured backend.
+
+    Returns:
+        The backend's name as Keras spells it.
+    """
+    if model is not None:
+        if _is_tf_keras(model):
+            return "tensorflow"
+        for cls in type(model).__mro__:
+            parts = cls.__module__.split(".")
+            if len(parts) == 5 and parts[:3] == ["keras", "src", "backend"] and parts[4] == "trainer":
+                return parts[3]
+    import keras
+
+    return str(keras.backend.backend())
+
+
+def flavour_of(model: Any) -> Flavour | None:
+    """The flavour module for `model`, or `None` when none fits.
+
+    A flavour fits by the Keras that built the model and the backend it runs
+    on: `tf_keras` for tf_keras models (always TensorFlow); `keras3` for
+    Keras 3 models on its `BACKEND`. A Keras 3 model on JAX gets none: its
+    train function is a `jax.jit` step, not the `tf.function` `keras3`
+    rebuilds.
+    """
     if _is_tf_keras(model):
         from keras_xla_guard.seam import tf_keras
 
         return tf_keras
     import keras
 
-    if str(getattr(keras, "__version__", "")).startswith("3."):
-        from keras_xla_guard.seam import keras3
+    if not str(getattr(keras, "__version__", "")).startswith("3."):
+        return None
+    from keras_xla_guard.seam import keras3
 
-        return keras3
-    return None
+    return keras3 if keras_backend(model) == keras3.BACKEND else None
 
 
 def steps_per_execution(model: Any) -> int:
@@ -180,9 +221,12 @@ def attach(
         The `Attachment`; `detach()` it at the end of `fit`.
     """
     flavour = flavour_of(model)
-    found = Attachment(flavour=getattr(flavour, "FLAVOUR", None), keras=keras_version(model))
+    found = Attachment(flavour=flavour.FLAVOUR if flavour is not None else None, keras=keras_version(model))
     if flavour is None:
-        found.reason = f"{found.keras} is not a Keras this guard knows how to record"
+        found.reason = (
+            f"{found.keras} on backend {keras_backend(model)!r} is not a Keras this guard "
+            "knows how to record"
+        )
         return found
     holder = _fit_local(model, flavour.EXIT_HOOK_HOLDER)
     found.exit_hook = _hook_exit(holder, on_abort, found._undo)
@@ -227,14 +271,14 @@ def attach(
     return found
 
 
-def _tapped(flavour: ModuleType, original: Any, element_spec: Any) -> tuple[Any, Any]:
+def _tapped(flavour: Flavour, original: Any, element_spec: Any) -> tuple[Any, Any]:
     """The tap and recording train function for `original` and a batch structure.
 
     Built once per Keras train function and batch structure, then reused by
     every later `fit` of the model: it is traced once, instead of Keras'
     own function, so tracking adds no tracing.
     """
-    from keras_xla_guard.input_tap import InputTap
+    from keras_xla_guard.seam.tap import InputTap
 
     key = repr(element_spec)
     entries = _TAPPED.setdefault(original, {})
@@ -255,7 +299,7 @@ def _attach_to_distributed(
     """
     import tensorflow as tf
 
-    from keras_xla_guard.input_tap import InputTap
+    from keras_xla_guard.seam.tap import InputTap
 
     dataset = getattr(holder, attribute)
     strategy = getattr(model, "distribute_strategy", None)
@@ -363,7 +407,7 @@ def build_for_training(model: Any, batch: Any) -> str | None:
         `None` when everything was built, else why not (the caller warns).
     """
     flavour = flavour_of(model)
-    if flavour is not None and getattr(flavour, "FLAVOUR", None) == "keras3":
+    if flavour is not None and flavour.FLAVOUR == "keras3":
         from keras_xla_guard.seam import keras3
 
         reason = keras3.symbolic_build(model, batch)

@@ -1,5 +1,7 @@
 """Keras 3 (TensorFlow backend): where `fit` pulls its batches, and how to see them.
 
+A `seam.Flavour`: `flavour_of` gives it to Keras 3 models on its `BACKEND`.
+
 Private contacts, each verified on the versions listed in `docs/compatibility.md`:
 
 - `model.train_function` built by `keras/src/backend/tensorflow/trainer.py`
@@ -27,9 +29,18 @@ from __future__ import annotations
 import types
 from typing import Any
 
-__all__ = ["DATASET_HOLDER", "EXIT_HOOK_HOLDER", "FLAVOUR", "probe", "recording_function", "symbolic_build"]
+__all__ = [
+    "BACKEND",
+    "DATASET_HOLDER",
+    "EXIT_HOOK_HOLDER",
+    "FLAVOUR",
+    "probe",
+    "recording_function",
+    "symbolic_build",
+]
 
 FLAVOUR = "keras3"
+BACKEND = "tensorflow"
 _STEP_CELLS = ("multi_step_on_iterator", "one_step_on_data")
 # (fit's local variable, its attribute holding the dataset fit distributes).
 DATASET_HOLDER = ("epoch_iterator", "_distributed_dataset")

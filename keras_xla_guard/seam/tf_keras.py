@@ -1,5 +1,7 @@
 """tf_keras (Keras 2, `TF_USE_LEGACY_KERAS=1`): where `fit` pulls its batches.
 
+A `seam.Flavour` (tf_keras runs on TensorFlow only).
+
 Private contacts, each verified on the versions listed in `docs/compatibility.md`:
 
 - `model.train_function` is a `tf.function` over the iterator
@@ -24,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "BACKEND",
     "DATASET_HOLDER",
     "EXIT_HOOK_HOLDER",
     "FLAVOUR",
@@ -34,6 +37,7 @@ __all__ = [
 ]
 
 FLAVOUR = "tf_keras"
+BACKEND = "tensorflow"
 DATASET_HOLDER = ("data_handler", "_dataset")
 EXIT_HOOK_HOLDER = "data_handler"
 

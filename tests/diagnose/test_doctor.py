@@ -274,7 +274,7 @@ def test_existing_cache_directory_that_takes_no_file_is_named() -> None:
 @pytest.mark.slow
 def test_read_only_cache_never_writes_and_an_unwritable_one_is_no_error(tmp_path: Path) -> None:
     """Read-only: XLA compiles, nothing is stored, an unwritable path is fine; writable: one program stored."""
-    from keras_xla_guard.runtime.xla_cache import PersistentCache
+    from keras_xla_guard.backend.xla_cache import PersistentCache
 
     (tmp_path / "file").write_text("")
     read_only = "--tf_xla_persistent_cache_read_only=true"

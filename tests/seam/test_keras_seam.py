@@ -355,3 +355,43 @@ def test_loop_guard_observe_records_the_dataset_batches(tmp_path):
     assert first.expected_compilations == 5
     assert first.explanations[0].message == HEADLINE
     assert (second.steps, second.new_signatures) == (7, 0)
+
+
+@pytest.mark.parametrize("name", ["keras3", "tf_keras"])
+def test_each_flavour_module_keeps_the_flavour_contract(name):
+    """keras3 and tf_keras define every Flavour member: names, TensorFlow backend, holders, callables."""
+    import importlib
+
+    from keras_xla_guard.seam import Flavour
+
+    flavour = importlib.import_module(f"keras_xla_guard.seam.{name}")
+    assert set(Flavour.__annotations__) == {"FLAVOUR", "BACKEND", "DATASET_HOLDER", "EXIT_HOOK_HOLDER"}
+    assert flavour.FLAVOUR == name
+    assert flavour.BACKEND == "tensorflow"
+    holder, attribute = flavour.DATASET_HOLDER
+    assert holder.isidentifier() and attribute.isidentifier()
+    assert flavour.EXIT_HOOK_HOLDER.isidentifier()
+    assert callable(flavour.probe) and callable(flavour.recording_function)
+
+
+def test_flavour_of_picks_keras3_for_a_keras3_model_on_tensorflow():
+    """A Keras 3 model on the TensorFlow backend: backend "tensorflow", flavour keras3."""
+    from keras_xla_guard import seam
+    from keras_xla_guard.seam import keras3
+
+    model = _seq_model(jit_compile=True)
+    assert seam.keras_backend(model) == "tensorflow"
+    assert seam.flavour_of(model) is keras3
+
+
+def test_flavour_of_picks_tf_keras_for_a_tf_keras_model():
+    """A tf_keras model runs on TensorFlow and gets the tf_keras flavour, beside Keras 3."""
+    import tf_keras
+
+    from keras_xla_guard import seam
+    from keras_xla_guard.seam import tf_keras as flavour
+
+    model = tf_keras.Sequential([tf_keras.Input((2,)), tf_keras.layers.Dense(1)])
+    assert seam.keras_backend(model) == "tensorflow"
+    assert seam.flavour_of(model) is flavour
+    assert seam.keras_version(model).startswith("tf_keras ")

@@ -740,7 +740,7 @@ def test_batch_counter_waits_for_the_batch_by_data_dependency():
     """The counter's AssignAddVariableOp is fed from IteratorGetNext, so a failed get_next counts nothing."""
     import tensorflow as tf
 
-    from keras_xla_guard.input_tap import InputTap
+    from keras_xla_guard.seam.tap import InputTap
     from keras_xla_guard.seam._recording import RecordingIterator as _RecordingIterator
 
     dataset = tf.data.Dataset.range(10).map(lambda i: (tf.zeros([i]), i)).batch(3)
@@ -766,7 +766,7 @@ def test_tap_ops_all_live_in_the_guard_scope():
     import tensorflow as tf
 
     from keras_xla_guard.trace.classify import is_guard_op
-    from keras_xla_guard.input_tap import InputTap
+    from keras_xla_guard.seam.tap import InputTap
     from keras_xla_guard.seam._recording import RecordingIterator as _RecordingIterator
 
     dataset = tf.data.Dataset.range(10).map(lambda i: (tf.zeros([i]), i)).batch(3)

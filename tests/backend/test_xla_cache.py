@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from keras_xla_guard.runtime.xla_cache import PersistentCache, persistent_cache, recommended_flags
+from keras_xla_guard.backend.xla_cache import PersistentCache, persistent_cache, recommended_flags
 
 
 def test_no_directory_means_no_cache():

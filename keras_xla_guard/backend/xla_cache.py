@@ -7,7 +7,13 @@ devices, comma separated; all when empty), `--tf_xla_persistent_cache_read_only`
 and `--tf_xla_persistent_cache_prefix` (file name prefix, default
 `xla_compile_cache`). Each compiled program is one file
 `<prefix>__<key>__<hash>__<DEVICE>.pb`; a later process with the same flags
-loads it instead of compiling. Pure: no TensorFlow import.
+loads it instead of compiling. Pure: no TensorFlow import, so `doctor` and
+the tests read the flags without TensorFlow.
+
+The flags are TensorFlow's, so they live in the backend room: the TensorFlow
+backend's `persistent_cache()` returns what this module reads, and the
+engine only asks its backend. `PersistentCache` is what every backend
+returns; `entries()` counts TensorFlow's file names.
 """
 
 from __future__ import annotations

@@ -1,0 +1,117 @@
+"""The backend room: one module per framework behind one written interface.
+
+`Backend` (`_base.py`) is the fixed set of calls keras-xla-guard makes into
+the framework that runs the train step: start and stop the profiler, mark a
+step, tell the XLA mode, read the persistent compilation cache. Each
+framework implements it in its own module (`tensorflow.py`), the way Keras
+keeps `keras/src/backend/<name>/tensorboard.py`; the engine, the profiler
+session and the adapters call only `Backend`'s methods. A new backend is one
+module here and one entry in `_IMPLEMENTATIONS`.
+
+`select` picks the implementation for a Keras model (or for the backend
+Keras is configured with) and refuses, naming the versions, a backend that
+has none; `get` picks one by name (a custom loop of `tf.function`s runs on
+TensorFlow whatever Keras is configured with). Nothing here imports a
+framework until a method is called.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import threading
+from typing import Any
+
+from keras_xla_guard.backend._base import Backend
+from keras_xla_guard.errors import BackendError
+
+__all__ = ["BACKENDS", "Backend", "get", "select"]
+
+# Backend name (as `keras.backend.backend()` spells it) -> module and class.
+_IMPLEMENTATIONS = {"tensorflow": ("keras_xla_guard.backend.tensorflow", "TensorFlowBackend")}
+BACKENDS = tuple(_IMPLEMENTATIONS)
+
+_lock = threading.Lock()
+_instances: dict[str, Backend] = {}
+
+_WHY_NOT = {
+    "jax": (
+        " With JAX every training step is already compiled by XLA (jax.jit), so there "
+        "is no XLA coverage to guard."
+    ),
+}
+
+
+def get(name: str) -> Backend:
+    """The implementation of backend `name`, one instance per process.
+
+    Args:
+        name: A name from `BACKENDS`, e.g. `"tensorflow"`.
+
+    Returns:
+        The `Backend`.
+
+    Raises:
+        BackendError: If keras-xla-guard has no implementation of `name`.
+
+    Example:
+
+    ```python
+    from keras_xla_guard import backend
+
+    print(backend.get("tensorflow").xla_mode(jit_compile=True))  # "jit_compile"
+    ```
+    """
+    found = _instances.get(name)
+    if found is not None:
+        return found
+    if name not in _IMPLEMENTATIONS:
+        raise BackendError(
+            f"keras-xla-guard has no backend named {name!r}; it has {list(BACKENDS)}. "
+            f"Received: name={name!r}"
+        )
+    module, cls = _IMPLEMENTATIONS[name]
+    with _lock:
+        if name not in _instances:
+            _instances[name] = getattr(importlib.import_module(module), cls)()
+        return _instances[name]
+
+
+def select(model: Any = None) -> Backend:
+    """The backend that runs `model`, or the one Keras is configured with.
+
+    Args:
+        model: A Keras model (Keras 3 or tf_keras). Defaults to `None`:
+            `keras.backend.backend()`.
+
+    Returns:
+        Its `Backend`.
+
+    Raises:
+        BackendError: If that backend has no implementation here; the
+            message names the Keras and the backend's versions and how to
+            switch (`KERAS_BACKEND=tensorflow`).
+
+    Example:
+
+    ```python
+    from keras_xla_guard import backend
+
+    tf_backend = backend.select(model)
+    ```
+    """
+    from keras_xla_guard import seam
+
+    name = seam.keras_backend(model)
+    if name in _IMPLEMENTATIONS:
+        return get(name)
+    keras = seam.keras_version(model)
+    module = sys.modules.get(name)
+    version = getattr(module, "__version__", None)
+    runs = f"{name} {version}" if version else name
+    raise BackendError(
+        f"keras-xla-guard measures TensorFlow's XLA and needs the TensorFlow backend, but "
+        f"{keras} runs on backend={name!r} ({runs}); keras-xla-guard has backends "
+        f"{list(BACKENDS)}.{_WHY_NOT.get(name, '')} Set KERAS_BACKEND=tensorflow before "
+        "importing Keras to use it."
+    )

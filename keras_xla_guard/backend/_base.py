@@ -1,0 +1,127 @@
+"""The backend interface: what the guard needs from the framework that runs the step.
+
+Keras gives each backend one module with a fixed function set
+(`keras/src/backend/<name>/tensorboard.py`: `start_trace`, `stop_trace`,
+`start_batch_trace`, `stop_batch_trace`); httpx writes its extension point
+as one class (`httpx/_transports/base.py`). `Backend` is both: the fixed set
+of calls the engine, the profiler session and the adapters make, written
+as a `Protocol` that each `backend/<name>.py` implements. Nothing outside
+this package calls a framework's profiler, its XLA switches or its
+compilation-cache flags.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
+from typing import Any, Protocol, runtime_checkable
+
+from keras_xla_guard.backend.xla_cache import PersistentCache
+
+__all__ = ["Backend"]
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """The calls keras-xla-guard makes into the framework that runs the train step.
+
+    One implementation per framework, in `keras_xla_guard/backend/<name>.py`,
+    chosen by `keras_xla_guard.backend.select` (from the model or
+    `keras.backend.backend()`) or `keras_xla_guard.backend.get(name)`.
+    An implementation imports its framework inside its methods, never at
+    module import, and maps the framework's own errors to the package's:
+    the callers (`runtime/profiler.py`, `runtime/engine.py`, the adapters)
+    only see the names below and `keras_xla_guard.errors`.
+
+    The profiler contract is the one both TensorFlow and JAX keep: one
+    profiler session per process, started with a directory and stopped
+    without arguments, writing TensorBoard's layout
+    `<log_dir>/plugins/profile/<timestamp>/<host>.xplane.pb`.
+    `runtime.profiler.ProfilerSession` stages, names and publishes those
+    runs and decides whose session it is; a backend only starts and stops.
+
+    How the JAX backend fits, call by call, with no caller changed:
+
+    - `start_trace(log_dir)`: `jax.profiler.start_trace(log_dir,
+      profiler_options=...)` with a `jax.profiler.ProfileOptions` whose
+      `python_tracer_level` is 0 (the Python tracer is on by default);
+      its `RuntimeError("Profile has already been started...")` becomes
+      `ProfilerBusyError`.
+    - `stop_trace()`: `jax.profiler.stop_trace()`; its
+      `RuntimeError("No profile started")` becomes `ProfilerNotRunningError`.
+    - `step_trace(step)`: `jax.profiler.StepTraceAnnotation("train",
+      step_num=step)`, the step marker XProf's step tools read.
+    - `xla_mode(jit_compile)`: `"jit_compile"` whatever the argument, since
+      Keras' JAX trainer always runs `jax.jit(train_step)`.
+    - `persistent_cache()`: `jax.config.jax_compilation_cache_dir` (and
+      `jax_persistent_cache_min_compile_time_secs`) as a `PersistentCache`.
+    - `name`, `version()`: `"jax"`, `"jax 0.10.2"`.
+
+    Attributes:
+        name: The Keras backend name this implements, as
+            `keras.backend.backend()` spells it (`"tensorflow"`).
+    """
+
+    name: str
+
+    def version(self) -> str:
+        """The framework and its version, e.g. `"tensorflow 2.21.0"`."""
+        ...
+
+    def start_trace(self, log_dir: str) -> None:
+        """Starts the process-wide profiler, writing into `log_dir` when stopped.
+
+        Args:
+            log_dir: The directory the trace goes to, in TensorBoard's layout.
+
+        Raises:
+            ProfilerBusyError: If a profiler session is already running in
+                this process (anyone's), with the framework's own words.
+        """
+        ...
+
+    def stop_trace(self) -> None:
+        """Stops the running profiler session and writes its trace.
+
+        Raises:
+            ProfilerNotRunningError: If no profiler session is running
+                (someone else stopped it).
+            Exception: What the framework raised when writing the trace
+                failed (e.g. `OSError` on a full disk); the session is over
+                then.
+        """
+        ...
+
+    def step_trace(self, step: int) -> AbstractContextManager[Any]:
+        """A region marking one training step in the trace (not yet entered).
+
+        Args:
+            step: The step number XProf shows.
+
+        Returns:
+            A context manager; entering and leaving it bounds the step.
+        """
+        ...
+
+    def xla_mode(self, jit_compile: bool) -> str | None:
+        """How a train step is compiled: `"jit_compile"`, `"autoclustering"` or `None`.
+
+        Args:
+            jit_compile: Whether the step itself asks for XLA
+                (`model.jit_compile`, a `tf.function(jit_compile=True)`).
+
+        Returns:
+            The mode the step runs in; `None` when XLA compiles nothing.
+        """
+        ...
+
+    def persistent_cache(self, env: Mapping[str, str] | None = None) -> PersistentCache | None:
+        """The persistent compilation cache this process uses, if any.
+
+        Args:
+            env: The environment to read. Defaults to `None` (`os.environ`).
+
+        Returns:
+            The cache settings, or `None` when no cache is configured.
+        """
+        ...

@@ -1,0 +1,61 @@
+"""Choosing the backend from a Keras model or Keras' configured backend, and refusing the rest."""
+
+from __future__ import annotations
+
+import pytest
+from _helpers import make_model, run_python
+
+from keras_xla_guard.backend import get, select
+
+pytestmark = pytest.mark.slow
+
+
+def test_keras_on_tensorflow_selects_the_tensorflow_backend():
+    """Under KERAS_BACKEND=tensorflow, select() and select(model) give the TensorFlow backend."""
+    assert select() is get("tensorflow")
+    assert select(make_model(True)) is get("tensorflow")
+
+
+def test_tf_keras_models_select_the_tensorflow_backend():
+    """A tf_keras model runs on TensorFlow, whatever Keras 3 is configured with."""
+    out = run_python(
+        """
+        import json
+        import tf_keras
+        from keras_xla_guard import seam
+        from keras_xla_guard.backend import select
+        model = tf_keras.Sequential([tf_keras.Input((2,)), tf_keras.layers.Dense(1)])
+        print(json.dumps({"seam": seam.keras_backend(model), "backend": select(model).name}))
+        """,
+        env={"KERAS_BACKEND": "jax", "TF_USE_LEGACY_KERAS": "1"},
+    )
+    assert out == {"seam": "tensorflow", "backend": "tensorflow"}
+
+
+def test_jax_is_refused_naming_keras_and_jax_versions():
+    """Keras on JAX: select() and select(model) raise BackendError naming both versions and the fix."""
+    out = run_python(
+        """
+        import json
+        import jax, keras
+        from keras_xla_guard import seam
+        from keras_xla_guard.backend import select
+        from keras_xla_guard.errors import BackendError
+        model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+        errors = []
+        for arg in (None, model):
+            try:
+                select(arg)
+            except BackendError as e:
+                errors.append(str(e))
+        print(json.dumps({"errors": errors, "seam": seam.keras_backend(model),
+                          "keras": keras.__version__, "jax": jax.__version__}))
+        """,
+        env={"KERAS_BACKEND": "jax"},
+    )
+    assert out["seam"] == "jax"
+    assert len(out["errors"]) == 2
+    for error in out["errors"]:
+        assert f"keras {out['keras']} runs on backend='jax' (jax {out['jax']})" in error
+        assert "already compiled by XLA" in error
+        assert "KERAS_BACKEND=tensorflow" in error
