@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from _helpers import run_python
-from _multiworker import run_workers
+from _multiworker import ALL_WORKERS_ATTEMPTS, run_workers
 from _oracle import count_xla_runs, xla_run_seconds, xprof_op_rows
 
 from keras_xla_guard import CoverageReport, OpStat, XlaGuardWarning, analyze_trace
@@ -251,15 +251,15 @@ def test_jit_compile_under_mirrored_strategy_is_explained_before_it_fails(mirror
 # ------------------------------------------------- MultiWorkerMirroredStrategy
 
 
-def _run_workers(log_dir: Path, *extra: str) -> dict[str, Any]:
-    """Runs the two tf_keras `fit` workers (retried on a taken port or a native abort)."""
-    return run_workers(_WORKER, log_dir, *extra)
-
-
 @pytest.fixture(scope="module")
 def multiworker(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Two worker processes train together; each passes a guard profiling every worker to fit."""
-    return _run_workers(tmp_path_factory.mktemp("multiworker") / "xla_guard", "--all-workers")
+    """Two worker processes train together; each passes a guard profiling every worker to fit.
+
+    The opt-in all-workers mode may meet TensorFlow's profiler-stop abort, so
+    it gets fresh attempts; each failed one is warned with its signal.
+    """
+    return run_workers(_WORKER, tmp_path_factory.mktemp("multiworker") / "xla_guard", "--all-workers",
+                       crash_attempts=ALL_WORKERS_ATTEMPTS)
 
 
 def _event_files(root: Path) -> list[Path]:
@@ -388,7 +388,11 @@ def test_chief_summaries_hold_every_worker_and_name_the_worst(multiworker):
 
 def test_guard_on_the_chief_only_falls_back_to_its_own_figures(tmp_path):
     """If another worker runs fit without the guard, the chief warns and writes its own figures."""
-    run = _run_workers(tmp_path / "xla_guard", "--chief-only")
+    run = run_workers(_WORKER, tmp_path / "xla_guard", "--chief-only")
+    # The default profile_workers="chief" is run once: a worker dying by a
+    # signal fails this test instead of being retried.
+    assert run["attempts"] == 1
+    assert [f for f in run["failed_attempts"] if "died by" in f] == []
     chief, other = run["workers"]
     assert chief["guarded"] and not other["guarded"]
     assert chief["status"] == "ok"
@@ -654,8 +658,13 @@ def test_reports_file_of_an_earlier_run_is_not_taken_for_this_one(tmp_path):
 
 @pytest.fixture(scope="module")
 def loop_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Two workers run the Keras 3 custom loop with XlaGuard profiling both, epochs 0 and 2."""
-    return run_workers(_LOOP_WORKER, tmp_path_factory.mktemp("mw_loop") / "xla_guard", "--all-workers")
+    """Two workers run the Keras 3 custom loop with XlaGuard profiling both, epochs 0 and 2.
+
+    The opt-in all-workers mode: retried on a native abort, each failed
+    attempt warned with its signal.
+    """
+    return run_workers(_LOOP_WORKER, tmp_path_factory.mktemp("mw_loop") / "xla_guard", "--all-workers",
+                       crash_attempts=ALL_WORKERS_ATTEMPTS)
 
 
 def test_each_worker_finds_itself_in_the_strategy(loop_run):
@@ -753,13 +762,19 @@ def test_chief_summaries_equal_each_workers_figures(loop_run):
 
 @pytest.fixture(scope="module")
 def stalled_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The Keras 3 loop with the default guard (chief profiles); worker 1 stalls in its last epoch."""
+    """The Keras 3 loop with the default guard (chief profiles); worker 1 stalls in its last epoch.
+
+    Run once: the default mode is never retried.
+    """
     return run_workers(_LOOP_WORKER, tmp_path_factory.mktemp("mw_stall") / "xla_guard", "--peer-stalls")
 
 
 def test_stalled_worker_never_holds_the_chief(stalled_run):
     """A worker whose last report comes late: the chief warns after the timeout and finishes first."""
     run = stalled_run
+    # The default mode ran once, with no worker dead by a signal.
+    assert run["attempts"] == 1
+    assert [f for f in run["failed_attempts"] if "died by" in f] == []
     chief, other = run["workers"]
     (warning,) = [w for w in chief["warnings"] if "no report of epoch 2 from worker_1" in w]
     assert "within 15 s" in warning
