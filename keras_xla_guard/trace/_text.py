@@ -41,6 +41,8 @@ def format_report(report: CoverageReport, *, max_ops: int = 5) -> str:
         f"  XLA compilations:  {report.compilations:>9}     ({_ms(report.compile_time_s)})",
         f"  input pipeline:    {_ms(report.input_pipeline_time_s):>12}",
     ]
+    if report.transfer_time_s is not None:
+        lines.append(f"  device transfers:  {_ms(report.transfer_time_s):>12}  (memcpy/memset, not counted)")
     if report.guard_op_time_s:
         lines.append(f"  guard's own ops:   {_ms(report.guard_op_time_s):>12}  (signature tap, not counted)")
     if report.time_base != "host":

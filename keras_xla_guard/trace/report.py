@@ -20,6 +20,7 @@ __all__ = ["CoverageReport", "OpStat"]
 _MEASURED_FIELDS = (
     "xla_time_s", "non_xla_op_time_s", "xla_time_fraction", "xla_executions", "compilations",
     "compile_time_s", "input_pipeline_time_s", "eager_overhead_s", "tracing_time_s", "guard_op_time_s",
+    "transfer_time_s",
 )
 
 
@@ -82,6 +83,10 @@ class CoverageReport:
         guard_op_time_s: Time of the guard's own signature-recording ops
             (the `xla_guard_tap` name scope), kept out of
             `non_xla_op_time_s` and the fraction.
+        transfer_time_s: Device time of memory copies and memsets
+            (host-to-device, device-to-host, device-to-device), kept out of
+            both sides of the fraction; `None` when times are host times
+            (`time_base="host"`), where there is no device to copy to.
         notes: Human-readable remarks (diagnoses, caveats).
         distinct_signatures: Different input signatures (structure,
             shapes, dtypes) of the epoch's training steps; `None` when
@@ -125,6 +130,7 @@ class CoverageReport:
     eager_overhead_s: float | None = 0.0
     tracing_time_s: float | None = 0.0
     guard_op_time_s: float | None = 0.0
+    transfer_time_s: float | None = None
     notes: tuple[str, ...] = field(default=())
     distinct_signatures: int | None = None
     new_signatures: int | None = None

@@ -32,9 +32,10 @@ DATA = Path(__file__).resolve().parent / "data"
 GOLDEN = DATA / "golden_9c25e2f.json.gz"
 TOP_K = 1000
 _PATH_FIELDS = ("trace_paths", "hosts", "trace_path")
-# Report fields added after 9c25e2f (the compile table): no golden value;
-# tests/trace/test_golden.py pins them streamed against parsed instead.
-NEW_FIELDS = ("compile_table", "cache_hits", "persistent_cache")
+# Report fields added after 9c25e2f (the compile table; device transfers,
+# None on these host traces): no golden value; tests/trace/test_golden.py
+# pins the compile table streamed against parsed instead.
+NEW_FIELDS = ("compile_table", "cache_hits", "persistent_cache", "transfer_time_s")
 
 
 def variants() -> dict[str, bytes]:
