@@ -37,23 +37,30 @@ def _stream_time_us(lines: dict[str, list[tuple[str, float]]], prefixes: tuple[s
 
 @pytest.fixture(scope="module")
 def jit_trace(tmp_path_factory: pytest.TempPathFactory):
-    """A raw GPU trace of 6 jit_compile steps, with xprof's view of it."""
+    """A raw GPU trace of 6 jit_compile steps and our report of it."""
     path = jit_fit(STEPS).write(tmp_path_factory.mktemp("gpu") / "jit.xplane.pb")
-    return path, analyze_trace(path), xprof_device_lines(path)
+    return path, analyze_trace(path)
+
+
+@pytest.fixture(scope="module")
+def xprof_lines(jit_trace):
+    """xprof's device lines of the jit trace (derived ones included)."""
+    return xprof_device_lines(jit_trace[0])
 
 
 def test_xla_runs_and_time_come_from_the_stream_kernels(jit_trace):
     """One run per step of 3 kernels 5 us apart: 6 launches of 130 us, by construction."""
-    _, report, _ = jit_trace
+    _, report = jit_trace
     assert report.time_base == "device"
     assert report.xla_executions == STEPS
     assert report.xla_time_s == pytest.approx(STEPS * 130 * _US)
 
 
 @pytest.mark.tf
-def test_xla_runs_and_time_match_xprofs_derived_modules(jit_trace):
+def test_xla_runs_and_time_match_xprofs_derived_modules(jit_trace, xprof_lines):
     """Launches equal xprof's "XLA Modules" events, XLA time their total within 1%."""
-    _, report, lines = jit_trace
+    _, report = jit_trace
+    lines = xprof_lines
     modules = _xprof_modules(lines)
     assert {name for name, _ in modules} == {f"{MODULE}({PROGRAM})"}
     assert report.xla_executions == len(modules) == STEPS
@@ -62,7 +69,7 @@ def test_xla_runs_and_time_match_xprofs_derived_modules(jit_trace):
 
 def test_copies_and_memsets_are_transfers_never_ops(jit_trace):
     """H2D 30 us, memset 4 us and an XLA program's D2H 8 us per step are transfer time, not op time."""
-    _, report, _ = jit_trace
+    _, report = jit_trace
     assert report.transfer_time_s == pytest.approx(STEPS * (30 + 4 + 8) * _US)
     assert [(o.op_type, o.op_name) for o in report.top_non_xla_ops] == [("BiasAdd", "model/dense/BiasAdd")]
     assert report.non_xla_op_time_s == pytest.approx(STEPS * 25 * _US)
@@ -70,9 +77,10 @@ def test_copies_and_memsets_are_transfers_never_ops(jit_trace):
 
 
 @pytest.mark.tf
-def test_transfers_and_plain_kernels_match_xprof(jit_trace):
+def test_transfers_and_plain_kernels_match_xprof(jit_trace, xprof_lines):
     """Transfer time equals xprof's copy and memset events; the plain op xprof's "Framework Ops" (1%)."""
-    _, report, lines = jit_trace
+    _, report = jit_trace
+    lines = xprof_lines
     assert report.transfer_time_s == pytest.approx(_stream_time_us(lines, ("Memcpy", "Memset")) * _US, rel=0.01)
     framework_ops = [e for name, events in lines.items() if name.startswith("Framework Ops") for e in events]
     assert {name for name, _ in framework_ops} == {"BiasAdd"}
@@ -82,7 +90,7 @@ def test_transfers_and_plain_kernels_match_xprof(jit_trace):
 @pytest.mark.tf
 def test_plain_kernel_self_time_matches_xprofs_op_stats(jit_trace):
     """framework_op_stats' BiasAdd row has our self time per occurrence (1%); its copy row is no op of ours."""
-    path, report, _ = jit_trace
+    path, report = jit_trace
     rows = xprof_device_op_rows(path)
     (ours,) = report.top_non_xla_ops
     row = rows[("BiasAdd", "model/dense/BiasAdd")]
