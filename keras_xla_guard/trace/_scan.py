@@ -247,7 +247,7 @@ def scan_events(
     name_id, type_id = cache.name_id, cache.type_id
     infos, markers = cache.infos, cache.markers
     NONE, XLA, KERNEL = Category.NONE, Category.XLA, Category.KERNEL
-    ASYNC_KERNEL, INPUT = Category.ASYNC_KERNEL, Category.INPUT
+    ASYNC_KERNEL, INPUT, EAGER = Category.ASYNC_KERNEL, Category.INPUT, Category.EAGER
     holders = [[0] for _ in range(len(totals.ps))]
     other = holders[Category.OTHER]
     # Self time and count of leaf plain-op kernels outside other kernels,
@@ -359,13 +359,18 @@ def scan_events(
                 # INPUT up): booked to their own category.
                 if launch == CALL:
                     totals.calls.append((totals.base_ps + start, totals.base_ps + end))
-                parent_owner[0] -= (end if end < top_end else top_end) - start
-                owner = holders[cat]
-                owner[0] += dur
-                top = (end, owner, top[2], _ABSORB_OF[cat], None)
-                push(top)
-                top_end = end
-                continue
+                if cat != EAGER or top[2] is None:
+                    parent_owner[0] -= (end if end < top_end else top_end) - start
+                    owner = holders[cat]
+                    owner[0] += dur
+                    top = (end, owner, top[2], _ABSORB_OF[cat], None)
+                    push(top)
+                    top_end = end
+                    continue
+                # Eager dispatch inside a TF kernel is a py_function's Python
+                # running its ops: the kernel's own time, as in xprof's op
+                # tables, which take only nested TF ops out of an op's self time.
+                cat = NONE
             if cat == ASYNC_KERNEL:
                 op_type = stats_str(plane, x, type_id)
                 if op_type and not is_dispatch_only(op_type):

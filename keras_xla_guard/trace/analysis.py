@@ -112,7 +112,8 @@ def _report_from_totals(
         xla_time_fraction=(xla_ps / (xla_ps + op_ps)) if xla_ps + op_ps else 0.0,
         xla_executions=totals.executions,
         compilations=totals.compilations,
-        compile_time_s=ps[Category.COMPILE] * _PS,
+        compile_time_s=0.0,
+        compile_thread_time_s=ps[Category.COMPILE] * _PS,
         compiled_modules=tuple(dict.fromkeys(totals.modules)),
         top_non_xla_ops=tuple(ops[:top_k]),
         input_pipeline_time_s=ps[Category.INPUT] * _PS,
@@ -202,7 +203,9 @@ def analyze_xspace(
     # only: the table needs every compile interval, which the scan above
     # does not keep.
     wanted = {name: found | step_lines.get(name, set()) for name, found in compiling.items()}
-    return dataclasses.replace(report, compile_table=compile_records(space, source=source, lines=wanted))
+    table = compile_records(space, source=source, lines=wanted)
+    return dataclasses.replace(report, compile_table=table,
+                               compile_time_s=sum(row.compile_s or 0.0 for row in table))
 
 
 def combine_reports(reports: Sequence[CoverageReport], *, top_k: int = DEFAULT_TOP_K) -> CoverageReport:
@@ -249,6 +252,7 @@ def combine_reports(reports: Sequence[CoverageReport], *, top_k: int = DEFAULT_T
         xla_executions=sum(r.xla_executions for r in reports),
         compilations=sum(r.compilations for r in reports),
         compile_time_s=sum(r.compile_time_s for r in reports),
+        compile_thread_time_s=sum(r.compile_thread_time_s for r in reports),
         compiled_modules=tuple(dict.fromkeys(m for r in reports for m in r.compiled_modules)),
         compile_table=tuple(c for r in reports for c in r.compile_table),
         top_non_xla_ops=tuple(top[:top_k]),

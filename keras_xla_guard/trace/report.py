@@ -19,7 +19,7 @@ __all__ = ["CoverageReport", "OpStat"]
 # measurement.
 _MEASURED_FIELDS = (
     "xla_time_s", "non_xla_op_time_s", "xla_time_fraction", "xla_executions", "compilations",
-    "compile_time_s", "input_pipeline_time_s", "eager_overhead_s", "tracing_time_s", "guard_op_time_s",
+    "compile_time_s", "compile_thread_time_s", "input_pipeline_time_s", "eager_overhead_s", "tracing_time_s", "guard_op_time_s",
     "transfer_time_s",
 )
 
@@ -50,8 +50,8 @@ class OpStat:
 class CoverageReport:
     """XLA coverage of one profiled window (or one trace).
 
-    All times are seconds of thread time summed over threads (see
-    docs/coverage.md). A report that is not ok (`status` `"skipped"` or
+    Times are seconds of thread time summed over threads (see
+    docs/coverage.md), but for `compile_time_s`, which is wall-clock. A report that is not ok (`status` `"skipped"` or
     `"failed"`) measured nothing: its trace figures, `xla_time_s` through
     `guard_op_time_s` below, are `None`, whatever the constructor got.
 
@@ -74,7 +74,13 @@ class CoverageReport:
             op time was recorded.
         xla_executions: Number of XLA executable launches.
         compilations: Number of XLA programs compiled in the window.
-        compile_time_s: Time spent compiling them.
+        compile_time_s: Wall-clock time spent compiling them: the union,
+            over host threads, of their compile events, so never more than
+            the window; the sum of `compile_table`'s `compile_s`.
+        compile_thread_time_s: The compile time summed over threads (XLA:CPU
+            compiles one program on several threads at once, so this can
+            exceed `compile_time_s` and the window), with the compiling
+            kernels' own time.
         compiled_modules: Names of the compiled HLO modules.
         top_non_xla_ops: Up to `top_k` plain TF ops by self time.
         input_pipeline_time_s: tf.data iterator and input-op time.
@@ -124,6 +130,7 @@ class CoverageReport:
     xla_executions: int | None = 0
     compilations: int | None = 0
     compile_time_s: float | None = 0.0
+    compile_thread_time_s: float | None = 0.0
     compiled_modules: tuple[str, ...] = ()
     top_non_xla_ops: tuple[OpStat, ...] = ()
     input_pipeline_time_s: float | None = 0.0
