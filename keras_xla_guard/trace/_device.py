@@ -37,6 +37,7 @@ ways, so nothing is counted twice. Pure: no Keras, no TensorFlow.
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -44,7 +45,7 @@ from keras_xla_guard.trace._events import stat_index, stats_str
 from keras_xla_guard.trace.classify import split_tf_op
 from keras_xla_guard.trace.xplane import iter_lines
 
-__all__ = ["DeviceTotals", "HostLaunches", "host_launches", "scan_device_plane"]
+__all__ = ["DeviceTotals", "host_launch_groups", "scan_device_plane"]
 
 _MODULE_LINE = "XLA Modules"
 # XProf >= 2.2x writes one derived module line per stream, "XLA Modules - from #<id>".
@@ -95,19 +96,7 @@ class DeviceTotals:
         rec[1] += ps
 
 
-class HostLaunches:
-    """Step groups of host kernel launches, by CUPTI correlation id.
-
-    Attributes:
-        group_of: Correlation id -> index of the step marker whose span
-            holds the launch.
-    """
-
-    def __init__(self, group_of: dict[int, int]) -> None:
-        self.group_of = group_of
-
-
-def host_launches(space: Any, source: str) -> HostLaunches:
+def host_launch_groups(space: Any, source: str) -> dict[int, int]:
     """Reads the host planes' step markers and kernel launches.
 
     Args:
@@ -115,7 +104,8 @@ def host_launches(space: Any, source: str) -> HostLaunches:
         source: Name used in error messages.
 
     Returns:
-        Each launch's step group (launches outside every marker have none).
+        CUPTI correlation id -> index of the step marker whose span holds
+        the launch; launches outside every marker are left out.
     """
     roots: list[tuple[int, int]] = []
     launches: list[tuple[int, int]] = []
@@ -140,15 +130,19 @@ def host_launches(space: Any, source: str) -> HostLaunches:
                         launches.append((_int_value(stat), start))
     roots = sorted(set(roots))
     starts = [start for start, _ in roots]
+    # reach[i]: the latest end among markers 0..i, so that the walk back
+    # below stops at once when no earlier marker can hold the launch.
+    reach = list(itertools.accumulate((end for _, end in roots), max))
     group_of: dict[int, int] = {}
     for corr, at in launches:
+        # The innermost marker holding the launch: the latest that started
+        # before it and has not ended.
         i = bisect.bisect_right(starts, at) - 1
-        # The innermost marker holding the launch: the latest that started before it.
-        while i >= 0 and roots[i][1] < at:
+        while i >= 0 and roots[i][1] < at and reach[i] >= at:
             i -= 1
-        if i >= 0:
+        if i >= 0 and roots[i][1] >= at:
             group_of[corr] = i
-    return HostLaunches(group_of)
+    return group_of
 
 
 def _int_value(stat: Any) -> int:
@@ -156,15 +150,16 @@ def _int_value(stat: Any) -> int:
     return int(getattr(stat, kind)) if kind in ("int64_value", "uint64_value") else -1
 
 
-def scan_device_plane(plane: Any, totals: DeviceTotals, launches: Callable[[], HostLaunches],
+def scan_device_plane(plane: Any, totals: DeviceTotals, launches: Callable[[], dict[int, int]],
                       source: str) -> None:
     """Books one accelerator plane into `totals`.
 
     Args:
         plane: A `/device:` plane (parsed, or of `open_xspace`).
         totals: Where the plane's figures are added.
-        launches: Gives the host's launch groups; called only when a
-            kernel of an XLA program carries no `group_id`.
+        launches: Gives the host's launch groups (`host_launch_groups`);
+            called only when a kernel of an XLA program carries no
+            `group_id`.
         source: Name used in error messages.
     """
     ids = stat_index(plane)
@@ -243,10 +238,10 @@ def scan_device_plane(plane: Any, totals: DeviceTotals, launches: Callable[[], H
 
 
 def _resolve_groups(streams: list[list[tuple[int, int, str, int, int | None, int]]],
-                    launches: Callable[[], HostLaunches]) -> dict[int, list[int | None]]:
+                    launches: Callable[[], dict[int, int]]) -> dict[int, list[int | None]]:
     """Each kernel's step group: its own, its launch's, or the one before it on the plane."""
     found: dict[int, list[int | None]] = {}
-    host: HostLaunches | None = None
+    host: dict[int, int] | None = None
     timeline: list[tuple[int, int, int]] = []
     for kernels in streams:
         own: list[int | None] = []
@@ -254,7 +249,7 @@ def _resolve_groups(streams: list[list[tuple[int, int, str, int, int | None, int
             if group is None and corr >= 0:
                 if host is None:
                     host = launches()
-                launch_group = host.group_of.get(corr)
+                launch_group = host.get(corr)
                 # Host groups are told apart from xprof's own ids by sign.
                 group = None if launch_group is None else -1 - launch_group
             own.append(group)

@@ -228,7 +228,8 @@ def scan_events(
     Every event's self time (its duration minus its children's) goes to its
     nearest categorized ancestor-or-self, its *owner*: events without a
     category of their own (`NONE`) hand their time up, so e.g. the compile
-    passes inside a `StatefulPartitionedCall` count as compile time, and
+    passes inside a `StatefulPartitionedCall` count as compile time (and so
+    does eager dispatch inside a TF kernel: a py_function's Python), and
     inside an absorbing event (an XLA launch, a compile, the input
     pipeline) every descendant counts as that category. Time is booked as
     events are entered, into a one-element list per category or into the

@@ -14,7 +14,7 @@ from collections import defaultdict
 from typing import Any, Sequence
 
 from keras_xla_guard._checks import check_int
-from keras_xla_guard.trace._device import DeviceTotals, HostLaunches, host_launches, scan_device_plane
+from keras_xla_guard.trace._device import DeviceTotals, host_launch_groups, scan_device_plane
 from keras_xla_guard.trace._events import PlaneCache
 from keras_xla_guard.trace._reader import LazyPlane
 from keras_xla_guard.trace._scan import (
@@ -156,11 +156,12 @@ def analyze_xspace(
     source = trace_path or "<trace>"
     host_totals = Totals()
     device = DeviceTotals()
-    launches: list[HostLaunches] = []
+    launches: list[dict[int, int]] = []
 
-    def host_groups() -> HostLaunches:
+    def host_groups() -> dict[int, int]:
+        # Read once, and only for a device plane that needs it.
         if not launches:
-            launches.append(host_launches(space, source))
+            launches.append(host_launch_groups(space, source))
         return launches[0]
 
     # Plane name -> indices of the lines that compiled, and of the Python

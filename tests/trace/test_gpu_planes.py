@@ -196,3 +196,21 @@ def test_module_line_beside_xla_kernels_without_a_module_is_not_added():
     }})
     report = analyze_xspace(space)
     assert (report.xla_time_s, report.xla_executions) == (pytest.approx(250e-6), 0)
+
+
+@pytest.mark.tf
+def test_a_kernel_launched_outside_every_step_joins_the_run_before_it(tmp_path):
+    """A launch after its step's marker ended gets the group of the kernel before it, as in xprof."""
+    trace = GpuTrace()
+    for step in range(3):
+        base = step * 1000.0
+        trace.step(step, base, 500)
+        trace.xla_kernel(7, "k0", base + 10, base + 100, 50, module="m", program=4, hlo_op="f.0", tf_op="S:S")
+        # Launched after the marker's end (500): no marker holds it.
+        trace.xla_kernel(7, "k1", base + 600, base + 700, 50, module="m", program=4, hlo_op="f.1", tf_op="S:S")
+    path = trace.write(tmp_path / "late.xplane.pb")
+    report = analyze_trace(path)
+    modules = _xprof_modules(xprof_device_lines(path))
+    assert report.xla_executions == len(modules) == 3
+    assert report.xla_time_s == pytest.approx(sum(d for _, d in modules) * _US, rel=0.01)
+    assert report.xla_time_s == pytest.approx(3 * 650 * _US)
