@@ -526,7 +526,8 @@ def test_doctor_trace_that_is_missing_exits_2(capsys, tmp_path):
 
 @pytest.mark.parametrize("argv, module", [
     (("doctor", "--no-probe"), "tensorflow"),
-    (("doctor", "--no-probe"), "keras"),
+    # Keras missing beside an installed TensorFlow: only where TensorFlow is.
+    pytest.param(("doctor", "--no-probe"), "keras", marks=pytest.mark.tf),
     (("compare", "no_such_module:build", "--steps", "1"), "tensorflow"),
 ])
 def test_commands_that_run_tensorflow_exit_2_naming_the_extra_without_it(capsys, monkeypatch, argv, module):

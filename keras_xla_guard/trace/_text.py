@@ -18,6 +18,14 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.1f} ms"
 
 
+def _thread_compile(report: CoverageReport) -> str:
+    """The thread-summed compile time, when it says more than the wall-clock one."""
+    thread = report.compile_thread_time_s
+    if not thread or _ms(thread) == _ms(report.compile_time_s):
+        return ""
+    return f", {_ms(thread)} summed over threads"
+
+
 def format_report(report: CoverageReport, *, max_ops: int = 5) -> str:
     """Formats a report as a short human-readable text block.
 
@@ -38,9 +46,12 @@ def format_report(report: CoverageReport, *, max_ops: int = 5) -> str:
         f"{report.xla_time_fraction:.1%} of op time ran inside XLA",
         f"  XLA executables:   {_ms(report.xla_time_s):>12}  ({report.xla_executions} launches)",
         f"  plain TF ops:      {_ms(report.non_xla_op_time_s):>12}",
-        f"  XLA compilations:  {report.compilations:>9}     ({_ms(report.compile_time_s)})",
+        f"  XLA compilations:  {report.compilations:>9}     ({_ms(report.compile_time_s)} wall-clock"
+        f"{_thread_compile(report)})",
         f"  input pipeline:    {_ms(report.input_pipeline_time_s):>12}",
     ]
+    if report.transfer_time_s is not None:
+        lines.append(f"  device transfers:  {_ms(report.transfer_time_s):>12}  (memcpy/memset, not counted)")
     if report.guard_op_time_s:
         lines.append(f"  guard's own ops:   {_ms(report.guard_op_time_s):>12}  (signature tap, not counted)")
     if report.time_base != "host":
