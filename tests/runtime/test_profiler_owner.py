@@ -22,7 +22,7 @@ from _traces import step_markers
 
 from keras_xla_guard import XlaGuard, XlaGuardCallback
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.compat]
 
 FIT_STEPS = 16  # make_dataset(): 512 rows in batches of 32
 
