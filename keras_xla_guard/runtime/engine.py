@@ -400,8 +400,8 @@ class XlaGuardEngine:
         not_profiled: str | None,
         skip_first_step: bool,
     ) -> None:
-        # A window of this guard or another one that an exception left open
-        # belongs to a run that is over.
+        # This guard's window that an exception left open belongs to a run
+        # that is over; another guard's session is stopped only when stale.
         self.abort()
         stop_stale_session()
         self._epochs = epochs
@@ -673,7 +673,8 @@ class XlaGuardEngine:
             self._store(CoverageReport(status="skipped", reason=self._not_profiled, epoch=epoch,
                                        steps_profiled=0))
             return
-        session = ProfilerSession(self._trace_dir, run_name=f"epoch{epoch}", backend=self.backend)
+        session = ProfilerSession(self._trace_dir, run_name=f"epoch{epoch}", backend=self.backend,
+                                  owner=self)
         try:
             session.start()
         except ProfilerBusyError as e:
