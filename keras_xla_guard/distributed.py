@@ -42,6 +42,8 @@ from typing import Any
 
 from keras_xla_guard.errors import XlaGuardWarning
 from keras_xla_guard.output.runfile import REPORTS_FILE, save_run_file
+from keras_xla_guard.runtime.sink import EpochRecord
+from keras_xla_guard.signatures.tracker import EpochSignatures
 from keras_xla_guard.trace.report import CoverageReport
 
 __all__ = [
@@ -483,10 +485,10 @@ class ClusterSink:
     """A `ReportSink` for one worker of a multi-worker run; on the chief, the summaries.
 
     The engine profiles into this worker's own directory (`trace_dir`) and
-    hands each epoch's figures here. Once an epoch's report and its
-    signature figures are both in, the worker saves its reports file; the
-    chief then gathers that epoch from every worker on a background thread
-    and writes the summaries. `close` waits for the chief's pending epochs.
+    hands each epoch's complete record here; the worker saves its run file
+    with it, and for a profiled epoch the chief then gathers that epoch from
+    every worker on a background thread and writes the summaries. `close`
+    waits for the chief's pending epochs.
 
     Args:
         info: This worker's `WorkerInfo`.
@@ -506,7 +508,7 @@ class ClusterSink:
     ```python
     cluster = ClusterSink.begin(engine.config, strategy)
     engine.train_begin(trace_dir=cluster.trace_dir,
-                       sinks=[*engine.default_sinks(tensorboard=False), cluster])
+                       sinks=[*default_sinks(engine.config, tensorboard=False), cluster])
     ...  # epochs and steps
     engine.train_end()  # closes the sink
     ```
@@ -533,10 +535,7 @@ class ClusterSink:
         self.started = time.time()
         self.by_epoch: dict[int, dict[str, CoverageReport]] = {}
         self._own: dict[int, CoverageReport] = {}
-        # Epochs whose report or signature figures are still to come.
-        self._reports: dict[int, CoverageReport] = {}
-        self._stats: dict[int, Any] = {}
-        self._no_stats: set[int] = set()
+        self._stats: dict[int, EpochSignatures] = {}
         self._missing: set[str] = set()
         self._lock = threading.Lock()
         self._writer: Any = None
@@ -587,66 +586,34 @@ class ClusterSink:
         """The other workers' names, in rank order."""
         return tuple(n for n in self.info.names if n != self.info.name)
 
-    def write_report(self, report: CoverageReport) -> None:
-        """Takes one epoch's report; the epoch is done once its signatures are in too."""
-        assert report.epoch is not None
-        with self._lock:
-            self._reports[report.epoch] = report
-        self._maybe_done(report.epoch)
-
-    def write_signatures(self, stats: Any) -> None:
-        """Takes one epoch's signature figures, for its report."""
-        with self._lock:
-            self._stats[stats.epoch] = stats
-        self._maybe_done(stats.epoch)
-
-    def write_signatures_unavailable(self, epoch: int, reason: str) -> None:
-        """Notes that `epoch` gets no signature figures (its report says why)."""
-        with self._lock:
-            self._no_stats.add(epoch)
-        self._maybe_done(epoch)
-
-    def _maybe_done(self, epoch: int, final: bool = False) -> None:
-        """Finishes `epoch` when its report and its signature figures are both in."""
-        with self._lock:
-            report = self._reports.get(epoch)
-            if report is None or epoch in self._own:
-                return
-            stats = self._stats.get(epoch)
-            has_signatures = report.distinct_signatures is not None or report.signatures_unavailable
-            if stats is not None and not has_signatures:
-                report = dataclasses.replace(
-                    report,
-                    distinct_signatures=stats.distinct_signatures,
-                    new_signatures=stats.new_signatures,
-                    expected_compilations=stats.expected_compilations,
-                    signature_explanations=stats.explanations,
-                )
-            elif not (has_signatures or epoch in self._no_stats or final):
-                return
-            self._own[epoch] = report
-            self._save()
-            if self.info.is_chief:
-                if self._executor is None:
-                    self._executor = concurrent.futures.ThreadPoolExecutor(
-                        max_workers=1, thread_name_prefix="keras_xla_guard_cluster"
-                    )
-                self._futures.append(self._executor.submit(self._gather, report))
-
-    def close(self, reports: Mapping[int, CoverageReport]) -> None:
-        """Finishes epochs still open, waits for the chief's pending ones, prints.
+    def write_epoch(self, record: EpochRecord) -> None:
+        """Saves this worker's file with the epoch; on the chief, gathers a profiled epoch.
 
         Args:
-            reports: Every report of the run, keyed by epoch; an epoch
-                whose signature figures never came (signatures not
-                tracked) is finished with these.
+            record: The epoch's complete record from the engine.
         """
-        for epoch, report in sorted(reports.items()):
-            with self._lock:
-                if epoch in self._own:
-                    continue
-                self._reports[epoch] = report
-            self._maybe_done(epoch, final=True)
+        report = record.report
+        with self._lock:
+            if record.signatures is not None:
+                self._stats[record.epoch] = record.signatures
+            if report is not None:
+                self._own[record.epoch] = report
+            self._save()
+            if report is None or not self.info.is_chief:
+                return
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=1, thread_name_prefix="keras_xla_guard_cluster"
+                )
+            self._futures.append(self._executor.submit(self._gather, report))
+
+    def close(self, records: Mapping[int, EpochRecord]) -> None:
+        """Waits for the chief's pending epochs, closes its writer, prints.
+
+        Args:
+            records: Every record of the run, keyed by epoch (each already
+                came through `write_epoch`).
+        """
         # Each pending epoch waits at most `timeout` for its peers.
         concurrent.futures.wait(self._futures)
         if self._executor is not None:

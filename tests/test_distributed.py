@@ -23,6 +23,7 @@ from _multiworker import run_workers
 from _oracle import count_xla_runs, xla_run_seconds, xprof_op_rows
 
 from keras_xla_guard import CoverageReport, OpStat, XlaGuardWarning, analyze_trace
+from keras_xla_guard.runtime.sink import EpochRecord
 from keras_xla_guard.distributed import (
     ALL_WORKERS_CRASHES,
     ALL_WORKERS_RESULT,
@@ -502,6 +503,11 @@ def _report(epoch: int, xla: float, non: float, *, signatures: int = 1) -> Cover
     )
 
 
+def _record(report: CoverageReport) -> EpochRecord:
+    """The engine's record of an epoch that was profiled (its signatures joined into the report)."""
+    return EpochRecord(report.epoch, report)
+
+
 def _infos() -> tuple[WorkerInfo, WorkerInfo]:
     names = ("worker_0", "worker_1")
     return WorkerInfo("worker", 0, 2, True, names), WorkerInfo("worker", 1, 2, False, names)
@@ -534,8 +540,8 @@ def test_chief_combines_each_epoch_as_soon_as_every_worker_reported(tmp_path):
     chief_info, peer_info = _infos()
     peer = ClusterSink(peer_info, tmp_path)
     chief = ClusterSink(chief_info, tmp_path, timeout=30)
-    peer.write_report(_report(1, xla=0.1, non=0.3))  # 25% inside XLA: the worst
-    chief.write_report(_report(1, xla=0.3, non=0.1))  # 75%
+    peer.write_epoch(_record(_report(1, xla=0.1, non=0.3)))  # 25% inside XLA: the worst
+    chief.write_epoch(_record(_report(1, xla=0.3, non=0.1)))  # 75%
     tensors = _wait_for_tag(tmp_path, "xla_guard/workers")  # written before the run ends
     chief.close({})
     peer.close({})
@@ -564,8 +570,8 @@ def test_chief_writes_each_workers_compile_table(tmp_path):
     compiled = CompileRecord(program="one_step_on_data", module="a_inference_one_step_on_data_9__.3",
                              start_s=0.1, compile_s=0.25, step=3, signature="x: float32[8,<b>]")
     hit = CompileRecord(program="one_step_on_data", cache_hit=True, step=5, signature="x: float32[8,7]")
-    peer.write_report(dataclasses.replace(_report(1, xla=0.1, non=0.3), compile_table=(hit,), cache_hits=1))
-    chief.write_report(dataclasses.replace(_report(1, xla=0.3, non=0.1), compile_table=(compiled,)))
+    peer.write_epoch(_record(dataclasses.replace(_report(1, xla=0.1, non=0.3), compile_table=(hit,), cache_hits=1)))
+    chief.write_epoch(_record(dataclasses.replace(_report(1, xla=0.3, non=0.1), compile_table=(compiled,))))
     tensors = _wait_for_tag(tmp_path, "xla_guard/workers")
     chief.close({})
     peer.close({})
@@ -587,8 +593,8 @@ def test_missing_worker_costs_one_bounded_wait_and_a_warning(tmp_path):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         started = time.monotonic()
-        chief.write_report(_report(0, 0.3, 0.1))
-        chief.write_report(_report(1, 0.3, 0.1))
+        chief.write_epoch(_record(_report(0, 0.3, 0.1)))
+        chief.write_epoch(_record(_report(1, 0.3, 0.1)))
         chief.close({})
         elapsed = time.monotonic() - started
     messages = [str(w.message) for w in caught if issubclass(w.category, XlaGuardWarning)]
@@ -613,8 +619,8 @@ def test_unprofiled_peer_is_named_without_a_warning_and_its_figures_are_none(tmp
                              distinct_signatures=1, new_signatures=0)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        peer.write_report(skipped)
-        chief.write_report(_report(1, xla=0.3, non=0.1))
+        peer.write_epoch(_record(skipped))
+        chief.write_epoch(_record(_report(1, xla=0.3, non=0.1)))
         tensors = _wait_for_tag(tmp_path, "xla_guard/unprofiled_workers")
         chief.close({})
         peer.close({})
@@ -644,7 +650,7 @@ def test_reports_file_of_an_earlier_run_is_not_taken_for_this_one(tmp_path):
                                  "reports": {"1": _report(1, 0.1, 0.3).to_dict()}}))
     chief = ClusterSink(chief_info, tmp_path, timeout=0.3)
     with pytest.warns(XlaGuardWarning, match="no report of epoch 1 from worker_1"):
-        chief.write_report(_report(1, 0.3, 0.1))
+        chief.write_epoch(_record(_report(1, 0.3, 0.1)))
         chief.close({})
     assert chief.by_epoch == {}
 

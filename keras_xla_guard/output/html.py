@@ -27,6 +27,7 @@ from typing import Any
 
 from keras_xla_guard.errors import MissingDependencyError
 from keras_xla_guard.output.table import printable
+from keras_xla_guard.runtime.config import GOOD_COVERAGE, LOW_COVERAGE
 
 __all__ = [
     "HtmlSection",
@@ -36,7 +37,6 @@ __all__ = [
     "verdict_of",
 ]
 
-_GOOD, _PARTIAL = 0.9, 0.5
 _NEW_KINDS = ("first_signature", "new_signature")
 _TOP_OPS_PLOTTED = 10
 _XLA_COLOR, _PLAIN_COLOR, _LINE_COLOR = "#2e7d32", "#c62828", "#1565c0"
@@ -128,10 +128,10 @@ def verdict_of(sections: Sequence[HtmlSection]) -> tuple[str, str]:
     fraction, worker, report = min(measured, key=lambda m: (m[0], m[1]))
     where = _where(worker, report)
     share = f"{100 * fraction:.1f}%"
-    if fraction >= _GOOD:
+    if fraction >= GOOD_COVERAGE:
         return "good", (f"XLA ran {share} of op time in the lowest profiled window ({where}); "
-                        f"every window is at {100 * _GOOD:.0f}% or more.")
-    if fraction >= _PARTIAL:
+                        f"every window is at {100 * GOOD_COVERAGE:.0f}% or more.")
+    if fraction >= LOW_COVERAGE:
         return "partial", f"XLA ran only {share} of op time in {where}; the rest ran as plain TF ops."
     return "low", f"XLA ran only {share} of op time in {where}: most of the work ran outside XLA."
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from keras_xla_guard.output.html import HtmlSection
+from keras_xla_guard.runtime.sink import EpochRecord
 from keras_xla_guard.signatures.tracker import EpochSignatures
 from keras_xla_guard.trace.report import CoverageReport
 
@@ -166,9 +167,8 @@ def write_page(path: str | os.PathLike[str], page: str) -> Path:
 class RunFileSink:
     """The engine's `ReportSink` that keeps the run file up to date.
 
-    Rewrites `<directory>/xla_guard_reports.json` whenever a report or an
-    epoch's signature figures come in, so the file is there even when
-    training ends early.
+    Rewrites `<directory>/xla_guard_reports.json` whenever an epoch's
+    record comes in, so the file is there even when training ends early.
 
     Args:
         directory: The run's log dir.
@@ -180,31 +180,20 @@ class RunFileSink:
         self._signatures: dict[int, EpochSignatures] = {}
         self._lock = threading.Lock()
 
-    def write_report(self, report: CoverageReport) -> None:
-        """Adds (or replaces) one epoch's report and saves."""
-        assert report.epoch is not None
+    def write_epoch(self, record: EpochRecord) -> None:
+        """Adds (or replaces) one epoch's report and signature figures, and saves."""
         with self._lock:
-            self._reports[report.epoch] = report
+            if record.report is not None:
+                self._reports[record.epoch] = record.report
+            if record.signatures is not None:
+                self._signatures[record.epoch] = record.signatures
             self._save()
 
-    def write_signatures(self, stats: EpochSignatures) -> None:
-        """Adds one epoch's signature figures and saves."""
-        with self._lock:
-            self._signatures[stats.epoch] = stats
-            self._save()
-
-    def write_signatures_unavailable(self, epoch: int, reason: str) -> None:
-        """Nothing: the epoch's report says it."""
-
-    def close(self, reports: Mapping[int, CoverageReport]) -> None:
-        """Saves the run's final reports (signature figures merged in by the engine).
+    def close(self, records: Mapping[int, EpochRecord]) -> None:
+        """Nothing: every record is saved as it comes.
 
         A run that measured nothing leaves no file, as it leaves no event file.
         """
-        with self._lock:
-            self._reports.update(reports)
-            if self._reports or self._signatures:
-                self._save()
 
     def _save(self) -> None:
         save_run_file(self.directory, self._reports, self._signatures)

@@ -13,8 +13,9 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from keras_xla_guard.trace.report import CoverageReport
+from keras_xla_guard.runtime.sink import EpochRecord
 from keras_xla_guard.signatures import EpochSignatures
+from keras_xla_guard.trace.report import CoverageReport
 
 __all__ = [
     "SIGNATURE_TAGS",
@@ -434,28 +435,28 @@ class TensorBoardSink:
     def __init__(self, log_dir: str | os.PathLike[str]) -> None:
         self.writer = SummaryWriter(log_dir)
 
-    def write_report(self, report: CoverageReport) -> None:
-        """Writes a report's scalars and its text table at its epoch."""
-        assert report.epoch is not None
-        self.writer.write_report(report, step=report.epoch)
+    def write_epoch(self, record: EpochRecord) -> None:
+        """Writes an epoch's report, signature figures and compile table at its epoch.
 
-    def write_signatures(self, stats: EpochSignatures) -> None:
-        """Writes an epoch's signature scalars and explanation text."""
-        values = {tag: read(stats) for tag, read in SIGNATURE_TAGS.items()}
-        self.writer.write_scalars(
-            {tag: value for tag, value in values.items() if value is not None}, step=stats.epoch
-        )
-        self.writer.write_text("signatures", signatures_markdown(stats), step=stats.epoch)
+        The report's scalars and text table (text only when it measured
+        nothing), the signature scalars and their explanation (or why
+        there are none), and the window's compile table
+        (`xla_guard/compiles`) when the window was measured.
+        """
+        epoch, report = record.epoch, record.report
+        if report is not None:
+            self.writer.write_report(report, step=epoch)
+        stats = record.signatures
+        if stats is not None:
+            values = {tag: read(stats) for tag, read in SIGNATURE_TAGS.items()}
+            self.writer.write_scalars({tag: value for tag, value in values.items() if value is not None}, step=epoch)
+            self.writer.write_text("signatures", signatures_markdown(stats), step=epoch)
+        elif record.signatures_unavailable is not None:
+            self.writer.write_text("signatures", signatures_unavailable_markdown(record.signatures_unavailable),
+                                   step=epoch)
+        if report is not None and report.ok:
+            self.writer.write_text("compiles", compiles_markdown(report), step=epoch)
 
-    def write_signatures_unavailable(self, epoch: int, reason: str) -> None:
-        """Writes the text saying the epoch's signatures are unavailable, and why."""
-        self.writer.write_text("signatures", signatures_unavailable_markdown(reason), step=epoch)
-
-    def write_compiles(self, report: CoverageReport) -> None:
-        """Writes the window's compile table (`xla_guard/compiles`) at its epoch."""
-        assert report.epoch is not None
-        self.writer.write_text("compiles", compiles_markdown(report), step=report.epoch)
-
-    def close(self, reports: Mapping[int, CoverageReport]) -> None:
+    def close(self, records: Mapping[int, EpochRecord]) -> None:
         """Flushes and closes the event file."""
         self.writer.close()
