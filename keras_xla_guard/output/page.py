@@ -14,7 +14,10 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from keras_xla_guard._version import __version__
 from keras_xla_guard.errors import XlaGuardWarning
+from keras_xla_guard.output.html import render_html
+from keras_xla_guard.output.runfile import RunData, find_compare, find_run_files, read_run_file, write_page
 from keras_xla_guard.runtime.engine import XlaGuardEngine
 
 __all__ = ["exit_reason", "write_html_at_end", "write_run_html"]
@@ -80,10 +83,6 @@ def write_run_html(
             (`pip install "keras-xla-guard[html]"`).
         OSError: If the file cannot be written.
     """
-    from keras_xla_guard._version import __version__
-    from keras_xla_guard.output.html import render_html, section_of
-    from keras_xla_guard.output.runfile import find_compare, find_run_files, read_run_file, write_page
-
     log_dir = engine.config.log_dir
     if compare is None:
         compare = find_compare(log_dir)
@@ -91,7 +90,7 @@ def write_run_html(
     if engine.trace_dir != log_dir:
         sections = [read_run_file(f) for f in find_run_files(log_dir)]
     else:
-        sections = [section_of("", reports, engine.signatures)]
+        sections = [RunData.of("", reports, engine.signatures)]
     page = render_html(
         sections,
         exit_reason=exit_reason(engine),

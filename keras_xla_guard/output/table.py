@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from keras_xla_guard.trace.report import CoverageReport
 
-__all__ = ["coverage_table", "printable", "text_table"]
+__all__ = ["coverage_table", "format_ms", "printable", "text_table"]
 
 _HEADER = (
     "run",
@@ -22,6 +22,19 @@ _HEADER = (
 )
 # Text columns are left-aligned, numbers right-aligned.
 _LEFT = (True, True, False, False, False, False, False, False, False, True)
+
+
+def format_ms(seconds: float, digits: int = 1) -> str:
+    """Seconds as milliseconds, the way every text output shows a duration.
+
+    Args:
+        seconds: The duration.
+        digits: Decimals shown. Defaults to `1`.
+
+    Returns:
+        E.g. `"12.3 ms"` for `0.01234`.
+    """
+    return f"{seconds * 1e3:.{digits}f} ms"
 
 
 def printable(text: str) -> str:
@@ -94,28 +107,27 @@ def text_table(header: Sequence[str], rows: Sequence[Sequence[str]], left: Seque
     return "\n".join(lines)
 
 
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.1f} ms"
-
-
 def _top_op(report: CoverageReport) -> str:
     if not report.top_non_xla_ops:
         return "-"
     op = report.top_non_xla_ops[0]
-    return f"{op.op_type} ({_ms(op.self_time_s)})"
+    return f"{op.op_type} ({format_ms(op.self_time_s)})"
 
 
 def _row(run: str, host: str, report: CoverageReport) -> list[str]:
+    if not report.ok:
+        # Measured nothing (e.g. an incomplete window): no figure to show.
+        return [run, host, report.status, *["-"] * (len(_HEADER) - 3)]
     return [
         run,
         host,
         f"{report.xla_time_fraction:.1%}",
-        _ms(report.xla_time_s),
-        _ms(report.non_xla_op_time_s),
+        format_ms(report.xla_time_s),
+        format_ms(report.non_xla_op_time_s),
         str(report.xla_executions),
         str(report.compilations),
-        _ms(report.compile_time_s),
-        _ms(report.input_pipeline_time_s),
+        format_ms(report.compile_time_s),
+        format_ms(report.input_pipeline_time_s),
         _top_op(report),
     ]
 

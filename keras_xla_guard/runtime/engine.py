@@ -35,7 +35,7 @@ from keras_xla_guard.runtime.config import (
 from keras_xla_guard.runtime.epochs import EpochAssembly
 from keras_xla_guard.runtime.policy import CompilationPolicy
 from keras_xla_guard.runtime.profiler import ProfilerSession, SessionLostError, stop_stale_session
-from keras_xla_guard.runtime.sink import EpochRecord, ReportSink
+from keras_xla_guard.runtime.sink import INCOMPLETE, EpochRecord, ReportSink
 from keras_xla_guard.runtime.xla_cache import persistent_cache
 from keras_xla_guard.signatures.signature import Signature
 from keras_xla_guard.signatures.tracker import EpochSignatures, SignatureTracker
@@ -485,7 +485,7 @@ class XlaGuardEngine:
         """
         window_epoch = self._window.epoch if self._window is not None else self._pending_epoch
         if not trained and window_epoch == epoch:
-            self.abort()
+            self._close_window()
             self._store(
                 CoverageReport(
                     status="skipped",
@@ -546,16 +546,62 @@ class XlaGuardEngine:
         self._run_sinks = []
         self._ended = True
 
-    def abort(self) -> None:
-        """Stops the profiler at once (exception path); never raises."""
+    def abort(self, error: BaseException | None = None) -> None:
+        """Stops the profiler at once (exception path); never raises.
+
+        A window still open did not complete: its epoch is published at
+        once with an `incomplete` report naming the partial trace, which no
+        output shows as a measurement (an exception leaving `fit` ends the
+        run without `train_end`, so nothing would publish it later).
+
+        Args:
+            error: Why training stopped inside the window. Defaults to
+                `None`: the exception being handled, if any.
+        """
+        window, files = self._close_window()
+        if window is None:
+            return
+        try:
+            self._abandon(window, files, error if error is not None else sys.exc_info()[1])
+        except Exception:  # noqa: BLE001 - already on an error path
+            pass
+
+    def _close_window(self) -> tuple[_Window | None, list[Path]]:
+        """Stops the profiler at once and forgets the window; never raises."""
         window, self._window = self._window, None
+        files: list[Path] = []
         if window is not None:
             try:
                 if window.step_trace is not None:
                     window.step_trace.__exit__(None, None, None)
-                window.session.stop()
+                files = list(window.session.stop())
             except Exception:  # noqa: BLE001 - already on an error path
                 pass
+        return window, files
+
+    def _abandon(self, window: _Window, files: list[Path], error: BaseException | None) -> None:
+        """Publishes the epoch of a window training left as `incomplete`."""
+        steps = window.next_step - window.first_step
+        cause = ""
+        if error is not None:
+            # The first line says what; one ending in ":" only heads a trace.
+            first = next(iter(str(error).strip().splitlines()), "").strip()
+            said = f": {first[:200]}" if first and not first.endswith(":") else ""
+            cause = f" ({type(error).__name__}{said})"
+        report = CoverageReport(
+            status=INCOMPLETE,
+            reason=(f"the profiling window did not complete: training stopped inside it, {steps} step(s) "
+                    f"in{cause}; its partial trace is not a measurement"),
+            epoch=window.epoch,
+            steps_profiled=steps,
+            window_wall_s=time.perf_counter() - window.started,
+            trace_paths=tuple(str(f) for f in files),
+        )
+        with self._lock:
+            self._reports[window.epoch] = report
+            record = self._epochs_open.abandon(window.epoch, report)
+        if record is not None:
+            self._publish(record)
 
     # ------------------------------------------------------------ internals
 
@@ -564,7 +610,7 @@ class XlaGuardEngine:
 
     def _fail(self, message: str) -> None:
         epoch = self._window.epoch if self._window is not None else self._pending_epoch
-        self.abort()
+        self._close_window()
         self._pending_epoch = None
         self._warn(f"{message}. Training continues without this profiling window.")
         if epoch is not None:
@@ -716,8 +762,9 @@ class XlaGuardEngine:
         for action in self._policy.check(self._tracker, self._epoch, self._xla_mode):
             self._violation = action.message
             if action.kind == "raise":
-                self.abort()
-                raise RecompilationLimitError(f"keras-xla-guard: {action.message}")
+                error = RecompilationLimitError(f"keras-xla-guard: {action.message}")
+                self.abort(error)
+                raise error
             if action.kind == "stop":
                 self.stop_requested = True
             self._warn(action.message)

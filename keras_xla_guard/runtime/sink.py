@@ -20,7 +20,12 @@ from keras_xla_guard.signatures.tracker import EpochSignatures
 from keras_xla_guard.trace.compiles import CompileRecord
 from keras_xla_guard.trace.report import CoverageReport
 
-__all__ = ["EpochRecord", "ReportSink"]
+__all__ = ["INCOMPLETE", "EpochRecord", "ReportSink"]
+
+# The status of a report whose profiling window did not complete (training
+# stopped inside it: an exception, a worker of the cluster gone). Its trace
+# is partial: no output shows it as a measurement.
+INCOMPLETE = "incomplete"
 
 
 @dataclass(frozen=True)
@@ -33,7 +38,7 @@ class EpochRecord:
     Attributes:
         epoch: 0-based epoch index.
         report: The epoch's `CoverageReport` when it was selected for
-            profiling (`ok`, `skipped` or `failed`), with the epoch's
+            profiling (`ok`, `skipped`, `failed` or `incomplete`), with the epoch's
             signature figures and its final compile table joined in;
             `None` for an epoch that was not profiled.
         signatures: The epoch's input-signature figures; `None` when no

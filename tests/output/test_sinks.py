@@ -7,7 +7,7 @@ import json
 
 from keras_xla_guard import CoverageReport, GuardConfig
 from keras_xla_guard.output.console import ConsoleSink
-from keras_xla_guard.output.runfile import REPORTS_FILE, RunFileSink
+from keras_xla_guard.output.runfile import RUN_FILE, RunFileSink
 from keras_xla_guard.output.sinks import default_sinks
 from keras_xla_guard.runtime.sink import EpochRecord
 
@@ -27,10 +27,10 @@ def test_run_file_sink_saves_each_record_as_it_comes(tmp_path):
     """Each write_epoch rewrites the file with that epoch; close() adds nothing; no record, no file."""
     sink = RunFileSink(tmp_path)
     sink.close({})
-    assert not (tmp_path / REPORTS_FILE).exists()
+    assert not (tmp_path / RUN_FILE).exists()
     report = CoverageReport(status="skipped", reason="busy", epoch=2, steps_profiled=0)
     sink.write_epoch(EpochRecord(2, report))
-    saved = json.loads((tmp_path / REPORTS_FILE).read_text())
+    saved = json.loads((tmp_path / RUN_FILE).read_text())
     assert saved["reports"] == {"2": report.to_dict()} and saved["signatures"] == {}
 
 
