@@ -310,15 +310,29 @@ def _top_ops(section: RunData, plots: "_Plots") -> str:
 
 
 def _events(signatures: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], list[tuple[int, int]]]:
-    """New-signature events with their global step, and the cumulative count's corners."""
+    """Each new signature at the step it first ran (where it compiled), and the cumulative count's corners.
+
+    Every new signature of an epoch (`new`) is an event, so a compilation
+    sits at the step the compile table names; its message is the
+    signature's explanation when the tracker wrote one (the first few of an
+    epoch), else the signature itself. A run file without `new` (written
+    before it existed) gives the explained ones only.
+    """
     events: list[dict[str, Any]] = []
     curve = [(0, 0)]
     offset = 0
     for stats in signatures:
-        for finding in stats.get("explanations") or ():
-            if finding.get("kind") in _NEW_KINDS and finding.get("step") is not None:
-                events.append({"epoch": stats["epoch"], "step": finding["step"],
-                               "global_step": offset + finding["step"], "message": finding["message"]})
+        explained = {f["step"]: f["message"] for f in stats.get("explanations") or ()
+                     if f.get("kind") in _NEW_KINDS and f.get("step") is not None}
+        if "new" in stats:
+            firsts = [(entry.get("step"), entry.get("signature") or {}) for entry in stats.get("new") or ()]
+        else:
+            firsts = [(step, {}) for step in explained]
+        for step, sig in firsts:
+            if step is None:
+                continue
+            message = explained.get(step) or f"new input signature {_format_signature(sig)}"
+            events.append({"epoch": stats["epoch"], "step": step, "global_step": offset + step, "message": message})
         offset += int(stats.get("steps") or 0)
         curve.append((offset, int(stats.get("compilations_so_far") or 0)))
     return events, curve

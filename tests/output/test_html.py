@@ -113,3 +113,23 @@ def test_no_compile_table_without_compilations() -> None:
     """A window that compiled nothing adds no compile table to the page."""
     page = render_html([RunData.of("", [CoverageReport(epoch=1, xla_time_fraction=1.0)])], exit_reason="")
     assert "Compile table" not in page
+
+
+@pytest.mark.slow
+def test_timeline_puts_each_compilation_at_the_step_the_compile_table_names(tmp_path) -> None:
+    """A real jit fit over 5 lengths (new at steps 0, 1, 2, 4, 6; 3 explained): every event at its compilation's step."""
+    from _fit_helpers import LENGTHS, _guard, _seq_dataset, _seq_model
+    from _html import read_page
+
+    guard = _guard(tmp_path / "logs", profile_epochs=(0,), skip_steps=0, max_steps=None)
+    _seq_model(True).fit(_seq_dataset(LENGTHS), epochs=1, callbacks=[guard], verbose=0)
+    compiled = [c.step for c in guard.reports[0].compile_table if not c.cache_hit]
+    assert compiled == [step for _, step in guard.signatures[0].new] == [0, 1, 2, 4, 6]
+    page = read_page(guard.write_html(tmp_path / "page.html").read_text(encoding="utf-8"))
+    events = [page.value("step", **{"class": "event", "data-index": n}) for n in range(1, 6)]
+    assert events == compiled
+    rows = [page.value("step", **{"class": "compile", "data-report": 0, "data-index": n}) for n in range(5)]
+    assert rows == compiled
+    # Beyond the three explained ones, an event names its signature.
+    cells = [text for cell, text in page.cells if cell.get("class") == "name" and "new input signature" in text]
+    assert cells == [f"new input signature x['tokens']: int32[8, {n}]; y: float32[8, 1]" for n in (11, 13)]
