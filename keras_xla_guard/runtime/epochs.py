@@ -75,11 +75,6 @@ class EpochAssembly:
         parts.report, parts.analyzing, parts.ended = report, False, True
         return self._complete(epoch)
 
-    def partial(self, epoch: int) -> CoverageReport | None:
-        """The epoch's report as far as it is known (before its signatures are in)."""
-        parts = self._parts.get(epoch)
-        return None if parts is None else parts.report
-
     def flush(self) -> list[EpochRecord]:
         """The records of epochs still open as the run ends, with what they have."""
         records = []
