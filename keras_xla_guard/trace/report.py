@@ -51,13 +51,17 @@ class CoverageReport:
     """XLA coverage of one profiled window (or one trace).
 
     Times are seconds of thread time summed over threads (see
-    docs/coverage.md), but for `compile_time_s`, which is wall-clock. A report that is not ok (`status` `"skipped"` or
-    `"failed"`) measured nothing: its trace figures, `xla_time_s` through
-    `guard_op_time_s` below, are `None`, whatever the constructor got.
+    docs/coverage.md), but for `compile_time_s`, which is wall-clock. A
+    report that is not ok (`status` `"skipped"`, `"failed"` or
+    `"incomplete"`) measured nothing: its trace figures, `xla_time_s`
+    through `guard_op_time_s` below, are `None`, whatever the constructor
+    got.
 
     Attributes:
-        status: `"ok"`, `"skipped"` (no trace taken, see `reason`) or
-            `"failed"` (the guard failed; training went on).
+        status: `"ok"`, `"skipped"` (no trace taken, see `reason`),
+            `"failed"` (the guard failed; training went on) or
+            `"incomplete"` (training stopped inside the window: its
+            partial trace, in `trace_paths`, is no measurement).
         reason: Why the window was skipped or failed; `""` when ok.
         epoch: 0-based epoch index of the window; `None` for a trace
             analyzed on its own.
