@@ -24,7 +24,9 @@ __all__ = ["MAX_RUN_FILE_BYTES", "RUN_FILE", "RUN_FILE_VERSION", "check_run_file
 
 RUN_FILE = "xla_guard_reports.json"
 # The layout `save_run_file` writes and `read_run_file` reads: 1 added the
-# `version` key itself; a file without it is version 0, laid out the same.
+# `version` key, and a report's `compile_time_s` became wall-clock (the sum
+# of its compile table's rows), the thread-summed figure moving to
+# `compile_thread_time_s`. A file without a version is version 0.
 RUN_FILE_VERSION = 1
 # A run file holds a few kB per epoch; one this large is not one.
 MAX_RUN_FILE_BYTES = 256 << 20
@@ -149,7 +151,9 @@ _REPORT = _object(
         "window_wall_s": _optional(_seconds), "trace_paths": _strings, "hosts": _strings, "time_base": _str,
         "xla_time_s": _optional(_seconds), "non_xla_op_time_s": _optional(_seconds),
         "xla_time_fraction": _optional(_fraction), "xla_executions": _optional(_int),
-        "compilations": _optional(_int), "compile_time_s": _optional(_seconds), "compiled_modules": _strings,
+        "compilations": _optional(_int), "compile_time_s": _optional(_seconds),
+        "compile_thread_time_s": _optional(_seconds), "transfer_time_s": _optional(_seconds),
+        "compiled_modules": _strings,
         "top_non_xla_ops": _list(_OP), "input_pipeline_time_s": _optional(_seconds),
         "eager_overhead_s": _optional(_seconds), "tracing_time_s": _optional(_seconds),
         "guard_op_time_s": _optional(_seconds), "notes": _strings, "distinct_signatures": _optional(_int),
@@ -182,6 +186,21 @@ def _report(value: Any, field: str) -> dict[str, Any]:
                 raise _Bad(f"{field}.{name}", "missing from a measured (ok) report")
     # Every output reads the complete layout, defaults included.
     return CoverageReport.from_dict(checked).to_dict()
+
+
+def _report_v0(value: Any, field: str) -> dict[str, Any]:
+    """A version-0 report in today's layout: its thread-summed compile time renamed.
+
+    Version 0 wrote the compile time summed over threads as `compile_time_s`
+    (it could exceed the window); its compile table's rows were already
+    wall-clock, so their sum is the figure `compile_time_s` means now.
+    """
+    checked = _REPORT(value, field)
+    if checked["status"] == "ok" and "compile_thread_time_s" not in checked:
+        compiled = [row for row in checked.get("compile_table", ()) if not row.get("cache_hit")]
+        checked = {**checked, "compile_thread_time_s": checked.get("compile_time_s"),
+                   "compile_time_s": sum(row.get("compile_s") or 0.0 for row in compiled)}
+    return _report(checked, field)
 
 
 def _by_epoch(value: Any, field: str, check: _Check) -> list[dict[str, Any]]:
@@ -225,7 +244,7 @@ def check_run_file(data: Any, where: str) -> dict[str, Any]:
         if version > RUN_FILE_VERSION:
             raise _Bad("version", f"{version} is newer than this keras-xla-guard reads (up to "
                                   f"{RUN_FILE_VERSION}); read it with the version that wrote it")
-        reports = _by_epoch(top["reports"], "reports", _report)
+        reports = _by_epoch(top["reports"], "reports", _report if version >= 1 else _report_v0)
         signatures = top.get("signatures")
         stats = [] if signatures is None else _by_epoch(signatures, "signatures", _EPOCH_SIGNATURES)
     except _Bad as bad:

@@ -20,16 +20,25 @@ V0 = Path(__file__).with_name("data") / "run_file_v0.json"
 
 
 def test_a_file_written_before_versions_reads_as_version_0():
-    """The pre-version file of a real fit reads: both epochs' reports and signatures, exactly as saved."""
+    """The pre-version file of a real fit reads: both epochs' reports and signatures, as saved but for the compile time."""
     saved = json.loads(V0.read_text())
     assert "version" not in saved
     run = read_run_file(V0)
     assert (run.name, run.version, run.saved_at) == ("", 0, saved["saved_at"])
-    assert run.reports == (saved["reports"]["0"], saved["reports"]["1"])
+    # Version 0's compile_time_s was summed over threads (3.21 s in a 2.85 s
+    # window); it is compile_thread_time_s now, and compile_time_s the sum of
+    # the wall-clock compile table.
+    old = saved["reports"]["0"]
+    assert old["compile_time_s"] > old["window_wall_s"]
+    table_s = sum(row["compile_s"] for row in old["compile_table"])
+    assert table_s < old["window_wall_s"]
+    migrated = {**old, "compile_time_s": table_s, "compile_thread_time_s": old["compile_time_s"]}
+    assert run.reports[0] == CoverageReport.from_dict(migrated).to_dict()
+    assert run.reports[1] == CoverageReport.from_dict({**saved["reports"]["1"], "compile_thread_time_s": 0.0}).to_dict()
     assert run.signatures == (saved["signatures"]["0"], saved["signatures"]["1"])
     reports = run.coverage_reports()
     assert sorted(reports) == [0, 1]
-    assert reports[0] == CoverageReport.from_dict(saved["reports"]["0"])
+    assert reports[0] == CoverageReport.from_dict(migrated)
     assert (reports[0].compilations, len(reports[0].compile_table), reports[0].distinct_signatures) == (2, 2, 2)
 
 
