@@ -1,7 +1,10 @@
-"""warm_up and the compile table, on real fits of a bucketed sequence model (Keras 3).
+"""warm_up and the compile table, on real fits (Keras 3; tf_keras in a subprocess).
 
-One session fixture trains the same model twice, with and without
-`XlaGuardCallback(warm_up=True)`, with epoch 0 profiled from its first step.
+One module fixture trains the same bucketed sequence model twice, with and
+without `XlaGuardCallback(warm_up=True)`, with epoch 0 profiled from its
+first step. Further sections pin that warm_up never changes training (the
+data `fit` reads, on every kind of pipeline) and that its restore cannot be
+half done (real SIGINTs inside it and at random times).
 """
 
 from __future__ import annotations
