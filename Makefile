@@ -181,6 +181,8 @@ bench: $(VENV)/.installed-test
 	$(PY) benchmarks/bench_html.py
 	$(PY) benchmarks/bench_compile_cost.py
 	$(PY) benchmarks/cache_key_check.py
+	$(PY) benchmarks/warmup_training_identity.py
+	$(PY) benchmarks/stress_warmup_interrupt.py
 
 # The proof that the default multi-worker guard (chief-only profiling) never
 # crashes: 30 runs each of the 2-worker Keras 3 loop and tf_keras fit,

@@ -85,7 +85,8 @@ def main() -> int:
     import matplotlib
 
     from keras_xla_guard._version import __version__
-    from keras_xla_guard.output.html import render_html, section_of
+    from keras_xla_guard.output.html import render_html
+    from keras_xla_guard.output.runfile import RunData
 
     with tempfile.TemporaryDirectory(prefix="bench_html_") as work:
         guard = _train(Path(work) / "xla_guard")
@@ -93,7 +94,7 @@ def main() -> int:
     compare = json.loads(SAVED_COMPARE.read_text())["result"]["cases"][0]["compare"]
 
     def render() -> str:
-        return render_html([section_of("", reports, signatures)], exit_reason="Training ran to its end.",
+        return render_html([RunData.of("", reports, signatures)], exit_reason="Training ran to its end.",
                            compare=compare, source="logs/xla_guard", tool_version=__version__)
 
     start = time.perf_counter()

@@ -6,7 +6,8 @@ TensorFlow or Keras; the first use of a name that needs them does):
 - `XlaGuardCallback`: Keras callback that profiles selected epochs.
 - `XlaGuard`: the same guard for custom training loops.
 - `XlaGuardEngine`: the engine behind it, for other adapters; `GuardConfig`
-  (the arguments all three share) and `ReportSink` (where figures go).
+  (the arguments all three share), `ReportSink` (where figures go) and
+  `EpochRecord` (what a sink gets: one epoch's figures, complete).
 - `analyze_trace`, `analyze_xspace`, `combine_reports`: pure trace analysis.
 - `CoverageReport`, `OpStat`, `format_report`: result types.
 - `doctor`, `explain`, `model_verdicts`: why XLA does or does not run
@@ -32,6 +33,7 @@ from keras_xla_guard.errors import (
     MissingDependencyError,
     ProfilerBusyError,
     RecompilationLimitError,
+    RunFileError,
     TraceError,
     TraceNotFoundError,
     TraceParseError,
@@ -53,7 +55,7 @@ if TYPE_CHECKING:
     from keras_xla_guard.diagnose.verdict import Verdict
     from keras_xla_guard.runtime.config import GuardConfig
     from keras_xla_guard.runtime.engine import XlaGuardEngine
-    from keras_xla_guard.runtime.sink import ReportSink
+    from keras_xla_guard.runtime.sink import EpochRecord, ReportSink
     from keras_xla_guard.diagnose.explain import ExplainReport, explain, model_verdicts
     from keras_xla_guard.loop import XlaGuard
     from keras_xla_guard.signatures import (
@@ -71,6 +73,7 @@ __all__ = [
     "CompileRecord",
     "CoverageReport",
     "DoctorReport",
+    "EpochRecord",
     "EpochSignatures",
     "ExplainReport",
     "Explanation",
@@ -81,6 +84,7 @@ __all__ = [
     "ProfilerBusyError",
     "RecompilationLimitError",
     "ReportSink",
+    "RunFileError",
     "Signature",
     "SignatureTracker",
     "TraceError",
@@ -118,6 +122,7 @@ _LAZY = {
     "compare": "keras_xla_guard.comparison",
     "GuardConfig": "keras_xla_guard.runtime.config",
     "ReportSink": "keras_xla_guard.runtime.sink",
+    "EpochRecord": "keras_xla_guard.runtime.sink",
     "analyze_trace": "keras_xla_guard.trace.analysis",
     "analyze_xspace": "keras_xla_guard.trace.analysis",
     "combine_reports": "keras_xla_guard.trace.analysis",

@@ -6,36 +6,23 @@ import os
 import threading
 import warnings
 import weakref
-from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 import keras
 
 from keras_xla_guard import backend as backends
+from keras_xla_guard._adapter import GuardAdapter
 from keras_xla_guard.backend import Backend
-from keras_xla_guard.trace.analysis import DEFAULT_TOP_K
 from keras_xla_guard.diagnose.strategy import strategy_verdicts
 from keras_xla_guard.diagnose.verdict import ERROR, WARNING, Verdict
-from keras_xla_guard.distributed import ClusterSink, WorkerInfo
-from keras_xla_guard.runtime.config import (
-    DEFAULT_LOG_DIR,
-    DEFAULT_MAX_COMPILATIONS,
-    GuardConfig,
-    config_args_doc,
-)
-from keras_xla_guard.runtime.engine import XlaGuardEngine, xla_mode_of
 from keras_xla_guard.errors import RecompilationLimitError, XlaGuardWarning
+from keras_xla_guard.runtime.config import DEFAULT_LOG_DIR, LOW_COVERAGE, GuardConfig, config_args_doc
+from keras_xla_guard.runtime.engine import xla_mode_of
 from keras_xla_guard.signature_feed import SignatureFeed
 from keras_xla_guard.trace.report import CoverageReport
-from keras_xla_guard.runtime.schedule import DEFAULT_MAX_STEPS, DEFAULT_SKIP_STEPS
-from keras_xla_guard.signatures import EpochSignatures
-from keras_xla_guard.trace.xplane import DEFAULT_MAX_TRACE_BYTES
 
 __all__ = ["XlaGuardCallback", "check_backend"]
 
-# Below this XLA share of op time the first report carries the verdicts.
-_LOW_COVERAGE = 0.5
 # Guards between their on_train_begin and on_train_end.
 _guarding: "weakref.WeakSet[XlaGuardCallback]" = weakref.WeakSet()
 
@@ -57,7 +44,7 @@ def check_backend(model: Any = None) -> Backend:
 
 
 @config_args_doc
-class XlaGuardCallback(keras.callbacks.Callback):
+class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
     """Measures how much of `model.fit`'s op time really runs under XLA.
 
     The callback starts TensorFlow's profiler for a window of steps in the
@@ -134,47 +121,17 @@ class XlaGuardCallback(keras.callbacks.Callback):
     def __init__(
         self,
         log_dir: str | os.PathLike[str] = DEFAULT_LOG_DIR,
-        profile_epochs: int | Iterable[int] | None = None,
-        profile_every: int | None = None,
-        skip_steps: int = DEFAULT_SKIP_STEPS,
-        max_steps: int | None = DEFAULT_MAX_STEPS,
-        top_k: int = DEFAULT_TOP_K,
-        write_summaries: bool = True,
-        async_analysis: bool = True,
-        max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES,
-        verbose: int = 1,
+        *,
         explain: Any = False,
-        max_compilations: int | None = DEFAULT_MAX_COMPILATIONS,
-        on_violation: str = "warn",
-        html_report: str | os.PathLike[str] | None = None,
-        profile_workers: str = "chief",
         track_signatures: bool = True,
         warm_up: Any = False,
         config: GuardConfig | None = None,
+        **fields: Any,
     ) -> None:
         super().__init__()
         backend = check_backend()
-        self.config = GuardConfig.of(
-            config,
-            dict(
-                log_dir=log_dir,
-                profile_epochs=profile_epochs,
-                profile_every=profile_every,
-                skip_steps=skip_steps,
-                max_steps=max_steps,
-                top_k=top_k,
-                write_summaries=write_summaries,
-                async_analysis=async_analysis,
-                max_trace_bytes=max_trace_bytes,
-                verbose=verbose,
-                max_compilations=max_compilations,
-                on_violation=on_violation,
-                html_report=html_report,
-                profile_workers=profile_workers,
-            ),
-            "XlaGuardCallback",
-        )
-        self.engine = XlaGuardEngine(self.config, notes=[self._verdict_notes], backend=backend)
+        self._init_guard("XlaGuardCallback", config, {"log_dir": log_dir, **fields},
+                         notes=[self._verdict_notes], backend=backend)
         self._inputs = SignatureFeed(self.engine)
         self._track_signatures = bool(track_signatures)
         self._explain = explain
@@ -185,21 +142,6 @@ class XlaGuardCallback(keras.callbacks.Callback):
         self._noted = False
         self._note_lock = threading.Lock()
         self._peer: XlaGuardCallback | None = None
-        self.worker: WorkerInfo | None = None
-
-    @property
-    def reports(self) -> dict[int, CoverageReport]:
-        """Reports keyed by 0-based epoch index.
-
-        Reading this waits for trace analyses still running, so a report
-        is there as soon as its epoch has ended.
-        """
-        return self.engine.reports
-
-    @property
-    def signatures(self) -> dict[int, EpochSignatures]:
-        """Input-signature figures of every epoch, keyed by 0-based epoch index."""
-        return self.engine.signatures
 
     def observe(self, dataset: Any) -> Any:
         """Returns `dataset` with a `map` that records every batch's input signature.
@@ -229,38 +171,12 @@ class XlaGuardCallback(keras.callbacks.Callback):
         """
         return self._inputs.observe(dataset)
 
-    def write_html(self, path: str | os.PathLike[str], compare: Any = None) -> Path:
-        """Writes this run's standalone HTML report (`XlaGuardEngine.write_html`).
-
-        `html_report=path` writes it when `fit` ends; this writes it at any time.
-
-        Args:
-            path: The HTML file (its directory is created).
-            compare: A `CompareReport` of the same model to show. Defaults
-                to `None`: the one `compare` saved in this `log_dir`, if any.
-
-        Returns:
-            The path written.
-
-        Example:
-
-        ```python
-        guard.write_html("xla_guard_report.html")
-        ```
-        """
-        return self.engine.write_html(path, compare=compare)
-
-    @property
-    def log_dir(self) -> str:
-        """The directory holding traces and TensorBoard summaries."""
-        return os.fspath(self.config.log_dir)
-
     def _verdict_notes(self, report: CoverageReport) -> list[str]:
         """Verdicts explaining a low coverage, for the first such report only."""
         model = self.model
         if model is None or not report.ok or report.non_xla_op_time_s == 0:
             return []
-        if report.xla_time_fraction >= _LOW_COVERAGE:
+        if report.xla_time_fraction >= LOW_COVERAGE:
             return []
         with self._note_lock:
             if self._noted:
@@ -358,16 +274,14 @@ class XlaGuardCallback(keras.callbacks.Callback):
         params = self.params or {}
         self._noted = False
         self._diagnose()
-        cluster = _begin_cluster_run(self.config, self.model)
-        self.worker = None if cluster is None else cluster.info
-        self.engine.train_begin(
+        # Without a strategy of its own the model trains in one process, even
+        # when TF_CONFIG is set: nothing to look up in the environment then.
+        strategy = getattr(self.model, "distribute_strategy", None)
+        self._begin_engine_run(
+            False if strategy is None else strategy,
             epochs=params.get("epochs"),
             xla_mode=xla_mode_of(getattr(self.model, "jit_compile", False) is True, self.engine.backend),
             steps_per_call=seam.steps_per_execution(self.model),
-            trace_dir=None if cluster is None else cluster.trace_dir,
-            sinks=None if cluster is None else [*self.engine.default_sinks(tensorboard=False), cluster],
-            not_profiled=None if cluster is None else cluster.not_profiled,
-            skip_first_step=cluster is not None,
         )
         self._track(self._attach_inputs, params.get("steps"))
         if self._warm_up is not False and self._warm_up is not None:
@@ -406,8 +320,7 @@ class XlaGuardCallback(keras.callbacks.Callback):
             return
         _guarding.discard(self)
         self._track(self._inputs.detach)
-        self.engine.train_end()
-        self.engine.write_html_at_end(self.worker)
+        self._end_engine_run()
 
     def _run_warm_up(self) -> None:
         """Warms the train step up before the first epoch; a failure is a warning."""
@@ -488,14 +401,6 @@ class XlaGuardCallback(keras.callbacks.Callback):
             )
         if self.engine.stop_requested and self.model is not None:
             self.model.stop_training = True
-
-
-def _begin_cluster_run(config: GuardConfig, model: Any) -> ClusterSink | None:
-    """This worker's sink under a multi-worker strategy (never raises)."""
-    strategy = getattr(model, "distribute_strategy", None)
-    # Without a strategy of its own the model trains in one process, even
-    # when TF_CONFIG is set: nothing to look up in the environment then.
-    return ClusterSink.begin(config, strategy) if strategy is not None else None
 
 
 def _zeros_batch(model: Any) -> Any:

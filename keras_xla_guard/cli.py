@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import IO, Any, NamedTuple
 
 from keras_xla_guard._version import __version__
-from keras_xla_guard.errors import MissingDependencyError, XlaGuardError
+from keras_xla_guard.errors import MissingDependencyError, TraceError, XlaGuardError
 from keras_xla_guard.output.table import printable
 
 __all__ = ["main"]
@@ -128,7 +128,25 @@ class _Run(NamedTuple):
     combined: Any
 
 
+def _incomplete(run_dir: Path, seen: dict[Path, dict[str, Any]]) -> Any:
+    """The guard's `incomplete` report of a profile run, if its window did not complete.
+
+    The guard's run file sits in the log dir holding the run,
+    `<log_dir>/plugins/profile/<run>/`; `seen` caches it per log dir.
+    """
+    from keras_xla_guard.output.runfile import incomplete_windows
+
+    if run_dir.parent.name != "profile" or run_dir.parent.parent.name != "plugins":
+        return None
+    log_dir = run_dir.parent.parent.parent
+    if log_dir not in seen:
+        seen[log_dir] = incomplete_windows(log_dir)
+    return seen[log_dir].get(run_dir.name)
+
+
 def _analyze_runs(args: argparse.Namespace) -> list[_Run]:
+    import dataclasses
+
     from keras_xla_guard.trace.analysis import analyze_xspace, combine_reports
     from keras_xla_guard.trace.xplane import find_trace_files, host_of, open_xspace
 
@@ -136,7 +154,15 @@ def _analyze_runs(args: argparse.Namespace) -> list[_Run]:
     for f in find_trace_files(args.path, all_runs=args.all):
         by_run.setdefault(f.parent, []).append(f)
     runs = []
+    seen: dict[Path, dict[str, Any]] = {}
     for run_dir, files in by_run.items():
+        incomplete = _incomplete(run_dir, seen)
+        if incomplete is not None:
+            # A window training left: its partial trace is no measurement.
+            hosts = [dataclasses.replace(incomplete, trace_paths=(str(f),), hosts=(host_of(f),)) for f in files]
+            runs.append(_Run(run_dir, hosts, dataclasses.replace(
+                incomplete, trace_paths=tuple(str(f) for f in files), hosts=tuple(host_of(f) for f in files))))
+            continue
         hosts = [
             analyze_xspace(
                 open_xspace(f, max_bytes=args.max_bytes),
@@ -151,9 +177,20 @@ def _analyze_runs(args: argparse.Namespace) -> list[_Run]:
 
 
 def _violations(args: argparse.Namespace, runs: list[_Run]) -> list[dict[str, Any]]:
-    """Checks each run's combined report against the thresholds given."""
+    """Checks each measured run's combined report against the thresholds given.
+
+    Raises:
+        TraceError: If a threshold is given but no run was measured (every
+            window is incomplete): there is nothing to check it against.
+    """
+    measured = [run for run in runs if run.combined.ok]
+    given = [f"--{name.replace('_', '-')}" for name in ("min_coverage", "max_compilations")
+             if getattr(args, name) is not None]
+    if given and not measured:
+        why = "; ".join(f"{run.run_dir.name}: {run.combined.status}: {run.combined.reason}" for run in runs)
+        raise TraceError(f"no measured profiling window to check {' and '.join(given)} against ({why})")
     found = []
-    for run in runs:
+    for run in measured:
         name, fraction = run.run_dir.name, run.combined.xla_time_fraction
         compilations = run.combined.compilations
         if args.min_coverage is not None and fraction < args.min_coverage:
@@ -208,7 +245,10 @@ def _read_compare(path: str | None) -> dict[str, Any] | None:
         return None
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
+    except RecursionError:
+        raise ValueError(f"--compare must name the JSON `compare --json` prints (nested too deep). "
+                         f"Received: {path!r}") from None
+    except ValueError as e:
         raise ValueError(f"--compare must name the JSON `compare --json` prints ({e}). Received: {path!r}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("modes"), dict) or "verdict" not in doc:
         raise ValueError(f"--compare must name the JSON `compare --json` prints. Received: {path!r}")
@@ -223,8 +263,8 @@ def _write_html(args: argparse.Namespace, runs: list[_Run], violations: list[dic
     """`report --html`: the guard's run files when the log dir has them, else the traces."""
     import dataclasses
 
-    from keras_xla_guard.output.html import render_html, section_of
-    from keras_xla_guard.output.runfile import find_compare, find_run_files, read_run_file, write_page
+    from keras_xla_guard.output.html import render_html
+    from keras_xla_guard.output.runfile import RunData, find_compare, find_run_files, read_run_file, write_page
 
     path = Path(args.path)
     files = find_run_files(path) if path.is_dir() else []
@@ -239,7 +279,7 @@ def _write_html(args: argparse.Namespace, runs: list[_Run], violations: list[dic
             match = _GUARD_RUN_EPOCH.search(run.run_dir.name)
             epoch = int(match.group(1)) if match else None
             reports.append(dataclasses.replace(run.combined, epoch=epoch))
-        sections = [section_of("", reports)]
+        sections = [RunData.of("", reports)]
     code = EXIT_THRESHOLD if violations else EXIT_OK
     if violations:
         reason = f"keras-xla-guard report exits {code}: " + "; ".join(v["message"] for v in violations)
@@ -268,6 +308,8 @@ def _run_report(args: argparse.Namespace) -> int:
         # Cells are escaped by the table itself: its newlines separate rows.
         _emit(*coverage_table([(run.run_dir.name, run.hosts, run.combined) for run in runs]).splitlines())
         for run in runs:
+            if not run.combined.ok:
+                _emit(f"not measured ({run.run_dir.name}): {run.combined.status}: {run.combined.reason}")
             if args.compiles:
                 for line in compile_lines(run.combined, max_rows=len(run.combined.compile_table)):
                     _emit(printable(f"{run.run_dir.name}: {line.strip()}"))

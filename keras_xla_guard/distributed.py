@@ -41,11 +41,19 @@ from pathlib import Path
 from typing import Any
 
 from keras_xla_guard.errors import XlaGuardWarning
-from keras_xla_guard.output.runfile import REPORTS_FILE, save_run_file
+from keras_xla_guard.output.runfile import RUN_FILE, read_run_file, save_run_file, worker_run_files
+from keras_xla_guard.output.tensorboard import (
+    SummaryWriter,
+    unprofiled_markdown,
+    worst_worker,
+    write_worker_summaries,
+)
+from keras_xla_guard.runtime.sink import INCOMPLETE, EpochRecord
+from keras_xla_guard.signatures.tracker import EpochSignatures
 from keras_xla_guard.trace.report import CoverageReport
 
 __all__ = [
-    "REPORTS_FILE",
+    "RUN_FILE",
     "WORKER_TIMEOUT_S",
     "ClusterSink",
     "WorkerCoverage",
@@ -57,10 +65,8 @@ __all__ = [
     "worker_coverage",
     "worker_info_from_tf_config",
     "worst_worker",
-    "write_worker_summaries",
 ]
 
-_SIGNATURE_FIGURES = ("distinct_signatures", "new_signatures")
 # How long the chief waits for another worker's report of an epoch. The
 # workers end an epoch together (every step all-reduces), so a report comes
 # within one trace analysis of the chief's own; a worker without the guard,
@@ -74,10 +80,11 @@ _CLOCK_SLACK_S = 5.0
 # Said once per process: the risk is TensorFlow's, not one run's.
 _crash_risk_told = False
 # What `profile_workers="all"` costs, measured by
-# benchmarks/stress_multiworker.py: (runs in which a worker aborted natively,
-# guarded 2-worker runs), per scenario; docs/multiworker.md has the table.
+# benchmarks/stress_multiworker.py (result:
+# benchmarks/results/stress_multiworker-20261204T151407Z.json): (runs in
+# which a worker aborted natively, guarded 2-worker runs), per scenario;
+# docs/multiworker.md has the table.
 ALL_WORKERS_CRASHES = {"loop": (1, 10), "fit": (1, 10)}
-ALL_WORKERS_RESULT = "benchmarks/results/stress_multiworker-20261204T151407Z.json"
 # The start of the reason a worker's report gives when it did not profile.
 NOT_PROFILED = "not profiled"
 
@@ -165,100 +172,6 @@ def info_from_cluster(spec: dict[str, Any], task_type: str, task_id: int) -> Wor
     )
 
 
-def worst_worker(reports: dict[str, CoverageReport]) -> str:
-    """The worker with the lowest XLA share; ties go to more compile time."""
-    return min(reports, key=lambda n: (reports[n].xla_time_fraction, -reports[n].compile_time_s, n))
-
-
-def _workers_markdown(reports: dict[str, CoverageReport]) -> str:
-    """A per-worker table for TensorBoard's text dashboard, worst worker first."""
-    from keras_xla_guard.output.tensorboard import escape_markdown, markdown_table
-
-    worst = worst_worker(reports)
-    rows = []
-    for name in sorted(reports, key=lambda n: (n != worst, n)):
-        r = reports[name]
-        rows.append(
-            [
-                name,
-                f"{100 * r.xla_time_fraction:.1f}",
-                f"{r.xla_time_s * 1e3:.2f}",
-                f"{r.non_xla_op_time_s * 1e3:.2f}",
-                r.compilations,
-                f"{r.compile_time_s * 1e3:.1f}",
-                "worst" if name == worst else "",
-            ]
-        )
-    headline = (
-        f"**Worst worker: {escape_markdown(worst)}**, "
-        f"{100 * reports[worst].xla_time_fraction:.1f}% of its op time inside XLA "
-        f"({len(reports)} workers)."
-    )
-    table = markdown_table(
-        ["worker", "coverage %:", "XLA ms:", "non-XLA ms:", "compilations:", "compile ms:", ""],
-        rows,
-    )
-    return headline + "\n\n" + table
-
-
-_PER_WORKER_SCALARS = {
-    "xla_time_fraction": lambda r: r.xla_time_fraction,
-    "coverage_percent": lambda r: 100.0 * r.xla_time_fraction,
-    "xla_time_s": lambda r: r.xla_time_s,
-    "non_xla_op_time_s": lambda r: r.non_xla_op_time_s,
-    "compilations": lambda r: r.compilations,
-    "compile_time_s": lambda r: r.compile_time_s,
-}
-
-
-def write_worker_summaries(
-    writer: Any,
-    epoch: int,
-    reports: dict[str, CoverageReport],
-    own: CoverageReport,
-    own_name: str,
-    top_k: int = 10,
-) -> None:
-    """Writes the chief's TensorBoard summaries of one epoch of all workers.
-
-    Args:
-        writer: A `keras_xla_guard.summary.SummaryWriter` on the base log dir.
-        epoch: The epoch (the TensorBoard step).
-        reports: Each worker's measured (`ok`) report of the epoch, keyed
-            by worker name.
-        own: The chief's own report (its op table goes in as text; each
-            measured worker's compile table too, as `<worker>/compiles`).
-        own_name: The chief's worker name.
-        top_k: Plain TF ops kept in the combined op table. Defaults to `10`.
-    """
-    from keras_xla_guard.output.tensorboard import compiles_markdown, report_markdown
-    from keras_xla_guard.trace.analysis import combine_reports
-
-    combined = combine_reports(list(reports.values()), top_k=top_k)
-    scalars = {tag: read(combined) for tag, read in _PER_WORKER_SCALARS.items()}
-    scalars["xla_executions"] = combined.xla_executions
-    scalars["input_pipeline_time_s"] = combined.input_pipeline_time_s
-    for name, report in reports.items():
-        for tag, read in _PER_WORKER_SCALARS.items():
-            scalars[f"{name}/{tag}"] = read(report)
-    scalars["worst_worker_xla_time_fraction"] = reports[worst_worker(reports)].xla_time_fraction
-    for figure in _SIGNATURE_FIGURES:
-        seen = {n: getattr(r, figure) for n, r in reports.items() if getattr(r, figure) is not None}
-        for name, value in seen.items():
-            scalars[f"{name}/{figure}"] = value
-        if seen:
-            # Each worker reads its own shard; the most shapes any
-            # worker met is what drives its compilations.
-            scalars[figure] = max(seen.values())
-    writer.write_scalars(scalars, step=epoch)
-    writer.write_text("workers", _workers_markdown(reports), step=epoch)
-    writer.write_text(f"{own_name}/report", report_markdown(own), step=epoch)
-    for name, report in sorted(reports.items()):
-        # What a single-process run writes as `xla_guard/compiles`, per worker.
-        if report.compile_table or report.persistent_cache:
-            writer.write_text(f"{name}/compiles", compiles_markdown(report), step=epoch)
-
-
 def worker_info_from_tf_config(tf_config: str | None) -> WorkerInfo | None:
     """Describes this worker from a `TF_CONFIG` value, or `None`.
 
@@ -338,9 +251,9 @@ def _tell_crash_risk() -> None:
         "profile_workers='all' under MultiWorkerMirroredStrategy: TensorFlow's profiler stop "
         "(tf.profiler.experimental.stop) aborts non-chief workers natively (\"double free or "
         "corruption\", \"free(): invalid pointer\", a segmentation fault), and this guard "
-        f"cannot catch that: measured {rates} (2 workers, 3 profiled epochs each; "
-        f"{ALL_WORKERS_RESULT}). The default profile_workers='chief' did not crash in the "
-        "same benchmark; see docs/multiworker.md"
+        f"cannot catch that: measured {rates} (2 workers, 3 profiled epochs each, in the "
+        "project's multi-worker stress benchmark). The default profile_workers='chief' did not "
+        "crash in the same benchmark; see docs/multiworker.md"
     )
 
 
@@ -355,7 +268,7 @@ def _not_profiled_reason(info: WorkerInfo) -> str:
 
 
 def read_reports(path: str | os.PathLike[str]) -> dict[int, CoverageReport]:
-    """Reads a worker's `xla_guard_reports.json`.
+    """Reads a worker's run file (`xla_guard_reports.json`) into its reports.
 
     Args:
         path: The file, or the worker's directory holding it.
@@ -365,7 +278,7 @@ def read_reports(path: str | os.PathLike[str]) -> dict[int, CoverageReport]:
 
     Raises:
         OSError: If the file cannot be read.
-        ValueError: If it is not a reports file.
+        ValueError: If it is not a run file.
 
     Example:
 
@@ -374,10 +287,7 @@ def read_reports(path: str | os.PathLike[str]) -> dict[int, CoverageReport]:
     print(read_reports("logs/mw/worker_1")[1].xla_time_fraction)
     ```
     """
-    path = Path(path)
-    if path.is_dir():
-        path = path / REPORTS_FILE
-    return {int(e): CoverageReport.from_dict(r) for e, r in _load(path)["reports"].items()}
+    return read_run_file(path).coverage_reports()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -442,7 +352,7 @@ class WorkerCoverage:
 
 
 def worker_coverage(log_dir: str | os.PathLike[str]) -> dict[int, dict[str, WorkerCoverage]]:
-    """Every worker's figures per epoch, from the reports files in a shared log dir.
+    """Every worker's figures per epoch, from the run files in a shared log dir.
 
     Args:
         log_dir: The `log_dir` all workers were given.
@@ -463,30 +373,22 @@ def worker_coverage(log_dir: str | os.PathLike[str]) -> dict[int, dict[str, Work
     ```
     """
     table: dict[int, dict[str, WorkerCoverage]] = {}
-    for path in sorted(Path(log_dir).glob(f"*/{REPORTS_FILE}")):
-        data = _load(path)
-        worker = data.get("worker") or path.parent.name
-        for epoch, entry in data["reports"].items():
-            report = CoverageReport.from_dict(entry)
-            table.setdefault(int(epoch), {})[worker] = WorkerCoverage.of(worker, report)
+    for path in worker_run_files(log_dir):
+        run = read_run_file(path)
+        worker = run.name or path.parent.name
+        for epoch, report in run.coverage_reports().items():
+            table.setdefault(epoch, {})[worker] = WorkerCoverage.of(worker, report)
     return dict(sorted(table.items()))
-
-
-def _load(path: Path) -> dict[str, Any]:
-    data = json.loads(path.read_text())
-    if not isinstance(data, dict) or not isinstance(data.get("reports"), dict):
-        raise ValueError(f"{os.fspath(path)!r} is not a keras-xla-guard reports file")
-    return data
 
 
 class ClusterSink:
     """A `ReportSink` for one worker of a multi-worker run; on the chief, the summaries.
 
     The engine profiles into this worker's own directory (`trace_dir`) and
-    hands each epoch's figures here. Once an epoch's report and its
-    signature figures are both in, the worker saves its reports file; the
-    chief then gathers that epoch from every worker on a background thread
-    and writes the summaries. `close` waits for the chief's pending epochs.
+    hands each epoch's complete record here; the worker saves its run file
+    with it, and for a profiled epoch the chief then gathers that epoch from
+    every worker on a background thread and writes the summaries. `close`
+    waits for the chief's pending epochs.
 
     Args:
         info: This worker's `WorkerInfo`.
@@ -506,7 +408,7 @@ class ClusterSink:
     ```python
     cluster = ClusterSink.begin(engine.config, strategy)
     engine.train_begin(trace_dir=cluster.trace_dir,
-                       sinks=[*engine.default_sinks(tensorboard=False), cluster])
+                       sinks=[*default_sinks(engine.config, tensorboard=False), cluster])
     ...  # epochs and steps
     engine.train_end()  # closes the sink
     ```
@@ -533,10 +435,7 @@ class ClusterSink:
         self.started = time.time()
         self.by_epoch: dict[int, dict[str, CoverageReport]] = {}
         self._own: dict[int, CoverageReport] = {}
-        # Epochs whose report or signature figures are still to come.
-        self._reports: dict[int, CoverageReport] = {}
-        self._stats: dict[int, Any] = {}
-        self._no_stats: set[int] = set()
+        self._stats: dict[int, EpochSignatures] = {}
         self._missing: set[str] = set()
         self._lock = threading.Lock()
         self._writer: Any = None
@@ -587,66 +486,41 @@ class ClusterSink:
         """The other workers' names, in rank order."""
         return tuple(n for n in self.info.names if n != self.info.name)
 
-    def write_report(self, report: CoverageReport) -> None:
-        """Takes one epoch's report; the epoch is done once its signatures are in too."""
-        assert report.epoch is not None
-        with self._lock:
-            self._reports[report.epoch] = report
-        self._maybe_done(report.epoch)
-
-    def write_signatures(self, stats: Any) -> None:
-        """Takes one epoch's signature figures, for its report."""
-        with self._lock:
-            self._stats[stats.epoch] = stats
-        self._maybe_done(stats.epoch)
-
-    def write_signatures_unavailable(self, epoch: int, reason: str) -> None:
-        """Notes that `epoch` gets no signature figures (its report says why)."""
-        with self._lock:
-            self._no_stats.add(epoch)
-        self._maybe_done(epoch)
-
-    def _maybe_done(self, epoch: int, final: bool = False) -> None:
-        """Finishes `epoch` when its report and its signature figures are both in."""
-        with self._lock:
-            report = self._reports.get(epoch)
-            if report is None or epoch in self._own:
-                return
-            stats = self._stats.get(epoch)
-            has_signatures = report.distinct_signatures is not None or report.signatures_unavailable
-            if stats is not None and not has_signatures:
-                report = dataclasses.replace(
-                    report,
-                    distinct_signatures=stats.distinct_signatures,
-                    new_signatures=stats.new_signatures,
-                    expected_compilations=stats.expected_compilations,
-                    signature_explanations=stats.explanations,
-                )
-            elif not (has_signatures or epoch in self._no_stats or final):
-                return
-            self._own[epoch] = report
-            self._save()
-            if self.info.is_chief:
-                if self._executor is None:
-                    self._executor = concurrent.futures.ThreadPoolExecutor(
-                        max_workers=1, thread_name_prefix="keras_xla_guard_cluster"
-                    )
-                self._futures.append(self._executor.submit(self._gather, report))
-
-    def close(self, reports: Mapping[int, CoverageReport]) -> None:
-        """Finishes epochs still open, waits for the chief's pending ones, prints.
+    def write_epoch(self, record: EpochRecord) -> None:
+        """Saves this worker's file with the epoch; on the chief, gathers a profiled epoch.
 
         Args:
-            reports: Every report of the run, keyed by epoch; an epoch
-                whose signature figures never came (signatures not
-                tracked) is finished with these.
+            record: The epoch's complete record from the engine.
         """
-        for epoch, report in sorted(reports.items()):
-            with self._lock:
-                if epoch in self._own:
-                    continue
-                self._reports[epoch] = report
-            self._maybe_done(epoch, final=True)
+        report = record.report
+        with self._lock:
+            if record.signatures is not None:
+                self._stats[record.epoch] = record.signatures
+            if report is not None:
+                self._own[record.epoch] = report
+            self._save()
+        if report is None or not self.info.is_chief:
+            return
+        if report.status == INCOMPLETE:
+            # Training is stopping inside this window (often because a peer is
+            # gone): no peer report is coming, and the process may end at once.
+            if self.write_summaries:
+                self._write(record.epoch, report, {}, {})
+            return
+        with self._lock:
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=1, thread_name_prefix="keras_xla_guard_cluster"
+                )
+            self._futures.append(self._executor.submit(self._gather, report))
+
+    def close(self, records: Mapping[int, EpochRecord]) -> None:
+        """Waits for the chief's pending epochs, closes its writer, prints.
+
+        Args:
+            records: Every record of the run, keyed by epoch (each already
+                came through `write_epoch`).
+        """
         # Each pending epoch waits at most `timeout` for its peers.
         concurrent.futures.wait(self._futures)
         if self._executor is not None:
@@ -662,21 +536,19 @@ class ClusterSink:
     # ------------------------------------------------------------ internals
 
     def _save(self) -> None:
-        """Rewrites this worker's reports file atomically (rename into place)."""
+        """Rewrites this worker's run file atomically (rename into place)."""
         save_run_file(self.trace_dir, self._own, self._stats, worker=self.info.name)
 
     def _peer_report(self, name: str, epoch: int) -> CoverageReport | None:
         """`name`'s report of `epoch` from this run, or `None` (not there yet)."""
-        path = self.base_dir / name / REPORTS_FILE
         try:
-            data = _load(path)
+            run = read_run_file(self.base_dir / name)
         except (OSError, ValueError):
             # Absent, or (on a file system without atomic rename) half written.
             return None
-        if float(data.get("saved_at", 0)) < self.started - _CLOCK_SLACK_S:
+        if (run.saved_at or 0.0) < self.started - _CLOCK_SLACK_S:
             return None
-        entry = data["reports"].get(str(epoch))
-        return CoverageReport.from_dict(entry) if entry is not None else None
+        return run.coverage_reports().get(epoch)
 
     def _gather(self, own: CoverageReport) -> None:
         try:
@@ -732,9 +604,6 @@ class ClusterSink:
         measured: dict[str, CoverageReport],
         reports: dict[str, CoverageReport],
     ) -> None:
-        from keras_xla_guard.distributed import write_worker_summaries
-        from keras_xla_guard.output.tensorboard import SummaryWriter
-
         with self._lock:
             if self._writer is None:
                 self._writer = SummaryWriter(self.base_dir)
@@ -746,28 +615,15 @@ class ClusterSink:
             writer.write_report(own, step=epoch)
         unmeasured = {n: r for n, r in reports.items() if n not in measured}
         if unmeasured:
-            writer.write_text("unprofiled_workers", _unprofiled_markdown(unmeasured), step=epoch)
+            writer.write_text("unprofiled_workers", unprofiled_markdown(unmeasured), step=epoch)
 
 
 def _warn(message: str) -> None:
     warnings.warn(f"keras-xla-guard: {message}", XlaGuardWarning, stacklevel=2)
 
 
-def _unprofiled_markdown(reports: dict[str, CoverageReport]) -> str:
-    """The workers without figures of an epoch, and why, for TensorBoard's text dashboard."""
-    from keras_xla_guard.output.tensorboard import escape_markdown
-
-    lines = [f"- **{escape_markdown(n)}**: {escape_markdown(r.status)}: {escape_markdown(r.reason)}"
-             for n, r in sorted(reports.items())]
-    return "Workers without figures in this epoch (their XLA figures are unmeasured, not 0):\n\n" + (
-        "\n".join(lines)
-    )
-
-
 def _describe(by_epoch: dict[int, dict[str, CoverageReport]]) -> list[str]:
     """One line per epoch naming the worst worker, for the console."""
-    from keras_xla_guard.distributed import worst_worker
-
     lines = []
     for epoch, reports in sorted(by_epoch.items()):
         worst = worst_worker(reports)

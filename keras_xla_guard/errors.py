@@ -13,6 +13,7 @@ __all__ = [
     "ProfilerBusyError",
     "ProfilerNotRunningError",
     "RecompilationLimitError",
+    "RunFileError",
     "TraceError",
     "TraceNotFoundError",
     "TraceParseError",
@@ -49,6 +50,14 @@ class RecompilationLimitError(XlaGuardError, RuntimeError):
     """An epoch caused more XLA compilations than `max_compilations` allows.
 
     Raised only with `on_violation="raise"`; it stops training on purpose.
+    """
+
+
+class RunFileError(XlaGuardError, ValueError):
+    """A run file (`xla_guard_reports.json`) cannot be read.
+
+    Not JSON, nested or sized beyond any run file, of a newer layout, or a
+    field of the wrong type; the message names the file and the field.
     """
 
 

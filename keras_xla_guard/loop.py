@@ -13,24 +13,14 @@ import functools
 import inspect
 import os
 import types
-from collections.abc import Callable, Iterable
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
+from keras_xla_guard._adapter import GuardAdapter
 from keras_xla_guard._checks import check_int
-from keras_xla_guard.distributed import ClusterSink, WorkerInfo
-from keras_xla_guard.runtime.config import (
-    DEFAULT_LOG_DIR,
-    DEFAULT_MAX_COMPILATIONS,
-    GuardConfig,
-    config_args_doc,
-)
-from keras_xla_guard.runtime.engine import XlaGuardEngine, xla_mode_of
-from keras_xla_guard.runtime.schedule import DEFAULT_MAX_STEPS, DEFAULT_SKIP_STEPS
-from keras_xla_guard.signatures import EpochSignatures
-from keras_xla_guard.trace.analysis import DEFAULT_TOP_K
+from keras_xla_guard.runtime.config import DEFAULT_LOG_DIR, GuardConfig, config_args_doc
+from keras_xla_guard.runtime.engine import xla_mode_of
 from keras_xla_guard.trace.report import CoverageReport
-from keras_xla_guard.trace.xplane import DEFAULT_MAX_TRACE_BYTES
 
 __all__ = ["XlaGuard"]
 
@@ -106,7 +96,7 @@ class _EpochScope:
 
 
 @config_args_doc
-class XlaGuard:
+class XlaGuard(GuardAdapter):
     """Measures how much of a custom training loop's op time runs under XLA.
 
     The same guard as `XlaGuardCallback`, for loops that call their own
@@ -170,48 +160,17 @@ class XlaGuard:
     def __init__(
         self,
         log_dir: str | os.PathLike[str] = DEFAULT_LOG_DIR,
-        profile_epochs: int | Iterable[int] | None = None,
-        profile_every: int | None = None,
-        skip_steps: int = DEFAULT_SKIP_STEPS,
-        max_steps: int | None = DEFAULT_MAX_STEPS,
-        top_k: int = DEFAULT_TOP_K,
-        write_summaries: bool = True,
-        async_analysis: bool = True,
-        max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES,
-        verbose: int = 1,
-        max_compilations: int | None = DEFAULT_MAX_COMPILATIONS,
-        on_violation: str = "warn",
-        html_report: str | os.PathLike[str] | None = None,
-        profile_workers: str = "chief",
+        *,
         config: GuardConfig | None = None,
         strategy: Any = None,
+        **fields: Any,
     ) -> None:
         if strategy is not None and not hasattr(strategy, "extended"):
             raise ValueError(
                 "`strategy` must be a tf.distribute.Strategy or None. "
                 f"Received: strategy={strategy!r}"
             )
-        self.config = GuardConfig.of(
-            config,
-            dict(
-                log_dir=log_dir,
-                profile_epochs=profile_epochs,
-                profile_every=profile_every,
-                skip_steps=skip_steps,
-                max_steps=max_steps,
-                top_k=top_k,
-                write_summaries=write_summaries,
-                async_analysis=async_analysis,
-                max_trace_bytes=max_trace_bytes,
-                verbose=verbose,
-                max_compilations=max_compilations,
-                on_violation=on_violation,
-                html_report=html_report,
-                profile_workers=profile_workers,
-            ),
-            "XlaGuard",
-        )
-        self.engine = XlaGuardEngine(self.config, notes=[self._jit_notes])
+        self._init_guard("XlaGuard", config, {"log_dir": log_dir, **fields}, notes=[self._jit_notes])
         # One flag per watched step: whether it runs compiled by XLA.
         self._watched_jit: list[bool] = []
         self._running = False
@@ -219,56 +178,11 @@ class XlaGuard:
         self._step = 0
         self._inputs: Any = None
         self._strategy = strategy
-        self.worker: WorkerInfo | None = None
-
-    @property
-    def reports(self) -> dict[int, CoverageReport]:
-        """Reports keyed by 0-based epoch index.
-
-        Reading this waits for trace analyses still running, so a report
-        is there as soon as its epoch has ended.
-        """
-        return self.engine.reports
-
-    @property
-    def signatures(self) -> dict[int, EpochSignatures]:
-        """Input-signature figures of every finished epoch, keyed by epoch.
-
-        Present for every epoch with watched steps, profiled or not: distinct
-        and new signatures, expected compilations and explanations.
-        """
-        return self.engine.signatures
 
     @property
     def stop_requested(self) -> bool:
         """Whether `on_violation="stop"` asks the loop to end training."""
         return self.engine.stop_requested
-
-    def write_html(self, path: str | os.PathLike[str], compare: Any = None) -> Path:
-        """Writes this run's standalone HTML report (`XlaGuardEngine.write_html`).
-
-        `html_report=path` writes it at `close()`; this writes it at any time.
-
-        Args:
-            path: The HTML file (its directory is created).
-            compare: A `CompareReport` of the same model to show. Defaults
-                to `None`: the one `compare` saved in this `log_dir`, if any.
-
-        Returns:
-            The path written.
-
-        Example:
-
-        ```python
-        guard.write_html("xla_guard_report.html")
-        ```
-        """
-        return self.engine.write_html(path, compare=compare)
-
-    @property
-    def log_dir(self) -> str:
-        """The directory holding traces and TensorBoard summaries."""
-        return os.fspath(self.config.log_dir)
 
     def observe(self, dataset: Any) -> Any:
         """Returns `dataset` with a `map` that records every batch's input signature.
@@ -391,8 +305,7 @@ class XlaGuard:
             return
         self._running = False
         self._epoch = None
-        self.engine.train_end(timeout)
-        self.engine.write_html_at_end(self.worker)
+        self._end_engine_run(timeout)
 
     def __enter__(self) -> "XlaGuard":
         return self
@@ -413,15 +326,7 @@ class XlaGuard:
             )
         if not self._running:
             self._running = True
-            cluster = ClusterSink.begin(self.config, self._strategy)
-            self.worker = None if cluster is None else cluster.info
-            self.engine.train_begin(
-                xla_mode=xla_mode_of(any(self._watched_jit)),
-                trace_dir=None if cluster is None else cluster.trace_dir,
-                sinks=None if cluster is None else [*self.engine.default_sinks(tensorboard=False), cluster],
-                not_profiled=None if cluster is None else cluster.not_profiled,
-                skip_first_step=cluster is not None,
-            )
+            self._begin_engine_run(self._strategy, xla_mode=xla_mode_of(any(self._watched_jit)))
             if self._inputs is not None:
                 self._inputs.use_observed()
         self._epoch = epoch

@@ -7,12 +7,23 @@ fills no cache. So a warm-up runs Keras' own train function (the same
 `element_spec`) once per signature, and then puts back every variable the
 step changed: weights, BatchNormalization statistics, optimizer slots and
 step counter, metric state and random-seed state.
+
+Two things make it safe to add to a run. A dataset is read through a
+detached copy (`seam.tf_data.detached_copy`), so the seeds `shuffle` draws
+for each new iterator, and a `cache()`, are the same for `fit` as without the
+warm-up; a pipeline that cannot be copied is not read. And SIGINT/SIGTERM go
+through an `_interrupts.InterruptGate`: a Ctrl-C stops the warm-up between
+two batches or steps, and one during the restore is raised once every
+variable is back.
 """
 
 from __future__ import annotations
 
+import random
 import time
+import traceback
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -39,6 +50,8 @@ class WarmUpReport:
         restored: Number of variables put back to their value before the
             warm-up.
         notes: Anything that could not be done (also warned).
+        unrestored: Names of the variables whose value could not be put
+            back (also warned); empty when every one was.
     """
 
     signatures: tuple[Signature, ...]
@@ -47,6 +60,7 @@ class WarmUpReport:
     batches_read: int
     restored: int
     notes: tuple[str, ...] = ()
+    unrestored: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """Returns the report as a JSON-serializable dict."""
@@ -57,6 +71,7 @@ class WarmUpReport:
             "batches_read": self.batches_read,
             "restored": self.restored,
             "notes": list(self.notes),
+            "unrestored": list(self.unrestored),
         }
 
 
@@ -143,20 +158,101 @@ def _batches_from_shapes(shapes: Sequence[Any], element_spec: Any) -> tuple[list
     return batches, element_spec
 
 
-def _batches_from_dataset(dataset: Any, max_batches: int) -> tuple[list[Any], int]:
-    """One batch per distinct signature of `dataset` (first `max_batches` batches)."""
+class _PythonRandomState:
+    """Python's and NumPy's global random state, to put back after a pipeline ran Python code."""
+
+    def __init__(self) -> None:
+        import numpy as np
+
+        self._python = random.getstate()
+        self._numpy = np.random.get_state()
+        self.used = False
+
+    def restore(self) -> None:
+        import numpy as np
+
+        random.setstate(self._python)
+        np.random.set_state(self._numpy)
+
+
+def _batches_from_dataset(dataset: Any, max_batches: int, python_state: _PythonRandomState,
+                          check: Callable[[], None]) -> tuple[list[Any], int, str | None]:
+    """One batch per distinct signature of `dataset` (first `max_batches` batches), read from a copy.
+
+    `check()` runs after each batch (it passes on a Ctrl-C kept meanwhile).
+
+    Returns:
+        `(batches, batches read, note)`. When no copy can be read without
+        changing what `fit` will read, the dataset is not read: the batches
+        are the one signature its `element_spec` fixes (none when a
+        dimension is unknown) and the note says why.
+    """
     import tensorflow as tf
 
+    from keras_xla_guard.seam.tf_data import detached_copy
+
+    copy = detached_copy(dataset)
+    if copy.dataset is None:
+        batches = _batches_from_spec(dataset.element_spec)
+        instead = ("warmed the one signature its element_spec fixes" if batches else
+                   "its element_spec leaves dimensions unknown, so nothing was warmed; pass the "
+                   "signatures: warm_up(model, [...], element_spec=dataset.element_spec)")
+        return batches, 0, f"did not read the dataset, because {copy.reason}: {instead}"
+    python_state.used = copy.runs_python
     seen: dict[Signature, Any] = {}
     read = 0
-    for element in dataset.take(max_batches):
-        read += 1
-        signature = Signature.of(element)
-        if signature not in seen:
-            seen[signature] = tf.nest.map_structure(lambda t: t.numpy(), element)
+    iterator = iter(copy.dataset.take(max_batches))
+    try:
+        for element in iterator:
+            read += 1
+            signature = Signature.of(element)
+            if signature not in seen:
+                seen[signature] = tf.nest.map_structure(lambda t: t.numpy(), element)
+            check()
+    except BaseException as e:
+        # The iterator's own frames in the traceback would keep it, and the
+        # pipeline's threads calling Python code, alive past this point.
+        traceback.clear_frames(e.__traceback__)
+        raise
+    finally:
+        del iterator
     if not seen:
         raise ValueError(f"`shapes_or_dataset` is an empty dataset. Received: {dataset!r}")
-    return list(seen.values()), read
+    return list(seen.values()), read, None
+
+
+def _batches_from_spec(element_spec: Any) -> list[Any]:
+    """Zeros of the one signature `element_spec` fixes; none when a dimension is unknown."""
+    import numpy as np
+    import tensorflow as tf
+
+    specs = tf.nest.flatten(element_spec)
+    if not all(type(s) is tf.TensorSpec and s.shape.is_fully_defined() for s in specs):
+        return []
+    return [tf.nest.map_structure(lambda s: np.zeros(s.shape, s.dtype.as_numpy_dtype), element_spec)]
+
+
+def _snapshot(model: Any) -> tuple[list[Any], list[Any], str | None]:
+    """(variables a step can change, their values now, what is missing)."""
+    from keras_xla_guard import seam
+
+    variables, missing = seam.training_state(model)
+    return variables, [v.numpy().copy() for v in variables], missing
+
+
+def _name(variable: Any) -> str:
+    return str(getattr(variable, "path", None) or variable.name)
+
+
+def _restore(variables: list[Any], saved: list[Any]) -> list[str]:
+    """Writes the saved values back; the names of the variables that could not be written."""
+    failed = []
+    for variable, value in zip(variables, saved):
+        try:
+            variable.assign(value)
+        except Exception:  # noqa: BLE001 - the others are still put back; the caller warns
+            failed.append(_name(variable))
+    return failed
 
 
 def _iterator(model: Any, batches: list[Any], element_spec: Any) -> Any:
@@ -170,8 +266,12 @@ def _iterator(model: Any, batches: list[Any], element_spec: Any) -> Any:
     return iter(dataset)
 
 
-def _run(model: Any, step: str, batches: list[Any], element_spec: Any, train_function: Any = None) -> None:
-    """Runs `step` once on each batch, through the function `fit`/`evaluate`/`predict` call."""
+def _run(model: Any, step: str, batches: list[Any], element_spec: Any, train_function: Any,
+         check: Callable[[], None]) -> None:
+    """Runs `step` once on each batch, through the function `fit`/`evaluate`/`predict` call.
+
+    `check()` runs after each call (it passes on a Ctrl-C kept meanwhile).
+    """
     import tensorflow as tf
 
     from keras_xla_guard import seam
@@ -192,6 +292,7 @@ def _run(model: Any, step: str, batches: list[Any], element_spec: Any, train_fun
     spe = seam.steps_per_execution(model)
     for _ in range(-(-len(batches) // spe)):
         function(iterator)
+        check()
 
 
 def warm_up(
@@ -213,6 +314,14 @@ def warm_up(
     BatchNormalization moving statistics, optimizer slots and `iterations`,
     metric state, `SeedGenerator` state (and tf_keras' step counters).
 
+    A deterministic `fit` afterwards is bit-identical to one without the
+    warm-up: a dataset is read through a detached copy (its `shuffle`
+    seeds and caches are the copy's own; Python's and NumPy's global
+    random state are put back after a generator ran), and a pipeline that
+    cannot be copied is not read. A Ctrl-C stops the warm-up between two
+    batches or steps (a second one at once); the variables are then put
+    back in full before the `KeyboardInterrupt` is raised.
+
     Pays when the signatures are few and known (bucketed sequences, a fixed
     set of image sizes) and compilation is a large share of a short run;
     see docs/compile-cost.md.
@@ -222,8 +331,11 @@ def warm_up(
             first; `model.compile()` afterwards discards the warm-up.
         shapes_or_dataset: The signatures to compile. Either the
             `tf.data.Dataset` you will fit on (e.g. from
-            `pad_to_buckets`): it is read once, up to `max_batches`
-            batches, and one batch of each distinct signature is run. Or a
+            `pad_to_buckets`): a detached copy of it is read once, up to
+            `max_batches` batches, and one batch of each distinct
+            signature is run; a pipeline that cannot be copied (one that
+            writes files, e.g. `snapshot`) is not read, and only the
+            signature its `element_spec` fixes, if any, is run (warned). Or a
             list of signatures, each the structure of one batch, `(x, y)`
             or `(x, y, sample_weight)`, with shapes (tuples of ints),
             `tf.TensorSpec`s or arrays as leaves; zeros of those shapes are
@@ -244,6 +356,7 @@ def warm_up(
     Raises:
         ValueError: If `steps`, `max_batches` or the signatures are
             invalid, or the model is not compiled.
+        KeyboardInterrupt: On Ctrl-C, once every variable is put back.
 
     Example:
 
@@ -271,6 +384,7 @@ def _warm_up(
     import tensorflow as tf
 
     from keras_xla_guard import seam
+    from keras_xla_guard._interrupts import InterruptGate
 
     steps = tuple(steps) if not isinstance(steps, str) else (steps,)
     if not steps or any(s not in _STEPS for s in steps):
@@ -278,53 +392,84 @@ def _warm_up(
     check_int("max_batches", max_batches, minimum=1)
     if getattr(model, "optimizer", None) is None and "train" in steps:
         raise ValueError(f"`model` must be compiled with an optimizer before warm_up. Received: model={model!r}")
-    if isinstance(shapes_or_dataset, tf.data.Dataset):
-        batches, read = _batches_from_dataset(shapes_or_dataset, max_batches)
-        spec = shapes_or_dataset.element_spec
-    elif isinstance(shapes_or_dataset, (list, tuple)):
-        batches, spec = _batches_from_shapes(shapes_or_dataset, element_spec)
-        read = 0
-    else:
+    is_dataset = isinstance(shapes_or_dataset, tf.data.Dataset)
+    if not is_dataset and not isinstance(shapes_or_dataset, (list, tuple)):
         raise ValueError(
             "`shapes_or_dataset` must be a tf.data.Dataset or a list of signatures. "
             f"Received: shapes_or_dataset={shapes_or_dataset!r}"
         )
-    notes = []
-    reason = seam.build_for_training(model, batches[0])
-    if reason is not None:
-        notes.append(f"{seam.keras_version(model)}: could not build the model ahead ({reason}); "
-                     "variables the first step creates cannot be put back")
-    variables, missing = seam.training_state(model)
-    if missing is not None:
-        notes.append(f"not restored: {missing}")
-    saved = [v.numpy().copy() for v in variables]
-    known = {id(v) for v in variables}
     started = time.perf_counter()
-    try:
-        train_function = train_function_for(spec) if train_function_for is not None else None
-        for step in steps:
-            _run(model, step, batches, spec, train_function)
-    finally:
-        for variable, value in zip(variables, saved):
-            variable.assign(value)
-        created = [v for v in seam.training_state(model)[0] if id(v) not in known]
-        if created:
-            # tf_keras builds its compiled metrics in the first step; a
-            # reset puts them where `fit` would start them anyway.
-            model.reset_metrics()
-            metric_ids = {id(v) for m in getattr(model, "metrics", ()) for v in getattr(m, "variables", ())}
-            kept = [v for v in created if id(v) not in metric_ids]
-            if kept:
-                names = sorted(str(getattr(v, "path", None) or v.name) for v in kept)
-                notes.append(f"{len(kept)} variable(s) were created by the warm-up itself "
-                             f"({', '.join(names[:5])}) and keep their post-warm-up values")
-        for note in notes:
-            warnings.warn(f"keras-xla-guard: warm_up: {note}", XlaGuardWarning, stacklevel=2)
+    notes: list[str] = []
+    batches: list[Any] = []
+    read = 0
+    snapshot: tuple[list[Any], list[Any], str | None] = ([], [], None)
+    unrestored: list[str] = []
+    python_state = _PythonRandomState()
+    # A Ctrl-C waits for the next `gate.check()` (between batches and steps,
+    # not inside TensorFlow's tracing); a second one passes at once. From
+    # `hold()` to the end of the block every signal waits, so the restore
+    # below runs to its end.
+    with InterruptGate(shield=[_warm_up.__code__]) as gate:
+        try:
+            if is_dataset:
+                batches, read, note = _batches_from_dataset(shapes_or_dataset, max_batches, python_state,
+                                                            gate.check)
+                spec = shapes_or_dataset.element_spec
+                notes.extend([note] if note else [])
+            else:
+                batches, spec = _batches_from_shapes(shapes_or_dataset, element_spec)
+            gate.check()
+            if batches:
+                reason = seam.build_for_training(model, batches[0])
+                if reason is not None:
+                    notes.append(f"{seam.keras_version(model)}: could not build the model ahead ({reason}); "
+                                 "variables the first step creates cannot be put back")
+                gate.check()
+                snapshot = _snapshot(model)
+                if snapshot[2] is not None:
+                    notes.append(f"not restored: {snapshot[2]}")
+                train_function = train_function_for(spec) if train_function_for is not None else None
+                for step in steps:
+                    _run(model, step, batches, spec, train_function, gate.check)
+        finally:
+            gate.hold()
+            variables, saved, _ = snapshot
+            unrestored = _restore(variables, saved)
+            if python_state.used:
+                python_state.restore()
+            if variables:
+                notes.extend(_created_by_warm_up(model, {id(v) for v in variables}))
+            if unrestored:
+                notes.append(f"{len(unrestored)} variable(s) could not be put back and keep their "
+                             f"post-warm-up values: {', '.join(unrestored)}")
+            for note in notes:
+                warnings.warn(f"keras-xla-guard: warm_up: {note}", XlaGuardWarning, stacklevel=2)
     return WarmUpReport(
         signatures=tuple(Signature.of(b, root_names=("x", "y", "sample_weight")) for b in batches),
         steps=steps,
         seconds=time.perf_counter() - started,
         batches_read=read,
-        restored=len(variables),
+        restored=len(snapshot[0]) - len(unrestored),
         notes=tuple(notes),
+        unrestored=tuple(unrestored),
     )
+
+
+def _created_by_warm_up(model: Any, known: set[int]) -> list[str]:
+    """Resets metrics the warm-up created; a note naming any other variable it created."""
+    from keras_xla_guard import seam
+
+    created = [v for v in seam.training_state(model)[0] if id(v) not in known]
+    if not created:
+        return []
+    # tf_keras builds its compiled metrics in the first step; a reset puts
+    # them where `fit` would start them anyway.
+    model.reset_metrics()
+    metric_ids = {id(v) for m in getattr(model, "metrics", ()) for v in getattr(m, "variables", ())}
+    kept = [v for v in created if id(v) not in metric_ids]
+    if not kept:
+        return []
+    names = sorted(_name(v) for v in kept)
+    note = (f"{len(kept)} variable(s) were created by the warm-up itself "
+            f"({', '.join(names[:5])}) and keep their post-warm-up values")
+    return [note]

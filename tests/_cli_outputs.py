@@ -30,7 +30,8 @@ from typing import Any
 DATA = Path(__file__).resolve().parent / "trace" / "data"
 # The stored traces, each one run of a log dir (oldest first), and a run of
 # two hosts.
-TRACES = ("plain", "jit", "mlp", "eager_loop", "tf220_async_launch", "tf220_lost_split_launch")
+TRACES = ("plain", "jit", "mlp", "eager_loop", "tf220_async_launch", "tf220_lost_split_launch",
+          "py_function")
 _COMPARE = {"verdict": "jit_compile makes the planned run 2.0x faster", "planned_steps": 10,
             "projected_run_s": {"plain": 2.0, "jit_compile": 1.0},
             "modes": {"plain": {"step_time_s": 0.2, "startup_s": 0.5, "compilations": 0,

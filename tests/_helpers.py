@@ -96,3 +96,45 @@ def run_python(code: str, env: dict[str, str] | None = None, timeout: float = 30
             f"stderr:\n{proc.stderr[-5000:]}"
         )
     return json.loads(lines[-1])
+
+
+def assert_consistent(report: Any, *, steps: int | None = None, programs: int | None = None) -> None:
+    """Fails unless a report's figures agree with each other (issue 29's consistency check).
+
+    - the compile table's compilation rows add up to `compile_time_s` and
+      number `compilations`;
+    - `compile_time_s` (wall-clock) is at most the window (times the hosts
+      of a combined report) and at most the thread-summed compile time;
+    - the XLA share is `xla / (xla + plain ops)` of the report's own times,
+      and no time is negative;
+    - a device transfer figure exactly when times are device times;
+    - with `steps` and `programs` (XLA programs run per step) known:
+      `xla_executions == steps * programs`.
+
+    Args:
+        report: An ok `CoverageReport`.
+        steps: Steps the trace holds, when known. Defaults to `None`.
+        programs: XLA programs each step runs, when known. Defaults to `None`.
+    """
+    assert report.status == "ok", report.reason
+    compiled = [row for row in report.compile_table if not row.cache_hit]
+    assert len(compiled) == report.compilations
+    assert sum(row.compile_s for row in compiled) == _approx(report.compile_time_s)
+    if report.window_wall_s is not None:
+        assert report.compile_time_s <= report.window_wall_s * max(1, len(report.hosts))
+    assert report.compile_time_s <= report.compile_thread_time_s * (1 + 1e-9)
+    times = (report.xla_time_s, report.non_xla_op_time_s, report.compile_time_s, report.compile_thread_time_s,
+             report.input_pipeline_time_s, report.eager_overhead_s, report.tracing_time_s,
+             report.guard_op_time_s)
+    assert min(times) >= 0
+    total = report.xla_time_s + report.non_xla_op_time_s
+    assert report.xla_time_fraction == _approx(report.xla_time_s / total if total else 0.0)
+    assert (report.transfer_time_s is not None) == (report.time_base == "device")
+    if steps is not None and programs is not None:
+        assert report.xla_executions == steps * programs
+
+
+def _approx(value: float) -> Any:
+    import pytest
+
+    return pytest.approx(value, rel=1e-9, abs=1e-12)

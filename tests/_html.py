@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from keras_xla_guard.output.html import render_html, section_of
+from keras_xla_guard.output.html import render_html
+from keras_xla_guard.output.runfile import RunData
 from keras_xla_guard.signatures import Signature, SignatureTracker
 from keras_xla_guard.trace.report import CoverageReport, OpStat
 
@@ -120,5 +121,5 @@ def hostile_page() -> str:
     compare = {"verdict": " ".join(HOSTILE_NAMES), "planned_steps": 10, "projected_run_s": {"plain": 1.0},
                "modes": {"plain": {"step_time_s": 0.1, "startup_s": 0.5, "compilations": 0,
                                    "compile_time_s": 0.0, "peak_memory_bytes": None}}}
-    return render_html([section_of(name, [report], [stats]) for name in HOSTILE_NAMES[:2]],
+    return render_html([RunData.of(name, [report], [stats]) for name in HOSTILE_NAMES[:2]],
                        exit_reason=" ".join(HOSTILE_NAMES), compare=compare, source=HOSTILE_NAMES[1])

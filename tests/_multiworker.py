@@ -129,15 +129,13 @@ def run_workers(script: Path, log_dir: Path, *extra: str, crash_attempts: int = 
         return run
 
 
-def run_once(script: Path, log_dir: Path, *extra: str) -> dict[str, Any]:
+def _start_and_wait(
+    script: Path, log_dir: Path, extra: tuple[str, ...], end_on_failure: bool
+) -> tuple[list[subprocess.Popen[str]], list[tuple[str, str]]]:
     """Starts two worker processes on 127.0.0.1, waits (bounded), kills leftovers.
 
-    A worker that fails ends the run at once: its peer would otherwise wait
-    for it until the timeout.
-
-    Raises:
-        Retryable: See `run_workers`.
-        AssertionError: If a worker failed otherwise or printed no JSON.
+    Returns:
+        The processes and each one's `(stdout, stderr)` text.
     """
     ports = ",".join(str(p) for p in free_ports(2))
     env = dict(os.environ)
@@ -165,7 +163,7 @@ def run_once(script: Path, log_dir: Path, *extra: str) -> dict[str, Any]:
         try:
             deadline = time.monotonic() + WORKER_TIMEOUT_S
             while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
-                if any(p.poll() not in (None, 0) for p in procs):
+                if end_on_failure and any(p.poll() not in (None, 0) for p in procs):
                     break
                 time.sleep(0.5)
         finally:
@@ -174,7 +172,39 @@ def run_once(script: Path, log_dir: Path, *extra: str) -> dict[str, Any]:
                 if proc.poll() is None:
                     proc.kill()
                     proc.wait()
-    texts = [(outputs[2 * t].read_text(), outputs[2 * t + 1].read_text()) for t in range(2)]
+    return procs, [(outputs[2 * t].read_text(), outputs[2 * t + 1].read_text()) for t in range(2)]
+
+
+def run_until_exit(script: Path, log_dir: Path, *extra: str) -> dict[str, Any]:
+    """Runs the two workers until both have exited (bounded), whatever their exit.
+
+    For runs in which a worker is meant to die: its peer is left to notice
+    and end by itself.
+
+    Returns:
+        `{"log_dir", "returncodes", "workers"}`: each worker's last JSON
+        line (with its `stderr`), or `None` when it printed none.
+    """
+    procs, texts = _start_and_wait(script, log_dir, extra, end_on_failure=False)
+    workers = []
+    for out, err in texts:
+        lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+        workers.append({**json.loads(lines[-1]), "stderr": err} if lines else None)
+    return {"log_dir": log_dir, "returncodes": [p.returncode for p in procs], "workers": workers,
+            "stderr": [err for _, err in texts]}
+
+
+def run_once(script: Path, log_dir: Path, *extra: str) -> dict[str, Any]:
+    """Starts two worker processes on 127.0.0.1, waits (bounded), kills leftovers.
+
+    A worker that fails ends the run at once: its peer would otherwise wait
+    for it until the timeout.
+
+    Raises:
+        Retryable: See `run_workers`.
+        AssertionError: If a worker failed otherwise or printed no JSON.
+    """
+    procs, texts = _start_and_wait(script, log_dir, extra, end_on_failure=True)
     messages = [f"worker {t} failed ({p.returncode}):\n{out[-2000:]}\n{err[-8000:]}"
                 for t, (p, (out, err)) in enumerate(zip(procs, texts))]
     # Looked at for both workers first: the peer of the one that failed was

@@ -1,11 +1,14 @@
 """One worker of a 2-process MultiWorkerMirroredStrategy run (started by tests).
 
-Usage: python _multiworker_worker.py TASK_INDEX PORT0,PORT1 LOG_DIR [--chief-only] [--all-workers]
+Usage: python _multiworker_worker.py TASK_INDEX PORT0,PORT1 LOG_DIR [--chief-only] [--all-workers] [--peer-dies]
 
 Started by tests/_multiworker.py.
 
 With `--chief-only` only worker 0 passes the guard to `fit`; with
-`--all-workers` the guard profiles every worker (`profile_workers="all"`).
+`--all-workers` the guard profiles every worker (`profile_workers="all"`);
+with `--peer-dies` worker 1 kills itself (SIGKILL) at step 6 of epoch 1,
+inside the chief's profiling window, and the chief reports the exception
+its `fit` ends with instead of failing.
 
 Trains the tf_keras model of tests/_multiworker_fit_model.py. Prints one
 JSON line with what the test needs.
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import warnings
 
@@ -22,6 +26,7 @@ from _multiworker import tf_config
 
 task, ports, log_dir = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 guarded = task == 0 or "--chief-only" not in sys.argv[4:]
+peer_dies = "--peer-dies" in sys.argv[4:]
 profile_workers = "all" if "--all-workers" in sys.argv[4:] else "chief"
 os.environ["TF_CONFIG"] = tf_config(task, ports)
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
@@ -48,9 +53,27 @@ y = (x[:, :1] * 0.3).astype("float32")
 dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(64)
 guard = XlaGuardCallback(log_dir=log_dir, profile_epochs=(1,), skip_steps=2, verbose=0,
                          profile_workers=profile_workers)
+callbacks = [guard] if guarded else []
+if peer_dies and task == 1:
+
+    class DieInEpoch1(tf.keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            self.epoch = epoch
+
+        def on_train_batch_begin(self, batch, logs=None):
+            if self.epoch == 1 and batch == 6:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    callbacks.append(DieInEpoch1())
+error = None
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
-    history = model.fit(dataset, epochs=2, callbacks=[guard] if guarded else [], verbose=0)
+    try:
+        history = model.fit(dataset, epochs=2, callbacks=callbacks, verbose=0)
+    except Exception as e:
+        if not peer_dies:
+            raise
+        error, history = type(e).__name__, None
 report = guard.reports.get(1)
 print(
     json.dumps(
@@ -68,7 +91,8 @@ print(
             "distinct_signatures": report.distinct_signatures if report else None,
             "trace_paths": list(report.trace_paths) if report else [],
             "log_dir_after": guard.log_dir,
-            "loss": history.history["loss"],
+            "loss": history.history["loss"] if history else None,
+            "error": error,
             "warnings": [str(w.message) for w in caught if issubclass(w.category, XlaGuardWarning)],
         }
     ),

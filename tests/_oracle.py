@@ -55,6 +55,33 @@ def xprof_op_rows(trace: str | Path) -> list[dict[str, Any]]:
     return [dict(zip(cols, [c["v"] for c in row["c"]])) for row in table["rows"]]
 
 
+def xprof_device_lines(trace: str | Path) -> dict[str, list[tuple[str, float]]]:
+    """The lines xprof's trace viewer shows for `/device:` planes: name -> [(event, duration us)].
+
+    These include the lines xprof derives when it loads a trace ("XLA
+    Modules - from #<stream>", "Steps", ...), after it grouped the events.
+    """
+    from xprof.convert import raw_to_tool_data
+
+    data, _ = raw_to_tool_data.xspace_to_tool_data([str(trace)], "trace_viewer", {})
+    events = json.loads(data)["traceEvents"]
+    processes = {e["pid"]: e["args"]["name"] for e in events
+                 if e.get("ph") == "M" and e.get("name") == "process_name"}
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+               if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    lines: dict[str, list[tuple[str, float]]] = {}
+    for e in events:
+        if e.get("ph") == "X" and processes.get(e.get("pid"), "").startswith("/device:"):
+            lines.setdefault(threads[(e["pid"], e["tid"])], []).append((e["name"], float(e["dur"])))
+    return lines
+
+
+def xprof_device_op_rows(trace: str | Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """xprof's framework_op_stats rows that ran on a device, by (type, operation), IDLE left out."""
+    return {(r["type"], r["operation"]): r for r in xprof_op_rows(trace)
+            if r.get("host_or_device") == "Device" and r["type"] != "IDLE"}
+
+
 # The oracle's own reading of the trace facts (tf-trace-facts.md), written
 # apart from keras_xla_guard/trace/classify.py so that a rule dropped there
 # shows up as a disagreement here: the spans of one XLA program run, the

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import warnings
 from pathlib import Path
 
@@ -183,6 +184,13 @@ def test_exception_in_a_profiled_step_stops_the_profiler_and_propagates(tmp_path
     assert info.value is exc
     assert not guard.engine.profiling
     assert profiler_is_free()
+    # The window opened at step 1; step 4's call raised: a window that did not complete.
+    report = guard.reports[0]
+    assert (report.status, report.steps_profiled, report.xla_time_fraction) == ("incomplete", 4, None)
+    assert f"4 step(s) in ({type(exc).__name__}" in report.reason
+    saved = json.loads((tmp_path / "xla_guard_reports.json").read_text())["reports"]["0"]
+    assert (saved["status"], saved["xla_time_fraction"], saved["trace_paths"]) == (
+        "incomplete", None, list(report.trace_paths))
 
 
 def test_stop_training_mid_window_closes_the_window(tmp_path):

@@ -539,7 +539,8 @@ def test_doctor_trace_that_is_missing_exits_2(capsys, tmp_path):
 
 @pytest.mark.parametrize("argv, module", [
     (("doctor", "--no-probe"), "tensorflow"),
-    (("doctor", "--no-probe"), "keras"),
+    # Keras missing beside an installed TensorFlow: only where TensorFlow is.
+    pytest.param(("doctor", "--no-probe"), "keras", marks=pytest.mark.tf),
     (("compare", "no_such_module:build", "--steps", "1"), "tensorflow"),
 ])
 def test_commands_that_run_tensorflow_exit_2_naming_the_extra_without_it(capsys, monkeypatch, argv, module):
@@ -560,3 +561,67 @@ def test_a_required_module_missing_exits_2_naming_it(capsys, monkeypatch, tmp_pa
     code, out, err = run_cli(capsys, "report", trace, "--min-coverage", "0.5")
     assert (code, out) == (2, "")
     assert err == "keras-xla-guard: error: numpy is not installed: pip install numpy.\n"
+
+
+# ------------------------------------------------------- the guard's run file
+
+
+@pytest.fixture
+def guarded_log_dir(jit_fit, tmp_path: Path) -> Path:
+    """A copy of a real guarded fit's log dir: its traces, event file and run file."""
+    copy = tmp_path / "guarded"
+    shutil.copytree(jit_fit.log_dir, copy)
+    return copy
+
+
+def _break_run_file(log_dir: Path, case: str) -> Path:
+    """Writes the run file of `log_dir` broken as `case` says; returns it."""
+    path = log_dir / "xla_guard_reports.json"
+    data = json.loads(path.read_text())
+    report = data["reports"]["1"]
+    if case == "deep":
+        path.write_text("[" * 200_000 + "]" * 200_000)
+        return path
+    if case == "report_null":
+        data["reports"]["1"] = None
+    elif case == "notes_5":
+        report["notes"] = 5
+    elif case == "hosts_7":
+        report["hosts"] = 7
+    elif case == "bad_ops":
+        report["top_non_xla_ops"] = [{"op_type": "MatMul"}]
+    elif case == "bad_compile_table":
+        report["compile_table"] = "none"
+    elif case == "bad_signatures":
+        data["signatures"]["1"]["signatures"] = [{"paths": [], "shapes": 3, "dtypes": []}]
+    path.write_text(json.dumps(data))
+    return path
+
+
+RUN_FILE_CASES = {
+    "deep": "its JSON is nested deeper than any run file",
+    "report_null": "reports['1']: expected an object, got None",
+    "notes_5": "reports['1'].notes: expected a list, got 5",
+    "hosts_7": "reports['1'].hosts: expected a list, got 7",
+    "bad_ops": "reports['1'].top_non_xla_ops[0].op_name: missing",
+    "bad_compile_table": "reports['1'].compile_table: expected a list, got 'none'",
+    "bad_signatures": "signatures['1'].signatures[0].shapes: expected a list, got 3",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("html", [False, True], ids=["report", "report --html"])
+@pytest.mark.parametrize("case", list(RUN_FILE_CASES))
+def test_bad_run_file_exits_2_with_one_line_naming_the_file_and_the_field(
+    capsys, guarded_log_dir, tmp_path, case, html
+):
+    """A run file with a wrong type or any depth beside real traces: exit 2, one line, file and field named."""
+    code, out, err = run_cli(capsys, "report", guarded_log_dir)
+    assert (code, err) == (0, "") and out  # the control: the intact log dir reports
+    path = _break_run_file(guarded_log_dir, case)
+    page = tmp_path / "page.html"
+    code, out, err = run_cli(capsys, "report", guarded_log_dir, *(["--html", page] if html else []))
+    assert (code, out) == (2, "")
+    assert err == (f"keras-xla-guard: error: {str(path)!r} is not a readable run file: "
+                   f"{RUN_FILE_CASES[case]}\n")
+    assert not page.exists()

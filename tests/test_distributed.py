@@ -19,14 +19,14 @@ from typing import Any
 
 import pytest
 from _helpers import run_python
-from _multiworker import ALL_WORKERS_ATTEMPTS, run_workers
+from _multiworker import ALL_WORKERS_ATTEMPTS, run_until_exit, run_workers
 from _oracle import RAW_REL, count_xla_runs, raw_figures, xla_run_seconds
 
 from keras_xla_guard import CoverageReport, OpStat, XlaGuardWarning, analyze_trace
+from keras_xla_guard.runtime.sink import EpochRecord
 from keras_xla_guard.distributed import (
     ALL_WORKERS_CRASHES,
-    ALL_WORKERS_RESULT,
-    REPORTS_FILE,
+    RUN_FILE,
     ClusterSink,
     WorkerInfo,
     read_reports,
@@ -305,7 +305,7 @@ def test_each_worker_writes_its_own_trace_and_reports(multiworker):
         assert Path(trace).is_relative_to(own / "plugins" / "profile")
         assert Path(trace).parent.name.endswith("_epoch1")
         traces.add(trace)
-        saved = json.loads((own / REPORTS_FILE).read_text())["reports"]["1"]
+        saved = json.loads((own / RUN_FILE).read_text())["reports"]["1"]
         assert saved["trace_paths"] == [trace]
         assert saved["xla_time_fraction"] == pytest.approx(result["fraction"])
         assert result["log_dir_after"] == str(log_dir)
@@ -344,7 +344,7 @@ def test_report_html_has_one_section_per_worker(multiworker, tmp_path):
     assert sections == ["worker_0", "worker_1"]
     for result in multiworker["workers"]:
         name = f"worker_{result['task']}"
-        saved = json.loads((log_dir / name / REPORTS_FILE).read_text())
+        saved = json.loads((log_dir / name / RUN_FILE).read_text())
         report, stats = saved["reports"]["1"], saved["signatures"]["1"]
         assert page.value("xla_time_fraction", name, **{"data-epoch": 1, "class": "report"}) == report[
             "xla_time_fraction"] == pytest.approx(result["fraction"])
@@ -422,6 +422,61 @@ def test_guard_on_the_chief_only_falls_back_to_its_own_figures(tmp_path):
     assert step == 1
     assert float(value) == pytest.approx(chief["fraction"], rel=1e-6)
     assert not any(tag.startswith("xla_guard/worker_") for tag in tensors)
+
+
+@pytest.fixture(scope="module")
+def dead_peer(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Worker 1 is killed (SIGKILL) at step 6 of epoch 1, inside the chief's profiling window."""
+    return run_until_exit(_WORKER, tmp_path_factory.mktemp("mw_dead") / "xla_guard", "--peer-dies")
+
+
+def test_window_cut_short_by_a_dead_worker_is_no_measurement_anywhere(dead_peer, tmp_path, capsys):
+    """The chief's fit fails; its window is `incomplete` in the run file, and report, JSON, HTML,
+    worker_coverage and TensorBoard all show no figure for it."""
+    from _html import read_page
+
+    from keras_xla_guard.cli import main
+
+    assert dead_peer["returncodes"][1] == -9
+    chief = dead_peer["workers"][0]
+    assert dead_peer["returncodes"][0] == 0 and chief["error"] is not None, dead_peer["stderr"][0][-3000:]
+    log_dir = dead_peer["log_dir"]
+    assert chief["status"] == "incomplete"
+    assert chief["reason"].startswith("the profiling window did not complete: training stopped inside it, ")
+    assert f"step(s) in ({chief['error']}" in chief["reason"]
+    assert chief["fraction"] is None and chief["executions"] is None
+    (trace,) = chief["trace_paths"]
+    assert Path(trace).is_file() and Path(trace).parent.name.endswith("_epoch1")
+    saved = json.loads((log_dir / "worker_0" / RUN_FILE).read_text())["reports"]["1"]
+    assert (saved["status"], saved["reason"], saved["xla_time_fraction"]) == ("incomplete", chief["reason"], None)
+    # `report` reads the partial trace's window as what the run file says it is.
+    assert main(["report", str(log_dir)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    row = lines[1].split()
+    assert row[0] == Path(trace).parent.name and row[2] == "incomplete" and set(row[3:]) == {"-"}
+    assert lines[2] == f"not measured ({row[0]}): incomplete: {chief['reason']}"
+    assert not any("%" in line or "CollectiveReduceV2" in line for line in lines)
+    assert main(["report", str(log_dir), "--json"]) == 0
+    (run,) = json.loads(capsys.readouterr().out)["runs"]
+    assert [r["status"] for r in [*run["hosts"], run["combined"]]] == ["incomplete"] * 2
+    assert run["combined"]["xla_time_fraction"] is None and run["combined"]["top_non_xla_ops"] == []
+    # A threshold has nothing to be checked against: exit 2, not a pass.
+    assert main(["report", str(log_dir), "--min-coverage", "0.5"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("keras-xla-guard: error: no measured profiling window to check --min-coverage")
+    assert main(["report", str(log_dir), "--html", str(tmp_path / "dead.html")]) == 0
+    capsys.readouterr()
+    page = read_page((tmp_path / "dead.html").read_text(encoding="utf-8"))
+    (verdict,) = [a for tag, a in page.tags if tag == "section" and a.get("id") == "verdict"]
+    assert verdict["data-level"] == "none"
+    assert f"Nothing was measured (incomplete: {chief['reason']})." in page.text
+    coverage = worker_coverage(log_dir)[1]["worker_0"]
+    assert (coverage.profiled, coverage.reason, coverage.xla_time_fraction) == (
+        False, f"incomplete: {chief['reason']}", None)
+    tensors = _tensors(log_dir)
+    ((step, text),) = tensors["xla_guard/report"]
+    assert step == 1 and text.item().decode().startswith("**XLA coverage: incomplete** - the profiling window")
+    assert not any(tag in tensors for tag in ("xla_guard/xla_time_fraction", "xla_guard/compiles"))
 
 
 # ------------------------------------------------------------ tf_keras
@@ -526,6 +581,11 @@ def _report(epoch: int, xla: float, non: float, *, signatures: int = 1) -> Cover
     )
 
 
+def _record(report: CoverageReport) -> EpochRecord:
+    """The engine's record of an epoch that was profiled (its signatures joined into the report)."""
+    return EpochRecord(report.epoch, report)
+
+
 def _infos() -> tuple[WorkerInfo, WorkerInfo]:
     names = ("worker_0", "worker_1")
     return WorkerInfo("worker", 0, 2, True, names), WorkerInfo("worker", 1, 2, False, names)
@@ -558,8 +618,8 @@ def test_chief_combines_each_epoch_as_soon_as_every_worker_reported(tmp_path):
     chief_info, peer_info = _infos()
     peer = ClusterSink(peer_info, tmp_path)
     chief = ClusterSink(chief_info, tmp_path, timeout=30)
-    peer.write_report(_report(1, xla=0.1, non=0.3))  # 25% inside XLA: the worst
-    chief.write_report(_report(1, xla=0.3, non=0.1))  # 75%
+    peer.write_epoch(_record(_report(1, xla=0.1, non=0.3)))  # 25% inside XLA: the worst
+    chief.write_epoch(_record(_report(1, xla=0.3, non=0.1)))  # 75%
     tensors = _wait_for_tag(tmp_path, "xla_guard/workers")  # written before the run ends
     chief.close({})
     peer.close({})
@@ -588,8 +648,8 @@ def test_chief_writes_each_workers_compile_table(tmp_path):
     compiled = CompileRecord(program="one_step_on_data", module="a_inference_one_step_on_data_9__.3",
                              start_s=0.1, compile_s=0.25, step=3, signature="x: float32[8,<b>]")
     hit = CompileRecord(program="one_step_on_data", cache_hit=True, step=5, signature="x: float32[8,7]")
-    peer.write_report(dataclasses.replace(_report(1, xla=0.1, non=0.3), compile_table=(hit,), cache_hits=1))
-    chief.write_report(dataclasses.replace(_report(1, xla=0.3, non=0.1), compile_table=(compiled,)))
+    peer.write_epoch(_record(dataclasses.replace(_report(1, xla=0.1, non=0.3), compile_table=(hit,), cache_hits=1)))
+    chief.write_epoch(_record(dataclasses.replace(_report(1, xla=0.3, non=0.1), compile_table=(compiled,))))
     tensors = _wait_for_tag(tmp_path, "xla_guard/workers")
     chief.close({})
     peer.close({})
@@ -611,8 +671,8 @@ def test_missing_worker_costs_one_bounded_wait_and_a_warning(tmp_path):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         started = time.monotonic()
-        chief.write_report(_report(0, 0.3, 0.1))
-        chief.write_report(_report(1, 0.3, 0.1))
+        chief.write_epoch(_record(_report(0, 0.3, 0.1)))
+        chief.write_epoch(_record(_report(1, 0.3, 0.1)))
         chief.close({})
         elapsed = time.monotonic() - started
     messages = [str(w.message) for w in caught if issubclass(w.category, XlaGuardWarning)]
@@ -637,8 +697,8 @@ def test_unprofiled_peer_is_named_without_a_warning_and_its_figures_are_none(tmp
                              distinct_signatures=1, new_signatures=0)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        peer.write_report(skipped)
-        chief.write_report(_report(1, xla=0.3, non=0.1))
+        peer.write_epoch(_record(skipped))
+        chief.write_epoch(_record(_report(1, xla=0.3, non=0.1)))
         tensors = _wait_for_tag(tmp_path, "xla_guard/unprofiled_workers")
         chief.close({})
         peer.close({})
@@ -662,13 +722,13 @@ def test_unprofiled_peer_is_named_without_a_warning_and_its_figures_are_none(tmp
 def test_reports_file_of_an_earlier_run_is_not_taken_for_this_one(tmp_path):
     """A worker's file saved before the chief's run began is stale: the chief waits it out and warns."""
     chief_info, _ = _infos()
-    stale = tmp_path / "worker_1" / REPORTS_FILE
+    stale = tmp_path / "worker_1" / RUN_FILE
     stale.parent.mkdir(parents=True)
     stale.write_text(json.dumps({"saved_at": time.time() - 3600,
                                  "reports": {"1": _report(1, 0.1, 0.3).to_dict()}}))
     chief = ClusterSink(chief_info, tmp_path, timeout=0.3)
     with pytest.warns(XlaGuardWarning, match="no report of epoch 1 from worker_1"):
-        chief.write_report(_report(1, 0.3, 0.1))
+        chief.write_epoch(_record(_report(1, 0.3, 0.1)))
         chief.close({})
     assert chief.by_epoch == {}
 
@@ -694,11 +754,13 @@ def test_each_worker_finds_itself_in_the_strategy(loop_run):
     assert (other["worker"], other["is_chief"]) == ("worker_1", False)
     assert chief["log_dir_after"] == other["log_dir_after"] == str(loop_run["log_dir"])
     # profile_workers="all": each worker is told once that TensorFlow's
-    # profiler can abort it, with the measured crash rate and its source.
+    # profiler can abort it, with the measured crash rate in words (no
+    # repository path: the wheel does not ship the benchmark results).
     crashes, runs = ALL_WORKERS_CRASHES["loop"]
     for result in (chief, other):
         (told,) = [w for w in result["warnings"] if "profiler stop" in w]
-        assert f"measured {crashes} of {runs} runs of a loop" in told and ALL_WORKERS_RESULT in told
+        assert f"measured {crashes} of {runs} runs of a loop" in told
+        assert "multi-worker stress benchmark" in told and "benchmarks/" not in told
     # Both workers train the same model on the same global batches.
     assert chief["losses"] == other["losses"]
     assert chief["losses"][-1] < chief["losses"][0]
@@ -804,7 +866,7 @@ def test_stalled_worker_never_holds_the_chief(stalled_run):
     # The chief closed its guard while the stalled worker was still in its
     # epoch (it waits for the chief's close, up to 120 s).
     assert chief["closed_at"] < other["closed_at"]
-    assert os.path.exists(run["log_dir"] / "worker_1" / REPORTS_FILE)
+    assert os.path.exists(run["log_dir"] / "worker_1" / RUN_FILE)
     tensors = _tensors(run["log_dir"])
     # The default profiles the chief only: its figures are the single-worker
     # tags, and epoch 0 names worker_1 as unprofiled (epoch 2 came too late).

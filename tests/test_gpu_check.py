@@ -34,11 +34,11 @@ def test_gpu_checks_on_cpu_traces_fail_where_a_device_plane_is_needed(tmp_path):
     spec.loader.exec_module(gpu_check)
     plain = gpu_check.check_mode("plain", gpu_check.train("plain", 3, str(tmp_path / "p")), 3)
     assert plain["checks"]["report_ok"] and plain["checks"]["steps_profiled"]
-    assert plain["checks"]["no_xla"] and plain["checks"]["executions_match_proto"]
+    assert plain["checks"]["no_xla"] and plain["checks"]["executions_match_xprof"]
     # A CPU trace has no device plane: no device rows in xprof, host time base.
     assert plain["xprof_device_rows"] == 0
     assert not plain["checks"]["device_time_base"] and not plain["checks"]["top_ops_match_xprof"]
     jit = gpu_check.check_mode("jit", gpu_check.train("jit", 3, str(tmp_path / "j")), 3)
     # 3 XLA runs on the host, none on an "XLA Modules" device line.
-    assert (jit["xla_executions"], jit["proto_xla_module_runs"]) == (3, 0)
-    assert not jit["checks"]["executions_match_proto"] and jit["checks"]["coverage_at_least_0.9"]
+    assert (jit["xla_executions"], jit["xprof_xla_module_runs"]) == (3, 0)
+    assert not jit["checks"]["executions_match_xprof"] and jit["checks"]["coverage_at_least_0.9"]

@@ -245,7 +245,14 @@ def test_exception_in_epoch_stops_profiler_and_propagates(tmp_path: Path, exc: B
     tf.profiler.experimental.start(str(tmp_path / "other"))
     tf.profiler.experimental.stop()
     guard.close()
-    assert 0 not in guard.reports
+    # The window training left is no measurement: incomplete, its figures None, its trace named.
+    report = guard.reports[0]
+    assert (report.status, report.steps_profiled, report.xla_time_fraction, report.xla_executions) == (
+        "incomplete", 2, None, None)
+    assert report.reason == (
+        "the profiling window did not complete: training stopped inside it, 2 step(s) in "
+        f"({type(exc).__name__}{': bad batch' if str(exc) else ''}); its partial trace is not a measurement")
+    assert [Path(p).parent.name.endswith("_epoch0") for p in report.trace_paths] == [True]
 
 
 @pytest.mark.slow

@@ -151,7 +151,7 @@ def _count_compilations(files: list[Path]) -> tuple[int, float, float, tuple[str
         raise TraceNotFoundError("the profiler wrote no trace for the compile pass")
     report = analyze_trace(files[0].parent)
     wall = sum(compile_wall_s(f) for f in files)
-    return report.compilations, wall, report.compile_time_s, report.trace_paths
+    return report.compilations, wall, report.compile_thread_time_s, report.trace_paths
 
 
 def _element(batch: tuple[Any, Any, Any]) -> tuple[Any, ...]:

@@ -35,7 +35,7 @@ class ModeFigures:
             (the union over threads of the compile events' intervals: what
             training waited).
         compile_thread_time_s: Their compile time summed over threads
-            (`CoverageReport.compile_time_s`); XLA:CPU compiles on several
+            (`CoverageReport.compile_thread_time_s`); XLA:CPU compiles on several
             threads at once, so this exceeds `compile_time_s`.
         distinct_signatures: Distinct input signatures (shapes and dtypes
             of the batch) among the compared batches.

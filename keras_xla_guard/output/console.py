@@ -6,9 +6,8 @@ import sys
 from collections.abc import Mapping
 from typing import TextIO
 
-from keras_xla_guard.signatures.tracker import EpochSignatures
+from keras_xla_guard.runtime.sink import EpochRecord
 from keras_xla_guard.trace._text import compile_lines, format_report
-from keras_xla_guard.trace.report import CoverageReport
 
 __all__ = ["ConsoleSink", "compile_lines", "format_report"]
 
@@ -28,17 +27,13 @@ class ConsoleSink:
         self.stream = stream
         self.max_ops = max_ops
 
-    def write_report(self, report: CoverageReport) -> None:
+    def write_epoch(self, record: EpochRecord) -> None:
         """Nothing until the run ends."""
 
-    def write_signatures(self, stats: EpochSignatures) -> None:
-        """Nothing: the epoch's report carries its signature figures."""
-
-    def write_signatures_unavailable(self, epoch: int, reason: str) -> None:
-        """Nothing: the epoch's report says it."""
-
-    def close(self, reports: Mapping[int, CoverageReport]) -> None:
+    def close(self, records: Mapping[int, EpochRecord]) -> None:
         """Prints every report of the run, by epoch."""
         stream = self.stream or sys.stdout
-        for _, report in sorted(reports.items()):
-            print(f"keras-xla-guard: {format_report(report, max_ops=self.max_ops)}", file=stream, flush=True)
+        for _, record in sorted(records.items()):
+            if record.report is not None:
+                print(f"keras-xla-guard: {format_report(record.report, max_ops=self.max_ops)}", file=stream,
+                      flush=True)

@@ -1,8 +1,8 @@
 """One self-contained HTML page of a run: verdict, plots and tables.
 
-Pure: report data (the dicts `CoverageReport.to_dict()`,
-`EpochSignatures.to_dict()` and `CompareReport.to_dict()` give) in, HTML
-text out. No script, no stylesheet or font to fetch: the plots are
+Pure: run data (`output.runfile.RunData`: the dicts `CoverageReport.to_dict()`
+and `EpochSignatures.to_dict()` give, per worker, and
+`CompareReport.to_dict()`) in, HTML text out. No script, no stylesheet or font to fetch: the plots are
 matplotlib figures inlined as SVG, so the file opens offline, in a CI
 artifact viewer or attached to a bug report (docs/html-report.md).
 
@@ -21,64 +21,23 @@ import io
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from keras_xla_guard.errors import MissingDependencyError
-from keras_xla_guard.output.table import printable
+from keras_xla_guard.output.runfile import RunData
+from keras_xla_guard.output.table import format_ms, printable
+from keras_xla_guard.runtime.config import GOOD_COVERAGE, LOW_COVERAGE
 
 __all__ = [
-    "HtmlSection",
     "escape",
     "render_html",
-    "section_of",
     "verdict_of",
 ]
 
-_GOOD, _PARTIAL = 0.9, 0.5
 _NEW_KINDS = ("first_signature", "new_signature")
 _TOP_OPS_PLOTTED = 10
 _XLA_COLOR, _PLAIN_COLOR, _LINE_COLOR = "#2e7d32", "#c62828", "#1565c0"
-
-
-@dataclass(frozen=True)
-class HtmlSection:
-    """What the page shows of one worker (or of the only one).
-
-    Attributes:
-        name: The worker's name, e.g. `"worker_1"`; `""` for a
-            single-worker run.
-        reports: `CoverageReport.to_dict()` of each profiled epoch (or of
-            each analyzed trace), in order.
-        signatures: `EpochSignatures.to_dict()` of each epoch with
-            observed steps, in order; empty when not tracked.
-    """
-
-    name: str
-    reports: tuple[Mapping[str, Any], ...] = ()
-    signatures: tuple[Mapping[str, Any], ...] = ()
-
-
-def section_of(name: str, reports: Iterable[Any], signatures: Iterable[Any] = ()) -> HtmlSection:
-    """Builds a section from `CoverageReport`s and `EpochSignatures` (or their dicts).
-
-    Args:
-        name: The worker's name; `""` for a single-worker run.
-        reports: The reports, in order (a dict keyed by epoch gives its
-            values).
-        signatures: The epochs' signature figures, in order. Defaults to
-            `()`.
-
-    Returns:
-        The `HtmlSection`.
-    """
-    def as_dicts(items: Iterable[Any]) -> tuple[Mapping[str, Any], ...]:
-        if isinstance(items, Mapping):
-            items = [items[k] for k in sorted(items)]
-        return tuple(i if isinstance(i, Mapping) else i.to_dict() for i in items)
-
-    return HtmlSection(name, as_dicts(reports), as_dicts(signatures))
 
 
 def escape(text: Any) -> str:
@@ -106,7 +65,7 @@ def escape(text: Any) -> str:
     return html.escape(printable(str(text)), quote=True)
 
 
-def verdict_of(sections: Sequence[HtmlSection]) -> tuple[str, str]:
+def verdict_of(sections: Sequence[RunData]) -> tuple[str, str]:
     """The page's headline: a level and one sentence, from the lowest coverage.
 
     Args:
@@ -128,16 +87,16 @@ def verdict_of(sections: Sequence[HtmlSection]) -> tuple[str, str]:
     fraction, worker, report = min(measured, key=lambda m: (m[0], m[1]))
     where = _where(worker, report)
     share = f"{100 * fraction:.1f}%"
-    if fraction >= _GOOD:
+    if fraction >= GOOD_COVERAGE:
         return "good", (f"XLA ran {share} of op time in the lowest profiled window ({where}); "
-                        f"every window is at {100 * _GOOD:.0f}% or more.")
-    if fraction >= _PARTIAL:
+                        f"every window is at {100 * GOOD_COVERAGE:.0f}% or more.")
+    if fraction >= LOW_COVERAGE:
         return "partial", f"XLA ran only {share} of op time in {where}; the rest ran as plain TF ops."
     return "low", f"XLA ran only {share} of op time in {where}: most of the work ran outside XLA."
 
 
 def render_html(
-    sections: Sequence[HtmlSection],
+    sections: Sequence[RunData],
     *,
     exit_reason: str,
     verdict: tuple[str, str] | None = None,
@@ -236,10 +195,6 @@ def _num(field: str, value: Any, text: str) -> str:
     )
 
 
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.2f} ms"
-
-
 # Scopes TensorFlow wraps a whole traced step in: they name no layer.
 _CALL_SCOPES = frozenset({"StatefulPartitionedCall", "PartitionedCall"})
 
@@ -258,7 +213,7 @@ def _table(header: Sequence[str], rows: Sequence[str], cls: str = "") -> str:
     return f"<table{attr}><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
-def _workers_overview(sections: Sequence[HtmlSection]) -> str:
+def _workers_overview(sections: Sequence[RunData]) -> str:
     rows = []
     for s in sections:
         ok = [r for r in s.reports if r.get("status") == "ok"]
@@ -277,7 +232,7 @@ def _workers_overview(sections: Sequence[HtmlSection]) -> str:
     )
 
 
-def _section(section: HtmlSection, index: int, plots: "_Plots") -> str:
+def _section(section: RunData, index: int, plots: "_Plots") -> str:
     name = section.name
     anchor = f"worker-{index}" if name else "run"
     parts = [f'<section class="worker" id="{anchor}" data-worker="{escape(name)}">']
@@ -292,7 +247,7 @@ def _section(section: HtmlSection, index: int, plots: "_Plots") -> str:
     return "\n".join(parts)
 
 
-def _coverage(section: HtmlSection, plots: "_Plots") -> str:
+def _coverage(section: RunData, plots: "_Plots") -> str:
     rows = []
     for i, r in enumerate(section.reports):
         label = _label(r, i)
@@ -305,12 +260,12 @@ def _coverage(section: HtmlSection, plots: "_Plots") -> str:
         rows.append(
             head
             + _num("xla_time_fraction", r["xla_time_fraction"], f"{100 * r['xla_time_fraction']:.1f}%")
-            + _num("xla_time_s", r["xla_time_s"], _ms(r["xla_time_s"]))
-            + _num("non_xla_op_time_s", r["non_xla_op_time_s"], _ms(r["non_xla_op_time_s"]))
+            + _num("xla_time_s", r["xla_time_s"], format_ms(r["xla_time_s"], 2))
+            + _num("non_xla_op_time_s", r["non_xla_op_time_s"], format_ms(r["non_xla_op_time_s"], 2))
             + _num("xla_executions", r["xla_executions"], str(r["xla_executions"]))
             + _num("compilations", r["compilations"], str(r["compilations"]))
-            + _num("compile_time_s", r["compile_time_s"], _ms(r["compile_time_s"]))
-            + _num("input_pipeline_time_s", r["input_pipeline_time_s"], _ms(r["input_pipeline_time_s"]))
+            + _num("compile_time_s", r["compile_time_s"], format_ms(r["compile_time_s"], 2))
+            + _num("input_pipeline_time_s", r["input_pipeline_time_s"], format_ms(r["input_pipeline_time_s"], 2))
             + _num("steps_profiled", steps, "-" if steps is None else str(steps))
             + f'<td class="name">{escape(", ".join(r.get("hosts") or ()))}</td></tr>'
         )
@@ -326,7 +281,7 @@ def _coverage(section: HtmlSection, plots: "_Plots") -> str:
     )
 
 
-def _top_ops(section: HtmlSection, plots: "_Plots") -> str:
+def _top_ops(section: RunData, plots: "_Plots") -> str:
     ok = [(i, r) for i, r in enumerate(section.reports) if r.get("status") == "ok"]
     if not ok:
         return ""
@@ -343,7 +298,7 @@ def _top_ops(section: HtmlSection, plots: "_Plots") -> str:
     rows = [
         f'<tr class="op" data-rank="{n}"><td class="num">{n}</td><td class="name">{escape(op["op_type"])}</td>'
         f'<td class="name">{escape(_layer(op["op_name"]))}</td><td class="name">{escape(op["op_name"])}</td>'
-        + _num("self_time_s", op["self_time_s"], f"{op['self_time_s'] * 1e3:.3f} ms")
+        + _num("self_time_s", op["self_time_s"], format_ms(op["self_time_s"], 3))
         + _num("count", op["count"], str(op["count"]))
         + "</tr>"
         for n, op in enumerate(ops, 1)
@@ -355,21 +310,35 @@ def _top_ops(section: HtmlSection, plots: "_Plots") -> str:
 
 
 def _events(signatures: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], list[tuple[int, int]]]:
-    """New-signature events with their global step, and the cumulative count's corners."""
+    """Each new signature at the step it first ran (where it compiled), and the cumulative count's corners.
+
+    Every new signature of an epoch (`new`) is an event, so a compilation
+    sits at the step the compile table names; its message is the
+    signature's explanation when the tracker wrote one (the first few of an
+    epoch), else the signature itself. A run file without `new` (written
+    before it existed) gives the explained ones only.
+    """
     events: list[dict[str, Any]] = []
     curve = [(0, 0)]
     offset = 0
     for stats in signatures:
-        for finding in stats.get("explanations") or ():
-            if finding.get("kind") in _NEW_KINDS and finding.get("step") is not None:
-                events.append({"epoch": stats["epoch"], "step": finding["step"],
-                               "global_step": offset + finding["step"], "message": finding["message"]})
+        explained = {f["step"]: f["message"] for f in stats.get("explanations") or ()
+                     if f.get("kind") in _NEW_KINDS and f.get("step") is not None}
+        if "new" in stats:
+            firsts = [(entry.get("step"), entry.get("signature") or {}) for entry in stats.get("new") or ()]
+        else:
+            firsts = [(step, {}) for step in explained]
+        for step, sig in firsts:
+            if step is None:
+                continue
+            message = explained.get(step) or f"new input signature {_format_signature(sig)}"
+            events.append({"epoch": stats["epoch"], "step": step, "global_step": offset + step, "message": message})
         offset += int(stats.get("steps") or 0)
         curve.append((offset, int(stats.get("compilations_so_far") or 0)))
     return events, curve
 
 
-def _compilations(section: HtmlSection, plots: "_Plots") -> str:
+def _compilations(section: RunData, plots: "_Plots") -> str:
     heading = "<h3>Compilations over steps</h3>"
     if not section.signatures:
         return heading + (
@@ -409,13 +378,13 @@ def _compilations(section: HtmlSection, plots: "_Plots") -> str:
     )
 
 
-def _compile_table(section: HtmlSection) -> str:
+def _compile_table(section: RunData) -> str:
     """Each profiled window's compile table: what compiled, at which step, for how long, for which input."""
     rows = []
     for i, r in enumerate(section.reports):
         for n, c in enumerate(r.get("compile_table") or ()):
             step, seconds = c.get("step"), c.get("compile_s")
-            took = "cache hit" if c.get("cache_hit") else "-" if seconds is None else _ms(seconds)
+            took = "cache hit" if c.get("cache_hit") else "-" if seconds is None else format_ms(seconds, 2)
             rows.append(
                 f'<tr class="compile" data-report="{i}" data-index="{n}"><td>{escape(_label(r, i))}</td>'
                 + _num("step", step, "-" if step is None else str(step))
@@ -446,7 +415,7 @@ def _format_signature(sig: Mapping[str, Any]) -> str:
     return "; ".join(parts) or "(no arrays)"
 
 
-def _signatures(section: HtmlSection) -> str:
+def _signatures(section: RunData) -> str:
     if not section.signatures:
         return ""
     rows = []
@@ -479,7 +448,7 @@ def _compare(compare: Mapping[str, Any], plots: "_Plots") -> str:
         memory = m.get("peak_memory_bytes")
         rows.append(
             f'<tr class="mode" data-mode="{escape(name)}"><td>{escape(name)}</td>'
-            + _num("step_time_s", m["step_time_s"], _ms(m["step_time_s"]))
+            + _num("step_time_s", m["step_time_s"], format_ms(m["step_time_s"], 2))
             + _num("startup_s", m["startup_s"], f"{m['startup_s']:.2f} s")
             + _num("compilations", m["compilations"], str(m["compilations"]))
             + _num("compile_time_s", m["compile_time_s"], f"{m['compile_time_s']:.2f} s")

@@ -1,12 +1,21 @@
-"""A run's figures as JSON in its log dir, and the HTML page written from them.
+"""The run file: one reader and one writer of `xla_guard_reports.json`.
 
-Every guard leaves `xla_guard_reports.json` beside its traces: the
-`RunFileSink` of a single-worker run writes it in `log_dir`, and each
-worker of a multi-worker run writes its own in `log_dir/<worker>/`
-(`distributed.ClusterSink`). The file holds each profiled epoch's
-`CoverageReport` and each epoch's `EpochSignatures` as `to_dict()` gives
-them, so `keras-xla-guard report LOG_DIR --html` can show what TensorBoard
-shows, signatures and explanations included, without a TensorFlow import.
+Every guard leaves a run file, `xla_guard_reports.json`, beside its
+traces: the `RunFileSink` of a single-worker run writes it in `log_dir`,
+and each worker of a multi-worker run writes its own in
+`log_dir/<worker>/` (`distributed.ClusterSink`, through `save_run_file`).
+It holds each profiled epoch's `CoverageReport` and each epoch's
+`EpochSignatures` as `to_dict()` gives them, so `keras-xla-guard report
+LOG_DIR --html`, the chief of a multi-worker run and
+`distributed.worker_coverage` read what TensorBoard shows without a
+TensorFlow import. Everything that reads it goes through `read_run_file`
+into a `RunData`; everything that writes it goes through `save_run_file`.
+
+The file's layout, name and version live in `run_schema.py` (a TensorBoard
+plugin's `metadata.py` habit), which both sides import: the writer stamps
+`RUN_FILE_VERSION`; the reader checks every field against the layout, reads
+a file without a version (written before versions: version 0, the same
+layout) and refuses a newer one by name.
 """
 
 from __future__ import annotations
@@ -15,29 +24,90 @@ import json
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from keras_xla_guard.output.html import HtmlSection
+from keras_xla_guard.errors import RunFileError
+from keras_xla_guard.output.run_schema import MAX_RUN_FILE_BYTES, RUN_FILE, RUN_FILE_VERSION, check_run_file
+from keras_xla_guard.runtime.sink import INCOMPLETE, EpochRecord
 from keras_xla_guard.signatures.tracker import EpochSignatures
 from keras_xla_guard.trace.report import CoverageReport
 
 __all__ = [
     "COMPARE_FILE",
-    "REPORTS_FILE",
+    "RUN_FILE",
+    "RUN_FILE_VERSION",
+    "RunData",
     "RunFileSink",
     "find_compare",
     "find_run_files",
+    "incomplete_windows",
     "read_run_file",
     "save_run_file",
+    "worker_run_files",
     "write_page",
 ]
 
-REPORTS_FILE = "xla_guard_reports.json"
 # `compare` saves its result here, under `<log_dir>/compare/` (beside its
 # TensorBoard summaries, `output.compare_summaries.COMPARE_SUBDIR`).
 COMPARE_FILE = "compare_report.json"
+
+
+@dataclass(frozen=True)
+class RunData:
+    """One run's figures (or one worker's), as its run file holds them.
+
+    What every reader of run files gets, whatever it renders: the HTML
+    page, the multi-worker chief, `distributed.worker_coverage`.
+
+    Attributes:
+        name: The worker's name, e.g. `"worker_1"`; `""` for a
+            single-worker run.
+        reports: `CoverageReport.to_dict()` of each profiled epoch (or of
+            each analyzed trace), in order.
+        signatures: `EpochSignatures.to_dict()` of each epoch with
+            observed steps, in order; empty when not tracked.
+        saved_at: When the file was written (`time.time()`); `None` when
+            the figures did not come from a file.
+        version: The run file's schema version; `0` for a file written
+            before versions.
+    """
+
+    name: str
+    reports: tuple[Mapping[str, Any], ...] = ()
+    signatures: tuple[Mapping[str, Any], ...] = ()
+    saved_at: float | None = None
+    version: int = RUN_FILE_VERSION
+
+    @classmethod
+    def of(cls, name: str, reports: Iterable[Any], signatures: Iterable[Any] = ()) -> "RunData":
+        """Builds run data from `CoverageReport`s and `EpochSignatures` (or their dicts).
+
+        Args:
+            name: The worker's name; `""` for a single-worker run.
+            reports: The reports, in order (a dict keyed by epoch gives its
+                values in epoch order).
+            signatures: The epochs' signature figures, in order. Defaults to
+                `()`.
+
+        Returns:
+            The `RunData`.
+        """
+
+        def as_dicts(items: Iterable[Any]) -> tuple[Mapping[str, Any], ...]:
+            if isinstance(items, Mapping):
+                items = [items[k] for k in sorted(items)]
+            return tuple(i if isinstance(i, Mapping) else i.to_dict() for i in items)
+
+        return cls(name, as_dicts(reports), as_dicts(signatures))
+
+    def coverage_reports(self) -> dict[int, CoverageReport]:
+        """The reports of the run's epochs as `CoverageReport`s, keyed by epoch."""
+        return {
+            int(r["epoch"]): CoverageReport.from_dict(dict(r)) for r in self.reports if r.get("epoch") is not None
+        }
 
 
 def save_run_file(
@@ -59,9 +129,10 @@ def save_run_file(
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / REPORTS_FILE
+    path = directory / RUN_FILE
     tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     data = {
+        "version": RUN_FILE_VERSION,
         "worker": worker,
         "saved_at": time.time(),
         "reports": {str(e): r.to_dict() for e, r in sorted(reports.items())},
@@ -72,35 +143,61 @@ def save_run_file(
     return path
 
 
-def read_run_file(path: str | os.PathLike[str]) -> HtmlSection:
-    """Reads a run file as the page's section of that run (or worker).
+def read_run_file(path: str | os.PathLike[str]) -> RunData:
+    """Reads and checks a run file (any version up to `RUN_FILE_VERSION`).
+
+    Every field any output shows is checked (`run_schema.check_run_file`)
+    before it is returned, so what comes back renders.
 
     Args:
         path: The file, or the directory holding it.
 
     Returns:
-        An `HtmlSection` named after the file's worker (`""` for a
-        single-worker run), its reports and signatures in epoch order.
+        Its `RunData`, named after the file's worker (`""` for a
+        single-worker run), reports and signatures in epoch order.
 
     Raises:
         OSError: If the file cannot be read.
-        ValueError: If it is not a keras-xla-guard run file.
+        RunFileError: If it is not JSON, larger than `MAX_RUN_FILE_BYTES`,
+            nested too deep, of a newer version, or a field has the wrong
+            type: one line naming the file and the field.
     """
     path = Path(path)
     if path.is_dir():
-        path = path / REPORTS_FILE
+        path = path / RUN_FILE
+    where = os.fspath(path)
+    size = path.stat().st_size
+    if size > MAX_RUN_FILE_BYTES:
+        raise RunFileError(f"{where!r} is not a readable run file: {size} bytes, more than the "
+                           f"{MAX_RUN_FILE_BYTES} a run file may hold")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{os.fspath(path)!r} is not a keras-xla-guard run file ({e})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("reports"), dict):
-        raise ValueError(f"{os.fspath(path)!r} is not a keras-xla-guard run file")
-    signatures = data.get("signatures") or {}
-    return HtmlSection(
-        str(data.get("worker") or ""),
-        tuple(data["reports"][k] for k in sorted(data["reports"], key=int)),
-        tuple(signatures[k] for k in sorted(signatures, key=int)),
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except RecursionError:
+        raise RunFileError(f"{where!r} is not a readable run file: its JSON is nested deeper "
+                           "than any run file") from None
+    except (UnicodeDecodeError, ValueError) as e:
+        # ValueError: not JSON, or an integer too long to convert.
+        raise RunFileError(f"{where!r} is not a readable run file: not JSON ({e})") from None
+    checked = check_run_file(data, where)
+    return RunData(
+        str(checked["worker"] or ""),
+        tuple(checked["reports"]),
+        tuple(checked["signatures"]),
+        checked["saved_at"],
+        checked["version"],
     )
+
+
+def worker_run_files(log_dir: str | os.PathLike[str]) -> list[Path]:
+    """The run files of a multi-worker run's workers, `log_dir/*/xla_guard_reports.json`, in name order.
+
+    Args:
+        log_dir: The `log_dir` all workers were given.
+
+    Returns:
+        The files; `[]` when there is none.
+    """
+    return sorted(p for p in Path(log_dir).glob(f"*/{RUN_FILE}") if p.is_file())
 
 
 def find_run_files(log_dir: str | os.PathLike[str]) -> list[Path]:
@@ -114,11 +211,40 @@ def find_run_files(log_dir: str | os.PathLike[str]) -> list[Path]:
         `log_dir/*/xla_guard_reports.json` of a multi-worker run in name
         order; `[]` when there is none.
     """
-    log_dir = Path(log_dir)
-    own = log_dir / REPORTS_FILE
+    own = Path(log_dir) / RUN_FILE
     if own.is_file():
         return [own]
-    return sorted(p for p in log_dir.glob(f"*/{REPORTS_FILE}") if p.is_file())
+    return worker_run_files(log_dir)
+
+
+def incomplete_windows(log_dir: str | os.PathLike[str]) -> dict[str, CoverageReport]:
+    """The profile runs of a log dir whose window did not complete, as its run file says.
+
+    A guard saves a window that training left (an exception, a worker of
+    the cluster gone) as an `incomplete` report naming its partial trace;
+    that trace is not a measurement.
+
+    Args:
+        log_dir: A guard's log dir (or a worker's directory in it): the
+            one holding `plugins/profile/<run>/`.
+
+    Returns:
+        Profile run directory name (`<time>_epoch<N>`) -> the guard's
+        `incomplete` report of it; `{}` without a run file.
+
+    Raises:
+        OSError: If the run file cannot be read.
+        RunFileError: If it is not a readable run file.
+    """
+    path = Path(log_dir) / RUN_FILE
+    if not path.is_file():
+        return {}
+    return {
+        Path(trace).parent.name: report
+        for report in read_run_file(path).coverage_reports().values()
+        if report.status == INCOMPLETE
+        for trace in report.trace_paths
+    }
 
 
 def find_compare(log_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
@@ -139,7 +265,9 @@ def find_compare(log_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
         return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
+    except RecursionError:
+        raise ValueError(f"{os.fspath(path)!r} is not a saved compare result (nested too deep)") from None
+    except ValueError as e:
         raise ValueError(f"{os.fspath(path)!r} is not a saved compare result ({e})") from None
     if not isinstance(data, dict) or not isinstance(data.get("modes"), dict) or "verdict" not in data:
         raise ValueError(f"{os.fspath(path)!r} is not a saved compare result")
@@ -166,9 +294,8 @@ def write_page(path: str | os.PathLike[str], page: str) -> Path:
 class RunFileSink:
     """The engine's `ReportSink` that keeps the run file up to date.
 
-    Rewrites `<directory>/xla_guard_reports.json` whenever a report or an
-    epoch's signature figures come in, so the file is there even when
-    training ends early.
+    Rewrites `<directory>/xla_guard_reports.json` whenever an epoch's
+    record comes in, so the file is there even when training ends early.
 
     Args:
         directory: The run's log dir.
@@ -180,31 +307,20 @@ class RunFileSink:
         self._signatures: dict[int, EpochSignatures] = {}
         self._lock = threading.Lock()
 
-    def write_report(self, report: CoverageReport) -> None:
-        """Adds (or replaces) one epoch's report and saves."""
-        assert report.epoch is not None
+    def write_epoch(self, record: EpochRecord) -> None:
+        """Adds (or replaces) one epoch's report and signature figures, and saves."""
         with self._lock:
-            self._reports[report.epoch] = report
+            if record.report is not None:
+                self._reports[record.epoch] = record.report
+            if record.signatures is not None:
+                self._signatures[record.epoch] = record.signatures
             self._save()
 
-    def write_signatures(self, stats: EpochSignatures) -> None:
-        """Adds one epoch's signature figures and saves."""
-        with self._lock:
-            self._signatures[stats.epoch] = stats
-            self._save()
-
-    def write_signatures_unavailable(self, epoch: int, reason: str) -> None:
-        """Nothing: the epoch's report says it."""
-
-    def close(self, reports: Mapping[int, CoverageReport]) -> None:
-        """Saves the run's final reports (signature figures merged in by the engine).
+    def close(self, records: Mapping[int, EpochRecord]) -> None:
+        """Nothing: every record is saved as it comes.
 
         A run that measured nothing leaves no file, as it leaves no event file.
         """
-        with self._lock:
-            self._reports.update(reports)
-            if self._reports or self._signatures:
-                self._save()
 
     def _save(self) -> None:
         save_run_file(self.directory, self._reports, self._signatures)

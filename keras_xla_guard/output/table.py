@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from keras_xla_guard.trace._text import format_ms
 from keras_xla_guard.trace.report import CoverageReport
 
-__all__ = ["coverage_table", "printable", "text_table"]
+__all__ = ["coverage_table", "format_ms", "printable", "text_table"]
 
 _HEADER = (
     "run",
@@ -94,28 +95,27 @@ def text_table(header: Sequence[str], rows: Sequence[Sequence[str]], left: Seque
     return "\n".join(lines)
 
 
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.1f} ms"
-
-
 def _top_op(report: CoverageReport) -> str:
     if not report.top_non_xla_ops:
         return "-"
     op = report.top_non_xla_ops[0]
-    return f"{op.op_type} ({_ms(op.self_time_s)})"
+    return f"{op.op_type} ({format_ms(op.self_time_s)})"
 
 
 def _row(run: str, host: str, report: CoverageReport) -> list[str]:
+    if not report.ok:
+        # Measured nothing (e.g. an incomplete window): no figure to show.
+        return [run, host, report.status, *["-"] * (len(_HEADER) - 3)]
     return [
         run,
         host,
         f"{report.xla_time_fraction:.1%}",
-        _ms(report.xla_time_s),
-        _ms(report.non_xla_op_time_s),
+        format_ms(report.xla_time_s),
+        format_ms(report.non_xla_op_time_s),
         str(report.xla_executions),
         str(report.compilations),
-        _ms(report.compile_time_s),
-        _ms(report.input_pipeline_time_s),
+        format_ms(report.compile_time_s),
+        format_ms(report.input_pipeline_time_s),
         _top_op(report),
     ]
 

@@ -13,22 +13,29 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from keras_xla_guard.trace.report import CoverageReport
+from keras_xla_guard.runtime.sink import EpochRecord
 from keras_xla_guard.signatures import EpochSignatures
+from keras_xla_guard.trace.analysis import combine_reports
+from keras_xla_guard.trace.report import CoverageReport
 
 __all__ = [
-    "SIGNATURE_TAGS",
-    "TensorBoardSink",
-    "WORKER_TAGS",
     "LAYOUT_CATEGORY",
     "SCALAR_TAGS",
+    "SIGNATURE_TAGS",
+    "WORKER_TAGS",
     "SummaryWriter",
+    "TensorBoardSink",
+    "compiles_markdown",
     "escape_markdown",
     "layout_proto",
     "markdown_table",
     "report_markdown",
     "signatures_markdown",
     "signatures_unavailable_markdown",
+    "unprofiled_markdown",
+    "workers_markdown",
+    "worst_worker",
+    "write_worker_summaries",
 ]
 
 PREFIX = "xla_guard"
@@ -52,7 +59,8 @@ SIGNATURE_TAGS: dict[str, Any] = {
     "expected_compilations": lambda s: s.expected_compilations,
 }
 # Tag suffix -> how to read it from a worker's report; a multi-worker chief
-# writes them under `xla_guard/<worker>/...` and combined under `xla_guard/...`.
+# writes them under `xla_guard/<worker>/...` and combined under `xla_guard/...`
+# (`write_worker_summaries`).
 WORKER_TAGS: dict[str, Any] = {
     "xla_time_fraction": lambda r: r.xla_time_fraction,
     "coverage_percent": lambda r: 100.0 * r.xla_time_fraction,
@@ -61,6 +69,8 @@ WORKER_TAGS: dict[str, Any] = {
     "compilations": lambda r: r.compilations,
     "compile_time_s": lambda r: r.compile_time_s,
 }
+# Signature figures a chief writes per worker, and their largest combined.
+_WORKER_SIGNATURE_FIGURES = ("distinct_signatures", "new_signatures")
 
 # ASCII characters with a meaning in Markdown (Python-Markdown, which
 # TensorBoard's text plugin uses, and CommonMark) or in HTML. They become
@@ -262,6 +272,116 @@ def signatures_unavailable_markdown(reason: str) -> str:
     )
 
 
+def worst_worker(reports: Mapping[str, CoverageReport]) -> str:
+    """The worker with the lowest XLA share; ties go to more compile time.
+
+    Args:
+        reports: Each worker's measured (`ok`) report of one epoch, keyed by
+            worker name.
+
+    Returns:
+        The worst worker's name.
+    """
+    return min(reports, key=lambda n: (reports[n].xla_time_fraction, -reports[n].compile_time_s, n))
+
+
+def workers_markdown(reports: Mapping[str, CoverageReport]) -> str:
+    """A per-worker table for TensorBoard's text dashboard, worst worker first.
+
+    Args:
+        reports: Each worker's measured report of one epoch, by name.
+
+    Returns:
+        Markdown: a headline naming the worst worker, then the table.
+    """
+    worst = worst_worker(reports)
+    rows = []
+    for name in sorted(reports, key=lambda n: (n != worst, n)):
+        r = reports[name]
+        rows.append(
+            [
+                name,
+                f"{100 * r.xla_time_fraction:.1f}",
+                f"{r.xla_time_s * 1e3:.2f}",
+                f"{r.non_xla_op_time_s * 1e3:.2f}",
+                r.compilations,
+                f"{r.compile_time_s * 1e3:.1f}",
+                "worst" if name == worst else "",
+            ]
+        )
+    headline = (
+        f"**Worst worker: {escape_markdown(worst)}**, "
+        f"{100 * reports[worst].xla_time_fraction:.1f}% of its op time inside XLA "
+        f"({len(reports)} workers)."
+    )
+    table = markdown_table(
+        ["worker", "coverage %:", "XLA ms:", "non-XLA ms:", "compilations:", "compile ms:", ""],
+        rows,
+    )
+    return headline + "\n\n" + table
+
+
+def unprofiled_markdown(reports: Mapping[str, CoverageReport]) -> str:
+    """The workers without figures of an epoch, and why, for TensorBoard's text dashboard.
+
+    Args:
+        reports: The reports (not ok) of those workers, by name.
+
+    Returns:
+        Markdown: one bullet per worker with its status and reason.
+    """
+    lines = [f"- **{escape_markdown(n)}**: {escape_markdown(r.status)}: {escape_markdown(r.reason)}"
+             for n, r in sorted(reports.items())]
+    return "Workers without figures in this epoch (their XLA figures are unmeasured, not 0):\n\n" + (
+        "\n".join(lines)
+    )
+
+
+def write_worker_summaries(
+    writer: "SummaryWriter",
+    epoch: int,
+    reports: Mapping[str, CoverageReport],
+    own: CoverageReport,
+    own_name: str,
+    top_k: int = 10,
+) -> None:
+    """Writes the chief's TensorBoard summaries of one epoch of all workers.
+
+    Args:
+        writer: A `SummaryWriter` on the base log dir.
+        epoch: The epoch (the TensorBoard step).
+        reports: Each worker's measured (`ok`) report of the epoch, keyed
+            by worker name.
+        own: The chief's own report (its op table goes in as text; each
+            measured worker's compile table too, as `<worker>/compiles`).
+        own_name: The chief's worker name.
+        top_k: Plain TF ops kept in the combined op table. Defaults to `10`.
+    """
+    combined = combine_reports(list(reports.values()), top_k=top_k)
+    scalars = {tag: read(combined) for tag, read in WORKER_TAGS.items()}
+    scalars["xla_executions"] = combined.xla_executions
+    scalars["input_pipeline_time_s"] = combined.input_pipeline_time_s
+    for name, report in reports.items():
+        for tag, read in WORKER_TAGS.items():
+            scalars[f"{name}/{tag}"] = read(report)
+    scalars["worst_worker_xla_time_fraction"] = reports[worst_worker(reports)].xla_time_fraction
+    for figure in _WORKER_SIGNATURE_FIGURES:
+        seen = {n: getattr(r, figure) for n, r in reports.items() if getattr(r, figure) is not None}
+        for name, value in seen.items():
+            scalars[f"{name}/{figure}"] = value
+        if seen:
+            # Each worker reads its own shard; the most shapes any
+            # worker met is what drives its compilations.
+            scalars[figure] = max(seen.values())
+    writer.write_scalars(scalars, step=epoch)
+    writer.write_text("workers", workers_markdown(reports), step=epoch)
+    writer.write_text(f"{own_name}/report", report_markdown(own), step=epoch)
+    for name, report in sorted(reports.items()):
+        # What a single-process run writes as `xla_guard/compiles`, per worker.
+        if report.compile_table or report.persistent_cache:
+            writer.write_text(f"{name}/compiles", compiles_markdown(report), step=epoch)
+
+
 def layout_proto() -> Any:
     """Builds the Custom Scalars layout of the "XLA Guard" category.
 
@@ -434,28 +554,28 @@ class TensorBoardSink:
     def __init__(self, log_dir: str | os.PathLike[str]) -> None:
         self.writer = SummaryWriter(log_dir)
 
-    def write_report(self, report: CoverageReport) -> None:
-        """Writes a report's scalars and its text table at its epoch."""
-        assert report.epoch is not None
-        self.writer.write_report(report, step=report.epoch)
+    def write_epoch(self, record: EpochRecord) -> None:
+        """Writes an epoch's report, signature figures and compile table at its epoch.
 
-    def write_signatures(self, stats: EpochSignatures) -> None:
-        """Writes an epoch's signature scalars and explanation text."""
-        values = {tag: read(stats) for tag, read in SIGNATURE_TAGS.items()}
-        self.writer.write_scalars(
-            {tag: value for tag, value in values.items() if value is not None}, step=stats.epoch
-        )
-        self.writer.write_text("signatures", signatures_markdown(stats), step=stats.epoch)
+        The report's scalars and text table (text only when it measured
+        nothing), the signature scalars and their explanation (or why
+        there are none), and the window's compile table
+        (`xla_guard/compiles`) when the window was measured.
+        """
+        epoch, report = record.epoch, record.report
+        if report is not None:
+            self.writer.write_report(report, step=epoch)
+        stats = record.signatures
+        if stats is not None:
+            values = {tag: read(stats) for tag, read in SIGNATURE_TAGS.items()}
+            self.writer.write_scalars({tag: value for tag, value in values.items() if value is not None}, step=epoch)
+            self.writer.write_text("signatures", signatures_markdown(stats), step=epoch)
+        elif record.signatures_unavailable is not None:
+            self.writer.write_text("signatures", signatures_unavailable_markdown(record.signatures_unavailable),
+                                   step=epoch)
+        if report is not None and report.ok:
+            self.writer.write_text("compiles", compiles_markdown(report), step=epoch)
 
-    def write_signatures_unavailable(self, epoch: int, reason: str) -> None:
-        """Writes the text saying the epoch's signatures are unavailable, and why."""
-        self.writer.write_text("signatures", signatures_unavailable_markdown(reason), step=epoch)
-
-    def write_compiles(self, report: CoverageReport) -> None:
-        """Writes the window's compile table (`xla_guard/compiles`) at its epoch."""
-        assert report.epoch is not None
-        self.writer.write_text("compiles", compiles_markdown(report), step=report.epoch)
-
-    def close(self, reports: Mapping[int, CoverageReport]) -> None:
+    def close(self, records: Mapping[int, EpochRecord]) -> None:
         """Flushes and closes the event file."""
         self.writer.close()

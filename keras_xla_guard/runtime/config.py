@@ -8,6 +8,7 @@ here once; the adapters' docstrings include this text (`config_args_doc`).
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import os
 import re
 from collections.abc import Iterable
@@ -24,11 +25,15 @@ __all__ = [
     "CONFIG_ARGS",
     "DEFAULT_LOG_DIR",
     "DEFAULT_MAX_COMPILATIONS",
+    "GOOD_COVERAGE",
+    "LOW_COVERAGE",
     "ON_VIOLATION_CHOICES",
     "PROFILE_WORKERS_CHOICES",
     "GuardConfig",
     "config_args_doc",
+    "config_fields",
     "fill_config_args",
+    "with_config_fields",
 ]
 
 DEFAULT_LOG_DIR = os.path.join("logs", "xla_guard")
@@ -37,6 +42,12 @@ DEFAULT_LOG_DIR = os.path.join("logs", "xla_guard")
 # TensorFlow's megamorphic threshold (more than 10 compiles of one cluster).
 DEFAULT_MAX_COMPILATIONS = 8
 ON_VIOLATION_CHOICES = ("warn", "raise", "stop")
+# How the guard judges an XLA share of op time: at least GOOD_COVERAGE is
+# good; below LOW_COVERAGE is low (the report then carries the verdicts
+# explaining it); between them, partial. The HTML page's headline and the
+# adapters' notes both read these.
+GOOD_COVERAGE = 0.9
+LOW_COVERAGE = 0.5
 PROFILE_WORKERS_CHOICES = ("chief", "all")
 # A URL scheme such as gs:// or s3://; two letters at least, so that a
 # Windows drive ("C://logs") is still a local path.
@@ -116,9 +127,44 @@ def fill_config_args(doc: str) -> str:
 
 
 def config_args_doc(cls: _T) -> _T:
-    """Class decorator: fills `{config_args}` in the class docstring (`fill_config_args`)."""
+    """Class decorator: the shared config arguments in a class's docstring and signature.
+
+    Fills `{config_args}` in the class docstring (`fill_config_args`). An
+    adapter whose `__init__` takes `**fields` (and passes them to
+    `GuardConfig.of`) gets `GuardConfig`'s fields as keyword-only
+    parameters in place of `**fields` in its signature (`inspect`,
+    `help()`): a new field is added to `GuardConfig` and `CONFIG_ARGS`
+    only.
+    """
     cls.__doc__ = fill_config_args(cls.__doc__ or "")
+    init = vars(cls).get("__init__")
+    if init is not None:
+        signature = inspect.signature(init)
+        if "fields" in signature.parameters:
+            init.__signature__ = with_config_fields(signature)
     return cls
+
+
+def config_fields() -> list[tuple[str, str, Any]]:
+    """`GuardConfig`'s keyword arguments: `(name, annotation text, default)`, in order."""
+    return [(f.name, str(f.type), f.default) for f in dataclasses.fields(GuardConfig) if f.init]
+
+
+def with_config_fields(signature: inspect.Signature) -> inspect.Signature:
+    """`signature` with its `**fields` replaced by `GuardConfig`'s fields, keyword-only.
+
+    Fields the signature already names (e.g. a positional `log_dir`) stay
+    where they are.
+    """
+    params = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    named = {p.name for p in params}
+    fields = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+        for name, annotation, default in config_fields()
+        if name not in named
+    ]
+    at = next((i for i, p in enumerate(params) if p.kind is inspect.Parameter.KEYWORD_ONLY), len(params))
+    return signature.replace(parameters=params[:at] + fields + params[at:])
 
 
 @config_args_doc
@@ -220,21 +266,30 @@ class GuardConfig:
 
         Args:
             config: A ready `GuardConfig`, or `None`.
-            fields: The adapter's `GuardConfig` keyword arguments, all of them.
+            fields: The `GuardConfig` keyword arguments the adapter was
+                given (fields left out take their defaults).
             owner: The adapter's name, for the error.
 
         Returns:
             `config`, or a new `GuardConfig(**fields)`.
 
         Raises:
+            TypeError: If a keyword is not a field of `GuardConfig`, as
+                for any unexpected keyword argument.
             ValueError: If `config` is not a `GuardConfig`, or is given
                 together with a field that differs from its default.
         """
+        defaults = {f.name: f.default for f in dataclasses.fields(cls) if f.init}
+        unknown = sorted(set(fields) - set(defaults))
+        if unknown:
+            raise TypeError(
+                f"{owner} got unexpected keyword argument(s) {', '.join(map(repr, unknown))}; "
+                f"its config fields are {', '.join(defaults)}"
+            )
         if config is None:
             return cls(**fields)
         if not isinstance(config, cls):
             raise ValueError(f"`config` must be a GuardConfig or None. Received: config={config!r}")
-        defaults = {f.name: f.default for f in dataclasses.fields(cls) if f.init}
         changed = sorted(name for name, value in fields.items() if value != defaults[name])
         if changed:
             raise ValueError(

@@ -1,10 +1,13 @@
-"""The guard engine: profiling windows, analysis and summaries.
+"""The guard engine: profiling windows, analysis, one record per epoch.
 
 `XlaGuardEngine` knows nothing about Keras callbacks. Adapters (the Keras
 callback `XlaGuardCallback`, the custom-loop guard `XlaGuard` in `loop.py`)
 call `train_begin`, `epoch_begin`, `step_begin`,
 `epoch_end` and `train_end`; the engine decides when the profiler runs,
-analyzes each trace off the training thread, and writes the results.
+analyzes each trace off the training thread, joins each epoch's figures
+into one `EpochRecord` (`runtime/epochs.py`) and hands it to its
+`ReportSink`s. It names no concrete output: the adapters pass the sinks
+(`output/sinks.py`) and write the HTML page (`output/page.py`).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import concurrent.futures
 import dataclasses
 import functools
 import os
+import sys
 import threading
 import time
 import warnings
@@ -23,7 +27,6 @@ from typing import Any, TypeVar
 from keras_xla_guard._checks import check_int
 from keras_xla_guard import backend as backends
 from keras_xla_guard.backend import Backend
-from keras_xla_guard.diagnose.compile_cost import compile_cost_verdicts
 from keras_xla_guard.errors import ProfilerBusyError, RecompilationLimitError, XlaGuardWarning
 from keras_xla_guard.runtime.config import (
     DEFAULT_LOG_DIR,
@@ -31,12 +34,12 @@ from keras_xla_guard.runtime.config import (
     ON_VIOLATION_CHOICES,
     GuardConfig,
 )
+from keras_xla_guard.runtime.epochs import EpochAssembly
 from keras_xla_guard.runtime.policy import CompilationPolicy
 from keras_xla_guard.runtime.profiler import ProfilerSession, SessionLostError, stop_stale_session
-from keras_xla_guard.runtime.sink import ReportSink
+from keras_xla_guard.runtime.sink import INCOMPLETE, EpochRecord, ReportSink
 from keras_xla_guard.signatures.signature import Signature
 from keras_xla_guard.signatures.tracker import EpochSignatures, SignatureTracker
-from keras_xla_guard.trace.compiles import attribute_compiles
 from keras_xla_guard.trace.analysis import analyze_xspace, combine_reports
 from keras_xla_guard.trace.report import CoverageReport
 from keras_xla_guard.trace.xplane import host_of, open_xspace
@@ -46,12 +49,15 @@ __all__ = [
     "DEFAULT_MAX_COMPILATIONS",
     "ON_VIOLATION_CHOICES",
     "NoteProvider",
+    "SinkFactory",
     "XlaGuardEngine",
     "xla_mode_of",
 ]
 
 # Extra notes for a finished report (e.g. verdicts on why coverage is low).
 NoteProvider = Callable[[CoverageReport], list[str]]
+# Builds a run's sinks from the config, fresh for each run.
+SinkFactory = Callable[[GuardConfig], Sequence[ReportSink]]
 _XLA_MODES = ("jit_compile", "autoclustering", None)
 # The analysis thread's name prefix: reading `reports` there must not wait
 # for the analysis it is part of.
@@ -118,15 +124,19 @@ class XlaGuardEngine:
     `epoch_end` and `train_end` (and reports each step's inputs with
     `observe_inputs` or `observe_signature`); the engine decides when the
     profiler runs, analyzes each trace off the training thread, applies the
-    compilation policy, and hands reports and signature figures to its
-    `ReportSink`s (TensorBoard and the console by default).
+    compilation policy, and hands each epoch's complete `EpochRecord` to its
+    `ReportSink`s once.
 
     Args:
         config: A `GuardConfig`; or pass its fields as keyword arguments.
             Defaults to `None`.
-        sinks: Where figures go. Defaults to `None`: TensorBoard in
-            `log_dir` (when `write_summaries`) and the console (when
-            `verbose`).
+        sinks: Where figures go: a list of sinks for every run, or a
+            callable `config -> sinks` called as each run begins (fresh
+            sinks per run, e.g.
+            `keras_xla_guard.output.sinks.default_sinks`: TensorBoard and
+            the run file in `log_dir`, the console, as the callback and the
+            loop guard use). Defaults to `None`: no sinks; the figures are
+            in `reports` and `signatures`.
         notes: Callables `report -> list[str]` adding notes to each
             finished report (e.g. why coverage is low). Defaults to `()`.
         backend: The `Backend` whose profiler, step markers and cache
@@ -143,8 +153,9 @@ class XlaGuardEngine:
 
     ```python
     from keras_xla_guard import XlaGuardEngine
+    from keras_xla_guard.output.sinks import default_sinks
 
-    engine = XlaGuardEngine(log_dir="logs/xla_guard", profile_epochs=(1,))
+    engine = XlaGuardEngine(log_dir="logs/xla_guard", profile_epochs=(1,), sinks=default_sinks)
     engine.train_begin(epochs=3, xla_mode="jit_compile")
     for epoch in range(3):
         engine.epoch_begin(epoch, steps=10)
@@ -161,7 +172,7 @@ class XlaGuardEngine:
         self,
         config: GuardConfig | None = None,
         *,
-        sinks: Sequence[ReportSink] | None = None,
+        sinks: Sequence[ReportSink] | SinkFactory | None = None,
         notes: Sequence[NoteProvider] = (),
         backend: Backend | None = None,
         **fields: Any,
@@ -175,7 +186,9 @@ class XlaGuardEngine:
             )
         self.config = config
         self.backend = backend if backend is not None else backends.get("tensorflow")
-        self._sinks = None if sinks is None else list(sinks)
+        self._sinks: Sequence[ReportSink] | SinkFactory = (
+            () if sinks is None else sinks if callable(sinks) else list(sinks)
+        )
         self._notes = tuple(notes)
         self.schedule = config.schedule
         self._policy = CompilationPolicy(config.max_compilations, config.on_violation)
@@ -184,6 +197,8 @@ class XlaGuardEngine:
         self._trace_dir = config.log_dir
         self._run_sinks: list[ReportSink] = []
         self._reports: dict[int, CoverageReport] = {}
+        self._records: dict[int, EpochRecord] = {}
+        self._epochs_open = EpochAssembly()
         self._lock = threading.Lock()
         self._window: _Window | None = None
         self._pending_epoch: int | None = None
@@ -198,11 +213,8 @@ class XlaGuardEngine:
         self._ended = False
         self._tracker = SignatureTracker()
         self._signature_stats: dict[int, EpochSignatures] = {}
-        # Epoch -> (first step, steps) of its profiling window.
-        self._window_steps: dict[int, tuple[int, int]] = {}
         self._persistent_cache = self.backend.persistent_cache()
         self._signatures_unavailable: str | None = None
-        self._unavailable_epochs: dict[int, str] = {}
         self._not_profiled: str | None = None
         self._skip_first_step = False
 
@@ -212,32 +224,29 @@ class XlaGuardEngine:
         return self.config.log_dir
 
     @property
+    def trace_dir(self) -> Path:
+        """Where this run's traces go: `log_dir`, or a worker's own directory under it."""
+        return self._trace_dir
+
+    @property
     def xla_mode(self) -> str | None:
         """How this run's train step is compiled, as `train_begin` was told."""
         return self._xla_mode
 
-    def default_sinks(self, *, tensorboard: bool | None = None) -> list[ReportSink]:
-        """New sinks as the config asks for them: TensorBoard in `log_dir`, the console.
+    @property
+    def epoch(self) -> int | None:
+        """The epoch training is in (or last was in); `None` before the first one."""
+        return self._epoch
 
-        Args:
-            tensorboard: Include the TensorBoard sink and the run file
-                (`xla_guard_reports.json`, read by `report --html`).
-                Defaults to `None`: `config.write_summaries`.
+    @property
+    def violation(self) -> str | None:
+        """The message of this run's last `max_compilations` violation, or `None`."""
+        return self._violation
 
-        Returns:
-            The sinks, TensorBoard first.
-        """
-        from keras_xla_guard.output.console import ConsoleSink
-        from keras_xla_guard.output.runfile import RunFileSink
-        from keras_xla_guard.output.tensorboard import TensorBoardSink
-
-        sinks: list[ReportSink] = []
-        if self.config.write_summaries if tensorboard is None else tensorboard:
-            # The run file beside the summaries feeds `report --html`.
-            sinks += [TensorBoardSink(self.config.log_dir), RunFileSink(self.config.log_dir)]
-        if self.config.verbose:
-            sinks.append(ConsoleSink())
-        return sinks
+    @property
+    def ended(self) -> bool:
+        """Whether `train_end` has ended this run."""
+        return self._ended
 
     # ------------------------------------------------------------------ API
 
@@ -368,7 +377,7 @@ class XlaGuardEngine:
             trace_dir: Where this run's traces go. Defaults to `None`:
                 `config.log_dir`.
             sinks: Where this run's figures go. Defaults to `None`: the
-                engine's `sinks`, or `default_sinks()`.
+                engine's `sinks`.
             not_profiled: Why this process runs no profiler in this run
                 (e.g. a non-chief worker under `profile_workers="chief"`):
                 each selected epoch is then reported `skipped` with this
@@ -400,8 +409,8 @@ class XlaGuardEngine:
         not_profiled: str | None,
         skip_first_step: bool,
     ) -> None:
-        # A window of this guard or another one that an exception left open
-        # belongs to a run that is over.
+        # This guard's window that an exception left open belongs to a run
+        # that is over; another guard's session is stopped only when stale.
         self.abort()
         stop_stale_session()
         self._epochs = epochs
@@ -413,13 +422,12 @@ class XlaGuardEngine:
         self._trace_dir = Path(trace_dir) if trace_dir is not None else self.config.log_dir
         if sinks is not None:
             self._run_sinks = list(sinks)
-        elif self._sinks is not None:
-            self._run_sinks = list(self._sinks)
+        elif callable(self._sinks):
+            self._run_sinks = list(self._sinks(self.config))
         else:
-            self._run_sinks = self.default_sinks()
+            self._run_sinks = list(self._sinks)
         self._tracker = SignatureTracker(xla=xla_mode is not None)
         self._persistent_cache = self.backend.persistent_cache()
-        self._window_steps = {}
         self._policy.reset()
         self._signatures_unavailable = None
         self.stop_requested = False
@@ -440,6 +448,8 @@ class XlaGuardEngine:
             self._first_epoch = epoch
         self._tracker.begin_epoch(epoch)
         self._stop_window()
+        with self._lock:
+            self._epochs_open.begin(epoch)
         self._pending_epoch = None
         if self.schedule.profiles_epoch(epoch, first_epoch=self._first_epoch):
             self._pending_epoch = epoch
@@ -478,7 +488,7 @@ class XlaGuardEngine:
         """
         window_epoch = self._window.epoch if self._window is not None else self._pending_epoch
         if not trained and window_epoch == epoch:
-            self.abort()
+            self._close_window()
             self._store(
                 CoverageReport(
                     status="skipped",
@@ -526,118 +536,75 @@ class XlaGuardEngine:
             self._fail(f"train_end: {type(e).__name__}: {e}")
         self._pending_epoch = None
         self.wait(timeout)
-        reports = self.reports
+        with self._lock:
+            # Epochs that never ended (an interrupted loop epoch) or whose
+            # analysis outlived `timeout`: published with what they have.
+            left = self._epochs_open.flush()
+        for record in left:
+            self._publish(record)
+        with self._lock:
+            records = dict(sorted(self._records.items()))
         for sink in self._run_sinks:
-            self._to_sink(sink, "close", reports)
+            self._to_sink(sink, "close", records)
         self._run_sinks = []
         self._ended = True
 
-    def exit_reason(self) -> str:
-        """How the run ended (or where it is), in one sentence for the HTML report.
+    def abort(self, error: BaseException | None = None) -> None:
+        """Stops the profiler at once (exception path); never raises.
 
-        Returns:
-            Whether training ran to its end, was stopped by the guard
-            (`on_violation="stop"`) or ended with `RecompilationLimitError`,
-            and the violation's message if there was one.
-        """
-        violation = f": {self._violation}" if self._violation else ""
-        if self.stop_requested:
-            return f"Training was stopped by the guard (on_violation='stop'){violation}"
-        if self._violation and self.config.on_violation == "raise":
-            return f"Training ended with RecompilationLimitError{violation}"
-        if not self._ended:
-            where = f" (epoch {self._epoch})" if self._epoch is not None else ""
-            return f"Written while training was still running{where}." + (
-                f" Warned: {self._violation}" if self._violation else ""
-            )
-        if self._violation:
-            return f"Training ran to its end after a warning{violation}"
-        return "Training ran to its end."
-
-    def write_html_at_end(self, worker: Any = None) -> None:
-        """Writes `config.html_report`, if set, as a run ends; never raises.
+        A window still open did not complete: its epoch is published at
+        once with an `incomplete` report naming the partial trace, which no
+        output shows as a measurement (an exception leaving `fit` ends the
+        run without `train_end`, so nothing would publish it later).
 
         Args:
-            worker: This process's `WorkerInfo` in a multi-worker run: only
-                the chief writes. Defaults to `None` (a single worker).
+            error: Why training stopped inside the window. Defaults to
+                `None`: the exception being handled, if any.
         """
-        path = self.config.html_report
-        if path is None or (worker is not None and not worker.is_chief):
+        window, files = self._close_window()
+        if window is None:
             return
         try:
-            self.write_html(path)
-        except Exception as e:  # noqa: BLE001 - the run's figures are already saved
-            self._warn(f"writing the HTML report {os.fspath(path)!r} failed: {type(e).__name__}: {e}")
+            self._abandon(window, files, error if error is not None else sys.exc_info()[1])
+        except Exception:  # noqa: BLE001 - already on an error path
+            pass
 
-    def write_html(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        compare: Any = None,
-        title: str = "keras-xla-guard report",
-    ) -> Path:
-        """Writes the run's report as one self-contained HTML file.
-
-        The page needs no network and no other file: the verdict and how
-        the run ended at the top, XLA coverage per profiled epoch (plot),
-        the top ops outside XLA by self time with their layer (bar chart),
-        compilations over the run's steps with the new signatures and their
-        explanations (timeline), the signatures table, the `compare` result
-        when given, and in a multi-worker run one section per worker, read
-        from the workers' run files under `log_dir` (docs/html-report.md).
-        The plots need the `html` extra (matplotlib).
-
-        Args:
-            path: The HTML file to write.
-            compare: A `CompareReport` (or its `to_dict()`) to include.
-                Defaults to `None`: the result `compare` saved in this
-                `log_dir`, if there is one.
-            title: The page title. Defaults to `"keras-xla-guard report"`.
-
-        Returns:
-            The path written.
-
-        Raises:
-            MissingDependencyError: If matplotlib is not installed
-                (`pip install "keras-xla-guard[html]"`).
-            OSError: If the file cannot be written.
-        """
-        from keras_xla_guard._version import __version__
-        from keras_xla_guard.output.html import render_html, section_of
-        from keras_xla_guard.output.runfile import (
-            find_compare,
-            find_run_files,
-            read_run_file,
-            write_page,
-        )
-
-        if compare is None:
-            compare = find_compare(self.config.log_dir)
-        reports = self.reports
-        if self._trace_dir != self.config.log_dir:
-            sections = [read_run_file(f) for f in find_run_files(self.config.log_dir)]
-        else:
-            sections = [section_of("", reports, self.signatures)]
-        page = render_html(
-            sections,
-            exit_reason=self.exit_reason(),
-            compare=compare if compare is None or isinstance(compare, dict) else compare.to_dict(),
-            title=title,
-            source=os.fspath(self.config.log_dir),
-            tool_version=__version__,
-        )
-        return write_page(path, page)
-
-    def abort(self) -> None:
-        """Stops the profiler at once (exception path); never raises."""
+    def _close_window(self) -> tuple[_Window | None, list[Path]]:
+        """Stops the profiler at once and forgets the window; never raises."""
         window, self._window = self._window, None
+        files: list[Path] = []
         if window is not None:
             try:
                 if window.step_trace is not None:
                     window.step_trace.__exit__(None, None, None)
-                window.session.stop()
+                files = list(window.session.stop())
             except Exception:  # noqa: BLE001 - already on an error path
                 pass
+        return window, files
+
+    def _abandon(self, window: _Window, files: list[Path], error: BaseException | None) -> None:
+        """Publishes the epoch of a window training left as `incomplete`."""
+        steps = window.next_step - window.first_step
+        cause = ""
+        if error is not None:
+            # The first line says what; one ending in ":" only heads a trace.
+            first = next(iter(str(error).strip().splitlines()), "").strip()
+            said = f": {first[:200]}" if first and not first.endswith(":") else ""
+            cause = f" ({type(error).__name__}{said})"
+        report = CoverageReport(
+            status=INCOMPLETE,
+            reason=(f"the profiling window did not complete: training stopped inside it, {steps} step(s) "
+                    f"in{cause}; its partial trace is not a measurement"),
+            epoch=window.epoch,
+            steps_profiled=steps,
+            window_wall_s=time.perf_counter() - window.started,
+            trace_paths=tuple(str(f) for f in files),
+        )
+        with self._lock:
+            self._reports[window.epoch] = report
+            record = self._epochs_open.abandon(window.epoch, report)
+        if record is not None:
+            self._publish(record)
 
     # ------------------------------------------------------------ internals
 
@@ -646,7 +613,7 @@ class XlaGuardEngine:
 
     def _fail(self, message: str) -> None:
         epoch = self._window.epoch if self._window is not None else self._pending_epoch
-        self.abort()
+        self._close_window()
         self._pending_epoch = None
         self._warn(f"{message}. Training continues without this profiling window.")
         if epoch is not None:
@@ -673,7 +640,8 @@ class XlaGuardEngine:
             self._store(CoverageReport(status="skipped", reason=self._not_profiled, epoch=epoch,
                                        steps_profiled=0))
             return
-        session = ProfilerSession(self._trace_dir, run_name=f"epoch{epoch}", backend=self.backend)
+        session = ProfilerSession(self._trace_dir, run_name=f"epoch{epoch}", backend=self.backend,
+                                  owner=self)
         try:
             session.start()
         except ProfilerBusyError as e:
@@ -711,7 +679,8 @@ class XlaGuardEngine:
             self._store(CoverageReport(status="failed", reason=reason, epoch=window.epoch,
                                        steps_profiled=steps, window_wall_s=wall))
             return
-        self._window_steps[window.epoch] = (window.first_step, steps)
+        with self._lock:
+            self._epochs_open.analyzing(window.epoch, (window.first_step, steps))
         job = functools.partial(self._analyze, window.epoch, files, steps, wall)
         if self.config.async_analysis:
             if self._executor is None:
@@ -753,7 +722,6 @@ class XlaGuardEngine:
                 notes = list(report.notes)
                 for provider in self._notes:
                     notes.extend(provider(report))
-                notes.extend(v.as_note() for v in compile_cost_verdicts(report))
                 report = dataclasses.replace(report, notes=tuple(dict.fromkeys(notes)))
         except Exception as e:  # noqa: BLE001 - analysis must not break training
             self._warn(f"analysis of epoch {epoch} failed: {type(e).__name__}: {e}")
@@ -771,21 +739,22 @@ class XlaGuardEngine:
         self._store(report)
 
     def _store(self, report: CoverageReport) -> None:
+        """Takes an epoch's report; publishes the epoch if that completes it."""
         assert report.epoch is not None
         with self._lock:
-            stats = self._signature_stats.get(report.epoch)
-            if stats is not None:
-                report = _with_signatures(report, stats, self._window_steps.get(report.epoch))
-            elif report.epoch in self._unavailable_epochs:
-                report = dataclasses.replace(
-                    report, signatures_unavailable=self._unavailable_epochs[report.epoch]
-                )
             self._reports[report.epoch] = report
-            final = stats is not None or report.epoch in self._unavailable_epochs or self._xla_mode is None
+            record = self._epochs_open.add_report(report)
+        if record is not None:
+            self._publish(record)
+
+    def _publish(self, record: EpochRecord) -> None:
+        """Keeps an epoch's complete record and hands it to every sink, once."""
+        with self._lock:
+            self._records[record.epoch] = record
+            if record.report is not None:
+                self._reports[record.epoch] = record.report
         for sink in self._run_sinks:
-            self._to_sink(sink, "write_report", report)
-        if final:
-            self._write_compiles(report)
+            self._to_sink(sink, "write_epoch", record)
 
     def _check_compilations(self) -> None:
         """Applies `max_compilations` and the megamorphic warning."""
@@ -794,8 +763,9 @@ class XlaGuardEngine:
         for action in self._policy.check(self._tracker, self._epoch, self._xla_mode):
             self._violation = action.message
             if action.kind == "raise":
-                self.abort()
-                raise RecompilationLimitError(f"keras-xla-guard: {action.message}")
+                error = RecompilationLimitError(f"keras-xla-guard: {action.message}")
+                self.abort(error)
+                raise error
             if action.kind == "stop":
                 self.stop_requested = True
             self._warn(action.message)
@@ -808,57 +778,13 @@ class XlaGuardEngine:
             self._warn(f"{type(sink).__name__}.{method} failed: {type(e).__name__}: {e}")
 
     def _finish_signatures(self, epoch: int) -> None:
-        stats = self._tracker.end_epoch()
+        stats: EpochSignatures | None = self._tracker.end_epoch()
         reason = self._signatures_unavailable
-        if reason is not None:
-            self._mark_unavailable(epoch, reason)
-            return
-        if stats.steps == 0:
-            return
+        if reason is not None or (stats is not None and stats.steps == 0):
+            stats = None
         with self._lock:
-            self._signature_stats[epoch] = stats
-            report = self._reports.get(epoch)
-            if report is not None:
-                report = self._reports[epoch] = _with_signatures(report, stats, self._window_steps.get(epoch))
-        for sink in self._run_sinks:
-            self._to_sink(sink, "write_signatures", stats)
-        if report is not None:
-            self._write_compiles(report)
-
-    def _write_compiles(self, report: CoverageReport) -> None:
-        """Hands a report's final compile table to the sinks that publish one."""
-        if not report.ok:
-            return
-        for sink in self._run_sinks:
-            if hasattr(sink, "write_compiles"):
-                self._to_sink(sink, "write_compiles", report)
-
-    def _mark_unavailable(self, epoch: int, reason: str) -> None:
-        """Records that `epoch` has no signature figures, and why, everywhere they show."""
-        with self._lock:
-            self._unavailable_epochs[epoch] = reason
-            report = self._reports.get(epoch)
-            if report is not None:
-                report = self._reports[epoch] = dataclasses.replace(report, signatures_unavailable=reason)
-        for sink in self._run_sinks:
-            self._to_sink(sink, "write_signatures_unavailable", epoch, reason)
-        if report is not None:
-            self._write_compiles(report)
-
-
-def _with_signatures(
-    report: CoverageReport, stats: EpochSignatures, window: tuple[int, int] | None = None
-) -> CoverageReport:
-    table, hits = report.compile_table, None
-    if report.ok and stats.expected_compilations is not None:
-        new = [(str(s), step) for s, step in stats.new]
-        table, hits = attribute_compiles(report.compile_table, new, window)
-    return dataclasses.replace(
-        report,
-        compile_table=table,
-        cache_hits=hits,
-        distinct_signatures=stats.distinct_signatures,
-        new_signatures=stats.new_signatures,
-        expected_compilations=stats.expected_compilations,
-        signature_explanations=stats.explanations,
-    )
+            if stats is not None:
+                self._signature_stats[epoch] = stats
+            record = self._epochs_open.end(epoch, stats, reason)
+        if record is not None:
+            self._publish(record)

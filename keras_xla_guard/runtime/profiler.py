@@ -1,16 +1,26 @@
 """Thin, safe control of the process-wide profiler, whichever backend runs it.
 
 TensorFlow (and JAX) allow one profiler session per process; the backend
-(`keras_xla_guard.backend`) starts and stops it, this module decides when. This module remembers
-whether *we* started the running session, so that a guard never stops a
-profiler someone else started (e.g. `keras.callbacks.TensorBoard`), and so a
-session we left running (an exception escaped `model.fit` before our
-`on_train_end`, or interrupted TensorFlow's own stop) is stopped at the next
-guard's train begin or at interpreter exit.
+(`keras_xla_guard.backend`) starts and stops it, this module decides who may.
+One session is a guard's at a time, and it knows its owner (the guard that
+started it) and the thread it started on:
 
-Each session makes TensorFlow write into a private staging directory and
+- a guard never stops a session it did not start: while another guard's
+  session runs, `start()` raises `ProfilerBusyError` naming it, and the
+  engine reports that window `skipped`; a profiler the user or
+  `keras.callbacks.TensorBoard(profile_batch=...)` started is refused the
+  same way by the backend;
+- a session is *stale*, and `stop_stale_session()` stops it with a
+  warning, only when its run is provably over: its own stop was
+  interrupted (e.g. Ctrl-C inside TensorFlow's stop), the thread that
+  started it has ended, or its owner has been garbage-collected. A live
+  guard's open window is never stale, on any thread;
+- a session someone else stopped before its owner did never reads as a
+  measurement: the owner's `stop()` raises `SessionLostError`.
+
+Each session makes the backend write into a private staging directory and
 then moves the run into `<log_dir>/plugins/profile/` under a name no other
-run has. TensorFlow names runs by the second they start in, so two windows
+run has. The profiler names runs by the second they start in, so two windows
 in one second would otherwise share (and overwrite) one directory; and a
 trace appearing in the staging directory before we stop tells us that
 someone else stopped our session, so the profiler then running is not ours.
@@ -24,8 +34,9 @@ import shutil
 import threading
 import uuid
 import warnings
+import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from keras_xla_guard.errors import ProfilerBusyError, ProfilerNotRunningError, XlaGuardError, XlaGuardWarning
 from keras_xla_guard.trace.xplane import TRACE_SUFFIX
@@ -65,12 +76,24 @@ class ProfilerSession:
     Args:
         log_dir: Directory the trace goes to, in TensorBoard's layout
             (`<log_dir>/plugins/profile/<run>/<host>.xplane.pb`).
-        run_name: Suffix of the run directory's name, after TensorFlow's
+        run_name: Suffix of the run directory's name, after the profiler's
             timestamp (`<timestamp>_<run_name>`). A run of the same name
             already there gets a counter (`_2`, `_3`, ...) appended, so
             every session has its own directory. Defaults to `"run"`.
         backend: The `Backend` whose profiler runs. Defaults to `None`:
             TensorFlow's (`keras_xla_guard.backend.get("tensorflow")`).
+        owner: The guard this session belongs to (held weakly): while it
+            lives and the thread that started the session runs, nobody else
+            stops the session. Defaults to `None` (only the thread counts).
+
+    Example:
+
+    ```python
+    session = ProfilerSession("logs/xla_guard", run_name="epoch1")
+    session.start()
+    ...  # the steps to measure
+    trace_files = session.stop()
+    ```
     """
 
     def __init__(
@@ -79,6 +102,7 @@ class ProfilerSession:
         run_name: str = "run",
         *,
         backend: Backend | None = None,
+        owner: Any = None,
     ) -> None:
         if backend is None:
             from keras_xla_guard.backend import get
@@ -89,23 +113,27 @@ class ProfilerSession:
         self.run_name = run_name
         self.running = False
         self.trace_files: list[Path] = []
+        self._owner = None if owner is None else weakref.ref(owner)
+        self._thread: threading.Thread | None = None
         self._stop_begun = False
+        # Why someone other than the owner stopped this session, if they did.
+        self._stopped_by: str | None = None
         self._staging = self.log_dir / f"{STAGING_DIR}-{run_name}-{uuid.uuid4().hex[:12]}"
 
     def start(self) -> None:
         """Starts the profiler.
 
         Raises:
-            ProfilerBusyError: If another profiler session is running,
-                another guard's included.
+            ProfilerBusyError: If another profiler session is running:
+                another guard's (named by its log dir and thread), the
+                user's or another callback's.
         """
         global _active
         with _lock:
             if _active is not None and _active.running:
                 raise ProfilerBusyError(
                     "another keras-xla-guard profiling window is running in this process "
-                    f"(log_dir={os.fspath(_active.log_dir)!r}); one profiler runs "
-                    "at a time"
+                    f"({_active.holder}); one profiler runs at a time"
                 )
             self._staging.mkdir(parents=True, exist_ok=True)
             try:
@@ -114,7 +142,34 @@ class ProfilerSession:
                 self._discard_staging()
                 raise
             self.running = True
+            self._stop_begun = False
+            self._stopped_by = None
+            self._thread = threading.current_thread()
             _active = self
+
+    @property
+    def holder(self) -> str:
+        """Who holds this session, for messages: its log dir and the thread it started on."""
+        thread = self._thread.name if self._thread is not None else "none"
+        return f"log_dir={os.fspath(self.log_dir)!r}, started on thread {thread!r}"
+
+    def stale_reason(self) -> str | None:
+        """Why this running session's run is over, or `None` while its run may go on.
+
+        Returns:
+            `"its stop was interrupted"`, `"the thread that started it (...)
+            has ended"` or `"the guard that started it is gone"`; `None` when
+            none holds (a live guard's open window).
+        """
+        if not self.running:
+            return None
+        if self._stop_begun:
+            return "its stop was interrupted"
+        if self._thread is not None and not self._thread.is_alive():
+            return f"the thread that started it ({self._thread.name!r}) has ended"
+        if self._owner is not None and self._owner() is None:
+            return "the guard that started it is gone"
+        return None
 
     def stop(self) -> list[Path]:
         """Stops the profiler and returns the trace files it wrote.
@@ -125,20 +180,27 @@ class ProfilerSession:
 
         Returns:
             The new `.xplane.pb` files (one per host), possibly empty if
-            TensorFlow wrote nothing.
+            the profiler wrote nothing.
 
         Raises:
             SessionLostError: If someone else stopped this session (the
-                profiler running now, if any, is left alone).
+                profiler running now, if any, is left alone), including
+                `stop_stale_session()` before the window ended: its trace
+                does not cover the window.
             Exception: What the backend raised when writing the trace failed
                 (e.g. a full disk); the backend has ended the session then.
         """
         with _lock:
             if not self.running:
+                if self._stopped_by is not None:
+                    raise SessionLostError(
+                        f"the profiler session was {self._stopped_by} before the window "
+                        "ended, so its trace does not cover the window's steps"
+                    )
                 return self.trace_files
             # A trace already staged is our session's, written by someone
             # else's stop() - unless our own earlier stop() wrote it and was
-            # interrupted before TensorFlow forgot the session.
+            # interrupted before the backend forgot the session.
             interrupted = self._stop_begun
             if not interrupted and self._staged_runs():
                 raise self._lost()
@@ -156,6 +218,16 @@ class ProfilerSession:
             self._forget()
             self.trace_files = self._publish()
             return self.trace_files
+
+    def _stop_for_another(self, why: str) -> None:
+        """Stops a stale session on behalf of whoever needs the profiler.
+
+        A window still open (its owner never began stopping it) is marked,
+        so the owner's own `stop()` reports it lost instead of measured.
+        """
+        if not self._stop_begun:
+            self._stopped_by = f"stopped by keras-xla-guard as stale ({why})"
+        self.stop()
 
     def _lost(self) -> SessionLostError:
         self._forget()
@@ -196,23 +268,26 @@ class ProfilerSession:
 
 
 def stop_stale_session() -> bool:
-    """Stops a profiler session a guard started and nobody stopped.
+    """Stops the guards' running profiler session if its run is provably over.
+
+    Only a stale session is stopped (see `ProfilerSession.stale_reason`):
+    another guard's open window, on this thread or another, is left alone.
 
     Returns:
         Whether a stale session was stopped.
     """
     session = _active
-    if session is None or not session.running:
+    why = session.stale_reason() if session is not None else None
+    if session is None or why is None:
         return False
     warnings.warn(
         "keras-xla-guard: stopping a profiler session left running by an "
-        "interrupted training (an exception escaped before the guard could "
-        "stop it).",
+        f"interrupted training ({why}; {session.holder}).",
         XlaGuardWarning,
         stacklevel=2,
     )
     try:
-        session.stop()
+        session._stop_for_another(why)
     except Exception:  # noqa: BLE001 - best effort; the session is abandoned
         pass
     return True

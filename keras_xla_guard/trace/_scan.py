@@ -4,10 +4,10 @@
 as a tree (by time nesting) and books each event's self time to its
 owner's category or TF kernel (see its docstring). `scan_line` and
 `scan_lazy_line` feed it one line, parsed or read in slices;
-`scan_device_plane` books an accelerator plane; `adopt_loose_launches`
-finds launches whose kernel events TensorFlow dropped. Sums go into a
-`Totals`, which `analysis` turns into a `CoverageReport`. Pure: no Keras,
-no TensorFlow.
+`adopt_loose_launches` finds launches whose kernel events TensorFlow
+dropped. Sums go into a `Totals`, which `analysis` turns into a
+`CoverageReport`. Device planes are read by `_device`. Pure: no Keras, no
+TensorFlow.
 """
 
 from __future__ import annotations
@@ -35,14 +35,11 @@ from keras_xla_guard.trace.classify import (
     Category,
     classify_op_type,
     is_dispatch_only,
-    split_tf_op,
 )
-from keras_xla_guard.trace.xplane import iter_lines
 
 __all__ = [
     "Totals",
     "adopt_loose_launches",
-    "scan_device_plane",
     "scan_events",
     "scan_lazy_line",
     "scan_line",
@@ -51,7 +48,6 @@ __all__ = [
 _ABSORBING = frozenset(
     {Category.XLA, Category.XLA_WORKER, Category.COMPILE, Category.INPUT, Category.TRACING}
 )
-_XLA_DEVICE_LINES = frozenset({"XLA Modules"})
 # Per category: the absorb value an event of that category hands its children.
 _ABSORB_OF = tuple(cat if cat in _ABSORBING else 0 for cat in range(Category.OTHER + 1))
 
@@ -77,6 +73,8 @@ class Totals:
         self.launches: list[int] = []
         self.loose: list[tuple[int, int, int]] = []
         self.calls: list[tuple[int, int]] = []
+        # Device memory copies and memsets (device planes only).
+        self.transfer_ps = 0
 
     def add(self, other: "Totals") -> None:
         """Adds another accumulator's sums into this one."""
@@ -88,6 +86,7 @@ class Totals:
             rec = self.ops[key]
             rec[0] += t
             rec[1] += n
+        self.transfer_ps += other.transfer_ps
         self.executions += other.executions
         self.compilations += other.compilations
         self.modules.extend(other.modules)
@@ -229,7 +228,8 @@ def scan_events(
     Every event's self time (its duration minus its children's) goes to its
     nearest categorized ancestor-or-self, its *owner*: events without a
     category of their own (`NONE`) hand their time up, so e.g. the compile
-    passes inside a `StatefulPartitionedCall` count as compile time, and
+    passes inside a `StatefulPartitionedCall` count as compile time (and so
+    does eager dispatch inside a TF kernel: a py_function's Python), and
     inside an absorbing event (an XLA launch, a compile, the input
     pipeline) every descendant counts as that category. Time is booked as
     events are entered, into a one-element list per category or into the
@@ -248,7 +248,7 @@ def scan_events(
     name_id, type_id = cache.name_id, cache.type_id
     infos, markers = cache.infos, cache.markers
     NONE, XLA, KERNEL = Category.NONE, Category.XLA, Category.KERNEL
-    ASYNC_KERNEL, INPUT = Category.ASYNC_KERNEL, Category.INPUT
+    ASYNC_KERNEL, INPUT, EAGER = Category.ASYNC_KERNEL, Category.INPUT, Category.EAGER
     holders = [[0] for _ in range(len(totals.ps))]
     other = holders[Category.OTHER]
     # Self time and count of leaf plain-op kernels outside other kernels,
@@ -360,13 +360,18 @@ def scan_events(
                 # INPUT up): booked to their own category.
                 if launch == CALL:
                     totals.calls.append((totals.base_ps + start, totals.base_ps + end))
-                parent_owner[0] -= (end if end < top_end else top_end) - start
-                owner = holders[cat]
-                owner[0] += dur
-                top = (end, owner, top[2], _ABSORB_OF[cat], None)
-                push(top)
-                top_end = end
-                continue
+                if cat != EAGER or top[2] is None:
+                    parent_owner[0] -= (end if end < top_end else top_end) - start
+                    owner = holders[cat]
+                    owner[0] += dur
+                    top = (end, owner, top[2], _ABSORB_OF[cat], None)
+                    push(top)
+                    top_end = end
+                    continue
+                # Eager dispatch inside a TF kernel is a py_function's Python
+                # running its ops: the kernel's own time, as in xprof's op
+                # tables, which take only nested TF ops out of an op's self time.
+                cat = NONE
             if cat == ASYNC_KERNEL:
                 op_type = stats_str(plane, x, type_id)
                 if op_type and not is_dispatch_only(op_type):
@@ -437,57 +442,6 @@ def scan_events(
         rec[0] += t
         rec[1] += n
     return True
-
-
-def scan_device_plane(plane: Any, stat_ids: dict[str, int], totals: Totals, source: str) -> bool:
-    """Books an accelerator plane; returns whether it held any activity.
-
-    XProf's convention: a device plane has an "XLA Modules" line (one event
-    per executable run) and per-stream lines of kernels. Kernels that carry
-    an `hlo_op`/`hlo_module` stat belong to XLA; the rest are plain TF
-    kernels, named by their `tf_op` stat (`<op_name>:<OpType>`).
-    """
-    hlo_ids = {stat_ids.get("hlo_op", -1), stat_ids.get("hlo_module", -1)} - {-1}
-    tf_op_id = stat_ids.get("tf_op", -1)
-    module_ps = 0
-    module_runs = 0
-    kernel_xla_ps = 0
-    active = False
-    for line in iter_lines(plane, source=source):
-        if line.name in _XLA_DEVICE_LINES:
-            for event in line.events:
-                active = True
-                # Instant or negative-length events carry no time (only
-                # edited or damaged traces have the latter).
-                if event.duration_ps > 0:
-                    module_ps += event.duration_ps
-                    module_runs += 1
-            continue
-        if not line.name.startswith("Stream"):
-            continue
-        for event in line.events:
-            active = True
-            dur = event.duration_ps
-            if dur <= 0:
-                continue
-            if any(s.metadata_id in hlo_ids for s in event.stats):
-                kernel_xla_ps += dur
-                continue
-            label = stats_str(plane, event, tf_op_id)
-            parsed = split_tf_op(label) if label else None
-            if parsed is None:
-                md = plane.event_metadata.get(event.metadata_id)
-                kernel = md.name if md is not None else "?"
-                key = ("(device kernel)", label or kernel)
-            else:
-                key = (parsed[1], parsed[0])
-            totals.ps[Category.OP] += dur
-            rec = totals.ops[key]
-            rec[0] += dur
-            rec[1] += 1
-    totals.ps[Category.XLA] += module_ps if module_runs else kernel_xla_ps
-    totals.executions += module_runs
-    return active
 
 
 def adopt_loose_launches(totals: Totals) -> None:

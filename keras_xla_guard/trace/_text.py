@@ -11,11 +11,28 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from keras_xla_guard.trace.report import CoverageReport
 
-__all__ = ["compile_lines", "format_report"]
+__all__ = ["compile_lines", "format_ms", "format_report"]
 
 
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.1f} ms"
+def format_ms(seconds: float, digits: int = 1) -> str:
+    """Seconds as milliseconds, the way every text output shows a duration.
+
+    Args:
+        seconds: The duration.
+        digits: Decimals shown. Defaults to `1`.
+
+    Returns:
+        E.g. `"12.3 ms"` for `0.01234`.
+    """
+    return f"{seconds * 1e3:.{digits}f} ms"
+
+
+def _thread_compile(report: CoverageReport) -> str:
+    """The thread-summed compile time, when it says more than the wall-clock one."""
+    thread = report.compile_thread_time_s
+    if not thread or format_ms(thread) == format_ms(report.compile_time_s):
+        return ""
+    return f", {format_ms(thread)} summed over threads"
 
 
 def format_report(report: CoverageReport, *, max_ops: int = 5) -> str:
@@ -36,20 +53,23 @@ def format_report(report: CoverageReport, *, max_ops: int = 5) -> str:
     lines = [
         f"XLA coverage ({where}{steps}{wall}): "
         f"{report.xla_time_fraction:.1%} of op time ran inside XLA",
-        f"  XLA executables:   {_ms(report.xla_time_s):>12}  ({report.xla_executions} launches)",
-        f"  plain TF ops:      {_ms(report.non_xla_op_time_s):>12}",
-        f"  XLA compilations:  {report.compilations:>9}     ({_ms(report.compile_time_s)})",
-        f"  input pipeline:    {_ms(report.input_pipeline_time_s):>12}",
+        f"  XLA executables:   {format_ms(report.xla_time_s):>12}  ({report.xla_executions} launches)",
+        f"  plain TF ops:      {format_ms(report.non_xla_op_time_s):>12}",
+        f"  XLA compilations:  {report.compilations:>9}     ({format_ms(report.compile_time_s)} wall-clock"
+        f"{_thread_compile(report)})",
+        f"  input pipeline:    {format_ms(report.input_pipeline_time_s):>12}",
     ]
+    if report.transfer_time_s is not None:
+        lines.append(f"  device transfers:  {format_ms(report.transfer_time_s):>12}  (memcpy/memset, not counted)")
     if report.guard_op_time_s:
-        lines.append(f"  guard's own ops:   {_ms(report.guard_op_time_s):>12}  (signature tap, not counted)")
+        lines.append(f"  guard's own ops:   {format_ms(report.guard_op_time_s):>12}  (signature tap, not counted)")
     if report.time_base != "host":
         lines.append(f"  times measured on: {report.time_base}")
     if report.top_non_xla_ops:
         lines.append("  top ops outside XLA (self time):")
         for op in report.top_non_xla_ops[:max_ops]:
             lines.append(
-                f"    {_ms(op.self_time_s):>10}  x{op.count:<5} {op.op_type:<20} {op.op_name}"
+                f"    {format_ms(op.self_time_s):>10}  x{op.count:<5} {op.op_type:<20} {op.op_name}"
             )
     if report.distinct_signatures is not None:
         expected = (
@@ -89,7 +109,7 @@ def compile_lines(report: CoverageReport, max_rows: int = 8) -> list[str]:
     lines = [f"  compile table:     {report.compilations} compiled{hits}{cache}"]
     for row in report.compile_table[:max_rows]:
         step = "?" if row.step is None else str(row.step)
-        cost = "cache hit" if row.cache_hit else _ms(row.compile_s or 0.0)
+        cost = "cache hit" if row.cache_hit else format_ms(row.compile_s or 0.0)
         lines.append(f"    step {step:>4}  {cost:>10}  {row.program or '-':<18} {row.signature or ''}".rstrip())
     if len(report.compile_table) > max_rows:
         lines.append(f"    ... {len(report.compile_table) - max_rows} more")

@@ -14,12 +14,12 @@ from collections import defaultdict
 from typing import Any, Sequence
 
 from keras_xla_guard._checks import check_int
-from keras_xla_guard.trace._events import PlaneCache, stat_index
+from keras_xla_guard.trace._device import DeviceTotals, host_launch_groups, scan_device_plane
+from keras_xla_guard.trace._events import PlaneCache
 from keras_xla_guard.trace._reader import LazyPlane
 from keras_xla_guard.trace._scan import (
     Totals,
     adopt_loose_launches,
-    scan_device_plane,
     scan_lazy_line,
     scan_line,
 )
@@ -59,6 +59,26 @@ def _is_host_plane(name: str) -> bool:
     return name.startswith("/host:") and name != "/host:metadata"
 
 
+def _device_totals(device: DeviceTotals, host: Totals) -> Totals:
+    """The figures of a trace with accelerator activity.
+
+    Device time is what the accelerator spent; compiles, the input pipeline,
+    eager dispatch and tracing still happen on the host.
+    """
+    totals = Totals()
+    totals.ps[Category.XLA] = device.xla_ps
+    totals.ps[Category.OP] = device.op_ps
+    totals.executions = device.runs
+    totals.transfer_ps = device.transfer_ps
+    for key, (ps, count) in device.ops.items():
+        totals.ops[key] = [ps, count]
+    totals.compilations = host.compilations
+    totals.modules = host.modules
+    for cat in (Category.COMPILE, Category.INPUT, Category.EAGER, Category.TRACING):
+        totals.ps[cat] = host.ps[cat]
+    return totals
+
+
 def _report_from_totals(
     totals: Totals,
     *,
@@ -92,13 +112,15 @@ def _report_from_totals(
         xla_time_fraction=(xla_ps / (xla_ps + op_ps)) if xla_ps + op_ps else 0.0,
         xla_executions=totals.executions,
         compilations=totals.compilations,
-        compile_time_s=ps[Category.COMPILE] * _PS,
+        compile_time_s=0.0,
+        compile_thread_time_s=ps[Category.COMPILE] * _PS,
         compiled_modules=tuple(dict.fromkeys(totals.modules)),
         top_non_xla_ops=tuple(ops[:top_k]),
         input_pipeline_time_s=ps[Category.INPUT] * _PS,
         eager_overhead_s=ps[Category.EAGER] * _PS,
         tracing_time_s=ps[Category.TRACING] * _PS,
         guard_op_time_s=guard_ps * _PS,
+        transfer_time_s=totals.transfer_ps * _PS if time_base == "device" else None,
         notes=tuple(notes),
     )
 
@@ -133,18 +155,22 @@ def analyze_xspace(
     check_int("top_k", top_k, minimum=0)
     source = trace_path or "<trace>"
     host_totals = Totals()
-    device_totals = Totals()
-    device_active = False
+    device = DeviceTotals()
+    launches: list[dict[int, int]] = []
+
+    def host_groups() -> dict[int, int]:
+        # Read once, and only for a device plane that needs it.
+        if not launches:
+            launches.append(host_launch_groups(space, source))
+        return launches[0]
+
     # Plane name -> indices of the lines that compiled, and of the Python
     # thread's (the guard's step markers), for the compile table.
     compiling: dict[str, set[int]] = {}
     step_lines: dict[str, set[int]] = {}
     for plane in space.planes:
         if plane.name.startswith("/device:"):
-            stat_ids = stat_index(plane)
-            device_active = (
-                scan_device_plane(plane, stat_ids, device_totals, source) or device_active
-            )
+            scan_device_plane(plane, device, host_groups, source)
         elif _is_host_plane(plane.name):
             cache = PlaneCache(plane)
             if isinstance(plane, LazyPlane):
@@ -160,14 +186,8 @@ def analyze_xspace(
                 elif name == STEP_THREAD:
                     step_lines.setdefault(plane.name, set()).add(index)
     adopt_loose_launches(host_totals)
-    if device_active:
-        # Device time is what the accelerator spent; compiles and the input
-        # pipeline still happen on the host.
-        device_totals.compilations = host_totals.compilations
-        device_totals.modules = host_totals.modules
-        for cat in (Category.COMPILE, Category.INPUT, Category.EAGER, Category.TRACING):
-            device_totals.ps[cat] = host_totals.ps[cat]
-        totals, base = device_totals, "device"
+    if device.active:
+        totals, base = _device_totals(device, host_totals), "device"
     else:
         totals, base = host_totals, "host"
     report = _report_from_totals(
@@ -184,7 +204,9 @@ def analyze_xspace(
     # only: the table needs every compile interval, which the scan above
     # does not keep.
     wanted = {name: found | step_lines.get(name, set()) for name, found in compiling.items()}
-    return dataclasses.replace(report, compile_table=compile_records(space, source=source, lines=wanted))
+    table = compile_records(space, source=source, lines=wanted)
+    return dataclasses.replace(report, compile_table=table,
+                               compile_time_s=sum(row.compile_s or 0.0 for row in table))
 
 
 def combine_reports(reports: Sequence[CoverageReport], *, top_k: int = DEFAULT_TOP_K) -> CoverageReport:
@@ -214,6 +236,7 @@ def combine_reports(reports: Sequence[CoverageReport], *, top_k: int = DEFAULT_T
     xla = sum(r.xla_time_s for r in reports)
     non = sum(r.non_xla_op_time_s for r in reports)
     walls = [r.window_wall_s for r in reports if r.window_wall_s is not None]
+    transfers = [r.transfer_time_s for r in reports if r.transfer_time_s is not None]
     top = sorted(
         (OpStat(t, n, rec[0], int(rec[1])) for (t, n), rec in ops.items()),
         key=lambda o: (-o.self_time_s, o.op_type, o.op_name),
@@ -230,6 +253,7 @@ def combine_reports(reports: Sequence[CoverageReport], *, top_k: int = DEFAULT_T
         xla_executions=sum(r.xla_executions for r in reports),
         compilations=sum(r.compilations for r in reports),
         compile_time_s=sum(r.compile_time_s for r in reports),
+        compile_thread_time_s=sum(r.compile_thread_time_s for r in reports),
         compiled_modules=tuple(dict.fromkeys(m for r in reports for m in r.compiled_modules)),
         compile_table=tuple(c for r in reports for c in r.compile_table),
         top_non_xla_ops=tuple(top[:top_k]),
@@ -237,6 +261,7 @@ def combine_reports(reports: Sequence[CoverageReport], *, top_k: int = DEFAULT_T
         eager_overhead_s=sum(r.eager_overhead_s for r in reports),
         tracing_time_s=sum(r.tracing_time_s for r in reports),
         guard_op_time_s=sum(r.guard_op_time_s for r in reports),
+        transfer_time_s=sum(transfers) if transfers else None,
         notes=tuple(dict.fromkeys(n for r in reports for n in r.notes)),
     )
 

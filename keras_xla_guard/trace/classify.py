@@ -107,7 +107,7 @@ ASYNC_KERNEL_EVENT: Final = "ExecutorState::ProcessAsync::Start"
 # thread and run on a collective thread, where their own `<name>:<OpType>`
 # event records the execution: their start event is only the hand-off.
 _DISPATCH_ONLY_TYPE_RE: Final = re.compile(r"^(?:Collective\w*|Nccl\w*)$")
-# The name scope of the signature tap's ops (see `input_tap.InputTap.record`).
+# The name scope of the signature tap's ops (see `seam.tap.InputTap.record`).
 GUARD_SCOPE: Final = "xla_guard_tap"
 
 

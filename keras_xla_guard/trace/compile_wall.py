@@ -1,10 +1,11 @@
 """Wall-clock compile time in a trace (pure: parsed XSpace in, seconds out).
 
-`CoverageReport.compile_time_s` sums compile time over threads; XLA:CPU
-compiles one program on several threads at once, so that sum exceeds the
-time a run waits for the compilation. A projection of run time needs the
-wait: the union, over all host threads, of the intervals in which a
-compile event was open.
+`CoverageReport.compile_thread_time_s` sums compile time over threads;
+XLA:CPU compiles one program on several threads at once, so that sum
+exceeds the time a run waits for the compilation. A projection of run time
+needs the wait: the union, over all host threads, of the intervals in which
+a compile event was open (here over the whole file; the report's
+`compile_time_s` takes it over its compilations' intervals).
 """
 
 from __future__ import annotations

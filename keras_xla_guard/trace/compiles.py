@@ -6,7 +6,9 @@ compilation begins with the first compile-phase event (HLO passes,
 `JitCompiler::Compile`, ...) of the same thread inside the same TF kernel
 and ends with `RunBackend`; its wall-clock time is the union, over all
 host threads, of the compile events open in that interval (XLA:CPU
-compiles one program on several threads at once). The guard's step
+compiles one program on several threads at once), less what an earlier
+row already holds (programs compiled at the same time): the rows add up to
+the window's wall-clock compile time. The guard's step
 markers (`train` events with a `step_num` stat) give the training step
 a compilation happened in.
 """
@@ -145,7 +147,7 @@ def compile_records(
         One `CompileRecord` per compiled program (`cache_hit=False`);
         `signature` is `None` (the guard fills it in).
     """
-    records: list[tuple[int, CompileRecord]] = []
+    records: list[tuple[int, list[tuple[int, int]], CompileRecord]] = []
     for plane in space.planes:
         if not plane.name.startswith("/host:") or plane.name == "/host:metadata":
             continue
@@ -179,18 +181,26 @@ def compile_records(
                         steps.append((base + e.offset_ps, base + e.offset_ps + e.duration_ps, value))
             if has_marker:
                 found.extend(_line_compiles(plane, line, base, markers, compiling, name_id))
-        for begin, end, module in found:
+        for begin, end, module in sorted(found):
             clipped = [(max(s, begin), min(t, end)) for s, t in intervals if s < end and t > begin]
             step = next((n for s, t, n in steps if s <= begin <= t), None)
-            records.append((begin, CompileRecord(
+            records.append((begin, clipped, CompileRecord(
                 program=program_of(module) if module else "?",
                 module=module,
                 start_s=begin * _PS,
-                compile_s=union_length(clipped) * _PS,
                 step=step,
             )))
     records.sort(key=lambda item: item[0])
-    return tuple(r for _, r in records)
+    # Each row gets the compile time no earlier row already holds, so that
+    # rows of programs compiled at the same time add up to the wall-clock
+    # compile time of the window (`CoverageReport.compile_time_s`).
+    covered: list[tuple[int, int]] = []
+    rows = []
+    for _, clipped, record in records:
+        before = union_length(covered)
+        covered.extend(clipped)
+        rows.append(dataclasses.replace(record, compile_s=(union_length(covered) - before) * _PS))
+    return tuple(rows)
 
 
 def attribute_compiles(

@@ -19,7 +19,8 @@ __all__ = ["CoverageReport", "OpStat"]
 # measurement.
 _MEASURED_FIELDS = (
     "xla_time_s", "non_xla_op_time_s", "xla_time_fraction", "xla_executions", "compilations",
-    "compile_time_s", "input_pipeline_time_s", "eager_overhead_s", "tracing_time_s", "guard_op_time_s",
+    "compile_time_s", "compile_thread_time_s", "input_pipeline_time_s", "eager_overhead_s", "tracing_time_s", "guard_op_time_s",
+    "transfer_time_s",
 )
 
 
@@ -49,14 +50,18 @@ class OpStat:
 class CoverageReport:
     """XLA coverage of one profiled window (or one trace).
 
-    All times are seconds of thread time summed over threads (see
-    docs/coverage.md). A report that is not ok (`status` `"skipped"` or
-    `"failed"`) measured nothing: its trace figures, `xla_time_s` through
-    `guard_op_time_s` below, are `None`, whatever the constructor got.
+    Times are seconds of thread time summed over threads (see
+    docs/coverage.md), but for `compile_time_s`, which is wall-clock. A
+    report that is not ok (`status` `"skipped"`, `"failed"` or
+    `"incomplete"`) measured nothing: its trace figures, `xla_time_s`
+    through `guard_op_time_s` below, are `None`, whatever the constructor
+    got.
 
     Attributes:
-        status: `"ok"`, `"skipped"` (no trace taken, see `reason`) or
-            `"failed"` (the guard failed; training went on).
+        status: `"ok"`, `"skipped"` (no trace taken, see `reason`),
+            `"failed"` (the guard failed; training went on) or
+            `"incomplete"` (training stopped inside the window: its
+            partial trace, in `trace_paths`, is no measurement).
         reason: Why the window was skipped or failed; `""` when ok.
         epoch: 0-based epoch index of the window; `None` for a trace
             analyzed on its own.
@@ -73,7 +78,13 @@ class CoverageReport:
             op time was recorded.
         xla_executions: Number of XLA executable launches.
         compilations: Number of XLA programs compiled in the window.
-        compile_time_s: Time spent compiling them.
+        compile_time_s: Wall-clock time spent compiling them: the union,
+            over host threads, of their compile events, so never more than
+            the window; the sum of `compile_table`'s `compile_s`.
+        compile_thread_time_s: The compile time summed over threads (XLA:CPU
+            compiles one program on several threads at once, so this can
+            exceed `compile_time_s` and the window), with the compiling
+            kernels' own time.
         compiled_modules: Names of the compiled HLO modules.
         top_non_xla_ops: Up to `top_k` plain TF ops by self time.
         input_pipeline_time_s: tf.data iterator and input-op time.
@@ -82,6 +93,10 @@ class CoverageReport:
         guard_op_time_s: Time of the guard's own signature-recording ops
             (the `xla_guard_tap` name scope), kept out of
             `non_xla_op_time_s` and the fraction.
+        transfer_time_s: Device time of memory copies and memsets
+            (host-to-device, device-to-host, device-to-device), kept out of
+            both sides of the fraction; `None` when times are host times
+            (`time_base="host"`), where there is no device to copy to.
         notes: Human-readable remarks (diagnoses, caveats).
         distinct_signatures: Different input signatures (structure,
             shapes, dtypes) of the epoch's training steps; `None` when
@@ -119,12 +134,14 @@ class CoverageReport:
     xla_executions: int | None = 0
     compilations: int | None = 0
     compile_time_s: float | None = 0.0
+    compile_thread_time_s: float | None = 0.0
     compiled_modules: tuple[str, ...] = ()
     top_non_xla_ops: tuple[OpStat, ...] = ()
     input_pipeline_time_s: float | None = 0.0
     eager_overhead_s: float | None = 0.0
     tracing_time_s: float | None = 0.0
     guard_op_time_s: float | None = 0.0
+    transfer_time_s: float | None = None
     notes: tuple[str, ...] = field(default=())
     distinct_signatures: int | None = None
     new_signatures: int | None = None

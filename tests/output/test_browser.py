@@ -381,24 +381,29 @@ def seq_fit(tmp_path_factory):
 
 
 def test_page_written_at_train_end_shows_each_new_signature_on_the_timeline(seq_fit, browser) -> None:
-    """html_report= writes the page when fit ends: a timeline mark per explained new signature, the fix, the saved compare."""
+    """html_report= writes the page when fit ends: a timeline mark per new signature at its step, the fix, the saved compare."""
     from _fit_helpers import HEADLINE
 
     guard, page = seq_fit
     _load_offline(browser, page)
     first = guard.signatures[0]
     explained = [f for f in first.explanations if f.kind in ("first_signature", "new_signature")]
-    # Five lengths are five new signatures in epoch 0; the first three are explained one by one.
+    # Five lengths are five new signatures in epoch 0 (at steps 0, 1, 2, 4, 6);
+    # the first three are explained one by one, the others shown as themselves.
     assert (first.new_signatures, [f.step for f in explained]) == (5, [0, 1, 2])
+    assert [step for _, step in first.new] == [0, 1, 2, 4, 6]
     rows = browser.execute_script(
         "return Array.from(document.querySelectorAll('table.events tbody tr')).map("
         "r => Array.from(r.cells).map(c => c.innerText))")
-    assert rows == [[str(f.step), "0", str(f.step), f.message] for f in explained]
+    assert rows[:3] == [[str(f.step), "0", str(f.step), f.message] for f in explained]
+    assert [row[:3] for row in rows[3:]] == [["4", "0", "4"], ["6", "0", "6"]]
+    assert [row[3] for row in rows[3:]] == [
+        f"new input signature x['tokens']: int32[8, {n}]; y: float32[8, 1]" for n in (11, 13)]
     (timeline,) = [p for p in browser.execute_script(PLOTS_JS) if p[0] == "timeline"]
     assert timeline[1] > 300 and timeline[2] > 100
     marks = browser.execute_script(
         "return document.querySelectorAll('figure[data-plot=timeline] g[id$=new-signatures] use').length")
-    assert marks == len(explained)
+    assert marks == first.new_signatures == 5
     findings = browser.find_element("css selector", "ul.findings").text
     assert HEADLINE in findings and "pad_to_buckets(dataset, (" in findings
     assert browser.find_element("id", "exit-reason").text == "Training ran to its end."

@@ -7,7 +7,8 @@ import sys
 import pytest
 
 from keras_xla_guard.errors import MissingDependencyError
-from keras_xla_guard.output.html import HtmlSection, escape, render_html, section_of, verdict_of
+from keras_xla_guard.output.html import escape, render_html, verdict_of
+from keras_xla_guard.output.runfile import RunData
 from keras_xla_guard.output.table import printable
 from keras_xla_guard.trace.report import CoverageReport
 from _html import HOSTILE_NAMES, hostile_page, read_page
@@ -56,13 +57,13 @@ def test_escape_makes_control_characters_visible_and_markup_inert() -> None:
 def test_verdict_is_the_lowest_measured_window(fractions, level, start) -> None:
     """The headline names the worst profiled window and its share; levels at 90 % and 50 %."""
     reports = [CoverageReport(epoch=e, xla_time_fraction=f) for e, f in enumerate(fractions, 1)]
-    found = verdict_of([section_of("", reports)])
+    found = verdict_of([RunData.of("", reports)])
     assert found[0] == level and found[1].startswith(start)
 
 
 def test_verdict_without_measurement_says_why() -> None:
     """No ok report: level `none`, with each window's status and reason."""
-    section = HtmlSection("", (CoverageReport(status="skipped", reason="empty dataset", epoch=1).to_dict(),))
+    section = RunData("", (CoverageReport(status="skipped", reason="empty dataset", epoch=1).to_dict(),))
     assert verdict_of([section]) == ("none", "Nothing was measured (skipped: empty dataset).")
 
 
@@ -70,7 +71,7 @@ def test_missing_matplotlib_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) 
     """Without matplotlib, rendering raises MissingDependencyError naming the `html` extra."""
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(MissingDependencyError, match=r'pip install "keras-xla-guard\[html\]"'):
-        render_html([section_of("", [CoverageReport(epoch=1)])], exit_reason="done")
+        render_html([RunData.of("", [CoverageReport(epoch=1)])], exit_reason="done")
 
 
 @pytest.mark.parametrize(
@@ -98,7 +99,7 @@ def test_compile_table_rows_carry_each_compilation_and_cache_hit() -> None:
         CompileRecord("one_step_on_data", "m.1", 0.5, 0.25, step=0, signature="x: float32[8,5]"),
         CompileRecord("<b>cluster_0</b>", cache_hit=True, step=3, signature="x: float32[8,7]"),
     )
-    page = read_page(render_html([section_of("", [CoverageReport(epoch=2, compile_table=rows)])], exit_reason=""))
+    page = read_page(render_html([RunData.of("", [CoverageReport(epoch=2, compile_table=rows)])], exit_reason=""))
     compiles = [(attrs, text) for attrs, text in page.cells if attrs.get("data-field") in ("step", "compile_s")]
     assert [text for _, text in compiles] == ["0", "250.00 ms", "3", "cache hit"]
     assert page.value("compile_s", **{"class": "compile", "data-index": 0}) == 0.25
@@ -110,5 +111,25 @@ def test_compile_table_rows_carry_each_compilation_and_cache_hit() -> None:
 
 def test_no_compile_table_without_compilations() -> None:
     """A window that compiled nothing adds no compile table to the page."""
-    page = render_html([section_of("", [CoverageReport(epoch=1, xla_time_fraction=1.0)])], exit_reason="")
+    page = render_html([RunData.of("", [CoverageReport(epoch=1, xla_time_fraction=1.0)])], exit_reason="")
     assert "Compile table" not in page
+
+
+@pytest.mark.slow
+def test_timeline_puts_each_compilation_at_the_step_the_compile_table_names(tmp_path) -> None:
+    """A real jit fit over 5 lengths (new at steps 0, 1, 2, 4, 6; 3 explained): every event at its compilation's step."""
+    from _fit_helpers import LENGTHS, _guard, _seq_dataset, _seq_model
+    from _html import read_page
+
+    guard = _guard(tmp_path / "logs", profile_epochs=(0,), skip_steps=0, max_steps=None)
+    _seq_model(True).fit(_seq_dataset(LENGTHS), epochs=1, callbacks=[guard], verbose=0)
+    compiled = [c.step for c in guard.reports[0].compile_table if not c.cache_hit]
+    assert compiled == [step for _, step in guard.signatures[0].new] == [0, 1, 2, 4, 6]
+    page = read_page(guard.write_html(tmp_path / "page.html").read_text(encoding="utf-8"))
+    events = [page.value("step", **{"class": "event", "data-index": n}) for n in range(1, 6)]
+    assert events == compiled
+    rows = [page.value("step", **{"class": "compile", "data-report": 0, "data-index": n}) for n in range(5)]
+    assert rows == compiled
+    # Beyond the three explained ones, an event names its signature.
+    cells = [text for cell, text in page.cells if cell.get("class") == "name" and "new input signature" in text]
+    assert cells == [f"new input signature x['tokens']: int32[8, {n}]; y: float32[8, 1]" for n in (11, 13)]

@@ -95,3 +95,21 @@ def test_adapters_document_the_fields_with_the_one_text():
         assert "{config_args}" not in doc
         assert "        " + first_entry in doc, cls
         assert "            profiles the whole epoch. Defaults to `20`." in doc, cls
+
+
+def test_adapters_take_every_config_field_from_one_list(tmp_path):
+    """XlaGuard and XlaGuardCallback accept and show exactly GuardConfig's fields; an unknown one is a TypeError."""
+    import dataclasses
+    import inspect
+
+    from keras_xla_guard import XlaGuardCallback
+
+    fields = [f.name for f in dataclasses.fields(GuardConfig) if f.init]
+    for cls, own in ((XlaGuard, ["config", "strategy"]), (XlaGuardCallback, ["explain", "track_signatures",
+                                                                              "warm_up", "config"])):
+        assert list(inspect.signature(cls).parameters) == fields + own
+    guard = XlaGuard(tmp_path, max_steps=5, profile_workers="all")
+    assert (guard.config.log_dir, guard.config.max_steps, guard.config.profile_workers) == (tmp_path, 5, "all")
+    with pytest.raises(TypeError, match=r"^XlaGuard got unexpected keyword argument\(s\) 'explain', 'topk'; "
+                                        r"its config fields are log_dir, profile_epochs, "):
+        XlaGuard(topk=3, explain=True)

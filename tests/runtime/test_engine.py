@@ -1,4 +1,4 @@
-"""XlaGuardEngine: figures leave through ReportSinks; a failing sink costs a warning only."""
+"""XlaGuardEngine: each epoch leaves as one EpochRecord through ReportSinks; a failing sink costs a warning only."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import pytest
 
 from keras_xla_guard import XlaGuardEngine, XlaGuardWarning
 from keras_xla_guard.output.console import ConsoleSink
+from keras_xla_guard.output.runfile import RunFileSink
 from keras_xla_guard.output.tensorboard import TensorBoardSink
 from keras_xla_guard.runtime.engine import xla_mode_of
 from keras_xla_guard.runtime.sink import ReportSink
@@ -18,22 +19,20 @@ class _Recorder:
 
     def __init__(self) -> None:
         self.calls: list[tuple] = []
+        self.records: list = []
 
-    def write_report(self, report):
-        self.calls.append(("report", report.epoch, report.status))
+    def write_epoch(self, record):
+        self.records.append(record)
+        report, stats = record.report, record.signatures
+        self.calls.append(("epoch", record.epoch, None if report is None else report.status,
+                           None if stats is None else stats.distinct_signatures, record.signatures_unavailable))
 
-    def write_signatures(self, stats):
-        self.calls.append(("signatures", stats.epoch, stats.distinct_signatures))
-
-    def write_signatures_unavailable(self, epoch, reason):
-        self.calls.append(("unavailable", epoch, reason))
-
-    def close(self, reports):
-        self.calls.append(("close", tuple(sorted(reports))))
+    def close(self, records):
+        self.calls.append(("close", tuple(sorted(records))))
 
 
 class _Broken(_Recorder):
-    def write_signatures(self, stats):
+    def write_epoch(self, record):
         raise OSError("disk full")
 
 
@@ -47,20 +46,21 @@ def _run(engine: XlaGuardEngine, lengths_by_epoch, **begin) -> None:
     engine.train_end()
 
 
-def test_recorder_and_builtin_sinks_satisfy_the_protocol():
-    """TensorBoardSink, ConsoleSink and a duck-typed sink are ReportSinks."""
+def test_recorder_and_builtin_sinks_satisfy_the_protocol(tmp_path):
+    """TensorBoardSink, RunFileSink, ConsoleSink and a duck-typed sink are ReportSinks."""
     assert isinstance(_Recorder(), ReportSink)
     assert isinstance(ConsoleSink(), ReportSink)
     assert isinstance(TensorBoardSink("unused"), ReportSink)
+    assert isinstance(RunFileSink(tmp_path), ReportSink)
 
 
 def test_signature_figures_and_the_end_reach_every_sink_in_order(tmp_path):
-    """Each epoch's figures go to the sink at epoch end, then close() with the run's reports."""
+    """Each unprofiled epoch is one record at its end (no report), then close() with the run's records."""
     sink = _Recorder()
     engine = XlaGuardEngine(log_dir=tmp_path, profile_epochs=(), sinks=[sink])
     _run(engine, [[3, 4, 3], [5]], xla_mode="jit_compile")
-    assert sink.calls == [("signatures", 0, 2), ("signatures", 1, 1), ("close", ())]
-    assert not list(tmp_path.iterdir()), "the TensorBoard sink was replaced, so no event file"
+    assert sink.calls == [("epoch", 0, None, 2, None), ("epoch", 1, None, 1, None), ("close", (0, 1))]
+    assert not list(tmp_path.iterdir()), "no sink writes files here, so no event file"
 
 
 def test_unavailable_signatures_are_published_not_counted(tmp_path):
@@ -73,26 +73,36 @@ def test_unavailable_signatures_are_published_not_counted(tmp_path):
         engine.signatures_unavailable("keras 9")
     engine.epoch_end(0)
     engine.train_end()
-    assert sink.calls == [("unavailable", 0, "keras 9"), ("close", ())]
+    assert sink.calls == [("epoch", 0, None, None, "keras 9"), ("close", (0,))]
 
 
 def test_a_failing_sink_warns_and_the_others_still_publish(tmp_path):
     """OSError in one sink's write becomes an XlaGuardWarning naming it; the next sink gets the figures."""
     broken, good = _Broken(), _Recorder()
     engine = XlaGuardEngine(log_dir=tmp_path, profile_epochs=(), sinks=[broken, good])
-    with pytest.warns(XlaGuardWarning, match=r"_Broken.write_signatures failed: OSError: disk full"):
+    with pytest.warns(XlaGuardWarning, match=r"_Broken.write_epoch failed: OSError: disk full"):
         _run(engine, [[3]])
-    assert good.calls == [("signatures", 0, 1), ("close", ())]
-    assert broken.calls == [("close", ())]
+    assert good.calls == [("epoch", 0, None, 1, None), ("close", (0,))]
+    assert broken.calls == [("close", (0,))]
 
 
-def test_default_sinks_follow_the_config(tmp_path):
-    """write_summaries adds TensorBoard and the run file in log_dir, verbose the console; per run they can be replaced."""
-    kinds = lambda sinks: [type(s).__name__ for s in sinks]  # noqa: E731
-    assert kinds(XlaGuardEngine(log_dir=tmp_path).default_sinks()) == ["TensorBoardSink", "RunFileSink", "ConsoleSink"]
-    assert kinds(XlaGuardEngine(log_dir=tmp_path, verbose=0).default_sinks()) == ["TensorBoardSink", "RunFileSink"]
-    assert kinds(XlaGuardEngine(log_dir=tmp_path, write_summaries=False).default_sinks()) == ["ConsoleSink"]
-    assert kinds(XlaGuardEngine(log_dir=tmp_path).default_sinks(tensorboard=False)) == ["ConsoleSink"]
+def test_engine_without_sinks_publishes_nowhere_and_a_factory_gives_fresh_sinks_per_run(tmp_path):
+    """sinks=None: no sink; sinks=callable: called with the config as each run begins."""
+    made = []
+
+    def factory(config):
+        made.append(_Recorder())
+        assert config.log_dir == tmp_path
+        return [made[-1]]
+
+    engine = XlaGuardEngine(log_dir=tmp_path, profile_epochs=(), sinks=factory)
+    _run(engine, [[3]])
+    _run(engine, [[4]])
+    assert [sink.calls for sink in made] == [[("epoch", 0, None, 1, None), ("close", (0,))]] * 2
+    bare = XlaGuardEngine(log_dir=tmp_path, profile_epochs=())
+    _run(bare, [[3]])
+    assert bare.signatures[0].distinct_signatures == 1
+    assert not list(tmp_path.iterdir())
 
 
 def test_train_begin_rejects_a_bad_xla_mode_and_steps_per_call(tmp_path):
@@ -132,46 +142,30 @@ def test_a_profiled_jit_step_reaches_a_custom_sink_with_exact_counts(tmp_path):
         w.assign(tf.tanh(x @ w))
         return tf.reduce_sum(w)
 
-    reports = []
-
-    class Keep(_Recorder):
-        def write_report(self, report):
-            reports.append(report)
-
+    sink = _Recorder()
     engine = XlaGuardEngine(log_dir=tmp_path, profile_epochs=(0,), skip_steps=2, max_steps=6,
-                            async_analysis=False, sinks=[Keep()])
+                            async_analysis=False, sinks=[sink])
     x = tf.ones((8, 8))
     engine.train_begin(epochs=1, xla_mode="jit_compile")
     engine.epoch_begin(0, steps=10)
     for s in range(10):
         engine.step_begin(s)
+        engine.observe_inputs(x, step=s)
         step(x)
     engine.epoch_end(0)
     engine.train_end()
     assert profiler_is_free()
-    (report,) = reports
+    assert sink.calls == [("epoch", 0, "ok", 1, None), ("close", (0,))]
+    (record,) = sink.records
+    report = record.report
     assert report.ok, report.reason
     assert (report.epoch, report.steps_profiled, report.xla_executions) == (0, 6, 6)
+    # The window opened after the step that compiled: the signature is not new in it.
+    assert (report.distinct_signatures, report.new_signatures, report.expected_compilations) == (1, 1, 1)
+    assert record.compile_table == report.compile_table == ()
+    assert record.signatures is engine.signatures[0]
     assert engine.reports[0] is not None and engine.reports[0].xla_executions == 6
     assert list((tmp_path / "plugins" / "profile").iterdir()), "the trace stays in log_dir"
-
-
-def test_html_report_that_cannot_be_written_is_a_warning(tmp_path):
-    """html_report= naming a directory: the run's end warns and goes on; a chief-less worker writes nothing."""
-    import dataclasses
-
-    from keras_xla_guard.distributed import WorkerInfo
-
-    engine = XlaGuardEngine(log_dir=tmp_path / "logs", html_report=tmp_path, verbose=0)
-    with pytest.warns(XlaGuardWarning, match=r"writing the HTML report .* failed: IsADirectoryError"):
-        engine.write_html_at_end()
-    page = tmp_path / "page.html"
-    engine = XlaGuardEngine(log_dir=tmp_path / "logs", html_report=page, verbose=0)
-    worker = WorkerInfo("worker", 1, 2, is_chief=False)
-    engine.write_html_at_end(worker)
-    assert not page.exists()
-    engine.write_html_at_end(dataclasses.replace(worker, task_id=0, is_chief=True))
-    assert "Nothing was measured (no profiled window)." in page.read_text(encoding="utf-8")
 
 
 def test_not_profiled_run_reports_each_selected_epoch_skipped_with_the_reason(tmp_path):

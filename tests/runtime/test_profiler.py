@@ -7,6 +7,8 @@ profiler itself and the traces it writes are real.
 from __future__ import annotations
 
 import errno
+import gc
+import threading
 from pathlib import Path
 
 import pytest
@@ -96,12 +98,16 @@ def test_interrupt_after_tf_stopped_still_publishes_the_trace(tmp_path, monkeypa
 
 
 def test_a_second_guard_session_is_refused_while_one_runs(tmp_path):
-    """Starting while another guard session runs raises ProfilerBusyError naming its log dir."""
+    """Starting while another guard session runs raises ProfilerBusyError naming its log dir and thread."""
     first = ProfilerSession(tmp_path / "a")
     first.start()
     second = ProfilerSession(tmp_path / "b")
-    with pytest.raises(ProfilerBusyError, match="keras-xla-guard profiling window"):
+    with pytest.raises(ProfilerBusyError) as info:
         second.start()
+    assert str(info.value) == (
+        "another keras-xla-guard profiling window is running in this process "
+        f"(log_dir={str(tmp_path / 'a')!r}, started on thread 'MainThread'); one profiler runs at a time"
+    )
     assert first.running
     assert len(first.stop()) == 1
     assert profiler_is_free()
@@ -145,3 +151,50 @@ def test_run_dir_names_keep_tf_timestamp_and_the_run_name(tmp_path):
     name = Path(trace).parent.name
     assert name.endswith("_epoch3")
     assert len(name.split("_")) == 7  # YYYY_MM_DD_HH_MM_SS_epoch3
+
+
+def test_a_live_session_is_never_stale_from_any_thread(tmp_path):
+    """A running session of a live owner on a live thread: no stale stop, from this thread or another."""
+    owner = type("Guard", (), {})()
+    session = ProfilerSession(tmp_path, owner=owner)
+    session.start()
+    assert session.stale_reason() is None
+    assert stop_stale_session() is False
+    elsewhere: list[bool] = []
+    thread = threading.Thread(target=lambda: elsewhere.append(stop_stale_session()))
+    thread.start()
+    thread.join()
+    assert elsewhere == [False]
+    assert session.running
+    _work()
+    assert len(session.stop()) == 1
+    assert profiler_is_free()
+
+
+def test_a_session_whose_thread_ended_is_stopped_and_its_owner_told(tmp_path):
+    """Started on a thread that ended: stopped as stale with a warning; the owner's stop() says lost."""
+    session = ProfilerSession(tmp_path)
+    thread = threading.Thread(target=session.start, name="trainer")
+    thread.start()
+    thread.join()
+    assert session.stale_reason() == "the thread that started it ('trainer') has ended"
+    with pytest.warns(UserWarning, match=r"left running by an interrupted training \(the thread that started"):
+        assert stop_stale_session() is True
+    assert profiler_is_free()
+    with pytest.raises(SessionLostError, match="stopped by keras-xla-guard as stale .* before the window ended"):
+        session.stop()
+
+
+def test_a_session_whose_owner_is_gone_is_stale(tmp_path):
+    """Once the owning guard is garbage-collected, its running session is stale and stopped."""
+    owner = type("Guard", (), {})()
+    session = ProfilerSession(tmp_path, owner=owner)
+    session.start()
+    assert session.stale_reason() is None
+    del owner
+    gc.collect()
+    assert session.stale_reason() == "the guard that started it is gone"
+    with pytest.warns(UserWarning, match="the guard that started it is gone"):
+        assert stop_stale_session() is True
+    assert not session.running
+    assert profiler_is_free()

@@ -58,8 +58,8 @@ def test_from_dict_refuses_what_is_not_a_dict():
 
 
 _TRACE_FIGURES = ("xla_time_s", "non_xla_op_time_s", "xla_time_fraction", "xla_executions", "compilations",
-                  "compile_time_s", "input_pipeline_time_s", "eager_overhead_s", "tracing_time_s",
-                  "guard_op_time_s")
+                  "compile_time_s", "compile_thread_time_s", "input_pipeline_time_s", "eager_overhead_s",
+                  "tracing_time_s", "guard_op_time_s", "transfer_time_s")
 
 
 @pytest.mark.parametrize("status", ["skipped", "failed"])

@@ -1,0 +1,135 @@
+"""One epoch's figures joined once: the report, the signatures, why they are missing.
+
+An epoch's parts arrive from two threads in either order: the trace report
+from the analysis thread (or at once, for a skipped window), the signature
+figures from the training thread when the epoch ends. `EpochAssembly`
+keeps them until both are in and then builds the epoch's `EpochRecord` in
+one place, so sinks never merge anything. Pure: no TensorFlow, no I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from keras_xla_guard.runtime.sink import EpochRecord
+from keras_xla_guard.signatures.tracker import EpochSignatures
+from keras_xla_guard.trace.compiles import attribute_compiles
+from keras_xla_guard.trace.report import CoverageReport
+
+__all__ = ["EpochAssembly", "join_signatures"]
+
+
+@dataclass
+class _Parts:
+    report: CoverageReport | None = None
+    # A window of the epoch closed and its analysis has not reported yet.
+    analyzing: bool = False
+    # The epoch ended: its signature figures (or their absence) are known.
+    ended: bool = False
+    signatures: EpochSignatures | None = None
+    unavailable: str | None = None
+    # `(first step, steps)` of the epoch's profiling window.
+    window: tuple[int, int] | None = None
+
+
+class EpochAssembly:
+    """Collects each epoch's parts and returns its `EpochRecord` once they are all in.
+
+    An epoch is complete once it has ended and no analysis of its window is
+    outstanding. Each method returns the record that the call completed,
+    or `None`; a record with nothing in it (no report, no steps observed)
+    is never returned. Not thread-safe: the engine calls it under its lock.
+    """
+
+    def __init__(self) -> None:
+        self._parts: dict[int, _Parts] = {}
+
+    def begin(self, epoch: int) -> None:
+        """Starts `epoch` afresh (the same index run again replaces its record)."""
+        self._parts[epoch] = _Parts()
+
+    def analyzing(self, epoch: int, window: tuple[int, int]) -> None:
+        """Notes that `epoch`'s window of `window` steps closed and its report will come."""
+        parts = self._parts.setdefault(epoch, _Parts())
+        parts.analyzing, parts.window = True, window
+
+    def add_report(self, report: CoverageReport) -> EpochRecord | None:
+        """Takes the epoch's report (ok, skipped or failed)."""
+        assert report.epoch is not None
+        parts = self._parts.setdefault(report.epoch, _Parts())
+        parts.report, parts.analyzing = report, False
+        return self._complete(report.epoch)
+
+    def end(
+        self, epoch: int, signatures: EpochSignatures | None, unavailable: str | None = None
+    ) -> EpochRecord | None:
+        """Takes the end of `epoch`: its signature figures, or why there are none."""
+        parts = self._parts.setdefault(epoch, _Parts())
+        parts.ended, parts.signatures, parts.unavailable = True, signatures, unavailable
+        return self._complete(epoch)
+
+    def abandon(self, epoch: int, report: CoverageReport) -> EpochRecord | None:
+        """Ends `epoch` with `report` now: the epoch will not end normally."""
+        parts = self._parts.setdefault(epoch, _Parts())
+        parts.report, parts.analyzing, parts.ended = report, False, True
+        return self._complete(epoch)
+
+    def flush(self) -> list[EpochRecord]:
+        """The records of epochs still open as the run ends, with what they have."""
+        records = []
+        for epoch in sorted(self._parts):
+            parts = self._parts[epoch]
+            parts.ended, parts.analyzing = True, False
+            record = self._complete(epoch)
+            if record is not None:
+                records.append(record)
+        return records
+
+    def _complete(self, epoch: int) -> EpochRecord | None:
+        parts = self._parts[epoch]
+        if not parts.ended or parts.analyzing:
+            return None
+        del self._parts[epoch]
+        report = parts.report
+        if report is not None:
+            if parts.signatures is not None:
+                report = join_signatures(report, parts.signatures, parts.window)
+            elif parts.unavailable is not None:
+                report = dataclasses.replace(report, signatures_unavailable=parts.unavailable)
+        if report is None and parts.signatures is None and parts.unavailable is None:
+            return None
+        return EpochRecord(epoch, report, parts.signatures, parts.unavailable)
+
+
+def join_signatures(
+    report: CoverageReport, stats: EpochSignatures, window: tuple[int, int] | None = None
+) -> CoverageReport:
+    """A report with its epoch's signature figures and the compile table they explain.
+
+    Args:
+        report: The epoch's report.
+        stats: The epoch's signature figures.
+        window: `(first step, steps)` of the profiling window; new
+            signatures outside it cause no compilation in its table.
+            Defaults to `None`: every new signature counts.
+
+    Returns:
+        The report with `distinct_signatures`, `new_signatures`,
+        `expected_compilations` and `signature_explanations` set, and (for
+        a measured window with XLA on) each compilation's input signature
+        and the cache hits in `compile_table` and `cache_hits`.
+    """
+    table, hits = report.compile_table, None
+    if report.ok and stats.expected_compilations is not None:
+        new = [(str(s), step) for s, step in stats.new]
+        table, hits = attribute_compiles(report.compile_table, new, window)
+    return dataclasses.replace(
+        report,
+        compile_table=table,
+        cache_hits=hits,
+        distinct_signatures=stats.distinct_signatures,
+        new_signatures=stats.new_signatures,
+        expected_compilations=stats.expected_compilations,
+        signature_explanations=stats.explanations,
+    )

@@ -1,0 +1,82 @@
+"""EpochAssembly: an epoch's report, signatures and unavailability joined once, in either order."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from keras_xla_guard import CompileRecord, CoverageReport, Signature, SignatureTracker
+from keras_xla_guard.runtime.epochs import EpochAssembly
+from keras_xla_guard.runtime.sink import EpochRecord
+
+
+def _stats(epoch: int = 1, widths=(3, 3, 4)):
+    """Real tracker figures: epoch `epoch` sees one signature per width (XLA on)."""
+    tracker = SignatureTracker(xla=True)
+    tracker.begin_epoch(epoch)
+    for step, width in enumerate(widths):
+        tracker.observe(Signature.of(np.zeros((2, width))), step=step)
+    return tracker.end_epoch()
+
+
+def _report(epoch: int = 1) -> CoverageReport:
+    compiled = (CompileRecord(program="step", module="a_inference_step_1__.1", start_s=0.0, compile_s=0.2, step=2),)
+    return CoverageReport(epoch=epoch, steps_profiled=3, xla_time_s=0.9, non_xla_op_time_s=0.1,
+                          xla_time_fraction=0.9, xla_executions=3, compilations=1, compile_table=compiled)
+
+
+def test_report_before_the_epoch_end_is_held_then_joined_once():
+    """A report that comes first waits; the epoch end completes one record with both parts joined."""
+    assembly = EpochAssembly()
+    assembly.begin(1)
+    assembly.analyzing(1, (0, 3))
+    assert assembly.add_report(_report()) is None
+    stats = _stats()
+    record = assembly.end(1, stats)
+    assert record is not None and (record.epoch, record.signatures) == (1, stats)
+    report = record.report
+    assert (report.distinct_signatures, report.new_signatures, report.expected_compilations) == (2, 2, 2)
+    # Step 2's compilation is the width-4 signature; width 3 (step 0) ran without one.
+    assert [(c.step, c.cache_hit, c.signature) for c in record.compile_table] == [
+        (0, True, str(Signature.of(np.zeros((2, 3))))), (2, False, str(Signature.of(np.zeros((2, 4)))))]
+    assert report.cache_hits == 1
+    assert assembly.flush() == []
+
+
+def test_epoch_end_before_the_analysis_waits_for_the_report():
+    """An epoch that ended with its analysis still running completes when the report comes, with the same join."""
+    stats = _stats()
+    first, second = EpochAssembly(), EpochAssembly()
+    first.begin(1)
+    first.analyzing(1, (0, 3))
+    assert first.end(1, stats) is None
+    late = first.add_report(_report())
+    second.begin(1)
+    second.analyzing(1, (0, 3))
+    second.add_report(_report())
+    early = second.end(1, stats)
+    assert late == early and late.report.cache_hits == 1
+
+
+def test_unavailable_signatures_and_unprofiled_epochs():
+    """No signatures: the report says why; an unprofiled epoch is a record without report; an empty one is none."""
+    assembly = EpochAssembly()
+    assembly.begin(0)
+    assembly.add_report(CoverageReport(status="skipped", reason="busy", epoch=0, steps_profiled=0))
+    record = assembly.end(0, None, "keras 9")
+    assert record.report.signatures_unavailable == "keras 9" == record.signatures_unavailable
+    assert record.compile_table == ()
+    assembly.begin(1)
+    assert assembly.end(1, _stats()) == EpochRecord(1, None, _stats(), None)
+    assembly.begin(2)
+    assert assembly.end(2, None) is None
+
+
+def test_flush_publishes_what_an_epoch_that_never_ended_has():
+    """At the run's end an open epoch's report goes out without signatures; nothing is kept twice."""
+    assembly = EpochAssembly()
+    assembly.begin(3)
+    assembly.analyzing(3, (0, 3))
+    assembly.add_report(_report(3))
+    (record,) = assembly.flush()
+    assert record == EpochRecord(3, _report(3))
+    assert assembly.flush() == []
