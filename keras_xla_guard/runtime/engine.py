@@ -28,6 +28,7 @@ from keras_xla_guard._checks import check_int
 from keras_xla_guard import backend as backends
 from keras_xla_guard.backend import Backend
 from keras_xla_guard.errors import ProfilerBusyError, RecompilationLimitError, XlaGuardWarning
+from keras_xla_guard.runtime import budget
 from keras_xla_guard.runtime.config import (
     DEFAULT_LOG_DIR,
     DEFAULT_MAX_COMPILATIONS,
@@ -312,10 +313,13 @@ class XlaGuardEngine:
 
         Raises:
             RecompilationLimitError: With `on_violation="raise"`, when the
-                epoch exceeds `max_compilations`.
+                epoch exceeds `max_compilations`; or when a compilation
+                goes over a `fail_fast` budget open in this thread
+                (`keras_xla_guard.max_compilations`).
         """
         try:
-            self._tracker.observe(signature, step=step, count=count)
+            if self._tracker.observe(signature, step=step, count=count) and self._xla_mode is not None:
+                budget.report_compilation(self, "train", self._tracker, signature, epoch=self._epoch, step=step)
             self._check_compilations()
         except RecompilationLimitError:
             raise
@@ -335,6 +339,8 @@ class XlaGuardEngine:
         if self._signatures_unavailable is not None:
             return
         self._signatures_unavailable = reason
+        if self._xla_mode is not None:
+            budget.report_unavailable(reason)
         self._warn(
             f"input signatures are unavailable in this run: {reason}. Signature counts, "
             "expected compilations, max_compilations and the megamorphic warning are off "
@@ -803,6 +809,8 @@ class XlaGuardEngine:
         reason = self._signatures_unavailable
         if reason is not None or (stats is not None and stats.steps == 0):
             stats = None
+        if stats is not None and self._xla_mode is not None:
+            budget.report_epoch(self, "train", stats)
         with self._lock:
             if stats is not None:
                 self._signature_stats[epoch] = stats
