@@ -9,7 +9,7 @@ TensorFlow or Keras; the first use of a name that needs them does):
   (the arguments all three share), `ReportSink` (where figures go) and
   `EpochRecord` (what a sink gets: one epoch's figures, complete).
 - `analyze_trace`, `analyze_xspace`, `combine_reports`: pure trace analysis.
-- `CoverageReport`, `OpStat`, `format_report`: result types.
+- `CoverageReport`, `OpStat`, `ProgramStat`, `format_report`: result types.
 - `doctor`, `explain`, `model_verdicts`: why XLA does or does not run
   (`DoctorReport`, `ExplainReport`, `Verdict`).
 - `Signature`, `SignatureTracker`, `EpochSignatures`, `recommend_buckets`,

@@ -239,6 +239,7 @@ def _section(section: RunData, index: int, plots: "_Plots") -> str:
     if name:
         parts.append(f"<h2>Worker {escape(name)}</h2>")
     parts.append(_coverage(section, plots))
+    parts.append(_programs(section))
     parts.append(_top_ops(section, plots))
     parts.append(_compilations(section, plots))
     parts.append(_compile_table(section))
@@ -254,7 +255,7 @@ def _coverage(section: RunData, plots: "_Plots") -> str:
         epoch_attr = "" if r.get("epoch") is None else f' data-epoch="{int(r["epoch"])}"'
         head = f'<tr class="report" data-index="{i}"{epoch_attr}><td>{escape(label)}</td>'
         if r.get("status") != "ok":
-            rows.append(head + f'<td colspan="9">{escape(r.get("status"))}: {escape(r.get("reason"))}</td></tr>')
+            rows.append(head + f'<td colspan="11">{escape(r.get("status"))}: {escape(r.get("reason"))}</td></tr>')
             continue
         steps = r.get("steps_profiled")
         rows.append(
@@ -265,7 +266,9 @@ def _coverage(section: RunData, plots: "_Plots") -> str:
             + _num("xla_executions", r["xla_executions"], str(r["xla_executions"]))
             + _num("compilations", r["compilations"], str(r["compilations"]))
             + _num("compile_time_s", r["compile_time_s"], format_ms(r["compile_time_s"], 2))
+            + _optional_ms("compile_thread_time_s", r.get("compile_thread_time_s"))
             + _num("input_pipeline_time_s", r["input_pipeline_time_s"], format_ms(r["input_pipeline_time_s"], 2))
+            + _optional_ms("transfer_time_s", r.get("transfer_time_s"))
             + _num("steps_profiled", steps, "-" if steps is None else str(steps))
             + f'<td class="name">{escape(", ".join(r.get("hosts") or ()))}</td></tr>'
         )
@@ -276,8 +279,34 @@ def _coverage(section: RunData, plots: "_Plots") -> str:
         '<h3>XLA coverage per profiled epoch</h3>'
         + figure
         + _table(["window", "XLA share", "XLA time", "plain TF ops", "launches", "compilations",
-                  "compile time", "input pipeline", "steps", "hosts"], rows, "coverage")
+                  "compile time", "compile, summed over threads", "input pipeline", "device transfers",
+                  "steps", "hosts"], rows, "coverage")
         + ("<ul class=\"notes\">" + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>" if notes else "")
+    )
+
+
+def _optional_ms(field: str, value: float | None) -> str:
+    """A duration cell that shows `-` for a figure the window has not got (`null`)."""
+    return _num(field, value, "-" if value is None else format_ms(value, 2))
+
+
+def _programs(section: RunData) -> str:
+    """Each measured window's XLA programs with their device time and runs (device traces only)."""
+    rows = [
+        f'<tr class="program" data-report="{i}" data-program="{escape(p["program"])}">'
+        f'<td>{escape(_label(r, i))}</td><td class="name">{escape(p["program"])}</td>'
+        + _num("time_s", p["time_s"], format_ms(p["time_s"], 3))
+        + _num("runs", p["runs"], str(p["runs"]))
+        + "</tr>"
+        for i, r in enumerate(section.reports) if r.get("status") == "ok"
+        for p in r.get("programs") or ()
+    ]
+    if not rows:
+        return ""
+    return (
+        "<h3>XLA programs on the device</h3>"
+        '<p class="muted">Device time of each XLA program\'s runs (first kernel to last kernel of each).</p>'
+        + _table(["window", "program", "device time", "runs"], rows, "programs")
     )
 
 
