@@ -6,8 +6,9 @@ TensorFlow or Keras; the first use of a name that needs them does):
 - `XlaGuardCallback`: Keras callback that profiles selected epochs.
 - `XlaGuard`: the same guard for custom training loops.
 - `XlaGuardEngine`: the engine behind it, for other adapters; `GuardConfig`
-  (the arguments all three share), `ReportSink` (where figures go) and
-  `EpochRecord` (what a sink gets: one epoch's figures, complete).
+  (the arguments all three share), `ReportSink` (where figures go),
+  `EpochRecord` (what a sink gets: one epoch's figures, complete) and
+  `CallRecord` (one call of the test or predict function).
 - `analyze_trace`, `analyze_xspace`, `combine_reports`: pure trace analysis.
 - `CoverageReport`, `OpStat`, `format_report`: result types.
 - `doctor`, `explain`, `model_verdicts`: why XLA does or does not run
@@ -55,7 +56,7 @@ if TYPE_CHECKING:
     from keras_xla_guard.diagnose.verdict import Verdict
     from keras_xla_guard.runtime.config import GuardConfig
     from keras_xla_guard.runtime.engine import XlaGuardEngine
-    from keras_xla_guard.runtime.sink import EpochRecord, ReportSink
+    from keras_xla_guard.runtime.sink import CallRecord, EpochRecord, ReportSink
     from keras_xla_guard.diagnose.explain import ExplainReport, explain, model_verdicts
     from keras_xla_guard.loop import XlaGuard
     from keras_xla_guard.signatures import (
@@ -69,6 +70,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BackendError",
+    "CallRecord",
     "CompareReport",
     "CompileRecord",
     "CoverageReport",
@@ -123,6 +125,7 @@ _LAZY = {
     "GuardConfig": "keras_xla_guard.runtime.config",
     "ReportSink": "keras_xla_guard.runtime.sink",
     "EpochRecord": "keras_xla_guard.runtime.sink",
+    "CallRecord": "keras_xla_guard.runtime.sink",
     "analyze_trace": "keras_xla_guard.trace.analysis",
     "analyze_xspace": "keras_xla_guard.trace.analysis",
     "combine_reports": "keras_xla_guard.trace.analysis",
