@@ -32,6 +32,7 @@ from keras_xla_guard.errors import XlaGuardWarning as XlaGuardWarning
 from keras_xla_guard.loop import XlaGuard as XlaGuard
 from keras_xla_guard.runtime.config import GuardConfig as GuardConfig
 from keras_xla_guard.runtime.engine import XlaGuardEngine as XlaGuardEngine
+from keras_xla_guard.runtime.sink import CallRecord as CallRecord
 from keras_xla_guard.runtime.sink import EpochRecord as EpochRecord
 from keras_xla_guard.runtime.sink import ReportSink as ReportSink
 from keras_xla_guard.signatures import EpochSignatures as EpochSignatures
