@@ -167,8 +167,47 @@ def _guard_for(model: Any) -> Any:
 
     with _lock:
         guard = _guards.get(model)
-        if guard is None:
-            guard = _guards[model] = XlaGuardCallback(
-                profile_epochs=(), write_summaries=False, verbose=0, max_compilations=None
-            )
-        return guard
+        if guard is not None:
+            return guard
+        guard = _guards[model] = XlaGuardCallback(
+            profile_epochs=(), write_summaries=False, verbose=0, max_compilations=None
+        )
+    _note_built_functions(model, guard)
+    return guard
+
+
+def _note_built_functions(model: Any, guard: Any) -> None:
+    """Tells the budgets which of the model's functions Keras built before its guard existed.
+
+    Their compilations until the model is compiled again (a new function)
+    may have happened before the budget: uncertain, never counted as sure.
+    """
+    from keras_xla_guard import seam
+    from keras_xla_guard.signatures.tracker import FUNCTIONS
+
+    model_ref = weakref.ref(model)
+    name = type(model).__name__
+    for function in FUNCTIONS:
+        program = seam.keras_function(model, function)
+        if program is None:
+            continue
+        program_ref = _ref(program)
+
+        def reason(function: str = function, program_ref: Callable[[], Any] = program_ref) -> str | None:
+            current = model_ref()
+            if current is None or seam.keras_function(current, function) is not program_ref():
+                return None
+            return (f"{name}'s {function} function was built before a budget first saw the model (by a call "
+                    "outside any budget: fit, evaluate, predict, warm_up, ...), so which signatures it had "
+                    "compiled is unknown; build the model inside the block, or open a budget around its first "
+                    "call")
+
+        budget.note_unseen_history(guard.engine, function, reason)
+
+
+def _ref(value: Any) -> Callable[[], Any]:
+    """A weak reference to `value` where it allows one."""
+    try:
+        return weakref.ref(value)
+    except TypeError:
+        return lambda: value

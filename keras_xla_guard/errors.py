@@ -35,8 +35,10 @@ class CompilationsUnknownError(XlaGuardError, RuntimeError):
     """A compilation budget (`max_compilations`) could not count the compilations inside it.
 
     The input signatures of a run inside the block could not be recorded,
-    or a `fit`, `evaluate` or `predict` call could not be observed; the
-    message says which and why. A budget that cannot count never passes.
+    a `fit`, `evaluate` or `predict` call could not be observed, or a
+    model's function was built before any budget saw the model (its
+    compilations in the block may have happened before); the message says
+    which and why. A budget that cannot count never passes.
     """
 
 

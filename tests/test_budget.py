@@ -229,6 +229,88 @@ def test_a_custom_loops_watched_step_counts_and_fail_fast_raises_before_the_step
     assert int(calls.numpy()) == 1  # step 1, whose length would compile, never ran
 
 
+_ORACLE = """
+import collections, glob, json, os, sys
+sys.path.insert(0, {tests!r})
+import tensorflow as tf
+from _fit_helpers import LENGTHS, _seq_batches, _seq_dataset, _seq_model
+import keras_xla_guard
+
+def dumped():
+    return len(glob.glob(os.path.join({dump!r}, "*before_optimizations.txt")))
+
+model = _seq_model(True)
+x_only = tf.data.Dataset.from_generator(lambda: (x for x, _ in _seq_batches((5, 21))),
+                                        output_signature={{"tokens": tf.TensorSpec((None, None), tf.int32)}})
+blocks = []
+def block(run):
+    before = dumped()
+    with keras_xla_guard.max_compilations(None) as budget:
+        run()
+    blocks.append({{"counted": [[c.function, c.epoch, c.step] for c in budget.compilations],
+                   "dumped": dumped() - before}})
+
+def calls():
+    model.fit(_seq_dataset(LENGTHS), epochs=2, verbose=0, validation_data=_seq_dataset((5, 9, 15)))
+    model.evaluate(_seq_dataset((15, 17)), verbose=0)
+    model.predict(x_only, verbose=0)
+
+block(calls)
+block(lambda: model.fit(_seq_dataset(LENGTHS), epochs=1, verbose=0))
+model.compile("adam", "mse", jit_compile=True)
+block(lambda: model.fit(_seq_dataset(LENGTHS), epochs=1, verbose=0))
+print(json.dumps(blocks))
+"""
+
+
+def test_every_function_is_counted_and_the_counts_equal_xlas_own_dumps(tmp_path):
+    """fit with validation, evaluate, predict; a second fit; a fit after compile(): XLA's dump files agree.
+
+    In a fresh process with `--xla_dump_to` (XLA writes one module per compilation): the budget's
+    count of each block equals the modules XLA dumped in it. Train: lengths 5, 7, 9, 11, 13;
+    test (validation 5, 9, 15, then evaluate 15, 17): 4; predict (5, 21): 2; a second fit of the
+    same model: 0 (Keras keeps its compiled function and the model's guard knows it); after
+    `model.compile(...)`, a new train function: 5 again.
+    """
+    dump = tmp_path / "xla_dump"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "XLA_FLAGS": f"--xla_dump_to={dump}",
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", _ORACLE.format(tests=str(REPO / "tests"), dump=str(dump))],
+                          capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    import json
+
+    first, again, recompiled = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert first["counted"] == [
+        *(["train", 0, s] for s in NEW_AT),
+        ["test", 0, 0], ["test", 0, 1], ["test", 0, 2],  # validation: lengths 5, 9, 15
+        ["test", None, 1],  # evaluate: 15 is known to the test function, 17 is new
+        ["predict", None, 0], ["predict", None, 1],
+    ]
+    assert first["dumped"] == len(first["counted"]) == 11
+    assert again == {"counted": [], "dumped": 0}
+    assert recompiled == {"counted": [["train", 0, s] for s in NEW_AT], "dumped": 5}
+
+
+def test_a_model_fitted_before_any_budget_leaves_its_compilations_uncertain():
+    """A fit outside any budget first: the block cannot tell new compilations from old, and does not pass."""
+    model = _seq_model(True)
+    _fit(model)
+    with pytest.raises(CompilationsUnknownError) as raised:
+        with max_compilations(0) as budget:
+            _fit(model)
+    assert str(raised.value).startswith(
+        "keras-xla-guard: max_compilations(0) could not count the XLA compilations inside it: Functional's "
+        "train function was built before a budget first saw the model (by a call outside any budget")
+    assert "5 of the compilation(s) counted may have happened then" in str(raised.value)
+    assert budget.count is None and not budget.exceeded
+    assert all(c.uncertain is not None for c in budget.compilations)
+    model.compile("adam", "mse", jit_compile=True)  # a new train function: certain again
+    with max_compilations(5) as budget:
+        _fit(model)
+    assert budget.count == 5
+
+
 def test_tf_keras_fits_are_counted_too(tmp_path):
     """tf_keras (TF_USE_LEGACY_KERAS=1, in a subprocess): the same fit counts the same 5 compilations."""
     script = textwrap.dedent(f"""

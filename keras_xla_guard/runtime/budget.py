@@ -15,7 +15,8 @@ Pure: no Keras, no TensorFlow, and no engine named; the engine calls it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from keras_xla_guard._checks import check_int
@@ -37,6 +38,7 @@ __all__ = [
     "active_ledgers",
     "enter_ledger",
     "leave_ledger",
+    "note_unseen_history",
     "report_compilation",
     "report_epoch",
     "report_unavailable",
@@ -47,6 +49,10 @@ _CAUSES = (STRUCTURE_CHANGED, DIM_VARIED, SHORT_LAST_BATCH)
 _FIXES = (BUCKETING_FIX, SHORT_LAST_BATCH)
 
 _local = threading.local()
+# Reporter -> function -> returns, while it holds, why that function may have
+# compiled before the reporter first saw it (see note_unseen_history).
+_unseen: "weakref.WeakKeyDictionary[object, dict[str, Callable[[], str | None]]]" = weakref.WeakKeyDictionary()
+_unseen_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,10 @@ class BudgetCompilation:
             (`"dim_varied"`, `"short_last_batch"`, `"structure_changed"`)
             and the fix (`"bucketing_fix"`, with `fix_code`), the same
             `Explanation`s the guard prints for the epoch.
+        uncertain: Why it may have happened before the budget instead (its
+            function was built before the guard first saw it, so the
+            guard cannot know which signatures it had compiled); `None`
+            when it certainly happened inside the budget.
 
     Example:
 
@@ -88,6 +98,7 @@ class BudgetCompilation:
     change: Explanation
     changed: tuple[tuple[str, int], ...] = ()
     reasons: tuple[Explanation, ...] = ()
+    uncertain: str | None = None
 
     @property
     def first(self) -> bool:
@@ -109,6 +120,8 @@ class BudgetCompilation:
             ) if part
         )
         lines = [f"{where}: {self.signature}", f"  {self.change}"]
+        if self.uncertain is not None:
+            lines.append(f"  (may have been compiled before the budget: {self.uncertain})")
         if self.first:
             return lines + ["  (the function's first compilation: every compiled function needs one)"]
         lines += [f"  why: {r}" for r in self.reasons if r.kind in _CAUSES and r.kind != SHORT_LAST_BATCH]
@@ -162,15 +175,25 @@ class CompilationLedger:
             return tuple(self._compilations)
 
     @property
+    def certain(self) -> int:
+        """Compilations counted that certainly happened inside the budget."""
+        return sum(c.uncertain is None for c in self.compilations)
+
+    @property
     def unknown(self) -> str | None:
         """Why some compilations could not be counted (`None`: all were)."""
+        found = self.compilations
         with self._lock:
-            return "; ".join(dict.fromkeys(self._unknown)) or None
+            reasons = list(self._unknown)
+        for reason in dict.fromkeys(c.uncertain for c in found if c.uncertain is not None):
+            count = sum(c.uncertain == reason for c in found)
+            reasons.append(f"{reason}; {count} of the compilation(s) counted may have happened then")
+        return "; ".join(dict.fromkeys(reasons)) or None
 
     @property
     def exceeded(self) -> bool:
-        """Whether more compilations than `limit` were counted."""
-        return self.limit is not None and len(self.compilations) > self.limit
+        """Whether more compilations than `limit` certainly happened."""
+        return self.limit is not None and self.certain > self.limit
 
     def add(self, compilation: BudgetCompilation, source: int) -> RecompilationLimitError | None:
         """Counts one compilation.
@@ -187,7 +210,8 @@ class CompilationLedger:
             key = (source, compilation.function, compilation.epoch)
             self._by_epoch.setdefault(key, []).append(len(self._compilations))
             self._compilations.append(compilation)
-            over = self.limit is not None and len(self._compilations) > self.limit
+            certain = sum(c.uncertain is None for c in self._compilations)
+            over = compilation.uncertain is None and self.limit is not None and certain > self.limit
             if not (self.fail_fast and over and not self._failed):
                 return None
             self._failed = True
@@ -226,11 +250,13 @@ class CompilationLedger:
             The text `RecompilationLimitError` carries.
         """
         found = self.compilations
+        certain = self.certain
         budget = f"max_compilations({self.limit})"
-        head = (f"keras-xla-guard: {len(found)} XLA compilation(s) inside {budget}, "
-                f"{len(found) - (self.limit or 0)} more than it allows")
+        unsure = f" (and {len(found) - certain} that may have happened before it)" if certain < len(found) else ""
+        head = (f"keras-xla-guard: {certain} XLA compilation(s) inside {budget}{unsure}, "
+                f"{certain - (self.limit or 0)} more than it allows")
         if now:
-            head = (f"keras-xla-guard: XLA compilation {len(found)} inside {budget} goes over it "
+            head = (f"keras-xla-guard: XLA compilation {certain} inside {budget} goes over it "
                     "(fail_fast=True); stopped at the step that caused it")
         lines = [head + ". Each one, with what changed and the fix:"]
         for number, compilation in enumerate(found, 1):
@@ -289,6 +315,25 @@ def leave_ledger(ledger: CompilationLedger) -> None:
     _local.ledgers = tuple(entry for entry in active_ledgers() if entry is not ledger)
 
 
+def note_unseen_history(source: object, function: str, reason: Callable[[], str | None]) -> None:
+    """Notes that `function` may have compiled before `source` first saw it.
+
+    A guard that meets a model whose function Keras already built (a `fit`
+    outside any budget) cannot know which signatures that function
+    compiled. While `reason()` returns a reason (e.g. until the model is
+    compiled again and Keras builds a new function), the compilations
+    `source` reports for `function` are counted as uncertain: a budget does
+    not pass on them, nor fail unless the certain ones exceed it.
+
+    Args:
+        source: The reporting engine.
+        function: `"train"`, `"test"` or `"predict"`.
+        reason: Returns why, while it holds; `None` once it no longer does.
+    """
+    with _unseen_lock:
+        _unseen.setdefault(source, {})[function] = reason
+
+
 def report_compilation(source: object, function: str, tracker: SignatureTracker, signature: Signature, *,
                        epoch: int | None, step: int | None) -> None:
     """An engine counted one XLA compilation: a signature new to a function compiled with XLA.
@@ -315,8 +360,11 @@ def report_compilation(source: object, function: str, tracker: SignatureTracker,
     changed = _changed(signature, near)
     # The epoch so far: its earlier compilations get the same, newer reasons (one bucketing for all).
     current = tracker.current_explanations()
+    with _unseen_lock:
+        unseen = _unseen.get(source, {}).get(function)
     compilation = BudgetCompilation(function, epoch, step, signature, change, changed,
-                                    _reasons(changed, change.kind == FIRST_SIGNATURE, current))
+                                    _reasons(changed, change.kind == FIRST_SIGNATURE, current),
+                                    unseen() if unseen is not None else None)
     for ledger in ledgers:
         ledger.refine(id(source), function, epoch, current)
     errors = [ledger.add(compilation, id(source)) for ledger in ledgers]

@@ -16,6 +16,7 @@ from keras_xla_guard.runtime.budget import (
     active_ledgers,
     enter_ledger,
     leave_ledger,
+    note_unseen_history,
     report_compilation,
     report_epoch,
     report_unavailable,
@@ -23,12 +24,19 @@ from keras_xla_guard.runtime.budget import (
 from keras_xla_guard.signatures import Signature, SignatureTracker
 
 
+class _Engine:
+    """Stands for the reporting engine: an object a weak reference can point to."""
+
+
+ENGINE = _Engine()
+
+
 def _sig(batch: int, length: int) -> Signature:
     return Signature.of(({"tokens": np.zeros((batch, length), "int32")}, np.zeros((batch, 1), "float32")),
                         root_names=("x", "y"))
 
 
-def _feed(tracker: SignatureTracker, shapes: list[tuple[int, int]], source: object = "engine",
+def _feed(tracker: SignatureTracker, shapes: list[tuple[int, int]], source: object = ENGINE,
           epoch: int = 0) -> None:
     """Observes one step per shape, reporting each new one as the engine does."""
     tracker.begin_epoch(epoch)
@@ -70,7 +78,7 @@ def test_the_epoch_end_gives_each_compilation_the_epochs_final_reasons(ledger):
     _feed(tracker, [(8, 5), (8, 5), (4, 5)])
     (_, short) = ledger.compilations
     assert short.fix is None and short.changed == (("x['tokens']", 0), ("y", 0))
-    report_epoch("engine", "train", tracker.end_epoch())
+    report_epoch(ENGINE, "train", tracker.end_epoch())
     (_, short) = ledger.compilations
     assert short.fix is not None and short.fix.kind == "short_last_batch"
     assert short.fix.values == (4, 8)
@@ -79,12 +87,13 @@ def test_the_epoch_end_gives_each_compilation_the_epochs_final_reasons(ledger):
 def test_report_epoch_of_another_source_or_epoch_leaves_compilations_alone(ledger):
     """Reasons go to the compilations of the same source, function and epoch only."""
     tracker = SignatureTracker(xla=True)
-    _feed(tracker, [(8, 5), (4, 5)], source="a")
+    a, b = _Engine(), _Engine()
+    _feed(tracker, [(8, 5), (4, 5)], source=a)
     stats = tracker.end_epoch()
-    report_epoch("b", "train", stats)
-    report_epoch("a", "test", stats)
+    report_epoch(b, "train", stats)
+    report_epoch(a, "test", stats)
     assert ledger.compilations[1].fix is None
-    report_epoch("a", "train", stats)
+    report_epoch(a, "train", stats)
     assert ledger.compilations[1].fix is not None
 
 
@@ -161,7 +170,7 @@ def test_the_message_lists_every_compilation_and_the_fix_code_once(ledger):
     ledger.limit = 2
     tracker = SignatureTracker(xla=True)
     _feed(tracker, [(8, n) for n in (5, 7, 9, 11, 13)])
-    report_epoch("engine", "train", tracker.end_epoch())
+    report_epoch(ENGINE, "train", tracker.end_epoch())
     message = ledger.message()
     lines = message.splitlines()
     assert lines[0] == ("keras-xla-guard: 5 XLA compilation(s) inside max_compilations(2), 3 more than it "
@@ -183,7 +192,7 @@ def test_without_a_computed_fix_the_message_says_what_to_keep_fixed(ledger):
     odd = Signature.of(({"tokens": np.zeros((8, 5, 2), "int32")}, np.zeros((8, 1), "float32")),
                        root_names=("x", "y"))
     tracker.observe(odd, step=0)
-    report_compilation("engine", "train", tracker, odd, epoch=1, step=0)
+    report_compilation(ENGINE, "train", tracker, odd, epoch=1, step=0)
     batch, structure = ledger.compilations[1:]
     assert batch.describe()[-1] == "  fix: use one batch size for every step (e.g. batch with drop_remainder=True)"
     assert structure.changed == () and structure.reasons == ()
@@ -195,6 +204,26 @@ def test_an_unavailable_report_marks_every_open_ledger_unknown(ledger):
     report_unavailable("keras 9.9 is not a Keras this guard knows how to record")
     report_unavailable("keras 9.9 is not a Keras this guard knows how to record")
     assert ledger.unknown == "keras 9.9 is not a Keras this guard knows how to record"
+
+
+def test_compilations_of_a_function_with_unseen_history_are_uncertain_until_it_changes(ledger):
+    """note_unseen_history: reports are uncertain while the reason holds; they neither pass nor fail a budget."""
+    ledger.limit = 0
+    holds = ["the train function was built before a budget saw it"]
+    engine = _Engine()
+    note_unseen_history(engine, "train", lambda: holds[0])
+    tracker = SignatureTracker(xla=True)
+    _feed(tracker, [(8, 5), (8, 7)], source=engine)
+    assert [c.uncertain for c in ledger.compilations] == [holds[0]] * 2
+    assert ledger.certain == 0 and not ledger.exceeded
+    assert ledger.unknown == f"{holds[0]}; 2 of the compilation(s) counted may have happened then"
+    assert "  (may have been compiled before the budget: the train function was built" in ledger.message()
+    holds[0] = None  # e.g. the model was compiled again: a new function, seen from its start
+    _feed(tracker, [(8, 9)], source=engine, epoch=1)
+    assert ledger.compilations[-1].uncertain is None
+    assert ledger.certain == 1 and ledger.exceeded
+    assert ledger.message().startswith("keras-xla-guard: 1 XLA compilation(s) inside max_compilations(0) "
+                                       "(and 2 that may have happened before it), 1 more than it allows.")
 
 
 def test_a_negative_limit_is_refused_naming_it():
