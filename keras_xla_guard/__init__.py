@@ -9,7 +9,7 @@ TensorFlow or Keras; the first use of a name that needs them does):
   (the arguments all three share), `ReportSink` (where figures go) and
   `EpochRecord` (what a sink gets: one epoch's figures, complete).
 - `analyze_trace`, `analyze_xspace`, `combine_reports`: pure trace analysis.
-- `CoverageReport`, `OpStat`, `ProgramStat`, `format_report`: result types.
+- `CoverageReport`, `OpStat`, `ProgramStat`, `TraceQuality`, `format_report`: result types.
 - `doctor`, `explain`, `model_verdicts`: why XLA does or does not run
   (`DoctorReport`, `ExplainReport`, `Verdict`).
 - `Signature`, `SignatureTracker`, `EpochSignatures`, `recommend_buckets`,
@@ -42,7 +42,7 @@ from keras_xla_guard.errors import (
     XlaGuardWarning,
 )
 from keras_xla_guard.trace._text import format_report
-from keras_xla_guard.trace.report import CoverageReport, OpStat, ProgramStat
+from keras_xla_guard.trace.report import CoverageReport, OpStat, ProgramStat, TraceQuality
 
 if TYPE_CHECKING:
     from keras_xla_guard.trace.analysis import analyze_trace, analyze_xspace, combine_reports
@@ -91,6 +91,7 @@ __all__ = [
     "TraceError",
     "TraceNotFoundError",
     "TraceParseError",
+    "TraceQuality",
     "TraceTooLargeError",
     "Verdict",
     "WarmUpReport",

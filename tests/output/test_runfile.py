@@ -124,6 +124,20 @@ BAD = {
     "worker_is_a_number": (_edit("worker", 3), "(top level).worker", "expected a string, got 3"),
     "version_is_text": (_edit("version", "1"), "(top level).version",
                         "expected an integer from 0 to 9007199254740992, got '1'"),
+    "quality_without_its_cost": (_edit("reports/0/trace_quality", [{"code": "collectives", "detail": "d",
+                                                                    "remedy": "r"}]),
+                                 "reports['0'].trace_quality[0].cost", "missing"),
+    "quality_with_an_extra_key": (_edit("reports/0/trace_quality", [{"code": "c", "detail": "d", "cost": "c",
+                                                                     "remedy": "r", "level": 1}]),
+                                  "reports['0'].trace_quality[0].level", "not a field of this object"),
+    "program_per_op_is_text": (_edit("reports/0/programs", [{"program": "p(1)", "runs": 1, "time_s": 0.1,
+                                                             "per_op": "no"}]),
+                               "reports['0'].programs[0].per_op", "expected true or false, got 'no'"),
+    "collective_time_negative": (_edit("reports/1/collective_time_s", -1), "reports['1'].collective_time_s",
+                                 "expected a number from 0 to 1e+09, got -1"),
+    "xla_op_without_count": (_edit("reports/1/top_xla_ops", [{"op_type": "fusion", "op_name": "f.1",
+                                                              "self_time_s": 0.1}]),
+                             "reports['1'].top_xla_ops[0].count", "missing"),
 }
 
 
