@@ -13,7 +13,7 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from keras_xla_guard.runtime.sink import EpochRecord
+from keras_xla_guard.runtime.sink import CallRecord, EpochRecord
 from keras_xla_guard.signatures import EpochSignatures
 from keras_xla_guard.trace.analysis import combine_reports
 from keras_xla_guard.trace.report import CoverageReport
@@ -64,6 +64,9 @@ DEVICE_TAGS: dict[str, Any] = {
 PROGRAM_TAG = PREFIX + "/program/{program}/{figure}"
 # Tag suffix -> how to read it from an epoch's `EpochSignatures`; written for
 # every epoch with observed steps (`expected_compilations` only under XLA).
+# A test or predict call writes the same figures under its kind:
+# `validation/...` at its epoch, `evaluate/...` and `predict/...` at its
+# call number (`CallRecord.kind` names the prefix).
 SIGNATURE_TAGS: dict[str, Any] = {
     "distinct_signatures": lambda s: s.distinct_signatures,
     "new_signatures": lambda s: s.new_signatures,
@@ -276,22 +279,27 @@ def compiles_markdown(report: CoverageReport) -> str:
 
 
 def signatures_markdown(stats: EpochSignatures) -> str:
-    """Renders an epoch's input signatures and their explanation as Markdown.
+    """Renders an epoch's (or a call's) input signatures and their explanation as Markdown.
 
     Args:
         stats: The epoch's signature figures.
 
     Returns:
-        Markdown text: a headline, one bullet per explanation and the
-        recommended tf.data code as a code block.
+        Markdown text: a headline (naming the function when it is not the
+        train function), one bullet per explanation and the recommended
+        tf.data code as a code block.
     """
     expected = (
-        f", {stats.expected_compilations} expected XLA compilation(s)"
+        f", {stats.expected_compilations} expected XLA compilation(s) "
+        f"({stats.compilations_so_far} for this function so far)"
+        if stats.expected_compilations is not None and stats.function != "train"
+        else f", {stats.expected_compilations} expected XLA compilation(s)"
         if stats.expected_compilations is not None
         else ""
     )
+    of = "" if stats.function == "train" else f" of the {escape_markdown(stats.function)} function"
     parts = [
-        f"**Input signatures: {stats.distinct_signatures} distinct, {stats.new_signatures} new** "
+        f"**Input signatures{of}: {stats.distinct_signatures} distinct, {stats.new_signatures} new** "
         f"over {stats.steps} steps{expected}.",
         "",
     ]
@@ -464,6 +472,13 @@ def layout_proto() -> Any:
                         "expected_compilations",
                         "new_signatures",
                     ),
+                    # The test function compiles on its own: the validation's
+                    # compilations beside the train function's, per epoch.
+                    chart(
+                        "Expected compilations: train vs validation",
+                        "expected_compilations",
+                        "validation/expected_compilations",
+                    ),
                     chart("Compile time (s): wall-clock, and summed over threads",
                           "compile_time_s", "compile_thread_time_s"),
                     chart("Input pipeline time (s)", "input_pipeline_time_s"),
@@ -588,7 +603,10 @@ class TensorBoardSink:
     """The engine's `ReportSink` for TensorBoard: one event file per run directory.
 
     Reports become `xla_guard/...` scalars and a text table, signature
-    figures become scalars and text, all at step = epoch. The event file is
+    figures become scalars and text, all at step = epoch; a validation's
+    figures go under `xla_guard/validation/...` at its epoch, an
+    `evaluate` or `predict` call's under `xla_guard/evaluate/...` or
+    `xla_guard/predict/...` at its call number. The event file is
     opened at the first write, so a run that measures nothing leaves none.
 
     Args:
@@ -628,6 +646,27 @@ class TensorBoardSink:
                                    step=epoch)
         if report is not None and report.ok:
             self.writer.write_text("compiles", compiles_markdown(report), step=epoch)
+        for call in record.calls:
+            self._write_call(call, step=epoch)
+
+    def write_call(self, record: CallRecord) -> None:
+        """Writes an `evaluate` or `predict` call outside `fit` at its call number.
+
+        Under `xla_guard/evaluate/...` or `xla_guard/predict/...`: the
+        signature scalars and their explanation (or why there are none).
+        """
+        self._write_call(record, step=record.call)
+
+    def _write_call(self, call: CallRecord, step: int) -> None:
+        prefix = call.kind
+        stats = call.signatures
+        if stats is not None:
+            values = {f"{prefix}/{tag}": read(stats) for tag, read in SIGNATURE_TAGS.items()}
+            self.writer.write_scalars({tag: value for tag, value in values.items() if value is not None}, step=step)
+            self.writer.write_text(f"{prefix}/signatures", signatures_markdown(stats), step=step)
+        elif call.signatures_unavailable is not None:
+            self.writer.write_text(f"{prefix}/signatures",
+                                   signatures_unavailable_markdown(call.signatures_unavailable), step=step)
 
     def close(self, records: Mapping[int, EpochRecord]) -> None:
         """Flushes and closes the event file."""

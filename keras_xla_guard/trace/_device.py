@@ -61,7 +61,7 @@ import re
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from keras_xla_guard.trace._events import stat_index, stats_str
+from keras_xla_guard.trace._events import stat_index, stat_str, stats_str
 from keras_xla_guard.trace.classify import split_tf_op
 from keras_xla_guard.trace.xplane import iter_lines
 
@@ -313,9 +313,9 @@ def scan_device_plane(plane: Any, totals: DeviceTotals, launches: Callable[[], H
             for stat in event.stats:
                 sid = stat.metadata_id
                 if sid == ids.module:
-                    module = _str_value(plane, stat)
+                    module = stat_str(plane, stat)
                 elif sid == ids.hlo_op:
-                    hlo_op = _str_value(plane, stat)
+                    hlo_op = stat_str(plane, stat)
                 elif sid == ids.program:
                     program = _int_value(stat)
                 elif sid == ids.group:
@@ -449,16 +449,6 @@ def _resolve_groups(streams: list[list[_Kernel]],
 def _program_label(module: str, program: int) -> str:
     """XProf's module event name: `<hlo_module>(<program_id>)`, or the module alone."""
     return f"{module}({program})" if program >= 0 else module
-
-
-def _str_value(plane: Any, stat: Any) -> str:
-    kind = stat.WhichOneof("value")
-    if kind == "str_value":
-        return stat.str_value
-    if kind == "ref_value":
-        ref = plane.stat_metadata.get(stat.ref_value)
-        return ref.name if ref is not None else ""
-    return ""
 
 
 def _event_name(plane: Any, event: Any) -> str:

@@ -35,6 +35,7 @@ CHART_TITLES = [
     "XLA coverage (%)",
     "XLA vs non-XLA op time (s)",
     "Compilations vs new signatures",
+    "Expected compilations: train vs validation",
     "Compile time (s): wall-clock, and summed over threads",
     "Input pipeline time (s)",
     "Device transfers and collectives (s)",
@@ -254,11 +255,14 @@ def test_layout_regexes_each_match_exactly_their_tag() -> None:
         "xla_guard/new_signatures",
         "xla_guard/distinct_signatures",
         "xla_guard/expected_compilations",
+        *(f"xla_guard/{kind}/{figure}" for kind in ("validation", "evaluate", "predict")
+          for figure in ("new_signatures", "distinct_signatures", "expected_compilations")),
     ]
     expected = [
         ["xla_guard/coverage_percent"],
         ["xla_guard/xla_time_s", "xla_guard/non_xla_op_time_s"],
         ["xla_guard/compilations", "xla_guard/expected_compilations", "xla_guard/new_signatures"],
+        ["xla_guard/expected_compilations", "xla_guard/validation/expected_compilations"],
         ["xla_guard/compile_time_s", "xla_guard/compile_thread_time_s"],
         ["xla_guard/input_pipeline_time_s"],
         ["xla_guard/transfer_time_s", "xla_guard/collective_time_s"],
