@@ -338,3 +338,69 @@ def test_a_gpu_trace_builder_writes_what_it_says():
     stats = {names[s.metadata_id]: s for s in event.stats}
     assert (stats["cuda_graph_id"].int64_value, stats["cuda_graph_node_id"].int64_value) == (7, 4)
     assert stats["correlation_id"].int64_value == launch["correlation_id"]
+
+
+def test_a_scope_without_prefix_and_a_nested_hlo_op_name_the_op(tmp_path):
+    """`name` without a module `prefix` is the op name as is; of an `a::b` HLO op stack the innermost is the op."""
+    trace = GpuTrace()
+    trace.step(0, 0, 900)
+    trace.xla_kernel(7, "k0", 1, 10, 40, module="m", program=1, hlo_op="while.2::fusion.7", tf_op="S:S",
+                     name="encoder/attention")
+    trace.xla_kernel(7, "k1", 2, 60, 30, module="m", program=1, hlo_op="while.2::copy.3", tf_op="S:S")
+    report = analyze_trace(trace.write(tmp_path / "nested.xplane.pb"))
+    assert [(o.op_type, o.op_name, o.count) for o in report.top_xla_ops] == [
+        ("fusion", "encoder/attention", 1), ("copy", "copy.3", 1)]
+
+
+def test_dropped_events_of_several_reasons_add_up_each_counted_once(tmp_path):
+    """Driver and device drops in one warning, repeated: each reason counted once, the counts added."""
+    trace = jit_fit(1)
+    warning = ("Detected GPU events dropped on h: Profiler has collected 10 driver events and 10 device events. "
+               "5 events dropped because total driver(callback) events reaches max; 7 events dropped because "
+               "total device(activity) events reaches max.")
+    trace.space.warnings.extend([warning, "an unrelated warning", warning])
+    report = analyze_trace(trace.write(tmp_path / "both.xplane.pb"))
+    assert report.trace_quality[0].detail == (
+        "the profiler dropped 12 event(s): 7 because total device(activity) events reaches max; "
+        "5 because total driver(callback) events reaches max")
+
+
+def test_the_command_buffer_entry_lists_three_programs_and_counts_the_rest(tmp_path):
+    """Five programs in CUDA graphs: three named, the other two counted."""
+    trace = GpuTrace()
+    trace.step(0, 0, 900)
+    for i in range(5):
+        launch = trace.graph_launch(i + 1, i)
+        trace.graph_kernel(launch, 7, "k", 10 + 20 * i, 10, graph_id=i + 1, node=1, hlo_module=f"p{i}",
+                           program_id=i, hlo_op="call.1", tf_op="S:S")
+    report = analyze_trace(trace.write(tmp_path / "five.xplane.pb"))
+    assert report.trace_quality[0].detail.endswith("in p0(0), p1(1), p2(2) and 2 more")
+    assert [p.per_op for p in report.programs] == [False] * 5
+
+
+def test_collectives_alone_on_the_device_overlap_nothing(tmp_path):
+    """An all-reduce with no other stream computing beside it: 0 us of overlap; its own stream's kernels do not count."""
+    trace = GpuTrace()
+    trace.step(0, 0, 900)
+    trace.xla_kernel(12, NCCL_XLA, 1, 100, 50, module="m", program=1, hlo_op="all-reduce.1", tf_op="S:S")
+    trace.xla_kernel(12, "fusion", 2, 160, 50, module="m", program=1, hlo_op="fusion.1", tf_op="S:S")
+    trace.xla_kernel(7, "fusion", 3, 300, 50, module="m", program=1, hlo_op="fusion.2", tf_op="S:S")
+    report = analyze_trace(trace.write(tmp_path / "alone.xplane.pb"))
+    assert report.trace_quality[0].detail == (
+        "1 collective kernel(s) ran 0.050 ms on the device, 0.000 ms of it while other streams ran other kernels")
+    # Stream 12's run (100-210 us) and stream 7's (300-350 us) do not overlap: two launches.
+    assert (report.xla_executions, report.xla_time_s) == (2, pytest.approx(160 * _US))
+
+
+def test_collectives_over_several_compute_kernels_and_streams_count_each_moment_once(tmp_path):
+    """An all-reduce 0-100 us beside kernels on two streams (10-30 and 20-50, 80-120): 60 us of overlap."""
+    trace = GpuTrace()
+    trace.step(0, 0, 900)
+    trace.xla_kernel(12, NCCL_XLA, 1, 0, 100, module="m", program=1, hlo_op="all-reduce-start", tf_op="S:S")
+    trace.xla_kernel(7, "a", 2, 10, 20, module="m", program=1, hlo_op="fusion.1", tf_op="S:S")
+    trace.xla_kernel(8, "b", 3, 20, 30, module="m", program=1, hlo_op="fusion.2", tf_op="S:S")
+    trace.xla_kernel(7, "c", 4, 80, 40, module="m", program=1, hlo_op="fusion.3", tf_op="S:S")
+    report = analyze_trace(trace.write(tmp_path / "streams.xplane.pb"))
+    assert report.trace_quality[0].detail.endswith("0.060 ms of it while other streams ran other kernels")
+    # One program on three overlapping streams: one launch, 0-120 us.
+    assert (report.xla_executions, report.xla_time_s) == (1, pytest.approx(120 * _US))
