@@ -131,6 +131,12 @@ class DeviceTotals:
         unmarked_kernels: XLA kernels on planes where no kernel could be
             placed in a step (no `group_id`, no launch inside a step marker).
         correlations: Correlation ids of every device event.
+        step_runs: Index of a host step marker -> the (start, end) of each
+            program run the device ran for that step (runs of one program
+            on several streams merged), for runs placed in steps by host
+            markers.
+        transfer_launches: `(correlation id, ps)` of each copy and memset
+            with a correlation id.
     """
 
     def __init__(self) -> None:
@@ -151,6 +157,8 @@ class DeviceTotals:
         self.xla_kernels = 0
         self.unmarked_kernels = 0
         self.correlations: set[int] = set()
+        self.step_runs: dict[int, list[tuple[int, int]]] = {}
+        self.transfer_launches: list[tuple[int, int]] = []
 
     def add_op(self, key: tuple[str, str], ps: int) -> None:
         """Books one plain kernel."""
@@ -176,16 +184,19 @@ class HostLaunches:
     """The host planes' step markers and device work launches.
 
     Attributes:
-        groups: CUPTI correlation id -> index of the step marker whose
-            span holds the launch; launches outside every marker are left
-            out.
-        markers: How many step markers the host planes hold.
+        groups: CUPTI correlation id -> index (in `markers`) of the step
+            marker whose span holds the launch; launches outside every
+            marker are left out.
+        markers: `(start ps, end ps, step)` of each step marker, in time
+            order; `step` is its `step_num` stat, or its index when it has
+            none (Keras' `TraceContext`).
         launches: `(correlation id, start ps)` of each driver call that
             puts work on a device (kernel launches, copies, memsets, graph
             launches).
     """
 
-    def __init__(self, groups: dict[int, int], markers: int, launches: list[tuple[int, int]]) -> None:
+    def __init__(self, groups: dict[int, int], markers: list[tuple[int, int, int]],
+                 launches: list[tuple[int, int]]) -> None:
         self.groups = groups
         self.markers = markers
         self.launches = launches
@@ -201,7 +212,7 @@ def host_launches(space: Any, source: str) -> HostLaunches:
     Returns:
         The markers' grouping of launches and the launches themselves.
     """
-    roots: list[tuple[int, int]] = []
+    found: list[tuple[int, int, int]] = []
     launches: list[tuple[int, int]] = []
     device_work: list[tuple[int, int]] = []
     for plane in space.planes:
@@ -209,6 +220,7 @@ def host_launches(space: Any, source: str) -> HostLaunches:
             continue
         ids = stat_index(plane)
         root_id, corr_id = ids.get(_ROOT_STAT, -1), ids.get("correlation_id", -1)
+        step_id = ids.get("step_num", -1)
         legacy = {mid for mid, md in plane.event_metadata.items() if md.name == _LEGACY_ROOT}
         if root_id < 0 and corr_id < 0 and not legacy:
             continue
@@ -217,16 +229,21 @@ def host_launches(space: Any, source: str) -> HostLaunches:
             base = line.timestamp_ns * 1000
             for event in line.events:
                 start = base + event.offset_ps
-                if event.metadata_id in legacy:
-                    roots.append((start, start + event.duration_ps))
+                rooted, step = event.metadata_id in legacy, -1
                 for stat in event.stats:
                     if stat.metadata_id == root_id:
-                        roots.append((start, start + event.duration_ps))
+                        rooted = True
+                    elif stat.metadata_id == step_id:
+                        step = _int_value(stat)
                     elif stat.metadata_id == corr_id:
                         launches.append((_int_value(stat), start))
                         if event.metadata_id in api:
                             device_work.append(launches[-1])
-    roots = sorted(set(roots))
+                if rooted:
+                    found.append((start, start + event.duration_ps, step))
+    markers = sorted(set(found))
+    markers = [(a, b, step if step >= 0 else i) for i, (a, b, step) in enumerate(markers)]
+    roots = [(a, b) for a, b, _ in markers]
     starts = [start for start, _ in roots]
     # reach[i]: the latest end among markers 0..i, so that the walk back
     # below stops at once when no earlier marker can hold the launch.
@@ -240,7 +257,7 @@ def host_launches(space: Any, source: str) -> HostLaunches:
             i -= 1
         if i >= 0 and roots[i][1] >= at:
             group_of[corr] = i
-    return HostLaunches(group_of, len(roots), device_work)
+    return HostLaunches(group_of, markers, device_work)
 
 
 def _int_value(stat: Any) -> int:
@@ -335,6 +352,8 @@ def scan_device_plane(plane: Any, totals: DeviceTotals, launches: Callable[[], H
             graph = graph or name.startswith(_GRAPH_EXEC_NAME)
             if transfer or name.startswith(_TRANSFER_NAMES):
                 totals.transfer_ps += dur
+                if corr >= 0:
+                    totals.transfer_launches.append((corr, dur))
                 continue
             collective = bool(_NCCL_KERNEL.search(name) or _COLLECTIVE_HLO.match(hlo_op.rsplit("::", 1)[-1]))
             if collective:
@@ -385,9 +404,12 @@ def scan_device_plane(plane: Any, totals: DeviceTotals, launches: Callable[[], H
             run_key, run_start, run_end = key, kernel.start, kernel.end
         if run_key is not None:
             runs.setdefault((_program_label(*run_key[:2]), run_key[2]), []).append((run_start, run_end))
-    for (label, _), spans in runs.items():
+    for (label, group), spans in runs.items():
         for start, end in _merged(spans):
             totals.add_run(label, end - start)
+            if group is not None and group < 0:
+                # Host groups are -1 - marker index (see _resolve_groups).
+                totals.step_runs.setdefault(-1 - group, []).append((start, end))
 
 
 def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:

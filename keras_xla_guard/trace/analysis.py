@@ -27,7 +27,8 @@ from keras_xla_guard.trace._scan import (
 )
 from keras_xla_guard.trace.classify import Category, is_guard_op
 from keras_xla_guard.trace.compiles import STEP_THREAD, compile_records
-from keras_xla_guard.trace.report import CoverageReport, OpStat, ProgramStat, TraceQuality
+from keras_xla_guard.trace.report import CoverageReport, OpStat, ProgramStat, StepStat, TraceQuality
+from keras_xla_guard.trace.steps import device_steps, host_steps
 from keras_xla_guard.trace.xplane import (
     DEFAULT_MAX_TRACE_BYTES,
     find_trace_files,
@@ -147,6 +148,16 @@ def _by_time(programs: dict[str, tuple[int, float, bool]]) -> tuple[ProgramStat,
                  for name, (runs, seconds, per_op) in sorted(programs.items(), key=lambda p: (-p[1][1], p[0])))
 
 
+def _device_step_stats(device: DeviceTotals, host: HostLaunches) -> tuple[StepStat, ...]:
+    """Per step of a device trace: the device's runs and transfers of each host step marker."""
+    transfers: dict[int, int] = {}
+    for corr, ps in device.transfer_launches:
+        group = host.groups.get(corr)
+        if group is not None:
+            transfers[group] = transfers.get(group, 0) + ps
+    return device_steps(host.markers, device.step_runs, transfers)
+
+
 def _commands_off_while_profiling(space: Any) -> bool:
     """Whether XLA wrote that it ran command buffers op by op because a profiler was on."""
     return any(md.name == COMMAND_BUFFERS_OFF_EVENT
@@ -193,10 +204,12 @@ def analyze_xspace(
             launches.append(host_launches(space, source))
         return launches[0]
 
-    # Plane name -> indices of the lines that compiled, and of the Python
-    # thread's (the guard's step markers), for the compile table.
+    # Plane name -> indices of the lines that compiled, of the Python
+    # thread's (the step markers) and of those that ran XLA work, for the
+    # compile table and the steps.
     compiling: dict[str, set[int]] = {}
     step_lines: dict[str, set[int]] = {}
+    xla_lines: dict[str, set[int]] = {}
     for plane in space.planes:
         if plane.name.startswith("/device:"):
             scan_device_plane(plane, device, host_side, source)
@@ -209,11 +222,13 @@ def analyze_xspace(
                            for span in plane.line_spans)
             else:
                 scanned = (scan_line(plane, line, cache, host_totals) for line in plane.lines)
-            for index, (name, compiled) in enumerate(scanned):
-                if compiled and cache.markers:
+            for index, line in enumerate(scanned):
+                if line.compiled and cache.markers:
                     compiling.setdefault(plane.name, set()).add(index)
-                elif name == STEP_THREAD:
+                if line.name == STEP_THREAD:
                     step_lines.setdefault(plane.name, set()).add(index)
+                if line.ran_xla:
+                    xla_lines.setdefault(plane.name, set()).add(index)
     adopt_loose_launches(host_totals)
     if device.active:
         totals, base = _device_totals(device, host_totals), "device"
@@ -221,8 +236,12 @@ def analyze_xspace(
         # read them only for planes whose events carry correlation ids.
         quality = device_quality(device, host_side() if device.correlations else None,
                                  _commands_off_while_profiling(space))
+        steps = _device_step_stats(device, host_side()) if device.step_runs else ()
     else:
         totals, base, quality = host_totals, "host", []
+        # A second pass, over the step markers' thread and, when it holds
+        # markers, the threads that ran XLA work: the scan keeps no spans.
+        steps = host_steps(space, step_lines, xla_lines, host_totals.launches, source) if step_lines else ()
     report = _report_from_totals(
         totals,
         time_base=base,
@@ -233,6 +252,7 @@ def analyze_xspace(
         device=device if device.active else None,
         quality=tuple(quality + space_quality(space)),
     )
+    report = dataclasses.replace(report, steps=steps)
     if not compiling:
         return report
     # A second pass, over the threads that compiled and the step markers'

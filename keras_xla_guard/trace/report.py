@@ -12,7 +12,7 @@ from keras_xla_guard.trace.compiles import CompileRecord
 if TYPE_CHECKING:
     from keras_xla_guard.signatures.explanation import Explanation
 
-__all__ = ["CoverageReport", "OpStat", "ProgramStat", "TraceQuality"]
+__all__ = ["CoverageReport", "OpStat", "ProgramStat", "StepStat", "TraceQuality"]
 
 # The figures a profiled window measures. A report that is not ok measured
 # none of them: they are `None` (`null` in JSON), not a 0 that reads like a
@@ -72,6 +72,37 @@ class ProgramStat:
 
 
 @dataclass(frozen=True)
+class StepStat:
+    """One step of a window: its time, how much of it XLA programs ran, and the gap.
+
+    Attributes:
+        step: The step number its marker carries (`step_num`).
+        wall_s: The step marker's span on the host.
+        busy_s: Time XLA programs ran in it, each moment once: on host
+            traces the union of the programs' spans over host threads, on
+            device traces the union of the step's program runs on the
+            device.
+        idle_s: `wall_s` less `busy_s` (never below 0): the host gap, when
+            no program of the step ran.
+        launches: Program launches that began in the step (host traces),
+            or the step's runs (device traces).
+        transfer_s: Device time of the copies and memsets launched in the
+            step; `None` on host traces.
+    """
+
+    step: int
+    wall_s: float
+    busy_s: float
+    idle_s: float
+    launches: int
+    transfer_s: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the step's figures as a JSON-serializable dict."""
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
 class TraceQuality:
     """A condition of the trace that limits what its figures can say.
 
@@ -113,7 +144,8 @@ class CoverageReport:
     report that is not ok (`status` `"skipped"`, `"failed"` or
     `"incomplete"`) measured nothing: its trace figures, `xla_time_s`
     through `collective_time_s` below, are `None` and its `programs`,
-    `top_xla_ops` and `trace_quality` empty, whatever the constructor got.
+    `top_xla_ops`, `steps` and `trace_quality` empty, whatever the
+    constructor got.
 
     Attributes:
         status: `"ok"`, `"skipped"` (no trace taken, see `reason`),
@@ -171,6 +203,10 @@ class CoverageReport:
             by the op's scope (`name` under the module's `prefix`), else
             by the HLO instruction; kernels inside CUDA graphs are one
             `(command buffer)` row per program.
+        steps: Per step marker of the window (the guard's, or JAX's
+            `StepTraceAnnotation`), in time order: wall time, the time XLA
+            programs ran, the gap between them, launches and transfers
+            (`StepStat`). Empty when the trace has no step marker.
         trace_quality: The conditions of the trace that limit what these
             figures can say (`TraceQuality`), each with its cost and the
             setting that restores attribution for a diagnostic run.
@@ -222,6 +258,7 @@ class CoverageReport:
     collective_time_s: float | None = None
     programs: tuple[ProgramStat, ...] = ()
     top_xla_ops: tuple[OpStat, ...] = ()
+    steps: tuple[StepStat, ...] = ()
     trace_quality: tuple[TraceQuality, ...] = ()
     notes: tuple[str, ...] = field(default=())
     distinct_signatures: int | None = None
@@ -237,7 +274,7 @@ class CoverageReport:
         if self.status != "ok":
             for name in _MEASURED_FIELDS:
                 object.__setattr__(self, name, None)
-            for name in ("programs", "top_xla_ops", "trace_quality"):
+            for name in ("programs", "top_xla_ops", "steps", "trace_quality"):
                 object.__setattr__(self, name, ())
 
     @property
@@ -265,6 +302,7 @@ class CoverageReport:
         d["top_non_xla_ops"] = [op.to_dict() for op in self.top_non_xla_ops]
         d["programs"] = [p.to_dict() for p in self.programs]
         d["top_xla_ops"] = [op.to_dict() for op in self.top_xla_ops]
+        d["steps"] = [step.to_dict() for step in self.steps]
         d["trace_quality"] = [q.to_dict() for q in self.trace_quality]
         d["notes"] = list(self.notes)
         d["signature_explanations"] = [e.to_dict() for e in self.signature_explanations]
@@ -285,7 +323,7 @@ class CoverageReport:
 
         Raises:
             ValueError: If `data` is not a dict or its op tables, program
-                table or trace quality entries are malformed.
+                table, steps or trace quality entries are malformed.
 
         Example:
 
@@ -311,6 +349,10 @@ class CoverageReport:
                 values[key] = tuple(OpStat(**op) for op in values.get(key, ()))
             except TypeError as e:
                 raise ValueError(f"`{key}` holds a malformed op ({e}). Received: data={data!r}") from None
+        try:
+            values["steps"] = tuple(StepStat(**step) for step in values.get("steps", ()))
+        except TypeError as e:
+            raise ValueError(f"`steps` holds a malformed step ({e}). Received: data={data!r}") from None
         try:
             values["trace_quality"] = tuple(TraceQuality(**q) for q in values.get("trace_quality", ()))
         except TypeError as e:

@@ -61,7 +61,7 @@ _PATH_FIELDS = ("trace_paths", "hosts", "trace_path")
 # tests/trace/test_golden.py pins the compile table streamed against parsed
 # instead, tests/trace/test_trace_quality.py the rest.
 NEW_FIELDS = ("compile_table", "cache_hits", "persistent_cache", "transfer_time_s", "programs",
-              "collective_time_s", "top_xla_ops", "trace_quality")
+              "collective_time_s", "top_xla_ops", "steps", "trace_quality")
 
 
 def variants() -> dict[str, bytes]:
