@@ -525,3 +525,21 @@ def test_empty_dataset_window_is_skipped_with_the_reason(tmp_path):
     assert report.reason == "no training step ran in the epoch (is the dataset empty?)"
     assert report.steps_profiled == 0
     assert profiler_is_free()
+
+
+def test_data_of_unknown_length_counts_only_the_steps_that_ran(tmp_path):
+    """A generator of 7 batches: steps_profiled is 7 (not the 8th, end-of-data call), as are launches and signatures."""
+    import keras
+    from _fit_helpers import _seq_dataset, _seq_model
+
+    keras.utils.set_random_seed(0)
+    model = _seq_model(jit_compile=True)
+    lengths = (5, 5, 5, 5, 5, 5, 5)
+    guard = XlaGuardCallback(log_dir=tmp_path, profile_epochs=(1,), skip_steps=0, verbose=0,
+                             async_analysis=False)
+    model.fit(_seq_dataset(lengths), epochs=2, verbose=0, callbacks=[guard])
+    report = guard.reports[1]
+    assert report.status == "ok"
+    assert (report.steps_profiled, report.xla_executions) == (7, 7)
+    assert guard.signatures[1].steps == 7
+    assert _step_markers(report.trace_path) == list(range(8))  # Keras' 8th call is marked, not counted

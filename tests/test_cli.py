@@ -510,13 +510,40 @@ def test_html_from_traces_alone_shows_every_run_and_the_failed_threshold(capsys,
     assert "No input-signature figures for this run" in text
 
 
-def test_html_with_a_bad_compare_file_exits_2_with_one_line(capsys, tmp_path):
-    """--compare naming something other than `compare --json` output: exit 2, one line naming it."""
-    bad = tmp_path / "compare.json"
-    bad.write_text('{"best_mode": "plain"}')
-    code, out, err = run_cli(capsys, "report", tmp_path, "--html", tmp_path / "r.html", "--compare", bad)
+_BAD_COMPARES = {
+    "mode_not_an_object": ({"modes": {"plain": 5}, "verdict": "v"}, "modes['plain']: expected an object, got 5"),
+    "step_time_a_string": (
+        {"modes": {"plain": {"step_time_s": "fast", "startup_s": 0.1, "compilations": 0, "compile_time_s": 0.0}},
+         "verdict": "v"},
+        "modes['plain'].step_time_s: expected a number from 0 to 1e+09, got 'fast'"),
+    "projected_null": ({"modes": {}, "projected_run_s": None, "verdict": "v"},
+                       "projected_run_s: expected an object, got None"),
+    "verdict_missing": ({"modes": {}}, "verdict: missing"),
+    "a_list": ([1, 2], "(top level): expected an object, got [1, 2]"),
+}
+
+
+@pytest.mark.parametrize("case", list(_BAD_COMPARES))
+def test_a_compare_result_of_wrong_types_exits_2_naming_the_file_and_the_field(capsys, tmp_path, case):
+    """A saved compare result (in the log dir, or --compare) with a wrong type: exit 2, one line, no page."""
+    doc, problem = _BAD_COMPARES[case]
+    run = tmp_path / "plugins" / "profile" / "run"
+    run.mkdir(parents=True)
+    (run / "host.xplane.pb").write_bytes(
+        gzip.decompress((Path(__file__).parent / "trace" / "data" / "jit.xplane.pb.gz").read_bytes()))
+    saved = tmp_path / "compare" / "compare_report.json"
+    saved.parent.mkdir()
+    saved.write_text(json.dumps(doc))
+    code, out, err = run_cli(capsys, "report", tmp_path, "--html", tmp_path / "r.html")
     assert (code, out) == (2, "")
-    assert err.count("\n") == 1 and "--compare must name the JSON `compare --json` prints" in err
+    assert err == f"keras-xla-guard: error: {str(saved)!r} is not a saved compare result: {problem}\n"
+    given = tmp_path / "given.json"
+    given.write_text(json.dumps(doc))
+    saved.unlink()
+    code, out, err = run_cli(capsys, "report", tmp_path, "--html", tmp_path / "r.html", "--compare", given)
+    assert (code, out) == (2, "")
+    assert err == ("keras-xla-guard: error: --compare must name the JSON `compare --json` prints: "
+                   f"{str(given)!r} is not a saved compare result: {problem}\n")
     assert not (tmp_path / "r.html").exists()
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from keras_xla_guard.runtime.sink import EpochRecord
+from keras_xla_guard.runtime.sink import CallRecord, EpochRecord
 from keras_xla_guard.signatures.tracker import EpochSignatures
 from keras_xla_guard.trace.compiles import attribute_compiles
 from keras_xla_guard.trace.report import CoverageReport
@@ -31,6 +31,8 @@ class _Parts:
     unavailable: str | None = None
     # `(first step, steps)` of the epoch's profiling window.
     window: tuple[int, int] | None = None
+    # Test or predict calls made inside the epoch (validation).
+    calls: list[CallRecord] = dataclasses.field(default_factory=list)
 
 
 class EpochAssembly:
@@ -69,6 +71,10 @@ class EpochAssembly:
         parts.ended, parts.signatures, parts.unavailable = True, signatures, unavailable
         return self._complete(epoch)
 
+    def add_call(self, epoch: int, call: CallRecord) -> None:
+        """Takes a test or predict call made inside `epoch` (its validation)."""
+        self._parts.setdefault(epoch, _Parts()).calls.append(call)
+
     def abandon(self, epoch: int, report: CoverageReport) -> EpochRecord | None:
         """Ends `epoch` with `report` now: the epoch will not end normally."""
         parts = self._parts.setdefault(epoch, _Parts())
@@ -97,9 +103,9 @@ class EpochAssembly:
                 report = join_signatures(report, parts.signatures, parts.window)
             elif parts.unavailable is not None:
                 report = dataclasses.replace(report, signatures_unavailable=parts.unavailable)
-        if report is None and parts.signatures is None and parts.unavailable is None:
+        if report is None and parts.signatures is None and parts.unavailable is None and not parts.calls:
             return None
-        return EpochRecord(epoch, report, parts.signatures, parts.unavailable)
+        return EpochRecord(epoch, report, parts.signatures, parts.unavailable, calls=tuple(parts.calls))
 
 
 def join_signatures(

@@ -19,7 +19,10 @@ contract (`_flavour.py`):
 `attach` decides at `on_train_begin` which flavour fits the model (by its
 Keras and the backend it runs on) and whether it can record; the guard then
 checks every epoch that it recorded one batch per step that ran (see
-`keras_xla_guard.signature_feed.SignatureFeed`). Anything that does
+`keras_xla_guard.signature_feed.SignatureFeed`). The test and predict
+functions are attached the same way for each call, at `on_test_begin`
+(validation inside `fit`, `evaluate`) and `on_predict_begin`
+(`attach(..., function="test")`). Anything that does
 not fit becomes an `XlaGuardWarning` naming the Keras version, never a
 silent zero. `docs/compatibility.md` lists each contact and the versions
 it was verified on. Users who want none of this call
@@ -43,6 +46,7 @@ __all__ = [
     "all_layers",
     "attach",
     "build_for_training",
+    "keras_function",
     "flavour_of",
     "keras_backend",
     "keras_version",
@@ -57,9 +61,9 @@ _MAX_FRAMES = 12
 # Rows of the ring: more than the batches recorded between two reads.
 _RING_ROWS = 4096
 
-# Keras' train function -> {repr(element_spec): (tap, recording function)}.
-# Weak keys: a recompiled model builds a new train function and the old
-# entry goes with the old function.
+# Keras' train (test, predict) function -> {repr(element_spec): (tap,
+# recording function)}. Weak keys: a recompiled model builds new functions
+# and the old entries go with the old functions.
 _TAPPED: "weakref.WeakKeyDictionary[Any, dict[str, tuple[Any, Any]]]" = weakref.WeakKeyDictionary()
 
 
@@ -171,6 +175,8 @@ class Attachment:
     Attributes:
         flavour: `"keras3"`, `"tf_keras"` or `None` (no flavour fits).
         keras: The Keras that runs the model, e.g. `"keras 3.15.1"`.
+        function: The Keras function attached: `"train"`, `"test"` or
+            `"predict"`.
         recording: Whether batches will be recorded.
         reason: Why not, when `recording` is false.
         exit_hook: Whether an exception leaving an epoch reaches `on_abort`.
@@ -178,6 +184,7 @@ class Attachment:
 
     flavour: str | None
     keras: str
+    function: str = "train"
     recording: bool = False
     reason: str = ""
     exit_hook: bool = False
@@ -185,7 +192,7 @@ class Attachment:
     _tap: Any = field(default=None, repr=False)
 
     def arm(self) -> None:
-        """An epoch of this `fit` begins (see `TrainFunctionTap`)."""
+        """An epoch of this `fit` begins (see `FunctionTap`)."""
         if self._tap is not None:
             self._tap.arm()
 
@@ -197,31 +204,57 @@ class Attachment:
         self._tap = None
 
 
+def keras_function(model: Any, function: str = "train") -> Any:
+    """Keras' own train, test or predict function of `model` as it stands, or `None`.
+
+    The object `fit` (`evaluate`, `predict`) calls, beneath any guard
+    wrapper: Keras caches it until `compile`, and its XLA programs with it,
+    so the guard keeps a function's signatures while this object stays the
+    same (`XlaGuardEngine.call_begin`'s `program`).
+
+    Args:
+        model: A Keras model.
+        function: `"train"`, `"test"` or `"predict"`. Defaults to
+            `"train"`.
+
+    Returns:
+        The function, or `None` before Keras built it.
+    """
+    from keras_xla_guard.seam._recording import unwrap
+
+    return unwrap(getattr(model, f"{function}_function", None))
+
+
 def attach(
     model: Any,
     bind: Callable[[Any], None],
     on_abort: Callable[[], None],
     *,
     record: bool = True,
+    function: str = "train",
 ) -> Attachment:
-    """Connects the guard to the running `fit` of `model`.
+    """Connects the guard to the running `fit` (or `evaluate`, `predict`) of `model`.
 
-    Call from `on_train_begin`. Installs the exit hook (so `on_abort` runs
-    when an exception leaves an epoch) and, with `record`, the recording of
-    every training batch; `bind(tap)` is called with the `InputTap` once the
-    batches' structure is known (`None`: they cannot be recorded).
+    Call from `on_train_begin` (`on_test_begin`, `on_predict_begin`).
+    Installs the exit hook (so `on_abort` runs when an exception leaves an
+    epoch or the call) and, with `record`, the recording of every batch of
+    `function`; `bind(tap)` is called with the `InputTap` once the batches'
+    structure is known (`None`: they cannot be recorded).
 
     Args:
         model: The Keras model being fitted.
         bind: Receives the tap.
         on_abort: Called when an exception leaves an epoch or a step.
         record: Record batches (else only the exit hook). Defaults to `True`.
+        function: The Keras function whose batches to record: `"train"`,
+            `"test"` or `"predict"`. Defaults to `"train"`.
 
     Returns:
-        The `Attachment`; `detach()` it at the end of `fit`.
+        The `Attachment`; `detach()` it at the end of `fit` (of the call).
     """
     flavour = flavour_of(model)
-    found = Attachment(flavour=flavour.FLAVOUR if flavour is not None else None, keras=keras_version(model))
+    found = Attachment(flavour=flavour.FLAVOUR if flavour is not None else None, keras=keras_version(model),
+                       function=function)
     if flavour is None:
         found.reason = (
             f"{found.keras} on backend {keras_backend(model)!r} is not a Keras this guard "
@@ -238,16 +271,36 @@ def attach(
     dataset_holder = holder if name == flavour.EXIT_HOOK_HOLDER else _fit_local(model, name)
     dataset = getattr(dataset_holder, attribute, None)
     if isinstance(dataset, tf.distribute.DistributedDataset):
+        if function != "train":
+            found.reason = (f"a tf.distribute strategy splits the {function} function's batches across "
+                            "replicas; only the train function's are recorded under a strategy")
+            return found
         return _attach_to_distributed(model, dataset_holder, attribute, bind, found)
-    from keras_xla_guard.seam._recording import TrainFunctionTap, unwrap
+    from keras_xla_guard.seam._recording import BatchListRecording, FunctionTap, unwrap
 
-    original = unwrap(getattr(model, "train_function", None))
-    reason = (
-        "model.train_function is None" if original is None
-        else flavour.probe(original, bool(getattr(model, "run_eagerly", False)))
-    )
+    owner_name, slot = flavour.FUNCTION_HOLDERS[function]
+    owner = model if owner_name is None else _fit_local(model, owner_name)
+    original = unwrap(getattr(owner, slot, None))
+    where = f"model.{slot}" if owner_name is None else f"{owner_name}.{slot}"
+    if original is None:
+        reason: str | None = f"{where} is None ({found.keras})"
+    elif function in flavour.HOST_BATCHES:
+        reason = None if isinstance(dataset, tf.data.Dataset) else (
+            f"the {function} input is a {type(dataset).__name__}, not the tf.data.Dataset {found.keras} "
+            "builds")
+    else:
+        reason = flavour.probe(original, bool(getattr(model, "run_eagerly", False)))
     if reason is not None:
         found.reason = reason
+        return found
+    if function in flavour.HOST_BATCHES:
+        tap, _ = _tapped(flavour, original, dataset.element_spec, host=True)
+        bind(tap)
+        recording = BatchListRecording(owner, slot, original, tap)
+        setattr(owner, slot, recording)
+        found._tap = recording
+        found._undo.append(recording.restore)
+        found.recording = True
         return found
     if isinstance(dataset, tf.data.Dataset):
         # Creates the ring variables now rather than in the first step,
@@ -263,20 +316,21 @@ def attach(
         # Static batches: Keras' own function, nothing recorded.
         return original if tap.static else function
 
-    tap = TrainFunctionTap(model, original, choose, on_abort)
-    model.train_function = tap
+    tap = FunctionTap(owner, slot, original, choose, on_abort)
+    setattr(owner, slot, tap)
     found._tap = tap
     found._undo.append(tap.restore)
     found.recording = True
     return found
 
 
-def _tapped(flavour: Flavour, original: Any, element_spec: Any) -> tuple[Any, Any]:
-    """The tap and recording train function for `original` and a batch structure.
+def _tapped(flavour: Flavour, original: Any, element_spec: Any, host: bool = False) -> tuple[Any, Any]:
+    """The tap and recording function for `original` and a batch structure.
 
-    Built once per Keras train function and batch structure, then reused by
-    every later `fit` of the model: it is traced once, instead of Keras'
-    own function, so tracking adds no tracing.
+    Built once per Keras function and batch structure, then reused by
+    every later `fit` (`evaluate`, `predict`) of the model: it is traced
+    once, instead of Keras' own function, so tracking adds no tracing. A
+    function fed batches in Python (`host`) needs a tap only.
     """
     from keras_xla_guard.seam.tap import InputTap
 
@@ -284,7 +338,7 @@ def _tapped(flavour: Flavour, original: Any, element_spec: Any) -> tuple[Any, An
     entries = _TAPPED.setdefault(original, {})
     if key not in entries:
         tap = InputTap(element_spec, capacity=_RING_ROWS)
-        entries[key] = (tap, flavour.recording_function(original, tap))
+        entries[key] = (tap, None if host else flavour.recording_function(original, tap))
     return entries[key]
 
 
@@ -446,7 +500,7 @@ def tracked_train_function(model: Any, element_spec: Any) -> Any:
     """The function the guard's tap will run `fit`'s batches of `element_spec` with.
 
     While a guard tracks signatures, `model.train_function` is its
-    `TrainFunctionTap`, which runs either Keras' own function or a
+    `FunctionTap`, which runs either Keras' own function or a
     recording copy retraced from it (tf_keras' copy holds a new
     `tf.function` of the step, compiled on its own). A warm-up must run
     the one `fit` will run.
@@ -454,11 +508,11 @@ def tracked_train_function(model: Any, element_spec: Any) -> Any:
     Returns:
         That function; `None` when no guard tap is installed.
     """
-    from keras_xla_guard.seam._recording import TrainFunctionTap
+    from keras_xla_guard.seam._recording import FunctionTap
 
     installed = getattr(model, "train_function", None)
     flavour = flavour_of(model)
-    if not isinstance(installed, TrainFunctionTap) or flavour is None:
+    if not isinstance(installed, FunctionTap) or flavour is None:
         return None
     tap, function = _tapped(flavour, installed.original, element_spec)
     return installed.original if tap.static else function

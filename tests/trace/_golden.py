@@ -56,10 +56,10 @@ XPROF_OPS_VARIANTS = ("plain",)
 TRANSFER_TYPES = ("_Send", "_Recv", "_HostSend", "_HostRecv")
 TOP_K = 1000
 _PATH_FIELDS = ("trace_paths", "hosts", "trace_path")
-# Report fields added after 9c25e2f (the compile table; device transfers,
-# None on these host traces): no golden value; tests/trace/test_golden.py
+# Report fields added after 9c25e2f (the compile table; device transfers
+# and programs, None and empty on these host traces): no golden value; tests/trace/test_golden.py
 # pins the compile table streamed against parsed instead.
-NEW_FIELDS = ("compile_table", "cache_hits", "persistent_cache", "transfer_time_s")
+NEW_FIELDS = ("compile_table", "cache_hits", "persistent_cache", "transfer_time_s", "programs")
 
 
 def variants() -> dict[str, bytes]:
