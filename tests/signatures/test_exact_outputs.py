@@ -76,7 +76,7 @@ def test_an_epoch_of_five_lengths_is_recorded_field_by_field():
         "new_signature", f"new signature at step {step}: x['tokens']: int32[8,{n}] vs int32[8,{old}] "
         f"(dim 1: {old} -> {n}) (closest earlier signature: x['tokens']: int32[8,{old}], y: float32[8,1])", step)
     assert stats.to_dict() == {
-        "epoch": 3, "steps": 7, "distinct_signatures": 5, "new_signatures": 5, "expected_compilations": 5,
+        "epoch": 3, "function": "train", "steps": 7, "distinct_signatures": 5, "new_signatures": 5, "expected_compilations": 5,
         "compilations_so_far": 5, "short_last_batch": False,
         "explanations": [
             {"kind": "dim_varied", "message": "input 'tokens' dim 1 varied across 5 values (5, 7, 9, 11, 13)",
@@ -303,3 +303,50 @@ def test_printed_code_for_a_dataset_of_bare_arrays_runs():
         lambda: iter(examples), output_signature=tf.TensorSpec([None], tf.float32))}
     exec(fix.fix_code, scope)  # noqa: S102 - running the printed recommendation is the point
     assert {tuple(batch.shape) for batch in scope["dataset"]} == {(4, b) for b in fix.values}
+
+
+def test_tracker_defaults_and_its_argument_checks():
+    """XLA off by default (no expected compilations); bad max_buckets or max_padding refused at once."""
+    tracker = SignatureTracker()
+    assert (tracker.xla, tracker.executions) == (False, 0)
+    tracker.begin_epoch(0)
+    tracker.observe(_tokens(5), count=3)
+    assert tracker.executions == 3
+    assert tracker.end_epoch().expected_compilations is None
+    with pytest.raises(ValueError, match="max_buckets=0"):
+        SignatureTracker(max_buckets=0)
+    with pytest.raises(ValueError, match="max_padding=1.0"):
+        SignatureTracker(max_padding=1.0)
+
+
+def test_an_epoch_ended_without_a_beginning_is_epoch_0():
+    """end_epoch before any begin_epoch gives an empty epoch numbered 0."""
+    stats = SignatureTracker().end_epoch()
+    assert (stats.epoch, stats.steps, stats.distinct_signatures, stats.explanations) == (0, 0, 0, ())
+
+
+def test_four_new_signatures_leave_one_to_the_more_line():
+    """The fourth new signature of an epoch is counted in '... and 1 more', not explained."""
+    stats = _epoch(SignatureTracker(), 0, [_tokens(n) for n in (5, 6, 7, 8)])
+    assert stats.explanations[-2].message == "... and 1 more new signature(s) in this epoch"
+
+
+def test_the_trackers_bucket_limits_shape_the_fix():
+    """max_buckets caps the fix's buckets; with no padding allowed there is no fix at all."""
+    lengths = (5, 7, 9, 11, 13)
+    one = _epoch(SignatureTracker(max_buckets=1), 0, [_tokens(n) for n in lengths]).explanations[-1]
+    assert one.message == "fix: pad input 'tokens' dim 1 to 1 bucket length(s) (13,) -> at most 1 compilation(s) " \
+                          "instead of 5"
+    # As many buckets as lengths once no padding is allowed: nothing to gain, no fix.
+    exact = _epoch(SignatureTracker(max_buckets=5, max_padding=0.0), 0, [_tokens(n) for n in lengths])
+    assert [e.kind for e in exact.explanations if e.kind == "bucketing_fix"] == []
+    padded = _epoch(SignatureTracker(max_buckets=5), 0, [_tokens(n) for n in lengths]).explanations[-1]
+    assert (padded.kind, padded.values) == ("bucketing_fix", (5, 9, 13))
+
+
+def test_fix_without_a_known_batch_size_prints_batches_of_32():
+    """When no batch size is known (dimension 0 unknown everywhere) the code batches by 32."""
+    sigs = [_unknown_batch(_tokens(n)) for n in (5, 7, 9, 11, 13)]
+    sigs = [dataclasses.replace(s, shapes=(s.shapes[0], (None, 1))) for s in sigs]
+    fix = _epoch(SignatureTracker(), 0, sigs).explanations[-1]
+    assert fix.kind == "bucketing_fix" and "bucket_batch_sizes=[32, 32, 32, 32]," in fix.fix_code
