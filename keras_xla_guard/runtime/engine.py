@@ -29,6 +29,7 @@ from keras_xla_guard._checks import check_int
 from keras_xla_guard import backend as backends
 from keras_xla_guard.backend import Backend
 from keras_xla_guard.errors import ProfilerBusyError, RecompilationLimitError, XlaGuardWarning
+from keras_xla_guard.runtime import budget
 from keras_xla_guard.runtime.config import (
     DEFAULT_LOG_DIR,
     DEFAULT_MAX_COMPILATIONS,
@@ -371,13 +372,17 @@ class XlaGuardEngine:
 
         Raises:
             RecompilationLimitError: With `on_violation="raise"`, when the
-                epoch exceeds `max_compilations` (train steps only).
+                epoch exceeds `max_compilations` (train steps only); or when
+                a compilation goes over a `fail_fast` budget open in this
+                thread (`keras_xla_guard.max_compilations`).
         """
         try:
+            tracker = self._tracker if function == "train" else self._call_tracker(function)
+            if tracker.observe(signature, step=step, count=count) and tracker.xla:
+                epoch = self._epoch if function == "train" else self._open_calls[function].epoch
+                budget.report_compilation(self, function, tracker, signature, epoch=epoch, step=step)
             if function != "train":
-                self._call_tracker(function).observe(signature, step=step, count=count)
                 return
-            self._tracker.observe(signature, step=step, count=count)
             self._check_compilations()
         except RecompilationLimitError:
             raise
@@ -405,6 +410,8 @@ class XlaGuardEngine:
         if self._signatures_unavailable is not None:
             return
         self._signatures_unavailable = reason
+        if self._xla_mode is not None:
+            budget.report_unavailable(reason)
         self._warn(
             f"input signatures are unavailable in this run: {reason}. Signature counts, "
             "expected compilations, max_compilations and the megamorphic warning are off "
@@ -480,9 +487,12 @@ class XlaGuardEngine:
         opened = self._open_calls.pop(function, None)
         if opened is None:
             return None
-        stats: EpochSignatures | None = self._functions[function].tracker.end_epoch()
+        tracker = self._functions[function].tracker
+        stats: EpochSignatures | None = tracker.end_epoch()
         if opened.unavailable is not None or (stats is not None and stats.steps == 0):
             stats = None
+        if stats is not None and tracker.xla:
+            budget.report_epoch(self, function, stats)
         record = CallRecord(function, opened.call, opened.epoch, stats, opened.unavailable)
         with self._lock:
             self._calls.append(record)
@@ -983,6 +993,8 @@ class XlaGuardEngine:
         if opened is None or opened.unavailable is not None:
             return
         opened.unavailable = reason
+        if self._functions[function].tracker.xla:
+            budget.report_unavailable(reason)
         if function in self._unavailable_warned:
             return
         self._unavailable_warned.add(function)
@@ -996,6 +1008,8 @@ class XlaGuardEngine:
         reason = self._signatures_unavailable
         if reason is not None or (stats is not None and stats.steps == 0):
             stats = None
+        if stats is not None and self._tracker.xla:
+            budget.report_epoch(self, "train", stats)
         with self._lock:
             if stats is not None:
                 self._signature_stats[epoch] = stats

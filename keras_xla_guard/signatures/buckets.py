@@ -174,7 +174,7 @@ def bucketing_code(
             "    drop_remainder=True,",
             ")",
             "# or, with keras-xla-guard:",
-            "# from keras_xla_guard.signatures.data import pad_to_buckets",
+            "# from keras_xla_guard import pad_to_buckets",
             f"# dataset = pad_to_buckets(dataset, {tuple(bounds)}, batch_size={batch_size})",
         ]
     )
