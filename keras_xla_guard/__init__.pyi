@@ -54,6 +54,7 @@ from keras_xla_guard.trace.compiles import CompileRecord as CompileRecord
 from keras_xla_guard.trace.report import CoverageReport as CoverageReport
 from keras_xla_guard.trace.report import OpStat as OpStat
 from keras_xla_guard.trace.report import ProgramStat as ProgramStat
+from keras_xla_guard.trace.report import TraceQuality as TraceQuality
 from keras_xla_guard.warmup import WarmUpReport as WarmUpReport
 from keras_xla_guard.warmup import warm_up as warm_up
 

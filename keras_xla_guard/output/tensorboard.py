@@ -58,6 +58,7 @@ SCALAR_TAGS: dict[str, Any] = {
 # Figures only device traces have (`None` on host traces): written when set.
 DEVICE_TAGS: dict[str, Any] = {
     f"{PREFIX}/transfer_time_s": lambda r: r.transfer_time_s,
+    f"{PREFIX}/collective_time_s": lambda r: r.collective_time_s,
 }
 # Each XLA program's device time: `PROGRAM_TAG.format(program=..., figure="time_s"|"runs")`.
 PROGRAM_TAG = PREFIX + "/program/{program}/{figure}"
@@ -218,10 +219,19 @@ def report_markdown(report: CoverageReport) -> str:
         f"{report.compile_thread_time_s * 1e3:.1f} ms summed over threads{transfers}).",
         "",
     ]
+    if report.collective_time_s:
+        parts += [f"Collectives: {report.collective_time_s * 1e3:.2f} ms of device time (XLA time inside "
+                  "programs, not counted outside).", ""]
     if report.programs:
         parts += [markdown_table(
-            ["XLA program", "device time (ms):", "runs:"],
-            ([p.program, f"{p.time_s * 1e3:.3f}", p.runs] for p in report.programs),
+            ["XLA program", "device time (ms):", "runs:", "per op"],
+            ([p.program, f"{p.time_s * 1e3:.3f}", p.runs, "yes" if p.per_op else "no (command buffers)"]
+             for p in report.programs),
+        ), ""]
+    if report.top_xla_ops:
+        parts += [markdown_table(
+            ["op inside XLA", "op name", "device time (ms):", "count:"],
+            ([op.op_type, op.op_name, f"{op.self_time_s * 1e3:.3f}", op.count] for op in report.top_xla_ops),
         ), ""]
     if report.top_non_xla_ops:
         parts.append(
@@ -235,6 +245,11 @@ def report_markdown(report: CoverageReport) -> str:
         )
     else:
         parts.append("No plain TF op ran outside XLA in this window.")
+    if report.trace_quality:
+        parts += ["", "**Trace quality** (what limits these figures):", ""]
+        parts += [f"- **{escape_markdown(q.code)}**: {escape_markdown(q.detail)}. Cost: "
+                  f"{escape_markdown(q.cost)}. For a diagnostic run: {escape_markdown(q.remedy)}."
+                  for q in report.trace_quality]
     for note in report.notes:
         parts += ["", f"- {escape_markdown(note)}"]
     return "\n".join(parts)
@@ -467,7 +482,7 @@ def layout_proto() -> Any:
                     chart("Compile time (s): wall-clock, and summed over threads",
                           "compile_time_s", "compile_thread_time_s"),
                     chart("Input pipeline time (s)", "input_pipeline_time_s"),
-                    chart("Device transfers (s)", "transfer_time_s"),
+                    chart("Device transfers and collectives (s)", "transfer_time_s", "collective_time_s"),
                 ],
             )
         ]
