@@ -119,11 +119,11 @@ class CompilationBudget:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> bool:
+                 tb: TracebackType | None) -> None:
+        # The block's own exception goes on unchanged; only a block that ended normally is checked.
         self._close()
         if exc is None:
             self.check()
-        return False
 
     def _close(self) -> None:
         """Stops counting and puts Keras back (the last budget open); never checks."""

@@ -263,7 +263,7 @@ class CompilationLedger:
             first, *rest = compilation.describe()
             lines.append(f"  {number}. {first}")
             lines += [f"     {line}" for line in rest]
-        codes = {}
+        codes: dict[str, Explanation] = {}
         for compilation in found:
             fix = compilation.fix
             if fix is not None and fix.fix_code:
