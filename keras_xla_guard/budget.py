@@ -96,6 +96,8 @@ class CompilationBudget:
             CompilationsUnknownError: If compilations could not be counted
                 (and those counted fit the budget).
         """
+        # pytest shows the message, not this frame (the test's failure is the budget's verdict).
+        __tracebackhide__ = True
         unknown = self._ledger.unknown
         if self._ledger.exceeded:
             more = f"\nMore may have happened uncounted: {unknown}." if unknown else ""
@@ -121,6 +123,7 @@ class CompilationBudget:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         # The block's own exception goes on unchanged; only a block that ended normally is checked.
+        __tracebackhide__ = True
         self._close()
         if exc is None:
             self.check()

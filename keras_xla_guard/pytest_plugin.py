@@ -59,6 +59,7 @@ def _budget_of(item: pytest.Item) -> Any:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, Any, None]:
     """Runs a test that has the marker or the fixture inside its budget."""
+    __tracebackhide__ = True
     marked = pyfuncitem.get_closest_marker(MARKER) is not None
     if not marked and FIXTURE not in pyfuncitem.fixturenames:
         yield
