@@ -156,7 +156,8 @@ def max_compilations(limit: int | None, *, fail_fast: bool = False) -> Compilati
 
     Args:
         limit: Most compilations the block may cause; `0` for none (e.g.
-            after `warm_up`), `None` to count only.
+            a second `fit` on shapes the first one compiled), `None` to
+            count only.
         fail_fast: Raise at the step whose compilation goes over `limit`
             instead of when the block ends. Defaults to `False`: the error
             at the end lists every compilation of the block, so one run
