@@ -299,10 +299,11 @@ def _compile_pass(model: Any, batches: Sequence[tuple[Any, Any, Any]], mode: str
             start = time.perf_counter()
             compile_pass = _fit(clone, _dataset([batches[i] for i in first_of.values()], spec))
             compile_pass_s = compile_pass.ended_at - start
+            # Read before the profiler stops: serialising its trace and the guard's
+            # analysis of it are the guard's memory, not the mode's.
+            peak = memory.peak()
         finally:
             files = session.stop()
-        # Read before the trace is analysed: the guard's own analysis is not the mode's memory.
-        peak = memory.peak()
         compilations, compile_time_s, compile_thread_s, trace_paths = _count_compilations(files)
         _assign(clone.variables, initial)
         _assign(clone.optimizer.variables, compile_pass.optimizer_state)
