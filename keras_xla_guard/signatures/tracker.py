@@ -383,7 +383,9 @@ class SignatureTracker:
             found.append(Explanation(
                 MORE_NEW_SIGNATURES, f"... and {hidden} more new signature(s) in this epoch"
             ))
-        fix = self._recommendation(regular, varying)
+        # The fix belongs to the epochs that compiled: an epoch of shapes
+        # seen before repeats no "instead of N".
+        fix = self._recommendation(regular, varying) if self._epoch_new else None
         if fix is not None:
             found.append(fix)
         return found
@@ -396,6 +398,7 @@ class SignatureTracker:
             return None
         leaf, dim = length_dims[0]
         ref = sigs[0]
+        together = self._together(sigs, length_dims, (leaf, dim))
         lengths: dict[int, int] = {}
         batch_sizes: dict[int, int] = {}
         for s in sigs:
@@ -414,12 +417,37 @@ class SignatureTracker:
         batch = max(batch_sizes, key=lambda b: batch_sizes[b]) if batch_sizes else 32
         roots = {p.split("[", 1)[0] for p in ref.paths}
         root_count = 1 if roots <= {"x", "input"} else (3 if "sample_weight" in roots else 2)
+        names = [f"{input_name(ref, l)} dim {d}" for l, d in together]
+        what = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]} (they vary together)"
         return Explanation(
             BUCKETING_FIX,
-            f"fix: pad {input_name(ref, leaf)} dim {dim} to {len(bounds)} bucket length(s) "
+            f"fix: pad {what} to {len(bounds)} bucket length(s) "
             f"{bounds} -> at most {len(bounds)} compilation(s) instead of {len(lengths)}",
             input=ref.paths[leaf],
             dim=dim,
             values=tuple(bounds),
-            fix_code=bucketing_code(ref.paths[leaf], dim, bounds, batch, root_count=root_count),
+            fix_code=bucketing_code(ref.paths[leaf], dim, bounds, batch, root_count=root_count,
+                                    together=[ref.paths[l] for l, _ in together[1:]]),
         )
+
+    @staticmethod
+    def _together(
+        sigs: Sequence[Signature], dims: list[tuple[int, int]], first: tuple[int, int]
+    ) -> list[tuple[int, int]]:
+        """`first` and every other varying dimension equal to it in every signature of its structure.
+
+        A model's several variable-length inputs (token ids, segment ids,
+        padding mask) vary together; padding one of them alone fixes
+        nothing, so the fix names them all.
+        """
+        ref = sigs[0]
+        same = [s for s in sigs if s.structure == ref.structure]
+
+        def size(s: Signature, leaf: int, dim: int) -> int | None:
+            shape = s.shapes[leaf]
+            return None if shape is None else shape[dim]
+
+        return [first] + [
+            (leaf, dim) for leaf, dim in dims
+            if (leaf, dim) != first and all(size(s, leaf, dim) == size(s, *first) for s in same)
+        ]

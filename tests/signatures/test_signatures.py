@@ -139,6 +139,29 @@ def test_tracker_counts_and_explains_five_lengths():
     assert (again.distinct_signatures, again.new_signatures, again.expected_compilations) == (5, 0, 0)
     assert again.compilations_so_far == 5
     assert again.explanations[0].message == HEADLINE
+    # An epoch that compiled nothing repeats no fix ("instead of 5" is epoch 0's).
+    assert [e.kind for e in again.explanations] == ["dim_varied"]
+
+
+def test_inputs_that_vary_together_are_all_named_by_the_fix():
+    """token_ids, segment_ids and padding_mask of one length: the fix names all three, the code pads them together."""
+    tracker = SignatureTracker(xla=True)
+    batches = [Signature.of(({name: np.zeros((8, n), "int32") for name in ("token_ids", "segment_ids", "padding_mask")},
+                             np.zeros((8, 1), "float32")), root_names=("x", "y")) for n in LENGTHS]
+    fix = _epoch(tracker, 0, batches).explanations[-1]
+    assert fix.kind == "bucketing_fix" and fix.input == "x['padding_mask']"
+    assert fix.message == (
+        "fix: pad input 'padding_mask' dim 1, input 'segment_ids' dim 1 and input 'token_ids' dim 1 (they vary "
+        f"together) to {len(fix.values)} bucket length(s) {fix.values} -> at most {len(fix.values)} "
+        "compilation(s) instead of 5")
+    assert fix.fix_code.splitlines()[0] == (
+        f"# Pad x['padding_mask'], x['segment_ids'] and x['token_ids'] dim 1 to {len(fix.values)} bucket length(s) "
+        f"{fix.values}; full batches only.")
+    # A second input of its own length varies apart: named alone.
+    apart = [Signature.of(({"tokens": np.zeros((8, n), "int32"), "mask": np.zeros((8, 20 - n), "int32")},
+                           np.zeros((8, 1), "float32")), root_names=("x", "y")) for n in LENGTHS]
+    fix = _epoch(SignatureTracker(xla=True), 0, apart).explanations[-1]
+    assert fix.message.startswith("fix: pad input 'mask' dim 1 to ")
 
 
 def test_tracker_without_xla_expects_no_compilations():
