@@ -255,6 +255,8 @@ def _section(section: RunData, index: int, plots: "_Plots") -> str:
     if name:
         parts.append(f"<h2>Worker {escape(name)}</h2>")
     parts.append(_coverage(section, plots))
+    parts.append(_quality(section))
+    parts.append(_programs(section))
     parts.append(_top_ops(section, plots))
     parts.append(_compilations(section, plots))
     parts.append(_functions(section))
@@ -271,7 +273,7 @@ def _coverage(section: RunData, plots: "_Plots") -> str:
         epoch_attr = "" if r.get("epoch") is None else f' data-epoch="{int(r["epoch"])}"'
         head = f'<tr class="report" data-index="{i}"{epoch_attr}><td>{escape(label)}</td>'
         if r.get("status") != "ok":
-            rows.append(head + f'<td colspan="9">{escape(r.get("status"))}: {escape(r.get("reason"))}</td></tr>')
+            rows.append(head + f'<td colspan="12">{escape(r.get("status"))}: {escape(r.get("reason"))}</td></tr>')
             continue
         steps = r.get("steps_profiled")
         rows.append(
@@ -282,7 +284,10 @@ def _coverage(section: RunData, plots: "_Plots") -> str:
             + _num("xla_executions", r["xla_executions"], str(r["xla_executions"]))
             + _num("compilations", r["compilations"], str(r["compilations"]))
             + _num("compile_time_s", r["compile_time_s"], format_ms(r["compile_time_s"], 2))
+            + _optional_ms("compile_thread_time_s", r.get("compile_thread_time_s"))
             + _num("input_pipeline_time_s", r["input_pipeline_time_s"], format_ms(r["input_pipeline_time_s"], 2))
+            + _optional_ms("transfer_time_s", r.get("transfer_time_s"))
+            + _optional_ms("collective_time_s", r.get("collective_time_s"))
             + _num("steps_profiled", steps, "-" if steps is None else str(steps))
             + f'<td class="name">{escape(", ".join(r.get("hosts") or ()))}</td></tr>'
         )
@@ -293,9 +298,75 @@ def _coverage(section: RunData, plots: "_Plots") -> str:
         '<h3>XLA coverage per profiled epoch</h3>'
         + figure
         + _table(["window", "XLA share", "XLA time", "plain TF ops", "launches", "compilations",
-                  "compile time", "input pipeline", "steps", "hosts"], rows, "coverage")
+                  "compile time", "compile, summed over threads", "input pipeline", "device transfers",
+                  "collectives", "steps", "hosts"], rows, "coverage")
         + ("<ul class=\"notes\">" + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>" if notes else "")
     )
+
+
+def _optional_ms(field: str, value: float | None) -> str:
+    """A duration cell that shows `-` for a figure the window has not got (`null`)."""
+    return _num(field, value, "-" if value is None else format_ms(value, 2))
+
+
+def _programs(section: RunData) -> str:
+    """Each measured window's XLA programs with their device time and runs (device traces only)."""
+    rows = [
+        f'<tr class="program" data-report="{i}" data-program="{escape(p["program"])}">'
+        f'<td>{escape(_label(r, i))}</td><td class="name">{escape(p["program"])}</td>'
+        + _num("time_s", p["time_s"], format_ms(p["time_s"], 3))
+        + _num("runs", p["runs"], str(p["runs"]))
+        + f'<td>{"yes" if p.get("per_op", True) else "no: command buffers"}</td>'
+        + "</tr>"
+        for i, r in enumerate(section.reports) if r.get("status") == "ok"
+        for p in r.get("programs") or ()
+    ]
+    if not rows:
+        return ""
+    return (
+        "<h3>XLA programs on the device</h3>"
+        '<p class="muted">Device time of each XLA program\'s runs (first kernel to last kernel of each), '
+        "and whether the trace splits it per op (kernels inside CUDA graphs do not say which op they "
+        "ran).</p>"
+        + _table(["window", "program", "device time", "runs", "per op"], rows, "programs")
+        + _xla_ops(section)
+    )
+
+
+def _xla_ops(section: RunData) -> str:
+    """The top ops inside XLA of the window with the most XLA time."""
+    ok = [(i, r) for i, r in enumerate(section.reports) if r.get("status") == "ok" and r.get("top_xla_ops")]
+    if not ok:
+        return ""
+    i, report = max(ok, key=lambda item: (item[1]["xla_time_s"], -item[0]))
+    rows = [
+        f'<tr class="xla-op" data-rank="{n}"><td class="num">{n}</td><td class="name">{escape(op["op_type"])}</td>'
+        f'<td class="name">{escape(op["op_name"])}</td>'
+        + _num("self_time_s", op["self_time_s"], format_ms(op["self_time_s"], 3))
+        + _num("count", op["count"], str(op["count"]))
+        + "</tr>"
+        for n, op in enumerate(report["top_xla_ops"], 1)
+    ]
+    return (
+        f"<h3>Top ops inside XLA by device time ({escape(_label(report, i))})</h3>"
+        + _table(["#", "op", "op name", "device time", "kernels"], rows, "xla-ops")
+    )
+
+
+def _quality(section: RunData) -> str:
+    """Each window's trace quality entries: what limits its figures and what restores them."""
+    items = [
+        f'<li class="quality" data-report="{i}" data-code="{escape(q["code"])}"><strong>{escape(_label(r, i))}, '
+        f'{escape(q["code"])}</strong>: {escape(q["detail"])}.<br>Cost: {escape(q["cost"])}.<br>'
+        f"For a diagnostic run: <code>{escape(q['remedy'])}</code></li>"
+        for i, r in enumerate(section.reports) if r.get("status") == "ok"
+        for q in r.get("trace_quality") or ()
+    ]
+    if not items:
+        return ""
+    return ("<h3>Trace quality</h3>"
+            '<p class="muted">Conditions of the trace that limit what the figures above can say.</p>'
+            '<ul class="trace-quality">' + "".join(items) + "</ul>")
 
 
 def _top_ops(section: RunData, plots: "_Plots") -> str:

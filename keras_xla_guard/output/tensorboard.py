@@ -20,7 +20,9 @@ from keras_xla_guard.trace.findings import NOISE_FLOOR, split_findings
 from keras_xla_guard.trace.report import CoverageReport
 
 __all__ = [
+    "DEVICE_TAGS",
     "LAYOUT_CATEGORY",
+    "PROGRAM_TAG",
     "SCALAR_TAGS",
     "SIGNATURE_TAGS",
     "WORKER_TAGS",
@@ -31,6 +33,7 @@ __all__ = [
     "layout_proto",
     "markdown_table",
     "report_markdown",
+    "report_scalars",
     "signatures_markdown",
     "signatures_unavailable_markdown",
     "unprofiled_markdown",
@@ -50,8 +53,16 @@ SCALAR_TAGS: dict[str, Any] = {
     f"{PREFIX}/xla_executions": lambda r: r.xla_executions,
     f"{PREFIX}/compilations": lambda r: r.compilations,
     f"{PREFIX}/compile_time_s": lambda r: r.compile_time_s,
+    f"{PREFIX}/compile_thread_time_s": lambda r: r.compile_thread_time_s,
     f"{PREFIX}/input_pipeline_time_s": lambda r: r.input_pipeline_time_s,
 }
+# Figures only device traces have (`None` on host traces): written when set.
+DEVICE_TAGS: dict[str, Any] = {
+    f"{PREFIX}/transfer_time_s": lambda r: r.transfer_time_s,
+    f"{PREFIX}/collective_time_s": lambda r: r.collective_time_s,
+}
+# Each XLA program's device time: `PROGRAM_TAG.format(program=..., figure="time_s"|"runs")`.
+PROGRAM_TAG = PREFIX + "/program/{program}/{figure}"
 # Tag suffix -> how to read it from an epoch's `EpochSignatures`; written for
 # every epoch with observed steps (`expected_compilations` only under XLA).
 # A test or predict call writes the same figures under its kind:
@@ -169,6 +180,24 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
+def report_scalars(report: CoverageReport) -> dict[str, float]:
+    """Every scalar a measured report writes: tag -> value.
+
+    Args:
+        report: An ok report.
+
+    Returns:
+        `SCALAR_TAGS`' figures, `DEVICE_TAGS`' that are set, and each XLA
+        program's device time and runs (`PROGRAM_TAG`).
+    """
+    scalars = {tag: float(read(report)) for tag, read in SCALAR_TAGS.items()}
+    scalars.update({tag: float(value) for tag, read in DEVICE_TAGS.items() if (value := read(report)) is not None})
+    for p in report.programs:
+        scalars[PROGRAM_TAG.format(program=p.program, figure="time_s")] = p.time_s
+        scalars[PROGRAM_TAG.format(program=p.program, figure="runs")] = float(p.runs)
+    return scalars
+
+
 def report_markdown(report: CoverageReport) -> str:
     """Renders a report as Markdown: a headline and the top non-XLA ops.
 
@@ -181,13 +210,30 @@ def report_markdown(report: CoverageReport) -> str:
     if report.status != "ok":
         return f"**XLA coverage: {escape_markdown(report.status)}** - {escape_markdown(report.reason)}"
     steps = f" over {report.steps_profiled} steps" if report.steps_profiled is not None else ""
+    transfers = ("" if report.transfer_time_s is None
+                 else f"; {report.transfer_time_s * 1e3:.2f} ms device transfers, not counted")
     parts = [
         f"**XLA coverage: {100 * report.xla_time_fraction:.1f}%** of op time{steps} ran inside "
         f"XLA executables ({report.xla_time_s * 1e3:.2f} ms XLA, "
         f"{report.non_xla_op_time_s * 1e3:.2f} ms plain TF ops; "
-        f"{report.compilations} compilation(s), {report.compile_time_s * 1e3:.1f} ms).",
+        f"{report.compilations} compilation(s), {report.compile_time_s * 1e3:.1f} ms wall-clock, "
+        f"{report.compile_thread_time_s * 1e3:.1f} ms summed over threads{transfers}).",
         "",
     ]
+    if report.collective_time_s:
+        parts += [f"Collectives: {report.collective_time_s * 1e3:.2f} ms of device time (XLA time inside "
+                  "programs, not counted outside).", ""]
+    if report.programs:
+        parts += [markdown_table(
+            ["XLA program", "device time (ms):", "runs:", "per op"],
+            ([p.program, f"{p.time_s * 1e3:.3f}", p.runs, "yes" if p.per_op else "no (command buffers)"]
+             for p in report.programs),
+        ), ""]
+    if report.top_xla_ops:
+        parts += [markdown_table(
+            ["op inside XLA", "op name", "device time (ms):", "count:"],
+            ([op.op_type, op.op_name, f"{op.self_time_s * 1e3:.3f}", op.count] for op in report.top_xla_ops),
+        ), ""]
     split = split_findings(report.top_non_xla_ops, lambda op: op.self_time_s, report.xla_time_s,
                            report.non_xla_op_time_s)
     below = f"each below {NOISE_FLOOR:.0%} of op time, the noise floor"
@@ -207,6 +253,11 @@ def report_markdown(report: CoverageReport) -> str:
                      f"{report.non_xla_op_time_s * 1e3:.3f} ms of plain ops, {below}.")
     else:
         parts.append("No plain TF op ran outside XLA in this window.")
+    if report.trace_quality:
+        parts += ["", "**Trace quality** (what limits these figures):", ""]
+        parts += [f"- **{escape_markdown(q.code)}**: {escape_markdown(q.detail)}. Cost: "
+                  f"{escape_markdown(q.cost)}. For a diagnostic run: {escape_markdown(q.remedy)}."
+                  for q in report.trace_quality]
     for note in report.notes:
         parts += ["", f"- {escape_markdown(note)}"]
     return "\n".join(parts)
@@ -436,8 +487,10 @@ def layout_proto() -> Any:
                         "expected_compilations",
                         "validation/expected_compilations",
                     ),
-                    chart("Compile time (s)", "compile_time_s"),
+                    chart("Compile time (s): wall-clock, and summed over threads",
+                          "compile_time_s", "compile_thread_time_s"),
                     chart("Input pipeline time (s)", "input_pipeline_time_s"),
+                    chart("Device transfers and collectives (s)", "transfer_time_s", "collective_time_s"),
                 ],
             )
         ]
@@ -507,8 +560,8 @@ class SummaryWriter:
             self.write_layout()
             with self._get().as_default(step=step):
                 if report.status == "ok":
-                    for tag, read in SCALAR_TAGS.items():
-                        tf.summary.scalar(tag, float(read(report)))
+                    for tag, value in report_scalars(report).items():
+                        tf.summary.scalar(tag, value)
                 tf.summary.text(f"{PREFIX}/report", report_markdown(report))
             self._writer.flush()
 

@@ -29,6 +29,7 @@ from keras_xla_guard._checks import check_int
 from keras_xla_guard import backend as backends
 from keras_xla_guard.backend import Backend
 from keras_xla_guard.errors import ProfilerBusyError, RecompilationLimitError, XlaGuardWarning
+from keras_xla_guard.runtime import budget
 from keras_xla_guard.runtime.config import (
     DEFAULT_LOG_DIR,
     DEFAULT_MAX_COMPILATIONS,
@@ -153,6 +154,9 @@ class _Window:
     started: float
     next_step: int
     step_trace: Any = None
+    # One past the last step the adapter saw finish (`step_end`); `None`
+    # when it reports no ends.
+    done_step: int | None = None
 
 
 class XlaGuardEngine:
@@ -372,13 +376,17 @@ class XlaGuardEngine:
 
         Raises:
             RecompilationLimitError: With `on_violation="raise"`, when the
-                epoch exceeds `max_compilations` (train steps only).
+                epoch exceeds `max_compilations` (train steps only); or when
+                a compilation goes over a `fail_fast` budget open in this
+                thread (`keras_xla_guard.max_compilations`).
         """
         try:
+            tracker = self._tracker if function == "train" else self._call_tracker(function)
+            if tracker.observe(signature, step=step, count=count) and tracker.xla:
+                epoch = self._epoch if function == "train" else self._open_calls[function].epoch
+                budget.report_compilation(self, function, tracker, signature, epoch=epoch, step=step)
             if function != "train":
-                self._call_tracker(function).observe(signature, step=step, count=count)
                 return
-            self._tracker.observe(signature, step=step, count=count)
             self._check_compilations()
         except RecompilationLimitError:
             raise
@@ -406,6 +414,8 @@ class XlaGuardEngine:
         if self._signatures_unavailable is not None:
             return
         self._signatures_unavailable = reason
+        if self._xla_mode is not None:
+            budget.report_unavailable(reason)
         self._warn(
             f"input signatures are unavailable in this run: {reason}. Signature counts, "
             "expected compilations, max_compilations and the megamorphic warning are off "
@@ -481,9 +491,12 @@ class XlaGuardEngine:
         opened = self._open_calls.pop(function, None)
         if opened is None:
             return None
-        stats: EpochSignatures | None = self._functions[function].tracker.end_epoch()
+        tracker = self._functions[function].tracker
+        stats: EpochSignatures | None = tracker.end_epoch()
         if opened.unavailable is not None or (stats is not None and stats.steps == 0):
             stats = None
+        if stats is not None and tracker.xla:
+            budget.report_epoch(self, function, stats)
         record = CallRecord(function, opened.call, opened.epoch, stats, opened.unavailable)
         with self._lock:
             self._calls.append(record)
@@ -655,6 +668,22 @@ class XlaGuardEngine:
             return
         if self._pending_epoch is not None and step >= self._pending_start:
             self._start_window(self._pending_epoch, step)
+
+    @_never_raises
+    def step_end(self, step: int) -> None:
+        """Marks the end of a training step (or of the last step of a multi-step call).
+
+        Optional: an adapter that reports step ends makes the window count
+        only steps that finished. Keras calls `on_train_batch_begin` once more
+        on data of unknown length, for the attempt that finds the data's end
+        and runs no step; without ends that attempt counts as a step.
+
+        Args:
+            step: 0-based index within the epoch of the step that finished.
+        """
+        window = self._window
+        if window is not None and step >= window.first_step:
+            window.done_step = step + 1
 
     @_never_raises
     def epoch_end(self, epoch: int, trained: bool = True) -> None:
@@ -851,7 +880,9 @@ class XlaGuardEngine:
         if window.step_trace is not None:
             window.step_trace.__exit__(None, None, None)
         wall = time.perf_counter() - window.started
-        steps = (next_step if next_step is not None else window.next_step) - window.first_step
+        if next_step is None:
+            next_step = window.done_step if window.done_step is not None else window.next_step
+        steps = next_step - window.first_step
         try:
             files = window.session.stop()
         except Exception as e:  # noqa: BLE001 - see _never_raises
@@ -978,6 +1009,8 @@ class XlaGuardEngine:
         if opened is None or opened.unavailable is not None:
             return
         opened.unavailable = reason
+        if self._functions[function].tracker.xla:
+            budget.report_unavailable(reason)
         if function in self._unavailable_warned:
             return
         self._unavailable_warned.add(function)
@@ -991,6 +1024,8 @@ class XlaGuardEngine:
         reason = self._signatures_unavailable
         if reason is not None or (stats is not None and stats.steps == 0):
             stats = None
+        if stats is not None and self._tracker.xla:
+            budget.report_epoch(self, "train", stats)
         with self._lock:
             if stats is not None:
                 self._signature_stats[epoch] = stats

@@ -189,6 +189,11 @@ class SignatureTracker:
         return len(self._order)
 
     @property
+    def seen(self) -> tuple[Signature, ...]:
+        """Distinct signatures seen in the run, first seen first."""
+        return tuple(self._order)
+
+    @property
     def executions(self) -> int:
         """Steps observed in the run."""
         return self._executions
@@ -275,6 +280,37 @@ class SignatureTracker:
         """
         sigs = tuple(s for s in self._order if s in self._epoch_counts)
         return tuple(self._explain(sigs, None))
+
+    def explain_signature(self, signature: Signature, step: int | None = None) -> Explanation:
+        """What `signature` changed against the closest signature the run saw before it.
+
+        The line the epoch's explanations carry for each new signature.
+
+        Args:
+            signature: A signature the tracker has observed.
+            step: The step it was first seen at, if known. Defaults to
+                `None`.
+
+        Returns:
+            A `"first_signature"` explanation when the run saw no signature
+            before it, else a `"new_signature"` one naming the differing
+            dimensions and the closest earlier signature.
+
+        Raises:
+            ValueError: If the tracker never observed `signature`.
+        """
+        if signature not in self._stats:
+            raise ValueError(f"The tracker never observed this signature. Received: signature={signature}")
+        where = f" at step {step}" if step is not None else ""
+        near = closest(signature, self._order[: self._order.index(signature)])
+        if near is None:
+            return Explanation(FIRST_SIGNATURE, f"first signature{where}: {signature}", step=step)
+        diffs = "; ".join(differences(signature, near)) or "no shape difference"
+        return Explanation(
+            NEW_SIGNATURE,
+            f"new signature{where}: {diffs} (closest earlier signature: {near})",
+            step=step,
+        )
 
     def megamorphic_risk(self) -> bool:
         """Whether the run is close to TensorFlow's megamorphic threshold.
@@ -366,18 +402,7 @@ class SignatureTracker:
                 values=(short_size, full_size),  # type: ignore[arg-type]
             ))
         for sig, step in self._epoch_new[:_MAX_NEW_EXPLAINED]:
-            earlier = self._order[: self._order.index(sig)]
-            where = f" at step {step}" if step is not None else ""
-            near = closest(sig, earlier)
-            if near is None:
-                found.append(Explanation(FIRST_SIGNATURE, f"first signature{where}: {sig}", step=step))
-                continue
-            diffs = "; ".join(differences(sig, near)) or "no shape difference"
-            found.append(Explanation(
-                NEW_SIGNATURE,
-                f"new signature{where}: {diffs} (closest earlier signature: {near})",
-                step=step,
-            ))
+            found.append(self.explain_signature(sig, step))
         hidden = len(self._epoch_new) - _MAX_NEW_EXPLAINED
         if hidden > 0:
             found.append(Explanation(
@@ -398,7 +423,15 @@ class SignatureTracker:
             return None
         leaf, dim = length_dims[0]
         ref = sigs[0]
-        together = self._together(sigs, length_dims, (leaf, dim))
+        # The tf.data code pads every variable dimension of every input to
+        # this one's bucket: right only when they all vary with it (tokens
+        # and their mask), else it pads one input to another's length.
+        if any(s.shapes[leaf] is not None and s.shapes[other] is not None
+               and s.shapes[other][d] != s.shapes[leaf][dim]  # type: ignore[index]
+               for s in sigs if s.structure == ref.structure for other, d in length_dims):
+            return None
+        # So every varying input of that structure is padded with it: the fix names them all.
+        together = length_dims
         lengths: dict[int, int] = {}
         batch_sizes: dict[int, int] = {}
         for s in sigs:
@@ -429,25 +462,3 @@ class SignatureTracker:
             fix_code=bucketing_code(ref.paths[leaf], dim, bounds, batch, root_count=root_count,
                                     together=[ref.paths[l] for l, _ in together[1:]]),
         )
-
-    @staticmethod
-    def _together(
-        sigs: Sequence[Signature], dims: list[tuple[int, int]], first: tuple[int, int]
-    ) -> list[tuple[int, int]]:
-        """`first` and every other varying dimension equal to it in every signature of its structure.
-
-        A model's several variable-length inputs (token ids, segment ids,
-        padding mask) vary together; padding one of them alone fixes
-        nothing, so the fix names them all.
-        """
-        ref = sigs[0]
-        same = [s for s in sigs if s.structure == ref.structure]
-
-        def size(s: Signature, leaf: int, dim: int) -> int | None:
-            shape = s.shapes[leaf]
-            return None if shape is None else shape[dim]
-
-        return [first] + [
-            (leaf, dim) for leaf, dim in dims
-            if (leaf, dim) != first and all(size(s, leaf, dim) == size(s, *first) for s in same)
-        ]

@@ -13,7 +13,7 @@ from keras_xla_guard.trace.findings import NOISE_FLOOR, split_findings
 if TYPE_CHECKING:
     from keras_xla_guard.trace.report import CoverageReport
 
-__all__ = ["compile_lines", "format_ms", "format_report"]
+__all__ = ["compile_lines", "format_ms", "format_report", "quality_lines"]
 
 
 def format_ms(seconds: float, digits: int = 1) -> str:
@@ -30,19 +30,19 @@ def format_ms(seconds: float, digits: int = 1) -> str:
 
 
 def _thread_compile(report: CoverageReport) -> str:
-    """The thread-summed compile time, when it says more than the wall-clock one."""
+    """The thread-summed compile time, labelled as such (never the headline)."""
     thread = report.compile_thread_time_s
-    if not thread or format_ms(thread) == format_ms(report.compile_time_s):
-        return ""
-    return f", {format_ms(thread)} summed over threads"
+    return "" if thread is None else f", {format_ms(thread)} summed over threads"
 
 
-def format_report(report: CoverageReport, *, max_ops: int = 5) -> str:
+def format_report(report: CoverageReport, *, max_ops: int = 5, max_programs: int = 3) -> str:
     """Formats a report as a short human-readable text block.
 
     Args:
         report: The report to format.
         max_ops: How many of the top non-XLA ops to list. Defaults to `5`.
+        max_programs: How many XLA programs, and ops inside XLA, to list
+            with their device time. Defaults to `3`.
 
     Returns:
         Multi-line text, no trailing newline.
@@ -56,6 +56,7 @@ def format_report(report: CoverageReport, *, max_ops: int = 5) -> str:
         f"XLA coverage ({where}{steps}{wall}): "
         f"{report.xla_time_fraction:.1%} of op time ran inside XLA",
         f"  XLA executables:   {format_ms(report.xla_time_s):>12}  ({report.xla_executions} launches)",
+        *_program_lines(report, max_programs),
         f"  plain TF ops:      {format_ms(report.non_xla_op_time_s):>12}",
         f"  XLA compilations:  {report.compilations:>9}     ({format_ms(report.compile_time_s)} wall-clock"
         f"{_thread_compile(report)})",
@@ -63,10 +64,17 @@ def format_report(report: CoverageReport, *, max_ops: int = 5) -> str:
     ]
     if report.transfer_time_s is not None:
         lines.append(f"  device transfers:  {format_ms(report.transfer_time_s):>12}  (memcpy/memset, not counted)")
+    if report.collective_time_s:
+        lines.append(f"  collectives:       {format_ms(report.collective_time_s):>12}  "
+                     "(XLA time inside programs, not counted outside)")
     if report.guard_op_time_s:
         lines.append(f"  guard's own ops:   {format_ms(report.guard_op_time_s):>12}  (signature tap, not counted)")
     if report.time_base != "host":
         lines.append(f"  times measured on: {report.time_base}")
+    if report.top_xla_ops:
+        lines.append("  top ops inside XLA (device time):")
+        for op in report.top_xla_ops[:max_programs]:
+            lines.append(f"    {format_ms(op.self_time_s):>10}  x{op.count:<5} {op.op_type:<20} {op.op_name}")
     lines.extend(_op_lines(report, max_ops))
     if report.distinct_signatures is not None:
         expected = (
@@ -83,6 +91,7 @@ def format_report(report: CoverageReport, *, max_ops: int = 5) -> str:
     elif report.signatures_unavailable:
         lines.append(f"  input signatures:  unavailable ({report.signatures_unavailable})")
     lines.extend(compile_lines(report))
+    lines.extend(quality_lines(report))
     for note in report.notes:
         lines.append(f"  note: {note}")
     return "\n".join(lines)
@@ -109,6 +118,33 @@ def _op_lines(report: CoverageReport, max_ops: int) -> list[str]:
         # it left out (top_k) are below too.
         noise = len(shown) == len(split.findings) < len(ops)
         lines.append(f"    {format_ms(rest):>10}         other plain ops{f' ({below})' if noise else ''}")
+    return lines
+
+
+def quality_lines(report: CoverageReport) -> list[str]:
+    """The report's trace quality entries as text: what was seen, its cost, what restores it.
+
+    Args:
+        report: The report whose `trace_quality` to show.
+
+    Returns:
+        Indented lines; none when the trace showed no such condition.
+    """
+    if not report.trace_quality:
+        return []
+    lines = ["  trace quality (what limits these figures):"]
+    for entry in report.trace_quality:
+        lines += [f"    {entry.code}: {entry.detail}", f"      cost: {entry.cost}",
+                  f"      for a diagnostic run: {entry.remedy}"]
+    return lines
+
+
+def _program_lines(report: CoverageReport, max_rows: int) -> list[str]:
+    """Each XLA program's device time and runs, longest first."""
+    lines = [f"    {format_ms(p.time_s):>10}  x{p.runs:<5} program {p.program}"
+             + ("" if p.per_op else "  (command buffers: not per op)") for p in report.programs[:max_rows]]
+    if len(report.programs) > max_rows:
+        lines.append(f"    ... {len(report.programs) - max_rows} more program(s)")
     return lines
 
 

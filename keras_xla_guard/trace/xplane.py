@@ -204,7 +204,8 @@ def open_xspace(
     Returns:
         An XSpace-like object for `keras_xla_guard.analyze_xspace`: its
         `planes` have `name`, `id`, `event_metadata`, `stat_metadata` and
-        `stats` as in `XPlane`; read their lines with `iter_lines`.
+        `stats` as in `XPlane`; read their lines with `iter_lines`. Its
+        `errors` and `warnings` are the XSpace's.
 
     Raises:
         ValueError: If `max_bytes` is not a positive integer.
@@ -227,11 +228,15 @@ def open_xspace(
     source = str(path)
     size = check_trace_file(path, max_bytes)
     planes = []
+    # XSpace fields 2 and 3: the profiler's errors and warnings.
+    notes: dict[int, list[str]] = {2: [], 3: []}
     with trace_errors(source), TraceFile(path, size) as f:
         for number, wire, _, start, stop in iter_fields(f, 0, size):
             if number == 1 and wire == 2:
                 planes.append(read_plane(f, start, stop, source))
-    space = LazySpace(planes)
+            elif number in notes and wire == 2:
+                notes[number].append(f.read(start, stop).decode("utf-8", "replace"))
+    space = LazySpace(planes, tuple(notes[2]), tuple(notes[3]))
     check_planes(space, source)
     return space
 
