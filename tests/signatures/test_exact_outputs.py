@@ -64,7 +64,7 @@ dataset = dataset.bucket_by_sequence_length(
     drop_remainder=True,
 )
 # or, with keras-xla-guard:
-# from keras_xla_guard.signatures.data import pad_to_buckets
+# from keras_xla_guard import pad_to_buckets
 # dataset = pad_to_buckets(dataset, (7, 13), batch_size=8)"""
 
 
