@@ -207,15 +207,16 @@ def _two_inputs(tokens: int, other: tuple[int, ...], name: str = "mask") -> Sign
 
 
 def test_two_inputs_varying_together_pad_the_first_in_path_order():
-    """Tokens and their mask vary together: the fix pads the first input in path order, both bounded."""
+    """Tokens and their mask vary together: the fix keys on the first input in path order and names both."""
     stats = _epoch(SignatureTracker(), 0, [_two_inputs(n, (n,)) for n in LENGTHS])
     varied = [(e.input, e.dim, e.values) for e in stats.explanations if e.kind == "dim_varied"]
     assert varied == [("x['mask']", 1, tuple(sorted(set(LENGTHS)))), ("x['tokens']", 1, tuple(sorted(set(LENGTHS))))]
     fix = stats.explanations[-1]
     bounds = recommend_buckets(LENGTHS)
     assert (fix.kind, fix.input, fix.dim, fix.values) == ("bucketing_fix", "x['mask']", 1, bounds)
-    assert fix.message == (f"fix: pad input 'mask' dim 1 to {len(bounds)} bucket length(s) {bounds} -> "
-                           f"at most {len(bounds)} compilation(s) instead of 5")
+    assert fix.message == (f"fix: pad input 'mask' dim 1 and input 'tokens' dim 1 (they vary together) to "
+                           f"{len(bounds)} bucket length(s) {bounds} -> at most {len(bounds)} compilation(s) "
+                           "instead of 5")
 
 
 def test_printed_code_pads_inputs_varying_together_to_one_shape():
