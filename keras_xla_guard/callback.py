@@ -259,12 +259,15 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
         from keras_xla_guard.output.runfile import find_compare
 
         try:
+            # A saved compare result decides the advice, whatever else fails here.
+            self._compare = find_compare(self.config.log_dir)
+        except (OSError, ValueError) as e:
+            self._compare = None
+            warnings.warn(f"keras-xla-guard: the compare result in {self.log_dir!r} is not read: {e}",
+                          XlaGuardWarning, stacklevel=3)
+        try:
             facts = doctor(probe=False, check_devices=False, resolve_keras=False)
             self._accelerator = any(not d.startswith("CPU:") for d in facts.physical_devices)
-            try:
-                self._compare = find_compare(self.config.log_dir)
-            except ValueError:
-                self._compare = None
             # The model's own verdict (JIT_COMPILE_OFF or _BLOCKED) says
             # what these say process-wide, with the run's evidence; for a
             # jit_compile=True model they are wrong. They are left out.

@@ -43,16 +43,20 @@ def test_without_evidence_the_note_measures_first_with_the_cpu_figures(tmp_path)
 
 
 def test_a_compare_saved_in_the_log_dir_decides(tmp_path):
-    """compare found plain faster: the note quotes it and says keep XLA off, with no fix."""
-    saved = tmp_path / "compare" / "compare_report.json"
-    saved.parent.mkdir(parents=True)
-    verdict = "plain is faster: jit_compile never pays in the planned 300 steps (0.9x per step)"
-    saved.write_text(json.dumps({"modes": {"plain": {}, "jit_compile": {}}, "best_mode": "plain",
-                                 "verdict": verdict + "."}))
+    """compare found plain faster: the note quotes its verdict and says keep XLA off, with no fix."""
+    # A real compare result (bench_compare's sequence model, where plain won), saved where compare saves.
+    from _helpers import REPO
+
+    saved = REPO / "benchmarks" / "results" / "bench_compare-20261203T162056Z.json"
+    compare = next(c["compare"] for c in json.loads(saved.read_text())["result"]["cases"]
+                   if c["case"] == "xla_does_not_pay")
+    assert compare["best_mode"] == "plain"
+    (tmp_path / "compare").mkdir()
+    (tmp_path / "compare" / "compare_report.json").write_text(json.dumps(compare))
     notes = _plain_fit_notes(tmp_path)
     (off,) = [n for n in notes if n.startswith("JIT_COMPILE_OFF")]
     assert off == (f"JIT_COMPILE_OFF: {_WHAT} compare measured in this log dir that jit_compile does not pay "
-                   f"here: {verdict}. Keep it off.")
+                   f"here: {compare['verdict'].rstrip('.')}. Keep it off.")
 
 
 _AUTOCLUSTERING = """
