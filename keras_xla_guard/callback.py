@@ -6,6 +6,7 @@ import os
 import threading
 import warnings
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 import keras
@@ -13,6 +14,7 @@ import keras
 from keras_xla_guard import backend as backends
 from keras_xla_guard._adapter import GuardAdapter
 from keras_xla_guard.backend import Backend
+from keras_xla_guard.diagnose.advice import JitEvidence
 from keras_xla_guard.diagnose.strategy import strategy_verdicts
 from keras_xla_guard.diagnose.verdict import ERROR, WARNING, Verdict
 from keras_xla_guard.errors import RecompilationLimitError, XlaGuardWarning
@@ -148,6 +150,8 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
         self._warm_up = warm_up
         self.warm_up_report: Any = None
         self._switch_verdicts: tuple[Verdict, ...] = ()
+        self._compare: dict[str, Any] | None = None
+        self._accelerator = False
         self._noted = False
         self._note_lock = threading.Lock()
         self._peer: XlaGuardCallback | None = None
@@ -191,25 +195,42 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
         return self.engine.calls
 
     def _verdict_notes(self, report: CoverageReport) -> list[str]:
-        """Verdicts explaining a low coverage, for the first such report only."""
+        """The advice for the first report that needs it (`diagnose/advice.py`).
+
+        A low coverage gets every verdict that explains it, an op that
+        blocks `jit_compile=True` first; at a good coverage under
+        auto-clustering such an op is still named (switching to
+        `jit_compile=True` would break the run).
+        """
         model = self.model
-        if model is None or not report.ok or report.non_xla_op_time_s == 0:
+        if model is None or not report.ok or report.non_xla_op_time_s == 0 or self._noted:
             return []
-        if report.xla_time_fraction >= LOW_COVERAGE:
+        from keras_xla_guard.diagnose.explain import model_verdicts
+
+        evidence = self._evidence(report)
+        own = model_verdicts(model, evidence)
+        # Blockers come first: no XLA switch is worth reading before them.
+        first = [v for v in own if v.code == "JIT_COMPILE_BLOCKED"]
+        low = report.xla_time_fraction < LOW_COVERAGE
+        # At a good coverage only a blocker under auto-clustering is news:
+        # the step runs, and switching to jit_compile=True would break it.
+        if not low and not (first and evidence.autoclustering):
             return []
         with self._note_lock:
             if self._noted:
                 return []
             self._noted = True
-        from keras_xla_guard.diagnose.explain import model_verdicts
-
-        verdicts = list(self._switch_verdicts) + model_verdicts(model)
+        if not low:
+            return [v.as_note() for v in first]
+        verdicts = first + list(self._switch_verdicts) + [v for v in own if v not in first]
         if any(v.code.startswith("STRATEGY_") for v in verdicts):
             # Its fix, compile(jit_compile=True), fails under the strategy.
             verdicts = [v for v in verdicts if v.code != "JIT_COMPILE_OFF"]
         if self.explain_report is not None:
-            verdicts += self.explain_report.verdicts
-        notes = [v.as_note() for v in verdicts if v.status in (WARNING, ERROR)]
+            # Its own JIT_COMPILE_* verdict knew only explain's evidence.
+            verdicts += [v for v in self.explain_report.verdicts if not v.code.startswith("JIT_COMPILE_")]
+        # JIT_COMPILE_OFF is info when a saved compare found XLA does not pay: still the answer.
+        notes = [v.as_note() for v in verdicts if v.status in (WARNING, ERROR) or v.code == "JIT_COMPILE_OFF"]
         if getattr(model, "jit_compile", False) and report.xla_time_s == 0:
             notes.append(
                 "model.jit_compile is True but no XLA execution was recorded in "
@@ -217,16 +238,41 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
             )
         return list(dict.fromkeys(notes))
 
+    def _evidence(self, report: CoverageReport) -> JitEvidence:
+        """What this run knows about `jit_compile=True`: blockers, auto-clustering, a saved `compare`."""
+        from keras_xla_guard.diagnose.explain import blocker_names, trace_blockers
+
+        # explain's ops in graph order first, then what only the run's op table shows.
+        ops = list(self.explain_report.unsupported_ops) if self.explain_report is not None else []
+        ops += trace_blockers(report, self.model)
+        return JitEvidence(
+            blockers=blocker_names(ops),
+            autoclustering=self.engine.xla_mode == "autoclustering",
+            compare=self._compare,
+            accelerator=self._accelerator,
+            device="XLA_GPU_JIT" if self._accelerator else "XLA_CPU_JIT",
+        )
+
     def _diagnose(self) -> None:
-        """Gathers switch verdicts and runs `explain` (never raises)."""
+        """Gathers switch verdicts and the saved `compare` result, and runs `explain` (never raises)."""
         from keras_xla_guard.diagnose.doctor import doctor
+        from keras_xla_guard.output.runfile import find_compare
 
         try:
+            # A saved compare result decides the advice, whatever else fails here.
+            self._compare = find_compare(self.config.log_dir)
+        except (OSError, ValueError) as e:
+            self._compare = None
+            warnings.warn(f"keras-xla-guard: the compare result in {self.log_dir!r} is not read: {e}",
+                          XlaGuardWarning, stacklevel=3)
+        try:
             facts = doctor(probe=False, check_devices=False, resolve_keras=False)
-            # JIT_COMPILE_OFF says the same per model, and is wrong for a
-            # jit_compile=True model, so the process-wide form is left out.
+            self._accelerator = any(not d.startswith("CPU:") for d in facts.physical_devices)
+            # The model's own verdict (JIT_COMPILE_OFF or _BLOCKED) says
+            # what these say process-wide, with the run's evidence; for a
+            # jit_compile=True model they are wrong. They are left out.
             self._switch_verdicts = tuple(
-                v for v in facts.problems if v.code != "XLA_NOT_REQUESTED"
+                v for v in facts.problems if v.code not in ("XLA_NOT_REQUESTED", "JIT_COMPILE_AUTO_RESOLVES_FALSE")
             ) + tuple(strategy_verdicts(self.model))
             for verdict in self._switch_verdicts:
                 if verdict.code == "STRATEGY_JIT_COMPILE_FAILS":
@@ -302,6 +348,7 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
             xla_mode=self._xla_mode(),
             steps_per_call=seam.steps_per_execution(self.model),
             program=seam.keras_function(self.model, "train") if self._track_signatures else None,
+            op_layers=self._op_layers,
         )
         self._track(self._attach_inputs, params.get("steps"))
         if self._warm_up is not False and self._warm_up is not None:
@@ -365,6 +412,17 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
         _guarding.discard(self)
         self._track(self._inputs.detach)
         self._end_engine_run()
+
+    def _op_layers(self, op_names: Sequence[str]) -> tuple[str | None, ...]:
+        """The model's layer of each op name (the HTML page's "layer" column)."""
+        from keras_xla_guard import seam
+        from keras_xla_guard.diagnose.scopes import op_layers
+
+        model = self.model
+        if model is None:
+            return (None,) * len(op_names)
+        optimizer = getattr(getattr(model, "optimizer", None), "name", None)
+        return op_layers(op_names, (layer.name for layer in seam.all_layers(model)), optimizer=optimizer)
 
     def _xla_mode(self) -> str | None:
         return xla_mode_of(getattr(self.model, "jit_compile", False) is True, self.engine.backend)

@@ -327,7 +327,16 @@ def _run_doctor(args: argparse.Namespace) -> int:
     _require_tensorflow("doctor")
     from keras_xla_guard.diagnose.doctor import doctor
 
-    report = doctor(probe=not args.no_probe, probe_timeout=args.probe_timeout, trace=args.trace)
+    compare = None
+    if args.trace is not None and Path(args.trace).is_dir():
+        from keras_xla_guard.output.runfile import find_compare
+
+        try:
+            compare = find_compare(args.trace)
+        except ValueError:
+            compare = None
+    report = doctor(probe=not args.no_probe, probe_timeout=args.probe_timeout, trace=args.trace,
+                    compare=compare)
     if args.json:
         _emit(*json.dumps(report.to_dict(), indent=2, sort_keys=True).splitlines())
     else:
@@ -456,7 +465,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="time limit of the probe process (default: 120)")
     doctor.add_argument("--trace", metavar="PATH", default=None,
                         help="a run's trace: recommend the persistent compilation cache when "
-                             "compilation is a large share of it")
+                             "compilation is a large share of it, name ops that block XLA, and "
+                             "follow the compare result saved in that log dir")
     doctor.set_defaults(run=_run_doctor)
     _add_compare_parser(sub)
     return parser

@@ -355,22 +355,36 @@ class XlaGuard(GuardAdapter):
             self.engine.observe_inputs(watched._inputs(args, kwargs), step=step)
 
     def _jit_notes(self, report: CoverageReport) -> list[str]:
+        """Why no XLA ran in a window, with advice its evidence supports (`diagnose/advice.py`)."""
         if report.xla_time_s > 0 or report.non_xla_op_time_s == 0 or not self._watched_jit:
             return []
-        if self.engine.xla_mode == "autoclustering":
+        if any(self._watched_jit) and self.engine.xla_mode == "jit_compile":
             return [
-                "auto-clustering is requested (tf.config.optimizer.get_jit()) but no XLA "
-                "cluster ran in this window; on a CPU-only machine it also needs "
-                "TF_XLA_FLAGS=--tf_xla_cpu_global_jit before TensorFlow is imported. "
-                "keras_xla_guard.doctor() in this process diagnoses the switches; "
-                "tf.function(jit_compile=True) on the train step avoids them"
+                "the watched train step has jit_compile=True but no XLA execution was "
+                "recorded in this window; check the TensorFlow log for compilation errors"
             ]
-        if not any(self._watched_jit):
-            return [
-                "XLA is not requested: the watched train step is not a "
-                "tf.function(jit_compile=True); pass jit_compile=True to its tf.function"
-            ]
-        return [
-            "the watched train step has jit_compile=True but no XLA execution was "
-            "recorded in this window; check the TensorFlow log for compilation errors"
+        from keras_xla_guard.diagnose.advice import JitEvidence, blocked_verdict, jit_off_verdict, measure_first
+        from keras_xla_guard.diagnose.explain import blocker_names, trace_blockers
+        from keras_xla_guard.output.runfile import find_compare
+
+        try:
+            compare = find_compare(self.config.log_dir)
+        except ValueError:
+            compare = None
+        autoclustering = self.engine.xla_mode == "autoclustering"
+        evidence = JitEvidence(blockers=blocker_names(trace_blockers(report)), autoclustering=autoclustering,
+                               compare=compare)
+        switch = "train_step = tf.function(train_step, jit_compile=True)"
+        if not autoclustering:
+            what = "XLA is not requested: the watched train step is not a tf.function(jit_compile=True)."
+            return [jit_off_verdict(evidence, what, switch).as_note()]
+        blocked = blocked_verdict(evidence, switch)
+        return ([blocked.as_note()] if blocked is not None else []) + [
+            "auto-clustering is requested (tf.config.optimizer.get_jit()) but no XLA "
+            "cluster ran in this window; on a CPU-only machine it also needs "
+            "TF_XLA_FLAGS=--tf_xla_cpu_global_jit before TensorFlow is imported. "
+            "keras_xla_guard.doctor() in this process diagnoses the switches"
+            + ("" if blocked is not None else
+               f". tf.function(jit_compile=True) on the train step needs neither switch. {measure_first()}")
         ]
+

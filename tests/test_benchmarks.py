@@ -170,6 +170,17 @@ def test_bench_compare_projects_and_trains_both_cases_in_full():
     assert (doc["ratio_tolerance"], doc["cost_goal"]) == (0.25, 3.0)
 
 
+def test_bench_jit_cpu_times_both_modes_of_one_mobilenet():
+    """bench_jit_cpu: one MobileNetV2, plain and jit_compile, first step and the alternated blocks of each."""
+    doc = _json(_run(BENCH / "bench_jit_cpu.py", "--rounds", "2", "--steps", "1", "--size", "32",
+                     "--alpha", "0.35", "--batch-size", "2"))
+    assert doc["benchmark"] == "jit_compile_on_cpu" and doc["devices"] == ["CPU"]
+    assert doc["model"] == "MobileNetV2(alpha=0.35, input 32x32x3, 10 classes, weights=None)"
+    assert set(doc["step_time_s"]) == set(doc["first_step_s"]) == {"plain", "jit_compile"}
+    assert all(len(blocks) == 2 and min(blocks) > 0 for blocks in doc["step_time_blocks_s"].values())
+    assert doc["jit_over_plain_step_ratio"] == doc["step_time_s"]["jit_compile"] / doc["step_time_s"]["plain"]
+
+
 def test_bench_html_measures_a_real_page_without_script():
     """bench_html renders a real fit's page: 5 signatures by construction, four plots, no script."""
     doc = _json(_run(BENCH / "bench_html.py", "--rounds", "1"))

@@ -96,10 +96,20 @@ def test_event_files_hold_scalars_per_epoch_and_the_text_table(plain_fit):
     markdown = tensor_util.make_ndarray(text.tensor_proto).item().decode()
     from keras_xla_guard.output.tensorboard import escape_markdown
 
+    from keras_xla_guard.trace.findings import split_findings
+
     rows = [ln for ln in markdown.splitlines() if ln.startswith("|")]
-    assert "op type" in rows[0] and "op name" in rows[0]
-    assert len(rows) == 2 + len(report.top_non_xla_ops)
+    assert "op type" in rows[0] and "layer" in rows[0] and "op name" in rows[0]
+    # The ops above the noise floor, then one row for the rest of the plain-op time.
+    split = split_findings(report.top_non_xla_ops, lambda op: op.self_time_s, report.xla_time_s,
+                           report.non_xla_op_time_s)
+    assert split.findings and len(rows) == 2 + len(split.findings) + (split.other_s > 0)
     assert escape_markdown(report.top_non_xla_ops[0].op_name) in rows[2]
+    # A plain Dense model: every op of its layers names the Keras layer.
+    model = plain_fit.model
+    layers = {layer.name for layer in model.layers}
+    assert {op.layer for op in split.findings} <= layers | {f"optimizer {model.optimizer.name}", None}
+    assert layers & {op.layer for op in split.findings}
 
 
 @pytest.mark.parametrize("jit_compile", [True, False])

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from keras_xla_guard.diagnose.advice import JitEvidence, blocked_verdict, switch_fix
 from keras_xla_guard.diagnose.compile_cost import compile_cost_verdicts
 from keras_xla_guard.diagnose.probe import (
     PROBE_MODULE,
@@ -68,18 +69,12 @@ _FIX_CPU_FLAG = (
     "tf.config.optimizer.set_jit(True)\n"
     "# or from the shell: export TF_XLA_FLAGS=--tf_xla_cpu_global_jit"
 )
-# Measured figures from benchmarks/results/bench_compare-20261203T162056Z.json
-# (docs/compare.md): XLA can make a CPU run slower, so measure before switching.
-_FIX_JIT_COMPILE = (
-    "# First measure whether XLA pays for this model and data: on CPU it can\n"
-    "# lose (docs/compare.md: a sequence model with 16 batch shapes took 33.7 s with\n"
-    "# jit_compile=True against 6.1 s plain; a deep MLP 17.8 s against 25.1 s):\n"
-    "#   keras-xla-guard compare my_module:make_model_and_data\n"
-    "#   or in Python: print(keras_xla_guard.compare(model, x, y).verdict)\n"
-    "# If it pays, compile the train step with XLA explicitly (CPU and GPU):\n"
-    'model.compile(optimizer="adam", loss="mse", jit_compile=True)\n'
-    "# or for your own step: @tf.function(jit_compile=True)"
-)
+def _fix_jit_compile(evidence: JitEvidence) -> str:
+    """The fix of a finding that XLA is off: measured or hedged (`advice.switch_fix`)."""
+    fix = switch_fix(evidence)
+    if evidence.blockers or evidence.compare is not None:
+        return fix
+    return fix + "\n# for your own train step: @tf.function(jit_compile=True), measured the same way"
 
 
 @dataclass(frozen=True)
@@ -383,6 +378,7 @@ def _switch_verdicts(
     has_accelerator: bool,
     tf_xla_flags: str | None,
     onednn_opts: str | None,
+    jit_fix: str,
 ) -> list[Verdict]:
     verdicts = []
     requested = bool(get_jit) or _auto_jit_requested(env_auto_jit)
@@ -404,7 +400,7 @@ def _switch_verdicts(
                 "Auto-clustering is off (tf.config.optimizer.get_jit() is '' and TF_XLA_FLAGS "
                 "has no --tf_xla_auto_jit), so only functions and models compiled with "
                 "jit_compile=True run under XLA.",
-                _FIX_JIT_COMPILE,
+                jit_fix,
             )
         )
     if env_cpu_global_jit and tf_cpu_global_jit is False:
@@ -446,7 +442,7 @@ def _switch_verdicts(
                 WARNING,
                 f"Keras resolves model.compile(jit_compile='auto') to False here ({reason}), "
                 "so a default Keras model trains without XLA.",
-                _FIX_JIT_COMPILE,
+                jit_fix,
             )
         )
     elif keras_auto_jit_compile:
@@ -501,6 +497,7 @@ def _effectiveness_verdicts(
     has_accelerator: bool,
     tf_cpu_global_jit: bool | None,
     cache_verdict: Verdict | None,
+    jit_fix: str,
 ) -> list[Verdict]:
     if not probe.ran and not probe.timed_out and cache_verdict is not None:
         return [
@@ -554,7 +551,7 @@ def _effectiveness_verdicts(
             EFFECTIVENESS,
             ERROR,
             f"Auto-clustering is requested but the probe did not run under XLA; {measured}.",
-            _FIX_JIT_COMPILE,
+            jit_fix,
         )
     ]
 
@@ -565,6 +562,7 @@ def doctor(
     probe_timeout: float = DEFAULT_PROBE_TIMEOUT_S,
     resolve_keras: bool = True,
     trace: Any = None,
+    compare: Any = None,
 ) -> DoctorReport:
     """Diagnoses whether and why XLA runs in this process.
 
@@ -586,7 +584,14 @@ def doctor(
         trace: A trace of a run (file, run or log dir, as `analyze_trace`
             takes) or its `CoverageReport`: adds `COMPILE_COST_HIGH` when
             compilation is a large share of it, with the persistent-cache
-            line. Defaults to `None`.
+            line, and `JIT_COMPILE_BLOCKED` first when the run's step ran
+            ops XLA cannot compile (no XLA switch is advised then).
+            Defaults to `None`.
+        compare: A `compare` result (`CompareReport` or its `to_dict()`)
+            for this model: the advice on XLA's switches follows its
+            measured verdict instead of asking to measure first (the CLI
+            passes the one saved in `--trace`'s log dir). Defaults to
+            `None`.
 
     Returns:
         A `DoctorReport`.
@@ -614,11 +619,18 @@ def doctor(
             f"Received: probe_timeout={probe_timeout!r}"
         )
     compile_verdicts: list[Verdict] = []
+    blockers: tuple[str, ...] = ()
     if trace is not None:
+        from keras_xla_guard.diagnose.explain import blocker_names, trace_blockers
         from keras_xla_guard.trace.analysis import analyze_trace
         from keras_xla_guard.trace.report import CoverageReport
 
-        compile_verdicts = compile_cost_verdicts(trace if isinstance(trace, CoverageReport) else analyze_trace(trace))
+        analyzed = trace if isinstance(trace, CoverageReport) else analyze_trace(trace)
+        compile_verdicts = compile_cost_verdicts(analyzed)
+        if analyzed.ok:
+            blockers = blocker_names(trace_blockers(analyzed))
+    evidence = JitEvidence(blockers=blockers,
+                           compare=compare.to_dict() if hasattr(compare, "to_dict") else compare)
     started = time.perf_counter()
     early_probe = None
     if probe and "tensorflow" not in sys.modules:
@@ -628,7 +640,7 @@ def doctor(
         early_probe = start_probe("", None)
     try:
         report = _doctor(
-            started, early_probe, probe, check_devices, float(probe_timeout), resolve_keras
+            started, early_probe, probe, check_devices, float(probe_timeout), resolve_keras, evidence
         )
         return dataclasses.replace(report, verdicts=report.verdicts + tuple(compile_verdicts))
     finally:
@@ -644,6 +656,7 @@ def _doctor(
     check_devices: bool,
     probe_timeout: float,
     resolve_keras: bool,
+    evidence: JitEvidence,
 ) -> DoctorReport:
     import tensorflow as tf
 
@@ -658,6 +671,9 @@ def _doctor(
     in_strategy = bool(tf.distribute.has_strategy())
     onednn = os.environ.get("TF_ENABLE_ONEDNN_OPTS")
     requested = bool(get_jit) or _auto_jit_requested(env_auto_jit)
+    evidence = dataclasses.replace(evidence, autoclustering=requested, accelerator=has_accelerator,
+                                   device="XLA_GPU_JIT" if has_accelerator else "XLA_CPU_JIT")
+    jit_fix = _fix_jit_compile(evidence)
 
     verdicts = _switch_verdicts(
         get_jit=get_jit,
@@ -670,7 +686,12 @@ def _doctor(
         has_accelerator=has_accelerator,
         tf_xla_flags=tf_xla_flags,
         onednn_opts=onednn,
+        jit_fix=jit_fix,
     )
+    blocked = blocked_verdict(evidence)
+    if blocked is not None:
+        # Named before any advice to switch XLA on, which would fail.
+        verdicts.insert(0, blocked)
     probe_result = None
     if probe:
         run = early_probe or start_probe(get_jit, tf_cpu_global_jit)
@@ -684,6 +705,7 @@ def _doctor(
             has_accelerator=has_accelerator,
             tf_cpu_global_jit=tf_cpu_global_jit,
             cache_verdict=cache_verdict,
+            jit_fix=jit_fix,
         )
     elif requested and not has_accelerator and tf_cpu_global_jit is False:
         verdicts.append(_cpu_flag_missing("predicted from the switches, the probe was skipped"))

@@ -17,9 +17,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from keras_xla_guard.diagnose.advice import JitEvidence, jit_off_verdict
+from keras_xla_guard.diagnose.scopes import owner_layer as _owner_layer
+from keras_xla_guard.diagnose.scopes import scopes_are_suffixed as _scopes_are_suffixed
 from keras_xla_guard.diagnose.verdict import ERROR, INFO, MODEL, OK, WARNING, Verdict
 
-__all__ = ["DynamicDim", "ExplainReport", "UnsupportedOp", "explain", "model_verdicts"]
+__all__ = [
+    "DynamicDim",
+    "ExplainReport",
+    "UnsupportedOp",
+    "blocker_names",
+    "explain",
+    "model_verdicts",
+    "trace_blockers",
+]
 
 _UNSUPPORTED_RE = re.compile(
     r"No registered '(?P<type>[^']+)' OpKernel for (?P<device>\S+) devices compatible with "
@@ -27,7 +38,6 @@ _UNSUPPORTED_RE = re.compile(
 )
 # Graph plumbing the XLA bridge handles itself rather than through kernels.
 _PLUMBING = frozenset({"Placeholder", "NoOp", "_Arg", "_Retval", "_DeviceArg", "_DeviceRetval"})
-_SUFFIX_RE = re.compile(r"_\d+$")
 _PY_FUNC_TYPES = frozenset({"EagerPyFunc", "PyFunc", "PyFuncStateless"})
 _STRING_TYPES = frozenset({"AsString", "RegexReplace", "RegexFullMatch", "Substr", "DecodeBase64"})
 _FIX_UNSUPPORTED = (
@@ -137,14 +147,22 @@ class ExplainReport:
         return "\n".join([head] + [f"  {v}" for v in self.verdicts])
 
 
-def model_verdicts(model: Any) -> list[Verdict]:
+def model_verdicts(model: Any, evidence: JitEvidence | None = None) -> list[Verdict]:
     """Verdicts about a compiled Keras model's own XLA switch.
+
+    With XLA off, what to do depends on the evidence
+    (`keras_xla_guard.diagnose.advice`): ops without an XLA kernel are
+    named as blockers and no XLA switch is advised; a saved `compare`
+    result decides; otherwise the advice is to measure with `compare`
+    first, with the CPU caveat's measured figures.
 
     Args:
         model: A Keras model (`compile()` called).
+        evidence: What the run knows (blockers, auto-clustering, a
+            `compare` result). Defaults to `None`: nothing.
 
     Returns:
-        `JIT_COMPILE_ON` or `JIT_COMPILE_OFF`, plus
+        `JIT_COMPILE_ON`, or `JIT_COMPILE_BLOCKED` / `JIT_COMPILE_OFF`, plus
         `LAYER_DISABLES_JIT` when a layer declares `supports_jit = False`.
 
     Example:
@@ -169,17 +187,16 @@ def model_verdicts(model: Any) -> list[Verdict]:
             )
         )
     else:
-        verdicts.append(
-            Verdict(
-                "JIT_COMPILE_OFF",
-                MODEL,
-                WARNING,
-                "XLA is not requested for this model: model.jit_compile is False (Keras "
-                "resolves jit_compile='auto' to False on CPU-only machines and under a "
-                "distribution strategy).",
-                "model.compile(optimizer, loss, jit_compile=True)",
-            )
+        evidence = evidence or JitEvidence()
+        what = (
+            "model.jit_compile is False: XLA compiles only what auto-clustering "
+            "(tf.config.optimizer.get_jit()) clusters."
+            if evidence.autoclustering
+            else "XLA is not requested for this model: model.jit_compile is False (Keras "
+            "resolves jit_compile='auto' to False on CPU-only machines and under a "
+            "distribution strategy)."
         )
+        verdicts.append(jit_off_verdict(evidence, what))
     blockers = _layers_without_jit(model)
     if blockers:
         verdicts.append(
@@ -218,36 +235,6 @@ def _unpack(sample_batch: Any) -> tuple[Any, Any, Any]:
         padded = tuple(sample_batch) + (None,) * (3 - len(sample_batch))
         return padded[0], padded[1], padded[2]
     return sample_batch, None, None
-
-
-def _owner_layer(op_name: str, layer_names: frozenset[str], suffixed: bool) -> str | None:
-    """The deepest Keras layer whose name scope holds `op_name`.
-
-    Inside a traced step Keras 3.15 and earlier enter each layer's scope
-    after its name was already taken once, so TensorFlow adds a `_N` suffix
-    (`dense` -> `dense_1`, `dense_1` -> `dense_1_2`); there dropping one
-    suffix comes first. Keras 3.16 enters the layer's own name: there the
-    exact name comes first (`strings_1` is the layer `strings_1`).
-    """
-    for part in reversed(op_name.split("/")[:-1]):
-        stripped = _SUFFIX_RE.sub("", part)
-        for candidate in (stripped, part) if suffixed else (part, stripped):
-            if candidate in layer_names:
-                return candidate
-    return None
-
-
-def _scopes_are_suffixed(op_names: Iterable[str], layer_names: frozenset[str]) -> bool:
-    """Whether layer scopes carry TensorFlow's `_N` suffix in this trace.
-
-    Evidence is a scope that is no layer's name but is one with the suffix
-    dropped (`py_layer_1` for the layer `py_layer`).
-    """
-    for name in op_names:
-        for part in name.split("/")[:-1]:
-            if part not in layer_names and _SUFFIX_RE.sub("", part) in layer_names:
-                return True
-    return False
 
 
 def _jit_device() -> str:
@@ -337,11 +324,15 @@ def explain(model: Any, sample_batch: Any) -> ExplainReport:
     are traced into a `tf.function(jit_compile=True)` and lowered to HLO;
     the optimizer update is not part of it. Nothing executes, so weights,
     optimizer variables and metrics are left exactly as they were. When the
-    sample has no targets (or the model is not compiled), the sum of the
-    float outputs stands in for the loss.
+    sample has no targets, or the model has no compiled loss (a subclassed
+    model whose `train_step` computes its own; then `LOSS_NOT_CHECKED`
+    says so), the sum of the float outputs stands in for the loss. A
+    model that is not built yet (a subclassed model before its first call)
+    is built from the sample's shapes first, as its first `fit` step would
+    build it (`seam.build_model`).
 
     Args:
-        model: A built Keras model on the TensorFlow backend.
+        model: A Keras model on the TensorFlow backend.
         sample_batch: One batch as `fit` would see it: `x`, `(x,)`,
             `(x, y)` or `(x, y, sample_weight)`; arrays or tensors.
 
@@ -349,8 +340,9 @@ def explain(model: Any, sample_batch: Any) -> ExplainReport:
         An `ExplainReport`.
 
     Raises:
-        ValueError: If the model is not built or `sample_batch` has the
-            wrong structure. Errors the model itself raises while tracing on
+        ValueError: If `sample_batch` has the wrong structure, or the model
+            is not built and cannot be built from it (the message says what
+            to call first). Errors the model itself raises while tracing on
             the sample (e.g. an incompatible input shape) propagate unchanged.
 
     Example:
@@ -367,21 +359,30 @@ def explain(model: Any, sample_batch: Any) -> ExplainReport:
     """
     import tensorflow as tf
 
-    if not getattr(model, "built", False):
-        raise ValueError(
-            "`explain` needs a built model (call model.build(input_shape) or pass "
-            f"keras.Input to it first). Received: model={getattr(model, 'name', model)!r}, "
-            "which is not built"
-        )
     x, y, sample_weight = _unpack(sample_batch)
     if x is None:
         raise ValueError(f"`sample_batch` has no inputs. Received: sample_batch={sample_batch!r}")
+    if not getattr(model, "built", False):
+        from keras_xla_guard.seam import build_model
+
+        why = build_model(model, sample_batch)
+        if why is not None or not getattr(model, "built", False):
+            raise ValueError(
+                "`explain` could not build the model from the sample batch"
+                + (f" ({why})" if why else "")
+                + ": build it first with one call on a real batch, model(x), or model.build(input_shape), "
+                f"then pass explain that batch's x or (x, y). Received: model={getattr(model, 'name', model)!r}, "
+                "which is not built"
+            )
     x = tf.nest.map_structure(tf.convert_to_tensor, x)
     y = None if y is None else tf.nest.map_structure(tf.convert_to_tensor, y)
     sample_weight = None if sample_weight is None else tf.nest.map_structure(
         tf.convert_to_tensor, sample_weight
     )
-    with_loss = y is not None and bool(getattr(model, "compiled", False))
+    # A model compiled without a loss computes its own in `train_step`,
+    # which explain cannot run: its outputs' sum stands in.
+    compiled_loss = bool(getattr(model, "compiled", False)) and bool(getattr(model, "loss", None))
+    with_loss = y is not None and compiled_loss
 
     def loss_and_gradients(x: Any, y: Any, sample_weight: Any) -> Any:
         with tf.GradientTape() as tape:
@@ -413,7 +414,18 @@ def explain(model: Any, sample_batch: Any) -> ExplainReport:
     dynamic = _dynamic_dims(model, x)
     blockers = _layers_without_jit(model)
 
-    verdicts = model_verdicts(model)
+    verdicts = model_verdicts(model, JitEvidence(blockers=blocker_names(unsupported), device=device))
+    if y is not None and not compiled_loss:
+        verdicts.append(
+            Verdict(
+                "LOSS_NOT_CHECKED",
+                MODEL,
+                INFO,
+                "The model has no compiled loss (its train_step computes one), so the sum of its outputs "
+                "stood in for the loss: the forward pass and its gradients were checked, the train_step's "
+                "own loss and update code was not.",
+            )
+        )
     if not error:
         verdicts.append(
             Verdict(
@@ -480,6 +492,55 @@ def explain(model: Any, sample_batch: Any) -> ExplainReport:
         hlo_chars=hlo_chars,
         verdicts=tuple(verdicts),
     )
+
+
+def trace_blockers(report: Any, model: Any = None) -> tuple[UnsupportedOp, ...]:
+    """The ops a profiled window ran outside XLA that XLA cannot compile: blockers of `jit_compile=True`.
+
+    An op of the report's op table counts when its type has no XLA kernel
+    on this machine's XLA device and it is the step's own: it sits in one
+    of `model`'s layers (with a model), or it is a Python-function or
+    string op. The iterator and `Optional` plumbing around a step, which
+    has no XLA kernel either, never counts, nor do the kernels TensorFlow's
+    runtime rewrites ops into (`_MklMatMul`, `_FusedConv2D`).
+
+    Args:
+        report: A measured `CoverageReport`.
+        model: The Keras model the window trained, to name each op's
+            layer. Defaults to `None`.
+
+    Returns:
+        The blockers, each once, biggest self time first.
+    """
+    device = _jit_device()
+    cache: dict[str, bool] = {}
+    names = [op.op_name for op in report.top_non_xla_ops]
+    layer_names = frozenset(layer.name for layer in _all_layers(model)) if model is not None else frozenset()
+    suffixed = _scopes_are_suffixed(names, layer_names)
+    found: dict[str, UnsupportedOp] = {}
+    for op in report.top_non_xla_ops:
+        # `_MklMatMul`, `_FusedConv2D`, ...: kernels TensorFlow's runtime
+        # rewrote the user's op into, after XLA's chance to compile it.
+        if op.op_type in found or op.op_type.startswith("_") or _has_xla_kernel(op.op_type, device, cache):
+            continue
+        layer = _owner_layer(op.op_name, layer_names, suffixed) if layer_names else None
+        known = op.op_type in _PY_FUNC_TYPES or "String" in op.op_type or op.op_type in _STRING_TYPES
+        if layer is not None or known:
+            found[op.op_type] = UnsupportedOp(op.op_type, op.op_name, layer, "")
+    return tuple(found.values())
+
+
+def blocker_names(ops: Iterable[UnsupportedOp]) -> tuple[str, ...]:
+    """Each op without an XLA kernel as advice names it: its type and its layer (or its name).
+
+    Args:
+        ops: The ops, e.g. `ExplainReport.unsupported_ops`.
+
+    Returns:
+        E.g. `("EagerPyFunc in layer 'py_layer'",)`, each once, in order.
+    """
+    names = (f"{op.op_type} in layer {op.layer!r}" if op.layer else f"{op.op_type} ({op.op_name!r})" for op in ops)
+    return tuple(dict.fromkeys(names))
 
 
 def _fix_for(op_type: str) -> str:

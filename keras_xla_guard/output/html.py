@@ -28,6 +28,7 @@ from keras_xla_guard.errors import MissingDependencyError
 from keras_xla_guard.output.runfile import RunData
 from keras_xla_guard.output.table import format_ms, printable
 from keras_xla_guard.runtime.config import GOOD_COVERAGE, LOW_COVERAGE
+from keras_xla_guard.trace.findings import NOISE_FLOOR, split_findings
 
 __all__ = [
     "escape",
@@ -197,14 +198,29 @@ def _num(field: str, value: Any, text: str) -> str:
 
 # Scopes TensorFlow wraps a whole traced step in: they name no layer.
 _CALL_SCOPES = frozenset({"StatefulPartitionedCall", "PartitionedCall"})
+# Characters of a scope path a chart label keeps (its end: the layer).
+_LABEL_SCOPE = 48
 
 
-def _layer(op_name: str) -> str:
-    """The layer path of an op: its scopes without the step's call wrappers; `-` for none."""
+def _scope(op_name: str) -> str:
+    """An op's scope path without the step's call wrappers; `-` for none."""
     scopes = op_name.split("/")[:-1]
     while scopes and scopes[0] in _CALL_SCOPES:
         scopes.pop(0)
     return "/".join(scopes) or "-"
+
+
+def _layer(op: Mapping[str, Any]) -> str:
+    """The op's Keras layer when the guard knew the model, else its scope path."""
+    return str(op.get("layer") or _scope(op["op_name"]))
+
+
+def _chart_label(op: Mapping[str, Any]) -> str:
+    """The op type and its layer; a long scope path loses its start, never the layer at its end."""
+    layer = _layer(op)
+    if len(layer) > _LABEL_SCOPE:
+        layer = "..." + layer[3 - _LABEL_SCOPE:]
+    return f"{op['op_type']}  {layer}"
 
 
 def _table(header: Sequence[str], rows: Sequence[str], cls: str = "") -> str:
@@ -363,18 +379,31 @@ def _top_ops(section: RunData, plots: "_Plots") -> str:
     heading = f"<h3>Top ops outside XLA by self time ({escape(_label(report, i))})</h3>"
     if not ops:
         return heading + '<p class="muted">No plain TF op ran outside XLA in this window.</p>'
-    shown = ops[:_TOP_OPS_PLOTTED]
-    figure = plots.top_ops(
-        [f"{op['op_type']}  {_layer(op['op_name'])}" for op in shown], [op["self_time_s"] for op in shown]
-    )
+    split = split_findings(ops, lambda op: op["self_time_s"], report["xla_time_s"], report["non_xla_op_time_s"])
+    below = f"each below {NOISE_FLOOR:.0%} of the window's op time, the noise floor (docs/coverage.md)"
+    if not split.findings:
+        plain = report["non_xla_op_time_s"]
+        return heading + (
+            f'<p class="muted" id="noise-floor" data-value="{escape(json.dumps(plain))}">No plain TF op outside '
+            f"XLA is a finding in this window: {escape(format_ms(plain, 3))} of plain ops, {escape(below)}.</p>"
+        )
+    shown = split.findings[:_TOP_OPS_PLOTTED]
+    figure = plots.top_ops([_chart_label(op) for op in shown], [op["self_time_s"] for op in shown])
     rows = [
         f'<tr class="op" data-rank="{n}"><td class="num">{n}</td><td class="name">{escape(op["op_type"])}</td>'
-        f'<td class="name">{escape(_layer(op["op_name"]))}</td><td class="name">{escape(op["op_name"])}</td>'
+        f'<td class="name layer">{escape(_layer(op))}</td><td class="name">{escape(op["op_name"])}</td>'
         + _num("self_time_s", op["self_time_s"], format_ms(op["self_time_s"], 3))
         + _num("count", op["count"], str(op["count"]))
         + "</tr>"
-        for n, op in enumerate(ops, 1)
+        for n, op in enumerate(split.findings, 1)
     ]
+    if split.other_s > 0:
+        noise = len(split.findings) < len(ops)
+        rows.append(
+            '<tr class="op other"><td class="num"></td><td class="name">other</td>'
+            f'<td colspan="2">other plain ops{escape(f" ({below})") if noise else ""}</td>'
+            + _num("self_time_s", split.other_s, format_ms(split.other_s, 3)) + "<td></td></tr>"
+        )
     return (
         heading + figure
         + _table(["#", "op type", "layer", "op name", "self time", "count"], rows, "top-ops")
@@ -684,7 +713,7 @@ class _Plots:
             fig, ax = self._figure(0.8 + 0.32 * len(labels))
             ys = list(range(len(labels)))[::-1]
             ax.barh(ys, [s * 1e3 for s in seconds], color=_PLAIN_COLOR)
-            ax.set_yticks(ys, [_shorten(printable(label)) for label in labels], fontsize=8)
+            ax.set_yticks(ys, [printable(label) for label in labels], fontsize=8)
             ax.set_xlabel("self time (ms)")
             return self._svg(fig, "top_ops")
 
@@ -723,6 +752,11 @@ class _Plots:
             ax.set_xlabel("training step (over the run)")
             ax.set_ylabel("XLA compilations" if xla else "input signatures")
             ax.set_ylim(0, max(ys) + 1)
+            # Steps and compilations are counts: no 0.25 of either.
+            from matplotlib.ticker import MaxNLocator
+
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
             return self._svg(fig, "timeline")
 
     def projected(self, modes: Sequence[str], seconds: Sequence[float]) -> str:
@@ -746,6 +780,3 @@ def _y_at(xs: Sequence[int], ys: Sequence[int], x: int) -> int:
             value = cy
     return value
 
-
-def _shorten(label: str, width: int = 70) -> str:
-    return label if len(label) <= width else label[: width - 3] + "..."

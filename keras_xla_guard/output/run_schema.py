@@ -154,7 +154,7 @@ _SIGNATURE = _object(
     {"paths": _strings, "shapes": _list(_optional(_list(_optional(_int)))), "dtypes": _strings},
     required=("paths", "shapes", "dtypes"),
 )
-_OP = _object({"op_type": _str, "op_name": _str, "self_time_s": _seconds, "count": _int},
+_OP = _object({"op_type": _str, "op_name": _str, "self_time_s": _seconds, "count": _int, "layer": _optional(_str)},
               required=("op_type", "op_name", "self_time_s", "count"), strict=True)
 _PROGRAM = _object({"program": _str, "runs": _int, "time_s": _seconds, "per_op": _bool},
                    required=("program", "runs", "time_s"), strict=True)

@@ -16,6 +16,7 @@ from typing import Any
 from keras_xla_guard.runtime.sink import CallRecord, EpochRecord
 from keras_xla_guard.signatures import EpochSignatures
 from keras_xla_guard.trace.analysis import combine_reports
+from keras_xla_guard.trace.findings import NOISE_FLOOR, split_findings
 from keras_xla_guard.trace.report import CoverageReport
 
 __all__ = [
@@ -233,16 +234,23 @@ def report_markdown(report: CoverageReport) -> str:
             ["op inside XLA", "op name", "device time (ms):", "count:"],
             ([op.op_type, op.op_name, f"{op.self_time_s * 1e3:.3f}", op.count] for op in report.top_xla_ops),
         ), ""]
-    if report.top_non_xla_ops:
-        parts.append(
-            markdown_table(
-                ["#", "op type", "op name", "self time (ms):", "count:"],
-                (
-                    [i, op.op_type, op.op_name, f"{op.self_time_s * 1e3:.3f}", op.count]
-                    for i, op in enumerate(report.top_non_xla_ops, 1)
-                ),
-            )
-        )
+    split = split_findings(report.top_non_xla_ops, lambda op: op.self_time_s, report.xla_time_s,
+                           report.non_xla_op_time_s)
+    below = f"each below {NOISE_FLOOR:.0%} of op time, the noise floor"
+    if split.findings:
+        # The Keras layer of each op, when the guard knew the model.
+        layers = any(op.layer for op in split.findings)
+        rows = [[i, op.op_type, *([op.layer or "-"] if layers else []), op.op_name, f"{op.self_time_s * 1e3:.3f}",
+                 op.count] for i, op in enumerate(split.findings, 1)]
+        if split.other_s > 0:
+            noise = len(split.findings) < len(report.top_non_xla_ops)
+            rows.append(["", "other", *([""] if layers else []), f"other plain ops{f' ({below})' if noise else ''}",
+                         f"{split.other_s * 1e3:.3f}", ""])
+        parts.append(markdown_table(["#", "op type", *(["layer"] if layers else []), "op name", "self time (ms):",
+                                     "count:"], rows))
+    elif report.top_non_xla_ops:
+        parts.append(f"No plain TF op outside XLA is a finding in this window: "
+                     f"{report.non_xla_op_time_s * 1e3:.3f} ms of plain ops, {below}.")
     else:
         parts.append("No plain TF op ran outside XLA in this window.")
     if report.trace_quality:

@@ -51,6 +51,7 @@ __all__ = [
     "DEFAULT_MAX_COMPILATIONS",
     "ON_VIOLATION_CHOICES",
     "NoteProvider",
+    "OpLayers",
     "SinkFactory",
     "XlaGuardEngine",
     "xla_mode_of",
@@ -58,6 +59,8 @@ __all__ = [
 
 # Extra notes for a finished report (e.g. verdicts on why coverage is low).
 NoteProvider = Callable[[CoverageReport], list[str]]
+# Names the Keras layer of each op of a report's op table (None: unknown).
+OpLayers = Callable[[Sequence[str]], Sequence["str | None"]]
 # Builds a run's sinks from the config, fresh for each run.
 SinkFactory = Callable[[GuardConfig], Sequence[ReportSink]]
 _XLA_MODES = ("jit_compile", "autoclustering", None)
@@ -265,6 +268,7 @@ class XlaGuardEngine:
         self._signatures_unavailable: str | None = None
         self._not_profiled: str | None = None
         self._skip_first_step = False
+        self._op_layers: OpLayers | None = None
 
     @property
     def log_dir(self) -> Path:
@@ -528,6 +532,7 @@ class XlaGuardEngine:
         not_profiled: str | None = None,
         skip_first_step: bool = False,
         program: Any = None,
+        op_layers: OpLayers | None = None,
     ) -> None:
         """Starts a training run.
 
@@ -564,6 +569,10 @@ class XlaGuardEngine:
                 signatures, since its compiled programs are cached (a
                 second `fit` of a model compiles nothing again). Defaults
                 to `None`: every run starts afresh.
+            op_layers: Maps the op names of a report's op table to the
+                model's layers (`OpStat.layer`), e.g.
+                `diagnose.scopes.op_layers` over the model's layer names.
+                Defaults to `None`: layers unknown.
 
         Raises:
             ValueError: If `xla_mode` or `steps_per_call` is invalid.
@@ -572,7 +581,7 @@ class XlaGuardEngine:
             raise ValueError(f"`xla_mode` must be one of {_XLA_MODES}. Received: xla_mode={xla_mode!r}")
         check_int("steps_per_call", steps_per_call, minimum=1)
         self._begin_run(epochs, xla_mode, steps_per_call, trace_dir, sinks, not_profiled,
-                        skip_first_step, program)
+                        skip_first_step, program, op_layers)
 
     @_never_raises
     def _begin_run(
@@ -585,6 +594,7 @@ class XlaGuardEngine:
         not_profiled: str | None,
         skip_first_step: bool,
         program: Any,
+        op_layers: OpLayers | None,
     ) -> None:
         # This guard's window that an exception left open belongs to a run
         # that is over; another guard's session is stopped only when stale.
@@ -607,6 +617,7 @@ class XlaGuardEngine:
         if program is None or self._train_program() is not program or self._tracker.xla != xla:
             self._tracker = SignatureTracker(xla=xla)
         self._train_program = _program_ref(program)
+        self._op_layers = op_layers
         self._running = True
         self._in_epoch = False
         self._persistent_cache = self.backend.persistent_cache()
@@ -923,6 +934,11 @@ class XlaGuardEngine:
                     window_wall_s=wall,
                     persistent_cache=cache.directory if cache is not None else None,
                 )
+                if self._op_layers is not None and report.top_non_xla_ops:
+                    ops = report.top_non_xla_ops
+                    layers = self._op_layers([op.op_name for op in ops])
+                    report = dataclasses.replace(report, top_non_xla_ops=tuple(
+                        dataclasses.replace(op, layer=layer) for op, layer in zip(ops, layers)))
                 notes = list(report.notes)
                 for provider in self._notes:
                     notes.extend(provider(report))

@@ -46,6 +46,7 @@ __all__ = [
     "all_layers",
     "attach",
     "build_for_training",
+    "build_model",
     "keras_function",
     "flavour_of",
     "keras_backend",
@@ -441,6 +442,40 @@ def training_state(model: Any) -> tuple[list[Any], str | None]:
                 seen.add(id(variable))
                 found.append(variable)
     return found, "; ".join(missing) or None
+
+
+def build_model(model: Any, batch: Any) -> str | None:
+    """Creates an unbuilt model's variables from one batch's shapes, as its first step would.
+
+    A subclassed model has no variables before its first call. Keras 3:
+    `Trainer._symbolic_build(data_batch=...)` (private; what `fit` calls
+    under a strategy), which builds the layers from symbolic tensors - no
+    computation runs - and, for a compiled model, its optimizer and
+    metrics. tf_keras (and the fallback): the public `model(x,
+    training=False)` on the batch's inputs.
+
+    Args:
+        model: A Keras model.
+        batch: `x`, `(x,)`, `(x, y)` or `(x, y, sample_weight)`.
+
+    Returns:
+        `None` when the model is built, else why not (what failed).
+    """
+    flavour = flavour_of(model)
+    if flavour is not None and flavour.FLAVOUR == "keras3":
+        from keras_xla_guard.seam import keras3
+
+        try:
+            if keras3.symbolic_build(model, batch) is None:
+                return None
+        except Exception:  # noqa: BLE001 - the public call below is the fallback
+            pass
+    x = batch[0] if isinstance(batch, tuple) else batch
+    try:
+        model(x, training=False)
+    except Exception as e:  # noqa: BLE001 - the caller says what to pass instead
+        return f"{type(e).__name__}: {e}"
+    return None
 
 
 def build_for_training(model: Any, batch: Any) -> str | None:

@@ -122,6 +122,7 @@ def bucketing_code(
     batch_size: int,
     *,
     root_count: int = 2,
+    together: Sequence[str] = (),
 ) -> str:
     """The tf.data code that pads one variable dimension to bucket lengths.
 
@@ -136,6 +137,11 @@ def bucketing_code(
         batch_size: Examples per batch.
         root_count: Entries of the dataset's top-level tuple (2 for
             `(x, y)`, 1 for a bare `x`). Defaults to `2`.
+        together: Display paths of other inputs whose length equals
+            `path`'s in every batch (a padding mask, segment ids): the
+            bucketing pads every variable dimension of an element to the
+            bucket length, so they are padded with it; the code says so.
+            Defaults to `()`.
 
     Returns:
         Python source (several lines), ready to paste.
@@ -161,9 +167,10 @@ def bucketing_code(
     access = _unbatched_access(path, root_count)
     args = _element_args(root_count)
     tf_bounds = [b + 1 for b in bounds]
+    padded = ", ".join([path, *together[:-1]]) + (f" and {together[-1]}" if together else "")
     return "\n".join(
         [
-            f"# Pad {path} dim {dim} to {len(bounds)} bucket length(s) {tuple(bounds)}; "
+            f"# Pad {padded} dim {dim} to {len(bounds)} bucket length(s) {tuple(bounds)}; "
             "full batches only.",
             "# Replaces .batch()/.padded_batch() on the unbatched dataset:",
             "dataset = dataset.bucket_by_sequence_length(",

@@ -406,7 +406,9 @@ class SignatureTracker:
             found.append(Explanation(
                 MORE_NEW_SIGNATURES, f"... and {hidden} more new signature(s) in this epoch"
             ))
-        fix = self._recommendation(regular, varying)
+        # The fix belongs to the epochs that compiled: an epoch of shapes
+        # seen before repeats no "instead of N".
+        fix = self._recommendation(regular, varying) if self._epoch_new else None
         if fix is not None:
             found.append(fix)
         return found
@@ -426,6 +428,8 @@ class SignatureTracker:
                and s.shapes[other][d] != s.shapes[leaf][dim]  # type: ignore[index]
                for s in sigs if s.structure == ref.structure for other, d in length_dims):
             return None
+        # So every varying input of that structure is padded with it: the fix names them all.
+        together = length_dims
         lengths: dict[int, int] = {}
         batch_sizes: dict[int, int] = {}
         for s in sigs:
@@ -444,12 +448,15 @@ class SignatureTracker:
         batch = max(batch_sizes, key=lambda b: batch_sizes[b]) if batch_sizes else 32
         roots = {p.split("[", 1)[0] for p in ref.paths}
         root_count = 1 if roots <= {"x", "input"} else (3 if "sample_weight" in roots else 2)
+        names = [f"{input_name(ref, l)} dim {d}" for l, d in together]
+        what = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]} (they vary together)"
         return Explanation(
             BUCKETING_FIX,
-            f"fix: pad {input_name(ref, leaf)} dim {dim} to {len(bounds)} bucket length(s) "
+            f"fix: pad {what} to {len(bounds)} bucket length(s) "
             f"{bounds} -> at most {len(bounds)} compilation(s) instead of {len(lengths)}",
             input=ref.paths[leaf],
             dim=dim,
             values=tuple(bounds),
-            fix_code=bucketing_code(ref.paths[leaf], dim, bounds, batch, root_count=root_count),
+            fix_code=bucketing_code(ref.paths[leaf], dim, bounds, batch, root_count=root_count,
+                                    together=[ref.paths[l] for l, _ in together[1:]]),
         )

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from keras_xla_guard.trace.findings import NOISE_FLOOR, split_findings
+
 if TYPE_CHECKING:
     from keras_xla_guard.trace.report import CoverageReport
 
@@ -73,12 +75,7 @@ def format_report(report: CoverageReport, *, max_ops: int = 5, max_programs: int
         lines.append("  top ops inside XLA (device time):")
         for op in report.top_xla_ops[:max_programs]:
             lines.append(f"    {format_ms(op.self_time_s):>10}  x{op.count:<5} {op.op_type:<20} {op.op_name}")
-    if report.top_non_xla_ops:
-        lines.append("  top ops outside XLA (self time):")
-        for op in report.top_non_xla_ops[:max_ops]:
-            lines.append(
-                f"    {format_ms(op.self_time_s):>10}  x{op.count:<5} {op.op_type:<20} {op.op_name}"
-            )
+    lines.extend(_op_lines(report, max_ops))
     if report.distinct_signatures is not None:
         expected = (
             f", {report.expected_compilations} expected compilation(s)"
@@ -98,6 +95,30 @@ def format_report(report: CoverageReport, *, max_ops: int = 5, max_programs: int
     for note in report.notes:
         lines.append(f"  note: {note}")
     return "\n".join(lines)
+
+
+def _op_lines(report: CoverageReport, max_ops: int) -> list[str]:
+    """The op table above the noise floor, then the rest of the plain-op time as one "other" line."""
+    ops = report.top_non_xla_ops
+    if not ops:
+        return []
+    plain = report.non_xla_op_time_s or 0.0
+    split = split_findings(ops, lambda op: op.self_time_s, report.xla_time_s or 0.0, plain)
+    below = f"each below {NOISE_FLOOR:.0%} of op time"
+    if not split.findings:
+        return [f"  top ops outside XLA: none is a finding ({format_ms(plain, 3)} of plain ops, {below})"]
+    shown = split.findings[:max_ops]
+    lines = ["  top ops outside XLA (self time):"]
+    for op in shown:
+        layer = f"[{op.layer}] " if op.layer else ""
+        lines.append(f"    {format_ms(op.self_time_s):>10}  x{op.count:<5} {op.op_type:<20} {layer}{op.op_name}")
+    rest = plain - sum(op.self_time_s for op in shown)
+    if rest > 0:
+        # The table is sorted: once it reached an op below the floor, all
+        # it left out (top_k) are below too.
+        noise = len(shown) == len(split.findings) < len(ops)
+        lines.append(f"    {format_ms(rest):>10}         other plain ops{f' ({below})' if noise else ''}")
+    return lines
 
 
 def quality_lines(report: CoverageReport) -> list[str]:

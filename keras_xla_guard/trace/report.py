@@ -34,12 +34,18 @@ class OpStat:
         self_time_s: Total self time in seconds (children excluded), summed
             over all executions and threads.
         count: Number of executions in the profiled window.
+        layer: The Keras layer whose name scope holds the op (e.g.
+            `"block_14_depthwise"`, its gradient ops included), or
+            `"optimizer <name>"` for the optimizer's update; `None` when
+            nothing tells (a trace analyzed without its model). The guard
+            fills it in from the model it watches.
     """
 
     op_type: str
     op_name: str
     self_time_s: float
     count: int
+    layer: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Returns the op as a JSON-serializable dict."""

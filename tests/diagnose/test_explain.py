@@ -207,14 +207,85 @@ def test_explain_leaves_weights_and_optimizer_state_bit_identical() -> None:
         assert int(model.optimizer.iterations.numpy()) == 2
 
 
-def test_bad_sample_batch_and_unbuilt_model_are_value_errors() -> None:
-    """A wrong sample structure or an unbuilt model is a ValueError naming the problem."""
+def test_bad_sample_batch_and_an_unbuildable_model_are_value_errors() -> None:
+    """A wrong sample structure, or a model its sample cannot build: a ValueError saying what to pass."""
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
     x, y = _batch(2, 4)
     with pytest.raises(ValueError, match="tuple of length 4"):
         explain(model, (x, y, None, None))
-    with pytest.raises(ValueError, match="not built"):
-        explain(keras.Sequential([keras.layers.Dense(1)]), x)
+
+    class NeedsTwoInputs(keras.Model):
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.dense = keras.layers.Dense(1)
+
+        def call(self, inputs: Any) -> Any:
+            return self.dense(inputs["a"] + inputs["b"])
+
+    unbuildable = NeedsTwoInputs(name="needs_two")
+    with pytest.raises(ValueError) as caught:
+        explain(unbuildable, x)
+    message = str(caught.value)
+    assert message.startswith("`explain` could not build the model from the sample batch (")
+    assert message.endswith(": build it first with one call on a real batch, model(x), or model.build(input_shape), "
+                            "then pass explain that batch's x or (x, y). Received: model='needs_two', which is not "
+                            "built")
+
+
+class CustomStep(keras.Model):
+    """A subclassed model whose train_step computes its own loss (compiled without one)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.hidden = keras.layers.Dense(8, activation="relu", name="hidden")
+        self.head = keras.layers.Dense(1, name="head")
+
+    def call(self, x: Any, training: bool = False) -> Any:
+        return self.head(self.hidden(x))
+
+    def train_step(self, data: Any) -> Any:
+        x, y = data
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(self(x, training=True) - y))
+        gradients = tape.gradient(loss, self.trainable_variables)
+        self.optimizer.apply_gradients(zip(gradients, self.trainable_variables))
+        return {"loss": loss}
+
+
+def test_explain_builds_a_subclassed_model_and_checks_a_step_without_a_compiled_loss() -> None:
+    """Unbuilt, custom train_step, compile() without a loss: explain builds it and checks forward and gradients."""
+    model = CustomStep()
+    model.compile("adam", jit_compile=True)
+    assert not model.built
+    report = explain(model, _batch(8, 4))
+    assert model.built and [v.shape for v in model.trainable_variables] == [(4, 8), (8,), (8, 1), (1,)]
+    assert report.compilable and not report.with_loss
+    # A subclassed model has no input spec (model.inputs), so no dynamic dimension is reported.
+    assert report.codes == ("JIT_COMPILE_ON", "LOSS_NOT_CHECKED", "STEP_COMPILES")
+    assert "its train_step computes one" in report.verdicts[1].message
+
+
+def test_callback_explain_on_a_subclassed_model_trains_exactly_as_without_the_guard(tmp_path: Any) -> None:
+    """explain=(x, y) builds the subclassed model at train begin; the trained weights equal a fit without the guard."""
+    from keras_xla_guard import XlaGuardCallback, XlaGuardWarning
+
+    x, y = _batch(64, 4)
+
+    def trained(callbacks: list[Any]) -> list[bytes]:
+        keras.utils.set_random_seed(3)
+        model = CustomStep()
+        model.compile("adam")
+        model.fit(x, y, epochs=2, batch_size=16, shuffle=False, callbacks=callbacks, verbose=0)
+        return [np.asarray(w).tobytes() for w in model.get_weights()]
+
+    guard = XlaGuardCallback(log_dir=str(tmp_path), profile_epochs=(), verbose=0, explain=(x[:8], y[:8]))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        guarded = trained([guard])
+    assert not [w for w in caught if issubclass(w.category, XlaGuardWarning)]
+    assert guard.explain_report is not None and guard.explain_report.compilable
+    assert "LOSS_NOT_CHECKED" in guard.explain_report.codes
+    assert guarded == trained([])
 
 
 def test_sample_that_does_not_fit_the_model_raises_instead_of_a_verdict() -> None:
@@ -242,7 +313,11 @@ def _text_summaries(log_dir: str) -> list[str]:
 
 
 def test_callback_explain_puts_verdicts_in_first_report_and_tensorboard(tmp_path: Any) -> None:
-    """explain=(x, y): the first low-coverage report and its TensorBoard text carry the verdicts."""
+    """explain=(x, y): the first low-coverage report and its TensorBoard text carry the verdicts, blockers first.
+
+    The py_function makes compile(jit_compile=True) fail in Keras: the first
+    note names it (JIT_COMPILE_BLOCKED) and no note advises switching XLA on.
+    """
     from keras_xla_guard import XlaGuardCallback
 
     model = _unsupported_model(jit_compile="auto")
@@ -260,13 +335,20 @@ def test_callback_explain_puts_verdicts_in_first_report_and_tensorboard(tmp_path
     assert guard.explain_report is not None and not guard.explain_report.compilable
     first, second = guard.reports[0], guard.reports[1]
     assert first.ok and first.xla_time_fraction == 0.0
-    assert any(n.startswith("JIT_COMPILE_OFF: XLA is not requested") for n in first.notes)
-    assert any("jit_compile=True" in n for n in first.notes)
+    assert first.notes[0].startswith(
+        "JIT_COMPILE_BLOCKED: XLA is not requested for this model: model.jit_compile is False (")
+    # explain's ops in graph order (the run's op table adds none it missed).
+    assert ("The train step runs ops without an XLA kernel on XLA_CPU_JIT: EagerPyFunc in layer 'py_layer'; "
+            "AsString in layer 'strings'; StringLength in layer 'strings'; AsString in layer 'strings_1'; "
+            "StringLength in layer 'strings_1'. model.compile(jit_compile=True) would fail in Keras because of "
+            "them.") in first.notes[0]
+    assert not any("jit_compile=True" in n and "would fail" not in n for n in first.notes)
+    assert not any(n.startswith("JIT_COMPILE_OFF") for n in first.notes)
     unsupported = [n for n in first.notes if n.startswith("XLA_UNSUPPORTED_OP")]
     assert any("'py_layer'" in n and "EagerPyFunc" in n for n in unsupported)
-    assert not any(n.startswith("JIT_COMPILE_OFF") for n in second.notes)
+    assert not any(n.startswith("JIT_COMPILE_") for n in second.notes)
     text = html.unescape("\n".join(_text_summaries(str(tmp_path))))
-    assert "JIT_COMPILE_OFF: XLA is not requested" in text
+    assert "JIT_COMPILE_BLOCKED: XLA is not requested" in text
     assert "XLA_UNSUPPORTED_OP: EagerPyFunc" in text and "'py_layer'" in text
 
 

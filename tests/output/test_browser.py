@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from keras_xla_guard.output.tensorboard import layout_proto
+from keras_xla_guard.trace.findings import split_findings
 from _oracle import count_xla_runs
 from tensorboard_server import (
     GUARD_RUN,
@@ -214,6 +215,14 @@ return Array.from(document.querySelectorAll('td[data-field]')).map(td => {
           JSON.parse(td.dataset.value), td.innerText];
 });
 """
+# The top-ops chart's tick labels: text, the label's box and the SVG's, as drawn.
+LABELS_JS = """
+const svg = document.querySelector('figure[data-plot="top_ops"] svg'), box = svg.getBoundingClientRect();
+return Array.from(svg.querySelectorAll('text')).map(t => {
+  const b = t.getBoundingClientRect();
+  return [t.textContent, b.left, b.right, b.width, box.left, box.right];
+});
+"""
 # Each plot: its kind, its SVG's size, and how many of its shapes have a non-empty box.
 PLOTS_JS = """
 return Array.from(document.querySelectorAll('figure.plot')).map(f => {
@@ -299,6 +308,17 @@ def test_html_report_loads_offline_and_draws_every_plot(html_report, browser) ->
         assert len(rgb.resize((320, 240)).getcolors(maxcolors=320 * 240)) > 50
 
 
+def test_html_report_top_op_labels_show_the_layer_whole(html_report, browser) -> None:
+    """Each top-ops bar label ('<op type>  <layer>') is drawn inside the chart, the Keras layer's name not cut off."""
+    page, _, _ = html_report
+    _load_offline(browser, page)
+    labels = [label for label in browser.execute_script(LABELS_JS) if "  " in label[0]]
+    assert labels
+    for text, left, right, width, svg_left, svg_right in labels:
+        assert width > 0 and svg_left <= left and right <= svg_right, text
+    assert any(text.endswith(f"  {HOSTILE_LAYER}") for text, *_ in labels)
+
+
 def test_html_report_numbers_equal_the_report_json(html_report, browser, fit) -> None:
     """Every coverage, op, signature and compare number on the page is the JSON's value, exactly."""
     page, doc, compare = html_report
@@ -316,14 +336,19 @@ def test_html_report_numbers_equal_the_report_json(html_report, browser, fit) ->
         for name in COVERAGE_FIELDS:
             assert value(name, **{"data-epoch": epoch}) == combined[name], (epoch, name)
         assert value("steps_profiled", **{"data-epoch": epoch}) == STEPS_PER_WINDOW
-    # The op chart's table: the window with the most time outside XLA, op by op.
+    # The op chart's table: the window with the most time outside XLA, op by
+    # op above the noise floor, then one row with the rest of its plain time.
     worst = max(runs.values(), key=lambda r: r["non_xla_op_time_s"])
+    split = split_findings(worst["top_non_xla_ops"], lambda op: op["self_time_s"], worst["xla_time_s"],
+                           worst["non_xla_op_time_s"])
     rows = browser.execute_script(
         "return Array.from(document.querySelectorAll('table.top-ops tbody tr')).map("
         "r => Array.from(r.cells).map(c => c.innerText))")
-    assert [r[3] for r in rows] == [op["op_name"] for op in worst["top_non_xla_ops"]]
-    assert any(HOSTILE_LAYER in r[2] for r in rows)
-    for rank, op in enumerate(worst["top_non_xla_ops"], 1):
+    assert [r[3] for r in rows[:len(split.findings)]] == [op["op_name"] for op in split.findings]
+    assert [r[1] for r in rows[len(split.findings):]] == (["other"] if split.other_s > 0 else [])
+    # The layer column names the Keras layer the guard saw, not a scope path.
+    assert HOSTILE_LAYER in [r[2] for r in rows]
+    for rank, op in enumerate(split.findings, 1):
         assert value("self_time_s", **{"data-rank": rank}) == op["self_time_s"]
         assert value("count", **{"data-rank": rank}) == op["count"]
     for epoch, stats in fit.signatures.items():

@@ -30,7 +30,7 @@ def test_hostile_names_stay_text_in_every_part_of_the_page() -> None:
     assert all(c == "\n" or c.isprintable() for c in page)
     assert "<script" not in page.lower()
     text = "".join(parsed.text)
-    op_cells = [text for attrs, text in parsed.cells if attrs.get("class") == "name"]
+    op_cells = [text for attrs, text in parsed.cells if "name" in attrs.get("class", "").split()]
     for name in HOSTILE_NAMES:
         shown = printable(name)
         assert f"model/{shown}/MatMul" in op_cells  # the op name, whole, in its cell
@@ -85,10 +85,12 @@ def test_missing_matplotlib_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) 
     ],
 )
 def test_layer_column_drops_the_steps_call_wrappers(op_name, layer) -> None:
-    """The layer of an op is its scope path without TensorFlow's call wrappers; `-` when none is left."""
+    """Without the Keras layer, an op's layer is its scope path less TensorFlow's call wrappers; `-` if none is left."""
     from keras_xla_guard.output.html import _layer
 
-    assert _layer(op_name) == layer
+    assert _layer({"op_name": op_name, "layer": None}) == layer
+    assert _layer({"op_name": op_name}) == layer
+    assert _layer({"op_name": op_name, "layer": "dense_9"}) == "dense_9"
 
 
 def test_compile_table_rows_carry_each_compilation_and_cache_hit() -> None:
@@ -176,3 +178,76 @@ def test_no_function_table_without_calls() -> None:
     """A run without validation, evaluate or predict calls shows its train figures only, as before."""
     page = render_html([RunData.of("", [CoverageReport(epoch=1, xla_time_fraction=1.0)])], exit_reason="")
     assert "Compilations per function" not in page
+
+
+def test_a_window_whose_plain_ops_are_all_noise_draws_no_chart() -> None:
+    """100% coverage, ten 2.4 us ops: no top-ops chart or table, one sentence with their exact total."""
+    from keras_xla_guard.trace.report import OpStat
+
+    ops = tuple(OpStat("AssignVariableOp", f"a/AssignVariableOp_{i}", 0.0000024, 2) for i in range(10))
+    report = CoverageReport(epoch=1, xla_time_s=0.050, non_xla_op_time_s=0.000024, xla_time_fraction=0.9995,
+                            top_non_xla_ops=ops)
+    page = render_html([RunData.of("", [report])], exit_reason="")
+    parsed = read_page(page)
+    assert 'data-plot="top_ops"' not in page
+    assert not [attrs for tag, attrs in parsed.tags if tag == "tr" and attrs.get("class") == "op"]
+    (floor,) = [attrs for tag, attrs in parsed.tags if attrs.get("id") == "noise-floor"]
+    assert float(floor["data-value"]) == 0.000024
+    assert ("No plain TF op outside XLA is a finding in this window: 0.024 ms of plain ops, each below 1% of the "
+            "window's op time, the noise floor (docs/coverage.md).") in "".join(parsed.text)
+
+
+def test_ops_below_the_floor_are_one_other_row_not_bars() -> None:
+    """One op above 1%, one below: one bar, one op row and an 'other' row with the rest of the plain time."""
+    from keras_xla_guard.trace.report import OpStat
+
+    ops = (OpStat("MatMul", "model/dense/MatMul", 0.0008, 4), OpStat("AssignVariableOp", "adam/Assign", 0.00001, 4))
+    report = CoverageReport(epoch=1, xla_time_s=0.003, non_xla_op_time_s=0.001, xla_time_fraction=0.75,
+                            top_non_xla_ops=ops)
+    page = render_html([RunData.of("", [report])], exit_reason="")
+    parsed = read_page(page)
+    assert [attrs.get("data-rank") for tag, attrs in parsed.tags if tag == "tr" and "op" in attrs.get("class", "")] \
+        == ["1", None]
+    assert parsed.value("self_time_s", **{"class": "op other"}) == 0.001 - 0.0008
+    assert 'data-plot="top_ops"' in page and "AssignVariableOp" not in page
+
+
+def test_the_layer_column_names_the_keras_layer_and_the_chart_keeps_it() -> None:
+    """An op with its Keras layer shows it (scope path kept in 'op name'); a long scope path keeps its end."""
+    import re
+
+    from keras_xla_guard.trace.report import OpStat
+
+    deep = "StatefulPartitionedCall/gradient_tape/" + "/".join(f"scope_{i}" for i in range(12)) + "/block_14_depthwise_1"
+    ops = (OpStat("DepthwiseConv2dNativeBackpropInput", f"{deep}/depthwise/Backprop", 0.0006, 4,
+                  layer="block_14_depthwise"),
+           OpStat("RealDiv", f"{deep}/truediv", 0.0004, 4))
+    report = CoverageReport(epoch=1, xla_time_s=0.0, non_xla_op_time_s=0.001, top_non_xla_ops=ops)
+    page = render_html([RunData.of("", [report])], exit_reason="")
+    parsed = read_page(page)
+    layers = [text for attrs, text in parsed.cells if attrs.get("class") == "name layer"]
+    assert layers == ["block_14_depthwise", deep.removeprefix("StatefulPartitionedCall/") + ""]
+    chart = page[page.index('data-plot="top_ops"'):]
+    chart = chart[:chart.index("</figure>")]
+    labels = re.findall(r"<text[^>]*>([^<]*)</text>", chart)
+    assert "DepthwiseConv2dNativeBackpropInput  block_14_depthwise" in labels
+    assert "RealDiv  ..." + deep[-45:] in labels
+
+
+def test_the_timeline_counts_in_whole_numbers() -> None:
+    """Two compilations over three steps: every tick of the timeline is an integer, none a 0.25."""
+    import re
+
+    import numpy as np
+
+    from keras_xla_guard.signatures import Signature, SignatureTracker
+
+    tracker = SignatureTracker(xla=True)
+    tracker.begin_epoch(0)
+    for step, n in enumerate((3, 5, 5)):
+        tracker.observe(Signature.of(np.zeros((2, n))), step=step)
+    page = render_html([RunData.of("", [], [tracker.end_epoch()])], exit_reason="")
+    chart = page[page.index('data-plot="timeline"'):]
+    chart = chart[:chart.index("</figure>")]
+    ticks = [t for t in re.findall(r"<text[^>]*>([^<]*)</text>", chart) if re.fullmatch(r"[-\d.\u2212]+", t)]
+    assert ticks and all(re.fullmatch(r"\u2212?\d+", t) for t in ticks), ticks

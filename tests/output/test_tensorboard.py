@@ -196,6 +196,21 @@ def test_report_markdown_without_plain_ops_says_so() -> None:
     assert "<table>" not in html_out
 
 
+def test_report_markdown_lists_findings_only_and_the_rest_as_other() -> None:
+    """Ops below 1% of the window's op time are no rows: one 'other' row, or one sentence when none is above it."""
+    ops = (OpStat("MatMul", "dense/MatMul", 0.0008, 4), OpStat("AssignVariableOp", "adam/Assign", 0.00001, 4))
+    parsed = _render(report_markdown(_report(top_non_xla_ops=ops)))
+    assert parsed.rows[1:] == [["1", "MatMul", "dense/MatMul", "0.800", "4"],
+                               ["", "other", "other plain ops (each below 1% of op time, the noise floor)",
+                                "0.200", ""]]
+    full = _report(xla_time_s=0.050, non_xla_op_time_s=0.000024, xla_time_fraction=0.9995,
+                   top_non_xla_ops=tuple(OpStat("AssignVariableOp", f"a/Assign_{i}", 0.0000024, 2) for i in range(10)))
+    shown = _visible(report_markdown(full))
+    assert "<table>" not in markdown_to_safe_html(report_markdown(full))
+    assert ("No plain TF op outside XLA is a finding in this window: 0.024 ms of plain ops, each below 1% of op "
+            "time, the noise floor.") in shown
+
+
 def test_report_markdown_of_failed_report_escapes_the_reason() -> None:
     """A failed report renders its status and an escaped reason."""
     report = CoverageReport(status="failed", reason="boom | <b>x</b>\n# h", epoch=0)

@@ -139,6 +139,28 @@ def test_tracker_counts_and_explains_five_lengths():
     assert (again.distinct_signatures, again.new_signatures, again.expected_compilations) == (5, 0, 0)
     assert again.compilations_so_far == 5
     assert again.explanations[0].message == HEADLINE
+    # An epoch that compiled nothing repeats no fix ("instead of 5" is epoch 0's).
+    assert [e.kind for e in again.explanations] == ["dim_varied"]
+
+
+def test_inputs_that_vary_together_are_all_named_by_the_fix():
+    """token_ids, segment_ids and padding_mask of one length: the fix names all three, the code pads them together."""
+    tracker = SignatureTracker(xla=True)
+    batches = [Signature.of(({name: np.zeros((8, n), "int32") for name in ("token_ids", "segment_ids", "padding_mask")},
+                             np.zeros((8, 1), "float32")), root_names=("x", "y")) for n in LENGTHS]
+    fix = _epoch(tracker, 0, batches).explanations[-1]
+    assert fix.kind == "bucketing_fix" and fix.input == "x['padding_mask']"
+    assert fix.message == (
+        "fix: pad input 'padding_mask' dim 1, input 'segment_ids' dim 1 and input 'token_ids' dim 1 (they vary "
+        f"together) to {len(fix.values)} bucket length(s) {fix.values} -> at most {len(fix.values)} "
+        "compilation(s) instead of 5")
+    assert fix.fix_code.splitlines()[0] == (
+        f"# Pad x['padding_mask'], x['segment_ids'] and x['token_ids'] dim 1 to {len(fix.values)} bucket length(s) "
+        f"{fix.values}; full batches only.")
+    # Inputs of different lengths: the code would pad one to the other's length, so no fix.
+    apart = [Signature.of(({"tokens": np.zeros((8, n), "int32"), "mask": np.zeros((8, 20 - n), "int32")},
+                           np.zeros((8, 1), "float32")), root_names=("x", "y")) for n in LENGTHS]
+    assert "bucketing_fix" not in [e.kind for e in _epoch(SignatureTracker(xla=True), 0, apart).explanations]
 
 
 def test_tracker_without_xla_expects_no_compilations():
@@ -185,15 +207,16 @@ def _two_inputs(tokens: int, other: tuple[int, ...], name: str = "mask") -> Sign
 
 
 def test_two_inputs_varying_together_pad_the_first_in_path_order():
-    """Tokens and their mask vary together: the fix pads the first input in path order, both bounded."""
+    """Tokens and their mask vary together: the fix keys on the first input in path order and names both."""
     stats = _epoch(SignatureTracker(), 0, [_two_inputs(n, (n,)) for n in LENGTHS])
     varied = [(e.input, e.dim, e.values) for e in stats.explanations if e.kind == "dim_varied"]
     assert varied == [("x['mask']", 1, tuple(sorted(set(LENGTHS)))), ("x['tokens']", 1, tuple(sorted(set(LENGTHS))))]
     fix = stats.explanations[-1]
     bounds = recommend_buckets(LENGTHS)
     assert (fix.kind, fix.input, fix.dim, fix.values) == ("bucketing_fix", "x['mask']", 1, bounds)
-    assert fix.message == (f"fix: pad input 'mask' dim 1 to {len(bounds)} bucket length(s) {bounds} -> "
-                           f"at most {len(bounds)} compilation(s) instead of 5")
+    assert fix.message == (f"fix: pad input 'mask' dim 1 and input 'tokens' dim 1 (they vary together) to "
+                           f"{len(bounds)} bucket length(s) {bounds} -> at most {len(bounds)} compilation(s) "
+                           "instead of 5")
 
 
 def test_printed_code_pads_inputs_varying_together_to_one_shape():
