@@ -115,8 +115,6 @@ class EpochSignatures:
 
 @dataclass
 class _SigStats:
-    first_epoch: int | None
-    first_step: int | None
     count: int = 0
     last_of_epoch: int = 0
 
@@ -233,7 +231,7 @@ class SignatureTracker:
         stats = self._stats.get(signature)
         new = stats is None
         if stats is None:
-            stats = self._stats[signature] = _SigStats(self._epoch, step)
+            stats = self._stats[signature] = _SigStats()
             self._order.append(signature)
             self._epoch_new.append((signature, step))
         stats.count += count

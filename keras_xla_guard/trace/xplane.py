@@ -79,9 +79,13 @@ def find_run_dirs(log_dir: str | os.PathLike[str]) -> list[Path]:
     """
     runs: dict[Path, float] = {}
     for trace in _walk_traces(Path(log_dir)):
-        if not trace.is_file():
+        try:
+            if not trace.is_file():
+                continue
+            mtime = trace.stat().st_mtime
+        except FileNotFoundError:
+            # A live log dir: the file went (a guard moved or removed it) after the walk saw it.
             continue
-        mtime = trace.stat().st_mtime
         runs[trace.parent] = max(runs.get(trace.parent, 0.0), mtime)
     return sorted(runs, key=lambda run: (runs[run], run.name))
 
@@ -90,7 +94,9 @@ def _walk_traces(root: Path) -> list[Path]:
     """Trace files anywhere under `root`, without following directory links.
 
     Iterative: `Path.rglob` recurses once per directory level and fails
-    with `RecursionError` on trees about 1,000 levels deep.
+    with `RecursionError` on trees about 1,000 levels deep. A directory that
+    cannot be read, or that went away since its parent was listed (a guard
+    still writing the log dir moves its staged runs), holds nothing.
     """
     found: list[Path] = []
     stack = [root]
@@ -98,7 +104,7 @@ def _walk_traces(root: Path) -> list[Path]:
         directory = stack.pop()
         try:
             entries = list(os.scandir(directory))
-        except PermissionError:
+        except (PermissionError, FileNotFoundError, NotADirectoryError):
             continue
         for entry in entries:
             if entry.is_dir(follow_symlinks=False):

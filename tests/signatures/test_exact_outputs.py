@@ -274,7 +274,7 @@ def test_signature_helpers_answer_exactly():
     assert differences(_tokens(7, batch=4), _tokens(5)) == [
         "x['tokens']: int32[4,7] vs int32[8,5] (dim 0: 8 -> 4, dim 1: 5 -> 7)", "y: float32[4,1] vs float32[8,1] "
         "(dim 0: 8 -> 4)"]
-    assert differences(spec, _tokens(5)) == ["x['tokens']: int32[?,5] vs int32[8,5] (dim 0: 8 -> None)"]
+    assert differences(spec, _tokens(5)) == ["x['tokens']: int32[?,5] vs int32[8,5] (dim 0: 8 -> ?)"]
     assert differences(_tokens(5), _tokens(5)) == []
     # Closest: fewest differing dims, another structure farthest, the latest on a tie.
     earlier = [_tokens(5, dtype="int64"), _tokens(9), _tokens(6, batch=4), _tokens(7)]
