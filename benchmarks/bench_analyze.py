@@ -26,11 +26,26 @@ the base and large traces are compared with the ones the code at the
 reference commit gives (exported with `git archive`, run in a subprocess).
 Prints one JSON object with medians and ratios.
 
+With `--corpus`, it measures real traces of other workloads instead
+(`benchmarks/_corpus.py`: a CNN, a `jit_compile=True` transformer with
+several compilations, an eager custom loop, auto-clustering, a
+multi-worker chief, Keras on JAX, the MLP), each trained and profiled in
+its own process and kept under `benchmarks/.corpus/` (git-ignored; rebuilt
+when `_corpus.py` or the framework versions change), plus synthetic traces
+(the scaling series, and one line of 10^6 events whose names alternate
+between a plain-op kernel and a transparent event). Every run of either
+contender is a fresh interpreter that imports everything first, then takes
+its memory baseline and starts the clock (`_FRESH_RUN`); the two contenders
+alternate, and each trace's figures are the best of `--corpus-rounds` runs
+(time) and the highest peak (memory). Each report is compared with the one
+the code at `--corpus-reference` gives.
+
 Usage:
 
 ```
 .venv/bin/python benchmarks/bench_analyze.py            # build traces, measure
 .venv/bin/python benchmarks/bench_analyze.py --trace T  # start from an existing file
+.venv/bin/python benchmarks/bench_analyze.py --corpus   # the corpus of real traces
 ```
 """
 
@@ -39,6 +54,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -46,6 +62,12 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS_DIR = ROOT / "benchmarks" / ".corpus"
+# The code before the corpus work (issue 34): reports must stay what it gives.
+CORPUS_REFERENCE = "aab1d12"
 
 _MEMORY_PROBE = """
 import sys
@@ -330,6 +352,183 @@ def _same_as_reference(commit: str, paths: dict[str, Path]) -> dict:
     return {"commit": commit, "top_k": 1000, "identical": identical}
 
 
+_FRESH_RUN = """
+import json, sys, time
+from keras_xla_guard.trace.analysis import analyze_trace
+from keras_xla_guard.trace._proto import xplane_pb2
+import numpy
+
+pb = xplane_pb2()
+
+
+def high_water_kib():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    raise SystemExit("no VmHWM in /proc/self/status")
+
+
+def floor(path):
+    space = pb.XSpace()
+    with open(path, "rb") as f:
+        space.ParseFromString(f.read())
+    touched = 0
+    for plane in space.planes:
+        for line in plane.lines:
+            for e in line.events:
+                touched += e.offset_ps + e.duration_ps + e.metadata_id
+
+
+which, path = sys.argv[1], sys.argv[2]
+base = high_water_kib()
+wall, cpu = time.perf_counter(), time.process_time()
+if which == "ours":
+    analyze_trace(path, max_bytes=1 << 31)
+else:
+    floor(path)
+wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+print(json.dumps({"wall_s": wall, "cpu_s": cpu, "peak_growth_kib": high_water_kib() - base}))
+"""
+
+
+def _fresh(which: str, path: Path) -> dict[str, float]:
+    """One run of `ours` or `floor` on `path` in a fresh interpreter (see `_FRESH_RUN`)."""
+    out = subprocess.run([sys.executable, "-c", _FRESH_RUN, which, str(path)],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _measure_fresh(path: Path, rounds: int) -> dict[str, Any]:
+    """Ours against the floor on one trace, each run in a fresh process, alternated."""
+    path.read_bytes()  # the page cache, for every run alike
+    load_before = os.getloadavg()[0]
+    runs: dict[str, list[dict[str, float]]] = {"ours": [], "floor": []}
+    for r in range(rounds):
+        for which in ("ours", "floor") if r % 2 == 0 else ("floor", "ours"):
+            runs[which].append(_fresh(which, path))
+    size = path.stat().st_size
+    best = {name: min(run["wall_s"] for run in rs) for name, rs in runs.items()}
+    best_cpu = {name: min(run["cpu_s"] for run in rs) for name, rs in runs.items()}
+    peak = max(run["peak_growth_kib"] for run in runs["ours"]) * 1024
+    return {
+        "trace_bytes": size,
+        "trace_events": _count_events(path),
+        "rounds": rounds,
+        "load_average_1min": [load_before, os.getloadavg()[0]],
+        "best_wall_s": best,
+        "best_cpu_s": best_cpu,
+        "wall_s": {name: [run["wall_s"] for run in rs] for name, rs in runs.items()},
+        "ours_over_floor": best["ours"] / best["floor"],
+        "ours_over_floor_cpu": best_cpu["ours"] / best_cpu["floor"],
+        "ours_over_floor_paired_median": statistics.median(
+            o["wall_s"] / f["wall_s"] for o, f in zip(runs["ours"], runs["floor"])),
+        "peak_memory_mib": peak / 2**20,
+        "floor_peak_memory_mib": max(run["peak_growth_kib"] for run in runs["floor"]) / 1024,
+        "peak_memory_over_file_size": peak / size,
+    }
+
+
+def _corpus_key() -> dict[str, str | None]:
+    """What a cached corpus trace depends on: the workloads' code and the frameworks."""
+    import hashlib
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(name: str) -> str | None:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return None
+
+    source = (ROOT / "benchmarks" / "_corpus.py").read_bytes()
+    return {"corpus_py_sha256": hashlib.sha256(source).hexdigest(),
+            "tensorflow": installed("tensorflow-cpu") or installed("tensorflow"),
+            **{name: installed(name) for name in ("keras", "jax", "tf_keras")}}
+
+
+def _corpus_traces(corpus_dir: Path, names: list[str], rebuild: bool) -> dict[str, Path]:
+    """The corpus' trace files, built (each workload in its own process) where missing or stale."""
+    key = _corpus_key()
+    traces = {}
+    for name in names:
+        where = corpus_dir / name
+        stamp = where / "built.json"
+        if rebuild or not stamp.is_file() or json.loads(stamp.read_text()) != key:
+            if where.exists():
+                shutil.rmtree(where)
+            where.mkdir(parents=True)
+            subprocess.run([sys.executable, str(ROOT / "benchmarks" / "_corpus.py"), name, str(where / "logs")],
+                           check=True, env=dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2"))
+            found = sorted((where / "logs").rglob("*.xplane.pb"))
+            if len(found) != 1:
+                raise SystemExit(f"workload {name!r} left {len(found)} traces under {where / 'logs'}, not one")
+            (where / "trace.xplane.pb").write_bytes(found[0].read_bytes())
+            shutil.rmtree(where / "logs")
+            stamp.write_text(json.dumps(key))
+        traces[name] = where / "trace.xplane.pb"
+    return traces
+
+
+def _alternating(out: Path, events: int) -> None:
+    """One host line of `events` back-to-back events, a plain-op kernel and a transparent event in turn."""
+    from keras_xla_guard.trace._proto import xplane_pb2
+
+    pb = xplane_pb2()
+    space = pb.XSpace()
+    plane = space.planes.add(id=1, name="/host:CPU")
+    for mid, name in ((1, "dense/MatMul:MatMul"), (2, "ExecutorState::Process")):
+        plane.event_metadata[mid].id = mid
+        plane.event_metadata[mid].name = name
+    line = plane.lines.add(id=1, name="tf_Compute/1", timestamp_ns=1000)
+    add = line.events.add
+    for i in range(events):
+        add(metadata_id=1 + i % 2, offset_ps=i * 1_000_000, duration_ps=900_000)
+    out.write_bytes(space.SerializeToString())
+
+
+def _corpus(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    """Measures every trace of the corpus and the synthetic ones; see the module docstring."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import _corpus as workloads
+
+    names = list(workloads.WORKLOADS) if args.corpus == "all" else args.corpus.split(",")
+    traces: dict[str, Path] = dict(_corpus_traces(args.corpus_dir, names, args.rebuild))
+    synthetic = Path(tmp) / "synthetic"
+    synthetic.mkdir()
+    if args.alternating_events:
+        traces["synthetic_alternating"] = synthetic / "alternating.xplane.pb"
+        _alternating(traces["synthetic_alternating"], args.alternating_events)
+    source = traces.get("mlp")
+    for count in filter(None, args.corpus_scale_events.split(",")) if source else ():
+        events = int(float(count))
+        path = synthetic / f"scale_{events}.xplane.pb"
+        subprocess.run([sys.executable, __file__, "--replicate", str(source), str(path), "--events", str(events)],
+                       check=True)
+        traces[f"synthetic_mlp_{count}_events"] = path
+    measured = {name: _measure_fresh(path, args.corpus_rounds) for name, path in traces.items()}
+    result: dict[str, Any] = {
+        "mode": "corpus",
+        "method": ("fresh interpreter per run, imports and the memory baseline before the clock; "
+                   "ours and the floor alternated; best (lowest) wall time of the rounds; memory the "
+                   "highest VmHWM rise of ours' runs"),
+        "cpus": os.cpu_count(),
+        "gpu_trace": "none: this machine has no accelerator",
+        "traces": measured,
+        "worst_time": max(measured, key=lambda n: measured[n]["ours_over_floor"]),
+        "worst_memory": max(measured, key=lambda n: measured[n]["peak_memory_over_file_size"]),
+    }
+    if args.corpus_reference:
+        result["reference"] = _same_as_reference(args.corpus_reference, traces)
+    result["goals_met"] = {
+        "ours_within_1_3x_of_floor": all(m["ours_over_floor"] <= 1.3 for m in measured.values()),
+        "peak_memory_under_file_size": all(m["peak_memory_over_file_size"] <= 1.0 for m in measured.values()),
+    }
+    if "reference" in result:
+        result["goals_met"]["reports_identical_to_reference"] = all(
+            result["reference"].get("identical", {"": False}).values())
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     """Runs the benchmark and prints JSON.
 
@@ -360,6 +559,22 @@ def main(argv: list[str] | None = None) -> int:
                         help="build the trace from a jit_compile=True model (XLA events)")
     parser.add_argument("--eager-loop", action="store_true",
                         help="build the trace from an eager custom loop (one busy thread)")
+    parser.add_argument("--corpus", nargs="?", const="all",
+                        help="measure the corpus of real traces instead (all, or names from "
+                             "benchmarks/_corpus.py, comma-separated)")
+    parser.add_argument("--corpus-dir", type=Path, default=CORPUS_DIR,
+                        help="where the corpus' traces are kept (default: %(default)s)")
+    parser.add_argument("--rebuild", action="store_true", help="build the corpus' traces again")
+    parser.add_argument("--corpus-rounds", type=int, default=3,
+                        help="fresh-process runs of each contender per corpus trace (default: %(default)s)")
+    parser.add_argument("--corpus-reference", default=CORPUS_REFERENCE,
+                        help="git commit whose reports of the corpus ours must equal; empty: skip "
+                             "(default: %(default)s)")
+    parser.add_argument("--corpus-scale-events", default="1e5,1e6",
+                        help="event counts of the scaling traces copied from the corpus' MLP; empty: none "
+                             "(default: %(default)s)")
+    parser.add_argument("--alternating-events", type=int, default=1_000_000,
+                        help="events of the synthetic alternating-names trace; 0: none (default: %(default)s)")
     parser.add_argument("--build-into", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--replicate", nargs=2, type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--events", type=int, default=0, help=argparse.SUPPRESS)
@@ -384,6 +599,11 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run([sys.executable, __file__, "--replicate", str(source), str(out), *how],
                        check=True)
         return out
+
+    if args.corpus:
+        with tempfile.TemporaryDirectory(prefix="bench_analyze_") as tmp:
+            print(json.dumps(_corpus(args, Path(tmp)), indent=2))
+        return 0
 
     with tempfile.TemporaryDirectory(prefix="bench_analyze_") as tmp:
         path = args.trace

@@ -1,17 +1,16 @@
 """How the scan sees a line's events: metadata looked up once, events as tuples.
 
-Events reach the scan (`_scan.scan_events`) as `(metadata_id, offset_ps,
-duration_ps, x)` tuples: from parsed `XEvent` messages (`message_events`),
-or decoded with numpy from a slice of a serialized line (`batch_events`),
-where runs of consecutive leaf plain-op kernels come as one `RUN` tuple so
-the scan can book them at once. `PlaneCache` is what one plane's metadata
-says (category, op, launch kind of each event name). Pure: no Keras, no
-TensorFlow.
+Events reach the scan in columns (`_columns`) as numpy arrays decoded from
+a slice of a serialized line (`event_columns`), and the scan one event at a
+time (`_scan.scan_events`) as `(metadata_id, offset_ps, duration_ps, x)`
+tuples: from parsed `XEvent` messages (`message_events`), or from the same
+columns (`batch_events`). `PlaneCache` is what one plane's metadata says
+(category, op, launch kind of each event name; `codes` packs them for
+numpy). Pure: no Keras, no TensorFlow.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -26,29 +25,27 @@ from keras_xla_guard.trace.classify import (
     classify_op_type,
     split_tf_op,
 )
+from keras_xla_guard.trace.compiles import STEP_EVENT
 
 __all__ = [
     "CALL",
     "LAUNCH",
+    "MARKER_CODE",
     "MAYBE_LAUNCH",
     "NOT_LAUNCH",
-    "RUN",
-    "RUN_CAT",
-    "SUMS",
+    "ROLE_CODES",
+    "TRAIN_CODE",
+    "WITH_STATS_CODE",
     "PlaneCache",
     "batch_events",
+    "event_columns",
     "has_stat",
     "message_events",
+    "stat_events",
     "stat_index",
     "stat_str",
     "stats_str",
 ]
-
-# Stand-in metadata ids (beyond int64, so no event has them) of a run of
-# leaf kernels and of the op sums of a slice's runs (see `_with_runs`).
-RUN = 1 << 64
-SUMS = 1 << 65
-RUN_CAT = -1
 
 # What an event's name says about launches (`PlaneCache.infos`' third
 # field): an executable span is one launch; a `ThunkExecutor::Execute` outside
@@ -56,6 +53,14 @@ RUN_CAT = -1
 # a program's work onto); a call of a `tf.function` from eager Python is
 # where launches happen (see `_scan.adopt_loose_launches`).
 NOT_LAUNCH, LAUNCH, MAYBE_LAUNCH, CALL = 0, 1, 2, 3
+# `PlaneCache.codes` packs, per metadata id: the category (bits 0-3), the
+# launch kind (4-5), the kernel role (6-7, `ROLE_CODES`), and these flags.
+MARKER_CODE = 1 << 8
+WITH_STATS_CODE = 1 << 9
+TRAIN_CODE = 1 << 10
+ROLE_CODES = {"op": 0, "xla_launch": 1, "xla_compile": 2, "input": 3}
+# Metadata ids up to this are looked up in a table indexed by id.
+_DENSE_IDS = 1 << 20
 _THUNK_EXECUTE = "ThunkExecutor::Execute"
 _CALL_PREFIX = "EagerLocalExecute: __inference_"
 
@@ -101,8 +106,9 @@ class PlaneCache:
         markers: Metadata ids of events that each count one compilation.
         with_stats: Metadata ids of events whose stats the scan reads
             (async kernel starts and compile markers).
-        name_id, type_id, hlo_id: Stat metadata ids of `name`,
-            `kernel_type` and `hlo_module`; -1 when the plane has none.
+        name_id, type_id, hlo_id, root_id, step_id: Stat metadata ids
+            of `name`, `kernel_type`, `hlo_module`, `_r` and `step_num`;
+            -1 when the plane has none.
     """
 
     def __init__(self, plane: Any) -> None:
@@ -118,25 +124,38 @@ class PlaneCache:
         self.name_id = stat_ids.get("name", -1)
         self.type_id = stat_ids.get("kernel_type", -1)
         self.hlo_id = stat_ids.get("hlo_module", -1)
-        self.infos[RUN] = (RUN_CAT, None, NOT_LAUNCH)
-        self._leaf_ops: Any = None
+        self.root_id = stat_ids.get("_r", -1)
+        self.step_id = stat_ids.get("step_num", -1)
+        self._table: Any = None
 
-    def leaf_ops(self, np: Any, mids: Any) -> Any:
-        """Which of `mids` (an int64 array) name plain-op TF kernels."""
-        if self._leaf_ops is None:
-            keys = list(self.metadata.keys())
-            size = max(keys) + 1 if keys and 0 <= min(keys) and max(keys) < 1 << 20 else 0
-            table = np.zeros(size, dtype=bool)
-            for mid in keys:
-                cat, op, _ = self.infos.get(mid) or self.info(mid)
-                table[mid] = cat == Category.KERNEL and op[1] == "op"
-            self._leaf_ops = table
-        table = self._leaf_ops
-        inside = (mids >= 0) & (mids < len(table))
-        if inside.all():
-            return table[mids]
-        found = np.zeros(len(mids), dtype=bool)
-        found[inside] = table[mids[inside]]
+    def code(self, mid: int) -> int:
+        """What `codes` packs for one metadata id."""
+        cat, op, launch = self.infos.get(mid) or self.info(mid)
+        return (cat | launch << 4 | (ROLE_CODES[op[1]] << 6 if op else 0)
+                | (MARKER_CODE if mid in self.markers else 0)
+                | (WITH_STATS_CODE if mid in self.with_stats else 0)
+                | (TRAIN_CODE if mid in self.metadata and self.metadata[mid].name == STEP_EVENT else 0))
+
+    def codes(self, np: Any, mids: Any) -> Any:
+        """`code` of each of `mids` (an int64 array), as an int16 array."""
+        if not len(mids):
+            return np.zeros(0, dtype=np.int16)
+        low, high = int(mids.min()), int(mids.max())
+        if low < 0 or high >= _DENSE_IDS:
+            unique, inverse = np.unique(mids, return_inverse=True)
+            return np.array([self.code(m) for m in unique.tolist()], dtype=np.int16)[inverse]
+        table = self._table
+        if table is None or high >= len(table):
+            grown = np.full(max(high + 1, 2 * len(table) if table is not None else 0), -1, dtype=np.int16)
+            if table is not None:
+                grown[:len(table)] = table
+            table = self._table = grown
+        found = table[mids]
+        unknown = found < 0
+        if unknown.any():
+            for mid in np.unique(mids[unknown]).tolist():
+                table[mid] = self.code(mid)
+            found = table[mids]
         return found
 
     def info(self, mid: int) -> tuple[int, Any, int]:
@@ -168,100 +187,61 @@ def message_events(events: Iterable[Any], cache: PlaneCache) -> Iterator[tuple[i
         yield mid, e.offset_ps, e.duration_ps, x
 
 
-def batch_events(np: Any, data: bytes, heads: list[int], plane: Any, cache: PlaneCache,
-                  first: bool, source: str) -> Iterator[tuple[int, int, int, Any]]:
-    """The scan's view of the serialized events at `heads` in `data`.
+def event_columns(np: Any, data: bytes, heads: list[int], plane: Any, cache: PlaneCache,
+                  first: bool, source: str) -> tuple[Any, Any, Any, Any, Any, Any]:
+    """The serialized events at `heads` in `data` as columns.
 
-    Events without time that are not compile markers are left out: the
-    scan skips them anyway. Only the few events whose stats the scan reads,
-    and any event `decode_events` leaves to protobuf, become `XEvent`s.
+    Returns:
+        `(metadata_id, offset_ps, duration_ps, has_hlo, has_root, found)`:
+        int64 arrays, bool arrays (the event carries an `hlo_module`, an
+        `_r` stat), and what `stat_events` needs to parse events (those
+        `decode_events` left to protobuf are parsed already). When
+        `first`, the first event must name defined metadata.
+
+    Raises:
+        TraceParseError: If an event does not decode, or the first event's
+            metadata is undefined.
     """
     xevent = xplane_pb2().XEvent
     with trace_errors(source):
-        cols = decode_events(np, data, np.array(heads, dtype=np.int64), cache.hlo_id)
-    mid, off, dur, has = cols["metadata_id"], cols["offset_ps"], cols["duration_ps"], cols["has_stat"]
+        cols = decode_events(np, data, np.array(heads, dtype=np.int64), (cache.hlo_id, cache.root_id))
+    mid, off, dur = cols["metadata_id"], cols["offset_ps"], cols["duration_ps"]
+    has, root = cols["has_stats"]
     starts, ends = cols["start"], cols["end"]
     parsed: dict[int, Any] = {}
     for i in np.flatnonzero(cols["other"]).tolist():
         event = parsed[i] = decode(xevent, data[starts[i]:ends[i]], source)
         mid[i], off[i], dur[i] = event.metadata_id, event.offset_ps, event.duration_ps
         has[i] = cache.hlo_id >= 0 and has_stat(event, cache.hlo_id)
+        root[i] = cache.root_id >= 0 and has_stat(event, cache.root_id)
     if first:
         check_metadata(plane, parsed.get(0) or xevent(metadata_id=int(mid[0])), source)
-    keep = dur > 0
-    if cache.markers:
-        keep |= np.isin(mid, list(cache.markers))
-    kept = np.flatnonzero(keep)
+    return mid, off, dur, has, root, (parsed, starts, ends)
+
+
+def stat_events(data: bytes, rows: list[int], found: tuple[dict[int, Any], Any, Any], source: str,
+                ) -> dict[int, Any]:
+    """The `XEvent`s at `rows` (indices into an `event_columns` batch of `data`), each parsed once."""
+    parsed, starts, ends = found
+    xevent = xplane_pb2().XEvent
+    return {i: parsed.get(i) or decode(xevent, data[starts[i]:ends[i]], source) for i in rows}
+
+
+def batch_events(np: Any, data: bytes, heads: list[int], plane: Any, cache: PlaneCache,
+                 first: bool, source: str) -> Iterator[tuple[int, int, int, Any]]:
+    """The scan's view of the serialized events at `heads` in `data`.
+
+    Events without time that are not compile markers are left out: the
+    scan skips them anyway. Only the few events whose stats the scan reads,
+    and any event `decode_events` leaves to protobuf, become `XEvent`s.
+    """
+    mid, off, dur, has, _, found = event_columns(np, data, heads, plane, cache, first, source)
+    codes = cache.codes(np, mid)
+    kept = np.flatnonzero((dur > 0) | ((codes & MARKER_CODE) != 0))
     xs = has[kept].tolist()
-    if cache.with_stats:
-        wanted = np.isin(mid[kept], list(cache.with_stats))
-        for j in np.flatnonzero(wanted).tolist():
-            i = int(kept[j])
-            xs[j] = parsed.get(i) or decode(xevent, data[starts[i]:ends[i]], source)
-    mid, off, dur = mid[kept], off[kept], dur[kept]
-    runs = _leaf_runs(np, mid, off, dur, cache)
-    if runs is None:
-        return zip(mid.tolist(), off.tolist(), dur.tolist(), xs)
-    return _with_runs(np, runs, mid, off, dur, xs)
-
-
-def _leaf_runs(np: Any, mid: Any, off: Any, dur: Any, cache: PlaneCache) -> Any:
-    """Finds runs of consecutive leaf plain-op kernels among a slice's events.
-
-    A leaf ends before the next event with a duration starts. Most events
-    of a trace without XLA are such kernels; the scan books a run of them
-    at once when they all sit directly in one parent event (see
-    `_scan.scan_events`). Returns the runs' member flags and first members, or
-    `None` when there are none or the slice is unsorted or holds times so
-    large that numpy's int64 could overflow (the scan then goes one by one).
-    """
-    timed = np.flatnonzero(dur > 0)
-    if len(timed) < 3:
-        return None
-    start = off[timed]
-    end = start + dur[timed]
-    if start.min() < 0 or dur.max() >= 1 << 61 or start.max() >= 1 << 61 or (np.diff(start) < 0).any():
-        return None
-    leaf = np.zeros(len(timed), dtype=bool)
-    leaf[:-1] = start[1:] >= end[:-1]
-    member = np.zeros(len(mid), dtype=bool)
-    member[timed] = leaf & cache.leaf_ops(np, mid[timed])
-    first = member.copy()
-    first[1:] &= ~member[:-1]
-    if not first.any():
-        return None
-    return member, first
-
-
-def _with_runs(np: Any, runs: Any, mid: Any, off: Any, dur: Any,
-               xs: list[Any]) -> Iterable[tuple[int, int, int, Any]]:
-    """The slice's scan tuples with each run of leaf kernels as one `RUN`.
-
-    A run's `x` is `(summed duration, latest end, last start, first, stop,
-    slice)`: its members are `slice`'s events `first` to `stop`. The stream
-    opens with the runs' op sums (`SUMS`), booked as if every run is
-    booked at once; a run that cannot be takes its members back out.
-    """
-    member, first = runs
-    idx = np.flatnonzero(member)
-    heads = np.flatnonzero(first[idx])
-    lasts = idx[np.append(heads[1:], len(idx)) - 1]
-    run_dur = np.add.reduceat(dur[idx], heads)
-    run_end = np.maximum.reduceat(off[idx] + dur[idx], heads)
-    order = np.argsort(mid[idx], kind="stable")
-    sorted_mids = mid[idx][order]
-    bounds = np.concatenate(([0], np.flatnonzero(np.diff(sorted_mids)) + 1))
-    sums = list(zip(sorted_mids[bounds].tolist(),
-                    np.add.reduceat(dur[idx][order], bounds).tolist(),
-                    np.diff(np.append(bounds, len(idx))).tolist()))
-    rows = np.flatnonzero(~member | first)
-    at = np.flatnonzero(first[rows]).tolist()
-    mids = mid[rows].astype(object)
-    mids[at] = RUN
-    out_xs = [xs[r] for r in rows.tolist()]
-    piece = (mid, off, dur, xs)
-    for i, run in zip(at, zip(run_dur.tolist(), run_end.tolist(), off[lasts].tolist(),
-                              idx[heads].tolist(), (lasts + 1).tolist())):
-        out_xs[i] = run + (piece,)
-    return itertools.chain(((SUMS, 0, 0, sums),),
-                           zip(mids.tolist(), off[rows].tolist(), dur[rows].tolist(), out_xs))
+    wanted = np.flatnonzero((codes[kept] & WITH_STATS_CODE) != 0).tolist()
+    rows = kept[wanted].tolist()
+    events = stat_events(data, rows, found, source)
+    for j, i in zip(wanted, rows):
+        xs[j] = events[i]
+    return zip(mid[kept].tolist(), off[kept].tolist(), dur[kept].tolist(), xs)

@@ -18,24 +18,35 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
+from keras_xla_guard.trace._columns import ColumnScan, LineFacts, OpSums, top_level_cut
 from keras_xla_guard.trace._events import (
     CALL,
     LAUNCH,
+    MARKER_CODE,
     MAYBE_LAUNCH,
-    RUN_CAT,
-    SUMS,
+    TRAIN_CODE,
+    WITH_STATS_CODE,
     PlaneCache,
     batch_events,
+    event_columns,
     message_events,
+    stat_events,
     stats_str,
 )
 from keras_xla_guard.trace._proto import xplane_pb2
-from keras_xla_guard.trace._reader import TraceFile, decode, read_line_chunks, trace_errors
+from keras_xla_guard.trace._reader import (
+    TraceFile,
+    check_metadata,
+    decode,
+    read_line_chunks,
+    trace_errors,
+)
 from keras_xla_guard.trace.classify import (
     Category,
     classify_op_type,
     is_dispatch_only,
 )
+from keras_xla_guard.trace.compiles import STEP_THREAD
 
 __all__ = [
     "LineSummary",
@@ -43,8 +54,16 @@ __all__ = [
     "adopt_loose_launches",
     "scan_events",
     "scan_lazy_line",
+    "scan_lazy_plane",
     "scan_line",
 ]
+
+# Events the scan in columns gathers (from one line or several) before it
+# scans them: numpy's cost per call is then spread thin.
+BATCH_EVENTS = 1 << 13
+# A line's unfinished last tree is carried to the next batch; one larger
+# than this many batches is scanned one event at a time instead.
+_CARRY_BATCHES = 8
 
 _ABSORBING = frozenset(
     {Category.XLA, Category.XLA_WORKER, Category.COMPILE, Category.INPUT, Category.TRACING}
@@ -77,7 +96,7 @@ class Totals:
         # Device memory copies and memsets (device planes only).
         self.transfer_ps = 0
 
-    def add(self, other: "Totals") -> None:
+    def add(self, other: Totals) -> None:
         """Adds another accumulator's sums into this one."""
         self.launches.extend(other.launches)
         self.loose.extend(other.loose)
@@ -94,14 +113,20 @@ class Totals:
 
 
 class LineSummary(NamedTuple):
-    """What the analysis needs to know of a scanned line afterwards."""
+    """What the analysis needs to know of a scanned line afterwards.
+
+    `facts` are what the line holds for the compile table and the steps,
+    when the scan gathered them (the scan in columns does); else the
+    analysis reads the line again for them.
+    """
 
     name: str
     compiled: bool
     ran_xla: bool
+    facts: LineFacts | None = None
 
     @classmethod
-    def of(cls, name: str, part: Totals) -> "LineSummary":
+    def of(cls, name: str, part: Totals) -> LineSummary:
         ps = part.ps
         return cls(name, ps[Category.COMPILE] > 0, ps[Category.XLA] + ps[Category.XLA_WORKER] > 0)
 
@@ -228,6 +253,278 @@ def scan_lazy_line(np: Any, plane: Any, span: tuple[int, int], cache: PlaneCache
     return scan_line(plane, decode(xline, data, source), cache, totals)
 
 
+class _Line:
+    """One line of a plane as the scan in columns reads it."""
+
+    __slots__ = (
+        "absorb",
+        "done",
+        "facts",
+        "failed",
+        "header",
+        "index",
+        "name",
+        "part",
+        "span",
+        "sums",
+        "timestamp_ns",
+    )
+
+    def __init__(self, index: int, span: tuple[int, int]) -> None:
+        self.index = index
+        self.span = span
+        self.name = ""
+        self.timestamp_ns = 0
+        self.absorb = 0
+        # What the line booked so far while it spans several batches.
+        self.part: Totals | None = None
+        self.sums = OpSums()
+        self.done = False
+        self.failed = False
+        self.header: list[bytes] = []
+        self.facts: LineFacts | None = LineFacts()
+
+    @property
+    def base_ps(self) -> int:
+        return self.timestamp_ns * 1000
+
+    def fail(self) -> None:
+        """Drops what the line booked: it is to be scanned one event at a time."""
+        self.failed = True
+        self.part = None
+        self.sums = OpSums()
+        self.facts = None
+
+
+class _Rows(NamedTuple):
+    """Decoded events of a batch, in file order: those with a duration and the compile markers."""
+
+    line: Any
+    mid: Any
+    start: Any
+    dur: Any
+    hlo: Any
+    root: Any
+    code: Any
+    events: dict[int, Any]
+
+
+def scan_lazy_plane(np: Any, plane: Any, cache: PlaneCache, totals: Totals, source: str) -> list[LineSummary]:
+    """Scans every line of an `open_xspace` host plane; returns their summaries, in order.
+
+    Lines are read in slices and gathered into batches of about
+    `BATCH_EVENTS` events, which `_columns.ColumnScan` books at once; a
+    line longer than a batch is cut after its last finished tree, the rest
+    carried to the next batch. Lines that do not nest or come unsorted,
+    and those whose framing is odd, are scanned by `scan_lazy_line`.
+    Figures are exactly those of `scan_line` on each line, in order.
+    """
+    return _PlaneScan(np, plane, cache, totals, source).run()
+
+
+class _PlaneScan:
+    """The state of `scan_lazy_plane`: read slices waiting for a batch, and a line's carried tree."""
+
+    def __init__(self, np: Any, plane: Any, cache: PlaneCache, totals: Totals, source: str) -> None:
+        self.np, self.plane, self.cache, self.totals, self.source = np, plane, cache, totals, source
+        self.pieces: list[tuple[_Line, bytes, list[int], bool]] = []
+        self.waiting = 0
+        self.carry: tuple[_Line, _Rows] | None = None
+        self.summaries: list[LineSummary | None] = [None] * len(plane.line_spans)
+        self.sums = OpSums()
+
+    def run(self) -> list[LineSummary]:
+        xline = xplane_pb2().XLine
+        source = self.source
+        for index, span in enumerate(self.plane.line_spans):
+            line = _Line(index, span)
+            read = False
+            for data, heads in read_line_chunks(self.plane, span, line.header, source):
+                if not read:
+                    self.named(line, decode(xline, b"".join(line.header), source))
+                self.pieces.append((line, data, heads, not read))
+                read = True
+                self.waiting += len(heads)
+                if self.waiting >= BATCH_EVENTS:
+                    self.flush()
+                if line.failed:
+                    break
+            line.done = True
+            full = decode(xline, b"".join(line.header), source)
+            if not read:
+                self.named(line, full)
+            elif not line.failed and not (
+                    not full.events and full.name.startswith("tf_data") == line.name.startswith("tf_data")
+                    and full.timestamp_ns == line.timestamp_ns):
+                line.failed = True
+                line.part = None
+            pending = any(piece[0] is line for piece in self.pieces) or (
+                self.carry is not None and self.carry[0] is line)
+            if line.failed:
+                self.flush()
+                if self.summaries[index] is None:
+                    self.fallback(line)
+            elif not pending:
+                # Every event of the line was booked already, or it has none.
+                self.finish(line)
+        self.flush()
+        self.sums.drain(self.np, self.totals.ops, self.cache.infos)
+        return [s for s in self.summaries if s is not None]
+
+    @staticmethod
+    def named(line: _Line, head: Any) -> None:
+        """Takes a line's name and start from its fields before the events."""
+        line.name, line.timestamp_ns = head.name, head.timestamp_ns
+        line.absorb = Category.INPUT if line.name.startswith("tf_data") else 0
+
+    def fallback(self, line: _Line) -> None:
+        """Scans a whole line one event at a time (`scan_lazy_line`), in its turn."""
+        self.summaries[line.index] = scan_lazy_line(self.np, self.plane, line.span, self.cache, self.totals,
+                                                    self.source)
+
+    def finish(self, line: _Line) -> None:
+        """Adds a whole line's figures (held in its part) and notes its summary."""
+        part = line.part or Totals()
+        if line.part is not None:
+            line.sums.drain(self.np, part.ops, self.cache.infos)
+            self.totals.add(part)
+        self.summaries[line.index] = LineSummary.of(line.name, part)._replace(facts=line.facts)
+
+    def rows(self) -> tuple[list[_Line], _Rows]:
+        """Decodes the waiting slices (after the carried rows) into one batch's rows."""
+        np = self.np
+        pieces, self.pieces, self.waiting = self.pieces, [], 0
+        lines: list[_Line] = []
+        parts: list[_Rows] = []
+        if self.carry is not None:
+            lines.append(self.carry[0])
+            parts.append(self.carry[1])
+            self.carry = None
+        if pieces:
+            data = pieces[0][1] if len(pieces) == 1 else b"".join(piece[1] for piece in pieces)
+            heads: list[int] = []
+            counts = []
+            offset = 0
+            for line, piece, at, _ in pieces:
+                heads.extend(at if not offset else [h + offset for h in at])
+                offset += len(piece)
+                counts.append(len(at))
+                if not lines or lines[-1] is not line:
+                    lines.append(line)
+            mid, start, dur, hlo, root, found = event_columns(np, data, heads, self.plane, self.cache, False,
+                                                              self.source)
+            position = np.cumsum([0] + counts[:-1]).tolist()
+            for (line, _, at, first), row in zip(pieces, position):
+                if first:
+                    check_metadata(self.plane, found[0].get(row) or _Meta(int(mid[row])), self.source)
+            number = {id(line): k for k, line in enumerate(lines)}
+            line_of = np.repeat(np.array([number[id(piece[0])] for piece in pieces], dtype=np.int64), counts)
+            codes = self.cache.codes(np, mid)
+            timed = dur > 0
+            kept = np.flatnonzero(timed | ((codes & MARKER_CODE) != 0))
+            step_lines = np.array([line.name == STEP_THREAD for line in lines], dtype=bool)
+            wanted = kept[((codes[kept] & WITH_STATS_CODE) != 0)
+                          | (timed[kept] & (((codes[kept] & TRAIN_CODE) != 0) | (root[kept] & step_lines[line_of[kept]])))]
+            parsed = stat_events(data, wanted.tolist(), found, self.source)
+            at = np.searchsorted(kept, wanted).tolist()
+            parts.append(_Rows(line_of[kept], mid[kept], start[kept], dur[kept], hlo[kept], root[kept], codes[kept],
+                               dict(zip(at, parsed.values()))))
+        if len(parts) == 1:
+            return lines, parts[0]
+        head, tail = parts
+        shift = len(head.mid)
+        joined = [np.concatenate((a, b)) for a, b in zip(head[:7], tail[:7])]
+        return lines, _Rows._make([*joined, {**head.events, **{k + shift: e for k, e in tail.events.items()}}])
+
+    def flush(self) -> None:
+        """Scans the waiting slices and books every finished tree of them."""
+        if not self.pieces and self.carry is None:
+            return
+        np = self.np
+        lines, rows = self.rows()
+        last = lines[-1]
+        stop = len(rows.mid)
+        if not last.done and not last.failed:
+            # Cut the open line after its last finished tree; carry the rest.
+            own = np.flatnonzero(rows.line == len(lines) - 1)
+            timed = own[rows.dur[own] > 0]
+            cut = top_level_cut(np, rows.start[timed], rows.dur[timed])
+            stop = int(timed[cut]) if len(timed) else len(rows.mid)
+            if len(rows.mid) - stop > _CARRY_BATCHES * BATCH_EVENTS:
+                last.fail()
+        self.book(lines, rows, stop)
+        if stop < len(rows.mid) and not last.failed:
+            keep = slice(stop, None)
+            self.carry = (last, _Rows(np.zeros(len(rows.mid) - stop, dtype=np.int64), rows.mid[keep],
+                                      rows.start[keep], rows.dur[keep], rows.hlo[keep], rows.root[keep],
+                                      rows.code[keep], {k - stop: e for k, e in rows.events.items() if k >= stop}))
+
+    def book(self, lines: list[_Line], rows: _Rows, stop: int) -> None:
+        """Books the batch's rows before `stop`, line by line in order."""
+        np = self.np
+        timed = np.flatnonzero(rows.dur[:stop] > 0)
+        parsed = np.array(sorted(rows.events), dtype=np.int64)
+        inside = parsed[parsed < stop]
+        at = np.searchsorted(timed, inside)
+        hit = at < len(timed)
+        hit[hit] = timed[at[hit]] == inside[hit]
+        events = {int(j): rows.events[int(i)] for j, i in zip(at[hit], inside[hit])}
+        scan = ColumnScan(np, self.plane, self.cache, rows.line[timed], rows.mid[timed], rows.start[timed],
+                          rows.dur[timed], rows.hlo[timed], events,
+                          np.array([line.absorb for line in lines], dtype=np.int64))
+        bad = set(scan.bad_lines)
+        for k in bad:
+            lines[k].fail()
+        code = rows.code[timed]
+        scan.facts([line.facts for line in lines], [line.base_ps for line in lines], rows.root[timed],
+                   np.array([line.name == STEP_THREAD for line in lines], dtype=bool),
+                   (code & TRAIN_CODE) != 0, (code & MARKER_CODE) != 0, events)
+        markers = np.flatnonzero((rows.code[:stop] & MARKER_CODE) != 0)
+        marker_lines = rows.line[markers]
+        bases = [line.base_ps for line in lines]
+        k = 0
+        while k < len(lines):
+            line = lines[k]
+            if line.failed or k in bad:
+                line.fail()
+                if line.done:
+                    self.fallback(line)
+                k += 1
+                continue
+            # A run of lines booked at once: whole lines straight into the
+            # totals; a line spanning batches into its own part.
+            spans = line.part is not None or not line.done
+            run = k + 1
+            while (not spans and run < len(lines) and run not in bad and lines[run].done
+                   and lines[run].part is None and not lines[run].failed):
+                run += 1
+            target, sums = self.totals, self.sums
+            if spans:
+                if line.part is None:
+                    line.part = Totals()
+                target, sums = line.part, line.sums
+            scan.book(range(k, run), bases, target, sums)
+            name_id = self.cache.name_id
+            for row in markers[(marker_lines >= k) & (marker_lines < run)].tolist():
+                _count_compile(self.plane, rows.events[row], name_id, target)
+            for j in range(k, run):
+                if lines[j].done:
+                    if spans:
+                        self.finish(lines[j])
+                    else:
+                        ps = scan.line_ps(j)
+                        self.summaries[lines[j].index] = LineSummary(
+                            lines[j].name, ps[Category.COMPILE] > 0,
+                            ps[Category.XLA] + ps[Category.XLA_WORKER] > 0, lines[j].facts)
+            k = run
+
+
+class _Meta(NamedTuple):
+    """Stands in for an event whose metadata id `check_metadata` checks."""
+
+    metadata_id: int
+
+
 def scan_events(
     plane: Any,
     events: Iterable[tuple[int, int, int, Any]],
@@ -252,13 +549,9 @@ def scan_events(
     its children tell whether it launched or compiled XLA code.
 
     Events come as `(metadata_id, offset_ps, duration_ps, x)` tuples (see
-    `message_events` and `batch_events`); a run of leaf kernels comes as
-    one `RUN` tuple and is booked in one step when its members all sit
-    directly in one non-kernel parent, else replayed member by member.
-
-    This loop is the hot path of `analyze_trace` (one pass, at most one
-    stack tuple per event); `benchmarks/bench_analyze.py` measures it
-    against a bare parse-and-iterate of the same file.
+    `message_events` and `batch_events`). `_columns` books lines that
+    nest the same way in numpy; this loop scans parsed traces and the lines
+    that do not nest (one pass, at most one stack tuple per event).
     """
     name_id, type_id = cache.name_id, cache.type_id
     infos, markers = cache.infos, cache.markers
@@ -288,157 +581,126 @@ def scan_events(
     leaf_dur = leaf_mid = 0
     leaf_op: Any = None
     leaf_outer: Any = None
-    stream = iter(events)
-    source: Iterable[tuple[int, int, int, Any]] = stream
-    while True:
-        for mid, start, dur, x in source:
-            if dur <= 0:
-                # Instant events (markers, counters) take no time and nest
-                # nothing; their order does not matter either.
-                if markers and mid in markers:
-                    _count_compile(plane, x, name_id, totals)
-                elif mid == SUMS:
-                    for run_mid, t, n in x:
-                        booked = leaves[run_mid]
-                        booked[0] += t
-                        booked[1] += n
-                continue
-            if start < last_start:
-                return False
-            last_start = start
-            try:
-                cat, op, launch = infos[mid]
-            except KeyError:
-                cat, op, launch = cache.info(mid)
+    for mid, start, dur, x in events:
+        if dur <= 0:
+            # Instant events (markers, counters) take no time and nest
+            # nothing; their order does not matter either.
             if markers and mid in markers:
                 _count_compile(plane, x, name_id, totals)
-            end = start + dur
-            if leaf_end is not None:
-                if start >= leaf_end:
-                    if leaf_op[1] == "op" and leaf_outer is None:
-                        leaf = leaves[leaf_mid]
-                        leaf[0] += leaf_dur
-                        leaf[1] += 1
-                    else:
-                        _settle_kernel(_kernel_record(leaf_dur, leaf_op, leaf_outer, leaf_end - leaf_dur),
-                                       totals)
+            continue
+        if start < last_start:
+            return False
+        last_start = start
+        try:
+            cat, op, launch = infos[mid]
+        except KeyError:
+            cat, op, launch = cache.info(mid)
+        if markers and mid in markers:
+            _count_compile(plane, x, name_id, totals)
+        end = start + dur
+        if leaf_end is not None:
+            if start >= leaf_end:
+                if leaf_op[1] == "op" and leaf_outer is None:
+                    leaf = leaves[leaf_mid]
+                    leaf[0] += leaf_dur
+                    leaf[1] += 1
                 else:
-                    rec = _kernel_record(leaf_dur, leaf_op, leaf_outer, leaf_end - leaf_dur)
-                    top = (leaf_end, rec, rec, 0, rec)
-                    push(top)
-                    top_end = leaf_end
-                leaf_end = None
-            while start >= top_end:
-                kernel = pop()[4]
-                if kernel is not None:
-                    _settle_kernel(kernel, totals)
-                top = stack[-1]
-                top_end = top[0]
-            parent_owner = top[1]
-            absorb = top[3]
-            if cat == RUN_CAT:
-                if not absorb and top[2] is None and x[2] < top_end and x[1] <= top_end:
-                    # Leaves directly in a parent that is not a kernel: what
-                    # each would do, at once (their op sums came with `SUMS`).
-                    parent_owner[0] -= x[0]
-                    last_start = x[2]
-                    continue
-                # Take the run's op sums back and scan its members one by one;
-                # entering its first member again changes nothing.
-                first, stop, (mids, offs, durs, xs) = x[3], x[4], x[5]
-                members = list(zip(mids[first:stop].tolist(), offs[first:stop].tolist(),
-                                   durs[first:stop].tolist(), xs[first:stop]))
-                for run_mid, _, t, _ in members:
-                    booked = leaves[run_mid]
-                    booked[0] -= t
-                    booked[1] -= 1
-                source = members
-                break
-            if absorb:
-                if top is root:
-                    owner = holders[absorb]
-                    owner[0] += dur
-                    top = (end, owner, None, absorb, None)
-                else:
-                    if end > top_end:
-                        parent_owner[0] += end - top_end
-                    top = (end, parent_owner, top[2], absorb, None)
+                    _settle_kernel(_kernel_record(leaf_dur, leaf_op, leaf_outer, leaf_end - leaf_dur),
+                                   totals)
+            else:
+                rec = _kernel_record(leaf_dur, leaf_op, leaf_outer, leaf_end - leaf_dur)
+                top = (leaf_end, rec, rec, 0, rec)
                 push(top)
-                top_end = end
-                continue
-            if cat == KERNEL:
-                parent_owner[0] -= (end if end < top_end else top_end) - start
-                leaf_end, leaf_dur, leaf_mid, leaf_op, leaf_outer = end, dur, mid, op, top[2]
-                continue
-            if cat >= INPUT:
-                # INPUT, TRACING, EAGER (the categories `classify_name` gives from
-                # INPUT up): booked to their own category.
-                if launch == CALL:
-                    totals.calls.append((totals.base_ps + start, totals.base_ps + end))
-                if cat != EAGER or top[2] is None:
-                    parent_owner[0] -= (end if end < top_end else top_end) - start
-                    owner = holders[cat]
-                    owner[0] += dur
-                    top = (end, owner, top[2], _ABSORB_OF[cat], None)
-                    push(top)
-                    top_end = end
-                    continue
-                # Eager dispatch inside a TF kernel is a py_function's Python
-                # running its ops: the kernel's own time, as in xprof's op
-                # tables, which take only nested TF ops out of an op's self time.
-                cat = NONE
-            if cat == ASYNC_KERNEL:
-                op_type = stats_str(plane, x, type_id)
-                if op_type and not is_dispatch_only(op_type):
-                    name = stats_str(plane, x, name_id) or op_type
-                    rec = _kernel_record(dur, ((op_type, name), classify_op_type(op_type)), top[2], start)
-                    parent_owner[0] -= (end if end < top_end else top_end) - start
-                    top = (end, rec, rec, 0, rec)
-                    push(top)
-                    top_end = end
-                    continue
-                cat = NONE
-            elif cat == NONE and x:
-                cat = XLA
-            kanc = top[2]
-            if cat == NONE:
-                if top is root:
-                    other[0] += dur
-                    top = (end, other, None, 0, None)
-                else:
-                    if end > top_end:
-                        parent_owner[0] += end - top_end
-                    top = (end, parent_owner, kanc, 0, None)
-                push(top)
-                top_end = end
-                continue
-            parent_owner[0] -= (end if end < top_end else top_end) - start
-            if cat == XLA:
-                if kanc is None:
-                    # An executable span outside any kernel is a launch of its
-                    # own; HLO/thunk work without one mostly runs on a pool
-                    # thread for a launch that another thread already times.
-                    if launch == LAUNCH:
-                        totals.executions += 1
-                        totals.launches.append(totals.base_ps + start)
-                    else:
-                        cat = Category.XLA_WORKER
-                        if launch == MAYBE_LAUNCH:
-                            totals.loose.append((totals.base_ps + start, totals.base_ps + end, dur))
-                if len(parent_owner) > 1:
-                    parent_owner[_K_XLA] = True
-            elif cat == Category.COMPILE and len(parent_owner) > 1:
-                parent_owner[_K_COMPILE] = True
-            owner = holders[cat]
-            owner[0] += dur
-            top = (end, owner, kanc, _ABSORB_OF[cat], None)
+                top_end = leaf_end
+            leaf_end = None
+        while start >= top_end:
+            kernel = pop()[4]
+            if kernel is not None:
+                _settle_kernel(kernel, totals)
+            top = stack[-1]
+            top_end = top[0]
+        parent_owner = top[1]
+        absorb = top[3]
+        if absorb:
+            if top is root:
+                owner = holders[absorb]
+                owner[0] += dur
+                top = (end, owner, None, absorb, None)
+            else:
+                if end > top_end:
+                    parent_owner[0] += end - top_end
+                top = (end, parent_owner, top[2], absorb, None)
             push(top)
             top_end = end
-        else:
-            if source is stream:
-                break
-            # A run's members are done: back to the stream.
-            source = stream
+            continue
+        if cat == KERNEL:
+            parent_owner[0] -= (end if end < top_end else top_end) - start
+            leaf_end, leaf_dur, leaf_mid, leaf_op, leaf_outer = end, dur, mid, op, top[2]
+            continue
+        if cat >= INPUT:
+            # INPUT, TRACING, EAGER (the categories `classify_name` gives from
+            # INPUT up): booked to their own category.
+            if launch == CALL:
+                totals.calls.append((totals.base_ps + start, totals.base_ps + end))
+            if cat != EAGER or top[2] is None:
+                parent_owner[0] -= (end if end < top_end else top_end) - start
+                owner = holders[cat]
+                owner[0] += dur
+                top = (end, owner, top[2], _ABSORB_OF[cat], None)
+                push(top)
+                top_end = end
+                continue
+            # Eager dispatch inside a TF kernel is a py_function's Python
+            # running its ops: the kernel's own time, as in xprof's op
+            # tables, which take only nested TF ops out of an op's self time.
+            cat = NONE
+        if cat == ASYNC_KERNEL:
+            op_type = stats_str(plane, x, type_id)
+            if op_type and not is_dispatch_only(op_type):
+                name = stats_str(plane, x, name_id) or op_type
+                rec = _kernel_record(dur, ((op_type, name), classify_op_type(op_type)), top[2], start)
+                parent_owner[0] -= (end if end < top_end else top_end) - start
+                top = (end, rec, rec, 0, rec)
+                push(top)
+                top_end = end
+                continue
+            cat = NONE
+        elif cat == NONE and x:
+            cat = XLA
+        kanc = top[2]
+        if cat == NONE:
+            if top is root:
+                other[0] += dur
+                top = (end, other, None, 0, None)
+            else:
+                if end > top_end:
+                    parent_owner[0] += end - top_end
+                top = (end, parent_owner, kanc, 0, None)
+            push(top)
+            top_end = end
+            continue
+        parent_owner[0] -= (end if end < top_end else top_end) - start
+        if cat == XLA:
+            if kanc is None:
+                # An executable span outside any kernel is a launch of its
+                # own; HLO/thunk work without one mostly runs on a pool
+                # thread for a launch that another thread already times.
+                if launch == LAUNCH:
+                    totals.executions += 1
+                    totals.launches.append(totals.base_ps + start)
+                else:
+                    cat = Category.XLA_WORKER
+                    if launch == MAYBE_LAUNCH:
+                        totals.loose.append((totals.base_ps + start, totals.base_ps + end, dur))
+            if len(parent_owner) > 1:
+                parent_owner[_K_XLA] = True
+        elif cat == Category.COMPILE and len(parent_owner) > 1:
+            parent_owner[_K_COMPILE] = True
+        owner = holders[cat]
+        owner[0] += dur
+        top = (end, owner, kanc, _ABSORB_OF[cat], None)
+        push(top)
+        top_end = end
     if leaf_end is not None:
         _settle_kernel(_kernel_record(leaf_dur, leaf_op, leaf_outer, leaf_end - leaf_dur), totals)
     for entry in reversed(stack):
@@ -449,9 +711,6 @@ def scan_events(
         ps[cat] += holder[0]
     ops = totals.ops
     for mid, (t, n) in leaves.items():
-        if not n:
-            # Only runs taken back out leave an id with nothing booked.
-            continue
         ps[Category.OP] += t
         rec = ops[infos[mid][1][0]]
         rec[0] += t

@@ -20,7 +20,8 @@ Errors are `WireError`; the trace reader turns them into `TraceParseError`.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 __all__ = ["WireError", "decode_events", "iter_fields", "read_varint", "EVENT_TAG"]
 
@@ -127,13 +128,13 @@ def _varints(np: Any, b: Any, p: Any, width: int) -> tuple[Any, Any, Any]:
 _STAT_FIXED64_TAG = 0x11
 
 
-def _stat_has_one_id(np: Any, b: Any, ss: Any, se: Any, stat_id: int, has_stat: Any,
+def _stat_has_one_id(np: Any, b: Any, ss: Any, se: Any, stat_ids: Sequence[int], has_stats: list[Any],
                      live: Any) -> Any:
     """Checks stats `[ss, se)` are a metadata id then at most one value.
 
-    Marks in `has_stat` (at `live`) the events whose stat has id `stat_id`;
-    returns which stats have that layout (the only one where the first
-    id read is the one protobuf keeps).
+    Marks in each of `has_stats` (at `live`) the events whose stat has the
+    id at the same place in `stat_ids`; returns which stats have that
+    layout (the only one where the first id read is the one protobuf keeps).
     """
     mid, n, ok = _varints(np, b, ss + 1, 9)
     r = ss + 1 + n
@@ -147,26 +148,28 @@ def _stat_has_one_id(np: Any, b: Any, ss: Any, se: Any, stat_id: int, has_stat: 
         np.where((t == 0x18) | (t == 0x20) | (t == 0x38), r + 1 + n,
                  np.where((t == 0x2A) | (t == 0x32), r + 1 + n + vlen, -1)))
     good &= (r == se) | ((after == se) & vok & (vlen >= 0))
-    has_stat[live[good & (mid == stat_id)]] = True
+    for stat_id, has_stat in zip(stat_ids, has_stats):
+        if stat_id >= 0:
+            has_stat[live[good & (mid == stat_id)]] = True
     return good
 
 
-def decode_events(np: Any, data: bytes, heads: Any, stat_id: int) -> dict[str, Any]:
+def decode_events(np: Any, data: bytes, heads: Any, stat_ids: Sequence[int]) -> dict[str, Any]:
     """Reads the scalar fields of the events framed at `heads` in `data`.
 
     Args:
         np: The numpy module.
         data: Bytes holding whole `XLine.events` fields.
         heads: int64 positions of the events' tags (`EVENT_TAG`).
-        stat_id: A stat metadata id to look for (`-1`: none).
+        stat_ids: Stat metadata ids to look for (`-1`: none).
 
     Returns:
         A dict of int64 arrays `metadata_id`, `offset_ps`, `duration_ps`,
-        `start`, `end` (each event's payload bounds in `data`), and bool
-        arrays `has_stat` (an event stat has metadata id `stat_id`) and
-        `other` (an event this reader does not decode: read it with
-        `XEvent.FromString(data[start:end])`; its other values are
-        meaningless).
+        `start`, `end` (each event's payload bounds in `data`), `has_stats`
+        (per id of `stat_ids`, a bool array: an event stat has that
+        metadata id) and the bool array `other` (an event this reader does
+        not decode: read it with `XEvent.FromString(data[start:end])`; its
+        other values are meaningless).
 
     Raises:
         WireError: If an event's length runs past the end of `data`.
@@ -198,7 +201,8 @@ def decode_events(np: Any, data: bytes, heads: Any, stat_id: int) -> dict[str, A
                 # An event without `offset_ps` (none, or `num_occurrences`).
                 other |= ~has
     other |= p > e
-    has_stat = np.zeros(len(s), dtype=bool)
+    has_stats = [np.zeros(len(s), dtype=bool) for _ in stat_ids]
+    looked_for = any(stat_id >= 0 for stat_id in stat_ids)
     # The rest of each event must be its stats, nothing else: walk them,
     # one stat of every event that has one more per round.
     live = np.flatnonzero((p < e) & ~other)
@@ -211,8 +215,8 @@ def decode_events(np: Any, data: bytes, heads: Any, stat_id: int) -> dict[str, A
         good = (b[qi] == EVENT_TAG) & (se <= ei) & (ss < se)
         if ok is not True:
             good &= ok
-        if stat_id >= 0:
-            good &= _stat_has_one_id(np, b, ss, se, stat_id, has_stat, live)
+        if looked_for:
+            good &= _stat_has_one_id(np, b, ss, se, stat_ids, has_stats, live)
         other[live[~good]] = True
         q[live] = np.where(good, se, ei)
         live = live[good & (se < ei)]
@@ -222,6 +226,6 @@ def decode_events(np: Any, data: bytes, heads: Any, stat_id: int) -> dict[str, A
         "duration_ps": values[2],
         "start": s,
         "end": e,
-        "has_stat": has_stat,
+        "has_stats": has_stats,
         "other": other,
     }

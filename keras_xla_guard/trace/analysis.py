@@ -22,13 +22,13 @@ from keras_xla_guard.trace._reader import LazyPlane
 from keras_xla_guard.trace._scan import (
     Totals,
     adopt_loose_launches,
-    scan_lazy_line,
+    scan_lazy_plane,
     scan_line,
 )
 from keras_xla_guard.trace.classify import Category, is_guard_op
-from keras_xla_guard.trace.compiles import STEP_THREAD, compile_records
+from keras_xla_guard.trace.compiles import STEP_THREAD, CompileFacts, compile_records
 from keras_xla_guard.trace.report import CoverageReport, OpStat, ProgramStat, StepStat, TraceQuality
-from keras_xla_guard.trace.steps import device_steps, host_steps
+from keras_xla_guard.trace.steps import StepFacts, device_steps, host_steps
 from keras_xla_guard.trace.xplane import (
     DEFAULT_MAX_TRACE_BYTES,
     find_trace_files,
@@ -210,16 +210,19 @@ def analyze_xspace(
     compiling: dict[str, set[int]] = {}
     step_lines: dict[str, set[int]] = {}
     xla_lines: dict[str, set[int]] = {}
+    # What the scan found of them already, so they are not read again.
+    step_facts: dict[str, dict[int, StepFacts]] = {}
+    compile_facts: dict[str, dict[int, CompileFacts]] = {}
     for plane in space.planes:
         if plane.name.startswith("/device:"):
             scan_device_plane(plane, device, host_side, source)
         elif _is_host_plane(plane.name):
             cache = PlaneCache(plane)
+            scanned: Iterable[Any]
             if isinstance(plane, LazyPlane):
                 import numpy as np
 
-                scanned = (scan_lazy_line(np, plane, span, cache, host_totals, source)
-                           for span in plane.line_spans)
+                scanned = scan_lazy_plane(np, plane, cache, host_totals, source)
             else:
                 scanned = (scan_line(plane, line, cache, host_totals) for line in plane.lines)
             for index, line in enumerate(scanned):
@@ -229,6 +232,9 @@ def analyze_xspace(
                     step_lines.setdefault(plane.name, set()).add(index)
                 if line.ran_xla:
                     xla_lines.setdefault(plane.name, set()).add(index)
+                if line.facts is not None:
+                    step_facts.setdefault(plane.name, {})[index] = line.facts.steps
+                    compile_facts.setdefault(plane.name, {})[index] = line.facts.compiles
     adopt_loose_launches(host_totals)
     if device.active:
         totals, base = _device_totals(device, host_totals), "device"
@@ -241,7 +247,8 @@ def analyze_xspace(
         totals, base, quality = host_totals, "host", []
         # A second pass, over the step markers' thread and, when it holds
         # markers, the threads that ran XLA work: the scan keeps no spans.
-        steps = host_steps(space, step_lines, xla_lines, host_totals.launches, source) if step_lines else ()
+        steps = (host_steps(space, step_lines, xla_lines, host_totals.launches, source, known=step_facts)
+                 if step_lines else ())
     report = _report_from_totals(
         totals,
         time_base=base,
@@ -259,7 +266,7 @@ def analyze_xspace(
     # only: the table needs every compile interval, which the scan above
     # does not keep.
     wanted = {name: found | step_lines.get(name, set()) for name, found in compiling.items()}
-    table = compile_records(space, source=source, lines=wanted)
+    table = compile_records(space, source=source, lines=wanted, known=compile_facts)
     return dataclasses.replace(report, compile_table=table,
                                compile_time_s=sum(row.compile_s or 0.0 for row in table))
 

@@ -17,18 +17,30 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import itertools
 import re
 from dataclasses import dataclass
-from typing import Any, Final, Mapping
+from typing import Any, Final, Mapping, NamedTuple
 
 from keras_xla_guard.trace.classify import COMPILE_COUNT_RE, Category, classify_name
 from keras_xla_guard.trace.compile_wall import union_length
 from keras_xla_guard.trace.xplane import iter_lines
 
-__all__ = ["CompileRecord", "attribute_compiles", "compile_records", "program_of"]
+__all__ = [
+    "STEP_EVENT",
+    "STEP_THREAD",
+    "CompileFacts",
+    "CompileRecord",
+    "attribute_compiles",
+    "compile_records",
+    "line_compile_facts",
+    "marker_module",
+    "program_of",
+    "step_event",
+]
 
 _PS = 1e-12
-_STEP_EVENT: Final = "train"
+STEP_EVENT: Final = "train"
 # The guard marks steps on the thread that calls `step_begin`: Python's.
 STEP_THREAD: Final = "python"
 _FUNCTION_MODULE_RE: Final = re.compile(r"^a_inference_(.+?)_\d+__")
@@ -102,6 +114,54 @@ def _event_stat(plane: Any, event: Any, stat_id: int) -> Any:
     return None
 
 
+def marker_module(plane: Any, event: Any, name_id: int) -> str:
+    """The HLO module a `RunBackend` marker compiled (its `name` stat), or `""`."""
+    return str(_event_stat(plane, event, name_id) or "")
+
+
+def step_event(plane: Any, event: Any, step_id: int, start: int) -> tuple[int, int, int] | None:
+    """`(start, end, step)` of a `train` event starting at `start` (ps), or `None` without an integer step."""
+    value = _event_stat(plane, event, step_id)
+    if not isinstance(value, int):
+        return None
+    return start, start + event.duration_ps, value
+
+
+class CompileFacts(NamedTuple):
+    """What one host line holds for the compile table (times in ps on the trace's clock).
+
+    Attributes:
+        spans: Intervals covered by compile-phase events (each event's, or
+            their union).
+        steps: `(start, end, step)` of the `train` step events.
+        found: `(begin, end, module)` of each compilation (`RunBackend`
+            marker) on the line.
+    """
+
+    spans: list[tuple[int, int]]
+    steps: list[tuple[int, int, int]]
+    found: list[tuple[int, int, str]]
+
+
+class _PlaneIds(NamedTuple):
+    """The metadata ids the compile table reads in one plane."""
+
+    markers: set[int]
+    compiling: set[int]
+    steps: set[int]
+    name_id: int
+    step_id: int
+
+    @classmethod
+    def of(cls, plane: Any) -> _PlaneIds:
+        metadata = plane.event_metadata
+        stat_ids = {m.name: mid for mid, m in plane.stat_metadata.items()}
+        return cls({mid for mid, md in metadata.items() if COMPILE_COUNT_RE.match(md.name)},
+                   {mid for mid, md in metadata.items() if classify_name(md.name) == Category.COMPILE},
+                   {mid for mid, md in metadata.items() if md.name == STEP_EVENT},
+                   stat_ids.get("name", -1), stat_ids.get("step_num", -1))
+
+
 def _line_compiles(
     plane: Any, line: Any, base: int, markers: set[int], compiling: set[int], name_id: int
 ) -> list[tuple[int, int, str]]:
@@ -125,13 +185,35 @@ def _line_compiles(
                 break
         first = bisect.bisect_left(starts, floor) if floor is not None else 0
         begin = min((s for s, _, other in events[first:index] if other.metadata_id in compiling), default=start)
-        out.append((begin, end, str(_event_stat(plane, marker, name_id) or "")))
+        out.append((begin, end, marker_module(plane, marker, name_id)))
         previous_end = end
     return out
 
 
+def line_compile_facts(plane: Any, line: Any, ids: _PlaneIds) -> CompileFacts:
+    """The compile table's facts of one parsed host line."""
+    base = line.timestamp_ns * 1000
+    spans: list[tuple[int, int]] = []
+    steps: list[tuple[int, int, int]] = []
+    has_marker = False
+    for e in line.events:
+        mid = e.metadata_id
+        if e.duration_ps <= 0:
+            continue
+        if mid in ids.compiling:
+            spans.append((base + e.offset_ps, base + e.offset_ps + e.duration_ps))
+            has_marker = has_marker or mid in ids.markers
+        elif mid in ids.steps and ids.step_id >= 0:
+            step = step_event(plane, e, ids.step_id, base + e.offset_ps)
+            if step is not None:
+                steps.append(step)
+    found = _line_compiles(plane, line, base, ids.markers, ids.compiling, ids.name_id) if has_marker else []
+    return CompileFacts(spans, steps, found)
+
+
 def compile_records(
-    space: Any, *, source: str = "<trace>", lines: Mapping[str, set[int]] | None = None
+    space: Any, *, source: str = "<trace>", lines: Mapping[str, set[int]] | None = None,
+    known: Mapping[str, Mapping[int, CompileFacts]] | None = None,
 ) -> tuple[CompileRecord, ...]:
     """Every XLA compilation in a trace, in the order they began.
 
@@ -142,6 +224,9 @@ def compile_records(
             compile events and the Python thread's (step markers), when
             known (the analysis finds them); other lines are not even
             decoded. Defaults to `None` (every line is read).
+        known: Plane name -> line index -> the line's facts, where the
+            analysis found them already; those lines are not read.
+            Defaults to `None`.
 
     Returns:
         One `CompileRecord` per compiled program (`cache_hit=False`);
@@ -151,36 +236,20 @@ def compile_records(
     for plane in space.planes:
         if not plane.name.startswith("/host:") or plane.name == "/host:metadata":
             continue
-        metadata = plane.event_metadata
-        markers = {mid for mid, md in metadata.items() if COMPILE_COUNT_RE.match(md.name)}
-        if not markers:
+        if not any(COMPILE_COUNT_RE.match(md.name) for md in plane.event_metadata.values()):
             continue
-        compiling = {mid for mid, md in metadata.items() if classify_name(md.name) == Category.COMPILE}
-        steps_md = {mid for mid, md in metadata.items() if md.name == _STEP_EVENT}
-        stat_ids = {m.name: mid for mid, m in plane.stat_metadata.items()}
-        name_id = stat_ids.get("name", -1)
-        step_id = stat_ids.get("step_num", -1)
-        intervals: list[tuple[int, int]] = []
-        steps: list[tuple[int, int, int]] = []
-        # (start of the compilation, end, module) per marker.
-        found: list[tuple[int, int, str]] = []
+        facts = dict((known or {}).get(plane.name, {}))
         wanted = None if lines is None else lines.get(plane.name, set())
-        for line in iter_lines(plane, source=source, indices=wanted):
-            base = line.timestamp_ns * 1000
-            has_marker = False
-            for e in line.events:
-                mid = e.metadata_id
-                if e.duration_ps <= 0:
-                    continue
-                if mid in compiling:
-                    intervals.append((base + e.offset_ps, base + e.offset_ps + e.duration_ps))
-                    has_marker = has_marker or mid in markers
-                elif mid in steps_md and step_id >= 0:
-                    value = _event_stat(plane, e, step_id)
-                    if isinstance(value, int):
-                        steps.append((base + e.offset_ps, base + e.offset_ps + e.duration_ps, value))
-            if has_marker:
-                found.extend(_line_compiles(plane, line, base, markers, compiling, name_id))
+        missing = None if wanted is None else wanted - set(facts)
+        if missing is None or missing:
+            ids = _PlaneIds.of(plane)
+            numbers = sorted(missing) if missing is not None else itertools.count()
+            for index, line in zip(numbers, iter_lines(plane, source=source, indices=missing)):
+                facts[index] = line_compile_facts(plane, line, ids)
+        chosen = sorted(facts) if wanted is None else sorted(wanted)
+        intervals = [span for index in chosen for span in facts[index].spans]
+        steps = [step for index in chosen for step in facts[index].steps]
+        found = [row for index in chosen for row in facts[index].found]
         for begin, end, module in sorted(found):
             clipped = [(max(s, begin), min(t, end)) for s, t in intervals if s < end and t > begin]
             step = next((n for s, t, n in steps if s <= begin <= t), None)

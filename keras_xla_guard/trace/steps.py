@@ -28,14 +28,14 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from keras_xla_guard.trace.classify import Category, classify_name
 from keras_xla_guard.trace.compile_wall import union_length
 from keras_xla_guard.trace.report import StepStat
 from keras_xla_guard.trace.xplane import iter_lines
 
-__all__ = ["Marker", "device_steps", "host_steps", "step_markers"]
+__all__ = ["Marker", "StepFacts", "device_steps", "host_steps", "line_step_facts", "marker_of", "step_markers"]
 
 _PS = 1e-12
 _ROOT_STAT = "_r"
@@ -67,17 +67,35 @@ def step_markers(plane: Any, line: Any) -> list[Marker]:
     base = line.timestamp_ns * 1000
     found = []
     for event in line.events:
-        step = None
-        rooted = False
-        for stat in event.stats:
-            if stat.metadata_id == root:
-                rooted = True
-            elif stat.metadata_id == step_id:
-                step = _int_stat(stat)
-        if rooted and step is not None and event.duration_ps > 0:
-            start = base + event.offset_ps
-            found.append((start, start + event.duration_ps, step))
+        marker = marker_of(event, root, step_id, base + event.offset_ps)
+        if marker is not None:
+            found.append(marker)
     return found
+
+
+def marker_of(event: Any, root: int, step_id: int, start: int) -> Marker | None:
+    """The step marker an event starting at `start` (ps) is, or `None` (see `step_markers`).
+
+    Args:
+        event: An `XEvent`.
+        root: The stat metadata id of `_r`.
+        step_id: The stat metadata id of `step_num`.
+        start: The event's start on the trace's clock.
+
+    Returns:
+        `(start, end, step)`, or `None` when the event lacks `_r`, an
+        integer `step_num` or a duration.
+    """
+    step = None
+    rooted = False
+    for stat in event.stats:
+        if stat.metadata_id == root:
+            rooted = True
+        elif stat.metadata_id == step_id:
+            step = _int_stat(stat)
+    if rooted and step is not None and event.duration_ps > 0:
+        return start, start + event.duration_ps, step
+    return None
 
 
 def _stat(markers: Iterable[Marker], busy: Mapping[int, list[tuple[int, int]]], launches: Mapping[int, int],
@@ -92,8 +110,27 @@ def _stat(markers: Iterable[Marker], busy: Mapping[int, list[tuple[int, int]]], 
     return tuple(out)
 
 
+class StepFacts(NamedTuple):
+    """What one host line holds for the per-step figures (times in ps on the trace's clock).
+
+    Attributes:
+        markers: The line's step markers (`step_markers`).
+        spans: Intervals covered by its XLA executable spans (each span's,
+            or their union).
+    """
+
+    markers: list[Marker]
+    spans: list[tuple[int, int]]
+
+
+def line_step_facts(plane: Any, line: Any, xla: frozenset[int] | None = None) -> StepFacts:
+    """The per-step facts of one parsed host line; `xla` are the plane's `_xla_ids`, when known."""
+    return StepFacts(step_markers(plane, line), _xla_spans(line, _xla_ids(plane) if xla is None else xla))
+
+
 def host_steps(space: Any, marker_lines: Mapping[str, set[int]], xla_lines: Mapping[str, set[int]],
-               launch_starts: list[int], source: str = "<trace>") -> tuple[StepStat, ...]:
+               launch_starts: list[int], source: str = "<trace>",
+               known: Mapping[str, Mapping[int, StepFacts]] | None = None) -> tuple[StepStat, ...]:
     """Per step of a host-time trace: wall, busy, idle and launches.
 
     Args:
@@ -104,28 +141,28 @@ def host_steps(space: Any, marker_lines: Mapping[str, set[int]], xla_lines: Mapp
             read only when there are markers.
         launch_starts: When each XLA launch began (ps), as the scan found them.
         source: Names the trace in errors. Defaults to `"<trace>"`.
+        known: Plane name -> line index -> the line's facts, where the
+            analysis found them already; those lines are not read.
+            Defaults to `None`.
 
     Returns:
         One `StepStat` per step marker, in time order; empty when the
         trace has none.
     """
+    known = known or {}
     markers: list[Marker] = []
     spans: list[tuple[int, int]] = []
     for plane_name, wanted in marker_lines.items():
-        plane = _plane(space, plane_name)
-        xla = _xla_ids(plane)
-        for line in iter_lines(plane, source=source, indices=wanted):
-            markers.extend(step_markers(plane, line))
-            spans.extend(_xla_spans(line, xla))
+        for facts in _facts(space, plane_name, wanted, known, source):
+            markers.extend(facts.markers)
+            spans.extend(facts.spans)
     if not markers:
         return ()
     for plane_name, wanted in xla_lines.items():
         rest = wanted - marker_lines.get(plane_name, set())
         if rest:
-            plane = _plane(space, plane_name)
-            xla = _xla_ids(plane)
-            for line in iter_lines(plane, source=source, indices=rest):
-                spans.extend(_xla_spans(line, xla))
+            for facts in _facts(space, plane_name, rest, known, source):
+                spans.extend(facts.spans)
     markers.sort()
     starts = [m[0] for m in markers]
     busy: dict[int, list[tuple[int, int]]] = {}
@@ -142,6 +179,20 @@ def host_steps(space: Any, marker_lines: Mapping[str, set[int]], xla_lines: Mapp
         if i >= 0 and at < markers[i][1]:
             launches[i] = launches.get(i, 0) + 1
     return _stat(markers, busy, launches, None)
+
+
+def _facts(space: Any, plane_name: str, wanted: set[int], known: Mapping[str, Mapping[int, StepFacts]],
+           source: str) -> list[StepFacts]:
+    """The facts of a plane's `wanted` lines: known ones as given, the others read."""
+    have = known.get(plane_name, {})
+    found = [have[i] for i in sorted(wanted) if i in have]
+    missing = {i for i in wanted if i not in have}
+    if missing:
+        plane = _plane(space, plane_name)
+        xla = _xla_ids(plane)
+        found.extend(line_step_facts(plane, line, xla)
+                     for line in iter_lines(plane, source=source, indices=missing))
+    return found
 
 
 def _plane(space: Any, name: str) -> Any:

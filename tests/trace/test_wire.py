@@ -52,8 +52,8 @@ def _event(pb, spec):
           suppress_health_check=[HealthCheck.too_slow])
 @given(events=st.lists(_EVENT, min_size=1, max_size=12),
        flips=st.lists(st.tuples(st.floats(0, 1), st.integers(1, 255)), max_size=6),
-       stat_id=st.sampled_from([-1, 0, 1, 5, 200]))
-def test_decoded_columns_equal_protobufs_values(events, flips, stat_id):
+       stat_id=st.sampled_from([-1, 0, 1, 5, 200]), second_id=st.sampled_from([-1, 1, 3, 200]))
+def test_decoded_columns_equal_protobufs_values(events, flips, stat_id, second_id):
     """Events (flipped bytes inside them too): values decoded are protobuf's, or the event is left to it."""
     from google.protobuf.message import DecodeError
 
@@ -71,7 +71,7 @@ def test_decoded_columns_equal_protobufs_values(events, flips, stat_id):
         payload_at = head + 1 + (1 if lengths[k] - 2 < 128 else 2)
         if payload_at < head + lengths[k]:
             data[payload_at + int(where * (head + lengths[k] - payload_at - 1))] ^= mask
-    cols = decode_events(np, bytes(data), np.array(heads, dtype=np.int64), stat_id)
+    cols = decode_events(np, bytes(data), np.array(heads, dtype=np.int64), (stat_id, second_id))
     checked = 0
     for i in range(len(events)):
         if cols["other"][i]:
@@ -82,7 +82,8 @@ def test_decoded_columns_equal_protobufs_values(events, flips, stat_id):
             continue
         assert (int(cols["metadata_id"][i]), int(cols["offset_ps"][i]), int(cols["duration_ps"][i])) == (
             event.metadata_id, event.offset_ps, event.duration_ps)
-        assert bool(cols["has_stat"][i]) == any(s.metadata_id == stat_id for s in event.stats)
+        assert bool(cols["has_stats"][0][i]) == any(s.metadata_id == stat_id for s in event.stats)
+        assert bool(cols["has_stats"][1][i]) == any(s.metadata_id == second_id for s in event.stats)
         checked += 1
     if not flips and all(e[1] is not None and e[0] >= 0 and e[1] >= 0 and e[2] >= 0 and
                          all(s[0] > 0 for s in e[3]) for e in events):

@@ -1,0 +1,213 @@
+"""Tests for keras_xla_guard.trace._columns and the batched plane scan: the scan
+in columns books exactly what the scan one event at a time books, on real
+traces (tests/trace/test_golden.py) and here on generated ones with every
+kind of event, nesting or not, cut into batches of any size."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import keras_xla_guard.trace._reader as reader
+import keras_xla_guard.trace._scan as scan
+from keras_xla_guard import analyze_trace, analyze_xspace
+from keras_xla_guard.trace._columns import OpSums, _tree, top_level_cut
+from keras_xla_guard.trace.xplane import load_xspace, xplane_pb2
+
+DATA = Path(__file__).resolve().parent / "data"
+
+# Event names of every category the scan tells apart, with the stats they carry.
+_NAMES = (
+    ("dense/MatMul:MatMul", {}),
+    ("dense/Relu:Relu", {}),
+    ("cluster_0/_XlaRun:_XlaRun", {}),
+    ("cluster_0/_XlaCompile:_XlaCompile", {}),
+    ("IteratorGetNext:IteratorGetNext", {}),
+    ("StatefulPartitionedCall:StatefulPartitionedCall", {}),
+    ("ExecutorState::Process", {}),
+    ("ThunkExecutor::Execute", {}),
+    ("CpuExecutable::ExecuteAsyncOnStream", {}),
+    ("fusion.3", {"hlo_module": "m"}),
+    ("end: fusion.3", {}),
+    ("CpuCompiler::RunHloPasses", {}),
+    ("CpuCompiler::RunBackend", {"name": "a_inference_step_12__.5"}),
+    ("XlaCompilationCache::Compile", {}),
+    ("Iterator::Root::Prefetch", {}),
+    ("tf.function-graph_building", {}),
+    ("EagerExecute", {}),
+    ("EagerLocalExecute: __inference_step_12", {}),
+    ("EagerExecute", {"hlo_module": "m"}),
+    ("ExecutorState::ProcessAsync::Start", {"kernel_type": "MatMul", "name": "async/MatMul"}),
+    ("ExecutorState::ProcessAsync::Start", {"kernel_type": "CollectiveReduceV2"}),
+    ("ExecutorState::ProcessAsync::Start", {}),
+    ("train", {"step_num": 3, "_r": 1}),
+    ("train", {"step_num": 4}),
+    ("xla_guard_tap/Shape:Shape", {}),
+)
+_LINES = ("python", "tf_Compute/1", "tf_data_iterator/2", "tf_numa_-1_Eigen/3")
+
+
+def _tree_events(draw: Any, start: int, end: int, depth: int) -> list[tuple]:
+    """Events nested in [start, end) (us), some spilling out of it or without a duration."""
+    events: list[tuple] = []
+    at = start
+    for _ in range(draw(st.integers(0, 3 if depth < 4 else 0))):
+        if at >= end:
+            break
+        first = draw(st.integers(at, end - 1))
+        stop = draw(st.integers(first, end))
+        if draw(st.integers(0, 30)) == 0:
+            stop += draw(st.integers(1, 5))  # ends after its parent: not nested
+        name = draw(st.integers(0, len(_NAMES) - 1))
+        events.append((name, first, stop - first))
+        if stop > first:
+            events.extend(_tree_events(draw, first, stop, depth + 1))
+        at = stop
+    return events
+
+
+@st.composite
+def _spaces(draw: Any) -> tuple[bytes, int, int]:
+    """A serialized XSpace of 1-4 host lines, plus batch and slice sizes to read it with."""
+    pb = xplane_pb2()
+    space = pb.XSpace()
+    plane = space.planes.add(id=1, name="/host:CPU")
+    stats: dict[str, int] = {}
+    for mid, (name, _) in enumerate(_NAMES, start=1):
+        plane.event_metadata[mid].id = mid
+        plane.event_metadata[mid].name = name
+    for key in ("hlo_module", "name", "kernel_type", "step_num", "_r"):
+        stats[key] = len(stats) + 1
+        plane.stat_metadata[stats[key]].id = stats[key]
+        plane.stat_metadata[stats[key]].name = key
+    for lid in range(draw(st.integers(1, 4))):
+        line = plane.lines.add(id=lid, name=draw(st.sampled_from(_LINES)),
+                               timestamp_ns=draw(st.sampled_from([0, 1000, 1_790_000_000_000_000_000])))
+        events = []
+        at = 0
+        for _ in range(draw(st.integers(0, 6))):
+            span = draw(st.integers(0, 40))
+            events.extend(_tree_events(draw, at, at + span, 0) if span else [])
+            events.append((draw(st.integers(0, len(_NAMES) - 1)), at, span))
+            at += span + draw(st.integers(0, 3))
+        if draw(st.integers(0, 10)) == 0:
+            events = list(reversed(events))  # out of order: scanned sorted
+        else:
+            events.sort(key=lambda e: (e[1], -e[2]))
+        for index, first, length in events:
+            event = line.events.add(metadata_id=index + 1, offset_ps=first * 1_000_000,
+                                    duration_ps=length * 1_000_000)
+            for key, value in _NAMES[index][1].items():
+                stat = event.stats.add(metadata_id=stats[key])
+                if isinstance(value, str):
+                    stat.str_value = value
+                else:
+                    stat.int64_value = value
+    return space.SerializeToString(), draw(st.sampled_from([2, 7, 64, 8192])), draw(st.sampled_from([40, 300]))
+
+
+@settings(max_examples=400, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(case=_spaces())
+def test_column_scan_reports_what_the_event_scan_reports(case, tmp_path, monkeypatch):
+    """Generated lines of every event kind, nesting or not, in batches and slices of any size: the
+    streamed report (scan in columns) equals the parsed one (scan one event at a time), field by field."""
+    data, batch, chunk = case
+    monkeypatch.setattr(scan, "BATCH_EVENTS", batch)
+    monkeypatch.setattr(reader, "CHUNK_BYTES", chunk)
+    path = tmp_path / "t.xplane.pb"
+    path.write_bytes(data)
+    streamed = analyze_trace(path, top_k=1000).to_dict()
+    parsed = analyze_xspace(load_xspace(path), trace_path=str(path), host="t", top_k=1000).to_dict()
+    assert streamed == parsed
+
+
+@pytest.mark.parametrize("name", ["jit", "mlp", "eager_loop", "jax_cpu", "tf220_async_launch",
+                                  "tf220_lost_split_launch", "py_function"])
+@pytest.mark.parametrize("batch", [16, 1000])
+def test_real_traces_in_small_batches_report_what_the_event_scan_reports(name, batch, tmp_path, monkeypatch):
+    """Real traces cut into small batches (long lines carried across them): the parsed report."""
+    monkeypatch.setattr(scan, "BATCH_EVENTS", batch)
+    path = tmp_path / f"{name}.xplane.pb"
+    path.write_bytes(gzip.decompress((DATA / f"{name}.xplane.pb.gz").read_bytes()))
+    parsed = analyze_xspace(load_xspace(path), trace_path=str(path), host=name, top_k=1000).to_dict()
+    assert analyze_trace(path, top_k=1000).to_dict() == parsed
+
+
+def test_tree_gives_depth_and_parent_of_nested_events():
+    """Nested events: depth from times alone, the parent one level up, nothing flagged."""
+    start = np.array([0, 1, 2, 5, 10, 10], dtype=np.int64)
+    end = np.array([9, 4, 3, 8, 12, 11], dtype=np.int64)
+    depth, parent, bad = _tree(np, start, end)
+    assert depth.tolist() == [0, 1, 2, 1, 0, 1]
+    assert parent.tolist() == [-1, 0, 1, 0, -1, 4]
+    assert not bad.any()
+
+
+def test_tree_flags_an_event_ending_after_its_parent_and_one_out_of_order():
+    """An event spilling out of its parent, and one starting before the previous one, are flagged."""
+    _, _, bad = _tree(np, np.array([0, 2, 20], dtype=np.int64), np.array([5, 7, 21], dtype=np.int64))
+    assert bad.tolist() == [False, True, False]
+    _, _, bad = _tree(np, np.array([0, 10, 5], dtype=np.int64), np.array([1, 11, 6], dtype=np.int64))
+    assert not bad[0] and bad[2]
+
+
+def test_top_level_cut_is_the_last_event_after_all_before_it_ended():
+    """The cut falls on the last root; an event inside an earlier one is no root."""
+    start = np.array([0, 1, 10, 11, 20, 22], dtype=np.int64)
+    dur = np.array([5, 2, 5, 1, 10, 1], dtype=np.int64)
+    assert top_level_cut(np, start, dur) == 4
+    assert top_level_cut(np, start[:4], dur[:4]) == 2
+    assert top_level_cut(np, start[:2], dur[:2]) == 0
+    assert top_level_cut(np, start[:1], dur[:1]) == 0
+
+
+def test_op_sums_add_by_id_and_drain_into_the_op_table():
+    """Op time and counts summed per metadata id; ids beyond the table go straight to the op table."""
+    infos = {1: (0, (("MatMul", "a"), "op"), 0), 5: (0, (("Relu", "b"), "op"), 0),
+             1 << 21: (0, (("Add", "c"), "op"), 0)}
+    ops: dict = {}
+    table = __import__("collections").defaultdict(lambda: [0, 0])
+    sums = OpSums()
+    sums.add(np, np.array([1, 5, 1], dtype=np.int64), np.array([3, 4, 5], dtype=np.int64), table, infos)
+    sums.add(np, np.array([5], dtype=np.int64), np.array([10], dtype=np.int64), table, infos)
+    sums.add(np, np.array([1 << 21], dtype=np.int64), np.array([7], dtype=np.int64), table, infos)
+    assert dict(table) == {("Add", "c"): [7, 1]}
+    sums.drain(np, table, infos)
+    assert dict(table) == {("Add", "c"): [7, 1], ("MatMul", "a"): [8, 2], ("Relu", "b"): [14, 2]}
+    sums.drain(np, table, infos)
+    assert table[("MatMul", "a")] == [8, 2] and not ops
+
+
+@pytest.mark.parametrize("batch", [1, 2, 3, 8192])
+def test_compilations_begin_after_the_previous_one_ended_across_batches(batch, tmp_path, monkeypatch):
+    """Three compilations on one thread, the last two outside any kernel: each begins with its first
+    compile pass after the previous compilation ended, however the line is cut into batches."""
+    from _xspace import build_space
+
+    monkeypatch.setattr(scan, "BATCH_EVENTS", batch)
+    monkeypatch.setattr(reader, "CHUNK_BYTES", 40)
+    space = build_space({"tf_Compute/1": [
+        ("StatefulPartitionedCall:StatefulPartitionedCall", 0, 100),
+        ("CpuCompiler::RunHloPasses", 10, 10),
+        ("CpuCompiler::RunBackend", 20, 10, {"name": "a_inference_f_1__.1"}),
+        ("CpuCompiler::RunHloPasses", 110, 10),
+        ("CpuCompiler::RunBackend", 120, 10, {"name": "a_inference_g_2__.2"}),
+        ("CpuCompiler::RunHloPasses", 140, 10),
+        ("CpuCompiler::RunHloPasses", 150, 5),
+        ("CpuCompiler::RunBackend", 160, 10, {"name": "a_inference_h_3__.3"}),
+    ]})
+    path = tmp_path / "t.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    table = analyze_trace(path).compile_table
+    assert [row.program for row in table] == ["f", "g", "h"]
+    # The line starts at 1000 ns; times in us.
+    assert [round(row.start_s * 1e6 - 1, 6) for row in table] == [10, 110, 140]
+    assert [round(row.compile_s * 1e6, 6) for row in table] == [20, 20, 25]
+    assert table == analyze_xspace(load_xspace(path)).compile_table
