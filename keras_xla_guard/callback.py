@@ -273,7 +273,13 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
             return
         params = self.params or {}
         self._noted = False
-        self._diagnose()
+        if self.engine.backend.name == "tensorflow":
+            # The switches, strategies and graphs these verdicts read are TensorFlow's.
+            self._diagnose()
+        elif self._explain is not False and self._explain is not None:
+            warnings.warn("keras-xla-guard: explain reads TensorFlow graphs; under "
+                          f"{self.engine.backend.version()} there is nothing for it to find (every "
+                          "train step is one XLA program); it is skipped", XlaGuardWarning, stacklevel=2)
         # Without a strategy of its own the model trains in one process, even
         # when TF_CONFIG is set: nothing to look up in the environment then.
         strategy = getattr(self.model, "distribute_strategy", None)
@@ -284,6 +290,7 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
             steps_per_call=seam.steps_per_execution(self.model),
         )
         self._track(self._attach_inputs, params.get("steps"))
+        self.engine.set_programs(seam.compiled_programs(self.model))
         if self._warm_up is not False and self._warm_up is not None:
             self._run_warm_up()
 

@@ -28,6 +28,7 @@ from keras_xla_guard._checks import check_int
 from keras_xla_guard import backend as backends
 from keras_xla_guard.backend import Backend
 from keras_xla_guard.errors import ProfilerBusyError, RecompilationLimitError, XlaGuardWarning
+from keras_xla_guard.runtime.compile_log import CompileLog, EpochCompilations
 from keras_xla_guard.runtime.config import (
     DEFAULT_LOG_DIR,
     DEFAULT_MAX_COMPILATIONS,
@@ -191,7 +192,8 @@ class XlaGuardEngine:
         )
         self._notes = tuple(notes)
         self.schedule = config.schedule
-        self._policy = CompilationPolicy(config.max_compilations, config.on_violation)
+        self._policy = CompilationPolicy(config.max_compilations, config.on_violation,
+                                         megamorphic=self.backend.name == "tensorflow")
         self._steps_per_call = 1
         self._xla_mode: str | None = None
         self._trace_dir = config.log_dir
@@ -217,6 +219,9 @@ class XlaGuardEngine:
         self._signatures_unavailable: str | None = None
         self._not_profiled: str | None = None
         self._skip_first_step = False
+        self._compile_log: CompileLog | None = None
+        self._unwatch: Callable[[], None] | None = None
+        self._programs: dict[str, str] = {}
 
     @property
     def log_dir(self) -> Path:
@@ -276,6 +281,32 @@ class XlaGuardEngine:
         """
         with self._lock:
             return dict(sorted(self._signature_stats.items()))
+
+    @property
+    def compilations(self) -> dict[int, EpochCompilations]:
+        """Every finished epoch's compilations as the backend counted them, keyed by epoch.
+
+        Exact and present for every epoch, profiled or not, where the
+        backend reports compilations as they happen (JAX's
+        `jax.monitoring`); empty on TensorFlow, whose compilations are
+        counted in profiled windows (`reports`) and predicted from input
+        signatures (`signatures`).
+        """
+        with self._lock:
+            return {e: r.compilations for e, r in sorted(self._records.items()) if r.compilations is not None}
+
+    def set_programs(self, programs: dict[str, str]) -> None:
+        """Names the compiled programs of the model's functions: `{"train_step": "train", ...}`.
+
+        Compilations of other programs count as `"other"`.
+
+        Args:
+            programs: Program name (as the backend reports it) -> `"train"`,
+                `"test"` or `"predict"`.
+        """
+        self._programs = dict(programs)
+        if self._compile_log is not None:
+            self._compile_log.set_programs(programs)
 
     def observe_inputs(self, inputs: Any, step: int | None = None) -> None:
         """Records the concrete input signature of one training step.
@@ -428,6 +459,7 @@ class XlaGuardEngine:
             self._run_sinks = list(self._sinks)
         self._tracker = SignatureTracker(xla=xla_mode is not None)
         self._persistent_cache = self.backend.persistent_cache()
+        self._watch_compiles()
         self._policy.reset()
         self._signatures_unavailable = None
         self.stop_requested = False
@@ -447,6 +479,8 @@ class XlaGuardEngine:
             self._plan_run(epoch)
             self._first_epoch = epoch
         self._tracker.begin_epoch(epoch)
+        if self._compile_log is not None:
+            self._compile_log.at(epoch, None)
         self._stop_window()
         with self._lock:
             self._epochs_open.begin(epoch)
@@ -464,6 +498,10 @@ class XlaGuardEngine:
         Args:
             step: 0-based index of the step within the epoch.
         """
+        if self._compile_log is not None:
+            # The previous step's compilations are counted by now.
+            self._check_compilations()
+            self._compile_log.at(self._epoch, step)
         window = self._window
         if window is not None:
             cap = self.schedule.max_steps
@@ -521,6 +559,8 @@ class XlaGuardEngine:
         Validation runs inside the epoch; without this its steps would be
         counted as training steps of the window.
         """
+        if self._compile_log is not None:
+            self._compile_log.at(self._epoch, None)
         self._stop_window()
 
     def train_end(self, timeout: float | None = None) -> None:
@@ -547,6 +587,7 @@ class XlaGuardEngine:
         for sink in self._run_sinks:
             self._to_sink(sink, "close", records)
         self._run_sinks = []
+        self._unwatch_compiles()
         self._ended = True
 
     def abort(self, error: BaseException | None = None) -> None:
@@ -561,6 +602,7 @@ class XlaGuardEngine:
             error: Why training stopped inside the window. Defaults to
                 `None`: the exception being handled, if any.
         """
+        self._unwatch_compiles()
         window, files = self._close_window()
         if window is None:
             return
@@ -756,11 +798,31 @@ class XlaGuardEngine:
         for sink in self._run_sinks:
             self._to_sink(sink, "write_epoch", record)
 
+    def _watch_compiles(self) -> None:
+        """Starts counting the backend's compilations as they happen, where it reports them."""
+        self._unwatch_compiles()
+        log = CompileLog(self._programs)
+        unwatch = self.backend.watch_compiles(log.on_phase)
+        if unwatch is not None:
+            self._compile_log, self._unwatch = log, unwatch
+
+    def _unwatch_compiles(self) -> None:
+        unwatch, self._unwatch = self._unwatch, None
+        if unwatch is not None:
+            unwatch()
+
     def _check_compilations(self) -> None:
-        """Applies `max_compilations` and the megamorphic warning."""
-        if self._xla_mode is None or self._signatures_unavailable is not None:
+        """Applies `max_compilations` and the megamorphic warning.
+
+        Where the backend counts compilations (JAX), the limit applies to
+        the train function's compilations it counted; else to the new
+        input signatures (one compilation each).
+        """
+        log = self._compile_log
+        measured = log.count(self._epoch, "train") if log is not None and self._unwatch is not None else None
+        if self._xla_mode is None or (self._signatures_unavailable is not None and measured is None):
             return
-        for action in self._policy.check(self._tracker, self._epoch, self._xla_mode):
+        for action in self._policy.check(self._tracker, self._epoch, self._xla_mode, measured=measured):
             self._violation = action.message
             if action.kind == "raise":
                 error = RecompilationLimitError(f"keras-xla-guard: {action.message}")
@@ -782,9 +844,26 @@ class XlaGuardEngine:
         reason = self._signatures_unavailable
         if reason is not None or (stats is not None and stats.steps == 0):
             stats = None
+        compilations = None
+        if self._compile_log is not None and self._unwatch is not None:
+            self._check_compilations()
+            compilations = _with_signatures(self._compile_log.take(epoch), stats)
         with self._lock:
             if stats is not None:
                 self._signature_stats[epoch] = stats
-            record = self._epochs_open.end(epoch, stats, reason)
+            record = self._epochs_open.end(epoch, stats, reason, compilations)
         if record is not None:
             self._publish(record)
+
+
+def _with_signatures(compilations: EpochCompilations, stats: EpochSignatures | None) -> EpochCompilations:
+    """The train function's compilations with the new input signature first seen at their step."""
+    if stats is None:
+        return compilations
+    at_step = {step: str(signature) for signature, step in stats.new if step is not None}
+    rows = tuple(
+        dataclasses.replace(row, signature=at_step.get(row.step)) if row.function == "train" and row.step in at_step
+        else row
+        for row in compilations.rows
+    )
+    return dataclasses.replace(compilations, rows=rows)

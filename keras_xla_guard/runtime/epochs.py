@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from keras_xla_guard.runtime.compile_log import EpochCompilations
 from keras_xla_guard.runtime.sink import EpochRecord
 from keras_xla_guard.signatures.tracker import EpochSignatures
 from keras_xla_guard.trace.compiles import attribute_compiles
@@ -31,6 +32,7 @@ class _Parts:
     unavailable: str | None = None
     # `(first step, steps)` of the epoch's profiling window.
     window: tuple[int, int] | None = None
+    compilations: EpochCompilations | None = None
 
 
 class EpochAssembly:
@@ -62,11 +64,16 @@ class EpochAssembly:
         return self._complete(report.epoch)
 
     def end(
-        self, epoch: int, signatures: EpochSignatures | None, unavailable: str | None = None
+        self,
+        epoch: int,
+        signatures: EpochSignatures | None,
+        unavailable: str | None = None,
+        compilations: EpochCompilations | None = None,
     ) -> EpochRecord | None:
-        """Takes the end of `epoch`: its signature figures, or why there are none."""
+        """Takes the end of `epoch`: its signature figures (or why there are none), its compilations."""
         parts = self._parts.setdefault(epoch, _Parts())
         parts.ended, parts.signatures, parts.unavailable = True, signatures, unavailable
+        parts.compilations = compilations
         return self._complete(epoch)
 
     def abandon(self, epoch: int, report: CoverageReport) -> EpochRecord | None:
@@ -97,9 +104,9 @@ class EpochAssembly:
                 report = join_signatures(report, parts.signatures, parts.window)
             elif parts.unavailable is not None:
                 report = dataclasses.replace(report, signatures_unavailable=parts.unavailable)
-        if report is None and parts.signatures is None and parts.unavailable is None:
+        if report is None and parts.signatures is None and parts.unavailable is None and parts.compilations is None:
             return None
-        return EpochRecord(epoch, report, parts.signatures, parts.unavailable)
+        return EpochRecord(epoch, report, parts.signatures, parts.unavailable, parts.compilations)
 
 
 def join_signatures(

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from keras_xla_guard.runtime.compile_log import EpochCompilations
 from keras_xla_guard.signatures.tracker import EpochSignatures
 from keras_xla_guard.trace.compiles import CompileRecord
 from keras_xla_guard.trace.report import CoverageReport
@@ -46,12 +47,17 @@ class EpochRecord:
         signatures_unavailable: Why the epoch has no signature figures
             although tracking was on (e.g. an unsupported Keras version);
             `None` otherwise.
+        compilations: Every compilation of the epoch as the backend
+            counted it, per function, with its trace/lower/compile seconds
+            (JAX's `jax.monitoring`: exact, every epoch, no profiler);
+            `None` where the backend reports none (TensorFlow).
     """
 
     epoch: int
     report: CoverageReport | None = None
     signatures: EpochSignatures | None = None
     signatures_unavailable: str | None = None
+    compilations: EpochCompilations | None = None
 
     @property
     def compile_table(self) -> tuple[CompileRecord, ...]:

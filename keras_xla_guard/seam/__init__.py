@@ -10,6 +10,9 @@ contract (`_flavour.py`):
 - `keras3`: Keras 3 on TensorFlow (closure cells of the train function,
   `fit`'s `epoch_iterator`);
 - `tf_keras`: tf_keras / Keras 2 (`fit`'s `data_handler`);
+- `keras3_jax`: Keras 3 on JAX (the train function's Python iterator of
+  batches, the jitted steps' names), with `host_tap` (`HostTap`, batches
+  recorded in Python);
 - `tap`: `InputTap`, the TensorFlow mechanics that record each batch's
   shape (a `tf.Variable` ring written in-graph, or `.shape` read in Python);
 - `tf_internals`: TensorFlow internals used outside `fit` (the XLA CPU
@@ -43,6 +46,7 @@ __all__ = [
     "all_layers",
     "attach",
     "build_for_training",
+    "compiled_programs",
     "flavour_of",
     "keras_backend",
     "keras_version",
@@ -116,9 +120,8 @@ def flavour_of(model: Any) -> Flavour | None:
 
     A flavour fits by the Keras that built the model and the backend it runs
     on: `tf_keras` for tf_keras models (always TensorFlow); `keras3` for
-    Keras 3 models on its `BACKEND`. A Keras 3 model on JAX gets none: its
-    train function is a `jax.jit` step, not the `tf.function` `keras3`
-    rebuilds.
+    Keras 3 models on TensorFlow, `keras3_jax` for Keras 3 models on JAX.
+    Other backends get none.
     """
     if _is_tf_keras(model):
         from keras_xla_guard.seam import tf_keras
@@ -128,9 +131,41 @@ def flavour_of(model: Any) -> Flavour | None:
 
     if not str(getattr(keras, "__version__", "")).startswith("3."):
         return None
-    from keras_xla_guard.seam import keras3
+    from keras_xla_guard.seam import keras3, keras3_jax
 
-    return keras3 if keras_backend(model) == keras3.BACKEND else None
+    backend = keras_backend(model)
+    for flavour in (keras3, keras3_jax):
+        if backend == flavour.BACKEND:
+            return flavour
+    return None
+
+
+def compiled_programs(model: Any) -> dict[str, str]:
+    """The programs the backend compiles for `model`'s functions, by name: `{"train_step": "train", ...}`.
+
+    Only where the backend reports compilations by program name as they
+    happen (JAX); `{}` otherwise.
+    """
+    flavour = flavour_of(model)
+    if flavour is None or flavour.BACKEND != "jax":
+        return {}
+    from keras_xla_guard.seam import keras3_jax
+    from keras_xla_guard.seam._recording import unwrap
+
+    if getattr(model, "train_function", None) is not None:
+        # The guard's recording wrapper hides Keras' closure; read Keras' own.
+        model_view = _Functions(model, unwrap(model.train_function))
+        return keras3_jax.programs(model_view)
+    return keras3_jax.programs(model)
+
+
+class _Functions:
+    """A model's compiled functions with the train function replaced (read-only view)."""
+
+    def __init__(self, model: Any, train_function: Any) -> None:
+        self.train_function = train_function
+        self.test_function = getattr(model, "test_function", None)
+        self.predict_function = getattr(model, "predict_function", None)
 
 
 def steps_per_execution(model: Any) -> int:
@@ -232,6 +267,8 @@ def attach(
     found.exit_hook = _hook_exit(holder, on_abort, found._undo)
     if not record:
         return found
+    if flavour.BATCHES == "python":
+        return _attach_in_python(model, flavour, bind, on_abort, found)
     import tensorflow as tf
 
     name, attribute = flavour.DATASET_HOLDER
@@ -267,6 +304,47 @@ def attach(
     model.train_function = tap
     found._tap = tap
     found._undo.append(tap.restore)
+    found.recording = True
+    return found
+
+
+def _attach_in_python(
+    model: Any, flavour: Flavour, bind: Callable[[Any], None], on_abort: Callable[[], None], found: Attachment
+) -> Attachment:
+    """Records every batch a Python-iterating trainer (Keras on JAX) takes, with a `HostTap`."""
+    from keras_xla_guard.seam._recording import GUARD_WRAPPER, unwrap
+    from keras_xla_guard.seam.host_tap import HostTap
+
+    original = unwrap(getattr(model, "train_function", None))
+    reason = (
+        "model.train_function is None" if original is None
+        else flavour.probe(original, bool(getattr(model, "run_eagerly", False)))
+    )
+    if reason is not None:
+        found.reason = reason
+        return found
+    tap = HostTap(capacity=_RING_ROWS)
+    recording = flavour.recording_function(original, tap)
+
+    def train_function(state: Any, iterator: Any) -> Any:
+        try:
+            return recording(state, iterator)
+        except StopIteration:
+            raise
+        except BaseException:
+            on_abort()
+            raise
+
+    setattr(train_function, GUARD_WRAPPER, True)
+    train_function.__wrapped__ = original  # type: ignore[attr-defined]
+    model.train_function = train_function
+
+    def restore() -> None:
+        if getattr(model, "train_function", None) is train_function:
+            model.train_function = original
+
+    found._undo.append(restore)
+    bind(tap)
     found.recording = True
     return found
 
@@ -407,7 +485,7 @@ def build_for_training(model: Any, batch: Any) -> str | None:
         `None` when everything was built, else why not (the caller warns).
     """
     flavour = flavour_of(model)
-    if flavour is not None and flavour.FLAVOUR == "keras3":
+    if flavour is not None and flavour.FLAVOUR in ("keras3", "keras3_jax"):
         from keras_xla_guard.seam import keras3
 
         reason = keras3.symbolic_build(model, batch)

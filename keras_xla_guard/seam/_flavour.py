@@ -17,10 +17,13 @@ __all__ = ["Flavour"]
 class Flavour(Protocol):
     """How one Keras flavour, on one backend, lets the guard see `fit`'s batches.
 
-    A new flavour (e.g. Keras 3 on JAX, whose trainer pulls each batch in
-    Python and calls a `jax.jit` step with it, so only `InputTap.record_host`
-    applies) is one module with these names, and one line in
-    `seam.flavour_of`.
+    A new flavour is one module with these names, and one line in
+    `seam.flavour_of`. The protocol was TensorFlow-shaped in one place:
+    where a batch can be seen. `BATCHES` now says it, so `seam.attach`
+    builds the tap that fits: a TensorFlow trainer pulls batches inside a
+    compiled `tf.function` (an `InputTap`, per batch structure, written
+    in-graph), Keras' JAX trainer pulls them in Python (a `HostTap`, one
+    per fit, no framework op).
 
     Attributes:
         FLAVOUR: Its name in reports and warnings (`"keras3"`, `"tf_keras"`).
@@ -31,10 +34,13 @@ class Flavour(Protocol):
             dataset `fit` iterates (distributed under a strategy).
         EXIT_HOOK_HOLDER: `fit`'s local variable whose
             `catch_stop_iteration()` context encloses every epoch's steps.
+        BATCHES: Where `fit` pulls a batch: `"graph"` (inside a traced
+            TensorFlow function) or `"python"` (from a Python iterator).
     """
 
     FLAVOUR: str
     BACKEND: str
+    BATCHES: str
     DATASET_HOLDER: tuple[str, str]
     EXIT_HOOK_HOLDER: str
 
@@ -55,7 +61,8 @@ class Flavour(Protocol):
 
         Args:
             original: Keras' train function (the one `probe` accepted).
-            tap: The `InputTap` for the batches' structure.
+            tap: The `InputTap` for the batches' structure (`"graph"`), or
+                the run's `HostTap` (`"python"`).
 
         Returns:
             A function `fit` can call in its place, with the same results.

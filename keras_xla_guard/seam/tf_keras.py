@@ -27,6 +27,7 @@ from typing import Any
 
 __all__ = [
     "BACKEND",
+    "BATCHES",
     "DATASET_HOLDER",
     "EXIT_HOOK_HOLDER",
     "FLAVOUR",
@@ -38,6 +39,8 @@ __all__ = [
 
 FLAVOUR = "tf_keras"
 BACKEND = "tensorflow"
+# Batches are pulled inside the traced train function (recorded by an InputTap).
+BATCHES = "graph"
 DATASET_HOLDER = ("data_handler", "_dataset")
 EXIT_HOOK_HOLDER = "data_handler"
 

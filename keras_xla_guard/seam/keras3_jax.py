@@ -1,0 +1,123 @@
+"""Keras 3 on JAX: where `fit` pulls its batches, and how to see them.
+
+A `seam.Flavour`: `flavour_of` gives it to Keras 3 models on its `BACKEND`.
+Its batches arrive in Python (`BATCHES = "python"`): `seam.attach` records
+them with a `HostTap`, no TensorFlow involved.
+
+Private contacts, each verified on Keras 3.10.0 and 3.15.1 (docs/compatibility.md):
+
+- `model.train_function` as built by `keras/src/backend/jax/trainer.py`
+  (`make_train_function`, called by `fit` before `on_train_begin`): a
+  Python function `iterator_step(state, iterator)` that takes
+  `steps_per_execution` batches from a Python iterator with `next()` and
+  calls the `jax.jit` of `train_step` (`donate_argnums=0`) on each. The
+  guard passes it a recording iterator in place of `fit`'s and puts Keras'
+  function back at train end: the same jitted step runs, on the same
+  batches, so the same numbers come out.
+- The jitted step sits in the function's closure cell `step_function`;
+  its `__name__` is the program name `jax.monitoring` reports
+  (`train_step`, `test_step`, `predict_step` unless a subclass renames
+  them), which tells a train step's compilations from the small eager
+  programs Keras also compiles (`jit(equal)`, ...).
+- `fit`'s local `epoch_iterator` (a `JAXEpochIterator`): its
+  `catch_stop_iteration()` context encloses every epoch's steps, as on
+  TensorFlow.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+__all__ = [
+    "BACKEND",
+    "BATCHES",
+    "DATASET_HOLDER",
+    "EXIT_HOOK_HOLDER",
+    "FLAVOUR",
+    "probe",
+    "programs",
+    "recording_function",
+]
+
+FLAVOUR = "keras3_jax"
+BACKEND = "jax"
+BATCHES = "python"
+# The data adapter of fit's epoch iterator holds the user's data (not a tf.data.Dataset).
+DATASET_HOLDER = ("epoch_iterator", "data_adapter")
+EXIT_HOOK_HOLDER = "epoch_iterator"
+# Keras' step names: the programs JAX compiles for each function.
+_DEFAULT_PROGRAMS = {"train_step": "train", "test_step": "test", "predict_step": "predict"}
+_FUNCTIONS = {"train": "train_function", "test": "test_function", "predict": "predict_function"}
+
+
+def probe(function: Any, run_eagerly: bool) -> str | None:
+    """Why this Keras train function cannot be recorded; `None` when it can.
+
+    It must be a Python callable of `(state, iterator)`.
+    """
+    if not callable(function):
+        return f"model.train_function ({function!r}) is not callable"
+    try:
+        parameters = list(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        return f"model.train_function ({function!r}) has no readable signature"
+    if len(parameters) != 2:
+        return (f"model.train_function ({function!r}) takes {parameters}, not the (state, iterator) "
+                "the Keras JAX trainer calls it with")
+    return None
+
+
+class _RecordingIterator:
+    """Stands in for `fit`'s Python iterator of batches; records every batch taken."""
+
+    def __init__(self, iterator: Any, tap: Any) -> None:
+        self._iterator = iterator
+        self._tap = tap
+
+    def __iter__(self) -> "_RecordingIterator":
+        return self
+
+    def __next__(self) -> Any:
+        batch = next(self._iterator)
+        self._tap.record(batch)
+        return batch
+
+
+def recording_function(original: Any, tap: Any) -> Any:
+    """Keras' JAX train function, recording every batch it takes into `tap` (a `HostTap`)."""
+
+    def train_function(state: Any, iterator: Any) -> Any:
+        return original(state, _RecordingIterator(iterator, tap))
+
+    return train_function
+
+
+def _step_name(function: Any) -> str | None:
+    names = getattr(getattr(function, "__code__", None), "co_freevars", ())
+    closure = getattr(function, "__closure__", None) or ()
+    for name, cell in zip(names, closure):
+        if name in ("step_function", "_step_function"):
+            try:
+                inner = cell.cell_contents
+            except ValueError:
+                return None
+            found = getattr(inner, "__name__", None)
+            if found is None or found == "iterator_step":
+                return _step_name(inner)
+            return str(found)
+    return None
+
+
+def programs(model: Any) -> dict[str, str]:
+    """The programs JAX compiles for the model's functions: `{"train_step": "train", ...}`.
+
+    Read from the jitted steps in the functions' closures where Keras has
+    built them; Keras' own step names for the others.
+    """
+    found = dict(_DEFAULT_PROGRAMS)
+    for function, attribute in _FUNCTIONS.items():
+        name = _step_name(getattr(model, attribute, None))
+        if name is not None:
+            found[name] = function
+    return found
