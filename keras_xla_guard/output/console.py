@@ -6,6 +6,7 @@ import sys
 from collections.abc import Mapping
 from typing import TextIO
 
+from keras_xla_guard.output.compilations import compilations_lines
 from keras_xla_guard.runtime.sink import EpochRecord
 from keras_xla_guard.trace._text import compile_lines, format_report
 
@@ -31,9 +32,12 @@ class ConsoleSink:
         """Nothing until the run ends."""
 
     def close(self, records: Mapping[int, EpochRecord]) -> None:
-        """Prints every report of the run, by epoch."""
+        """Prints every report of the run, by epoch, and every epoch that compiled something."""
         stream = self.stream or sys.stdout
         for _, record in sorted(records.items()):
             if record.report is not None:
                 print(f"keras-xla-guard: {format_report(record.report, max_ops=self.max_ops)}", file=stream,
+                      flush=True)
+            if record.compilations is not None and record.compilations.rows:
+                print("keras-xla-guard: " + "\n".join(compilations_lines(record.compilations)), file=stream,
                       flush=True)

@@ -160,6 +160,7 @@ _REPORT = _object(
         "new_signatures": _optional(_int), "expected_compilations": _optional(_int),
         "signature_explanations": _list(_EXPLANATION), "signatures_unavailable": _optional(_str),
         "compile_table": _list(_COMPILE), "cache_hits": _optional(_int), "persistent_cache": _optional(_str),
+        "backend": _optional(_str),
         "trace_path": _optional(_str),
     },
     required=("status",),

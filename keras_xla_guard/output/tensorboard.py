@@ -1,7 +1,12 @@
 """TensorBoard output: scalars, a Custom Scalars layout and text tables.
 
-Everything goes through `tf.summary` and TensorBoard's own plugin summary
-APIs; TensorFlow is imported only when a writer is created.
+Everything goes through TensorBoard's own classes, with no TensorFlow:
+its `EventFileWriter` writes the event file, and each summary is built by
+its plugin's `*_pb` builder (`scalar_pb`, `text_pb`, the custom-scalar
+`pb`), which write the same tags, plugin metadata and tensors as
+`tf.summary.scalar`/`text`. So the guard writes the same TensorBoard
+files under TensorFlow and under JAX (where `tf.summary` does not exist),
+in one code path, beside Keras' own TensorBoard callback in one log dir.
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+import time
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -19,6 +25,7 @@ from keras_xla_guard.trace.analysis import combine_reports
 from keras_xla_guard.trace.report import CoverageReport
 
 __all__ = [
+    "JAX_SKIPPED_TAGS",
     "LAYOUT_CATEGORY",
     "SCALAR_TAGS",
     "SIGNATURE_TAGS",
@@ -51,6 +58,11 @@ SCALAR_TAGS: dict[str, Any] = {
     f"{PREFIX}/compile_time_s": lambda r: r.compile_time_s,
     f"{PREFIX}/input_pipeline_time_s": lambda r: r.input_pipeline_time_s,
 }
+# Under JAX every step is one XLA program: the coverage tags would read 100%
+# (or 0 s of plain ops) by construction, so a JAX window does not write them.
+JAX_SKIPPED_TAGS = frozenset(
+    f"{PREFIX}/{t}" for t in ("xla_time_fraction", "coverage_percent", "non_xla_op_time_s")
+)
 # Tag suffix -> how to read it from an epoch's `EpochSignatures`; written for
 # every epoch with observed steps (`expected_compilations` only under XLA).
 SIGNATURE_TAGS: dict[str, Any] = {
@@ -165,6 +177,23 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
+def _jax_report_markdown(report: CoverageReport) -> str:
+    """A JAX window: the programs' share of the window, launches, compilations, and why no coverage."""
+    from keras_xla_guard.trace._text import JAX_COVERAGE_NOTE, jax_busy
+
+    steps = f" over {report.steps_profiled} steps" if report.steps_profiled is not None else ""
+    busy = jax_busy(report)
+    share = (f" ({100 * busy[0]:.0f}% busy, {busy[1] * 1e3:.2f} ms between programs)" if busy is not None else "")
+    parts = [
+        f"**JAX window: XLA programs ran {report.xla_time_s * 1e3:.2f} ms**{steps}{share}; "
+        f"{report.xla_executions} program launches, {report.compilations} compilation(s), "
+        f"{report.compile_time_s * 1e3:.1f} ms.",
+    ]
+    for note in (JAX_COVERAGE_NOTE, *report.notes):
+        parts += ["", f"- {escape_markdown(note)}"]
+    return "\n".join(parts)
+
+
 def report_markdown(report: CoverageReport) -> str:
     """Renders a report as Markdown: a headline and the top non-XLA ops.
 
@@ -176,6 +205,8 @@ def report_markdown(report: CoverageReport) -> str:
     """
     if report.status != "ok":
         return f"**XLA coverage: {escape_markdown(report.status)}** - {escape_markdown(report.reason)}"
+    if report.backend == "jax":
+        return _jax_report_markdown(report)
     steps = f" over {report.steps_profiled} steps" if report.steps_profiled is not None else ""
     parts = [
         f"**XLA coverage: {100 * report.xla_time_fraction:.1f}%** of op time{steps} ran inside "
@@ -382,8 +413,13 @@ def write_worker_summaries(
             writer.write_text(f"{name}/compiles", compiles_markdown(report), step=epoch)
 
 
-def layout_proto() -> Any:
+def layout_proto(counted_compilations: bool = False) -> Any:
     """Builds the Custom Scalars layout of the "XLA Guard" category.
+
+    Args:
+        counted_compilations: The run counts its compilations as they happen
+            (JAX): charts of them per function replace the coverage charts,
+            which read 100% by construction there. Defaults to `False`.
 
     Returns:
         A `tensorboard.plugins.custom_scalar.layout_pb2.Layout`.
@@ -398,6 +434,14 @@ def layout_proto() -> Any:
             ),
         )
 
+    if counted_compilations:
+        functions = ("train", "test", "predict", "other")
+        return layout_pb2.Layout(category=[layout_pb2.Category(title=LAYOUT_CATEGORY, chart=[
+            chart("Compilations per function", *(f"{f}/compilations" for f in functions)),
+            chart("Compile time per function (s)", *(f"{f}/compile_time_s" for f in functions)),
+            chart("Compilations vs new signatures", "compilations", "expected_compilations", "new_signatures"),
+            chart("XLA program time in the window (s)", "xla_time_s"),
+        ])])
     return layout_pb2.Layout(
         category=[
             layout_pb2.Category(
@@ -449,26 +493,34 @@ class SummaryWriter:
         self._writer: Any = None
         self._layout_written = False
         self._lock = threading.RLock()
+        self.counted_compilations = False
 
     def _get(self) -> Any:
         if self._writer is None:
-            import tensorflow as tf
+            from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
-            self._writer = tf.summary.create_file_writer(self.log_dir)
+            # The suffix tf.summary gives its files, so each writer's file is told apart.
+            self._writer = EventFileWriter(self.log_dir, filename_suffix=".v2")
         return self._writer
+
+    def _write(self, summary: Any, step: int) -> None:
+        from tensorboard.compat.proto import event_pb2
+
+        event = event_pb2.Event(wall_time=time.time(), step=int(step))
+        # With TensorFlow installed the plugins' builders return TensorFlow's
+        # Summary class, with TensorBoard's the same message under another
+        # class: copied by its bytes, never by class.
+        event.summary.ParseFromString(summary.SerializeToString())
+        self._get().add_event(event)
 
     def write_layout(self) -> None:
         """Writes the Custom Scalars layout once per writer."""
-        import tensorflow as tf
         from tensorboard.plugins.custom_scalar import summary as cs_summary
 
         with self._lock:
             if self._layout_written:
                 return
-            with self._get().as_default():
-                tf.summary.experimental.write_raw_pb(
-                    cs_summary.pb(layout_proto()).SerializeToString(), step=0
-                )
+            self._write(cs_summary.pb(layout_proto(self.counted_compilations)), step=0)
             self._layout_written = True
 
     def write_report(self, report: CoverageReport, step: int) -> None:
@@ -478,15 +530,16 @@ class SummaryWriter:
             report: The report; a skipped/failed one writes only its text.
             step: The TensorBoard step, normally the 0-based epoch index.
         """
-        import tensorflow as tf
+        from tensorboard.plugins.scalar.summary_v2 import scalar_pb
+        from tensorboard.plugins.text.summary_v2 import text_pb
 
         with self._lock:
             self.write_layout()
-            with self._get().as_default(step=step):
-                if report.status == "ok":
-                    for tag, read in SCALAR_TAGS.items():
-                        tf.summary.scalar(tag, float(read(report)))
-                tf.summary.text(f"{PREFIX}/report", report_markdown(report))
+            if report.status == "ok":
+                for tag, read in SCALAR_TAGS.items():
+                    if report.backend != "jax" or tag not in JAX_SKIPPED_TAGS:
+                        self._write(scalar_pb(tag, float(read(report))), step)
+            self._write(text_pb(f"{PREFIX}/report", report_markdown(report)), step)
             self._writer.flush()
 
     def write_scalars(self, values: dict[str, float], step: int) -> None:
@@ -496,13 +549,12 @@ class SummaryWriter:
             values: Tag suffix -> value, e.g. `{"new_signatures": 3}`.
             step: The TensorBoard step, normally the 0-based epoch index.
         """
-        import tensorflow as tf
+        from tensorboard.plugins.scalar.summary_v2 import scalar_pb
 
         with self._lock:
             self.write_layout()
-            with self._get().as_default(step=step):
-                for name, value in values.items():
-                    tf.summary.scalar(f"{PREFIX}/{name}", float(value))
+            for name, value in values.items():
+                self._write(scalar_pb(f"{PREFIX}/{name}", float(value)), step)
             self._writer.flush()
 
     def write_text(self, name: str, markdown: str, step: int) -> None:
@@ -514,12 +566,11 @@ class SummaryWriter:
                 `markdown_table` so names cannot inject markup.
             step: The TensorBoard step, normally the 0-based epoch index.
         """
-        import tensorflow as tf
+        from tensorboard.plugins.text.summary_v2 import text_pb
 
         with self._lock:
             self.write_layout()
-            with self._get().as_default(step=step):
-                tf.summary.text(f"{PREFIX}/{name}", markdown)
+            self._write(text_pb(f"{PREFIX}/{name}", markdown), step)
             self._writer.flush()
 
     def close(self) -> None:
@@ -563,6 +614,8 @@ class TensorBoardSink:
         (`xla_guard/compiles`) when the window was measured.
         """
         epoch, report = record.epoch, record.report
+        if record.compilations is not None:
+            self.writer.counted_compilations = True
         if report is not None:
             self.writer.write_report(report, step=epoch)
         stats = record.signatures
@@ -575,6 +628,11 @@ class TensorBoardSink:
                                    step=epoch)
         if report is not None and report.ok:
             self.writer.write_text("compiles", compiles_markdown(report), step=epoch)
+        if record.compilations is not None:
+            from keras_xla_guard.output.compilations import compilation_scalars, compilations_markdown
+
+            self.writer.write_scalars(compilation_scalars(record.compilations), step=epoch)
+            self.writer.write_text("compilations", compilations_markdown(record.compilations), step=epoch)
 
     def close(self, records: Mapping[int, EpochRecord]) -> None:
         """Flushes and closes the event file."""

@@ -760,6 +760,7 @@ class XlaGuardEngine:
                     steps_profiled=steps,
                     window_wall_s=wall,
                     persistent_cache=cache.directory if cache is not None else None,
+                    backend=self.backend.name,
                 )
                 notes = list(report.notes)
                 for provider in self._notes:

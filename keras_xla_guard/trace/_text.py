@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from keras_xla_guard.trace.report import CoverageReport
 
-__all__ = ["compile_lines", "format_ms", "format_report"]
+__all__ = ["JAX_COVERAGE_NOTE", "compile_lines", "format_ms", "format_report", "jax_busy"]
 
 
 def format_ms(seconds: float, digits: int = 1) -> str:
@@ -50,6 +50,8 @@ def format_report(report: CoverageReport, *, max_ops: int = 5) -> str:
         return f"XLA coverage ({where}): {report.status} - {report.reason}"
     steps = f", {report.steps_profiled} steps" if report.steps_profiled is not None else ""
     wall = f", {report.window_wall_s:.2f} s wall" if report.window_wall_s is not None else ""
+    if report.backend == "jax":
+        return "\n".join(_jax_lines(report, where + steps + wall))
     lines = [
         f"XLA coverage ({where}{steps}{wall}): "
         f"{report.xla_time_fraction:.1%} of op time ran inside XLA",
@@ -89,6 +91,48 @@ def format_report(report: CoverageReport, *, max_ops: int = 5) -> str:
     for note in report.notes:
         lines.append(f"  note: {note}")
     return "\n".join(lines)
+
+
+# Said once under every JAX window, where the coverage headline would mislead.
+JAX_COVERAGE_NOTE = (
+    "under JAX every step is one XLA program, so XLA coverage is 100% by construction and "
+    "not shown; what matters is how busy the programs keep the device and how often they compile"
+)
+
+
+def jax_busy(report: CoverageReport) -> tuple[float, float] | None:
+    """`(share of the window the XLA programs ran, the rest in seconds)`; `None` without a window time."""
+    wall = report.window_wall_s
+    if not wall or report.xla_time_s is None:
+        return None
+    busy = min(report.xla_time_s, wall)
+    return busy / wall, wall - busy
+
+
+def _jax_lines(report: CoverageReport, where: str) -> list[str]:
+    """A JAX window: the programs' share of the window and the host time around them."""
+    busy = jax_busy(report)
+    share = (f"XLA programs ran {format_ms(report.xla_time_s or 0.0, 2)} of the window "
+             f"({busy[0]:.0%} busy, {format_ms(busy[1], 2)} between programs)"
+             if busy is not None else f"XLA programs ran {format_ms(report.xla_time_s or 0.0, 2)}")
+    lines = [
+        f"JAX window ({where}): {share}",
+        f"  program launches:  {report.xla_executions:>9}",
+        f"  XLA compilations:  {report.compilations:>9}     ({format_ms(report.compile_time_s)} wall-clock"
+        f"{_thread_compile(report)})",
+    ]
+    if report.transfer_time_s is not None:
+        lines.append(f"  device transfers:  {format_ms(report.transfer_time_s):>12}")
+    if report.distinct_signatures is not None:
+        lines.append(f"  input signatures:  {report.distinct_signatures:>9}     ({report.new_signatures} new)")
+        for line in report.signature_explanations[:2]:
+            lines.append(f"    {line}")
+    elif report.signatures_unavailable:
+        lines.append(f"  input signatures:  unavailable ({report.signatures_unavailable})")
+    lines.extend(compile_lines(report))
+    for note in (JAX_COVERAGE_NOTE, *report.notes):
+        lines.append(f"  note: {note}")
+    return lines
 
 
 def compile_lines(report: CoverageReport, max_rows: int = 8) -> list[str]:

@@ -1,0 +1,71 @@
+"""The text, Markdown and scalars of an epoch's counted compilations (JAX's `jax.monitoring`).
+
+Each epoch of a run on JAX carries every compilation of the process with
+its function (train, test, predict, other), step, input signature and
+trace/lower/compile seconds (`runtime.compile_log.EpochCompilations`).
+Here they become the console's lines, TensorBoard's `xla_guard/compilations`
+text and the per-function scalars; pure.
+"""
+
+from __future__ import annotations
+
+from keras_xla_guard.runtime.compile_log import FUNCTIONS, OTHER, EpochCompilations
+from keras_xla_guard.trace._text import format_ms
+
+__all__ = ["compilation_scalars", "compilations_lines", "compilations_markdown"]
+
+_MAX_ROWS = 8
+
+
+def compilation_scalars(compiled: EpochCompilations) -> dict[str, float]:
+    """`{"train/compilations": 2, "train/compile_time_s": 1.9, ...}` for every function."""
+    values: dict[str, float] = {}
+    for function in (*FUNCTIONS, OTHER):
+        values[f"{function}/compilations"] = compiled.count(function)
+        values[f"{function}/compile_time_s"] = compiled.seconds(function)
+    return values
+
+
+def _phases(seconds: float | None) -> str:
+    return "-" if seconds is None else format_ms(seconds)
+
+
+def _headline(compiled: EpochCompilations) -> str:
+    parts = []
+    for function in (*FUNCTIONS, OTHER):
+        count = compiled.count(function)
+        if count:
+            parts.append(f"{function} {count} ({compiled.seconds(function):.2f} s)")
+    return ", ".join(parts) if parts else "none"
+
+
+def compilations_lines(compiled: EpochCompilations) -> list[str]:
+    """The console's lines: a headline per function, then each step function's compilation."""
+    lines = [f"epoch {compiled.epoch} compilations (counted as they happened): {_headline(compiled)}"]
+    steps = [row for row in compiled.rows if row.function != OTHER]
+    for row in steps[:_MAX_ROWS]:
+        step = "-" if row.step is None else str(row.step)
+        hit = "  cache hit" if row.cache_hit else ""
+        lines.append(
+            f"  {row.function:<8} step {step:>4}  trace {_phases(row.trace_s):>9}  lower {_phases(row.lower_s):>9}"
+            f"  compile {format_ms(row.compile_s):>9}{hit}  {row.signature or ''}".rstrip())
+    if len(steps) > _MAX_ROWS:
+        lines.append(f"  ... {len(steps) - _MAX_ROWS} more")
+    return lines
+
+
+def compilations_markdown(compiled: EpochCompilations) -> str:
+    """TensorBoard's text: the headline, then one row per compilation with its phases."""
+    from keras_xla_guard.output.tensorboard import markdown_table
+
+    head = f"**Compilations (counted as they happened): {_headline(compiled)}.**"
+    if not compiled.rows:
+        return head
+    rows = (
+        [i, row.function, row.program, "-" if row.step is None else row.step, row.signature or "-",
+         _phases(row.trace_s), _phases(row.lower_s), format_ms(row.compile_s), "yes" if row.cache_hit else "no"]
+        for i, row in enumerate(compiled.rows, 1)
+    )
+    return "\n".join([head, "", markdown_table(
+        ["#", "function", "program", "step:", "input signature", "trace:", "lower:", "compile:", "cache hit"],
+        rows)])

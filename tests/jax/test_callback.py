@@ -1,0 +1,123 @@
+"""XlaGuardCallback on KERAS_BACKEND=jax: signatures, exact compile counts, limits, weights untouched."""
+
+from __future__ import annotations
+
+import sys
+import warnings
+
+import numpy as np
+import pytest
+from _jax_helpers import BATCH, EPOCHS, PROFILED, TRAIN_SHAPES, fit_on_jax, make_data, make_model
+
+pytestmark = pytest.mark.slow
+
+
+def test_every_epoch_has_its_input_signatures(guarded):
+    """Signatures are tracked every epoch: 2 distinct (32 and the short 16), both new in epoch 0 only."""
+    sigs = guarded.guard.signatures
+    assert sorted(sigs) == list(range(EPOCHS))
+    assert [(s.steps, s.distinct_signatures, s.new_signatures) for s in sigs.values()] == [
+        (3, 2, 2), (3, 2, 0), (3, 2, 0)]
+    assert [str(s) for s, _ in sigs[0].new] == [
+        f"x: float32[{b},{f}], y: float32[{b},1]" for b, f in TRAIN_SHAPES]
+    assert [step for _, step in sigs[0].new] == [0, 2]
+    assert any(e.kind == "short_last_batch" for e in sigs[0].explanations)
+
+
+def test_compilations_are_counted_exactly_per_function_and_step(guarded):
+    """Epoch 0 compiles train_step twice (steps 0 and 2) and test_step once; later epochs compile nothing."""
+    compiled = guarded.guard.engine.compilations
+    assert sorted(compiled) == list(range(EPOCHS))
+    first = compiled[0]
+    train = [r for r in first.rows if r.function == "train"]
+    assert [(r.program, r.step, r.signature) for r in train] == [
+        ("train_step", 0, "x: float32[32,16], y: float32[32,1]"),
+        ("train_step", 2, "x: float32[16,16], y: float32[16,1]"),
+    ]
+    assert first.counts["test"] == 1 and first.counts["predict"] == 0
+    assert [c.counts for c in list(compiled.values())[1:]] == [
+        {"train": 0, "test": 0, "predict": 0, "other": 0}] * (EPOCHS - 1)
+    for row in train:
+        assert row.trace_s > 0 and row.lower_s > 0 and row.compile_s > 0 and not row.cache_hit
+
+
+def test_the_counts_equal_jax_monitorings_own(guarded):
+    """The guard's train/test counts equal a separate jax.monitoring listener's jit(train_step)/jit(test_step)."""
+    rows = [r for c in guarded.guard.engine.compilations.values() for r in c.rows]
+    assert sum(r.function == "train" for r in rows) == guarded.oracle_compiles.count("jit(train_step)") == 2
+    assert sum(r.function == "test" for r in rows) == guarded.oracle_compiles.count("jit(test_step)") == 1
+    # Keras' small eager programs (jit(equal), ...) are counted apart, never as a step's.
+    others = sorted(r.program for r in rows if r.function == "other")
+    assert others == sorted(n[4:-1] for n in guarded.oracle_compiles
+                            if n not in ("jit(train_step)", "jit(test_step)"))
+
+
+def test_the_profiled_window_is_a_report(guarded):
+    """The profiled epoch has an ok report of its steps, launches counted, marked as a JAX window."""
+    report = guarded.guard.reports[PROFILED]
+    assert report.ok, report.reason
+    assert report.backend == "jax"
+    assert report.xla_executions >= report.steps_profiled >= 1
+    assert report.compilations == 0
+
+
+def test_weights_are_bit_identical_with_and_without_the_guard(guarded, unguarded):
+    """The guarded fit ends with exactly the unguarded fit's weights and history."""
+    assert len(guarded.weights) == len(unguarded.weights)
+    for a, b in zip(guarded.weights, unguarded.weights):
+        np.testing.assert_array_equal(a, b)
+    assert guarded.history == unguarded.history
+
+
+def test_keras_train_function_is_put_back(guarded):
+    """After fit the model's train function is Keras' own again, not the guard's recording one."""
+    from keras_xla_guard.seam._recording import GUARD_WRAPPER
+
+    function = guarded.model.train_function
+    assert not getattr(function, GUARD_WRAPPER, False)
+    assert function.__code__.co_freevars[-1] == "step_function"
+
+
+def test_max_compilations_raise_names_the_count_and_the_cause(tmp_path):
+    """max_compilations=1 with on_violation='raise': RecompilationLimitError at the second train compile."""
+    from keras_xla_guard import RecompilationLimitError
+
+    with pytest.raises(RecompilationLimitError) as info:
+        fit_on_jax(tmp_path, max_compilations=1, on_violation="raise", profile_epochs=())
+    message = str(info.value)
+    assert "epoch 0 caused 2 XLA compilations (of the train step, counted as they happened)" in message
+    assert "more than max_compilations=1" in message
+
+
+def test_on_violation_stop_ends_training_after_the_epoch(tmp_path):
+    """on_violation='stop' warns once and stops fit after epoch 0."""
+    from keras_xla_guard import XlaGuardWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run = fit_on_jax(tmp_path, max_compilations=1, on_violation="stop", profile_epochs=())
+    assert len(run.history["loss"]) == 1
+    stops = [w for w in caught if issubclass(w.category, XlaGuardWarning) and "Stopping training" in str(w.message)]
+    assert len(stops) == 1
+
+
+def test_the_jax_suite_runs_without_tensorflow():
+    """`make test-jax` runs in a venv without TensorFlow, and nothing here imported it."""
+    import importlib.util
+
+    assert importlib.util.find_spec("tensorflow") is None
+    assert "tensorflow" not in sys.modules
+
+
+def test_explain_is_skipped_with_a_warning_naming_jax(tmp_path):
+    """explain=True on JAX warns that it reads TensorFlow graphs, and training goes on."""
+    from keras_xla_guard import XlaGuardCallback, XlaGuardWarning
+
+    x, y = make_data()
+    model = make_model()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0,
+                  callbacks=[XlaGuardCallback(log_dir=tmp_path, explain=True, profile_epochs=(), verbose=0)])
+    said = [str(w.message) for w in caught if issubclass(w.category, XlaGuardWarning)]
+    assert len(said) == 1 and "explain reads TensorFlow graphs" in said[0] and "jax" in said[0]
