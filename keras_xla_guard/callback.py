@@ -142,6 +142,7 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
         self._noted = False
         self._note_lock = threading.Lock()
         self._peer: XlaGuardCallback | None = None
+        self._fit_model: Any = None
 
     def observe(self, dataset: Any) -> Any:
         """Returns `dataset` with a `map` that records every batch's input signature.
@@ -173,7 +174,7 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
 
     def _verdict_notes(self, report: CoverageReport) -> list[str]:
         """Verdicts explaining a low coverage, for the first such report only."""
-        model = self.model
+        model = self._fit_model
         if model is None or not report.ok or report.non_xla_op_time_s == 0:
             return []
         if report.xla_time_fraction >= LOW_COVERAGE:
@@ -208,7 +209,7 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
             # jit_compile=True model, so the process-wide form is left out.
             self._switch_verdicts = tuple(
                 v for v in facts.problems if v.code != "XLA_NOT_REQUESTED"
-            ) + tuple(strategy_verdicts(self.model))
+            ) + tuple(strategy_verdicts(self._fit_model))
             for verdict in self._switch_verdicts:
                 if verdict.code == "STRATEGY_JIT_COMPILE_FAILS":
                     # The first step will fail; this is the user's one chance
@@ -226,7 +227,7 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
     def _run_explain(self) -> None:
         from keras_xla_guard.diagnose.explain import explain
 
-        model = self.model
+        model = self._fit_model
         batch = self._explain
         if batch is True:
             batch = _zeros_batch(model)
@@ -249,6 +250,18 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
                 XlaGuardWarning,
                 stacklevel=4,
             )
+
+    def set_model(self, model: Any) -> None:
+        """Keeps the model `fit` trains.
+
+        The guard reads the model through its own reference, never through
+        `Callback.model`: under JAX that property writes the training state
+        back into the model's variables (`jax_state_sync`) each time it is
+        read, which per step would slow training, and from the analysis
+        thread would race the step that donates the state.
+        """
+        super().set_model(model)
+        self._fit_model = model
 
     # Legacy Keras (tf_keras, TF_USE_LEGACY_KERAS=1) asks its callbacks which
     # batch hooks they implement; answering makes this class a tf_keras
@@ -282,15 +295,15 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
                           "train step is one XLA program); it is skipped", XlaGuardWarning, stacklevel=2)
         # Without a strategy of its own the model trains in one process, even
         # when TF_CONFIG is set: nothing to look up in the environment then.
-        strategy = getattr(self.model, "distribute_strategy", None)
+        strategy = getattr(self._fit_model, "distribute_strategy", None)
         self._begin_engine_run(
             False if strategy is None else strategy,
             epochs=params.get("epochs"),
-            xla_mode=xla_mode_of(getattr(self.model, "jit_compile", False) is True, self.engine.backend),
-            steps_per_call=seam.steps_per_execution(self.model),
+            xla_mode=xla_mode_of(getattr(self._fit_model, "jit_compile", False) is True, self.engine.backend),
+            steps_per_call=seam.steps_per_execution(self._fit_model),
         )
         self._track(self._attach_inputs, params.get("steps"))
-        self.engine.set_programs(seam.compiled_programs(self.model))
+        self.engine.set_programs(seam.compiled_programs(self._fit_model))
         if self._warm_up is not False and self._warm_up is not None:
             self._run_warm_up()
 
@@ -318,8 +331,8 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
         # once a step ran; validation adds only `val_` entries.
         trained = any(not key.startswith("val_") for key in logs or {})
         self.engine.epoch_end(epoch, trained=trained)
-        if self.engine.stop_requested and self.model is not None:
-            self.model.stop_training = True
+        if self.engine.stop_requested and self._fit_model is not None:
+            self._fit_model.stop_training = True
 
     def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
         if self._peer is not None:
@@ -337,13 +350,13 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
         try:
             source = self._warm_up
             if source is True:
-                source = seam.training_dataset(self.model)
+                source = seam.training_dataset(self._fit_model)
                 if source is None:
-                    raise ValueError(f"fit's input is not a tf.data.Dataset that {seam.keras_version(self.model)} "
+                    raise ValueError(f"fit's input is not a tf.data.Dataset that {seam.keras_version(self._fit_model)} "
                                      "exposes; pass warm_up=<dataset or signatures>")
             # After the tap is installed: warm the function fit will run.
             self.warm_up_report = _warm_up(
-                self.model, source, train_function_for=lambda spec: seam.tracked_train_function(self.model, spec)
+                self._fit_model, source, train_function_for=lambda spec: seam.tracked_train_function(self._fit_model, spec)
             )
         except Exception as e:  # noqa: BLE001 - the guard must not break training
             warnings.warn(f"keras-xla-guard: warm-up skipped: {type(e).__name__}: {e}", XlaGuardWarning,
@@ -385,7 +398,7 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
         return True
 
     def _attach_inputs(self, steps: int | None) -> None:
-        self._inputs.attach(self.model, steps, self._abort, record=self._track_signatures)
+        self._inputs.attach(self._fit_model, steps, self._abort, record=self._track_signatures)
 
     def _track(self, method: Any, *args: Any) -> None:
         """Runs a signature-tracking step; failures become one warning.
@@ -406,8 +419,8 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
                 XlaGuardWarning,
                 stacklevel=3,
             )
-        if self.engine.stop_requested and self.model is not None:
-            self.model.stop_training = True
+        if self.engine.stop_requested and self._fit_model is not None:
+            self._fit_model.stop_training = True
 
 
 def _zeros_batch(model: Any) -> Any:

@@ -95,10 +95,15 @@ def fit_on_jax(log_dir: Path, guard: bool = True, **guard_kwargs: Any) -> JaxFit
     guard_kwargs.setdefault("profile_epochs", (PROFILED,))
     guard_kwargs.setdefault("verbose", 0)
     callback = XlaGuardCallback(log_dir=log_dir, **guard_kwargs) if guard else None
+    import keras
+
     with monitoring_oracle().counting() as oracle:
-        start = len(oracle.compiles)
+        # Counted from on_train_begin, where the guard starts counting (fit
+        # compiles the optimizer's initial values before it).
+        start = [len(oracle.compiles)]
+        marker = keras.callbacks.LambdaCallback(on_train_begin=lambda logs=None: start.append(len(oracle.compiles)))
         history = model.fit(x, y, batch_size=BATCH, epochs=EPOCHS, validation_split=0.2,
-                            callbacks=[callback] if callback else [], verbose=0, shuffle=False)
-        counted = oracle.compiles[start:]
+                            callbacks=[marker, callback] if callback else [marker], verbose=0, shuffle=False)
+        counted = oracle.compiles[start[-1]:]
     weights = [w.copy() for w in model.get_weights()]
     return JaxFit(model, callback, Path(log_dir), history.history, counted, weights)

@@ -12,9 +12,19 @@ from __future__ import annotations
 from keras_xla_guard.runtime.compile_log import FUNCTIONS, OTHER, EpochCompilations
 from keras_xla_guard.trace._text import format_ms
 
-__all__ = ["compilation_scalars", "compilations_lines", "compilations_markdown"]
+__all__ = ["UNEXPLAINED_NOTE", "compilation_scalars", "compilations_lines", "compilations_markdown"]
 
 _MAX_ROWS = 8
+UNEXPLAINED_NOTE = (
+    "{n} train-step compilation(s) came at a step with no new input signature: an argument other than "
+    "the batch changed (the model state's placement, a dtype); run with "
+    "jax.config.update('jax_explain_cache_misses', True) to have JAX name it"
+)
+
+
+def _unexplained(compiled: EpochCompilations) -> str | None:
+    count = len(compiled.without_new_signature)
+    return UNEXPLAINED_NOTE.format(n=count) if count else None
 
 
 def compilation_scalars(compiled: EpochCompilations) -> dict[str, float]:
@@ -51,6 +61,9 @@ def compilations_lines(compiled: EpochCompilations) -> list[str]:
             f"  compile {format_ms(row.compile_s):>9}{hit}  {row.signature or ''}".rstrip())
     if len(steps) > _MAX_ROWS:
         lines.append(f"  ... {len(steps) - _MAX_ROWS} more")
+    note = _unexplained(compiled)
+    if note is not None:
+        lines.append(f"  note: {note}")
     return lines
 
 
@@ -58,7 +71,12 @@ def compilations_markdown(compiled: EpochCompilations) -> str:
     """TensorBoard's text: the headline, then one row per compilation with its phases."""
     from keras_xla_guard.output.tensorboard import markdown_table
 
+    from keras_xla_guard.output.tensorboard import escape_markdown
+
     head = f"**Compilations (counted as they happened): {_headline(compiled)}.**"
+    note = _unexplained(compiled)
+    if note is not None:
+        head += f"\n\n- {escape_markdown(note)}"
     if not compiled.rows:
         return head
     rows = (

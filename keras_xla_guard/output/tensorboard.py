@@ -465,6 +465,27 @@ def layout_proto(counted_compilations: bool = False) -> Any:
     )
 
 
+def _layout_summary(layout: Any) -> Any:
+    """The Custom Scalars summary of `layout`, built as the plugin's `summary.pb` builds it.
+
+    The plugin's own `pb` imports TensorFlow; this is the same summary
+    (its metadata, its tag, the layout's bytes as a string tensor) from
+    TensorBoard's own classes, the way `text_pb` builds a text summary.
+    """
+    import numpy as np
+    from tensorboard.compat.proto import summary_pb2
+    from tensorboard.plugins.custom_scalar import metadata
+    from tensorboard.util import tensor_util
+
+    summary = summary_pb2.Summary()
+    summary.value.add(
+        tag=metadata.CONFIG_SUMMARY_TAG,
+        metadata=metadata.create_summary_metadata(),
+        tensor=tensor_util.make_tensor_proto(layout.SerializeToString(), dtype=np.object_),
+    )
+    return summary
+
+
 class SummaryWriter:
     """Writes guard reports as TensorBoard summaries into one run directory.
 
@@ -515,12 +536,10 @@ class SummaryWriter:
 
     def write_layout(self) -> None:
         """Writes the Custom Scalars layout once per writer."""
-        from tensorboard.plugins.custom_scalar import summary as cs_summary
-
         with self._lock:
             if self._layout_written:
                 return
-            self._write(cs_summary.pb(layout_proto(self.counted_compilations)), step=0)
+            self._write(_layout_summary(layout_proto(self.counted_compilations)), step=0)
             self._layout_written = True
 
     def write_report(self, report: CoverageReport, step: int) -> None:

@@ -94,6 +94,17 @@ class EpochCompilations:
         return sum(row.total_s for row in self.rows if row.function == function)
 
     @property
+    def without_new_signature(self) -> tuple[Compilation, ...]:
+        """Train-step compilations at a step that brought no new input signature.
+
+        The batch did not cause them: another argument of the jitted step
+        did (Keras 3.10 on JAX 0.6 compiles the step again at the second
+        step and at each epoch's first, when the model state arrives placed
+        differently); `jax_explain_cache_misses` names the argument.
+        """
+        return tuple(row for row in self.rows if row.function == "train" and row.signature is None)
+
+    @property
     def counts(self) -> dict[str, int]:
         """Compilations per function, every function listed (`0` when it compiled nothing)."""
         return {function: self.count(function) for function in (*FUNCTIONS, OTHER)}

@@ -24,27 +24,34 @@ def test_every_epoch_has_its_input_signatures(guarded):
     assert any(e.kind == "short_last_batch" for e in sigs[0].explanations)
 
 
-def test_compilations_are_counted_exactly_per_function_and_step(guarded):
-    """Epoch 0 compiles train_step twice (steps 0 and 2) and test_step once; later epochs compile nothing."""
+def test_compilations_are_counted_per_function_and_step_with_their_cause(guarded):
+    """Each new signature is one train_step compilation at its step (0 and 2); test_step compiles once.
+
+    Every other train compilation is one JAX made although no new signature
+    came (Keras 3.10 on JAX 0.6.2 compiles again at step 1 and at epoch 1's
+    step 0, the model state placed differently); the guard lists it apart.
+    """
     compiled = guarded.guard.engine.compilations
     assert sorted(compiled) == list(range(EPOCHS))
-    first = compiled[0]
-    train = [r for r in first.rows if r.function == "train"]
-    assert [(r.program, r.step, r.signature) for r in train] == [
-        ("train_step", 0, "x: float32[32,16], y: float32[32,1]"),
-        ("train_step", 2, "x: float32[16,16], y: float32[16,1]"),
+    train = [r for c in compiled.values() for r in c.rows if r.function == "train"]
+    caused = [(r.epoch, r.program, r.step, r.signature) for r in train if r.signature is not None]
+    assert caused == [
+        (0, "train_step", 0, "x: float32[32,16], y: float32[32,1]"),
+        (0, "train_step", 2, "x: float32[16,16], y: float32[16,1]"),
     ]
-    assert first.counts["test"] == 1 and first.counts["predict"] == 0
-    assert [c.counts for c in list(compiled.values())[1:]] == [
-        {"train": 0, "test": 0, "predict": 0, "other": 0}] * (EPOCHS - 1)
+    unexplained = [r for c in compiled.values() for r in c.without_new_signature]
+    assert len(unexplained) == len(train) - 2
+    assert [sum(c.counts[f] for c in compiled.values()) for f in ("test", "predict")] == [1, 0]
+    assert compiled[EPOCHS - 1].counts == {"train": 0, "test": 0, "predict": 0, "other": 0}
     for row in train:
-        assert row.trace_s > 0 and row.lower_s > 0 and row.compile_s > 0 and not row.cache_hit
+        assert row.lower_s > 0 and row.compile_s > 0 and not row.cache_hit
+    assert all(row.trace_s > 0 for row in train if row.signature is not None)
 
 
 def test_the_counts_equal_jax_monitorings_own(guarded):
     """The guard's train/test counts equal a separate jax.monitoring listener's jit(train_step)/jit(test_step)."""
     rows = [r for c in guarded.guard.engine.compilations.values() for r in c.rows]
-    assert sum(r.function == "train" for r in rows) == guarded.oracle_compiles.count("jit(train_step)") == 2
+    assert sum(r.function == "train" for r in rows) == guarded.oracle_compiles.count("jit(train_step)") >= 2
     assert sum(r.function == "test" for r in rows) == guarded.oracle_compiles.count("jit(test_step)") == 1
     # Keras' small eager programs (jit(equal), ...) are counted apart, never as a step's.
     others = sorted(r.program for r in rows if r.function == "other")
