@@ -32,7 +32,7 @@ __all__ = ["GuardAdapter", "compile_cost_notes"]
 
 def compile_cost_notes(report: CoverageReport) -> list[str]:
     """The compile-cost rule as report notes (e.g. the persistent cache's `export` line)."""
-    return [v.as_note() for v in compile_cost_verdicts(report)]
+    return [v.as_note() for v in compile_cost_verdicts(report, backend=report.backend or "tensorflow")]
 
 
 class GuardAdapter:

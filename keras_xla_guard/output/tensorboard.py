@@ -183,7 +183,8 @@ def _jax_report_markdown(report: CoverageReport) -> str:
 
     steps = f" over {report.steps_profiled} steps" if report.steps_profiled is not None else ""
     busy = jax_busy(report)
-    share = (f" ({100 * busy[0]:.0f}% busy, {busy[1] * 1e3:.2f} ms between programs)" if busy is not None else "")
+    share = (f" ({100 * busy[0]:.1f}% busy; host {busy[1] * 1e3:.2f} ms between programs, compiles aside)"
+             if busy is not None else "")
     parts = [
         f"**JAX window: XLA programs ran {report.xla_time_s * 1e3:.2f} ms**{steps}{share}; "
         f"{report.xla_executions} program launches, {report.compilations} compilation(s), "

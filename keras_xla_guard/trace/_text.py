@@ -101,19 +101,24 @@ JAX_COVERAGE_NOTE = (
 
 
 def jax_busy(report: CoverageReport) -> tuple[float, float] | None:
-    """`(share of the window the XLA programs ran, the rest in seconds)`; `None` without a window time."""
+    """`(share of the window the XLA programs ran, host time between them in seconds)`.
+
+    The host time is the window less the programs' time and the wall-clock
+    compile time: Python, the input pipeline, dispatch. `None` without a
+    window time.
+    """
     wall = report.window_wall_s
     if not wall or report.xla_time_s is None:
         return None
     busy = min(report.xla_time_s, wall)
-    return busy / wall, wall - busy
+    return busy / wall, max(0.0, wall - busy - (report.compile_time_s or 0.0))
 
 
 def _jax_lines(report: CoverageReport, where: str) -> list[str]:
     """A JAX window: the programs' share of the window and the host time around them."""
     busy = jax_busy(report)
     share = (f"XLA programs ran {format_ms(report.xla_time_s or 0.0, 2)} of the window "
-             f"({busy[0]:.0%} busy, {format_ms(busy[1], 2)} between programs)"
+             f"({busy[0]:.1%} busy; host {format_ms(busy[1], 2)} between programs, compiles aside)"
              if busy is not None else f"XLA programs ran {format_ms(report.xla_time_s or 0.0, 2)}")
     lines = [
         f"JAX window ({where}): {share}",
