@@ -89,7 +89,7 @@ def test_watch_compiles_reports_each_phase_until_unsubscribed():
     jitted(three)
     stop()
     jitted(five)
-    # JAX 0.6 also reports the traces of the ops inside (`multiply`); one lowering, one compile.
-    assert seen[0] == ("trace", "triple")
+    # JAX 0.6 also reports the trace of the op inside (`multiply`, ending first); one lowering, one compile.
+    assert ("trace", "triple") in seen
     assert [(p, n) for p, n in seen if p != "trace"][-1] == ("compile", "jit(triple)")
     assert [p for p, _ in seen if p != "trace"] == ["lower", "compile"]
