@@ -41,7 +41,8 @@ def main() -> int:
     workers: dict[str, dict[str, dict[str, int]]] = {}
     with tempfile.TemporaryDirectory(prefix="kxg_params_") as tmp:
         run = _multiworker.run_workers(ROOT / "tests" / "_multiworker_loop_worker.py",
-                                       Path(tmp) / "log", "--all-workers")
+                                       Path(tmp) / "log", "--all-workers",
+                                       crash_attempts=_multiworker.ALL_WORKERS_ATTEMPTS)
         for trace in sorted(Path(run["log_dir"]).glob("worker_*/plugins/profile/*/*.xplane.pb")):
             space = xplane_pb2.XSpace()
             space.ParseFromString(trace.read_bytes())

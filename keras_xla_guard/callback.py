@@ -319,6 +319,10 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
         self.engine.step_begin(batch)
         self._track(self._inputs.step, batch)
 
+    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        if self._peer is None:
+            self.engine.step_end(batch)
+
     def on_test_begin(self, logs: dict[str, Any] | None = None) -> None:
         if self._peer is None:
             self.engine.validation_begin()

@@ -250,9 +250,12 @@ def _read_compare(path: str | None) -> dict[str, Any] | None:
                          f"Received: {path!r}") from None
     except ValueError as e:
         raise ValueError(f"--compare must name the JSON `compare --json` prints ({e}). Received: {path!r}") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("modes"), dict) or "verdict" not in doc:
-        raise ValueError(f"--compare must name the JSON `compare --json` prints. Received: {path!r}")
-    return doc
+    from keras_xla_guard.output.run_schema import check_compare
+
+    try:
+        return check_compare(doc, path)
+    except ValueError as e:
+        raise ValueError(f"--compare must name the JSON `compare --json` prints: {e}") from None
 
 
 _GUARD_RUN_EPOCH = re.compile(r"_epoch(\d+)$")

@@ -4,6 +4,8 @@ xprof's own tools, to check the package's figures against."""
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -78,3 +80,116 @@ def xprof_device_op_rows(trace: str | Path) -> dict[tuple[str, str], dict[str, A
     """xprof's framework_op_stats rows that ran on a device, by (type, operation), IDLE left out."""
     return {(r["type"], r["operation"]): r for r in xprof_op_rows(trace)
             if r.get("host_or_device") == "Device" and r["type"] != "IDLE"}
+
+
+# The oracle's own reading of the trace facts (tf-trace-facts.md), written
+# apart from keras_xla_guard/trace/classify.py so that a rule dropped there
+# shows up as a disagreement here: the spans of one XLA program run, the
+# compile-phase spans, and the TF kernels that can launch a program.
+_EXEC_SPAN = re.compile(r"^(?:\w*Executable::Execute\w*|ThunkExecutor::Execute|PjRt\w*::Execute\w*)$")
+_THUNK_SPAN = "ThunkExecutor::Execute"
+_COMPILE_SPAN = re.compile(r"Compiler::|^HLO passes|^JitCompiler::Compile")
+_TF_KERNEL = re.compile(r"^[A-Za-z0-9._][A-Za-z0-9_.\-/>]*:[A-Za-z_]\w*$")
+_ASYNC_KERNEL = "ExecutorState::ProcessAsync::Start"
+_CALL = "EagerLocalExecute: __inference_"
+
+
+@dataclass(frozen=True)
+class RawXla:
+    """XLA time and launches of a trace, summed from its raw events.
+
+    Attributes:
+        seconds: Launch kernels' durations (a TF kernel enclosing a program
+            run's span, innermost, each once); for a launch that also
+            compiled, only its runs' spans; an executable span outside any
+            kernel, its own duration; and for a `tf.function` call in which
+            TF 2.20 dropped the kernel events, the extent of the loose thunk
+            spans inside it.
+        launches: How many launches that found.
+    """
+
+    seconds: float
+    launches: int
+
+
+def raw_xla(trace: str | Path) -> RawXla:
+    """XLA time and launches of `trace`'s host plane, from the raw proto only."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    space = xplane_pb2.XSpace()
+    space.ParseFromString(Path(trace).read_bytes())
+    total_ps = launches = 0
+    calls: list[tuple[int, int]] = []
+    starts: list[int] = []
+    loose: list[tuple[int, int]] = []
+    for plane in space.planes:
+        if plane.name != "/host:CPU":
+            continue
+        names = {i: m.name for i, m in plane.event_metadata.items()}
+        kernel_type = {i for i, m in plane.stat_metadata.items() if m.name == "kernel_type"}
+        for line in plane.lines:
+            base = line.timestamp_ns * 1000
+            kernels, runs, compiles = [], [], []
+            for event in line.events:
+                name = names[event.metadata_id]
+                span = (event.offset_ps, event.offset_ps + event.duration_ps)
+                if name.startswith(_CALL):
+                    calls.append((base + span[0], base + span[1]))
+                if _EXEC_SPAN.match(name):
+                    runs.append((*span, name))
+                elif _COMPILE_SPAN.search(name):
+                    compiles.append(span)
+                elif _TF_KERNEL.match(name) or (
+                        name == _ASYNC_KERNEL and any(s.metadata_id in kernel_type for s in event.stats)):
+                    kernels.append(span)
+            by_kernel: dict[tuple[int, int] | None, list[tuple[int, int, str]]] = {}
+            for run in runs:
+                around = [k for k in kernels if k[0] <= run[0] and run[1] <= k[1]]
+                kernel = max(around, key=lambda k: (k[0], -k[1])) if around else None
+                by_kernel.setdefault(kernel, []).append(run)
+            for kernel, spans in by_kernel.items():
+                if kernel is None:
+                    for start, end, name in spans:
+                        if name == _THUNK_SPAN:
+                            loose.append((base + start, base + end))
+                        else:
+                            launches += 1
+                            starts.append(base + start)
+                            total_ps += end - start
+                    continue
+                launches += 1
+                starts.append(base + kernel[0])
+                if any(kernel[0] <= c[0] and c[1] <= kernel[1] for c in compiles):
+                    outer = [r for r in spans
+                             if not any(o is not r and o[0] <= r[0] and r[1] <= o[1] for o in spans)]
+                    total_ps += sum(end - start for start, end, _ in outer)
+                else:
+                    total_ps += kernel[1] - kernel[0]
+    for call_start, call_end in calls:
+        if any(call_start <= s <= call_end for s in starts):
+            continue
+        inside = [(s, e) for s, e in loose if call_start <= s <= call_end]
+        if inside:
+            launches += 1
+            total_ps += max(e for _, e in inside) - min(s for s, _ in inside)
+    return RawXla(total_ps * 1e-12, launches)
+
+
+def raw_fraction(trace: str | Path, non_xla_op_time_s: float) -> float:
+    """The XLA share of op time with the XLA side from `raw_xla`."""
+    xla = raw_xla(trace).seconds
+    return xla / (xla + non_xla_op_time_s) if xla + non_xla_op_time_s else 0.0
+
+
+def raw_figures(trace: str | Path, non_xla_op_time_s: float) -> tuple[float, int, float]:
+    """`(xla_time_s, xla_executions, xla_time_fraction)` of `trace` as `raw_xla` reads them.
+
+    Compare with `pytest.approx(..., rel=RAW_REL)`: both sides sum the same
+    integer picoseconds, so only float rounding may differ.
+    """
+    raw = raw_xla(trace)
+    return raw.seconds, raw.launches, raw_fraction(trace, non_xla_op_time_s)
+
+
+# The tolerance of `raw_figures` comparisons: float rounding, nothing more.
+RAW_REL = 1e-9

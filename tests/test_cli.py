@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _oracle import RAW_REL, raw_figures
 from _traces import profiled_fit, tiny_data, tiny_model
 
 from keras_xla_guard.cli import REPORT_SCHEMA_VERSION, main
@@ -115,7 +116,10 @@ def test_json_schema_v1(capsys, log_dir, runs):
         assert run["combined"] == run["hosts"][0]
     plain, jit = (r["combined"] for r in doc["runs"])
     assert plain["xla_time_fraction"] == 0.0 and plain["top_non_xla_ops"]
-    assert jit["xla_time_fraction"] >= 0.9
+    # XLA time, launches and share as summed from the trace's raw events.
+    jit_host = doc["runs"][1]["hosts"][0]
+    assert (jit["xla_time_s"], jit["xla_executions"], jit["xla_time_fraction"]) == pytest.approx(
+        raw_figures(jit_host["trace_path"], jit["non_xla_op_time_s"]), rel=RAW_REL)
     # profiled_fit traces the whole fit: one batch shape (48 rows in batches
     # of 8), so one compile, and 6 steps, each one run of the executable.
     assert (jit["compilations"], jit["xla_executions"]) == (1, 6)
@@ -340,8 +344,8 @@ def test_report_does_not_import_tensorflow(runs):
 # ------------------------------------------- keras.callbacks.TensorBoard traces
 
 
-def _tensorboard_and_guard(tmp: Path, jit_compile: bool) -> tuple[float, float]:
-    """Coverage of steps profiled by keras' TensorBoard and by XlaGuardCallback."""
+def _tensorboard_and_guard(tmp: Path, jit_compile: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`report --json`'s host report of steps profiled by keras' TensorBoard, and XlaGuardCallback's."""
     import keras
 
     from keras_xla_guard import XlaGuardCallback
@@ -358,17 +362,26 @@ def _tensorboard_and_guard(tmp: Path, jit_compile: bool) -> tuple[float, float]:
     doc = json.loads(subprocess.run(
         [str(_console_script()), "report", str(tb_dir), "--json"],
         capture_output=True, text=True, timeout=120, check=True).stdout)
-    return doc["runs"][0]["combined"]["xla_time_fraction"], report.xla_time_fraction
+    return doc["runs"][0]["hosts"][0], report.to_dict()
+
+
+def _xla_figures(report: dict[str, Any]) -> tuple[float, int, float]:
+    return report["xla_time_s"], report["xla_executions"], report["xla_time_fraction"]
 
 
 @pytest.mark.slow
 def test_tensorboard_profile_batch_trace_matches_the_guard(tmp_path):
-    """TensorBoard(profile_batch=(2, 4)) traces give the guard's coverage: jit >= 0.9, plain 0."""
+    """TensorBoard(profile_batch=(2, 4)) traces give the guard's coverage; each is its raw events' sum."""
     tb_jit, guard_jit = _tensorboard_and_guard(tmp_path, jit_compile=True)
-    assert tb_jit >= 0.9 and guard_jit >= 0.9
-    assert tb_jit == pytest.approx(guard_jit, abs=0.05)
+    for report in (tb_jit, guard_jit):
+        assert _xla_figures(report) == pytest.approx(
+            raw_figures(report["trace_path"], report["non_xla_op_time_s"]), rel=RAW_REL)
+    # Three steps each, one program run per step (TensorBoard's (2, 4) and
+    # the guard's skip 2, max 3), the compile in step 0, outside both.
+    assert tb_jit["xla_executions"] == guard_jit["xla_executions"] == 3
+    assert tb_jit["xla_time_fraction"] == pytest.approx(guard_jit["xla_time_fraction"], abs=0.05)
     tb_plain, guard_plain = _tensorboard_and_guard(tmp_path, jit_compile=False)
-    assert (tb_plain, guard_plain) == (0.0, 0.0)
+    assert _xla_figures(tb_plain) == _xla_figures(guard_plain) == (0.0, 0, 0.0)
 
 
 # ------------------------------------------------------------ hostile input
@@ -497,13 +510,40 @@ def test_html_from_traces_alone_shows_every_run_and_the_failed_threshold(capsys,
     assert "No input-signature figures for this run" in text
 
 
-def test_html_with_a_bad_compare_file_exits_2_with_one_line(capsys, tmp_path):
-    """--compare naming something other than `compare --json` output: exit 2, one line naming it."""
-    bad = tmp_path / "compare.json"
-    bad.write_text('{"best_mode": "plain"}')
-    code, out, err = run_cli(capsys, "report", tmp_path, "--html", tmp_path / "r.html", "--compare", bad)
+_BAD_COMPARES = {
+    "mode_not_an_object": ({"modes": {"plain": 5}, "verdict": "v"}, "modes['plain']: expected an object, got 5"),
+    "step_time_a_string": (
+        {"modes": {"plain": {"step_time_s": "fast", "startup_s": 0.1, "compilations": 0, "compile_time_s": 0.0}},
+         "verdict": "v"},
+        "modes['plain'].step_time_s: expected a number from 0 to 1e+09, got 'fast'"),
+    "projected_null": ({"modes": {}, "projected_run_s": None, "verdict": "v"},
+                       "projected_run_s: expected an object, got None"),
+    "verdict_missing": ({"modes": {}}, "verdict: missing"),
+    "a_list": ([1, 2], "(top level): expected an object, got [1, 2]"),
+}
+
+
+@pytest.mark.parametrize("case", list(_BAD_COMPARES))
+def test_a_compare_result_of_wrong_types_exits_2_naming_the_file_and_the_field(capsys, tmp_path, case):
+    """A saved compare result (in the log dir, or --compare) with a wrong type: exit 2, one line, no page."""
+    doc, problem = _BAD_COMPARES[case]
+    run = tmp_path / "plugins" / "profile" / "run"
+    run.mkdir(parents=True)
+    (run / "host.xplane.pb").write_bytes(
+        gzip.decompress((Path(__file__).parent / "trace" / "data" / "jit.xplane.pb.gz").read_bytes()))
+    saved = tmp_path / "compare" / "compare_report.json"
+    saved.parent.mkdir()
+    saved.write_text(json.dumps(doc))
+    code, out, err = run_cli(capsys, "report", tmp_path, "--html", tmp_path / "r.html")
     assert (code, out) == (2, "")
-    assert err.count("\n") == 1 and "--compare must name the JSON `compare --json` prints" in err
+    assert err == f"keras-xla-guard: error: {str(saved)!r} is not a saved compare result: {problem}\n"
+    given = tmp_path / "given.json"
+    given.write_text(json.dumps(doc))
+    saved.unlink()
+    code, out, err = run_cli(capsys, "report", tmp_path, "--html", tmp_path / "r.html", "--compare", given)
+    assert (code, out) == (2, "")
+    assert err == ("keras-xla-guard: error: --compare must name the JSON `compare --json` prints: "
+                   f"{str(given)!r} is not a saved compare result: {problem}\n")
     assert not (tmp_path / "r.html").exists()
 
 

@@ -190,3 +190,25 @@ def test_demo_and_install_docs_use_the_profile_extra() -> None:
     assert "profile" in extras.split(",")
     for page in ("README.md", "docs/getting-started.md"):
         assert 'pip install "keras-xla-guard[cpu,profile]"' in (ROOT / page).read_text(encoding="utf-8")
+
+
+# `from keras_xla_guard.<module> import ...` or `keras_xla_guard.<module>.<name>`
+# in user-facing text; `python -m keras_xla_guard.<module>` runs a command.
+_INTERNAL_IMPORT = re.compile(r"(?<!-m )\bkeras_xla_guard\.(\w+)(?:\.\w+)*(?: import|\.\w+\()")
+
+
+def _user_facing_texts() -> dict[str, str]:
+    texts = {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8") for p in _markdown_files()}
+    for path in sorted((ROOT / "examples").glob("*.py")) + [ROOT / "notebooks" / "quickstart.ipynb"]:
+        texts[str(path.relative_to(ROOT))] = path.read_text(encoding="utf-8")
+    return texts
+
+
+def test_user_facing_code_imports_only_the_public_api():
+    """README, docs, examples and the notebook import names from `keras_xla_guard` itself, never from its modules."""
+    found = {name: sorted({m.group(0) for m in _INTERNAL_IMPORT.finditer(text)})
+             for name, text in _user_facing_texts().items()}
+    assert {name: hits for name, hits in found.items() if hits} == {}
+    assert _INTERNAL_IMPORT.search("from keras_xla_guard.signatures.data import pad_to_buckets")
+    assert _INTERNAL_IMPORT.search("keras_xla_guard.distributed.worker_coverage(log_dir)")
+    assert not _INTERNAL_IMPORT.search("python -m keras_xla_guard.comparison._worker")

@@ -51,7 +51,10 @@ def _check_results(results: dict) -> None:
     """The story's numbers, whichever run printed them."""
     assert results["coverage_autojit"] == 0.0
     assert "AUTOJIT_NOT_EFFECTIVE_CPU_FLAG_MISSING" in results["doctor_codes"]
-    assert results["coverage_jit_compile"] >= 0.9
+    # Exact by construction: every op of a jit_compile=True Keras 3 step on
+    # arrays runs inside the program, so the window holds no plain op kernel
+    # (measured: 0.0 s of plain op time in every epoch of repeated runs).
+    assert results["coverage_jit_compile"] == 1.0
     before, after = results["compilations_before_bucketing"], results["compilations_after_bucketing"]
     assert 1 <= after <= len(results["buckets"]) < before
     assert all(len(times) >= 3 and min(times) > 0 for times in results["step_ms"].values())
@@ -115,7 +118,7 @@ def test_notebook_runs_on_this_interpreter_in_its_working_dir(executed):
 
 @pytest.mark.slow
 def test_notebook_measures_problem_fix_and_bucketing(executed):
-    """Coverage 0 with set_jit(True), >= 0.9 with jit_compile=True; bucketing cuts compilations."""
+    """Coverage 0 with set_jit(True), 1 with jit_compile=True; bucketing cuts compilations."""
     nb, _ = executed
     lines = [line for line in _stdout(nb).splitlines() if line.startswith(RESULTS_PREFIX)]
     assert len(lines) == 1, lines

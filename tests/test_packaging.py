@@ -1,4 +1,4 @@
-"""The built wheel carries the license setup.cfg declares."""
+"""The built wheel carries the license setup.cfg declares and the public API's table."""
 
 from __future__ import annotations
 
@@ -13,7 +13,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def test_license_file_is_apache_2_and_ships_in_the_wheel(tmp_path: Path) -> None:
-    """LICENSE is the Apache 2.0 text setup.cfg declares, and the built wheel holds it verbatim."""
+    """LICENSE is the Apache 2.0 text setup.cfg declares, and the built wheel holds it verbatim.
+
+    The wheel also holds `__init__.pyi` (the public names the package reads
+    at import) and `py.typed`, byte for byte.
+    """
     cfg = configparser.ConfigParser()
     cfg.read(REPO / "setup.cfg")
     assert cfg["metadata"]["license"] == "Apache-2.0"
@@ -39,3 +43,5 @@ def test_license_file_is_apache_2_and_ships_in_the_wheel(tmp_path: Path) -> None
         assert zf.read(licenses[0]).decode("utf-8") == text
         metadata = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
         assert "License: Apache-2.0" in zf.read(metadata).decode("utf-8")
+        for name in ("__init__.pyi", "py.typed"):
+            assert zf.read(f"keras_xla_guard/{name}") == (REPO / "keras_xla_guard" / name).read_bytes()

@@ -20,7 +20,7 @@ from typing import Any
 from keras_xla_guard.errors import RunFileError
 from keras_xla_guard.trace.report import CoverageReport
 
-__all__ = ["MAX_RUN_FILE_BYTES", "RUN_FILE", "RUN_FILE_VERSION", "check_run_file"]
+__all__ = ["MAX_RUN_FILE_BYTES", "RUN_FILE", "RUN_FILE_VERSION", "check_compare", "check_run_file"]
 
 RUN_FILE = "xla_guard_reports.json"
 # The layout `save_run_file` writes and `read_run_file` reads: 1 added the
@@ -116,16 +116,30 @@ def _object(fields: Mapping[str, _Check], required: tuple[str, ...] = (), strict
     def obj(value: Any, field: str) -> dict[str, Any]:
         if not isinstance(value, dict):
             raise _fail(field, "an object", value)
+        def at(key: str) -> str:
+            return f"{field}.{key}" if field else key
+
         for key in required:
             if key not in value:
-                raise _Bad(f"{field}.{key}", "missing")
+                raise _Bad(at(key), "missing")
         if strict:
             unknown = sorted(k for k in value if k not in fields)
             if unknown:
-                raise _Bad(f"{field}.{unknown[0]}", "not a field of this object")
-        return {k: fields[k](v, f"{field}.{k}") if k in fields else v for k, v in value.items()}
+                raise _Bad(at(unknown[0]), "not a field of this object")
+        return {k: fields[k](v, at(k)) if k in fields else v for k, v in value.items()}
 
     return obj
+
+
+def _names(item: _Check) -> _Check:
+    """An object of any string keys, each value passing `item`."""
+
+    def names(value: Any, field: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise _fail(field, "an object", value)
+        return {k: item(v, f"{field}[{k!r}]") for k, v in value.items()}
+
+    return names
 
 
 _strings = _list(_str)
@@ -252,3 +266,41 @@ def check_run_file(data: Any, where: str) -> dict[str, Any]:
         raise RunFileError(f"{where!r} is not a readable run file: {bad.field}: {bad.problem}") from None
     return {"version": version, "worker": top.get("worker"), "saved_at": top.get("saved_at"),
             "reports": reports, "signatures": stats}
+
+
+# What the HTML page reads of a `compare` result (`CompareReport.to_dict()`,
+# saved as `<log_dir>/compare/compare_report.json` or printed by
+# `compare --json`); other keys pass unchecked.
+_COMPARE = _object(
+    {
+        "modes": _names(_object(
+            {"step_time_s": _seconds, "startup_s": _seconds, "compilations": _int,
+             "compile_time_s": _seconds, "peak_memory_bytes": _optional(_int)},
+            required=("step_time_s", "startup_s", "compilations", "compile_time_s"),
+        )),
+        "projected_run_s": _names(_seconds), "planned_steps": _optional(_int), "verdict": _str,
+    },
+    required=("modes", "verdict"),
+)
+
+
+def check_compare(data: Any, where: str) -> dict[str, Any]:
+    """Checks a parsed `compare` result before anything renders it.
+
+    Args:
+        data: The file's parsed JSON.
+        where: The file's path, for the error.
+
+    Returns:
+        `data`, every field the HTML page reads checked.
+
+    Raises:
+        ValueError: If a field is missing or of the wrong type: one line
+            naming the file and the field.
+    """
+    try:
+        if not isinstance(data, dict):
+            raise _fail("(top level)", "an object", data)
+        return _COMPARE(data, "")
+    except _Bad as bad:
+        raise ValueError(f"{where!r} is not a saved compare result: {bad.field}: {bad.problem}") from None

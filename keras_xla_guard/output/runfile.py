@@ -30,7 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from keras_xla_guard.errors import RunFileError
-from keras_xla_guard.output.run_schema import MAX_RUN_FILE_BYTES, RUN_FILE, RUN_FILE_VERSION, check_run_file
+from keras_xla_guard.output.run_schema import (
+    MAX_RUN_FILE_BYTES,
+    RUN_FILE,
+    RUN_FILE_VERSION,
+    check_compare,
+    check_run_file,
+)
 from keras_xla_guard.runtime.sink import INCOMPLETE, EpochRecord
 from keras_xla_guard.signatures.tracker import EpochSignatures
 from keras_xla_guard.trace.report import CoverageReport
@@ -269,9 +275,7 @@ def find_compare(log_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
         raise ValueError(f"{os.fspath(path)!r} is not a saved compare result (nested too deep)") from None
     except ValueError as e:
         raise ValueError(f"{os.fspath(path)!r} is not a saved compare result ({e})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("modes"), dict) or "verdict" not in data:
-        raise ValueError(f"{os.fspath(path)!r} is not a saved compare result")
-    return data
+    return check_compare(data, os.fspath(path))
 
 
 def write_page(path: str | os.PathLike[str], page: str) -> Path:

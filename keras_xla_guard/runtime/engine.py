@@ -115,6 +115,9 @@ class _Window:
     started: float
     next_step: int
     step_trace: Any = None
+    # One past the last step the adapter saw finish (`step_end`); `None`
+    # when it reports no ends.
+    done_step: int | None = None
 
 
 class XlaGuardEngine:
@@ -514,6 +517,22 @@ class XlaGuardEngine:
             self._start_window(self._pending_epoch, step)
 
     @_never_raises
+    def step_end(self, step: int) -> None:
+        """Marks the end of a training step (or of the last step of a multi-step call).
+
+        Optional: an adapter that reports step ends makes the window count
+        only steps that finished. Keras calls `on_train_batch_begin` once more
+        on data of unknown length, for the attempt that finds the data's end
+        and runs no step; without ends that attempt counts as a step.
+
+        Args:
+            step: 0-based index within the epoch of the step that finished.
+        """
+        window = self._window
+        if window is not None and step >= window.first_step:
+            window.done_step = step + 1
+
+    @_never_raises
     def epoch_end(self, epoch: int, trained: bool = True) -> None:
         """Marks the end of an epoch; finishes its window if one is open.
 
@@ -709,7 +728,9 @@ class XlaGuardEngine:
         if window.step_trace is not None:
             window.step_trace.__exit__(None, None, None)
         wall = time.perf_counter() - window.started
-        steps = (next_step if next_step is not None else window.next_step) - window.first_step
+        if next_step is None:
+            next_step = window.done_step if window.done_step is not None else window.next_step
+        steps = next_step - window.first_step
         try:
             files = window.session.stop()
         except Exception as e:  # noqa: BLE001 - see _never_raises

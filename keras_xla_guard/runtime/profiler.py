@@ -29,7 +29,6 @@ someone else stopped our session, so the profiler then running is not ours.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import os
 import shutil
 import threading
@@ -49,8 +48,10 @@ __all__ = ["STAGING_DIR", "ProfilerSession", "SessionLostError", "stop_stale_ses
 
 _lock = threading.Lock()
 _active: "ProfilerSession | None" = None
-# Under the log dir, so that moving a finished run is a rename on one file
-# system; removed again once its sessions are stopped.
+# Prefix of each session's own staging directory, directly under the log dir
+# so that moving a finished run is a rename on one file system. Never a
+# shared parent: processes sharing a log dir would remove it under each
+# other's feet (one's last session ending while another creates its own).
 STAGING_DIR = ".xla_guard_staging"
 
 
@@ -117,7 +118,7 @@ class ProfilerSession:
         self._stop_begun = False
         # Why someone other than the owner stopped this session, if they did.
         self._stopped_by: str | None = None
-        self._staging = self.log_dir / STAGING_DIR / f"{run_name}-{uuid.uuid4().hex[:12]}"
+        self._staging = self.log_dir / f"{STAGING_DIR}-{run_name}-{uuid.uuid4().hex[:12]}"
 
     def start(self) -> None:
         """Starts the profiler.
@@ -264,9 +265,6 @@ class ProfilerSession:
 
     def _discard_staging(self) -> None:
         shutil.rmtree(self._staging, ignore_errors=True)
-        # Only removed when no other session stages there.
-        with contextlib.suppress(OSError):
-            self._staging.parent.rmdir()
 
 
 def stop_stale_session() -> bool:

@@ -370,6 +370,13 @@ class SignatureTracker:
             return None
         leaf, dim = length_dims[0]
         ref = sigs[0]
+        # The tf.data code pads every variable dimension of every input to
+        # this one's bucket: right only when they all vary with it (tokens
+        # and their mask), else it pads one input to another's length.
+        if any(s.shapes[leaf] is not None and s.shapes[other] is not None
+               and s.shapes[other][d] != s.shapes[leaf][dim]  # type: ignore[index]
+               for s in sigs if s.structure == ref.structure for other, d in length_dims):
+            return None
         lengths: dict[int, int] = {}
         batch_sizes: dict[int, int] = {}
         for s in sigs:

@@ -41,7 +41,7 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-from keras_xla_guard.trace._events import stat_index, stats_str
+from keras_xla_guard.trace._events import stat_index, stat_str, stats_str
 from keras_xla_guard.trace.classify import split_tf_op
 from keras_xla_guard.trace.xplane import iter_lines
 
@@ -193,7 +193,7 @@ def scan_device_plane(plane: Any, totals: DeviceTotals, launches: Callable[[], d
             for stat in event.stats:
                 sid = stat.metadata_id
                 if sid == module_id:
-                    module = _str_value(plane, stat)
+                    module = stat_str(plane, stat)
                 elif sid == hlo_op_id:
                     hlo_op = True
                 elif sid == program_id:
@@ -269,16 +269,6 @@ def _program_label(key: tuple[str, int, int | None]) -> str:
     """XProf's module event name: `<hlo_module>(<program_id>)`, or the module alone."""
     module, program, _ = key
     return f"{module}({program})" if program >= 0 else module
-
-
-def _str_value(plane: Any, stat: Any) -> str:
-    kind = stat.WhichOneof("value")
-    if kind == "str_value":
-        return stat.str_value
-    if kind == "ref_value":
-        ref = plane.stat_metadata.get(stat.ref_value)
-        return ref.name if ref is not None else ""
-    return ""
 
 
 def _is_transfer_name(plane: Any, event: Any) -> bool:

@@ -40,6 +40,7 @@ __all__ = [
     "has_stat",
     "message_events",
     "stat_index",
+    "stat_str",
     "stats_str",
 ]
 
@@ -63,7 +64,8 @@ def stat_index(plane: Any) -> dict[str, int]:
     return {m.name: mid for mid, m in plane.stat_metadata.items()}
 
 
-def _stat_str(plane: Any, stat: Any) -> str:
+def stat_str(plane: Any, stat: Any) -> str:
+    """A string stat's value, whether stored inline or as a reference to stat metadata."""
     kind = stat.WhichOneof("value")
     if kind == "str_value":
         return stat.str_value
@@ -78,7 +80,7 @@ def stats_str(plane: Any, event: Any, stat_id: int) -> str:
         return ""
     for stat in event.stats:
         if stat.metadata_id == stat_id:
-            return _stat_str(plane, stat)
+            return stat_str(plane, stat)
     return ""
 
 

@@ -2,12 +2,18 @@
 
 One comparison (a sequence model whose batches have three distinct lengths,
 so XLA compiles three programs by construction) is run once per module and
-read by every slow test.
+read by every slow test. While it runs, the test watches it from outside:
+it times every `fit` compare makes on its clones (a callback of its own,
+the wall clock around the call) and reads the process's memory itself, so
+that compare's startup, step time, signature cost and peak memory are each
+checked against a measurement of the same fit made apart from compare's.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import statistics
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +24,85 @@ from _fit_helpers import _events, _seq_batches, _seq_dataset, _seq_model
 LENGTHS = (5, 7, 5, 9, 7, 5)
 
 
+def _status_bytes(field_name: str) -> int:
+    """A `VmRSS`/`VmHWM` line of /proc/self/status, in bytes."""
+    with open("/proc/self/status", encoding="ascii") as f:
+        (line,) = [ln for ln in f if ln.startswith(field_name + ":")]
+    return int(line.split()[1]) * 1024
+
+
+@dataclass
+class _FitSeen:
+    """One `fit` call as the test saw it: wall clock from the call to train end, each step."""
+
+    called_at: float
+    ended_at: float = 0.0
+    steps_s: list[float] = field(default_factory=list)
+    peak_rss_at_end: int = 0
+
+
+@dataclass
+class _Watch:
+    """compare's clones, watched: the RSS before each was built, and every fit of each."""
+
+    rss_before_clone: list[int] = field(default_factory=list)
+    clones: list[Any] = field(default_factory=list)
+    fits: dict[int, list[_FitSeen]] = field(default_factory=dict)
+
+    def of(self, mode: str) -> tuple[int, list[_FitSeen]]:
+        """The RSS before the clone of `mode` was built, and its fits (compile pass first)."""
+        (index,) = [i for i, c in enumerate(self.clones) if (c.jit_compile is True) == (mode == "jit_compile")]
+        return self.rss_before_clone[index], self.fits[id(self.clones[index])]
+
+
+def _watching(monkeypatch: pytest.MonkeyPatch) -> _Watch:
+    """Makes `keras.models.clone_model` and `keras.Model.fit` report to a `_Watch`."""
+    import keras
+
+    watch = _Watch()
+    clone_model, fit = keras.models.clone_model, keras.Model.fit
+
+    class Recorder(keras.callbacks.Callback):
+        def __init__(self, seen: _FitSeen) -> None:
+            super().__init__()
+            self.seen, self.began = seen, 0.0
+
+        def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+            self.began = time.perf_counter()
+
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            float((logs or {})["loss"])  # waits for the step, as a user's logging would
+            self.seen.steps_s.append(time.perf_counter() - self.began)
+
+        def on_train_end(self, logs: Any = None) -> None:
+            self.seen.ended_at = time.perf_counter()
+            self.seen.peak_rss_at_end = _status_bytes("VmHWM")
+
+    def watched_clone(*args: Any, **kwargs: Any) -> Any:
+        watch.rss_before_clone.append(_status_bytes("VmRSS"))
+        clone = clone_model(*args, **kwargs)
+        watch.clones.append(clone)
+        return clone
+
+    def watched_fit(self: Any, *args: Any, callbacks: Any = None, **kwargs: Any) -> Any:
+        seen = _FitSeen(time.perf_counter())
+        watch.fits.setdefault(id(self), []).append(seen)
+        return fit(self, *args, callbacks=[*(callbacks or []), Recorder(seen)], **kwargs)
+
+    monkeypatch.setattr(keras.models, "clone_model", watched_clone)
+    monkeypatch.setattr(keras.Model, "fit", watched_fit)
+    return watch
+
+
 @dataclass
 class Compared:
-    """A finished `compare` and what the model looked like before it."""
+    """A finished `compare`, what the model looked like before it, and what the test saw of it."""
 
     model: Any
     weights_before: list[Any]
     report: Any
     log_dir: Path
+    watch: _Watch
 
 
 @pytest.fixture(scope="module")
@@ -39,9 +116,11 @@ def compared(tmp_path_factory: pytest.TempPathFactory) -> Compared:
     model = _seq_model(True)
     before = [w.copy() for w in model.get_weights()]
     log_dir = tmp_path_factory.mktemp("compare") / "logs"
-    report = compare(model, _seq_dataset(LENGTHS), steps=len(LENGTHS), planned_epochs=4,
-                     log_dir=log_dir)
-    return Compared(model, before, report, log_dir)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        watch = _watching(monkeypatch)
+        report = compare(model, _seq_dataset(LENGTHS), steps=len(LENGTHS), planned_epochs=4,
+                         log_dir=log_dir)
+    return Compared(model, before, report, log_dir, watch)
 
 
 @pytest.mark.slow
@@ -64,10 +143,63 @@ def test_every_mode_times_and_loses_on_every_compared_batch(compared):
     """Each mode has one step time and one loss per compared batch, the median as its step time."""
     for figures in compared.report.modes.values():
         assert figures.steps == len(figures.step_times_s) == len(figures.losses) == len(LENGTHS)
-        assert min(figures.step_times_s) > 0 and figures.startup_s >= 0
+        assert min(figures.step_times_s) > 0
         assert figures.step_time_s == float(np.median(figures.step_times_s))
         assert figures.final_loss == figures.losses[-1]
-        assert figures.memory_kind == "host_rss" and figures.peak_memory_bytes >= 0
+        assert figures.memory_kind == "host_rss"
+
+
+# Tolerances of compare's figures against the test's own measurement of the
+# same fit: step times are taken by two callbacks of one step (microseconds
+# apart, but a preemption between them on a loaded machine adds
+# milliseconds); the compile fit's wall clock starts at the `fit` call, after
+# compare built its dataset; the peak is read at the end of the fit, compare's
+# after it analysed the trace.
+STEP_ABS_S, STEP_REL = 0.002, 0.1
+STARTUP_ABS_S, STARTUP_REL = 0.1, 0.1
+SIGNATURE_ABS_S, SIGNATURE_REL = 0.02, 0.2
+MEMORY_ABS_BYTES, MEMORY_REL = 8 << 20, 0.25
+
+
+def _ours(compared: Compared, mode: str) -> tuple[_FitSeen, list[float], float]:
+    """The test's view of a mode: its compile fit, its timed steps, and their median."""
+    _, (compile_fit, *timed) = compared.watch.of(mode)
+    steps = [t for fit in timed for t in fit.steps_s]
+    return compile_fit, steps, statistics.median(steps)
+
+
+@pytest.mark.slow
+def test_step_times_are_the_steps_timed_from_outside(compared):
+    """Every timed step, and their median, is the test's own timing of that step."""
+    for mode, figures in compared.report.modes.items():
+        _, steps, steady = _ours(compared, mode)
+        assert figures.step_times_s == pytest.approx(steps, rel=STEP_REL, abs=STEP_ABS_S), mode
+        assert figures.step_time_s == pytest.approx(steady, rel=STEP_REL, abs=STEP_ABS_S), mode
+
+
+@pytest.mark.slow
+def test_startup_and_signature_cost_are_the_compile_fit_timed_from_outside(compared):
+    """A signature costs its compile step beyond a steady one; startup is the rest of the compile fit."""
+    for mode, figures in compared.report.modes.items():
+        compile_fit, _, steady = _ours(compared, mode)
+        n = len(compile_fit.steps_s)
+        assert n == figures.distinct_signatures == 3
+        signature = max(0.0, statistics.median(t - steady for t in compile_fit.steps_s[1:]))
+        startup = compile_fit.ended_at - compile_fit.called_at - n * (steady + signature)
+        assert startup > 0
+        assert figures.signature_cost_s == pytest.approx(
+            signature, rel=SIGNATURE_REL, abs=SIGNATURE_ABS_S), mode
+        assert figures.startup_s == pytest.approx(startup, rel=STARTUP_REL, abs=STARTUP_ABS_S), mode
+
+
+@pytest.mark.slow
+def test_peak_memory_is_the_rss_rise_read_from_outside(compared):
+    """The compile pass's peak is the test's own reading: peak RSS at its end over RSS before the clone."""
+    for mode, figures in compared.report.modes.items():
+        before, (compile_fit, *_) = compared.watch.of(mode)
+        ours = compile_fit.peak_rss_at_end - before
+        assert ours > 0
+        assert figures.peak_memory_bytes == pytest.approx(ours, rel=MEMORY_REL, abs=MEMORY_ABS_BYTES), mode
 
 
 @pytest.mark.slow

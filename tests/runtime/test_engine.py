@@ -204,3 +204,31 @@ def test_skip_first_step_starts_the_first_epochs_window_one_step_later(tmp_path)
     engine.train_end()
     assert starts == [1, 0]
     assert [r.steps_profiled for r in engine.reports.values()] == [2, 3]
+
+
+def test_reported_step_ends_count_only_finished_steps_and_a_cap_still_counts_its_window(tmp_path):
+    """With step_end, a begun step that never ended is not counted; without ends, and at a cap, begins count."""
+    engine = XlaGuardEngine(log_dir=tmp_path, profile_epochs=(0, 1, 2), skip_steps=0, sinks=[])
+    engine.train_begin(epochs=3)
+    for epoch, (ends, begun) in enumerate([(True, 4), (False, 4), (True, 6)]):
+        engine.epoch_begin(epoch)
+        for step in range(begun):
+            engine.step_begin(step)
+            if ends and step < 3:  # the 4th call finds the data's end and runs no step
+                engine.step_end(step)
+        engine.epoch_end(epoch)
+    engine.train_end()
+    assert [r.steps_profiled for r in engine.reports.values()] == [3, 4, 3]
+
+
+def test_a_step_cap_ends_the_window_at_the_cap_whatever_ended(tmp_path):
+    """max_steps=2 closes the window at its third step_begin: 2 steps, ends reported or not."""
+    engine = XlaGuardEngine(log_dir=tmp_path, profile_epochs=(0,), skip_steps=0, max_steps=2, sinks=[])
+    engine.train_begin(epochs=1)
+    engine.epoch_begin(0)
+    for step in range(5):
+        engine.step_begin(step)
+        engine.step_end(step)
+    engine.epoch_end(0)
+    engine.train_end()
+    assert engine.reports[0].steps_profiled == 2

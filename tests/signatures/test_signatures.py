@@ -178,6 +178,58 @@ def test_structure_change_is_explained():
     assert "the input structure (paths, dtypes or ranks) changed" in stats.explanations[-1].message
 
 
+def _two_inputs(tokens: int, other: tuple[int, ...], name: str = "mask") -> Signature:
+    """`x` = tokens `[8, tokens]` and another input of shape `[8, *other]`."""
+    x = {"tokens": np.zeros((8, tokens), "int32"), name: np.zeros((8, *other), "float32")}
+    return Signature.of((x, np.zeros((8, 1), "float32")), root_names=("x", "y"))
+
+
+def test_two_inputs_varying_together_pad_the_first_in_path_order():
+    """Tokens and their mask vary together: the fix pads the first input in path order, both bounded."""
+    stats = _epoch(SignatureTracker(), 0, [_two_inputs(n, (n,)) for n in LENGTHS])
+    varied = [(e.input, e.dim, e.values) for e in stats.explanations if e.kind == "dim_varied"]
+    assert varied == [("x['mask']", 1, tuple(sorted(set(LENGTHS)))), ("x['tokens']", 1, tuple(sorted(set(LENGTHS))))]
+    fix = stats.explanations[-1]
+    bounds = recommend_buckets(LENGTHS)
+    assert (fix.kind, fix.input, fix.dim, fix.values) == ("bucketing_fix", "x['mask']", 1, bounds)
+    assert fix.message == (f"fix: pad input 'mask' dim 1 to {len(bounds)} bucket length(s) {bounds} -> "
+                           f"at most {len(bounds)} compilation(s) instead of 5")
+
+
+def test_printed_code_pads_inputs_varying_together_to_one_shape():
+    """Run as printed on tokens and mask of one length, the fix yields both at the bucket shapes only."""
+    import tensorflow as tf
+
+    fix = _epoch(SignatureTracker(), 0, [_two_inputs(n, (n,)) for n in LENGTHS]).explanations[-1]
+    rng = np.random.default_rng(3)
+    examples = [({"tokens": rng.integers(1, 50, n).astype("int32"), "mask": np.ones(n, "float32")},
+                 np.float32(n)) for n in LENGTHS * 8]
+    spec = ({"tokens": tf.TensorSpec([None], tf.int32), "mask": tf.TensorSpec([None], tf.float32)},
+            tf.TensorSpec([], tf.float32))
+    scope = {"tf": tf, "dataset": tf.data.Dataset.from_generator(lambda: iter(examples), output_signature=spec)}
+    exec(fix.fix_code, scope)  # noqa: S102 - running the printed recommendation is the point
+    shapes = {(tuple(x["tokens"].shape), tuple(x["mask"].shape)) for x, _ in scope["dataset"]}
+    assert shapes == {((8, b), (8, b)) for b in fix.values}
+
+
+@pytest.mark.parametrize(("signatures", "varied"), [
+    # Two inputs of unrelated lengths: padding both to the tokens' bucket
+    # would pad the image to the tokens' length.
+    ([_two_inputs(n, (w, 3), "image") for n in (5, 7, 9, 11, 13) for w in (10, 11)],
+     [("x['image']", 1), ("x['tokens']", 1)]),
+    # One input whose two dimensions vary apart (lengths n and n + 1).
+    ([Signature.of(({"tokens": np.zeros((8, n, n + 1), "int32")}, np.zeros((8, 1), "float32")),
+                   root_names=("x", "y")) for n in (5, 7, 9, 11, 13)],
+     [("x['tokens']", 1), ("x['tokens']", 2)]),
+])
+def test_dimensions_varying_apart_get_no_bucketing_code(signatures, varied):
+    """Two dimensions varying on their own: each is explained, and no fix pads one to the other."""
+    stats = _epoch(SignatureTracker(), 0, signatures)
+    assert [(e.input, e.dim) for e in stats.explanations if e.kind == "dim_varied"] == varied
+    assert not [e for e in stats.explanations if e.kind == "bucketing_fix"]
+    assert stats.distinct_signatures == len(signatures)
+
+
 def test_megamorphic_risk_needs_many_compiles_and_few_executions():
     """Risk starts at 8 signatures with fewer than 50 executions per compile."""
     tracker = SignatureTracker(xla=True)
