@@ -3,8 +3,8 @@
 Each epoch of a run on JAX carries every compilation of the process with
 its function (train, test, predict, other), step, input signature and
 trace/lower/compile seconds (`runtime.compile_log.EpochCompilations`).
-Here they become the console's lines, TensorBoard's `xla_guard/compilations`
-text and the per-function scalars; pure.
+Here they become the console's lines and the per-function scalars
+(TensorBoard's `xla_guard/compilations` text is `output.tensorboard`'s); pure.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from __future__ import annotations
 from keras_xla_guard.runtime.compile_log import FUNCTIONS, OTHER, EpochCompilations
 from keras_xla_guard.trace._text import format_ms
 
-__all__ = ["UNEXPLAINED_NOTE", "compilation_scalars", "compilations_lines", "compilations_markdown"]
+__all__ = ["UNEXPLAINED_NOTE", "compilation_scalars", "compilations_headline", "compilations_lines",
+           "unexplained_note"]
 
 _MAX_ROWS = 8
 UNEXPLAINED_NOTE = (
@@ -22,7 +23,8 @@ UNEXPLAINED_NOTE = (
 )
 
 
-def _unexplained(compiled: EpochCompilations) -> str | None:
+def unexplained_note(compiled: EpochCompilations) -> str | None:
+    """The note on train-step compilations no new signature caused; `None` when there are none."""
     count = len(compiled.without_new_signature)
     return UNEXPLAINED_NOTE.format(n=count) if count else None
 
@@ -40,7 +42,8 @@ def _phases(seconds: float | None) -> str:
     return "-" if seconds is None else format_ms(seconds)
 
 
-def _headline(compiled: EpochCompilations) -> str:
+def compilations_headline(compiled: EpochCompilations) -> str:
+    """`"train 2 (1.90 s), test 1 (0.30 s)"`: count and seconds per function that compiled."""
     parts = []
     for function in (*FUNCTIONS, OTHER):
         count = compiled.count(function)
@@ -51,7 +54,7 @@ def _headline(compiled: EpochCompilations) -> str:
 
 def compilations_lines(compiled: EpochCompilations) -> list[str]:
     """The console's lines: a headline per function, then each step function's compilation."""
-    lines = [f"epoch {compiled.epoch} compilations (counted as they happened): {_headline(compiled)}"]
+    lines = [f"epoch {compiled.epoch} compilations (counted as they happened): {compilations_headline(compiled)}"]
     steps = [row for row in compiled.rows if row.function != OTHER]
     for row in steps[:_MAX_ROWS]:
         step = "-" if row.step is None else str(row.step)
@@ -61,29 +64,7 @@ def compilations_lines(compiled: EpochCompilations) -> list[str]:
             f"  compile {format_ms(row.compile_s):>9}{hit}  {row.signature or ''}".rstrip())
     if len(steps) > _MAX_ROWS:
         lines.append(f"  ... {len(steps) - _MAX_ROWS} more")
-    note = _unexplained(compiled)
+    note = unexplained_note(compiled)
     if note is not None:
         lines.append(f"  note: {note}")
     return lines
-
-
-def compilations_markdown(compiled: EpochCompilations) -> str:
-    """TensorBoard's text: the headline, then one row per compilation with its phases."""
-    from keras_xla_guard.output.tensorboard import markdown_table
-
-    from keras_xla_guard.output.tensorboard import escape_markdown
-
-    head = f"**Compilations (counted as they happened): {_headline(compiled)}.**"
-    note = _unexplained(compiled)
-    if note is not None:
-        head += f"\n\n- {escape_markdown(note)}"
-    if not compiled.rows:
-        return head
-    rows = (
-        [i, row.function, row.program, "-" if row.step is None else row.step, row.signature or "-",
-         _phases(row.trace_s), _phases(row.lower_s), format_ms(row.compile_s), "yes" if row.cache_hit else "no"]
-        for i, row in enumerate(compiled.rows, 1)
-    )
-    return "\n".join([head, "", markdown_table(
-        ["#", "function", "program", "step:", "input signature", "trace:", "lower:", "compile:", "cache hit"],
-        rows)])

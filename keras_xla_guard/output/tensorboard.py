@@ -19,7 +19,14 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from keras_xla_guard.output.compilations import (
+    compilation_scalars,
+    compilations_headline,
+    unexplained_note,
+)
+from keras_xla_guard.runtime.compile_log import EpochCompilations
 from keras_xla_guard.runtime.sink import EpochRecord
+from keras_xla_guard.trace._text import format_ms
 from keras_xla_guard.signatures import EpochSignatures
 from keras_xla_guard.trace.analysis import combine_reports
 from keras_xla_guard.trace.report import CoverageReport
@@ -32,6 +39,7 @@ __all__ = [
     "WORKER_TAGS",
     "SummaryWriter",
     "TensorBoardSink",
+    "compilations_markdown",
     "compiles_markdown",
     "escape_markdown",
     "layout_proto",
@@ -302,6 +310,35 @@ def signatures_unavailable_markdown(reason: str) -> str:
         "compilation guards are off for this epoch; `guard.observe(dataset)` records the "
         "batches without Keras internals."
     )
+
+
+def _phase_ms(seconds: float | None) -> str:
+    return "-" if seconds is None else format_ms(seconds)
+
+
+def compilations_markdown(compiled: EpochCompilations) -> str:
+    """An epoch's counted compilations as Markdown: the headline, then one row per compilation.
+
+    Args:
+        compiled: The epoch's compilations.
+
+    Returns:
+        Markdown for TensorBoard's text dashboard (`xla_guard/counted_compilations`).
+    """
+    head = f"**Compilations (counted as they happened): {compilations_headline(compiled)}.**"
+    note = unexplained_note(compiled)
+    if note is not None:
+        head += f"\n\n- {escape_markdown(note)}"
+    if not compiled.rows:
+        return head
+    rows = (
+        [i, row.function, row.program, "-" if row.step is None else row.step, row.signature or "-",
+         _phase_ms(row.trace_s), _phase_ms(row.lower_s), format_ms(row.compile_s), "yes" if row.cache_hit else "no"]
+        for i, row in enumerate(compiled.rows, 1)
+    )
+    return "\n".join([head, "", markdown_table(
+        ["#", "function", "program", "step:", "input signature", "trace:", "lower:", "compile:", "cache hit"],
+        rows)])
 
 
 def worst_worker(reports: Mapping[str, CoverageReport]) -> str:
@@ -649,10 +686,8 @@ class TensorBoardSink:
         if report is not None and report.ok:
             self.writer.write_text("compiles", compiles_markdown(report), step=epoch)
         if record.compilations is not None:
-            from keras_xla_guard.output.compilations import compilation_scalars, compilations_markdown
-
             self.writer.write_scalars(compilation_scalars(record.compilations), step=epoch)
-            self.writer.write_text("compilations", compilations_markdown(record.compilations), step=epoch)
+            self.writer.write_text("counted_compilations", compilations_markdown(record.compilations), step=epoch)
 
     def close(self, records: Mapping[int, EpochRecord]) -> None:
         """Flushes and closes the event file."""

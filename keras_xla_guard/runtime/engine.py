@@ -663,8 +663,8 @@ class XlaGuardEngine:
         )
         with self._lock:
             self._reports[window.epoch] = report
-            record = self._epochs_open.abandon(window.epoch, report)
-        if record is not None:
+            ready = self._epochs_open.release(self._epochs_open.abandon(window.epoch, report))
+        for record in ready:
             self._publish(record)
 
     # ------------------------------------------------------------ internals
@@ -807,8 +807,8 @@ class XlaGuardEngine:
         assert report.epoch is not None
         with self._lock:
             self._reports[report.epoch] = report
-            record = self._epochs_open.add_report(report)
-        if record is not None:
+            ready = self._epochs_open.release(self._epochs_open.add_report(report))
+        for record in ready:
             self._publish(record)
 
     def _publish(self, record: EpochRecord) -> None:
@@ -873,8 +873,8 @@ class XlaGuardEngine:
         with self._lock:
             if stats is not None:
                 self._signature_stats[epoch] = stats
-            record = self._epochs_open.end(epoch, stats, reason, compilations)
-        if record is not None:
+            ready = self._epochs_open.release(self._epochs_open.end(epoch, stats, reason, compilations))
+        for record in ready:
             self._publish(record)
 
 

@@ -46,6 +46,24 @@ class EpochAssembly:
 
     def __init__(self) -> None:
         self._parts: dict[int, _Parts] = {}
+        self._held: dict[int, EpochRecord] = {}
+
+    def release(self, record: EpochRecord | None) -> list[EpochRecord]:
+        """The records to publish now, in epoch order, given one just completed (or `None`).
+
+        A record waits while an earlier epoch is still open (its profiling
+        window still analyzed): outputs then see epochs in order, and
+        TensorBoard, which reads a step lower than the last one as a
+        restart, never drops an epoch.
+        """
+        if record is not None:
+            self._held[record.epoch] = record
+        ready = []
+        for epoch in sorted(self._held):
+            if any(other < epoch for other in self._parts):
+                break
+            ready.append(self._held.pop(epoch))
+        return ready
 
     def begin(self, epoch: int) -> None:
         """Starts `epoch` afresh (the same index run again replaces its record)."""
@@ -83,14 +101,15 @@ class EpochAssembly:
         return self._complete(epoch)
 
     def flush(self) -> list[EpochRecord]:
-        """The records of epochs still open as the run ends, with what they have."""
-        records = []
+        """The records not yet released as the run ends, epochs still open with what they have, in order."""
         for epoch in sorted(self._parts):
             parts = self._parts[epoch]
             parts.ended, parts.analyzing = True, False
             record = self._complete(epoch)
             if record is not None:
-                records.append(record)
+                self._held[record.epoch] = record
+        records = [self._held[epoch] for epoch in sorted(self._held)]
+        self._held.clear()
         return records
 
     def _complete(self, epoch: int) -> EpochRecord | None:
