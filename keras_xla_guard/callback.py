@@ -353,6 +353,9 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
 
         try:
             source = self._warm_up
+            if source is True and self.engine.backend.name == "jax":
+                raise ValueError("under JAX fit's input is not a tf.data.Dataset to read; pass "
+                                 "warm_up=<list of signatures>, e.g. [((32, 16), (32, 1))]")
             if source is True:
                 source = seam.training_dataset(self._fit_model)
                 if source is None:

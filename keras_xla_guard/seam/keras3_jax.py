@@ -22,6 +22,13 @@ Private contacts, each verified on Keras 3.10.0 and 3.15.1 (docs/compatibility.m
 - `fit`'s local `epoch_iterator` (a `JAXEpochIterator`): its
   `catch_stop_iteration()` context encloses every epoch's steps, as on
   TensorFlow.
+- `Trainer._get_jax_state(...)` (`keras/src/backend/jax/trainer.py`): the
+  state tuple each function takes, read without purging the variables;
+  `warm_up` runs the functions on a copy of it (`run_on_copy`). Keras
+  3.10's steps also read the state's shardings, which `fit` records with
+  `_record_training_state_sharding_spec()` and clears with
+  `_clear_jax_state_sharding()` (absent in later Keras): a warm-up outside
+  `fit` does the same.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ __all__ = [
     "probe",
     "programs",
     "recording_function",
+    "run_on_copy",
 ]
 
 FLAVOUR = "keras3_jax"
@@ -121,3 +129,57 @@ def programs(model: Any) -> dict[str, str]:
         if name is not None:
             found[name] = function
     return found
+
+
+# The parts of the model's state each function takes, in Keras' order.
+_STATE_PARTS = {
+    "train": {"trainable_variables": True, "non_trainable_variables": True, "optimizer_variables": True,
+              "metrics_variables": True},
+    "test": {"trainable_variables": True, "non_trainable_variables": True, "metrics_variables": True},
+    "predict": {"trainable_variables": True, "non_trainable_variables": True},
+}
+
+
+def run_on_copy(model: Any, function: str, batches: list[Any]) -> str | None:
+    """Runs Keras' `function` (`"train"`, `"test"`, `"predict"`) once per batch on a copy of the state.
+
+    Keras' JAX trainer is stateless: each function takes the model's state
+    and returns the new one, and donates the state it was given. Given a
+    fresh copy each time, it compiles and runs its program exactly as `fit`
+    will, and the model's own variables are never touched (nothing to put
+    back). Each batch runs twice, the second time on the state the first
+    returned: `fit`'s first step of an epoch takes the state from the
+    variables and its later steps the previous step's output, which Keras
+    3.10 on JAX 0.6 places differently, compiling the step once for each.
+    `predict` takes `(x,)` batches.
+
+    Returns:
+        `None` when done; why not when this Keras has no
+        `Trainer._get_jax_state`.
+    """
+    import jax
+
+    from keras_xla_guard.seam._recording import unwrap
+
+    get_state = getattr(model, "_get_jax_state", None)
+    if get_state is None:
+        return "this Keras has no Trainer._get_jax_state"
+    getattr(model, f"make_{function}_function")()
+    run = unwrap(getattr(model, _FUNCTIONS[function]))
+    # Keras 3.10-3.1x record the state's shardings in fit/evaluate/predict and
+    # the steps read them; outside those calls the warm-up records them and
+    # clears them again, as they do.
+    record = getattr(model, "_record_training_state_sharding_spec", None)
+    recorded = record is not None and getattr(model, "_trainable_variable_shardings", None) is None
+    if recorded:
+        record()
+    try:
+        for batch in batches:
+            state = jax.tree_util.tree_map(lambda value: jax.numpy.array(value, copy=True),
+                                           get_state(purge_model_variables=False, **_STATE_PARTS[function]))
+            _, state = run(state, iter([batch]))
+            jax.block_until_ready(run(state, iter([batch])))
+    finally:
+        if recorded:
+            model._clear_jax_state_sharding()
+    return None
