@@ -323,7 +323,35 @@ def _run_report(args: argparse.Namespace) -> int:
     return EXIT_THRESHOLD if violations else EXIT_OK
 
 
+def _doctor_backend(requested: str | None) -> str:
+    """The backend `doctor` diagnoses: the one asked for, else Keras' configured one.
+
+    Keras' backend comes from `KERAS_BACKEND` or `~/.keras/keras.json`;
+    without Keras, TensorFlow when it is installed, else JAX when it is.
+    """
+    if requested is not None:
+        return requested
+    if importlib.util.find_spec("keras") is not None:
+        import keras
+
+        return "jax" if keras.backend.backend() == "jax" else "tensorflow"
+    if importlib.util.find_spec("tensorflow") is None and importlib.util.find_spec("jax") is not None:
+        return "jax"
+    return "tensorflow"
+
+
 def _run_doctor(args: argparse.Namespace) -> int:
+    if _doctor_backend(args.backend) == "jax":
+        if importlib.util.find_spec("jax") is None:
+            raise MissingDependencyError('doctor --backend jax needs JAX: pip install "keras-xla-guard[jax]"')
+        from keras_xla_guard.diagnose.doctor_jax import doctor_jax
+
+        report_jax = doctor_jax()
+        if args.json:
+            _emit(*json.dumps(report_jax.to_dict(), indent=2, sort_keys=True).splitlines())
+        else:
+            _emit(*str(report_jax).splitlines())
+        return EXIT_OK
     _require_tensorflow("doctor")
     from keras_xla_guard.diagnose.doctor import doctor
 
@@ -457,6 +485,9 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--trace", metavar="PATH", default=None,
                         help="a run's trace: recommend the persistent compilation cache when "
                              "compilation is a large share of it")
+    doctor.add_argument("--backend", choices=("tensorflow", "jax"), default=None,
+                        help="which framework to diagnose (default: the one Keras is configured with; "
+                             "JAX when only JAX is installed)")
     doctor.set_defaults(run=_run_doctor)
     _add_compare_parser(sub)
     return parser
