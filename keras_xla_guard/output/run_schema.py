@@ -159,6 +159,14 @@ _COMPILE = _object(
      "cache_hit": _bool, "step": _optional(_int), "signature": _optional(_str)},
     required=("program",), strict=True,
 )
+_COMPILATION = _object(
+    {"function": _str, "program": _str, "epoch": _optional(_int), "step": _optional(_int),
+     "trace_s": _optional(_seconds), "lower_s": _optional(_seconds), "compile_s": _seconds,
+     "cache_hit": _bool, "signature": _optional(_str)},
+    required=("function", "program", "compile_s"), strict=True,
+)
+# An epoch's compilations as the backend counted them (JAX), optional in any version.
+_EPOCH_COMPILATIONS = _object({"epoch": _int, "rows": _list(_COMPILATION)}, required=("epoch", "rows"))
 _REPORT = _object(
     {
         "status": _str, "reason": _str, "epoch": _optional(_int), "steps_profiled": _optional(_int),
@@ -242,11 +250,13 @@ def check_run_file(data: Any, where: str) -> dict[str, Any]:
         where: The file's path, for the error.
 
     Returns:
-        `{"version", "worker", "saved_at", "reports", "signatures"}`: the
+        `{"version", "worker", "saved_at", "reports", "signatures",
+        "compilations"}`: the
         version (`0` when the file has none), the worker's name or `None`,
         the save time or `None`, and the reports (each completed to
         `CoverageReport.to_dict()`'s layout) and signature figures as
-        lists in epoch order.
+        lists in epoch order, and the epochs' counted compilations (JAX;
+        empty when the file has none).
 
     Raises:
         RunFileError: If a field is missing, of the wrong type or out of
@@ -262,10 +272,12 @@ def check_run_file(data: Any, where: str) -> dict[str, Any]:
         reports = _by_epoch(top["reports"], "reports", _report if version >= 1 else _report_v0)
         signatures = top.get("signatures")
         stats = [] if signatures is None else _by_epoch(signatures, "signatures", _EPOCH_SIGNATURES)
+        counted = top.get("compilations")
+        compilations = [] if counted is None else _by_epoch(counted, "compilations", _EPOCH_COMPILATIONS)
     except _Bad as bad:
         raise RunFileError(f"{where!r} is not a readable run file: {bad.field}: {bad.problem}") from None
     return {"version": version, "worker": top.get("worker"), "saved_at": top.get("saved_at"),
-            "reports": reports, "signatures": stats}
+            "reports": reports, "signatures": stats, "compilations": compilations}
 
 
 # What the HTML page reads of a `compare` result (`CompareReport.to_dict()`,

@@ -38,6 +38,7 @@ from keras_xla_guard.output.run_schema import (
     check_run_file,
 )
 from keras_xla_guard.runtime.sink import INCOMPLETE, EpochRecord
+from keras_xla_guard.runtime.compile_log import EpochCompilations
 from keras_xla_guard.signatures.tracker import EpochSignatures
 from keras_xla_guard.trace.report import CoverageReport
 
@@ -77,6 +78,9 @@ class RunData:
             observed steps, in order; empty when not tracked.
         saved_at: When the file was written (`time.time()`); `None` when
             the figures did not come from a file.
+        compilations: `EpochCompilations.to_dict()` of each epoch whose
+            compilations the backend counted (JAX), in order; empty
+            otherwise.
         version: The run file's schema version; `0` for a file written
             before versions.
     """
@@ -86,9 +90,12 @@ class RunData:
     signatures: tuple[Mapping[str, Any], ...] = ()
     saved_at: float | None = None
     version: int = RUN_FILE_VERSION
+    compilations: tuple[Mapping[str, Any], ...] = ()
 
     @classmethod
-    def of(cls, name: str, reports: Iterable[Any], signatures: Iterable[Any] = ()) -> "RunData":
+    def of(
+        cls, name: str, reports: Iterable[Any], signatures: Iterable[Any] = (), compilations: Iterable[Any] = ()
+    ) -> "RunData":
         """Builds run data from `CoverageReport`s and `EpochSignatures` (or their dicts).
 
         Args:
@@ -97,6 +104,8 @@ class RunData:
                 values in epoch order).
             signatures: The epochs' signature figures, in order. Defaults to
                 `()`.
+            compilations: The epochs' counted compilations, in order.
+                Defaults to `()`.
 
         Returns:
             The `RunData`.
@@ -107,7 +116,7 @@ class RunData:
                 items = [items[k] for k in sorted(items)]
             return tuple(i if isinstance(i, Mapping) else i.to_dict() for i in items)
 
-        return cls(name, as_dicts(reports), as_dicts(signatures))
+        return cls(name, as_dicts(reports), as_dicts(signatures), compilations=as_dicts(compilations))
 
     def coverage_reports(self) -> dict[int, CoverageReport]:
         """The reports of the run's epochs as `CoverageReport`s, keyed by epoch."""
@@ -121,6 +130,7 @@ def save_run_file(
     reports: Mapping[int, CoverageReport],
     signatures: Mapping[int, EpochSignatures],
     worker: str | None = None,
+    compilations: Mapping[int, EpochCompilations] | None = None,
 ) -> Path:
     """Rewrites `directory/xla_guard_reports.json` atomically (rename into place).
 
@@ -129,6 +139,8 @@ def save_run_file(
         reports: Reports keyed by epoch.
         signatures: Signature figures keyed by epoch.
         worker: The worker's name in a multi-worker run. Defaults to `None`.
+        compilations: Counted compilations keyed by epoch (JAX). Defaults
+            to `None` (none).
 
     Returns:
         The file's path.
@@ -144,6 +156,8 @@ def save_run_file(
         "reports": {str(e): r.to_dict() for e, r in sorted(reports.items())},
         "signatures": {str(e): s.to_dict() for e, s in sorted(signatures.items())},
     }
+    if compilations:
+        data["compilations"] = {str(e): c.to_dict() for e, c in sorted(compilations.items())}
     tmp.write_text(json.dumps(data, indent=1))
     os.replace(tmp, path)
     return path
@@ -191,6 +205,7 @@ def read_run_file(path: str | os.PathLike[str]) -> RunData:
         tuple(checked["signatures"]),
         checked["saved_at"],
         checked["version"],
+        tuple(checked["compilations"]),
     )
 
 
@@ -309,6 +324,7 @@ class RunFileSink:
         self.directory = Path(directory)
         self._reports: dict[int, CoverageReport] = {}
         self._signatures: dict[int, EpochSignatures] = {}
+        self._compilations: dict[int, EpochCompilations] = {}
         self._lock = threading.Lock()
 
     def write_epoch(self, record: EpochRecord) -> None:
@@ -318,6 +334,8 @@ class RunFileSink:
                 self._reports[record.epoch] = record.report
             if record.signatures is not None:
                 self._signatures[record.epoch] = record.signatures
+            if record.compilations is not None:
+                self._compilations[record.epoch] = record.compilations
             self._save()
 
     def close(self, records: Mapping[int, EpochRecord]) -> None:
@@ -327,4 +345,4 @@ class RunFileSink:
         """
 
     def _save(self) -> None:
-        save_run_file(self.directory, self._reports, self._signatures)
+        save_run_file(self.directory, self._reports, self._signatures, compilations=self._compilations)
