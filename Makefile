@@ -237,11 +237,27 @@ stress-multiworker: $(VENV)/.installed-test
 clean:
 	rm -rf $(VENV) $(COMPAT) $(NO_TF) $(JAX_VENV) logs site test-artifacts .pytest_cache
 
-# GPU readiness: on a GPU machine, checks the guard's device-plane figures
-# against the raw trace and xprof (exit 1 on a mismatch); on CPU, says so, exit 0.
-.PHONY: gpu-check
-gpu-check: $(VENV)/.installed-test
-	$(PY) benchmarks/gpu_check.py
+# GPU check (docs/jax.md): on the lent GPU machine, which has JAX (CUDA),
+# TensorBoard and protobuf but no TensorFlow and no network, with this checkout
+# and the wheels of `make gpu-wheels` carried along: installs xprof from them
+# when missing, then fits a Keras model on JAX under the guard and checks its
+# trace figures against xprof and jax.monitoring (exit 1 on a mismatch),
+# saving the JSON under benchmarks/results/ and the gzipped trace as the
+# GPU-plane tests' golden. Without a GPU it says so and exits 0;
+# tests/jax/test_gpu_check.py runs it on CPU with --dry-run.
+GPU_PYTHON ?= python3
+GPU_WHEELS ?= .gpu-wheels
+.PHONY: gpu-check gpu-wheels
+gpu-check:
+	@$(GPU_PYTHON) -c "import xprof" 2>/dev/null || \
+	  $(GPU_PYTHON) -m pip install --quiet --no-index --find-links $(GPU_WHEELS) xprof
+	KERAS_BACKEND=jax PYTHONPATH=. $(GPU_PYTHON) benchmarks/gpu_check.py --save
+
+# xprof and its dependencies as wheels for this machine's Python; for another
+# Python on the GPU machine: GPU_WHEEL_ARGS="--python-version 3.12 --only-binary=:all:".
+GPU_WHEEL_ARGS ?=
+gpu-wheels:
+	$(PYTHON) -m pip download --quiet -d $(GPU_WHEELS) $(GPU_WHEEL_ARGS) "xprof>=2.20"
 
 # What CI runs (.ci/run calls only this): the suite in .venv, then the checks
 # without TensorFlow and the compat tests. Those venvs only download and
