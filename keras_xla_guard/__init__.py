@@ -6,10 +6,11 @@ TensorFlow or Keras; the first use of a name that needs them does):
 - `XlaGuardCallback`: Keras callback that profiles selected epochs.
 - `XlaGuard`: the same guard for custom training loops.
 - `XlaGuardEngine`: the engine behind it, for other adapters; `GuardConfig`
-  (the arguments all three share), `ReportSink` (where figures go) and
-  `EpochRecord` (what a sink gets: one epoch's figures, complete).
+  (the arguments all three share), `ReportSink` (where figures go),
+  `EpochRecord` (what a sink gets: one epoch's figures, complete) and
+  `CallRecord` (one call of the test or predict function).
 - `analyze_trace`, `analyze_xspace`, `combine_reports`: pure trace analysis.
-- `CoverageReport`, `OpStat`, `format_report`: result types.
+- `CoverageReport`, `OpStat`, `ProgramStat`, `format_report`: result types.
 - `doctor`, `explain`, `model_verdicts`: why XLA does or does not run
   (`DoctorReport`, `ExplainReport`, `Verdict`).
 - `Signature`, `SignatureTracker`, `EpochSignatures`, `recommend_buckets`,

@@ -34,6 +34,7 @@ from keras_xla_guard.runtime.compile_log import Compilation as Compilation
 from keras_xla_guard.runtime.compile_log import EpochCompilations as EpochCompilations
 from keras_xla_guard.runtime.config import GuardConfig as GuardConfig
 from keras_xla_guard.runtime.engine import XlaGuardEngine as XlaGuardEngine
+from keras_xla_guard.runtime.sink import CallRecord as CallRecord
 from keras_xla_guard.runtime.sink import EpochRecord as EpochRecord
 from keras_xla_guard.runtime.sink import ReportSink as ReportSink
 from keras_xla_guard.signatures import EpochSignatures as EpochSignatures
@@ -50,6 +51,7 @@ from keras_xla_guard.trace.analysis import combine_reports as combine_reports
 from keras_xla_guard.trace.compiles import CompileRecord as CompileRecord
 from keras_xla_guard.trace.report import CoverageReport as CoverageReport
 from keras_xla_guard.trace.report import OpStat as OpStat
+from keras_xla_guard.trace.report import ProgramStat as ProgramStat
 from keras_xla_guard.warmup import WarmUpReport as WarmUpReport
 from keras_xla_guard.warmup import warm_up as warm_up
 

@@ -18,6 +18,7 @@ from keras_xla_guard.diagnose.verdict import ERROR, WARNING, Verdict
 from keras_xla_guard.errors import RecompilationLimitError, XlaGuardWarning
 from keras_xla_guard.runtime.config import DEFAULT_LOG_DIR, LOW_COVERAGE, GuardConfig, config_args_doc
 from keras_xla_guard.runtime.engine import xla_mode_of
+from keras_xla_guard.runtime.sink import CallRecord
 from keras_xla_guard.signature_feed import SignatureFeed
 from keras_xla_guard.trace.report import CoverageReport
 
@@ -25,6 +26,8 @@ __all__ = ["XlaGuardCallback", "check_backend"]
 
 # Guards between their on_train_begin and on_train_end.
 _guarding: "weakref.WeakSet[XlaGuardCallback]" = weakref.WeakSet()
+# Guards inside an evaluate() or predict() call outside fit.
+_calling: "weakref.WeakSet[XlaGuardCallback]" = weakref.WeakSet()
 
 
 def check_backend(model: Any = None) -> Backend:
@@ -96,7 +99,11 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
     Every training batch's input signature (structure, shapes, dtypes) is
     recorded in every epoch, profiled or not, for tf.data, NumPy,
     generator and `PyDataset` inputs (see `signatures`); a warning comes
-    before TensorFlow's megamorphic-cluster threshold is reached.
+    before TensorFlow's megamorphic-cluster threshold is reached. Keras
+    compiles its test and predict functions on their own, so the batches
+    of `fit`'s validation and of `evaluate` and `predict` calls the guard
+    is passed to (`model.evaluate(..., callbacks=[guard])`) are tracked as
+    calls of those functions (`calls`; docs/signatures.md).
 
     Raises:
         ValueError: If an argument is invalid.
@@ -133,6 +140,8 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
         self._init_guard("XlaGuardCallback", config, {"log_dir": log_dir, **fields},
                          notes=[self._verdict_notes], backend=backend)
         self._inputs = SignatureFeed(self.engine)
+        self._feeds = {function: SignatureFeed(self.engine, function) for function in ("test", "predict")}
+        self._calling_peer = False
         self._track_signatures = bool(track_signatures)
         self._explain = explain
         self.explain_report: Any = None
@@ -171,6 +180,16 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
         ```
         """
         return self._inputs.observe(dataset)
+
+    @property
+    def calls(self) -> tuple[CallRecord, ...]:
+        """Every test and predict call this guard saw, in order.
+
+        `fit`'s validations (`epoch` set) and the `evaluate` and `predict`
+        calls the guard was passed to (`epoch` `None`), each with its input
+        signatures and expected compilations of that function.
+        """
+        return self.engine.calls
 
     def _verdict_notes(self, report: CoverageReport) -> list[str]:
         """Verdicts explaining a low coverage, for the first such report only."""
@@ -271,10 +290,10 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
         return True
 
     def _implements_test_batch_hooks(self) -> bool:
-        return False
+        return self._track_signatures
 
     def _implements_predict_batch_hooks(self) -> bool:
-        return False
+        return self._track_signatures
 
     # Keras hooks. on_train_batch_end is deliberately not implemented: doing
     # so would turn off Keras' asynchronous batch-end dispatch for everyone.
@@ -299,8 +318,9 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
         self._begin_engine_run(
             False if strategy is None else strategy,
             epochs=params.get("epochs"),
-            xla_mode=xla_mode_of(getattr(self._fit_model, "jit_compile", False) is True, self.engine.backend),
+            xla_mode=self._xla_mode(),
             steps_per_call=seam.steps_per_execution(self._fit_model),
+            program=seam.keras_function(self._fit_model, "train") if self._track_signatures else None,
         )
         self._track(self._attach_inputs, params.get("steps"))
         self.engine.set_programs(seam.compiled_programs(self._fit_model))
@@ -326,6 +346,26 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
     def on_test_begin(self, logs: dict[str, Any] | None = None) -> None:
         if self._peer is None:
             self.engine.validation_begin()
+        self._begin_call("test")
+
+    def on_test_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        feed = self._feeds["test"]
+        if feed.tap is not None:
+            self._track(feed.step, batch, feed=feed)
+
+    def on_test_end(self, logs: dict[str, Any] | None = None) -> None:
+        self._end_call("test")
+
+    def on_predict_begin(self, logs: dict[str, Any] | None = None) -> None:
+        self._begin_call("predict")
+
+    def on_predict_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        feed = self._feeds["predict"]
+        if feed.tap is not None:
+            self._track(feed.step, batch, feed=feed)
+
+    def on_predict_end(self, logs: dict[str, Any] | None = None) -> None:
+        self._end_call("predict")
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         if self._peer is not None:
@@ -345,6 +385,72 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
         _guarding.discard(self)
         self._track(self._inputs.detach)
         self._end_engine_run()
+
+    def _xla_mode(self) -> str | None:
+        return xla_mode_of(getattr(self._fit_model, "jit_compile", False) is True, self.engine.backend)
+
+    def _begin_call(self, function: str) -> None:
+        """A test or predict call begins: tracks its batches as a call of that function.
+
+        Inside `fit` (a validation) the guard of the fit decides; outside
+        it, a second guard passed to the same call steps aside, as in `fit`.
+        """
+        from keras_xla_guard import seam
+
+        if not self._track_signatures or self._fit_model is None:
+            return
+        if self in _guarding:
+            if self._peer is not None:
+                return
+        elif self._defers_call_to_peer():
+            return
+        feed = self._feeds[function]
+        inside = self in _guarding
+        if not inside:
+            self.engine.set_programs(seam.compiled_programs(self._fit_model))
+        self.engine.call_begin(function, xla_mode=self._xla_mode(), program=seam.keras_function(self._fit_model, function))
+
+        def on_abort() -> None:
+            # An exception leaving a validation leaves fit too.
+            if inside:
+                self._abort()
+            feed.detach()
+
+        self._track(feed.attach, self._fit_model, None, on_abort, feed=feed)
+        feed.begin_epoch(self.engine.epoch if inside else None)
+
+    def _end_call(self, function: str) -> None:
+        """A test or predict call ends: its figures go to the engine, Keras' function back."""
+        if not self._track_signatures or self._fit_model is None:
+            return
+        if self in _guarding:
+            if self._peer is not None:
+                return
+        elif self._calling_peer:
+            self._calling_peer = False
+            return
+        _calling.discard(self)
+        feed = self._feeds[function]
+        self._track(feed.end_epoch, feed=feed)
+        self._track(feed.detach, feed=feed)
+        self.engine.call_end(function)
+
+    def _defers_call_to_peer(self) -> bool:
+        """Whether another guard already tracks this `evaluate` or `predict` call (then warns)."""
+        params = self.params
+        peer = next((g for g in _calling if g is not self and params and g.params is params), None)
+        self._calling_peer = peer is not None
+        if peer is None:
+            _calling.add(self)
+            return False
+        warnings.warn(
+            f"keras-xla-guard: the XlaGuardCallback with log_dir={self.log_dir!r} does nothing in this "
+            f"call: the one with log_dir={peer.log_dir!r} already tracks it (Keras has one test and one "
+            "predict function per model). Pass one XlaGuardCallback.",
+            XlaGuardWarning,
+            stacklevel=4,
+        )
+        return True
 
     def _run_warm_up(self) -> None:
         """Warms the train step up before the first epoch; a failure is a warning."""
@@ -407,20 +513,21 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
     def _attach_inputs(self, steps: int | None) -> None:
         self._inputs.attach(self._fit_model, steps, self._abort, record=self._track_signatures)
 
-    def _track(self, method: Any, *args: Any) -> None:
-        """Runs a signature-tracking step; failures become one warning.
+    def _track(self, method: Any, *args: Any, feed: SignatureFeed | None = None) -> None:
+        """Runs a signature-tracking step of `feed` (the train feed); failures become one warning.
 
         `RecompilationLimitError` (on_violation="raise") passes through, and
         a stop requested by the guard (on_violation="stop") is handed to
         Keras through `model.stop_training`.
         """
+        feed = self._inputs if feed is None else feed
         try:
             method(*args)
         except RecompilationLimitError:
             raise
         except Exception as e:  # noqa: BLE001 - the guard must not break training
-            self._inputs.tap = None
-            self._inputs.detach()
+            feed.tap = None
+            feed.detach()
             warnings.warn(
                 f"keras-xla-guard: input signature tracking stopped: {type(e).__name__}: {e}",
                 XlaGuardWarning,

@@ -48,7 +48,7 @@ from keras_xla_guard.output.tensorboard import (
     worst_worker,
     write_worker_summaries,
 )
-from keras_xla_guard.runtime.sink import INCOMPLETE, EpochRecord
+from keras_xla_guard.runtime.sink import INCOMPLETE, CallRecord, EpochRecord
 from keras_xla_guard.signatures.tracker import EpochSignatures
 from keras_xla_guard.trace.report import CoverageReport
 
@@ -436,6 +436,7 @@ class ClusterSink:
         self.by_epoch: dict[int, dict[str, CoverageReport]] = {}
         self._own: dict[int, CoverageReport] = {}
         self._stats: dict[int, EpochSignatures] = {}
+        self._calls: list[CallRecord] = []
         self._missing: set[str] = set()
         self._lock = threading.Lock()
         self._writer: Any = None
@@ -498,6 +499,7 @@ class ClusterSink:
                 self._stats[record.epoch] = record.signatures
             if report is not None:
                 self._own[record.epoch] = report
+            self._calls.extend(record.calls)
             self._save()
         if report is None or not self.info.is_chief:
             return
@@ -537,7 +539,7 @@ class ClusterSink:
 
     def _save(self) -> None:
         """Rewrites this worker's run file atomically (rename into place)."""
-        save_run_file(self.trace_dir, self._own, self._stats, worker=self.info.name)
+        save_run_file(self.trace_dir, self._own, self._stats, worker=self.info.name, calls=self._calls)
 
     def _peer_report(self, name: str, epoch: int) -> CoverageReport | None:
         """`name`'s report of `epoch` from this run, or `None` (not there yet)."""

@@ -1,8 +1,9 @@
 """Feeding the signatures of the batches a training run takes to the engine.
 
 The seam (`keras_xla_guard.seam`) records each batch's unknown dimensions
-with an `InputTap` it installs in Keras' train function, or the user maps
-one over the dataset (`guard.observe(dataset)`). `SignatureFeed` sits above
+with an `InputTap` it installs in Keras' train function (or its test or
+predict function, for one call), or the user maps one over the dataset
+(`guard.observe(dataset)`). `SignatureFeed` sits above
 the seam: it reads the tap as training goes (after every step while new
 shapes keep appearing, every 512 steps once they stop) and at the end of
 each epoch, where it checks that it recorded one batch per step that ran.
@@ -33,19 +34,23 @@ DRAIN_EVERY = 512
 
 
 class SignatureFeed:
-    """Feeds the signatures of `fit`'s training batches to an engine.
+    """Feeds the signatures of one Keras function's batches to an engine.
 
-    Attaches through `keras_xla_guard.seam` at `on_train_begin` (or uses
-    the tap of `observe`), reads the recorded batches as training goes, and
-    checks at every epoch end that it read one batch per step that ran.
+    Attaches through `keras_xla_guard.seam` at `on_train_begin` (or
+    `on_test_begin`, `on_predict_begin`; or uses the tap of `observe`),
+    reads the recorded batches as the steps go, and checks at every epoch
+    (or call) end that it read one batch per step that ran.
 
     Args:
         engine: The `XlaGuardEngine` receiving `observe_signature` calls and,
             when figures cannot be trusted, `signatures_unavailable`.
+        function: The Keras function whose batches it feeds: `"train"`,
+            `"test"` or `"predict"`. Defaults to `"train"`.
     """
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Any, function: str = "train") -> None:
         self.engine = engine
+        self.function = function
         self.tap: InputTap | HostTap | None = None
         self.attachment: Any = None
         self._observed: InputTap | None = None
@@ -115,7 +120,7 @@ class SignatureFeed:
         self._steps_hint = steps_hint
         observed = self._observed
         self.attachment = seam.attach(
-            model, self._bind, on_abort, record=record and observed is None
+            model, self._bind, on_abort, record=record and observed is None, function=self.function
         )
         self._expect = record
         if record and observed is not None:
@@ -130,7 +135,7 @@ class SignatureFeed:
             self.tap = None
             self._interval = sys.maxsize
             self._unavailable(
-                "its batches arrive split across replicas and the dataset fit() distributes "
+                "its batches arrive split across replicas and the dataset Keras distributes "
                 "was not found"
             )
             return
@@ -204,15 +209,18 @@ class SignatureFeed:
         else:
             how = attachment.reason if attachment is not None else "no Keras attachment"
         what = f" with {keras} ({how})"
-        self._unavailable(
-            f"{self._seen} of the {needed} training batches of epoch {self._epoch} were recorded{what}"
-        )
+        if self.function == "train":
+            batches = f"training batches of epoch {self._epoch}"
+        else:
+            during = f"the validation in epoch {self._epoch}" if self._epoch is not None else "this call"
+            batches = f"{self.function} batches of {during}"
+        self._unavailable(f"{self._seen} of the {needed} {batches} were recorded{what}")
 
     def _unavailable(self, why: str) -> None:
         self._expect = False
         self.tap = None
         self._interval = sys.maxsize
-        self.engine.signatures_unavailable(why)
+        self.engine.signatures_unavailable(why, function=self.function)
 
     def _drain(self, done: int) -> None:
         """Records steps `[self._seen, done)`, as far as the tap has them."""
@@ -222,10 +230,10 @@ class SignatureFeed:
         if pending <= 0:
             return
         if tap.static:
-            self.engine.observe_signature(tap.template, step=self._seen, count=pending)
+            self.engine.observe_signature(tap.template, step=self._seen, count=pending, function=self.function)
             self._seen = done
             return
         # One engine call per run of equal shapes, not per step.
         for sig, count in tap.take(pending):
-            self.engine.observe_signature(sig, step=self._seen, count=count)
+            self.engine.observe_signature(sig, step=self._seen, count=count, function=self.function)
             self._seen += count

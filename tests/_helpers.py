@@ -107,7 +107,9 @@ def assert_consistent(report: Any, *, steps: int | None = None, programs: int | 
       of a combined report) and at most the thread-summed compile time;
     - the XLA share is `xla / (xla + plain ops)` of the report's own times,
       and no time is negative;
-    - a device transfer figure exactly when times are device times;
+    - a device transfer figure exactly when times are device times, and
+      per-program figures only then: their runs and times at most the
+      report's launches and XLA time;
     - with `steps` and `programs` (XLA programs run per step) known:
       `xla_executions == steps * programs`.
 
@@ -130,6 +132,11 @@ def assert_consistent(report: Any, *, steps: int | None = None, programs: int | 
     total = report.xla_time_s + report.non_xla_op_time_s
     assert report.xla_time_fraction == _approx(report.xla_time_s / total if total else 0.0)
     assert (report.transfer_time_s is not None) == (report.time_base == "device")
+    if report.time_base == "host":
+        assert report.programs == ()
+    assert sum(p.runs for p in report.programs) <= report.xla_executions
+    assert sum(p.time_s for p in report.programs) <= report.xla_time_s * (1 + 1e-9) + 1e-12
+    assert all(p.runs > 0 and p.time_s > 0 for p in report.programs)
     if steps is not None and programs is not None:
         assert report.xla_executions == steps * programs
 

@@ -3,6 +3,13 @@
 Training is the slow part of this suite, so each distinct training run is
 done once per session and shared by every test that only reads its results.
 The helpers they use live in `_helpers.py`.
+
+Every report a guard measures in this process (any fit, any custom loop,
+the session fits included) passes `_helpers.assert_consistent` after the
+test that ran it: issue 29's consistency check applied to every real fit
+of the suite, at the cost of a few comparisons per report. Fits run in
+child processes (multi-worker, other Keras versions) check their own
+figures in their tests.
 """
 
 from __future__ import annotations
@@ -18,7 +25,37 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # venv without TensorFlow); every other test needs the TensorFlow backend.
 collect_ignore = [] if os.environ.get("KERAS_BACKEND") == "jax" else ["jax"]
 
-from _helpers import Fit, fit_with_guard  # noqa: E402 - after the TF log level
+from _helpers import Fit, assert_consistent, fit_with_guard  # noqa: E402 - after the TF log level
+
+# Reports the guards of this process measured and no test has checked yet.
+_MEASURED: list = []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _collect_measured_reports():
+    """Keeps every measured report any guard's engine stores, session fixtures' fits included."""
+    from keras_xla_guard.runtime.engine import XlaGuardEngine
+
+    store = XlaGuardEngine._store
+
+    def collecting(self, report):
+        if report.ok:
+            _MEASURED.append(report)
+        store(self, report)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(XlaGuardEngine, "_store", collecting)
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _measured_reports_agree():
+    """After each test: every report a real fit measured meanwhile passes `assert_consistent`."""
+    yield
+    reports = list(_MEASURED)
+    _MEASURED.clear()
+    for report in reports:
+        assert_consistent(report)
 
 
 @pytest.fixture(scope="session")

@@ -239,8 +239,10 @@ def _section(section: RunData, index: int, plots: "_Plots") -> str:
     if name:
         parts.append(f"<h2>Worker {escape(name)}</h2>")
     parts.append(_coverage(section, plots))
+    parts.append(_programs(section))
     parts.append(_top_ops(section, plots))
     parts.append(_compilations(section, plots))
+    parts.append(_functions(section))
     parts.append(_compile_table(section))
     parts.append(_counted_compilations(section))
     parts.append(_signatures(section))
@@ -318,7 +320,7 @@ def _coverage(section: RunData, plots: "_Plots") -> str:
         epoch_attr = "" if r.get("epoch") is None else f' data-epoch="{int(r["epoch"])}"'
         head = f'<tr class="report" data-index="{i}"{epoch_attr}><td>{escape(label)}</td>'
         if r.get("status") != "ok":
-            rows.append(head + f'<td colspan="9">{escape(r.get("status"))}: {escape(r.get("reason"))}</td></tr>')
+            rows.append(head + f'<td colspan="11">{escape(r.get("status"))}: {escape(r.get("reason"))}</td></tr>')
             continue
         steps = r.get("steps_profiled")
         rows.append(
@@ -329,7 +331,9 @@ def _coverage(section: RunData, plots: "_Plots") -> str:
             + _num("xla_executions", r["xla_executions"], str(r["xla_executions"]))
             + _num("compilations", r["compilations"], str(r["compilations"]))
             + _num("compile_time_s", r["compile_time_s"], format_ms(r["compile_time_s"], 2))
+            + _optional_ms("compile_thread_time_s", r.get("compile_thread_time_s"))
             + _num("input_pipeline_time_s", r["input_pipeline_time_s"], format_ms(r["input_pipeline_time_s"], 2))
+            + _optional_ms("transfer_time_s", r.get("transfer_time_s"))
             + _num("steps_profiled", steps, "-" if steps is None else str(steps))
             + f'<td class="name">{escape(", ".join(r.get("hosts") or ()))}</td></tr>'
         )
@@ -340,8 +344,34 @@ def _coverage(section: RunData, plots: "_Plots") -> str:
         '<h3>XLA coverage per profiled epoch</h3>'
         + figure
         + _table(["window", "XLA share", "XLA time", "plain TF ops", "launches", "compilations",
-                  "compile time", "input pipeline", "steps", "hosts"], rows, "coverage")
+                  "compile time", "compile, summed over threads", "input pipeline", "device transfers",
+                  "steps", "hosts"], rows, "coverage")
         + ("<ul class=\"notes\">" + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>" if notes else "")
+    )
+
+
+def _optional_ms(field: str, value: float | None) -> str:
+    """A duration cell that shows `-` for a figure the window has not got (`null`)."""
+    return _num(field, value, "-" if value is None else format_ms(value, 2))
+
+
+def _programs(section: RunData) -> str:
+    """Each measured window's XLA programs with their device time and runs (device traces only)."""
+    rows = [
+        f'<tr class="program" data-report="{i}" data-program="{escape(p["program"])}">'
+        f'<td>{escape(_label(r, i))}</td><td class="name">{escape(p["program"])}</td>'
+        + _num("time_s", p["time_s"], format_ms(p["time_s"], 3))
+        + _num("runs", p["runs"], str(p["runs"]))
+        + "</tr>"
+        for i, r in enumerate(section.reports) if r.get("status") == "ok"
+        for p in r.get("programs") or ()
+    ]
+    if not rows:
+        return ""
+    return (
+        "<h3>XLA programs on the device</h3>"
+        '<p class="muted">Device time of each XLA program\'s runs (first kernel to last kernel of each).</p>'
+        + _table(["window", "program", "device time", "runs"], rows, "programs")
     )
 
 
@@ -443,27 +473,102 @@ def _compilations(section: RunData, plots: "_Plots") -> str:
     )
 
 
+def _call_label(call: Mapping[str, Any]) -> str:
+    kind = call.get("kind") or call.get("function")
+    if kind == "validation":
+        return f"validation, epoch {call.get('epoch')}"
+    return f"{kind} call {call.get('call')}"
+
+
+def _functions(section: RunData) -> str:
+    """The expected compilations of each function (train, test, predict), and each test or predict call."""
+    if not section.calls:
+        return ""
+    figures = [c.get("signatures") or {} for c in section.calls]
+    per_function = {"train": ("epoch", list(section.signatures))}
+    for function in ("test", "predict"):
+        per_function[function] = ("call", [s for c, s in zip(section.calls, figures)
+                                           if c.get("function") == function])
+    totals = []
+    for function, (unit, stats) in per_function.items():
+        if not stats:
+            continue
+        expected = [s.get("expected_compilations") for s in stats]
+        total = None if None in expected else sum(e or 0 for e in expected)
+        steps = sum(int(s.get("steps") or 0) for s in stats)
+        totals.append(
+            f'<tr class="function" data-function="{escape(function)}"><td>{escape(function)}</td>'
+            + _num("calls", len(stats), f"{len(stats)} {unit}{'s' if len(stats) != 1 else ''}")
+            + _num("steps", steps, str(steps))
+            + _num("expected_compilations", total, "-" if total is None else str(total))
+            + "</tr>"
+        )
+    rows = []
+    for n, (call, stats) in enumerate(zip(section.calls, figures)):
+        head = (f'<tr class="call" data-index="{n}" data-function="{escape(call.get("function"))}" '
+                f'data-kind="{escape(call.get("kind"))}"><td>{escape(_call_label(call))}</td>')
+        if not stats:
+            why = call.get("signatures_unavailable") or "no step observed"
+            rows.append(head + f'<td colspan="5">input signatures unavailable: {escape(why)}</td></tr>')
+            continue
+        expected = stats.get("expected_compilations")
+        rows.append(
+            head
+            + _num("steps", stats["steps"], str(stats["steps"]))
+            + _num("distinct_signatures", stats["distinct_signatures"], str(stats["distinct_signatures"]))
+            + _num("new_signatures", stats["new_signatures"], str(stats["new_signatures"]))
+            + _num("expected_compilations", expected, "-" if expected is None else str(expected))
+            + _num("compilations_so_far", stats["compilations_so_far"], str(stats["compilations_so_far"]))
+            + "</tr>"
+        )
+    return (
+        "<h3>Compilations per function</h3>"
+        '<p class="muted">Keras compiles its train, test (evaluate and validation) and predict functions '
+        "each on its own: a batch shape the train function compiled is new to the test function. Each new "
+        "input signature of a function is one XLA compilation of it.</p>"
+        + _table(["function", "calls", "steps", "expected compilations"], totals, "functions")
+        + _table(["call", "steps", "distinct", "new", "expected compilations", "function's so far"], rows, "calls")
+    )
+
+
 def _compile_table(section: RunData) -> str:
-    """Each profiled window's compile table: what compiled, at which step, for how long, for which input."""
+    """Each profiled window's compile table, and the test and predict calls' new signatures."""
     rows = []
     for i, r in enumerate(section.reports):
         for n, c in enumerate(r.get("compile_table") or ()):
             step, seconds = c.get("step"), c.get("compile_s")
             took = "cache hit" if c.get("cache_hit") else "-" if seconds is None else format_ms(seconds, 2)
             rows.append(
-                f'<tr class="compile" data-report="{i}" data-index="{n}"><td>{escape(_label(r, i))}</td>'
+                f'<tr class="compile" data-report="{i}" data-index="{n}" data-function="train">'
+                f'<td>{escape(_label(r, i))}</td><td>train</td>'
                 + _num("step", step, "-" if step is None else str(step))
                 + f'<td class="name">{escape(c.get("program"))}</td>'
                 + _num("compile_s", seconds, took)
                 + f'<td class="name">{escape(c.get("signature") or "-")}</td></tr>'
             )
+    for i, call in enumerate(section.calls):
+        stats = call.get("signatures") or {}
+        if stats.get("expected_compilations") is None:
+            continue
+        for n, entry in enumerate(stats.get("new") or ()):
+            step = entry.get("step")
+            rows.append(
+                f'<tr class="compile" data-call="{i}" data-index="{n}" data-function="{escape(call.get("function"))}">'
+                f'<td>{escape(_call_label(call))}</td><td>{escape(call.get("function"))}</td>'
+                + _num("step", step, "-" if step is None else str(step))
+                + '<td class="name">-</td>'
+                + _num("compile_s", None, "not profiled")
+                + f'<td class="name">{escape(_format_signature(entry.get("signature") or {}))}</td></tr>'
+            )
     if not rows:
         return ""
     return (
         "<h3>Compile table</h3>"
-        '<p class="muted">Every XLA compilation of the profiled windows (wall-clock time), and new '
-        "input signatures that found their program already compiled (cache hits).</p>"
-        + _table(["window", "step", "program", "compile time", "input signature"], rows, "compiles")
+        '<p class="muted">Every XLA compilation of the profiled windows (wall-clock time), new '
+        "input signatures that found their program already compiled (cache hits), and the compilations "
+        "the test and predict functions' new signatures cause (not profiled: no compile time).</p>"
+        + _table(["window or call", "function", "step", "program", "compile time", "input signature"], rows,
+                 "compiles")
     )
 
 

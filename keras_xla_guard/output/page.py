@@ -62,7 +62,8 @@ def write_run_html(
     the run ended at the top, XLA coverage per profiled epoch (plot),
     the top ops outside XLA by self time with their layer (bar chart),
     compilations over the run's steps with the new signatures and their
-    explanations (timeline), the signatures table, the `compare` result
+    explanations (timeline), the expected compilations of each function
+    (train, test, predict) and its calls, the signatures table, the `compare` result
     when given, and in a multi-worker run one section per worker, read
     from the workers' run files under `log_dir` (docs/html-report.md).
     The plots need the `html` extra (matplotlib).
@@ -90,7 +91,7 @@ def write_run_html(
     if engine.trace_dir != log_dir:
         sections = [read_run_file(f) for f in find_run_files(log_dir)]
     else:
-        sections = [RunData.of("", reports, engine.signatures, engine.compilations)]
+        sections = [RunData.of("", reports, engine.signatures, engine.calls, engine.compilations)]
     page = render_html(
         sections,
         exit_reason=exit_reason(engine),

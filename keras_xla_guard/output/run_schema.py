@@ -26,8 +26,10 @@ RUN_FILE = "xla_guard_reports.json"
 # The layout `save_run_file` writes and `read_run_file` reads: 1 added the
 # `version` key, and a report's `compile_time_s` became wall-clock (the sum
 # of its compile table's rows), the thread-summed figure moving to
-# `compile_thread_time_s`. A file without a version is version 0.
-RUN_FILE_VERSION = 1
+# `compile_thread_time_s`; 2 added `calls` (the test and predict functions'
+# calls) and each signature figure's `function`. A file without a version
+# is version 0; an older file reads with no calls.
+RUN_FILE_VERSION = 2
 # A run file holds a few kB per epoch; one this large is not one.
 MAX_RUN_FILE_BYTES = 256 << 20
 # Counts and steps beyond 2**53 have no exact JSON number, and durations
@@ -154,6 +156,8 @@ _SIGNATURE = _object(
 )
 _OP = _object({"op_type": _str, "op_name": _str, "self_time_s": _seconds, "count": _int},
               required=("op_type", "op_name", "self_time_s", "count"), strict=True)
+_PROGRAM = _object({"program": _str, "runs": _int, "time_s": _seconds},
+                   required=("program", "runs", "time_s"), strict=True)
 _COMPILE = _object(
     {"program": _str, "module": _str, "start_s": _optional(_offset), "compile_s": _optional(_seconds),
      "cache_hit": _bool, "step": _optional(_int), "signature": _optional(_str)},
@@ -175,7 +179,7 @@ _REPORT = _object(
         "xla_time_fraction": _optional(_fraction), "xla_executions": _optional(_int),
         "compilations": _optional(_int), "compile_time_s": _optional(_seconds),
         "compile_thread_time_s": _optional(_seconds), "transfer_time_s": _optional(_seconds),
-        "compiled_modules": _strings,
+        "programs": _list(_PROGRAM), "compiled_modules": _strings,
         "top_non_xla_ops": _list(_OP), "input_pipeline_time_s": _optional(_seconds),
         "eager_overhead_s": _optional(_seconds), "tracing_time_s": _optional(_seconds),
         "guard_op_time_s": _optional(_seconds), "notes": _strings, "distinct_signatures": _optional(_int),
@@ -187,14 +191,42 @@ _REPORT = _object(
     },
     required=("status",),
 )
-_EPOCH_SIGNATURES = _object(
+_FUNCTIONS = ("train", "test", "predict")
+
+
+def _one_of(*allowed: str) -> _Check:
+    def one_of(value: Any, field: str) -> str:
+        if value not in allowed:
+            raise _fail(field, f"one of {list(allowed)}", value)
+        return str(value)
+
+    return one_of
+
+
+def _signature_figures(epoch: _Check) -> _Check:
+    """`EpochSignatures.to_dict()`'s layout, with `epoch` checked by `epoch`."""
+    return _object(
+        {
+            "epoch": epoch, "steps": _int, "distinct_signatures": _int, "new_signatures": _int,
+            "expected_compilations": _optional(_int), "compilations_so_far": _int, "short_last_batch": _bool,
+            "explanations": _list(_EXPLANATION), "signatures": _list(_SIGNATURE),
+            "new": _list(_object({"signature": _SIGNATURE, "step": _optional(_int)}, required=("signature",))),
+            "function": _one_of(*_FUNCTIONS),
+        },
+        required=("epoch", "steps", "distinct_signatures", "new_signatures", "compilations_so_far"),
+    )
+
+
+_EPOCH_SIGNATURES = _signature_figures(_int)
+_CALL = _object(
     {
-        "epoch": _int, "steps": _int, "distinct_signatures": _int, "new_signatures": _int,
-        "expected_compilations": _optional(_int), "compilations_so_far": _int, "short_last_batch": _bool,
-        "explanations": _list(_EXPLANATION), "signatures": _list(_SIGNATURE),
-        "new": _list(_object({"signature": _SIGNATURE, "step": _optional(_int)}, required=("signature",))),
+        "function": _one_of("test", "predict"), "call": _int, "epoch": _optional(_int),
+        "kind": _one_of("validation", "evaluate", "predict"),
+        "signatures": _optional(_signature_figures(_optional(_int))), "signatures_unavailable": _optional(_str),
+        "compilations": _optional(_list(_COMPILATION)),
     },
-    required=("epoch", "steps", "distinct_signatures", "new_signatures", "compilations_so_far"),
+    required=("function", "call"),
+    strict=True,
 )
 _TOP = _object(
     {"version": _int, "worker": _optional(_str), "saved_at": _optional(_unix_time)}, required=("reports",)
@@ -250,13 +282,13 @@ def check_run_file(data: Any, where: str) -> dict[str, Any]:
         where: The file's path, for the error.
 
     Returns:
-        `{"version", "worker", "saved_at", "reports", "signatures",
-        "compilations"}`: the
-        version (`0` when the file has none), the worker's name or `None`,
-        the save time or `None`, and the reports (each completed to
-        `CoverageReport.to_dict()`'s layout) and signature figures as
-        lists in epoch order, and the epochs' counted compilations (JAX;
-        empty when the file has none).
+        `{"version", "worker", "saved_at", "reports", "signatures", "calls",
+        "compilations"}`: the version (`0` when the file has none), the
+        worker's name or `None`, the save time or `None`, the reports (each
+        completed to `CoverageReport.to_dict()`'s layout) and signature
+        figures as lists in epoch order, the test and predict calls in
+        order (`[]` before version 2), and the epochs' counted compilations
+        (JAX; `[]` when the file has none).
 
     Raises:
         RunFileError: If a field is missing, of the wrong type or out of
@@ -272,12 +304,13 @@ def check_run_file(data: Any, where: str) -> dict[str, Any]:
         reports = _by_epoch(top["reports"], "reports", _report if version >= 1 else _report_v0)
         signatures = top.get("signatures")
         stats = [] if signatures is None else _by_epoch(signatures, "signatures", _EPOCH_SIGNATURES)
+        calls = _list(_CALL)(top.get("calls", []), "calls")
         counted = top.get("compilations")
         compilations = [] if counted is None else _by_epoch(counted, "compilations", _EPOCH_COMPILATIONS)
     except _Bad as bad:
         raise RunFileError(f"{where!r} is not a readable run file: {bad.field}: {bad.problem}") from None
     return {"version": version, "worker": top.get("worker"), "saved_at": top.get("saved_at"),
-            "reports": reports, "signatures": stats, "compilations": compilations}
+            "reports": reports, "signatures": stats, "calls": calls, "compilations": compilations}
 
 
 # What the HTML page reads of a `compare` result (`CompareReport.to_dict()`,

@@ -4,8 +4,10 @@ Every guard leaves a run file, `xla_guard_reports.json`, beside its
 traces: the `RunFileSink` of a single-worker run writes it in `log_dir`,
 and each worker of a multi-worker run writes its own in
 `log_dir/<worker>/` (`distributed.ClusterSink`, through `save_run_file`).
-It holds each profiled epoch's `CoverageReport` and each epoch's
-`EpochSignatures` as `to_dict()` gives them, so `keras-xla-guard report
+It holds each profiled epoch's `CoverageReport`, each epoch's
+`EpochSignatures` and each test or predict call's `CallRecord` (`fit`'s
+validations, and `evaluate`/`predict` calls the guard was passed to, which
+are added to the file already in `log_dir`) as `to_dict()` gives them, so `keras-xla-guard report
 LOG_DIR --html`, the chief of a multi-worker run and
 `distributed.worker_coverage` read what TensorBoard shows without a
 TensorFlow import. Everything that reads it goes through `read_run_file`
@@ -37,8 +39,8 @@ from keras_xla_guard.output.run_schema import (
     check_compare,
     check_run_file,
 )
-from keras_xla_guard.runtime.sink import INCOMPLETE, EpochRecord
 from keras_xla_guard.runtime.compile_log import EpochCompilations
+from keras_xla_guard.runtime.sink import INCOMPLETE, CallRecord, EpochRecord
 from keras_xla_guard.signatures.tracker import EpochSignatures
 from keras_xla_guard.trace.report import CoverageReport
 
@@ -83,6 +85,9 @@ class RunData:
             otherwise.
         version: The run file's schema version; `0` for a file written
             before versions.
+        calls: `CallRecord.to_dict()` of each call of the test and predict
+            functions (validations, `evaluate`, `predict`), in order; empty
+            before version 2 or when none was tracked.
     """
 
     name: str
@@ -90,13 +95,19 @@ class RunData:
     signatures: tuple[Mapping[str, Any], ...] = ()
     saved_at: float | None = None
     version: int = RUN_FILE_VERSION
+    calls: tuple[Mapping[str, Any], ...] = ()
     compilations: tuple[Mapping[str, Any], ...] = ()
 
     @classmethod
     def of(
-        cls, name: str, reports: Iterable[Any], signatures: Iterable[Any] = (), compilations: Iterable[Any] = ()
+        cls,
+        name: str,
+        reports: Iterable[Any],
+        signatures: Iterable[Any] = (),
+        calls: Iterable[Any] = (),
+        compilations: Iterable[Any] = (),
     ) -> "RunData":
-        """Builds run data from `CoverageReport`s and `EpochSignatures` (or their dicts).
+        """Builds run data from `CoverageReport`s, `EpochSignatures`, `CallRecord`s and `EpochCompilations` (or dicts).
 
         Args:
             name: The worker's name; `""` for a single-worker run.
@@ -104,6 +115,7 @@ class RunData:
                 values in epoch order).
             signatures: The epochs' signature figures, in order. Defaults to
                 `()`.
+            calls: The test and predict calls, in order. Defaults to `()`.
             compilations: The epochs' counted compilations, in order.
                 Defaults to `()`.
 
@@ -116,7 +128,8 @@ class RunData:
                 items = [items[k] for k in sorted(items)]
             return tuple(i if isinstance(i, Mapping) else i.to_dict() for i in items)
 
-        return cls(name, as_dicts(reports), as_dicts(signatures), compilations=as_dicts(compilations))
+        return cls(name, as_dicts(reports), as_dicts(signatures), calls=as_dicts(calls),
+                   compilations=as_dicts(compilations))
 
     def coverage_reports(self) -> dict[int, CoverageReport]:
         """The reports of the run's epochs as `CoverageReport`s, keyed by epoch."""
@@ -127,20 +140,23 @@ class RunData:
 
 def save_run_file(
     directory: str | os.PathLike[str],
-    reports: Mapping[int, CoverageReport],
-    signatures: Mapping[int, EpochSignatures],
+    reports: Mapping[int, CoverageReport | Mapping[str, Any]],
+    signatures: Mapping[int, EpochSignatures | Mapping[str, Any]],
     worker: str | None = None,
-    compilations: Mapping[int, EpochCompilations] | None = None,
+    calls: Iterable[CallRecord | Mapping[str, Any]] = (),
+    compilations: Mapping[int, EpochCompilations | Mapping[str, Any]] | None = None,
 ) -> Path:
     """Rewrites `directory/xla_guard_reports.json` atomically (rename into place).
 
     Args:
         directory: The run's (or the worker's) directory.
-        reports: Reports keyed by epoch.
-        signatures: Signature figures keyed by epoch.
+        reports: Reports keyed by epoch (or their `to_dict()`).
+        signatures: Signature figures keyed by epoch (or their `to_dict()`).
         worker: The worker's name in a multi-worker run. Defaults to `None`.
-        compilations: Counted compilations keyed by epoch (JAX). Defaults
-            to `None` (none).
+        calls: The test and predict calls, in order (or their
+            `to_dict()`). Defaults to `()`.
+        compilations: Counted compilations keyed by epoch (JAX), or their
+            `to_dict()`. Defaults to `None` (none).
 
     Returns:
         The file's path.
@@ -153,14 +169,19 @@ def save_run_file(
         "version": RUN_FILE_VERSION,
         "worker": worker,
         "saved_at": time.time(),
-        "reports": {str(e): r.to_dict() for e, r in sorted(reports.items())},
-        "signatures": {str(e): s.to_dict() for e, s in sorted(signatures.items())},
+        "reports": {str(e): _as_dict(r) for e, r in sorted(reports.items())},
+        "signatures": {str(e): _as_dict(s) for e, s in sorted(signatures.items())},
+        "calls": [_as_dict(c) for c in calls],
     }
     if compilations:
-        data["compilations"] = {str(e): c.to_dict() for e, c in sorted(compilations.items())}
+        data["compilations"] = {str(e): _as_dict(c) for e, c in sorted(compilations.items())}
     tmp.write_text(json.dumps(data, indent=1))
     os.replace(tmp, path)
     return path
+
+
+def _as_dict(item: Any) -> Mapping[str, Any]:
+    return item if isinstance(item, Mapping) else item.to_dict()
 
 
 def read_run_file(path: str | os.PathLike[str]) -> RunData:
@@ -174,7 +195,8 @@ def read_run_file(path: str | os.PathLike[str]) -> RunData:
 
     Returns:
         Its `RunData`, named after the file's worker (`""` for a
-        single-worker run), reports and signatures in epoch order.
+        single-worker run), reports and signatures in epoch order, calls in
+        order.
 
     Raises:
         OSError: If the file cannot be read.
@@ -205,6 +227,7 @@ def read_run_file(path: str | os.PathLike[str]) -> RunData:
         tuple(checked["signatures"]),
         checked["saved_at"],
         checked["version"],
+        tuple(checked["calls"]),
         tuple(checked["compilations"]),
     )
 
@@ -315,6 +338,9 @@ class RunFileSink:
 
     Rewrites `<directory>/xla_guard_reports.json` whenever an epoch's
     record comes in, so the file is there even when training ends early.
+    A new run (`fit`) starts a new file; an `evaluate` or `predict` call
+    outside `fit` (`write_call`) is added to the file already there, so
+    the calls after a `fit` land beside its epochs.
 
     Args:
         directory: The run's log dir.
@@ -322,13 +348,15 @@ class RunFileSink:
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory)
-        self._reports: dict[int, CoverageReport] = {}
-        self._signatures: dict[int, EpochSignatures] = {}
-        self._compilations: dict[int, EpochCompilations] = {}
+        self._reports: dict[int, CoverageReport | Mapping[str, Any]] = {}
+        self._signatures: dict[int, EpochSignatures | Mapping[str, Any]] = {}
+        self._calls: list[CallRecord | Mapping[str, Any]] = []
+        self._written = False
+        self._compilations: dict[int, EpochCompilations | Mapping[str, Any]] = {}
         self._lock = threading.Lock()
 
     def write_epoch(self, record: EpochRecord) -> None:
-        """Adds (or replaces) one epoch's report and signature figures, and saves."""
+        """Adds (or replaces) one epoch's report, signature figures and validation calls, and saves."""
         with self._lock:
             if record.report is not None:
                 self._reports[record.epoch] = record.report
@@ -336,6 +364,28 @@ class RunFileSink:
                 self._signatures[record.epoch] = record.signatures
             if record.compilations is not None:
                 self._compilations[record.epoch] = record.compilations
+            self._calls.extend(record.calls)
+            self._save()
+
+    def write_call(self, record: CallRecord) -> None:
+        """Adds an `evaluate` or `predict` call to the run file in the directory, and saves.
+
+        A sink that has written nothing yet (the call came outside a run)
+        first takes over the file already there, if it reads; one that
+        does not read is replaced.
+        """
+        with self._lock:
+            if not self._written and (self.directory / RUN_FILE).is_file():
+                try:
+                    existing = read_run_file(self.directory)
+                except (OSError, RunFileError):
+                    existing = None
+                if existing is not None and not existing.name:
+                    self._reports = {int(r["epoch"]): r for r in existing.reports if r.get("epoch") is not None}
+                    self._signatures = {int(s["epoch"]): s for s in existing.signatures}
+                    self._calls = list(existing.calls)
+                    self._compilations = {int(c["epoch"]): c for c in existing.compilations}
+            self._calls.append(record)
             self._save()
 
     def close(self, records: Mapping[int, EpochRecord]) -> None:
@@ -345,4 +395,6 @@ class RunFileSink:
         """
 
     def _save(self) -> None:
-        save_run_file(self.directory, self._reports, self._signatures, compilations=self._compilations)
+        save_run_file(self.directory, self._reports, self._signatures, calls=self._calls,
+                      compilations=self._compilations)
+        self._written = True

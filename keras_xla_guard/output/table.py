@@ -18,11 +18,13 @@ _HEADER = (
     "launches",
     "compiles",
     "compile time",
+    "compile, summed over threads",
     "input",
+    "device transfers",
     "top op outside XLA",
 )
 # Text columns are left-aligned, numbers right-aligned.
-_LEFT = (True, True, False, False, False, False, False, False, False, True)
+_LEFT = (True, True, False, False, False, False, False, False, False, False, False, True)
 
 
 def printable(text: str) -> str:
@@ -115,7 +117,9 @@ def _row(run: str, host: str, report: CoverageReport) -> list[str]:
         str(report.xla_executions),
         str(report.compilations),
         format_ms(report.compile_time_s),
+        "-" if report.compile_thread_time_s is None else format_ms(report.compile_thread_time_s),
         format_ms(report.input_pipeline_time_s),
+        "-" if report.transfer_time_s is None else format_ms(report.transfer_time_s),
         _top_op(report),
     ]
 

@@ -25,15 +25,17 @@ from keras_xla_guard.output.compilations import (
     unexplained_note,
 )
 from keras_xla_guard.runtime.compile_log import EpochCompilations
-from keras_xla_guard.runtime.sink import EpochRecord
+from keras_xla_guard.runtime.sink import CallRecord, EpochRecord
 from keras_xla_guard.trace._text import format_ms
 from keras_xla_guard.signatures import EpochSignatures
 from keras_xla_guard.trace.analysis import combine_reports
 from keras_xla_guard.trace.report import CoverageReport
 
 __all__ = [
+    "DEVICE_TAGS",
     "JAX_SKIPPED_TAGS",
     "LAYOUT_CATEGORY",
+    "PROGRAM_TAG",
     "SCALAR_TAGS",
     "SIGNATURE_TAGS",
     "WORKER_TAGS",
@@ -45,6 +47,7 @@ __all__ = [
     "layout_proto",
     "markdown_table",
     "report_markdown",
+    "report_scalars",
     "signatures_markdown",
     "signatures_unavailable_markdown",
     "unprofiled_markdown",
@@ -64,8 +67,15 @@ SCALAR_TAGS: dict[str, Any] = {
     f"{PREFIX}/xla_executions": lambda r: r.xla_executions,
     f"{PREFIX}/compilations": lambda r: r.compilations,
     f"{PREFIX}/compile_time_s": lambda r: r.compile_time_s,
+    f"{PREFIX}/compile_thread_time_s": lambda r: r.compile_thread_time_s,
     f"{PREFIX}/input_pipeline_time_s": lambda r: r.input_pipeline_time_s,
 }
+# Figures only device traces have (`None` on host traces): written when set.
+DEVICE_TAGS: dict[str, Any] = {
+    f"{PREFIX}/transfer_time_s": lambda r: r.transfer_time_s,
+}
+# Each XLA program's device time: `PROGRAM_TAG.format(program=..., figure="time_s"|"runs")`.
+PROGRAM_TAG = PREFIX + "/program/{program}/{figure}"
 # Under JAX every step is one XLA program: the coverage tags would read 100%
 # (or 0 s of plain ops) by construction, so a JAX window does not write them.
 JAX_SKIPPED_TAGS = frozenset(
@@ -73,6 +83,9 @@ JAX_SKIPPED_TAGS = frozenset(
 )
 # Tag suffix -> how to read it from an epoch's `EpochSignatures`; written for
 # every epoch with observed steps (`expected_compilations` only under XLA).
+# A test or predict call writes the same figures under its kind:
+# `validation/...` at its epoch, `evaluate/...` and `predict/...` at its
+# call number (`CallRecord.kind` names the prefix).
 SIGNATURE_TAGS: dict[str, Any] = {
     "distinct_signatures": lambda s: s.distinct_signatures,
     "new_signatures": lambda s: s.new_signatures,
@@ -203,6 +216,24 @@ def _jax_report_markdown(report: CoverageReport) -> str:
     return "\n".join(parts)
 
 
+def report_scalars(report: CoverageReport) -> dict[str, float]:
+    """Every scalar a measured report writes: tag -> value.
+
+    Args:
+        report: An ok report.
+
+    Returns:
+        `SCALAR_TAGS`' figures, `DEVICE_TAGS`' that are set, and each XLA
+        program's device time and runs (`PROGRAM_TAG`).
+    """
+    scalars = {tag: float(read(report)) for tag, read in SCALAR_TAGS.items()}
+    scalars.update({tag: float(value) for tag, read in DEVICE_TAGS.items() if (value := read(report)) is not None})
+    for p in report.programs:
+        scalars[PROGRAM_TAG.format(program=p.program, figure="time_s")] = p.time_s
+        scalars[PROGRAM_TAG.format(program=p.program, figure="runs")] = float(p.runs)
+    return scalars
+
+
 def report_markdown(report: CoverageReport) -> str:
     """Renders a report as Markdown: a headline and the top non-XLA ops.
 
@@ -217,13 +248,21 @@ def report_markdown(report: CoverageReport) -> str:
     if report.backend == "jax":
         return _jax_report_markdown(report)
     steps = f" over {report.steps_profiled} steps" if report.steps_profiled is not None else ""
+    transfers = ("" if report.transfer_time_s is None
+                 else f"; {report.transfer_time_s * 1e3:.2f} ms device transfers, not counted")
     parts = [
         f"**XLA coverage: {100 * report.xla_time_fraction:.1f}%** of op time{steps} ran inside "
         f"XLA executables ({report.xla_time_s * 1e3:.2f} ms XLA, "
         f"{report.non_xla_op_time_s * 1e3:.2f} ms plain TF ops; "
-        f"{report.compilations} compilation(s), {report.compile_time_s * 1e3:.1f} ms).",
+        f"{report.compilations} compilation(s), {report.compile_time_s * 1e3:.1f} ms wall-clock, "
+        f"{report.compile_thread_time_s * 1e3:.1f} ms summed over threads{transfers}).",
         "",
     ]
+    if report.programs:
+        parts += [markdown_table(
+            ["XLA program", "device time (ms):", "runs:"],
+            ([p.program, f"{p.time_s * 1e3:.3f}", p.runs] for p in report.programs),
+        ), ""]
     if report.top_non_xla_ops:
         parts.append(
             markdown_table(
@@ -265,22 +304,27 @@ def compiles_markdown(report: CoverageReport) -> str:
 
 
 def signatures_markdown(stats: EpochSignatures) -> str:
-    """Renders an epoch's input signatures and their explanation as Markdown.
+    """Renders an epoch's (or a call's) input signatures and their explanation as Markdown.
 
     Args:
         stats: The epoch's signature figures.
 
     Returns:
-        Markdown text: a headline, one bullet per explanation and the
-        recommended tf.data code as a code block.
+        Markdown text: a headline (naming the function when it is not the
+        train function), one bullet per explanation and the recommended
+        tf.data code as a code block.
     """
     expected = (
-        f", {stats.expected_compilations} expected XLA compilation(s)"
+        f", {stats.expected_compilations} expected XLA compilation(s) "
+        f"({stats.compilations_so_far} for this function so far)"
+        if stats.expected_compilations is not None and stats.function != "train"
+        else f", {stats.expected_compilations} expected XLA compilation(s)"
         if stats.expected_compilations is not None
         else ""
     )
+    of = "" if stats.function == "train" else f" of the {escape_markdown(stats.function)} function"
     parts = [
-        f"**Input signatures: {stats.distinct_signatures} distinct, {stats.new_signatures} new** "
+        f"**Input signatures{of}: {stats.distinct_signatures} distinct, {stats.new_signatures} new** "
         f"over {stats.steps} steps{expected}.",
         "",
     ]
@@ -495,8 +539,17 @@ def layout_proto(counted_compilations: bool = False) -> Any:
                         "expected_compilations",
                         "new_signatures",
                     ),
-                    chart("Compile time (s)", "compile_time_s"),
+                    # The test function compiles on its own: the validation's
+                    # compilations beside the train function's, per epoch.
+                    chart(
+                        "Expected compilations: train vs validation",
+                        "expected_compilations",
+                        "validation/expected_compilations",
+                    ),
+                    chart("Compile time (s): wall-clock, and summed over threads",
+                          "compile_time_s", "compile_thread_time_s"),
                     chart("Input pipeline time (s)", "input_pipeline_time_s"),
+                    chart("Device transfers (s)", "transfer_time_s"),
                 ],
             )
         ]
@@ -593,9 +646,9 @@ class SummaryWriter:
         with self._lock:
             self.write_layout()
             if report.status == "ok":
-                for tag, read in SCALAR_TAGS.items():
+                for tag, value in report_scalars(report).items():
                     if report.backend != "jax" or tag not in JAX_SKIPPED_TAGS:
-                        self._write(scalar_pb(tag, float(read(report))), step)
+                        self._write(scalar_pb(tag, value), step)
             self._write(text_pb(f"{PREFIX}/report", report_markdown(report)), step)
             self._writer.flush()
 
@@ -643,7 +696,10 @@ class TensorBoardSink:
     """The engine's `ReportSink` for TensorBoard: one event file per run directory.
 
     Reports become `xla_guard/...` scalars and a text table, signature
-    figures become scalars and text, all at step = epoch. The event file is
+    figures become scalars and text, all at step = epoch; a validation's
+    figures go under `xla_guard/validation/...` at its epoch, an
+    `evaluate` or `predict` call's under `xla_guard/evaluate/...` or
+    `xla_guard/predict/...` at its call number. The event file is
     opened at the first write, so a run that measures nothing leaves none.
 
     Args:
@@ -688,6 +744,31 @@ class TensorBoardSink:
         if record.compilations is not None:
             self.writer.write_scalars(compilation_scalars(record.compilations), step=epoch)
             self.writer.write_text("counted_compilations", compilations_markdown(record.compilations), step=epoch)
+        for call in record.calls:
+            self._write_call(call, step=epoch)
+
+    def write_call(self, record: CallRecord) -> None:
+        """Writes an `evaluate` or `predict` call outside `fit` at its call number.
+
+        Under `xla_guard/evaluate/...` or `xla_guard/predict/...`: the
+        signature scalars and their explanation (or why there are none).
+        """
+        self._write_call(record, step=record.call)
+
+    def _write_call(self, call: CallRecord, step: int) -> None:
+        prefix = call.kind
+        if call.compilations is not None:
+            counted = EpochCompilations(step, call.compilations)
+            self.writer.write_scalars({f"{prefix}/compilations": counted.count(call.function),
+                                       f"{prefix}/compile_time_s": counted.seconds(call.function)}, step=step)
+        stats = call.signatures
+        if stats is not None:
+            values = {f"{prefix}/{tag}": read(stats) for tag, read in SIGNATURE_TAGS.items()}
+            self.writer.write_scalars({tag: value for tag, value in values.items() if value is not None}, step=step)
+            self.writer.write_text(f"{prefix}/signatures", signatures_markdown(stats), step=step)
+        elif call.signatures_unavailable is not None:
+            self.writer.write_text(f"{prefix}/signatures",
+                                   signatures_unavailable_markdown(call.signatures_unavailable), step=step)
 
     def close(self, records: Mapping[int, EpochRecord]) -> None:
         """Flushes and closes the event file."""

@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -38,9 +39,9 @@ from keras_xla_guard.runtime.config import (
 from keras_xla_guard.runtime.epochs import EpochAssembly
 from keras_xla_guard.runtime.policy import CompilationPolicy
 from keras_xla_guard.runtime.profiler import ProfilerSession, SessionLostError, stop_stale_session
-from keras_xla_guard.runtime.sink import INCOMPLETE, EpochRecord, ReportSink
+from keras_xla_guard.runtime.sink import INCOMPLETE, CallRecord, EpochRecord, ReportSink
 from keras_xla_guard.signatures.signature import Signature
-from keras_xla_guard.signatures.tracker import EpochSignatures, SignatureTracker
+from keras_xla_guard.signatures.tracker import FUNCTIONS, EpochSignatures, SignatureTracker
 from keras_xla_guard.trace.analysis import analyze_xspace, combine_reports
 from keras_xla_guard.trace.report import CoverageReport
 from keras_xla_guard.trace.xplane import host_of, open_xspace
@@ -60,6 +61,8 @@ NoteProvider = Callable[[CoverageReport], list[str]]
 # Builds a run's sinks from the config, fresh for each run.
 SinkFactory = Callable[[GuardConfig], Sequence[ReportSink]]
 _XLA_MODES = ("jit_compile", "autoclustering", None)
+# The functions `call_begin` opens a call of (the train function's calls are epochs).
+_CALL_FUNCTIONS = tuple(f for f in FUNCTIONS if f != "train")
 # The analysis thread's name prefix: reading `reports` there must not wait
 # for the analysis it is part of.
 _THREAD_PREFIX = "keras_xla_guard"
@@ -105,6 +108,42 @@ def _never_raises(method: _F) -> _F:
             return None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _program_ref(program: Any) -> Callable[[], Any]:
+    """A reference to a compiled function that does not keep it alive (where it can)."""
+    if program is None:
+        return lambda: None
+    try:
+        return weakref.ref(program)
+    except TypeError:
+        return lambda: program
+
+
+@dataclasses.dataclass
+class _Function:
+    """A test or predict function's signatures, kept while Keras keeps the same function."""
+
+    program: Callable[[], Any]
+    tracker: SignatureTracker
+
+    def serves(self, program: Any, xla: bool) -> bool:
+        """Whether a call of `program` continues this function (its compiled programs are cached)."""
+        return program is not None and self.program() is program and self.tracker.xla == xla
+
+
+@dataclasses.dataclass
+class _OpenCall:
+    """A test or predict call between `call_begin` and `call_end`."""
+
+    call: int
+    epoch: int | None
+    unavailable: str | None = None
+    # A call outside a run publishes through sinks of its own.
+    sinks: list[ReportSink] | None = None
+    # A call outside a run counts its compilations itself (JAX).
+    log: CompileLog | None = None
+    unwatch: Callable[[], None] | None = None
 
 
 @dataclasses.dataclass
@@ -217,6 +256,14 @@ class XlaGuardEngine:
         self._violation: str | None = None
         self._ended = False
         self._tracker = SignatureTracker()
+        self._train_program: Callable[[], Any] = _program_ref(None)
+        self._functions: dict[str, _Function] = {}
+        self._open_calls: dict[str, _OpenCall] = {}
+        self._call_counts: dict[str, int] = {}
+        self._calls: list[CallRecord] = []
+        self._unavailable_warned: set[str] = set()
+        self._running = False
+        self._in_epoch = False
         self._signature_stats: dict[int, EpochSignatures] = {}
         self._persistent_cache = self.backend.persistent_cache()
         self._signatures_unavailable: str | None = None
@@ -286,6 +333,16 @@ class XlaGuardEngine:
             return dict(sorted(self._signature_stats.items()))
 
     @property
+    def calls(self) -> tuple[CallRecord, ...]:
+        """Every finished call of the test and predict functions, in order.
+
+        Validations inside `fit` (`epoch` set) and `evaluate`/`predict`
+        calls outside it (`epoch` `None`); see `call_begin`.
+        """
+        with self._lock:
+            return tuple(self._calls)
+
+    @property
     def compilations(self) -> dict[int, EpochCompilations]:
         """Every finished epoch's compilations as the backend counted them, keyed by epoch.
 
@@ -333,19 +390,27 @@ class XlaGuardEngine:
             return
         self.observe_signature(signature, step=step)
 
-    def observe_signature(self, signature: Signature, step: int | None = None, count: int = 1) -> None:
-        """Records `count` consecutive training steps run with `signature`.
+    def observe_signature(
+        self, signature: Signature, step: int | None = None, count: int = 1, *, function: str = "train"
+    ) -> None:
+        """Records `count` consecutive steps of `function` run with `signature`.
 
         Args:
             signature: The steps' input signature.
-            step: 0-based index of the first of them within the epoch.
+            step: 0-based index of the first of them within the epoch (or
+                the test or predict call).
             count: Number of steps. Defaults to `1`.
+            function: `"train"`, or `"test"` / `"predict"` inside a call
+                that `call_begin` opened. Defaults to `"train"`.
 
         Raises:
             RecompilationLimitError: With `on_violation="raise"`, when the
-                epoch exceeds `max_compilations`.
+                epoch exceeds `max_compilations` (train steps only).
         """
         try:
+            if function != "train":
+                self._call_tracker(function).observe(signature, step=step, count=count)
+                return
             self._tracker.observe(signature, step=step, count=count)
             self._check_compilations()
         except RecompilationLimitError:
@@ -353,16 +418,24 @@ class XlaGuardEngine:
         except Exception as e:  # noqa: BLE001 - the guard must not break training
             self._warn(f"signature tracking failed: {type(e).__name__}: {e}")
 
-    def signatures_unavailable(self, reason: str) -> None:
-        """Marks this run's input-signature figures unavailable; warns once.
+    def signatures_unavailable(self, reason: str, *, function: str = "train") -> None:
+        """Marks this run's input-signature figures of `function` unavailable; warns once.
 
-        From the current epoch on, the epochs' signature figures are `None`
-        (never a partial count), `max_compilations` and the megamorphic
-        warning are off, and reports, console and TensorBoard say why.
+        For `"train"`: from the current epoch on, the epochs' signature
+        figures are `None` (never a partial count), `max_compilations` and
+        the megamorphic warning are off, and reports, console and
+        TensorBoard say why. For `"test"` or `"predict"`: the open call's
+        figures are `None` and its `CallRecord` says why (one warning per
+        function).
 
         Args:
             reason: What could not be recorded, naming the Keras version.
+            function: The function whose batches could not be recorded.
+                Defaults to `"train"`.
         """
+        if function != "train":
+            self._call_unavailable(function, reason)
+            return
         if self._signatures_unavailable is not None:
             return
         self._signatures_unavailable = reason
@@ -372,6 +445,102 @@ class XlaGuardEngine:
             "(reported as unavailable, not 0). Pass the training dataset through "
             "guard.observe(dataset) to record it without Keras internals."
         )
+
+    def call_begin(self, function: str, *, xla_mode: str | None = None, program: Any = None) -> None:
+        """A call of the test or predict function begins.
+
+        Inside an epoch of a run (between `epoch_begin` and `epoch_end`)
+        the call is that epoch's validation and comes with the epoch's
+        `EpochRecord.calls`; otherwise (`evaluate` or `predict` outside
+        `fit`) `call_end` hands its `CallRecord` to the sinks' `write_call`,
+        through fresh sinks when no run is going on. Steps of the call are
+        reported with `observe_signature(..., function=function)`; the
+        profiling window is closed first (a window holds train steps only).
+
+        Each function keeps its own signatures across its calls while
+        `program` is the same object: a signature a validation compiled is
+        no compilation in a later `evaluate` (Keras caches its compiled
+        test function); a new `program` (e.g. after `model.compile`) starts
+        afresh.
+
+        Args:
+            function: `"test"` or `"predict"`.
+            xla_mode: How the function is compiled, as for `train_begin`
+                (`"jit_compile"`, `"autoclustering"` or `None`). Defaults
+                to `None`.
+            program: The framework's function object (Keras'
+                `model.test_function`), compared by identity. Defaults to
+                `None`: a new function at every call.
+
+        Raises:
+            ValueError: If `function` or `xla_mode` is invalid.
+        """
+        if function not in _CALL_FUNCTIONS:
+            raise ValueError(f"`function` must be one of {_CALL_FUNCTIONS} (the train function's calls are "
+                             f"epochs). Received: function={function!r}")
+        if xla_mode not in _XLA_MODES:
+            raise ValueError(f"`xla_mode` must be one of {_XLA_MODES}. Received: xla_mode={xla_mode!r}")
+        self._begin_call(function, xla_mode, program)
+
+    @_never_raises
+    def _begin_call(self, function: str, xla_mode: str | None, program: Any) -> None:
+        self._stop_window()
+        state = self._functions.get(function)
+        xla = xla_mode is not None
+        if state is None or not state.serves(program, xla):
+            state = self._functions[function] = _Function(
+                _program_ref(program), SignatureTracker(xla=xla, function=function)
+            )
+        call = self._call_counts.get(function, 0)
+        self._call_counts[function] = call + 1
+        epoch = self._epoch if self._running and self._in_epoch else None
+        sinks = None
+        if not self._running:
+            sinks = list(self._sinks(self.config)) if callable(self._sinks) else list(self._sinks)
+        opened = self._open_calls[function] = _OpenCall(call, epoch, sinks=sinks)
+        if not self._running:
+            log = CompileLog(self._programs)
+            opened.unwatch = self.backend.watch_compiles(log.on_phase)
+            opened.log = log if opened.unwatch is not None else None
+        state.tracker.begin_epoch(epoch)
+
+    @_never_raises
+    def call_end(self, function: str) -> CallRecord | None:
+        """The call of `function` that `call_begin` opened ends: its figures are published.
+
+        Args:
+            function: `"test"` or `"predict"`.
+
+        Returns:
+            The call's `CallRecord`; `None` when no call of `function` is
+            open.
+        """
+        opened = self._open_calls.pop(function, None)
+        if opened is None:
+            return None
+        compiled = None
+        if opened.log is not None and opened.unwatch is not None:
+            opened.unwatch()
+            compiled = opened.log.take(None).rows
+        stats: EpochSignatures | None = self._functions[function].tracker.end_epoch()
+        if opened.unavailable is not None or (stats is not None and stats.steps == 0):
+            stats = None
+        if compiled is not None:
+            compiled = tuple(dataclasses.replace(row, epoch=None) for row in compiled)
+        record = CallRecord(function, opened.call, opened.epoch, stats, opened.unavailable, compiled)
+        with self._lock:
+            self._calls.append(record)
+            if opened.epoch is not None:
+                self._epochs_open.add_call(opened.epoch, record)
+                return record
+        sinks = opened.sinks if opened.sinks is not None else self._run_sinks
+        for sink in sinks:
+            if hasattr(sink, "write_call"):
+                self._to_sink(sink, "write_call", record)
+        if opened.sinks is not None:
+            for sink in opened.sinks:
+                self._to_sink(sink, "close", {})
+        return record
 
     def wait(self, timeout: float | None = None) -> None:
         """Blocks until every submitted trace analysis has finished.
@@ -392,6 +561,7 @@ class XlaGuardEngine:
         sinks: Sequence[ReportSink] | None = None,
         not_profiled: str | None = None,
         skip_first_step: bool = False,
+        program: Any = None,
     ) -> None:
         """Starts a training run.
 
@@ -422,6 +592,12 @@ class XlaGuardEngine:
                 groups there, on other threads than the step's, and
                 TensorFlow's profiler stop can abort the process on such
                 events (docs/multiworker.md). Defaults to `False`.
+            program: The framework's train function (Keras'
+                `model.train_function`), compared by identity: a run of
+                the same function as the previous run keeps its
+                signatures, since its compiled programs are cached (a
+                second `fit` of a model compiles nothing again). Defaults
+                to `None`: every run starts afresh.
 
         Raises:
             ValueError: If `xla_mode` or `steps_per_call` is invalid.
@@ -430,7 +606,7 @@ class XlaGuardEngine:
             raise ValueError(f"`xla_mode` must be one of {_XLA_MODES}. Received: xla_mode={xla_mode!r}")
         check_int("steps_per_call", steps_per_call, minimum=1)
         self._begin_run(epochs, xla_mode, steps_per_call, trace_dir, sinks, not_profiled,
-                        skip_first_step)
+                        skip_first_step, program)
 
     @_never_raises
     def _begin_run(
@@ -442,6 +618,7 @@ class XlaGuardEngine:
         sinks: Sequence[ReportSink] | None,
         not_profiled: str | None,
         skip_first_step: bool,
+        program: Any,
     ) -> None:
         # This guard's window that an exception left open belongs to a run
         # that is over; another guard's session is stopped only when stale.
@@ -460,7 +637,12 @@ class XlaGuardEngine:
             self._run_sinks = list(self._sinks(self.config))
         else:
             self._run_sinks = list(self._sinks)
-        self._tracker = SignatureTracker(xla=xla_mode is not None)
+        xla = xla_mode is not None
+        if program is None or self._train_program() is not program or self._tracker.xla != xla:
+            self._tracker = SignatureTracker(xla=xla)
+        self._train_program = _program_ref(program)
+        self._running = True
+        self._in_epoch = False
         self._persistent_cache = self.backend.persistent_cache()
         self._watch_compiles()
         self._policy.reset()
@@ -478,6 +660,7 @@ class XlaGuardEngine:
             steps: Steps the epoch will run, if known.
         """
         self._epoch = epoch
+        self._in_epoch = True
         if self._first_epoch is None:
             self._plan_run(epoch)
             self._first_epoch = epoch
@@ -569,6 +752,7 @@ class XlaGuardEngine:
                 )
             )
         self._pending_epoch = None
+        self._in_epoch = False
         self._finish_signatures(epoch)
 
     @_never_raises
@@ -607,6 +791,8 @@ class XlaGuardEngine:
             self._to_sink(sink, "close", records)
         self._run_sinks = []
         self._unwatch_compiles()
+        self._running = False
+        self._in_epoch = False
         self._ended = True
 
     def abort(self, error: BaseException | None = None) -> None:
@@ -860,6 +1046,26 @@ class XlaGuardEngine:
             getattr(sink, method)(*args)
         except Exception as e:  # noqa: BLE001 - the figures themselves are fine
             self._warn(f"{type(sink).__name__}.{method} failed: {type(e).__name__}: {e}")
+
+    def _call_tracker(self, function: str) -> SignatureTracker:
+        """The tracker of `function`'s open call."""
+        if function not in self._open_calls:
+            raise RuntimeError(f"no call of the {function!r} function is open (call_begin({function!r}) first)")
+        return self._functions[function].tracker
+
+    def _call_unavailable(self, function: str, reason: str) -> None:
+        """Marks the open call of `function` unavailable; warns once per function."""
+        opened = self._open_calls.get(function)
+        if opened is None or opened.unavailable is not None:
+            return
+        opened.unavailable = reason
+        if function in self._unavailable_warned:
+            return
+        self._unavailable_warned.add(function)
+        self._warn(
+            f"input signatures of the {function} function are unavailable: {reason}. Its signature "
+            "counts and expected compilations are reported as unavailable, not 0."
+        )
 
     def _finish_signatures(self, epoch: int) -> None:
         stats: EpochSignatures | None = self._tracker.end_epoch()

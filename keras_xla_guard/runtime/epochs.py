@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from keras_xla_guard.runtime.compile_log import EpochCompilations
-from keras_xla_guard.runtime.sink import EpochRecord
+from keras_xla_guard.runtime.sink import CallRecord, EpochRecord
 from keras_xla_guard.signatures.tracker import EpochSignatures
 from keras_xla_guard.trace.compiles import attribute_compiles
 from keras_xla_guard.trace.report import CoverageReport
@@ -33,6 +33,8 @@ class _Parts:
     # `(first step, steps)` of the epoch's profiling window.
     window: tuple[int, int] | None = None
     compilations: EpochCompilations | None = None
+    # Test or predict calls made inside the epoch (validation).
+    calls: list[CallRecord] = dataclasses.field(default_factory=list)
 
 
 class EpochAssembly:
@@ -94,6 +96,10 @@ class EpochAssembly:
         parts.compilations = compilations
         return self._complete(epoch)
 
+    def add_call(self, epoch: int, call: CallRecord) -> None:
+        """Takes a test or predict call made inside `epoch` (its validation)."""
+        self._parts.setdefault(epoch, _Parts()).calls.append(call)
+
     def abandon(self, epoch: int, report: CoverageReport) -> EpochRecord | None:
         """Ends `epoch` with `report` now: the epoch will not end normally."""
         parts = self._parts.setdefault(epoch, _Parts())
@@ -123,9 +129,11 @@ class EpochAssembly:
                 report = join_signatures(report, parts.signatures, parts.window)
             elif parts.unavailable is not None:
                 report = dataclasses.replace(report, signatures_unavailable=parts.unavailable)
-        if report is None and parts.signatures is None and parts.unavailable is None and parts.compilations is None:
+        if (report is None and parts.signatures is None and parts.unavailable is None and not parts.calls
+                and parts.compilations is None):
             return None
-        return EpochRecord(epoch, report, parts.signatures, parts.unavailable, parts.compilations)
+        return EpochRecord(epoch, report, parts.signatures, parts.unavailable, calls=tuple(parts.calls),
+                           compilations=parts.compilations)
 
 
 def join_signatures(

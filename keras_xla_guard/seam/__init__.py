@@ -10,7 +10,7 @@ contract (`_flavour.py`):
 - `keras3`: Keras 3 on TensorFlow (closure cells of the train function,
   `fit`'s `epoch_iterator`);
 - `tf_keras`: tf_keras / Keras 2 (`fit`'s `data_handler`);
-- `keras3_jax`: Keras 3 on JAX (the train function's Python iterator of
+- `keras3_jax`: Keras 3 on JAX (the functions' Python iterators of
   batches, the jitted steps' names), with `host_tap` (`HostTap`, batches
   recorded in Python);
 - `tap`: `InputTap`, the TensorFlow mechanics that record each batch's
@@ -22,7 +22,10 @@ contract (`_flavour.py`):
 `attach` decides at `on_train_begin` which flavour fits the model (by its
 Keras and the backend it runs on) and whether it can record; the guard then
 checks every epoch that it recorded one batch per step that ran (see
-`keras_xla_guard.signature_feed.SignatureFeed`). Anything that does
+`keras_xla_guard.signature_feed.SignatureFeed`). The test and predict
+functions are attached the same way for each call, at `on_test_begin`
+(validation inside `fit`, `evaluate`) and `on_predict_begin`
+(`attach(..., function="test")`). Anything that does
 not fit becomes an `XlaGuardWarning` naming the Keras version, never a
 silent zero. `docs/compatibility.md` lists each contact and the versions
 it was verified on. Users who want none of this call
@@ -47,6 +50,7 @@ __all__ = [
     "attach",
     "build_for_training",
     "compiled_programs",
+    "keras_function",
     "flavour_of",
     "keras_backend",
     "keras_version",
@@ -61,9 +65,9 @@ _MAX_FRAMES = 12
 # Rows of the ring: more than the batches recorded between two reads.
 _RING_ROWS = 4096
 
-# Keras' train function -> {repr(element_spec): (tap, recording function)}.
-# Weak keys: a recompiled model builds a new train function and the old
-# entry goes with the old function.
+# Keras' train (test, predict) function -> {repr(element_spec): (tap,
+# recording function)}. Weak keys: a recompiled model builds new functions
+# and the old entries go with the old functions.
 _TAPPED: "weakref.WeakKeyDictionary[Any, dict[str, tuple[Any, Any]]]" = weakref.WeakKeyDictionary()
 
 
@@ -150,22 +154,8 @@ def compiled_programs(model: Any) -> dict[str, str]:
     if flavour is None or flavour.BACKEND != "jax":
         return {}
     from keras_xla_guard.seam import keras3_jax
-    from keras_xla_guard.seam._recording import unwrap
 
-    if getattr(model, "train_function", None) is not None:
-        # The guard's recording wrapper hides Keras' closure; read Keras' own.
-        model_view = _Functions(model, unwrap(model.train_function))
-        return keras3_jax.programs(model_view)
-    return keras3_jax.programs(model)
-
-
-class _Functions:
-    """A model's compiled functions with the train function replaced (read-only view)."""
-
-    def __init__(self, model: Any, train_function: Any) -> None:
-        self.train_function = train_function
-        self.test_function = getattr(model, "test_function", None)
-        self.predict_function = getattr(model, "predict_function", None)
+    return keras3_jax.programs({function: keras_function(model, function) for function in ("train", "test", "predict")})
 
 
 def steps_per_execution(model: Any) -> int:
@@ -206,6 +196,8 @@ class Attachment:
     Attributes:
         flavour: `"keras3"`, `"tf_keras"` or `None` (no flavour fits).
         keras: The Keras that runs the model, e.g. `"keras 3.15.1"`.
+        function: The Keras function attached: `"train"`, `"test"` or
+            `"predict"`.
         recording: Whether batches will be recorded.
         reason: Why not, when `recording` is false.
         exit_hook: Whether an exception leaving an epoch reaches `on_abort`.
@@ -213,6 +205,7 @@ class Attachment:
 
     flavour: str | None
     keras: str
+    function: str = "train"
     recording: bool = False
     reason: str = ""
     exit_hook: bool = False
@@ -220,7 +213,7 @@ class Attachment:
     _tap: Any = field(default=None, repr=False)
 
     def arm(self) -> None:
-        """An epoch of this `fit` begins (see `TrainFunctionTap`)."""
+        """An epoch of this `fit` begins (see `FunctionTap`)."""
         if self._tap is not None:
             self._tap.arm()
 
@@ -232,31 +225,57 @@ class Attachment:
         self._tap = None
 
 
+def keras_function(model: Any, function: str = "train") -> Any:
+    """Keras' own train, test or predict function of `model` as it stands, or `None`.
+
+    The object `fit` (`evaluate`, `predict`) calls, beneath any guard
+    wrapper: Keras caches it until `compile`, and its XLA programs with it,
+    so the guard keeps a function's signatures while this object stays the
+    same (`XlaGuardEngine.call_begin`'s `program`).
+
+    Args:
+        model: A Keras model.
+        function: `"train"`, `"test"` or `"predict"`. Defaults to
+            `"train"`.
+
+    Returns:
+        The function, or `None` before Keras built it.
+    """
+    from keras_xla_guard.seam._recording import unwrap
+
+    return unwrap(getattr(model, f"{function}_function", None))
+
+
 def attach(
     model: Any,
     bind: Callable[[Any], None],
     on_abort: Callable[[], None],
     *,
     record: bool = True,
+    function: str = "train",
 ) -> Attachment:
-    """Connects the guard to the running `fit` of `model`.
+    """Connects the guard to the running `fit` (or `evaluate`, `predict`) of `model`.
 
-    Call from `on_train_begin`. Installs the exit hook (so `on_abort` runs
-    when an exception leaves an epoch) and, with `record`, the recording of
-    every training batch; `bind(tap)` is called with the `InputTap` once the
-    batches' structure is known (`None`: they cannot be recorded).
+    Call from `on_train_begin` (`on_test_begin`, `on_predict_begin`).
+    Installs the exit hook (so `on_abort` runs when an exception leaves an
+    epoch or the call) and, with `record`, the recording of every batch of
+    `function`; `bind(tap)` is called with the `InputTap` once the batches'
+    structure is known (`None`: they cannot be recorded).
 
     Args:
         model: The Keras model being fitted.
         bind: Receives the tap.
         on_abort: Called when an exception leaves an epoch or a step.
         record: Record batches (else only the exit hook). Defaults to `True`.
+        function: The Keras function whose batches to record: `"train"`,
+            `"test"` or `"predict"`. Defaults to `"train"`.
 
     Returns:
-        The `Attachment`; `detach()` it at the end of `fit`.
+        The `Attachment`; `detach()` it at the end of `fit` (of the call).
     """
     flavour = flavour_of(model)
-    found = Attachment(flavour=flavour.FLAVOUR if flavour is not None else None, keras=keras_version(model))
+    found = Attachment(flavour=flavour.FLAVOUR if flavour is not None else None, keras=keras_version(model),
+                       function=function)
     if flavour is None:
         found.reason = (
             f"{found.keras} on backend {keras_backend(model)!r} is not a Keras this guard "
@@ -268,23 +287,43 @@ def attach(
     if not record:
         return found
     if flavour.BATCHES == "python":
-        return _attach_in_python(model, flavour, bind, on_abort, found)
+        return _attach_in_python(model, flavour, bind, on_abort, found, function)
     import tensorflow as tf
 
     name, attribute = flavour.DATASET_HOLDER
     dataset_holder = holder if name == flavour.EXIT_HOOK_HOLDER else _fit_local(model, name)
     dataset = getattr(dataset_holder, attribute, None)
     if isinstance(dataset, tf.distribute.DistributedDataset):
+        if function != "train":
+            found.reason = (f"a tf.distribute strategy splits the {function} function's batches across "
+                            "replicas; only the train function's are recorded under a strategy")
+            return found
         return _attach_to_distributed(model, dataset_holder, attribute, bind, found)
-    from keras_xla_guard.seam._recording import TrainFunctionTap, unwrap
+    from keras_xla_guard.seam._recording import BatchListRecording, FunctionTap, unwrap
 
-    original = unwrap(getattr(model, "train_function", None))
-    reason = (
-        "model.train_function is None" if original is None
-        else flavour.probe(original, bool(getattr(model, "run_eagerly", False)))
-    )
+    owner_name, slot = flavour.FUNCTION_HOLDERS[function]
+    owner = model if owner_name is None else _fit_local(model, owner_name)
+    original = unwrap(getattr(owner, slot, None))
+    where = f"model.{slot}" if owner_name is None else f"{owner_name}.{slot}"
+    if original is None:
+        reason: str | None = f"{where} is None ({found.keras})"
+    elif function in flavour.HOST_BATCHES:
+        reason = None if isinstance(dataset, tf.data.Dataset) else (
+            f"the {function} input is a {type(dataset).__name__}, not the tf.data.Dataset {found.keras} "
+            "builds")
+    else:
+        reason = flavour.probe(original, bool(getattr(model, "run_eagerly", False)))
     if reason is not None:
         found.reason = reason
+        return found
+    if function in flavour.HOST_BATCHES:
+        tap, _ = _tapped(flavour, original, dataset.element_spec, host=True)
+        bind(tap)
+        recording = BatchListRecording(owner, slot, original, tap)
+        setattr(owner, slot, recording)
+        found._tap = recording
+        found._undo.append(recording.restore)
+        found.recording = True
         return found
     if isinstance(dataset, tf.data.Dataset):
         # Creates the ring variables now rather than in the first step,
@@ -300,8 +339,8 @@ def attach(
         # Static batches: Keras' own function, nothing recorded.
         return original if tap.static else function
 
-    tap = TrainFunctionTap(model, original, choose, on_abort)
-    model.train_function = tap
+    tap = FunctionTap(owner, slot, original, choose, on_abort)
+    setattr(owner, slot, tap)
     found._tap = tap
     found._undo.append(tap.restore)
     found.recording = True
@@ -309,15 +348,27 @@ def attach(
 
 
 def _attach_in_python(
-    model: Any, flavour: Flavour, bind: Callable[[Any], None], on_abort: Callable[[], None], found: Attachment
+    model: Any,
+    flavour: Flavour,
+    bind: Callable[[Any], None],
+    on_abort: Callable[[], None],
+    found: Attachment,
+    function: str,
 ) -> Attachment:
-    """Records every batch a Python-iterating trainer (Keras on JAX) takes, with a `HostTap`."""
+    """Records every batch a Python-iterating trainer (Keras on JAX) hands `function`, with a `HostTap`.
+
+    Keras' JAX trainer calls each of its functions as `(state, iterator)`
+    with a Python iterator of batches: the stand-in passes a recording
+    iterator instead, and puts Keras' function back on `detach`.
+    """
     from keras_xla_guard.seam._recording import GUARD_WRAPPER, unwrap
     from keras_xla_guard.seam.host_tap import HostTap
 
-    original = unwrap(getattr(model, "train_function", None))
+    owner_name, slot = flavour.FUNCTION_HOLDERS[function]
+    owner = model if owner_name is None else _fit_local(model, owner_name)
+    original = unwrap(getattr(owner, slot, None))
     reason = (
-        "model.train_function is None" if original is None
+        f"model.{slot} is None ({found.keras})" if original is None
         else flavour.probe(original, bool(getattr(model, "run_eagerly", False)))
     )
     if reason is not None:
@@ -326,7 +377,7 @@ def _attach_in_python(
     tap = HostTap(capacity=_RING_ROWS)
     recording = flavour.recording_function(original, tap)
 
-    def train_function(state: Any, iterator: Any) -> Any:
+    def stand_in(state: Any, iterator: Any) -> Any:
         try:
             return recording(state, iterator)
         except StopIteration:
@@ -335,13 +386,13 @@ def _attach_in_python(
             on_abort()
             raise
 
-    setattr(train_function, GUARD_WRAPPER, True)
-    train_function.__wrapped__ = original  # type: ignore[attr-defined]
-    model.train_function = train_function
+    setattr(stand_in, GUARD_WRAPPER, True)
+    stand_in.__wrapped__ = original  # type: ignore[attr-defined]
+    setattr(owner, slot, stand_in)
 
     def restore() -> None:
-        if getattr(model, "train_function", None) is train_function:
-            model.train_function = original
+        if getattr(owner, slot, None) is stand_in:
+            setattr(owner, slot, original)
 
     found._undo.append(restore)
     bind(tap)
@@ -349,12 +400,13 @@ def _attach_in_python(
     return found
 
 
-def _tapped(flavour: Flavour, original: Any, element_spec: Any) -> tuple[Any, Any]:
-    """The tap and recording train function for `original` and a batch structure.
+def _tapped(flavour: Flavour, original: Any, element_spec: Any, host: bool = False) -> tuple[Any, Any]:
+    """The tap and recording function for `original` and a batch structure.
 
-    Built once per Keras train function and batch structure, then reused by
-    every later `fit` of the model: it is traced once, instead of Keras'
-    own function, so tracking adds no tracing.
+    Built once per Keras function and batch structure, then reused by
+    every later `fit` (`evaluate`, `predict`) of the model: it is traced
+    once, instead of Keras' own function, so tracking adds no tracing. A
+    function fed batches in Python (`host`) needs a tap only.
     """
     from keras_xla_guard.seam.tap import InputTap
 
@@ -362,7 +414,7 @@ def _tapped(flavour: Flavour, original: Any, element_spec: Any) -> tuple[Any, An
     entries = _TAPPED.setdefault(original, {})
     if key not in entries:
         tap = InputTap(element_spec, capacity=_RING_ROWS)
-        entries[key] = (tap, flavour.recording_function(original, tap))
+        entries[key] = (tap, None if host else flavour.recording_function(original, tap))
     return entries[key]
 
 
@@ -524,7 +576,7 @@ def tracked_train_function(model: Any, element_spec: Any) -> Any:
     """The function the guard's tap will run `fit`'s batches of `element_spec` with.
 
     While a guard tracks signatures, `model.train_function` is its
-    `TrainFunctionTap`, which runs either Keras' own function or a
+    `FunctionTap`, which runs either Keras' own function or a
     recording copy retraced from it (tf_keras' copy holds a new
     `tf.function` of the step, compiled on its own). A warm-up must run
     the one `fit` will run.
@@ -532,11 +584,11 @@ def tracked_train_function(model: Any, element_spec: Any) -> Any:
     Returns:
         That function; `None` when no guard tap is installed.
     """
-    from keras_xla_guard.seam._recording import TrainFunctionTap
+    from keras_xla_guard.seam._recording import FunctionTap
 
     installed = getattr(model, "train_function", None)
     flavour = flavour_of(model)
-    if not isinstance(installed, TrainFunctionTap) or flavour is None:
+    if not isinstance(installed, FunctionTap) or flavour is None:
         return None
     tap, function = _tapped(flavour, installed.original, element_spec)
     return installed.original if tap.static else function

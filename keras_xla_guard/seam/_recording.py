@@ -1,10 +1,13 @@
-"""The mechanics shared by the Keras flavours: a recording train function.
+"""The mechanics shared by the Keras flavours: recording train, test and predict functions.
 
-Both flavours (`keras3`, `tf_keras`) put a `TrainFunctionTap` in place of
-`model.train_function` for the duration of `fit`. It picks, per iterator,
-the function that records that iterator's batches; the flavour supplies
-how to build it from Keras' own function. Nothing here names a private
-Keras attribute; the flavour modules do.
+Both flavours (`keras3`, `tf_keras`) put a `FunctionTap` in place of
+Keras' train function for the duration of `fit` (and of its test function
+during validation and `evaluate`, of its predict function during
+`predict`). It picks, per iterator, the function that records that
+iterator's batches; the flavour supplies how to build it from Keras' own
+function. A function Keras calls with batches it pulled in Python (Keras
+3's predict function) gets a `BatchListRecording` instead. Nothing here
+names a private Keras attribute; the flavour modules do.
 """
 
 from __future__ import annotations
@@ -13,9 +16,17 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["GUARD_WRAPPER", "DirectCall", "RecordingIterator", "TrainFunctionTap", "recording_tf_function"]
+__all__ = [
+    "GUARD_WRAPPER",
+    "BatchListRecording",
+    "DirectCall",
+    "FunctionTap",
+    "RecordingIterator",
+    "recording_tf_function",
+    "unwrap",
+]
 
-# Marks the guard's stand-ins for `model.train_function`; `__wrapped__` is what they call.
+# Marks the guard's stand-ins for Keras' functions; `__wrapped__` is what they call.
 GUARD_WRAPPER = "_xla_guard_wrapper"
 # Longest chain of guard wrappers a model can carry (one per interrupted fit at most).
 _MAX_CHAIN = 12
@@ -136,10 +147,23 @@ def recording_tf_function(function: Any, tap: Any, autograph: bool = False) -> A
     return DirectCall(tf.function(train_function, reduce_retracing=True))
 
 
-class TrainFunctionTap:
-    """`model.train_function` while a `fit` is tracked.
+def _put_back(holder: Any, attribute: str, wrapper: Any, original: Any) -> None:
+    """Puts `original` back into `holder.attribute` if `wrapper` is (still) in its call chain."""
+    current = getattr(holder, attribute, None)
+    seen = 0
+    while current is not None and seen < _MAX_CHAIN:
+        if current is wrapper:
+            setattr(holder, attribute, original)
+            return
+        current = getattr(current, "__wrapped__", None)
+        seen += 1
 
-    The first call with each new iterator asks `choose(iterator)` for the
+
+class FunctionTap:
+    """Keras' train (or test, or predict) function while its calls are tracked.
+
+    Installed as `holder.attribute` (e.g. `model.train_function`). The
+    first call with each new iterator asks `choose(iterator)` for the
     function to run it with (Keras' own, or one that records its batches);
     later calls with the same iterator reuse it.
 
@@ -147,13 +171,15 @@ class TrainFunctionTap:
     the guard's exit hook nor a step saw it. It must then never change a
     later `fit`: `fit` makes a new iterator at each epoch start (or keeps
     one across epochs), and the guard arms the tap at every
-    `on_epoch_begin`, so a new iterator arriving unarmed belongs to a `fit`
-    without this guard: the tap then puts Keras' function back and steps
-    aside.
+    `on_epoch_begin` (and every test or predict call's begin), so a new
+    iterator arriving unarmed belongs to a call without this guard: the tap
+    then puts Keras' function back and steps aside.
 
     Args:
-        model: The Keras model.
-        original: Keras' `model.train_function`.
+        holder: The object holding Keras' function (the model, or a local
+            of the running Keras method).
+        attribute: Its attribute, e.g. `"train_function"`.
+        original: Keras' function.
         choose: `choose(iterator)` returns the function for that iterator.
         on_abort: Called (once) when an exception other than the end of the
             data leaves a step.
@@ -161,14 +187,16 @@ class TrainFunctionTap:
 
     def __init__(
         self,
-        model: Any,
+        holder: Any,
+        attribute: str,
         original: Any,
         choose: Callable[[Any], Any],
         on_abort: Callable[[], None],
     ) -> None:
         import tensorflow as tf
 
-        self._model = model
+        self._holder = holder
+        self._attribute = attribute
         self.original = self.__wrapped__ = original
         setattr(self, GUARD_WRAPPER, True)
         self._choose = choose
@@ -180,7 +208,7 @@ class TrainFunctionTap:
         self._end_of_data = (StopIteration, tf.errors.OutOfRangeError)
 
     def arm(self) -> None:
-        """Lets the next new iterator be tracked (an epoch of the guarded fit begins)."""
+        """Lets the next new iterator be tracked (an epoch or call of the guarded run begins)."""
         self._armed = True
 
     def __call__(self, iterator: Any) -> Any:
@@ -206,19 +234,46 @@ class TrainFunctionTap:
             raise
 
     def restore(self) -> None:
-        """Puts Keras' train function back if this tap is (still) in the call chain."""
-        current = getattr(self._model, "train_function", None)
-        seen = 0
-        while current is not None and seen < _MAX_CHAIN:
-            if current is self:
-                self._model.train_function = self.original
-                return
-            current = getattr(current, "__wrapped__", None)
-            seen += 1
+        """Puts Keras' function back if this tap is (still) in the call chain."""
+        _put_back(self._holder, self._attribute, self, self.original)
+
+
+class BatchListRecording:
+    """A function Keras calls with a list of batches it pulled in Python, recording each first.
+
+    Keras 3's predict function takes `steps_per_execution` eager batches
+    per call; their shapes are plain Python values (`InputTap.record_host`,
+    no TF op), so the function itself is called unchanged.
+
+    Args:
+        holder: The object holding Keras' function (the model).
+        attribute: Its attribute, e.g. `"predict_function"`.
+        original: Keras' function.
+        tap: The `InputTap` for the batches' structure.
+    """
+
+    def __init__(self, holder: Any, attribute: str, original: Any, tap: Any) -> None:
+        self._holder = holder
+        self._attribute = attribute
+        self._tap = tap
+        self.original = self.__wrapped__ = original
+        setattr(self, GUARD_WRAPPER, True)
+
+    def arm(self) -> None:
+        """Nothing to arm: every call records its own batches."""
+
+    def __call__(self, data: Any, *args: Any, **kwargs: Any) -> Any:
+        for element in data:
+            self._tap.record_host(element)
+        return self.original(data, *args, **kwargs)
+
+    def restore(self) -> None:
+        """Puts Keras' function back if this recording is (still) in the call chain."""
+        _put_back(self._holder, self._attribute, self, self.original)
 
 
 def unwrap(function: Any) -> Any:
-    """Keras' own train function beneath guard wrappers an interrupted fit left."""
+    """Keras' own function beneath guard wrappers an interrupted run left."""
     seen = 0
     while getattr(function, GUARD_WRAPPER, False) and seen < _MAX_CHAIN:
         function = function.__wrapped__

@@ -22,6 +22,15 @@ Private contacts, each verified on the versions listed in `docs/compatibility.md
   dataset a `tf.distribute` strategy splits (tapped there with a `map`),
   and its `catch_stop_iteration()` context encloses every epoch's steps,
   so wrapping it tells the guard when an exception leaves an epoch.
+  `evaluate` and `predict` keep theirs under the same name (inside `fit`,
+  `evaluate` uses the cached `model._eval_epoch_iterator`), found from
+  `on_test_begin` / `on_predict_begin`.
+- `model.test_function` is built by the same `_make_function` as the train
+  function (`make_test_function`, cached until `compile`) and tapped the
+  same way. `model.predict_function` (`make_predict_function`) is a
+  `tf.function` over a list of `steps_per_execution` batches that
+  `predict` pulls in Python with `next(iterator)`: the guard records
+  their shapes in Python before calling it.
 """
 
 from __future__ import annotations
@@ -35,6 +44,8 @@ __all__ = [
     "DATASET_HOLDER",
     "EXIT_HOOK_HOLDER",
     "FLAVOUR",
+    "FUNCTION_HOLDERS",
+    "HOST_BATCHES",
     "probe",
     "recording_function",
     "symbolic_build",
@@ -48,6 +59,12 @@ _STEP_CELLS = ("multi_step_on_iterator", "one_step_on_data")
 # (fit's local variable, its attribute holding the dataset fit distributes).
 DATASET_HOLDER = ("epoch_iterator", "_distributed_dataset")
 EXIT_HOOK_HOLDER = "epoch_iterator"
+FUNCTION_HOLDERS = {
+    "train": (None, "train_function"),
+    "test": (None, "test_function"),
+    "predict": (None, "predict_function"),
+}
+HOST_BATCHES = frozenset({"predict"})
 # Concrete step functions kept per train function: one per batch shape, up to
 # this many (a shape storm beyond it goes through the tf.function).
 _MAX_CONCRETE = 64
@@ -61,19 +78,19 @@ def _cells(function: Any) -> dict[str, int]:
 
 
 def probe(function: Any, run_eagerly: bool) -> str | None:
-    """Why this Keras 3 train function cannot be recorded; `None` when it can."""
+    """Why this Keras 3 train or test function cannot be recorded; `None` when it can."""
     if run_eagerly or hasattr(function, "python_function"):
         return None
     if "multi_step_on_iterator" in _cells(function):
         return None
     return (
-        f"model.train_function ({function!r}) is neither a tf.function nor a function "
+        f"Keras' function {function!r} is neither a tf.function nor a function "
         "calling multi_step_on_iterator, the two forms this guard knows how to record"
     )
 
 
 def recording_function(original: Any, tap: Any) -> Any:
-    """Keras 3's train function, recording every batch into `tap`."""
+    """Keras 3's train (or test) function, recording every batch into `tap`."""
     from keras_xla_guard.seam._recording import recording_tf_function
 
     cells = _cells(original)

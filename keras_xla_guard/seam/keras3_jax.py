@@ -34,6 +34,7 @@ Private contacts, each verified on Keras 3.10.0 and 3.15.1 (docs/compatibility.m
 from __future__ import annotations
 
 import inspect
+from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
@@ -42,6 +43,8 @@ __all__ = [
     "DATASET_HOLDER",
     "EXIT_HOOK_HOLDER",
     "FLAVOUR",
+    "FUNCTION_HOLDERS",
+    "HOST_BATCHES",
     "probe",
     "programs",
     "recording_function",
@@ -54,24 +57,32 @@ BATCHES = "python"
 # The data adapter of fit's epoch iterator holds the user's data (not a tf.data.Dataset).
 DATASET_HOLDER = ("epoch_iterator", "data_adapter")
 EXIT_HOOK_HOLDER = "epoch_iterator"
+# Keras keeps each function on the model; each takes (state, iterator).
+FUNCTION_HOLDERS = {
+    "train": (None, "train_function"),
+    "test": (None, "test_function"),
+    "predict": (None, "predict_function"),
+}
+# No function is handed a list of batches: every one pulls from a Python iterator.
+HOST_BATCHES: frozenset[str] = frozenset()
 # Keras' step names: the programs JAX compiles for each function.
 _DEFAULT_PROGRAMS = {"train_step": "train", "test_step": "test", "predict_step": "predict"}
-_FUNCTIONS = {"train": "train_function", "test": "test_function", "predict": "predict_function"}
+_FUNCTIONS = {function: slot for function, (_, slot) in FUNCTION_HOLDERS.items()}
 
 
 def probe(function: Any, run_eagerly: bool) -> str | None:
-    """Why this Keras train function cannot be recorded; `None` when it can.
+    """Why this Keras function (train, test or predict) cannot be recorded; `None` when it can.
 
     It must be a Python callable of `(state, iterator)`.
     """
     if not callable(function):
-        return f"model.train_function ({function!r}) is not callable"
+        return f"Keras' function ({function!r}) is not callable"
     try:
         parameters = list(inspect.signature(function).parameters)
     except (TypeError, ValueError):
-        return f"model.train_function ({function!r}) has no readable signature"
+        return f"Keras' function ({function!r}) has no readable signature"
     if len(parameters) != 2:
-        return (f"model.train_function ({function!r}) takes {parameters}, not the (state, iterator) "
+        return (f"Keras' function ({function!r}) takes {parameters}, not the (state, iterator) "
                 "the Keras JAX trainer calls it with")
     return None
 
@@ -93,12 +104,12 @@ class _RecordingIterator:
 
 
 def recording_function(original: Any, tap: Any) -> Any:
-    """Keras' JAX train function, recording every batch it takes into `tap` (a `HostTap`)."""
+    """Keras' JAX function (train, test or predict), recording every batch it takes into `tap` (a `HostTap`)."""
 
-    def train_function(state: Any, iterator: Any) -> Any:
+    def function(state: Any, iterator: Any) -> Any:
         return original(state, _RecordingIterator(iterator, tap))
 
-    return train_function
+    return function
 
 
 def _step_name(function: Any) -> str | None:
@@ -117,15 +128,20 @@ def _step_name(function: Any) -> str | None:
     return None
 
 
-def programs(model: Any) -> dict[str, str]:
-    """The programs JAX compiles for the model's functions: `{"train_step": "train", ...}`.
+def programs(functions: Mapping[str, Any]) -> dict[str, str]:
+    """The programs JAX compiles for Keras' functions: `{"train_step": "train", ...}`.
 
-    Read from the jitted steps in the functions' closures where Keras has
-    built them; Keras' own step names for the others.
+    Args:
+        functions: `"train"`, `"test"`, `"predict"` -> Keras' own function
+            (unwrapped of guard stand-ins), or `None` where not built yet.
+
+    Returns:
+        The jitted steps' names read from the functions' closures where
+        Keras has built them; Keras' own step names for the others.
     """
     found = dict(_DEFAULT_PROGRAMS)
-    for function, attribute in _FUNCTIONS.items():
-        name = _step_name(getattr(model, attribute, None))
+    for function, keras_function in functions.items():
+        name = _step_name(keras_function)
         if name is not None:
             found[name] = function
     return found

@@ -12,7 +12,13 @@ Private contacts, each verified on the versions listed in `docs/compatibility.md
   a plain Python function, called with the recording iterator.
 - `fit`'s local `data_handler` (a `DataHandler`), found by walking up the
   stack: `_dataset` is the dataset a `tf.distribute` strategy splits, and
-  `catch_stop_iteration()` encloses every epoch's steps.
+  `catch_stop_iteration()` encloses every epoch's steps. `evaluate` and
+  `predict` keep theirs under the same name.
+- `model.test_function` and `model.predict_function` are `tf.function`s
+  over the iterator like the train function, tapped the same way.
+  `evaluate` calls the test function through its local
+  `test_function_runner` (a `_TestFunction`), which took the function
+  (`_function`) before `on_test_begin`: the tap goes there.
 - `model.steps_per_execution` is a `tf.Variable` (mirrored under a strategy).
 - A warm-up restores what a train step changes: the step counters
   `model._train_counter`, `_test_counter`, `_predict_counter`, and the state
@@ -31,6 +37,8 @@ __all__ = [
     "DATASET_HOLDER",
     "EXIT_HOOK_HOLDER",
     "FLAVOUR",
+    "FUNCTION_HOLDERS",
+    "HOST_BATCHES",
     "probe",
     "random_states",
     "recording_function",
@@ -43,17 +51,23 @@ BACKEND = "tensorflow"
 BATCHES = "graph"
 DATASET_HOLDER = ("data_handler", "_dataset")
 EXIT_HOOK_HOLDER = "data_handler"
+FUNCTION_HOLDERS = {
+    "train": (None, "train_function"),
+    "test": ("test_function_runner", "_function"),
+    "predict": (None, "predict_function"),
+}
+HOST_BATCHES: frozenset[str] = frozenset()
 
 
 def probe(function: Any, run_eagerly: bool) -> str | None:
-    """Why this tf_keras train function cannot be recorded; `None` when it can."""
+    """Why this tf_keras train, test or predict function cannot be recorded; `None` when it can."""
     if run_eagerly or hasattr(function, "python_function"):
         return None
-    return f"model.train_function ({function!r}) is not the tf.function tf_keras builds"
+    return f"Keras' function {function!r} is not the tf.function tf_keras builds"
 
 
 def recording_function(original: Any, tap: Any) -> Any:
-    """tf_keras' train function, recording every batch into `tap`."""
+    """tf_keras' train, test or predict function, recording every batch into `tap`."""
     from keras_xla_guard.seam._recording import recording_tf_function
 
     return recording_tf_function(original, tap, autograph=True)

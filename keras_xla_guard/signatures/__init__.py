@@ -13,6 +13,7 @@ from keras_xla_guard.signatures.buckets import (
 from keras_xla_guard.signatures.explanation import Explanation
 from keras_xla_guard.signatures.signature import Signature, closest, flatten_leaves
 from keras_xla_guard.signatures.tracker import (
+    FUNCTIONS,
     MEGAMORPHIC_COMPILE_THRESHOLD,
     MEGAMORPHIC_MIN_EXECUTIONS_PER_COMPILE,
     EpochSignatures,
@@ -24,6 +25,7 @@ __all__ = [
     "DEFAULT_MAX_PADDING",
     "EpochSignatures",
     "Explanation",
+    "FUNCTIONS",
     "MEGAMORPHIC_COMPILE_THRESHOLD",
     "MEGAMORPHIC_MIN_EXECUTIONS_PER_COMPILE",
     "Signature",

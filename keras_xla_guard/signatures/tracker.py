@@ -39,6 +39,7 @@ from keras_xla_guard.signatures.signature import (
 )
 
 __all__ = [
+    "FUNCTIONS",
     "EpochSignatures",
     "MEGAMORPHIC_COMPILE_THRESHOLD",
     "MEGAMORPHIC_MIN_EXECUTIONS_PER_COMPILE",
@@ -53,6 +54,10 @@ MEGAMORPHIC_MIN_EXECUTIONS_PER_COMPILE = 50
 # How many new signatures an epoch's explanation compares with their closest
 # earlier one; more would bury the headline.
 _MAX_NEW_EXPLAINED = 3
+# The functions a Keras model compiles on its own, each with its own
+# signatures and compilations: `fit`'s steps, `evaluate`'s (and the
+# validation inside `fit`), `predict`'s.
+FUNCTIONS = ("train", "test", "predict")
 _MAX_VALUES_LISTED = 10
 
 
@@ -60,9 +65,15 @@ _MAX_VALUES_LISTED = 10
 class EpochSignatures:
     """Input signatures of one epoch.
 
+    One training epoch of the train function, or one call of the test or
+    predict function (a validation inside `fit`, an `evaluate`, a
+    `predict`): each of Keras' functions is compiled on its own, so each
+    has its own signatures and compilations.
+
     Attributes:
-        epoch: 0-based epoch index.
-        steps: Training steps observed in the epoch.
+        epoch: 0-based epoch index; for a test or predict call, the `fit`
+            epoch it validated, `None` for a call outside `fit`.
+        steps: Steps observed in the epoch (or call).
         distinct_signatures: Different signatures seen in the epoch.
         new_signatures: Signatures first seen in this epoch (of the run).
         expected_compilations: XLA compilations the new signatures cause
@@ -77,9 +88,11 @@ class EpochSignatures:
         new: The signatures first seen in this epoch with the step (in the
             epoch) each was first seen at, `None` when not known; first
             seen first.
+        function: The function whose steps these are: `"train"`, `"test"`
+            or `"predict"` (see `FUNCTIONS`).
     """
 
-    epoch: int
+    epoch: int | None
     steps: int
     distinct_signatures: int
     new_signatures: int
@@ -89,6 +102,7 @@ class EpochSignatures:
     explanations: tuple[Explanation, ...]
     signatures: tuple[Signature, ...]
     new: tuple[tuple[Signature, int | None], ...] = ()
+    function: str = "train"
 
     def to_dict(self) -> dict[str, Any]:
         """Returns the epoch's figures as a JSON-serializable dict."""
@@ -101,7 +115,7 @@ class EpochSignatures:
 
 @dataclass
 class _SigStats:
-    first_epoch: int
+    first_epoch: int | None
     first_step: int | None
     count: int = 0
     last_of_epoch: int = 0
@@ -121,9 +135,13 @@ class SignatureTracker:
             Defaults to `4`.
         max_padding: Acceptable padding share of a recommendation.
             Defaults to `0.15`.
+        function: The function whose steps are observed, one of
+            `FUNCTIONS`; named in every `EpochSignatures`. Defaults to
+            `"train"`.
 
     Raises:
-        ValueError: If `max_buckets` or `max_padding` is out of range.
+        ValueError: If `max_buckets` or `max_padding` is out of range, or
+            `function` is not one of `FUNCTIONS`.
 
     Example:
 
@@ -146,8 +164,12 @@ class SignatureTracker:
         xla: bool = False,
         max_buckets: int = DEFAULT_MAX_BUCKETS,
         max_padding: float = DEFAULT_MAX_PADDING,
+        function: str = "train",
     ) -> None:
         recommend_buckets((), max_buckets=max_buckets, max_padding=max_padding)
+        if function not in FUNCTIONS:
+            raise ValueError(f"`function` must be one of {FUNCTIONS}. Received: function={function!r}")
+        self.function = function
         self.xla = bool(xla)
         self.max_buckets = max_buckets
         self.max_padding = max_padding
@@ -155,6 +177,7 @@ class SignatureTracker:
         self._order: list[Signature] = []
         self._executions = 0
         self._epoch: int | None = None
+        self._open = False
         self._epoch_counts: dict[Signature, int] = {}
         self._epoch_new: list[tuple[Signature, int | None]] = []
         self._epoch_steps = 0
@@ -175,13 +198,14 @@ class SignatureTracker:
         """Signatures first seen in the current epoch so far."""
         return len(self._epoch_new)
 
-    def begin_epoch(self, epoch: int) -> None:
-        """Starts counting a new epoch.
+    def begin_epoch(self, epoch: int | None) -> None:
+        """Starts counting a new epoch (or a test or predict call).
 
         Args:
-            epoch: 0-based epoch index.
+            epoch: 0-based epoch index; `None` for a call outside `fit`.
         """
         self._epoch = epoch
+        self._open = True
         self._epoch_counts = {}
         self._epoch_new = []
         self._epoch_steps = 0
@@ -199,12 +223,12 @@ class SignatureTracker:
         Returns:
             Whether the signature is new to the run.
         """
-        if self._epoch is None:
+        if not self._open:
             self.begin_epoch(0)
         stats = self._stats.get(signature)
         new = stats is None
         if stats is None:
-            stats = self._stats[signature] = _SigStats(self._epoch or 0, step)
+            stats = self._stats[signature] = _SigStats(self._epoch, step)
             self._order.append(signature)
             self._epoch_new.append((signature, step))
         stats.count += count
@@ -220,7 +244,7 @@ class SignatureTracker:
         Returns:
             The epoch's signature figures and explanations.
         """
-        epoch = self._epoch if self._epoch is not None else 0
+        epoch = self._epoch if self._open else 0
         if self._last is not None:
             self._stats[self._last].last_of_epoch += 1
         sigs = tuple(s for s in self._order if s in self._epoch_counts)
@@ -236,8 +260,10 @@ class SignatureTracker:
             explanations=tuple(self._explain(sigs, short)),
             signatures=sigs,
             new=tuple(self._epoch_new),
+            function=self.function,
         )
         self._epoch = None
+        self._open = False
         return result
 
     def current_explanations(self) -> tuple[Explanation, ...]:

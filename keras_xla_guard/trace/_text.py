@@ -28,19 +28,19 @@ def format_ms(seconds: float, digits: int = 1) -> str:
 
 
 def _thread_compile(report: CoverageReport) -> str:
-    """The thread-summed compile time, when it says more than the wall-clock one."""
+    """The thread-summed compile time, labelled as such (never the headline)."""
     thread = report.compile_thread_time_s
-    if not thread or format_ms(thread) == format_ms(report.compile_time_s):
-        return ""
-    return f", {format_ms(thread)} summed over threads"
+    return "" if thread is None else f", {format_ms(thread)} summed over threads"
 
 
-def format_report(report: CoverageReport, *, max_ops: int = 5) -> str:
+def format_report(report: CoverageReport, *, max_ops: int = 5, max_programs: int = 3) -> str:
     """Formats a report as a short human-readable text block.
 
     Args:
         report: The report to format.
         max_ops: How many of the top non-XLA ops to list. Defaults to `5`.
+        max_programs: How many XLA programs to list with their device
+            time. Defaults to `3`.
 
     Returns:
         Multi-line text, no trailing newline.
@@ -56,6 +56,7 @@ def format_report(report: CoverageReport, *, max_ops: int = 5) -> str:
         f"XLA coverage ({where}{steps}{wall}): "
         f"{report.xla_time_fraction:.1%} of op time ran inside XLA",
         f"  XLA executables:   {format_ms(report.xla_time_s):>12}  ({report.xla_executions} launches)",
+        *_program_lines(report, max_programs),
         f"  plain TF ops:      {format_ms(report.non_xla_op_time_s):>12}",
         f"  XLA compilations:  {report.compilations:>9}     ({format_ms(report.compile_time_s)} wall-clock"
         f"{_thread_compile(report)})",
@@ -137,6 +138,14 @@ def _jax_lines(report: CoverageReport, where: str) -> list[str]:
     lines.extend(compile_lines(report))
     for note in (JAX_COVERAGE_NOTE, *report.notes):
         lines.append(f"  note: {note}")
+    return lines
+
+
+def _program_lines(report: CoverageReport, max_rows: int) -> list[str]:
+    """Each XLA program's device time and runs, longest first."""
+    lines = [f"    {format_ms(p.time_s):>10}  x{p.runs:<5} program {p.program}" for p in report.programs[:max_rows]]
+    if len(report.programs) > max_rows:
+        lines.append(f"    ... {len(report.programs) - max_rows} more program(s)")
     return lines
 
 

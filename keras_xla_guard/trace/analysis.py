@@ -25,7 +25,7 @@ from keras_xla_guard.trace._scan import (
 )
 from keras_xla_guard.trace.classify import Category, is_guard_op
 from keras_xla_guard.trace.compiles import STEP_THREAD, compile_records
-from keras_xla_guard.trace.report import CoverageReport, OpStat
+from keras_xla_guard.trace.report import CoverageReport, OpStat, ProgramStat
 from keras_xla_guard.trace.xplane import (
     DEFAULT_MAX_TRACE_BYTES,
     find_trace_files,
@@ -87,6 +87,7 @@ def _report_from_totals(
     trace_paths: tuple[str, ...],
     hosts: tuple[str, ...],
     wall_s: float | None,
+    programs: tuple[ProgramStat, ...] = (),
 ) -> CoverageReport:
     ps = totals.ps
     xla_ps = ps[Category.XLA] or ps[Category.XLA_WORKER]
@@ -121,8 +122,15 @@ def _report_from_totals(
         tracing_time_s=ps[Category.TRACING] * _PS,
         guard_op_time_s=guard_ps * _PS,
         transfer_time_s=totals.transfer_ps * _PS if time_base == "device" else None,
+        programs=programs,
         notes=tuple(notes),
     )
+
+
+def _by_time(programs: dict[str, tuple[int, float]]) -> tuple[ProgramStat, ...]:
+    """Programs as `ProgramStat`s, longest first (ties by name)."""
+    return tuple(ProgramStat(name, runs, seconds)
+                 for name, (runs, seconds) in sorted(programs.items(), key=lambda p: (-p[1][1], p[0])))
 
 
 def analyze_xspace(
@@ -186,8 +194,10 @@ def analyze_xspace(
                 elif name == STEP_THREAD:
                     step_lines.setdefault(plane.name, set()).add(index)
     adopt_loose_launches(host_totals)
+    programs: tuple[ProgramStat, ...] = ()
     if device.active:
         totals, base = _device_totals(device, host_totals), "device"
+        programs = _by_time({name: (runs, ps * _PS) for name, (runs, ps) in device.programs.items()})
     else:
         totals, base = host_totals, "host"
     report = _report_from_totals(
@@ -197,6 +207,7 @@ def analyze_xspace(
         trace_paths=(trace_path,) if trace_path else (),
         hosts=(host,) if host else (),
         wall_s=_profile_wall_s(space),
+        programs=programs,
     )
     if not compiling:
         return report
@@ -237,6 +248,11 @@ def combine_reports(reports: Sequence[CoverageReport], *, top_k: int = DEFAULT_T
     non = sum(r.non_xla_op_time_s for r in reports)
     walls = [r.window_wall_s for r in reports if r.window_wall_s is not None]
     transfers = [r.transfer_time_s for r in reports if r.transfer_time_s is not None]
+    programs: dict[str, tuple[int, float]] = {}
+    for r in reports:
+        for p in r.programs:
+            runs, seconds = programs.get(p.program, (0, 0.0))
+            programs[p.program] = (runs + p.runs, seconds + p.time_s)
     top = sorted(
         (OpStat(t, n, rec[0], int(rec[1])) for (t, n), rec in ops.items()),
         key=lambda o: (-o.self_time_s, o.op_type, o.op_name),
@@ -262,6 +278,7 @@ def combine_reports(reports: Sequence[CoverageReport], *, top_k: int = DEFAULT_T
         tracing_time_s=sum(r.tracing_time_s for r in reports),
         guard_op_time_s=sum(r.guard_op_time_s for r in reports),
         transfer_time_s=sum(transfers) if transfers else None,
+        programs=_by_time(programs),
         notes=tuple(dict.fromkeys(n for r in reports for n in r.notes)),
     )
 

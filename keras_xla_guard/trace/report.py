@@ -12,7 +12,7 @@ from keras_xla_guard.trace.compiles import CompileRecord
 if TYPE_CHECKING:
     from keras_xla_guard.signatures.explanation import Explanation
 
-__all__ = ["CoverageReport", "OpStat"]
+__all__ = ["CoverageReport", "OpStat", "ProgramStat"]
 
 # The figures a profiled window measures. A report that is not ok measured
 # none of them: they are `None` (`null` in JSON), not a 0 that reads like a
@@ -47,6 +47,27 @@ class OpStat:
 
 
 @dataclass(frozen=True)
+class ProgramStat:
+    """Device time of one XLA program in a window, read from an accelerator plane.
+
+    Attributes:
+        program: The program as xprof names its module events:
+            `"<hlo_module>(<program_id>)"`, or the module alone.
+        runs: Its runs (launches) in the window.
+        time_s: Device time of those runs (first kernel's start to last
+            kernel's end of each run), summed.
+    """
+
+    program: str
+    runs: int
+    time_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the program's figures as a JSON-serializable dict."""
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
 class CoverageReport:
     """XLA coverage of one profiled window (or one trace).
 
@@ -54,8 +75,8 @@ class CoverageReport:
     docs/coverage.md), but for `compile_time_s`, which is wall-clock. A
     report that is not ok (`status` `"skipped"`, `"failed"` or
     `"incomplete"`) measured nothing: its trace figures, `xla_time_s`
-    through `guard_op_time_s` below, are `None`, whatever the constructor
-    got.
+    through `transfer_time_s` below, are `None` and its `programs` empty,
+    whatever the constructor got.
 
     Attributes:
         status: `"ok"`, `"skipped"` (no trace taken, see `reason`),
@@ -97,6 +118,11 @@ class CoverageReport:
             (host-to-device, device-to-host, device-to-device), kept out of
             both sides of the fraction; `None` when times are host times
             (`time_base="host"`), where there is no device to copy to.
+        programs: Each XLA program's runs and device time, longest first;
+            when every XLA kernel named its program they add up to
+            `xla_executions` and `xla_time_s`. Empty when times are host
+            times (a device plane's "XLA Modules" lines, as TPU planes
+            have them, are counted but not listed).
         notes: Human-readable remarks (diagnoses, caveats).
         distinct_signatures: Different input signatures (structure,
             shapes, dtypes) of the epoch's training steps; `None` when
@@ -148,6 +174,7 @@ class CoverageReport:
     tracing_time_s: float | None = 0.0
     guard_op_time_s: float | None = 0.0
     transfer_time_s: float | None = None
+    programs: tuple[ProgramStat, ...] = ()
     notes: tuple[str, ...] = field(default=())
     distinct_signatures: int | None = None
     new_signatures: int | None = None
@@ -163,6 +190,7 @@ class CoverageReport:
         if self.status != "ok":
             for name in _MEASURED_FIELDS:
                 object.__setattr__(self, name, None)
+            object.__setattr__(self, "programs", ())
 
     @property
     def trace_path(self) -> str | None:
@@ -187,6 +215,7 @@ class CoverageReport:
         d["hosts"] = list(self.hosts)
         d["compiled_modules"] = list(self.compiled_modules)
         d["top_non_xla_ops"] = [op.to_dict() for op in self.top_non_xla_ops]
+        d["programs"] = [p.to_dict() for p in self.programs]
         d["notes"] = list(self.notes)
         d["signature_explanations"] = [e.to_dict() for e in self.signature_explanations]
         d["compile_table"] = [c.to_dict() for c in self.compile_table]
@@ -205,8 +234,8 @@ class CoverageReport:
             An equal report.
 
         Raises:
-            ValueError: If `data` is not a dict or its op table is
-                malformed.
+            ValueError: If `data` is not a dict or its op or program table
+                is malformed.
 
         Example:
 
@@ -231,6 +260,10 @@ class CoverageReport:
             values["top_non_xla_ops"] = tuple(OpStat(**op) for op in values.get("top_non_xla_ops", ()))
         except TypeError as e:
             raise ValueError(f"`top_non_xla_ops` holds a malformed op ({e}). Received: data={data!r}") from None
+        try:
+            values["programs"] = tuple(ProgramStat(**p) for p in values.get("programs", ()))
+        except TypeError as e:
+            raise ValueError(f"`programs` holds a malformed program ({e}). Received: data={data!r}") from None
         values["signature_explanations"] = tuple(
             Explanation.from_dict(e) for e in values.get("signature_explanations", ())
         )

@@ -128,3 +128,23 @@ def test_explain_is_skipped_with_a_warning_naming_jax(tmp_path):
                   callbacks=[XlaGuardCallback(log_dir=tmp_path, explain=True, profile_epochs=(), verbose=0)])
     said = [str(w.message) for w in caught if issubclass(w.category, XlaGuardWarning)]
     assert len(said) == 1 and "explain reads TensorFlow graphs" in said[0] and "jax" in said[0]
+
+
+def test_evaluate_and_predict_count_their_own_compilations_as_predicted(tmp_path):
+    """After fit: evaluate and predict calls each track signatures and count compilations; predicted == counted."""
+    from keras_xla_guard import XlaGuardCallback
+
+    x, y = make_data()
+    model = make_model()
+    guard = XlaGuardCallback(log_dir=tmp_path, profile_epochs=(), verbose=0)
+    model.fit(x, y, batch_size=BATCH, epochs=1, validation_split=0.2, callbacks=[guard], verbose=0)
+    model.evaluate(x[:50], y[:50], batch_size=32, callbacks=[guard], verbose=0)
+    model.predict(x[:40], batch_size=16, callbacks=[guard], verbose=0)
+    validation, evaluate, predict = guard.engine.calls
+    assert (validation.kind, validation.compilations) == ("validation", None)
+    assert guard.compilations[0].count("test") == validation.signatures.expected_compilations == 1
+    # evaluate: batches of 32 and 18, both new to the test function (validation saw 20).
+    assert (evaluate.kind, evaluate.signatures.new_signatures) == ("evaluate", 2)
+    assert sum(c.function == "test" for c in evaluate.compilations) == evaluate.signatures.expected_compilations
+    assert (predict.kind, predict.signatures.new_signatures) == ("predict", 2)
+    assert [c.program for c in predict.compilations if c.function == "predict"] == ["predict_step"] * 2

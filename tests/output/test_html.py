@@ -133,3 +133,46 @@ def test_timeline_puts_each_compilation_at_the_step_the_compile_table_names(tmp_
     # Beyond the three explained ones, an event names its signature.
     cells = [text for cell, text in page.cells if cell.get("class") == "name" and "new input signature" in text]
     assert cells == [f"new input signature x['tokens']: int32[8, {n}]; y: float32[8, 1]" for n in (11, 13)]
+
+
+def test_each_function_has_its_expected_compilations_and_each_call_its_row() -> None:
+    """Compilations per function: train, test and predict totals, one row per call; the compile table names them."""
+    import numpy as np
+
+    from keras_xla_guard.runtime.sink import CallRecord
+    from keras_xla_guard.signatures import Signature, SignatureTracker
+
+    def figures(function, epoch, lengths, tracker=None):
+        tracker = tracker or SignatureTracker(xla=True, function=function)
+        tracker.begin_epoch(epoch)
+        for step, n in enumerate(lengths):
+            tracker.observe(Signature.of(np.zeros((2, n))), step=step)
+        return tracker.end_epoch()
+
+    test = SignatureTracker(xla=True, function="test")
+    calls = [CallRecord("test", 0, 0, figures("test", 0, [3, 5], test)),
+             CallRecord("test", 1, None, figures("test", None, [3, 5, 6], test)),
+             CallRecord("predict", 0, None, figures("predict", None, [3, 3])),
+             CallRecord("test", 2, None, signatures_unavailable="<b>keras 9</b>")]
+    train = [figures("train", 0, [3, 4, 5])]
+    page = read_page(render_html([RunData.of("", [], train, calls)], exit_reason=""))
+    totals = {f: page.value("expected_compilations", **{"class": "function", "data-function": f})
+              for f in ("train", "test", "predict")}
+    # The unavailable evaluate call leaves the test function's total unknown, not 3.
+    assert totals == {"train": 3, "test": None, "predict": 1}
+    assert page.value("steps", **{"class": "function", "data-function": "test"}) == 5
+    assert [page.value("expected_compilations", **{"class": "call", "data-index": n}) for n in range(3)] == [2, 1, 1]
+    assert page.value("compilations_so_far", **{"class": "call", "data-index": 1}) == 3
+    text = "".join(page.text)
+    assert "input signatures unavailable: <b>keras 9</b>" in text
+    rows = [attrs for tag, attrs in page.tags if tag == "tr" and attrs.get("class") == "compile"]
+    assert [(r["data-function"], r["data-call"]) for r in rows] == [
+        ("test", "0"), ("test", "0"), ("test", "1"), ("predict", "2")]
+    assert [page.value("step", **{"class": "compile", "data-call": c, "data-index": i})
+            for c, i in ((0, 0), (0, 1), (1, 0), (2, 0))] == [0, 1, 2, 0]
+
+
+def test_no_function_table_without_calls() -> None:
+    """A run without validation, evaluate or predict calls shows its train figures only, as before."""
+    page = render_html([RunData.of("", [CoverageReport(epoch=1, xla_time_fraction=1.0)])], exit_reason="")
+    assert "Compilations per function" not in page

@@ -12,7 +12,15 @@ from hypothesis import strategies as st
 
 from keras_xla_guard import CoverageReport, RunFileError
 from keras_xla_guard.distributed import read_reports, worker_coverage
-from keras_xla_guard.output.runfile import RUN_FILE, RUN_FILE_VERSION, RunData, read_run_file, save_run_file
+from keras_xla_guard.output.runfile import (
+    RUN_FILE,
+    RUN_FILE_VERSION,
+    RunData,
+    RunFileSink,
+    read_run_file,
+    save_run_file,
+)
+from keras_xla_guard.runtime.sink import CallRecord, EpochRecord
 
 # Written by a real 2-epoch jit_compile fit (both epochs profiled) with
 # keras-xla-guard at 33e6507, before run files had a version.
@@ -47,9 +55,9 @@ def test_writer_stamps_the_version_and_the_reader_gives_back_what_was_written(tm
     reports = read_run_file(V0).coverage_reports()
     path = save_run_file(tmp_path, reports, {}, worker="worker_1")
     assert path == tmp_path / RUN_FILE
-    assert json.loads(path.read_text())["version"] == RUN_FILE_VERSION == 1
+    assert json.loads(path.read_text())["version"] == RUN_FILE_VERSION == 2
     run = read_run_file(tmp_path)
-    assert (run.name, run.version) == ("worker_1", 1)
+    assert (run.name, run.version, run.calls) == ("worker_1", 2, ())
     assert run.coverage_reports() == reports
     assert read_reports(tmp_path) == reports
     assert worker_coverage(tmp_path.parent)[1]["worker_1"].xla_time_fraction == reports[1].xla_time_fraction
@@ -63,8 +71,56 @@ def test_a_newer_version_is_refused_by_name(tmp_path):
     with pytest.raises(RunFileError) as caught:
         read_run_file(tmp_path / RUN_FILE)
     assert str(caught.value) == (
-        f"{str(tmp_path / RUN_FILE)!r} is not a readable run file: version: 2 is newer than this "
-        "keras-xla-guard reads (up to 1); read it with the version that wrote it")
+        f"{str(tmp_path / RUN_FILE)!r} is not a readable run file: version: 3 is newer than this "
+        "keras-xla-guard reads (up to 2); read it with the version that wrote it")
+
+
+def _calls() -> list[CallRecord]:
+    """A validation and a predict call, with figures made by the trackers themselves."""
+    import numpy as np
+
+    from keras_xla_guard.signatures import Signature, SignatureTracker
+
+    made = []
+    for function, epoch, call in (("test", 0, 0), ("predict", None, 0)):
+        tracker = SignatureTracker(xla=True, function=function)
+        tracker.begin_epoch(epoch)
+        for n in (3, 5, 3):
+            tracker.observe(Signature.of(np.zeros((2, n))))
+        made.append(CallRecord(function, call, epoch, tracker.end_epoch()))
+    return made + [CallRecord("test", 1, None, signatures_unavailable="keras 9")]
+
+
+def test_calls_round_trip_in_order_and_a_version_1_file_reads_with_none(tmp_path):
+    """Version 2 keeps each call's to_dict() in order; a version-1 file (no calls) reads with calls ()."""
+    calls = _calls()
+    save_run_file(tmp_path, {}, {}, calls=calls)
+    run = read_run_file(tmp_path)
+    assert run.calls == tuple(c.to_dict() for c in calls)
+    assert [(c["kind"], c["call"], c["epoch"]) for c in run.calls] == [
+        ("validation", 0, 0), ("predict", 0, None), ("evaluate", 1, None)]
+    assert run.calls[0]["signatures"]["expected_compilations"] == 2
+    data = json.loads(V0.read_text())
+    data["version"] = 1
+    (tmp_path / RUN_FILE).write_text(json.dumps(data))
+    old = read_run_file(tmp_path)
+    assert (old.version, old.calls, len(old.reports)) == (1, (), 2)
+
+
+def test_run_file_sink_adds_a_call_after_fit_to_the_file_there(tmp_path):
+    """write_call on a fresh sink keeps the epochs and calls already saved and appends; a new run's sink starts anew."""
+    first, second, third = _calls()
+    report = CoverageReport(status="skipped", reason="busy", epoch=0, steps_profiled=0)
+    RunFileSink(tmp_path).write_epoch(EpochRecord(0, report, calls=(first,)))
+    RunFileSink(tmp_path).write_call(second)
+    run = read_run_file(tmp_path)
+    assert run.reports == (report.to_dict(),)
+    assert run.calls == (first.to_dict(), second.to_dict())
+    RunFileSink(tmp_path).write_epoch(EpochRecord(1))
+    assert read_run_file(tmp_path).calls == ()
+    (tmp_path / RUN_FILE).write_text("not json")
+    RunFileSink(tmp_path).write_call(third)
+    assert read_run_file(tmp_path).calls == (third.to_dict(),)
 
 
 def test_run_data_of_takes_objects_or_dicts_in_epoch_order():
@@ -124,6 +180,17 @@ BAD = {
     "worker_is_a_number": (_edit("worker", 3), "(top level).worker", "expected a string, got 3"),
     "version_is_text": (_edit("version", "1"), "(top level).version",
                         "expected an integer from 0 to 9007199254740992, got '1'"),
+    "calls_is_an_object": (_edit("calls", {}), "calls", "expected a list, got {}"),
+    "call_of_the_train_function": (_edit("calls", [{"function": "train", "call": 0}]), "calls[0].function",
+                                   "expected one of ['test', 'predict'], got 'train'"),
+    "call_without_its_number": (_edit("calls", [{"function": "test"}]), "calls[0].call", "missing"),
+    "call_with_an_extra_key": (_edit("calls", [{"function": "test", "call": 0, "report": {}}]),
+                               "calls[0].report", "not a field of this object"),
+    "call_figures_of_another_function": (
+        _edit("calls", [{"function": "test", "call": 0, "signatures": {
+            "epoch": None, "steps": 1, "distinct_signatures": 1, "new_signatures": 1, "compilations_so_far": 1,
+            "function": "fit"}}]),
+        "calls[0].signatures.function", "expected one of ['train', 'test', 'predict'], got 'fit'"),
 }
 
 

@@ -9,7 +9,8 @@ from keras_xla_guard import CoverageReport, GuardConfig
 from keras_xla_guard.output.console import ConsoleSink
 from keras_xla_guard.output.runfile import RUN_FILE, RunFileSink
 from keras_xla_guard.output.sinks import default_sinks
-from keras_xla_guard.runtime.sink import EpochRecord
+from keras_xla_guard.runtime.sink import CallRecord, EpochRecord
+from keras_xla_guard.signatures import EpochSignatures
 
 
 def test_default_sinks_follow_the_config(tmp_path):
@@ -43,3 +44,38 @@ def test_console_sink_prints_each_report_at_close_only():
     assert stream.getvalue() == ""
     sink.close({0: EpochRecord(0), 1: EpochRecord(1, report)})
     assert stream.getvalue() == "keras-xla-guard: XLA coverage (epoch 1): skipped - busy\n"
+
+
+def _stats(function: str, epoch, steps: int, distinct: int, new: int, expected, so_far: int) -> EpochSignatures:
+    return EpochSignatures(epoch=epoch, steps=steps, distinct_signatures=distinct, new_signatures=new,
+                           expected_compilations=expected, compilations_so_far=so_far, short_last_batch=False,
+                           explanations=(), signatures=(), function=function)
+
+
+def test_console_sink_prints_validations_under_their_epoch_and_a_line_per_function():
+    """close(): each validation after its epoch, then the expected compilations of each function."""
+    stream = io.StringIO()
+    sink = ConsoleSink(stream)
+    validation = CallRecord("test", 0, 0, _stats("test", 0, 2, 2, 2, 2, 2))
+    records = {0: EpochRecord(0, signatures=_stats("train", 0, 4, 2, 2, 2, 2), calls=(validation,)),
+               1: EpochRecord(1, signatures=_stats("train", 1, 4, 2, 0, 0, 2),
+                              calls=(CallRecord("test", 1, 1, signatures_unavailable="keras 9"),))}
+    sink.close(records)
+    assert stream.getvalue().splitlines() == [
+        "keras-xla-guard: validation in epoch 0: 2 steps, 2 input signature(s), 2 new, 2 expected XLA "
+        "compilation(s), 2 for the test function so far",
+        "keras-xla-guard: validation in epoch 1: input signatures unavailable (keras 9)",
+        "keras-xla-guard: expected XLA compilations by function (one per new input signature): train 2, "
+        "test 2 (1 validation)",
+    ]
+
+
+def test_console_sink_prints_an_evaluate_or_predict_call_when_it_ends():
+    """write_call prints at once (the call's own progress bar is done); close({}) prints nothing more."""
+    stream = io.StringIO()
+    sink = ConsoleSink(stream)
+    sink.write_call(CallRecord("predict", 1, None, _stats("predict", None, 4, 2, 1, 1, 3)))
+    sink.close({})
+    assert stream.getvalue() == (
+        "keras-xla-guard: predict (call 1 of the predict function): 4 steps, 2 input signature(s), 1 new, "
+        "1 expected XLA compilation(s), 3 for the predict function so far\n")

@@ -19,6 +19,7 @@ with warnings.catch_warnings():
 
 from keras_xla_guard.trace.report import CoverageReport, OpStat
 from keras_xla_guard.output.tensorboard import (
+    DEVICE_TAGS,
     LAYOUT_CATEGORY,
     SCALAR_TAGS,
     SummaryWriter,
@@ -34,8 +35,10 @@ CHART_TITLES = [
     "XLA coverage (%)",
     "XLA vs non-XLA op time (s)",
     "Compilations vs new signatures",
-    "Compile time (s)",
+    "Expected compilations: train vs validation",
+    "Compile time (s): wall-clock, and summed over threads",
     "Input pipeline time (s)",
+    "Device transfers (s)",
 ]
 # Names that would break or inject into a Markdown table if not escaped.
 HOSTILE_NAMES = [
@@ -235,7 +238,7 @@ def test_signatures_markdown_shows_fix_code_as_a_code_block() -> None:
 
 
 def test_layout_has_the_xla_guard_category_and_charts() -> None:
-    """The layout is one open "XLA Guard" category with the five charts in order."""
+    """The layout is one open "XLA Guard" category with the six charts in order."""
     layout = layout_proto()
     assert [c.title for c in layout.category] == [LAYOUT_CATEGORY] == ["XLA Guard"]
     category = layout.category[0]
@@ -248,16 +251,21 @@ def test_layout_regexes_each_match_exactly_their_tag() -> None:
     """Each chart line matches exactly one guard tag, never a longer look-alike."""
     known = [
         *SCALAR_TAGS,
+        *DEVICE_TAGS,
         "xla_guard/new_signatures",
         "xla_guard/distinct_signatures",
         "xla_guard/expected_compilations",
+        *(f"xla_guard/{kind}/{figure}" for kind in ("validation", "evaluate", "predict")
+          for figure in ("new_signatures", "distinct_signatures", "expected_compilations")),
     ]
     expected = [
         ["xla_guard/coverage_percent"],
         ["xla_guard/xla_time_s", "xla_guard/non_xla_op_time_s"],
         ["xla_guard/compilations", "xla_guard/expected_compilations", "xla_guard/new_signatures"],
-        ["xla_guard/compile_time_s"],
+        ["xla_guard/expected_compilations", "xla_guard/validation/expected_compilations"],
+        ["xla_guard/compile_time_s", "xla_guard/compile_thread_time_s"],
         ["xla_guard/input_pipeline_time_s"],
+        ["xla_guard/transfer_time_s"],
     ]
     for chart, tags in zip(layout_proto().category[0].chart, expected):
         matched = [[t for t in known if re.search(rx, t)] for rx in chart.multiline.tag]

@@ -367,11 +367,17 @@ def test_each_flavour_module_keeps_the_flavour_contract(name, backend, batches):
     from keras_xla_guard.seam import Flavour
 
     flavour = importlib.import_module(f"keras_xla_guard.seam.{name}")
-    assert set(Flavour.__annotations__) == {"FLAVOUR", "BACKEND", "BATCHES", "DATASET_HOLDER", "EXIT_HOOK_HOLDER"}
+    assert set(Flavour.__annotations__) == {"FLAVOUR", "BACKEND", "BATCHES", "DATASET_HOLDER", "EXIT_HOOK_HOLDER",
+                                            "FUNCTION_HOLDERS", "HOST_BATCHES"}
     assert (flavour.FLAVOUR, flavour.BACKEND, flavour.BATCHES) == (name, backend, batches)
+    assert set(flavour.FUNCTION_HOLDERS) == {"train", "test", "predict"}
     holder, attribute = flavour.DATASET_HOLDER
     assert holder.isidentifier() and attribute.isidentifier()
     assert flavour.EXIT_HOOK_HOLDER.isidentifier()
+    assert set(flavour.FUNCTION_HOLDERS) == {"train", "test", "predict"}
+    assert all((owner is None or owner.isidentifier()) and slot.isidentifier()
+               for owner, slot in flavour.FUNCTION_HOLDERS.values())
+    assert flavour.HOST_BATCHES <= set(flavour.FUNCTION_HOLDERS) - {"train"}
     assert callable(flavour.probe) and callable(flavour.recording_function)
 
 

@@ -19,6 +19,15 @@ it. Regenerate (only ever from that commit's code) with:
 git worktree add /tmp/old 9c25e2f
 PYTHONPATH=/tmp/old .venv/bin/python tests/trace/_golden.py
 ```
+
+`data/golden_oracle.json` holds, beside those figures, what an independent
+oracle reads from the same trace, with the tolerance a figure is checked
+against it (`tests/_oracle.py`: XLA time and launches summed from the raw
+proto with TensorFlow's own `xplane_pb2`, the share with them; compilations
+counted as `CpuCompiler::RunBackend` spans; plain op time as xprof's
+`framework_op_stats` books the same ops, where xprof and the package book
+the same ops). It depends on the trace only; rewrite it with
+`.venv/bin/python tests/trace/_golden.py --oracle`.
 """
 
 from __future__ import annotations
@@ -32,12 +41,25 @@ from typing import Any
 
 DATA = Path(__file__).resolve().parent / "data"
 GOLDEN = DATA / "golden_9c25e2f.json.gz"
+ORACLE = DATA / "golden_oracle.json"
+# Tolerances of a figure against its oracle: the raw sums add the same
+# integer picoseconds (float rounding only); xprof rounds its times to
+# nanoseconds and cuts ops at the window's edges (5%, as in test_analysis).
+RAW_REL, XPROF_REL = 1e-9, 0.05
+# Variants whose plain ops xprof books as the package does. Not the `mlp`
+# traces: xprof keeps 6 of their 8 steps and names their gradient kernels
+# otherwise (329 of 466 ops not found by name), nor `jit`, whose 8 plain ops
+# are 1-9 us each (xprof's self times differ by up to 6x at that scale), nor
+# `eager_loop`, which has no plain op kernel to compare.
+XPROF_OPS_VARIANTS = ("plain",)
+# Cross-device transfers, which xprof's framework_op_stats leaves out.
+TRANSFER_TYPES = ("_Send", "_Recv", "_HostSend", "_HostRecv")
 TOP_K = 1000
 _PATH_FIELDS = ("trace_paths", "hosts", "trace_path")
-# Report fields added after 9c25e2f (the compile table; device transfers,
-# None on these host traces): no golden value; tests/trace/test_golden.py
+# Report fields added after 9c25e2f (the compile table; device transfers
+# and programs, None and empty on these host traces): no golden value; tests/trace/test_golden.py
 # pins the compile table streamed against parsed instead.
-NEW_FIELDS = ("compile_table", "cache_hits", "persistent_cache", "transfer_time_s")
+NEW_FIELDS = ("compile_table", "cache_hits", "persistent_cache", "transfer_time_s", "programs")
 
 
 def variants() -> dict[str, bytes]:
@@ -101,6 +123,44 @@ def load_golden() -> dict[str, Any]:
     return json.loads(gzip.decompress(GOLDEN.read_bytes()))
 
 
+def oracle(path: Path, golden: dict[str, Any], name: str) -> dict[str, dict[str, Any]]:
+    """The oracle's reading of one variant's trace, per figure: value, oracle and tolerance."""
+    from _oracle import raw_xla, xprof_op_rows
+
+    raw = raw_xla(path)
+    non_xla = golden["non_xla_op_time_s"]
+    share = raw.seconds / (raw.seconds + non_xla) if raw.seconds + non_xla else 0.0
+    figures = {
+        "xla_time_s": {"value": raw.seconds, "oracle": "raw_xla", "rel": RAW_REL},
+        "xla_executions": {"value": raw.launches, "oracle": "raw_xla", "rel": 0.0},
+        "xla_time_fraction": {"value": share, "oracle": "raw_xla and the golden plain op time",
+                              "rel": RAW_REL},
+        "compilations": {"value": sum(1 for _ in _compile_spans(path)), "oracle": "CpuCompiler::RunBackend spans",
+                         "rel": 0.0},
+    }
+    if name in XPROF_OPS_VARIANTS:
+        rows = {(r["type"], r["operation"]): r for r in xprof_op_rows(path) if r["host_or_device"] == "Host"}
+        ops = golden["top_non_xla_ops"]
+        figures["non_xla_op_time_s"] = {
+            "value": sum(rows[(op["op_type"], op["op_name"])]["total_self_time"] * 1e-6
+                         if op["op_type"] not in TRANSFER_TYPES else op["self_time_s"] for op in ops),
+            "oracle": "xprof framework_op_stats (transfers at the package's value)",
+            "rel": XPROF_REL,
+        }
+    return figures
+
+
+def _compile_spans(path: Path) -> list[Any]:
+    from _oracle import _host_spans
+
+    return _host_spans(path, "CpuCompiler::RunBackend")
+
+
+def load_oracle() -> dict[str, Any]:
+    """The oracle values beside the golden reports, by variant and figure."""
+    return json.loads(ORACLE.read_text(encoding="utf-8"))
+
+
 def main() -> None:
     from keras_xla_guard import analyze_trace
 
@@ -114,5 +174,18 @@ def main() -> None:
     print(f"wrote {GOLDEN} with {sys.modules['keras_xla_guard'].__file__}")
 
 
+def oracle_main() -> None:
+    golden = load_golden()
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, data in variants().items():
+            path = Path(tmp) / f"{name}.xplane.pb"
+            path.write_bytes(data)
+            out[name] = oracle(path, golden[name], name)
+    ORACLE.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"wrote {ORACLE}")
+
+
 if __name__ == "__main__":
-    main()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    oracle_main() if "--oracle" in sys.argv[1:] else main()

@@ -1,18 +1,22 @@
-"""The streaming analysis gives exactly the reports of the code before it.
+"""The streaming analysis gives exactly the reports of the code before it,
+and those reports agree with an independent oracle on the same traces.
 
 Golden reports come from commit 9c25e2f (see `_golden.py`) on real traces
-kept in the repository and on edits of one that take the rarer paths.
+kept in the repository and on edits of one that take the rarer paths; beside
+them, `data/golden_oracle.json` holds what the oracle read from each trace,
+so that a frozen figure is checked against truth, not only against itself.
 """
 
 from __future__ import annotations
 
 import pytest
-from _golden import TOP_K, load_golden, report_dict, variants
+from _golden import TOP_K, load_golden, load_oracle, oracle, report_dict, variants
 
 from keras_xla_guard import analyze_trace, analyze_xspace
 from keras_xla_guard.trace.xplane import load_xspace
 
 _GOLDEN = load_golden()
+_ORACLE = load_oracle()
 _VARIANTS = variants()
 
 
@@ -64,3 +68,28 @@ def test_tiny_slices_give_the_golden_reports(trace_files, monkeypatch, chunk_byt
     monkeypatch.setattr(reader, "CHUNK_BYTES", chunk_bytes)
     for name in ("mlp", "jit", "mlp_in_outer_kernel"):
         assert report_dict(analyze_trace(trace_files[name], top_k=TOP_K)) == _GOLDEN[name]
+
+
+def test_every_variant_has_oracle_values_for_its_xla_figures():
+    """The oracle file covers every variant, each with its XLA time, launches, share and compilations."""
+    assert sorted(_ORACLE) == sorted(_VARIANTS)
+    for figures in _ORACLE.values():
+        assert {"xla_time_s", "xla_executions", "xla_time_fraction", "compilations"} <= set(figures)
+    assert "non_xla_op_time_s" in _ORACLE["plain"]
+
+
+@pytest.mark.parametrize("name", sorted(_VARIANTS))
+def test_golden_and_current_figures_agree_with_the_oracle(trace_files, name):
+    """Each figure with an oracle value, frozen and as computed now, is that value within its tolerance."""
+    now = report_dict(analyze_trace(trace_files[name], top_k=TOP_K))
+    for figure, check in _ORACLE[name].items():
+        expected = pytest.approx(check["value"], rel=check["rel"], abs=1e-12)
+        assert _GOLDEN[name][figure] == expected, (name, figure, check["oracle"])
+        assert now[figure] == expected, (name, figure, check["oracle"])
+
+
+@pytest.mark.tf
+@pytest.mark.parametrize("name", sorted(_VARIANTS))
+def test_oracle_values_are_what_the_oracle_reads_from_the_trace(trace_files, name):
+    """The stored oracle values are the oracle's reading of the trace today (TensorFlow's proto, xprof)."""
+    assert oracle(trace_files[name], _GOLDEN[name], name) == _ORACLE[name]
