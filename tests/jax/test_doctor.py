@@ -25,7 +25,10 @@ def test_doctor_on_jax_names_the_backend_jit_and_the_cache_off():
     assert done.returncode == 0, done.stderr
     text = done.stdout
     assert text.startswith("keras-xla-guard doctor (JAX)")
-    assert "(backend jax)" in text and "jit: on" in text and "jax.jit on cpu:0: compiles and runs" in text
+    import jax
+
+    assert "(backend jax)" in text and "jit: on" in text
+    assert f"jax.jit on {jax.devices()[0]}: compiles and runs" in text
     assert 'export JAX_COMPILATION_CACHE_DIR="$HOME/.cache/jax" JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0' in text
 
 
