@@ -58,6 +58,12 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
     Nothing inside the guard can break training: failures become
     `XlaGuardWarning`s and the window is reported as failed.
 
+    Under Keras' JAX backend (`KERAS_BACKEND=jax`, no TensorFlow needed)
+    every step is one XLA program: the callback profiles with `jax.profiler`
+    and, every epoch, counts each compilation per function with its
+    trace/lower/compile seconds from `jax.monitoring` (`compilations`;
+    docs/jax.md).
+
     It is a `tf_keras` callback as well (`TF_USE_LEGACY_KERAS=1`). Under
     `MultiWorkerMirroredStrategy` pass it to `fit` on every worker: each
     worker profiles into `<log_dir>/<task_type>_<task_id>/` and the chief
@@ -107,7 +113,7 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
 
     Raises:
         ValueError: If an argument is invalid.
-        BackendError: If Keras does not run on the TensorFlow backend.
+        BackendError: If Keras runs on a backend other than TensorFlow or JAX.
 
     Example:
 
