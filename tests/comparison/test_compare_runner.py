@@ -197,8 +197,9 @@ def test_peak_memory_is_the_rss_rise_read_from_outside(compared):
     """The compile pass's peak is the test's own reading: peak RSS at its end over RSS before the clone."""
     for mode, figures in compared.report.modes.items():
         before, (compile_fit, *_) = compared.watch.of(mode)
-        ours = compile_fit.peak_rss_at_end - before
-        assert ours > 0
+        # A fit that frees more than it takes (the collector ran during it on a
+        # loaded machine) has no growth: compare reports 0 then, never a negative.
+        ours = max(0, compile_fit.peak_rss_at_end - before)
         assert figures.peak_memory_bytes == pytest.approx(ours, rel=MEMORY_REL, abs=MEMORY_ABS_BYTES), mode
 
 
