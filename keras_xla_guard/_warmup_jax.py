@@ -45,8 +45,13 @@ def _zeros(structure: Any, floatx: str) -> Any:
         f"arrays. Received: {structure!r}")
 
 
-def warm_up_jax(model: Any, shapes: Any, *, element_spec: Any, steps: Sequence[str]) -> Any:
+def warm_up_jax(
+    model: Any, shapes: Any, *, element_spec: Any, steps: Sequence[str]
+) -> tuple[tuple[Signature, ...], float, tuple[str, ...]]:
     """`warm_up` on Keras' JAX backend (see `keras_xla_guard.warm_up`).
+
+    Returns:
+        `(signatures warmed, seconds, notes)`, for `warm_up`'s report.
 
     Raises:
         ValueError: If `shapes` is not a list of signatures, or
@@ -55,7 +60,6 @@ def warm_up_jax(model: Any, shapes: Any, *, element_spec: Any, steps: Sequence[s
     import keras
 
     from keras_xla_guard.seam import keras3_jax
-    from keras_xla_guard.warmup import WarmUpReport
 
     if element_spec is not None:
         raise ValueError(f"`element_spec` is a tf.data notion; under JAX give the signatures' arrays or shapes. "
@@ -78,11 +82,5 @@ def warm_up_jax(model: Any, shapes: Any, *, element_spec: Any, steps: Sequence[s
         reason = keras3_jax.run_on_copy(model, step, runs)
         if reason is not None:
             notes.append(f"{step} not warmed: {reason}")
-    return WarmUpReport(
-        signatures=tuple(Signature.of(b, root_names=_ROOT_NAMES) for b in batches),
-        steps=tuple(steps),
-        seconds=time.perf_counter() - started,
-        batches_read=0,
-        restored=0,
-        notes=tuple(notes),
-    )
+    signatures = tuple(Signature.of(b, root_names=_ROOT_NAMES) for b in batches)
+    return signatures, time.perf_counter() - started, tuple(notes)

@@ -396,7 +396,10 @@ def _warm_up(
     if seam.keras_backend(model) == "jax":
         from keras_xla_guard._warmup_jax import warm_up_jax
 
-        return warm_up_jax(model, shapes_or_dataset, element_spec=element_spec, steps=steps)
+        # The step is stateless under JAX: nothing is read from a dataset, nothing needs putting back.
+        signatures, seconds, notes = warm_up_jax(model, shapes_or_dataset, element_spec=element_spec, steps=steps)
+        return WarmUpReport(signatures=signatures, steps=steps, seconds=seconds, batches_read=0, restored=0,
+                            notes=notes)
     import tensorflow as tf
 
     from keras_xla_guard._interrupts import InterruptGate
