@@ -158,6 +158,15 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
         self._note_lock = threading.Lock()
         self._peer: XlaGuardCallback | None = None
         self._fit_model: Any = None
+        # Under JAX a batch-end hook makes Keras wait for every step's results
+        # (it turns the logs into Python numbers) unless the callback is
+        # async-safe: then the hook runs on Keras' thread pool, off the step,
+        # and step ends come from the seam instead (`_steps_finished`).
+        self._ends_from_seam = self.engine.backend.name == "jax"
+        if self._ends_from_seam:
+            self.async_safe = True
+        self._calls_finished = 0
+        self._last_begin: int | None = None
 
     def observe(self, dataset: Any) -> Any:
         """Returns `dataset` with a `map` that records every batch's input signature.
@@ -311,6 +320,7 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
             return
         params = self.params or {}
         self._noted = False
+        self._calls_finished, self._last_begin = 0, None
         if self.engine.backend.name == "tensorflow":
             # The switches, strategies and graphs these verdicts read are TensorFlow's.
             self._diagnose()
@@ -342,15 +352,35 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
     def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         if self._peer is not None:
             return
+        self._steps_finished()
         self.engine.step_begin(batch)
+        self._last_begin = batch
         self._track(self._inputs.step, batch)
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
-        if self._peer is None:
+        if self._peer is None and not self._ends_from_seam:
             self.engine.step_end(batch)
+
+    def _steps_finished(self) -> None:
+        """Under JAX: tells the engine the step begun last has ended, when the seam saw its call return.
+
+        Calls run one after another on the training thread, so the calls
+        that returned since the last look end the steps of the last call
+        begun.
+        """
+        tap = self._inputs.tap
+        finished = getattr(tap, "calls_finished", None)
+        if not self._ends_from_seam or finished is None or finished == self._calls_finished:
+            return
+        self._calls_finished = finished
+        if self._last_begin is not None and self._fit_model is not None:
+            from keras_xla_guard import seam
+
+            self.engine.step_end(self._last_begin + seam.steps_per_execution(self._fit_model) - 1)
 
     def on_test_begin(self, logs: dict[str, Any] | None = None) -> None:
         if self._peer is None:
+            self._steps_finished()
             self.engine.validation_begin()
         self._begin_call("test")
 
@@ -376,6 +406,7 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         if self._peer is not None:
             return
+        self._steps_finished()
         self._track(self._inputs.end_epoch)
         # Keras' epoch logs hold the train step's results (the loss at least)
         # once a step ran; validation adds only `val_` entries.

@@ -379,12 +379,14 @@ def _attach_in_python(
 
     def stand_in(state: Any, iterator: Any) -> Any:
         try:
-            return recording(state, iterator)
+            outputs = recording(state, iterator)
         except StopIteration:
             raise
         except BaseException:
             on_abort()
             raise
+        tap.calls_finished += 1
+        return outputs
 
     setattr(stand_in, GUARD_WRAPPER, True)
     stand_in.__wrapped__ = original  # type: ignore[attr-defined]

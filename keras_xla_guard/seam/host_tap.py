@@ -32,6 +32,10 @@ class HostTap:
         template: The first recorded batch's signature (`None` before one);
             a host tap is never `static`.
         host_recorded: Batches recorded so far.
+        calls_finished: Calls of the tapped function that returned (their
+            steps ran); the seam counts them, so that the guard learns a
+            step's end without a batch-end hook (which under JAX would wait
+            for the step's results every step).
 
     Raises:
         ValueError: If `capacity` is not a positive int.
@@ -44,6 +48,7 @@ class HostTap:
         self.capacity = capacity
         self.template: Signature | None = None
         self.host_recorded = 0
+        self.calls_finished = 0
         self._unread: list[Signature] = []
         self._overflow = False
         self._seen: set[Signature] = set()

@@ -148,3 +148,8 @@ def test_evaluate_and_predict_count_their_own_compilations_as_predicted(tmp_path
     assert sum(c.function == "test" for c in evaluate.compilations) == evaluate.signatures.expected_compilations
     assert (predict.kind, predict.signatures.new_signatures) == ("predict", 2)
     assert [c.program for c in predict.compilations if c.function == "predict"] == ["predict_step"] * 2
+
+
+def test_the_guard_keeps_keras_batch_end_dispatch_asynchronous(guarded):
+    """Under JAX the guard is async_safe (Keras then never waits for a step's results for it); step ends come from the seam."""
+    assert guarded.guard.async_safe is True
