@@ -234,8 +234,24 @@ bench: $(VENV)/.installed-test
 stress-multiworker: $(VENV)/.installed-test
 	$(PY) benchmarks/save_result.py benchmarks/stress_multiworker.py --runs 30 --modes guard --scenarios loop,fit
 
+# Mutation testing of trace/, signatures/ and warmup.py with the fast tests
+# (mutmut, configured in pyproject.toml): a developer target, not part of
+# `make ci` - CPU-heavy, about 2 mutants a second on two cores, so about 45
+# minutes for all three rooms; `make mutation MUTATION_ROOMS=signatures` runs
+# one. The result (mutants, killed, survivors per room) is saved under
+# benchmarks/results/; docs/testing.md lists the survivors and why each stands.
+MUTATION_ROOMS ?= trace,signatures,warmup
+
+$(VENV)/.installed-mutation: $(VENV)/.installed-test
+	$(PY) -m pip install --quiet -e ".[mutation]"
+	touch $@
+
+.PHONY: mutation
+mutation: $(VENV)/.installed-mutation
+	$(PY) benchmarks/save_result.py benchmarks/mutation.py --rooms $(MUTATION_ROOMS)
+
 clean:
-	rm -rf $(VENV) $(COMPAT) $(NO_TF) $(JAX_VENV) logs site test-artifacts .pytest_cache
+	rm -rf $(VENV) $(COMPAT) $(NO_TF) $(JAX_VENV) logs site test-artifacts .pytest_cache mutants
 
 # GPU check (docs/jax.md): on the lent GPU machine, which has JAX (CUDA),
 # TensorBoard and protobuf but no TensorFlow and no network, with this checkout

@@ -137,6 +137,7 @@ def check_window(epoch: int, guard: Any, gpu: bool) -> dict[str, Any]:
         "xla_executions": report.xla_executions, "xla_time_s": report.xla_time_s,
         "compilations": report.compilations, "compile_time_s": report.compile_time_s,
         "window_wall_s": report.window_wall_s, "monitoring_compilations": in_window, "xprof": xprof,
+        "text": str(report).splitlines(),
     }
     checks: dict[str, bool | None] = {
         "report_ok": report.ok,

@@ -5,6 +5,9 @@
 # Everything else in the package is internal and may move.
 
 from keras_xla_guard._version import __version__ as __version__
+from keras_xla_guard.budget import BudgetCompilation as BudgetCompilation
+from keras_xla_guard.budget import CompilationBudget as CompilationBudget
+from keras_xla_guard.budget import max_compilations as max_compilations
 from keras_xla_guard.callback import XlaGuardCallback as XlaGuardCallback
 from keras_xla_guard.comparison import CompareReport as CompareReport
 from keras_xla_guard.comparison import ModeFigures as ModeFigures
@@ -19,6 +22,7 @@ from keras_xla_guard.distributed import WorkerCoverage as WorkerCoverage
 from keras_xla_guard.distributed import read_reports as read_reports
 from keras_xla_guard.distributed import worker_coverage as worker_coverage
 from keras_xla_guard.errors import BackendError as BackendError
+from keras_xla_guard.errors import CompilationsUnknownError as CompilationsUnknownError
 from keras_xla_guard.errors import MissingDependencyError as MissingDependencyError
 from keras_xla_guard.errors import ProfilerBusyError as ProfilerBusyError
 from keras_xla_guard.errors import RecompilationLimitError as RecompilationLimitError
@@ -52,6 +56,7 @@ from keras_xla_guard.trace.compiles import CompileRecord as CompileRecord
 from keras_xla_guard.trace.report import CoverageReport as CoverageReport
 from keras_xla_guard.trace.report import OpStat as OpStat
 from keras_xla_guard.trace.report import ProgramStat as ProgramStat
+from keras_xla_guard.trace.report import TraceQuality as TraceQuality
 from keras_xla_guard.warmup import WarmUpReport as WarmUpReport
 from keras_xla_guard.warmup import warm_up as warm_up
 

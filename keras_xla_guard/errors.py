@@ -9,6 +9,7 @@ from __future__ import annotations
 __all__ = [
     "XlaGuardError",
     "BackendError",
+    "CompilationsUnknownError",
     "MissingDependencyError",
     "ProfilerBusyError",
     "ProfilerNotRunningError",
@@ -30,6 +31,15 @@ class BackendError(XlaGuardError, RuntimeError):
     """Keras runs on a backend keras-xla-guard has no implementation for."""
 
 
+class CompilationsUnknownError(XlaGuardError, RuntimeError):
+    """A compilation budget (`max_compilations`) could not count the compilations inside it.
+
+    The input signatures of a run inside the block could not be recorded,
+    or a `fit`, `evaluate` or `predict` call could not be observed; the
+    message says which and why. A budget that cannot count never passes.
+    """
+
+
 class MissingDependencyError(XlaGuardError, ImportError):
     """An optional dependency is missing, e.g. matplotlib for the HTML report (`html` extra)."""
 
@@ -47,9 +57,13 @@ class ProfilerNotRunningError(XlaGuardError):
 
 
 class RecompilationLimitError(XlaGuardError, RuntimeError):
-    """An epoch caused more XLA compilations than `max_compilations` allows.
+    """More XLA compilations happened than `max_compilations` allows.
 
-    Raised only with `on_violation="raise"`; it stops training on purpose.
+    Raised by a guard with `on_violation="raise"` when one epoch goes over
+    its `max_compilations` (it stops training on purpose), and by a
+    compilation budget, `with keras_xla_guard.max_compilations(n):`, when
+    the block goes over `n` (its message lists every compilation with what
+    changed and the fix).
     """
 
 

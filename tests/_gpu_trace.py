@@ -20,6 +20,30 @@ No GPU is needed: the layout follows the writers' source.
   the launching thread's line of `/host:CPU` (TF merges the CUPTI host
   plane into it before saving); the step marker is the guard's
   `train` TraceMe with `step_num` and `_r=1`.
+- CUDA graphs (XLA command buffers): a graph launch is one host event
+  `cuGraphLaunch (CudaGraph:<id>)` (`CreateXEvent` appends the graph id to
+  a CudaGraph driver callback's name) whose correlation id every kernel of
+  that run shares; each kernel has `cuda_graph_id` and
+  `cuda_graph_node_id` (`SetEventGraphId` in
+  `xla/backends/profiler/gpu/cupti_buffer_events.cc`) and the annotation
+  of the launch: XLA's module annotation and the `CommandBufferThunk`'s,
+  whose instruction is the `call` `CommandBufferScheduling` outlines the
+  commands into (`xla/service/gpu/transforms/command_buffer_scheduling.cc`,
+  `xla/backends/gpu/runtime/command_buffer_thunk.cc`). With CUPTI's
+  graph-level tracing a whole run is one event `CudaGraphExec:<id>` with
+  `cuda_graph_exec_id` and no `kernel_details`
+  (`AddGraphTraceActivityEvent`).
+- XLA's detailed annotation (`--xla_gpu_trace_annotation_level=1`,
+  `MakeInstructionName` in `xla/backends/gpu/runtime/annotation.cc`) adds
+  `op_type`, `op_name`, `source_file`, `source_line` and `shape` to each
+  thunk's keys; the basic one has `name` (the op's scope under the module
+  annotation's `prefix`).
+- The collector's caps: dropped events are counted in the XSpace's
+  `warnings` ("Detected GPU events dropped on <host>: Profiler has
+  collected N driver events and M device events. K events dropped because
+  total device(activity) events reaches max.",
+  `CuptiTraceCollectorImpl::ReportNumEventsIfDropped` in
+  `xla/backends/profiler/gpu/cupti_collector.cc`).
 """
 
 from __future__ import annotations
@@ -65,8 +89,8 @@ class _Plane:
                                                         timestamp_ns=T0_NS)
         return self._lines[line_id]
 
-    def event(self, line: Any, name: str, start_us: float, dur_us: float, **stats: Any) -> None:
-        event = line.events.add(metadata_id=self.event_id(name), offset_ps=round(start_us * PS_PER_US),
+    def event(self, line: Any, event_name: str, start_us: float, dur_us: float, **stats: Any) -> None:
+        event = line.events.add(metadata_id=self.event_id(event_name), offset_ps=round(start_us * PS_PER_US),
                                 duration_ps=round(dur_us * PS_PER_US))
         for key, value in stats.items():
             stat = event.stats.add(metadata_id=self.stat_id(key))
@@ -116,13 +140,40 @@ class GpuTrace:
             stats["group_id"] = self._step
         return stats
 
-    def xla_kernel(self, stream: int, name: str, launch_us: float, start_us: float, dur_us: float, *,
-                   module: str, program: int, hlo_op: str, tf_op: str) -> None:
-        """A kernel of XLA program `module` (`program_id` `program`)."""
+    def xla_kernel(self, stream: int, kernel: str, launch_us: float, start_us: float, dur_us: float, *,
+                   module: str, program: int, hlo_op: str, tf_op: str, **annotation: Any) -> None:
+        """Kernel `kernel` of XLA program `module` (`program_id` `program`), more annotation keys in `annotation`."""
         stats = self._launch("cuLaunchKernel", launch_us)
-        self.gpu.event(self._stream(stream, "Kernel"), name, start_us, dur_us, **stats,
+        self.gpu.event(self._stream(stream, "Kernel"), kernel, start_us, dur_us, **stats,
                        kernel_details=KERNEL_DETAILS, tf_op=tf_op, hlo_module=module, program_id=program,
-                       hlo_op=hlo_op)
+                       hlo_op=hlo_op, **annotation)
+
+    def graph_launch(self, graph_id: int, launch_us: float) -> dict[str, Any]:
+        """The host's launch of CUDA graph `graph_id`; its stats go to each kernel of the run."""
+        self._correlation += 1
+        self.host.event(self.python, f"cuGraphLaunch (CudaGraph:{graph_id})", launch_us, 0.5,
+                        correlation_id=self._correlation, device_id=0, cuda_graph_id=graph_id)
+        stats: dict[str, Any] = {"correlation_id": self._correlation, "context_id": "$$1"}
+        if self.group_ids:
+            stats["group_id"] = self._step
+        return stats
+
+    def graph_kernel(self, launch: dict[str, Any], stream: int, name: str, start_us: float, dur_us: float, *,
+                     graph_id: int, node: int, **annotation: Any) -> None:
+        """A kernel inside a run of CUDA graph `graph_id` (node `node`), under the launch's annotation."""
+        self.gpu.event(self._stream(stream, "Kernel"), name, start_us, dur_us, **launch,
+                       kernel_details=KERNEL_DETAILS, cuda_graph_id=graph_id, cuda_graph_node_id=node,
+                       **annotation)
+
+    def graph_exec(self, launch: dict[str, Any], stream: int, start_us: float, dur_us: float, *,
+                   graph_id: int, **annotation: Any) -> None:
+        """A whole run of CUDA graph `graph_id` as CUPTI's graph-level tracing records it."""
+        self.gpu.event(self._stream(stream, "CudaGraph"), f"CudaGraphExec:{graph_id}", start_us, dur_us,
+                       **launch, cuda_graph_exec_id=graph_id, **annotation)
+
+    def host_event(self, name: str, start_us: float, dur_us: float) -> None:
+        """A TraceMe on the host thread (e.g. XLA's note that it ran command buffers op by op)."""
+        self.host.event(self.python, name, start_us, dur_us)
 
     def tf_kernel(self, stream: int, name: str, launch_us: float, start_us: float, dur_us: float, *,
                   tf_op: str) -> None:
@@ -153,6 +204,20 @@ class GpuTrace:
         kinds.add(kind)
         line.name = f"Stream #{stream}({','.join(sorted(kinds))})"
         return line
+
+    def drop_device_events_after(self, at_us: float) -> None:
+        """Removes the device events that start after `at_us`, their host launches kept.
+
+        What the collector leaves when it reached its cap on device events,
+        or when the profiler stopped before the device ran the launches.
+        """
+        for line in self.gpu.plane.lines:
+            kept = [type(e)() for e in line.events if e.offset_ps <= at_us * PS_PER_US]
+            originals = [e for e in line.events if e.offset_ps <= at_us * PS_PER_US]
+            for copy, original in zip(kept, originals):
+                copy.CopyFrom(original)
+            del line.events[:]
+            line.events.extend(kept)
 
     def derived_module_line(self, stream: int, runs: list[tuple[str, float, float, int]]) -> None:
         """The per-stream "XLA Modules" line xprof derives: (name, start, duration, group)."""
@@ -193,4 +258,91 @@ def jit_fit(steps: int = 6, **kwargs: Any) -> GpuTrace:
         trace.memcpy(7, "D2H", base + 16, base + 260, 8, tf_op="StatefulPartitionedCall:StatefulPartitionedCall",
                      hlo_module=MODULE,
                      program_id=PROGRAM, hlo_op="copy.3")
+    return trace
+
+
+GRAPH_ID = 3
+# The call instruction `CommandBufferScheduling` outlines a command buffer into.
+COMMAND_BUFFER_CALL = "call.3"
+
+
+def command_buffer_fit(steps: int = 6, *, graph_level: bool = False, annotated: bool = True) -> GpuTrace:
+    """`jit_fit`'s steps with the program's 3 kernels run as one CUDA graph (an XLA command buffer).
+
+    The kernels carry the graph launch's annotation (module, program, the
+    command buffer's call instruction); with `graph_level` the run is one
+    `CudaGraphExec` event spanning them (130 us). Without `annotated` the
+    graph carries no XLA annotation at all. The plain `BiasAdd` kernel,
+    memset and copies are as in `jit_fit`.
+    """
+    trace = GpuTrace()
+    annotation = dict(tf_op="StatefulPartitionedCall:StatefulPartitionedCall", hlo_module=MODULE,
+                      program_id=PROGRAM, hlo_op=COMMAND_BUFFER_CALL) if annotated else {}
+    for step in range(steps):
+        base = step * STEP_US
+        trace.step(step, base, 900)
+        trace.memcpy(1, "H2D", base + 5, base + 20, 30, tf_op="IteratorGetNext:IteratorGetNext")
+        launch = trace.graph_launch(GRAPH_ID, base + 10)
+        if graph_level:
+            trace.graph_exec(launch, 7, base + 60, 130, graph_id=GRAPH_ID, **annotation)
+        else:
+            for k in range(3):
+                trace.graph_kernel(launch, 7, f"loop_fusion_{k}", base + 60 + 45 * k, 40, graph_id=GRAPH_ID,
+                                   node=k + 1, **annotation)
+        trace.memset(7, base + 14, base + 200, 4)
+        trace.tf_kernel(7, "void Eigen::internal::EigenMetaKernel", base + 15, base + 220, 25,
+                        tf_op="model/dense/BiasAdd:BiasAdd")
+    return trace
+
+
+NCCL_XLA = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+NCCL_TF = "ncclKernel_AllReduce_RING_LL_Sum_float"
+
+
+def collective_fit(steps: int = 6) -> GpuTrace:
+    """`jit_fit`'s program with an asynchronous all-reduce on its own stream, and a TF all-reduce.
+
+    Per step by construction: the program's 3 compute kernels on stream 7
+    (60-100, 105-145, 150-190 us: one run of 130 us), its NCCL all-reduce
+    (`all-reduce-start.1`) on stream 12 from 100 to 180 us, 70 us of it
+    beside compute kernels; then TF's own all-reduce of a gradient outside
+    XLA (`CollectiveReduceV2`, an NCCL kernel) on stream 12, 20 us; and the
+    plain `BiasAdd` kernel, 25 us. Collectives: 100 us per step.
+    """
+    trace = GpuTrace()
+    for step in range(steps):
+        base = step * STEP_US
+        trace.step(step, base, 900)
+        for k in range(3):
+            trace.xla_kernel(7, f"loop_fusion_{k}", base + 10 + k, base + 60 + 45 * k, 40, module=MODULE,
+                             program=PROGRAM, hlo_op=f"fusion.{k}",
+                             tf_op="StatefulPartitionedCall:StatefulPartitionedCall")
+        trace.xla_kernel(12, NCCL_XLA, base + 12, base + 100, 80, module=MODULE, program=PROGRAM,
+                         hlo_op="all-reduce-start.1", tf_op="StatefulPartitionedCall:StatefulPartitionedCall")
+        trace.tf_kernel(12, NCCL_TF, base + 14, base + 300, 20,
+                        tf_op="Adam/CollectiveReduceV2:CollectiveReduceV2")
+        trace.tf_kernel(7, "void Eigen::internal::EigenMetaKernel", base + 15, base + 220, 25,
+                        tf_op="model/dense/BiasAdd:BiasAdd")
+    return trace
+
+
+def annotated_fit(steps: int = 6, *, detailed: bool) -> GpuTrace:
+    """`jit_fit`'s program with XLA's thunk annotations: basic (`prefix`, `name`) or detailed.
+
+    Kernel k of each step is 40 us: `fusion.0` is the Dense layer's MatMul,
+    `fusion.1` and `fusion.2` its BiasAdd (two kernels of one framework op).
+    """
+    trace = GpuTrace()
+    ops = (("fusion.0", "dense/MatMul", "MatMul"), ("fusion.1", "dense/BiasAdd", "BiasAdd"),
+           ("fusion.2", "dense/BiasAdd", "BiasAdd"))
+    for step in range(steps):
+        base = step * STEP_US
+        trace.step(step, base, 900)
+        for k, (hlo_op, name, op_type) in enumerate(ops):
+            keys: dict[str, Any] = {"prefix": "model", "name": name}
+            if detailed:
+                keys.update(op_type=op_type, op_name=f"model/{name}", shape="f32[8,1]")
+            trace.xla_kernel(7, f"loop_fusion_{k}", base + 10 + k, base + 60 + 45 * k, 40, module=MODULE,
+                             program=PROGRAM, hlo_op=hlo_op, tf_op="StatefulPartitionedCall:StatefulPartitionedCall",
+                             **keys)
     return trace

@@ -16,7 +16,8 @@ def test_license_file_is_apache_2_and_ships_in_the_wheel(tmp_path: Path) -> None
     """LICENSE is the Apache 2.0 text setup.cfg declares, and the built wheel holds it verbatim.
 
     The wheel also holds `__init__.pyi` (the public names the package reads
-    at import) and `py.typed`, byte for byte.
+    at import) and `py.typed`, byte for byte, and declares the pytest plugin
+    (`pytest11`) that pytest loads from installed packages.
     """
     cfg = configparser.ConfigParser()
     cfg.read(REPO / "setup.cfg")
@@ -45,3 +46,7 @@ def test_license_file_is_apache_2_and_ships_in_the_wheel(tmp_path: Path) -> None
         assert "License: Apache-2.0" in zf.read(metadata).decode("utf-8")
         for name in ("__init__.pyi", "py.typed"):
             assert zf.read(f"keras_xla_guard/{name}") == (REPO / "keras_xla_guard" / name).read_bytes()
+        entry_points = configparser.ConfigParser()
+        entry_points.read_string(zf.read(next(n for n in zf.namelist()
+                                              if n.endswith(".dist-info/entry_points.txt"))).decode("utf-8"))
+        assert dict(entry_points["pytest11"]) == {"keras_xla_guard.pytest_plugin": "keras_xla_guard.pytest_plugin"}

@@ -239,6 +239,7 @@ def _section(section: RunData, index: int, plots: "_Plots") -> str:
     if name:
         parts.append(f"<h2>Worker {escape(name)}</h2>")
     parts.append(_coverage(section, plots))
+    parts.append(_quality(section))
     parts.append(_programs(section))
     parts.append(_top_ops(section, plots))
     parts.append(_compilations(section, plots))
@@ -320,7 +321,7 @@ def _coverage(section: RunData, plots: "_Plots") -> str:
         epoch_attr = "" if r.get("epoch") is None else f' data-epoch="{int(r["epoch"])}"'
         head = f'<tr class="report" data-index="{i}"{epoch_attr}><td>{escape(label)}</td>'
         if r.get("status") != "ok":
-            rows.append(head + f'<td colspan="11">{escape(r.get("status"))}: {escape(r.get("reason"))}</td></tr>')
+            rows.append(head + f'<td colspan="12">{escape(r.get("status"))}: {escape(r.get("reason"))}</td></tr>')
             continue
         steps = r.get("steps_profiled")
         rows.append(
@@ -334,6 +335,7 @@ def _coverage(section: RunData, plots: "_Plots") -> str:
             + _optional_ms("compile_thread_time_s", r.get("compile_thread_time_s"))
             + _num("input_pipeline_time_s", r["input_pipeline_time_s"], format_ms(r["input_pipeline_time_s"], 2))
             + _optional_ms("transfer_time_s", r.get("transfer_time_s"))
+            + _optional_ms("collective_time_s", r.get("collective_time_s"))
             + _num("steps_profiled", steps, "-" if steps is None else str(steps))
             + f'<td class="name">{escape(", ".join(r.get("hosts") or ()))}</td></tr>'
         )
@@ -345,7 +347,7 @@ def _coverage(section: RunData, plots: "_Plots") -> str:
         + figure
         + _table(["window", "XLA share", "XLA time", "plain TF ops", "launches", "compilations",
                   "compile time", "compile, summed over threads", "input pipeline", "device transfers",
-                  "steps", "hosts"], rows, "coverage")
+                  "collectives", "steps", "hosts"], rows, "coverage")
         + ("<ul class=\"notes\">" + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>" if notes else "")
     )
 
@@ -362,6 +364,7 @@ def _programs(section: RunData) -> str:
         f'<td>{escape(_label(r, i))}</td><td class="name">{escape(p["program"])}</td>'
         + _num("time_s", p["time_s"], format_ms(p["time_s"], 3))
         + _num("runs", p["runs"], str(p["runs"]))
+        + f'<td>{"yes" if p.get("per_op", True) else "no: command buffers"}</td>'
         + "</tr>"
         for i, r in enumerate(section.reports) if r.get("status") == "ok"
         for p in r.get("programs") or ()
@@ -370,9 +373,48 @@ def _programs(section: RunData) -> str:
         return ""
     return (
         "<h3>XLA programs on the device</h3>"
-        '<p class="muted">Device time of each XLA program\'s runs (first kernel to last kernel of each).</p>'
-        + _table(["window", "program", "device time", "runs"], rows, "programs")
+        '<p class="muted">Device time of each XLA program\'s runs (first kernel to last kernel of each), '
+        "and whether the trace splits it per op (kernels inside CUDA graphs do not say which op they "
+        "ran).</p>"
+        + _table(["window", "program", "device time", "runs", "per op"], rows, "programs")
+        + _xla_ops(section)
     )
+
+
+def _xla_ops(section: RunData) -> str:
+    """The top ops inside XLA of the window with the most XLA time."""
+    ok = [(i, r) for i, r in enumerate(section.reports) if r.get("status") == "ok" and r.get("top_xla_ops")]
+    if not ok:
+        return ""
+    i, report = max(ok, key=lambda item: (item[1]["xla_time_s"], -item[0]))
+    rows = [
+        f'<tr class="xla-op" data-rank="{n}"><td class="num">{n}</td><td class="name">{escape(op["op_type"])}</td>'
+        f'<td class="name">{escape(op["op_name"])}</td>'
+        + _num("self_time_s", op["self_time_s"], format_ms(op["self_time_s"], 3))
+        + _num("count", op["count"], str(op["count"]))
+        + "</tr>"
+        for n, op in enumerate(report["top_xla_ops"], 1)
+    ]
+    return (
+        f"<h3>Top ops inside XLA by device time ({escape(_label(report, i))})</h3>"
+        + _table(["#", "op", "op name", "device time", "kernels"], rows, "xla-ops")
+    )
+
+
+def _quality(section: RunData) -> str:
+    """Each window's trace quality entries: what limits its figures and what restores them."""
+    items = [
+        f'<li class="quality" data-report="{i}" data-code="{escape(q["code"])}"><strong>{escape(_label(r, i))}, '
+        f'{escape(q["code"])}</strong>: {escape(q["detail"])}.<br>Cost: {escape(q["cost"])}.<br>'
+        f"For a diagnostic run: <code>{escape(q['remedy'])}</code></li>"
+        for i, r in enumerate(section.reports) if r.get("status") == "ok"
+        for q in r.get("trace_quality") or ()
+    ]
+    if not items:
+        return ""
+    return ("<h3>Trace quality</h3>"
+            '<p class="muted">Conditions of the trace that limit what the figures above can say.</p>'
+            '<ul class="trace-quality">' + "".join(items) + "</ul>")
 
 
 def _top_ops(section: RunData, plots: "_Plots") -> str:

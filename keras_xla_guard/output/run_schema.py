@@ -156,8 +156,13 @@ _SIGNATURE = _object(
 )
 _OP = _object({"op_type": _str, "op_name": _str, "self_time_s": _seconds, "count": _int},
               required=("op_type", "op_name", "self_time_s", "count"), strict=True)
-_PROGRAM = _object({"program": _str, "runs": _int, "time_s": _seconds},
+_PROGRAM = _object({"program": _str, "runs": _int, "time_s": _seconds, "per_op": _bool},
                    required=("program", "runs", "time_s"), strict=True)
+_STEP = _object({"step": _int, "wall_s": _seconds, "busy_s": _seconds, "idle_s": _seconds, "launches": _int,
+                 "transfer_s": _optional(_seconds)},
+                required=("step", "wall_s", "busy_s", "idle_s", "launches"), strict=True)
+_QUALITY = _object({"code": _str, "detail": _str, "cost": _str, "remedy": _str},
+                   required=("code", "detail", "cost", "remedy"), strict=True)
 _COMPILE = _object(
     {"program": _str, "module": _str, "start_s": _optional(_offset), "compile_s": _optional(_seconds),
      "cache_hit": _bool, "step": _optional(_int), "signature": _optional(_str)},
@@ -179,7 +184,8 @@ _REPORT = _object(
         "xla_time_fraction": _optional(_fraction), "xla_executions": _optional(_int),
         "compilations": _optional(_int), "compile_time_s": _optional(_seconds),
         "compile_thread_time_s": _optional(_seconds), "transfer_time_s": _optional(_seconds),
-        "programs": _list(_PROGRAM), "compiled_modules": _strings,
+        "collective_time_s": _optional(_seconds), "programs": _list(_PROGRAM), "top_xla_ops": _list(_OP),
+        "steps": _list(_STEP), "trace_quality": _list(_QUALITY), "compiled_modules": _strings,
         "top_non_xla_ops": _list(_OP), "input_pipeline_time_s": _optional(_seconds),
         "eager_overhead_s": _optional(_seconds), "tracing_time_s": _optional(_seconds),
         "guard_op_time_s": _optional(_seconds), "notes": _strings, "distinct_signatures": _optional(_int),

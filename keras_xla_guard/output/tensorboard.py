@@ -73,6 +73,7 @@ SCALAR_TAGS: dict[str, Any] = {
 # Figures only device traces have (`None` on host traces): written when set.
 DEVICE_TAGS: dict[str, Any] = {
     f"{PREFIX}/transfer_time_s": lambda r: r.transfer_time_s,
+    f"{PREFIX}/collective_time_s": lambda r: r.collective_time_s,
 }
 # Each XLA program's device time: `PROGRAM_TAG.format(program=..., figure="time_s"|"runs")`.
 PROGRAM_TAG = PREFIX + "/program/{program}/{figure}"
@@ -199,18 +200,22 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 
 
 def _jax_report_markdown(report: CoverageReport) -> str:
-    """A JAX window: the programs' share of the window, launches, compilations, and why no coverage."""
+    """A JAX window: how busy the programs kept the device, per step, launches, compilations, why no coverage."""
     from keras_xla_guard.trace._text import JAX_COVERAGE_NOTE, jax_busy
 
     steps = f" over {report.steps_profiled} steps" if report.steps_profiled is not None else ""
     busy = jax_busy(report)
-    share = (f" ({100 * busy[0]:.1f}% busy; host {busy[1] * 1e3:.2f} ms between programs, compiles aside)"
-             if busy is not None else "")
+    share = (f"XLA programs kept the device {100 * busy[0]:.1f}% busy**{steps} (host {busy[1] * 1e3:.2f} ms "
+             "between programs, compiles aside)" if busy is not None else f"XLA programs ran**{steps}")
     parts = [
-        f"**JAX window: XLA programs ran {report.xla_time_s * 1e3:.2f} ms**{steps}{share}; "
-        f"{report.xla_executions} program launches, {report.compilations} compilation(s), "
-        f"{report.compile_time_s * 1e3:.1f} ms.",
+        f"**JAX window: {share}; {report.xla_executions} program launches, {report.compilations} "
+        f"compilation(s), {report.compile_time_s * 1e3:.1f} ms.",
     ]
+    if report.steps:
+        parts += ["", markdown_table(
+            ["step:", "wall (ms):", "busy (ms):", "host gap (ms):", "launches:"],
+            ([s.step, f"{s.wall_s * 1e3:.2f}", f"{s.busy_s * 1e3:.2f}", f"{s.idle_s * 1e3:.2f}", s.launches]
+             for s in report.steps))]
     for note in (JAX_COVERAGE_NOTE, *report.notes):
         parts += ["", f"- {escape_markdown(note)}"]
     return "\n".join(parts)
@@ -258,10 +263,19 @@ def report_markdown(report: CoverageReport) -> str:
         f"{report.compile_thread_time_s * 1e3:.1f} ms summed over threads{transfers}).",
         "",
     ]
+    if report.collective_time_s:
+        parts += [f"Collectives: {report.collective_time_s * 1e3:.2f} ms of device time (XLA time inside "
+                  "programs, not counted outside).", ""]
     if report.programs:
         parts += [markdown_table(
-            ["XLA program", "device time (ms):", "runs:"],
-            ([p.program, f"{p.time_s * 1e3:.3f}", p.runs] for p in report.programs),
+            ["XLA program", "device time (ms):", "runs:", "per op"],
+            ([p.program, f"{p.time_s * 1e3:.3f}", p.runs, "yes" if p.per_op else "no (command buffers)"]
+             for p in report.programs),
+        ), ""]
+    if report.top_xla_ops:
+        parts += [markdown_table(
+            ["op inside XLA", "op name", "device time (ms):", "count:"],
+            ([op.op_type, op.op_name, f"{op.self_time_s * 1e3:.3f}", op.count] for op in report.top_xla_ops),
         ), ""]
     if report.top_non_xla_ops:
         parts.append(
@@ -275,6 +289,11 @@ def report_markdown(report: CoverageReport) -> str:
         )
     else:
         parts.append("No plain TF op ran outside XLA in this window.")
+    if report.trace_quality:
+        parts += ["", "**Trace quality** (what limits these figures):", ""]
+        parts += [f"- **{escape_markdown(q.code)}**: {escape_markdown(q.detail)}. Cost: "
+                  f"{escape_markdown(q.cost)}. For a diagnostic run: {escape_markdown(q.remedy)}."
+                  for q in report.trace_quality]
     for note in report.notes:
         parts += ["", f"- {escape_markdown(note)}"]
     return "\n".join(parts)
@@ -549,7 +568,7 @@ def layout_proto(counted_compilations: bool = False) -> Any:
                     chart("Compile time (s): wall-clock, and summed over threads",
                           "compile_time_s", "compile_thread_time_s"),
                     chart("Input pipeline time (s)", "input_pipeline_time_s"),
-                    chart("Device transfers (s)", "transfer_time_s"),
+                    chart("Device transfers and collectives (s)", "transfer_time_s", "collective_time_s"),
                 ],
             )
         ]

@@ -29,6 +29,7 @@ from keras_xla_guard._checks import check_int
 from keras_xla_guard import backend as backends
 from keras_xla_guard.backend import Backend
 from keras_xla_guard.errors import ProfilerBusyError, RecompilationLimitError, XlaGuardWarning
+from keras_xla_guard.runtime import budget
 from keras_xla_guard.runtime.compile_log import CompileLog, EpochCompilations
 from keras_xla_guard.runtime.config import (
     DEFAULT_LOG_DIR,
@@ -405,13 +406,17 @@ class XlaGuardEngine:
 
         Raises:
             RecompilationLimitError: With `on_violation="raise"`, when the
-                epoch exceeds `max_compilations` (train steps only).
+                epoch exceeds `max_compilations` (train steps only); or when
+                a compilation goes over a `fail_fast` budget open in this
+                thread (`keras_xla_guard.max_compilations`).
         """
         try:
+            tracker = self._tracker if function == "train" else self._call_tracker(function)
+            if tracker.observe(signature, step=step, count=count) and tracker.xla:
+                epoch = self._epoch if function == "train" else self._open_calls[function].epoch
+                budget.report_compilation(self, function, tracker, signature, epoch=epoch, step=step)
             if function != "train":
-                self._call_tracker(function).observe(signature, step=step, count=count)
                 return
-            self._tracker.observe(signature, step=step, count=count)
             self._check_compilations()
         except RecompilationLimitError:
             raise
@@ -439,6 +444,8 @@ class XlaGuardEngine:
         if self._signatures_unavailable is not None:
             return
         self._signatures_unavailable = reason
+        if self._xla_mode is not None:
+            budget.report_unavailable(reason)
         self._warn(
             f"input signatures are unavailable in this run: {reason}. Signature counts, "
             "expected compilations, max_compilations and the megamorphic warning are off "
@@ -521,12 +528,13 @@ class XlaGuardEngine:
         compiled = None
         if opened.log is not None and opened.unwatch is not None:
             opened.unwatch()
-            compiled = opened.log.take(None).rows
-        stats: EpochSignatures | None = self._functions[function].tracker.end_epoch()
+            compiled = tuple(dataclasses.replace(row, epoch=None) for row in opened.log.take(None).rows)
+        tracker = self._functions[function].tracker
+        stats: EpochSignatures | None = tracker.end_epoch()
         if opened.unavailable is not None or (stats is not None and stats.steps == 0):
             stats = None
-        if compiled is not None:
-            compiled = tuple(dataclasses.replace(row, epoch=None) for row in compiled)
+        if stats is not None and tracker.xla:
+            budget.report_epoch(self, function, stats)
         record = CallRecord(function, opened.call, opened.epoch, stats, opened.unavailable, compiled)
         with self._lock:
             self._calls.append(record)
@@ -1059,6 +1067,8 @@ class XlaGuardEngine:
         if opened is None or opened.unavailable is not None:
             return
         opened.unavailable = reason
+        if self._functions[function].tracker.xla:
+            budget.report_unavailable(reason)
         if function in self._unavailable_warned:
             return
         self._unavailable_warned.add(function)
@@ -1072,6 +1082,8 @@ class XlaGuardEngine:
         reason = self._signatures_unavailable
         if reason is not None or (stats is not None and stats.steps == 0):
             stats = None
+        if stats is not None and self._tracker.xla:
+            budget.report_epoch(self, "train", stats)
         compilations = None
         if self._compile_log is not None and self._unwatch is not None:
             self._check_compilations()

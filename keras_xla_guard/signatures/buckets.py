@@ -106,6 +106,9 @@ def _element_args(root_count: int) -> str:
 
 def _unbatched_access(path: str, root_count: int) -> str:
     """Rewrites a display path like `x['tokens']` into Python for the lambda."""
+    if root_count <= 1 and path.startswith("input"):
+        # A bare-array element is named `input` in signatures; the lambda calls it `x`.
+        path = "x" + path[len("input"):]
     if root_count > 3 and path.startswith(("x", "y", "sample_weight")):
         head = path.split("[", 1)[0]
         path = f"element[{('x', 'y', 'sample_weight').index(head)}]" + path[len(head):]
@@ -171,7 +174,7 @@ def bucketing_code(
             "    drop_remainder=True,",
             ")",
             "# or, with keras-xla-guard:",
-            "# from keras_xla_guard.signatures.data import pad_to_buckets",
+            "# from keras_xla_guard import pad_to_buckets",
             f"# dataset = pad_to_buckets(dataset, {tuple(bounds)}, batch_size={batch_size})",
         ]
     )

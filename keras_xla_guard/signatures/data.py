@@ -91,7 +91,7 @@ def pad_to_buckets(
     ```python
     import numpy as np
     import tensorflow as tf
-    from keras_xla_guard.signatures.data import pad_to_buckets
+    from keras_xla_guard import pad_to_buckets
 
     lengths = [5, 7, 9, 11, 13] * 8
     ds = tf.data.Dataset.from_generator(

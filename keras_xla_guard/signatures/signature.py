@@ -81,10 +81,15 @@ def _dtype_of(leaf: Any) -> str:
     return str(getattr(dtype, "name", dtype))
 
 
+def _dim(d: int | None) -> str:
+    """A dimension as shapes show it: `?` when unknown."""
+    return "?" if d is None else str(d)
+
+
 def _format_shape(dtype: str, shape: Shape) -> str:
     if shape is None:
         return f"{dtype}[?]"
-    return f"{dtype}[{','.join('?' if d is None else str(d) for d in shape)}]"
+    return f"{dtype}[{','.join(_dim(d) for d in shape)}]"
 
 
 @dataclass(frozen=True)
@@ -215,7 +220,8 @@ def input_name(sig: Signature, index: int) -> str:
         key = path[path.rfind("['") + 2 : -2]
         if sum(p.endswith(f"['{key}']") for p in sig.paths) == 1:
             return f"input '{key}'"
-    return f"input {path}"
+    # A bare array's path is `input` itself.
+    return "the input" if path == "input" else f"input {path}"
 
 
 def differences(new: Signature, old: Signature) -> list[str]:
@@ -225,7 +231,7 @@ def differences(new: Signature, old: Signature) -> list[str]:
     for i, (a, b) in enumerate(zip(new.shapes, old.shapes)):
         if a == b or a is None or b is None:
             continue
-        dims = [f"dim {d}: {y} -> {x}" for d, (x, y) in enumerate(zip(a, b)) if x != y]
+        dims = [f"dim {d}: {_dim(y)} -> {_dim(x)}" for d, (x, y) in enumerate(zip(a, b)) if x != y]
         out.append(
             f"{new.paths[i]}: {_format_shape(new.dtypes[i], a)} vs "
             f"{_format_shape(old.dtypes[i], b)} ({', '.join(dims)})"

@@ -115,8 +115,6 @@ class EpochSignatures:
 
 @dataclass
 class _SigStats:
-    first_epoch: int | None
-    first_step: int | None
     count: int = 0
     last_of_epoch: int = 0
 
@@ -189,6 +187,11 @@ class SignatureTracker:
         return len(self._order)
 
     @property
+    def seen(self) -> tuple[Signature, ...]:
+        """Distinct signatures seen in the run, first seen first."""
+        return tuple(self._order)
+
+    @property
     def executions(self) -> int:
         """Steps observed in the run."""
         return self._executions
@@ -228,7 +231,7 @@ class SignatureTracker:
         stats = self._stats.get(signature)
         new = stats is None
         if stats is None:
-            stats = self._stats[signature] = _SigStats(self._epoch, step)
+            stats = self._stats[signature] = _SigStats()
             self._order.append(signature)
             self._epoch_new.append((signature, step))
         stats.count += count
@@ -275,6 +278,37 @@ class SignatureTracker:
         """
         sigs = tuple(s for s in self._order if s in self._epoch_counts)
         return tuple(self._explain(sigs, None))
+
+    def explain_signature(self, signature: Signature, step: int | None = None) -> Explanation:
+        """What `signature` changed against the closest signature the run saw before it.
+
+        The line the epoch's explanations carry for each new signature.
+
+        Args:
+            signature: A signature the tracker has observed.
+            step: The step it was first seen at, if known. Defaults to
+                `None`.
+
+        Returns:
+            A `"first_signature"` explanation when the run saw no signature
+            before it, else a `"new_signature"` one naming the differing
+            dimensions and the closest earlier signature.
+
+        Raises:
+            ValueError: If the tracker never observed `signature`.
+        """
+        if signature not in self._stats:
+            raise ValueError(f"The tracker never observed this signature. Received: signature={signature}")
+        where = f" at step {step}" if step is not None else ""
+        near = closest(signature, self._order[: self._order.index(signature)])
+        if near is None:
+            return Explanation(FIRST_SIGNATURE, f"first signature{where}: {signature}", step=step)
+        diffs = "; ".join(differences(signature, near)) or "no shape difference"
+        return Explanation(
+            NEW_SIGNATURE,
+            f"new signature{where}: {diffs} (closest earlier signature: {near})",
+            step=step,
+        )
 
     def megamorphic_risk(self) -> bool:
         """Whether the run is close to TensorFlow's megamorphic threshold.
@@ -366,18 +400,7 @@ class SignatureTracker:
                 values=(short_size, full_size),  # type: ignore[arg-type]
             ))
         for sig, step in self._epoch_new[:_MAX_NEW_EXPLAINED]:
-            earlier = self._order[: self._order.index(sig)]
-            where = f" at step {step}" if step is not None else ""
-            near = closest(sig, earlier)
-            if near is None:
-                found.append(Explanation(FIRST_SIGNATURE, f"first signature{where}: {sig}", step=step))
-                continue
-            diffs = "; ".join(differences(sig, near)) or "no shape difference"
-            found.append(Explanation(
-                NEW_SIGNATURE,
-                f"new signature{where}: {diffs} (closest earlier signature: {near})",
-                step=step,
-            ))
+            found.append(self.explain_signature(sig, step))
         hidden = len(self._epoch_new) - _MAX_NEW_EXPLAINED
         if hidden > 0:
             found.append(Explanation(

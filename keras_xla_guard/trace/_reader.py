@@ -138,9 +138,15 @@ def read_plane(f: TraceFile, start: int, stop: int, source: str) -> "LazyPlane":
 
 
 class LazySpace(NamedTuple):
-    """What `open_xspace` returns: planes whose lines are still in the file."""
+    """What `open_xspace` returns: planes whose lines are still in the file.
+
+    `errors` and `warnings` are the XSpace's own (what the profiler
+    reported, e.g. dropped GPU events).
+    """
 
     planes: list["LazyPlane"]
+    errors: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
 
 
 class LazyPlane:

@@ -16,7 +16,7 @@ import bisect
 import itertools
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from keras_xla_guard.trace._events import (
     CALL,
@@ -38,6 +38,7 @@ from keras_xla_guard.trace.classify import (
 )
 
 __all__ = [
+    "LineSummary",
     "Totals",
     "adopt_loose_launches",
     "scan_events",
@@ -90,6 +91,19 @@ class Totals:
         self.executions += other.executions
         self.compilations += other.compilations
         self.modules.extend(other.modules)
+
+
+class LineSummary(NamedTuple):
+    """What the analysis needs to know of a scanned line afterwards."""
+
+    name: str
+    compiled: bool
+    ran_xla: bool
+
+    @classmethod
+    def of(cls, name: str, part: Totals) -> "LineSummary":
+        ps = part.ps
+        return cls(name, ps[Category.COMPILE] > 0, ps[Category.XLA] + ps[Category.XLA_WORKER] > 0)
 
 
 def _count_compile(plane: Any, event: Any, name_id: int, totals: Totals) -> None:
@@ -153,18 +167,19 @@ def _settle_kernel(rec: list[Any], totals: Totals) -> None:
         op[1] += 1
 
 
-def scan_line(plane: Any, line: Any, cache: PlaneCache, totals: Totals) -> tuple[str, bool]:
+def scan_line(plane: Any, line: Any, cache: PlaneCache, totals: Totals) -> LineSummary:
     """Walks one thread's events as a tree (by time nesting) and books them.
 
     TensorFlow writes a line's events ordered by start time; a line that is
     not (an edited or foreign trace) is scanned again in sorted order.
 
     Returns:
-        The line's name, and whether it spent time compiling.
+        The line's name, whether it spent time compiling and whether it
+        ran XLA work.
     """
     events = line.events
     if not events:
-        return line.name, False
+        return LineSummary(line.name, False, False)
     # Everything on a tf.data thread is input-pipeline work, including the
     # TF kernels of `Dataset.map` functions that run there.
     line_absorb = Category.INPUT if line.name.startswith("tf_data") else 0
@@ -176,11 +191,11 @@ def scan_line(plane: Any, line: Any, cache: PlaneCache, totals: Totals) -> tuple
         ordered = sorted(message_events(events, cache), key=lambda e: (e[1], -e[2]))
         scan_events(plane, ordered, line_absorb, cache, part)
     totals.add(part)
-    return line.name, part.ps[Category.COMPILE] > 0
+    return LineSummary.of(line.name, part)
 
 
 def scan_lazy_line(np: Any, plane: Any, span: tuple[int, int], cache: PlaneCache,
-                    totals: Totals, source: str) -> tuple[str, bool]:
+                    totals: Totals, source: str) -> LineSummary:
     """`scan_line` for a line of an `open_xspace` plane, read in slices.
 
     Lines that are out of order, or whose framing is not what protobuf
@@ -207,7 +222,7 @@ def scan_lazy_line(np: Any, plane: Any, span: tuple[int, int], cache: PlaneCache
                 and full.timestamp_ns == head.timestamp_ns):
             if first is not None:
                 totals.add(part)
-            return name, part.ps[Category.COMPILE] > 0
+            return LineSummary.of(name, part)
     with trace_errors(source), TraceFile(plane.path, plane.size) as f:
         data = f.read(*span)
     return scan_line(plane, decode(xline, data, source), cache, totals)

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from keras_xla_guard.trace.report import CoverageReport
 
-__all__ = ["JAX_COVERAGE_NOTE", "compile_lines", "format_ms", "format_report", "jax_busy"]
+__all__ = ["JAX_COVERAGE_NOTE", "compile_lines", "format_ms", "format_report", "jax_busy", "quality_lines",
+           "step_lines"]
 
 
 def format_ms(seconds: float, digits: int = 1) -> str:
@@ -39,8 +40,8 @@ def format_report(report: CoverageReport, *, max_ops: int = 5, max_programs: int
     Args:
         report: The report to format.
         max_ops: How many of the top non-XLA ops to list. Defaults to `5`.
-        max_programs: How many XLA programs to list with their device
-            time. Defaults to `3`.
+        max_programs: How many XLA programs, and ops inside XLA, to list
+            with their device time. Defaults to `3`.
 
     Returns:
         Multi-line text, no trailing newline.
@@ -64,10 +65,17 @@ def format_report(report: CoverageReport, *, max_ops: int = 5, max_programs: int
     ]
     if report.transfer_time_s is not None:
         lines.append(f"  device transfers:  {format_ms(report.transfer_time_s):>12}  (memcpy/memset, not counted)")
+    if report.collective_time_s:
+        lines.append(f"  collectives:       {format_ms(report.collective_time_s):>12}  "
+                     "(XLA time inside programs, not counted outside)")
     if report.guard_op_time_s:
         lines.append(f"  guard's own ops:   {format_ms(report.guard_op_time_s):>12}  (signature tap, not counted)")
     if report.time_base != "host":
         lines.append(f"  times measured on: {report.time_base}")
+    if report.top_xla_ops:
+        lines.append("  top ops inside XLA (device time):")
+        for op in report.top_xla_ops[:max_programs]:
+            lines.append(f"    {format_ms(op.self_time_s):>10}  x{op.count:<5} {op.op_type:<20} {op.op_name}")
     if report.top_non_xla_ops:
         lines.append("  top ops outside XLA (self time):")
         for op in report.top_non_xla_ops[:max_ops]:
@@ -89,6 +97,7 @@ def format_report(report: CoverageReport, *, max_ops: int = 5, max_programs: int
     elif report.signatures_unavailable:
         lines.append(f"  input signatures:  unavailable ({report.signatures_unavailable})")
     lines.extend(compile_lines(report))
+    lines.extend(quality_lines(report))
     for note in report.notes:
         lines.append(f"  note: {note}")
     return "\n".join(lines)
@@ -102,24 +111,31 @@ JAX_COVERAGE_NOTE = (
 
 
 def jax_busy(report: CoverageReport) -> tuple[float, float] | None:
-    """`(share of the window the XLA programs ran, host time between them in seconds)`.
+    """`(share of the time the XLA programs ran, host time between them in seconds)`.
 
-    The host time is the window less the programs' time and the wall-clock
-    compile time: Python, the input pipeline, dispatch. `None` without a
-    window time.
+    Over the window's steps when the trace has step markers (each step's
+    `busy_s`, the programs' spans on every thread, each moment once: on
+    XLA:CPU a launch returns to Python before its program finishes on a
+    worker thread), else over the window. The host time is the rest less
+    the wall-clock compile time: Python, the input pipeline, dispatch.
+    `None` without a time to divide by.
     """
-    wall = report.window_wall_s
-    if not wall or report.xla_time_s is None:
+    if report.steps:
+        wall = sum(step.wall_s for step in report.steps)
+        busy = sum(step.busy_s for step in report.steps)
+    else:
+        wall, busy = report.window_wall_s or 0.0, min(report.xla_time_s or 0.0, report.window_wall_s or 0.0)
+    if not wall:
         return None
-    busy = min(report.xla_time_s, wall)
     return busy / wall, max(0.0, wall - busy - (report.compile_time_s or 0.0))
 
 
 def _jax_lines(report: CoverageReport, where: str) -> list[str]:
     """A JAX window: the programs' share of the window and the host time around them."""
     busy = jax_busy(report)
-    share = (f"XLA programs ran {format_ms(report.xla_time_s or 0.0, 2)} of the window "
-             f"({busy[0]:.1%} busy; host {format_ms(busy[1], 2)} between programs, compiles aside)"
+    over = "its steps" if report.steps else "the window"
+    share = (f"XLA programs kept the device {busy[0]:.1%} busy over {over} "
+             f"(host {format_ms(busy[1], 2)} between programs, compiles aside)"
              if busy is not None else f"XLA programs ran {format_ms(report.xla_time_s or 0.0, 2)}")
     lines = [
         f"JAX window ({where}): {share}",
@@ -129,6 +145,7 @@ def _jax_lines(report: CoverageReport, where: str) -> list[str]:
     ]
     if report.transfer_time_s is not None:
         lines.append(f"  device transfers:  {format_ms(report.transfer_time_s):>12}")
+    lines.extend(step_lines(report))
     if report.distinct_signatures is not None:
         lines.append(f"  input signatures:  {report.distinct_signatures:>9}     ({report.new_signatures} new)")
         for line in report.signature_explanations[:2]:
@@ -141,11 +158,52 @@ def _jax_lines(report: CoverageReport, where: str) -> list[str]:
     return lines
 
 
+def quality_lines(report: CoverageReport) -> list[str]:
+    """The report's trace quality entries as text: what was seen, its cost, what restores it.
+
+    Args:
+        report: The report whose `trace_quality` to show.
+
+    Returns:
+        Indented lines; none when the trace showed no such condition.
+    """
+    if not report.trace_quality:
+        return []
+    lines = ["  trace quality (what limits these figures):"]
+    for entry in report.trace_quality:
+        lines += [f"    {entry.code}: {entry.detail}", f"      cost: {entry.cost}",
+                  f"      for a diagnostic run: {entry.remedy}"]
+    return lines
+
+
 def _program_lines(report: CoverageReport, max_rows: int) -> list[str]:
     """Each XLA program's device time and runs, longest first."""
-    lines = [f"    {format_ms(p.time_s):>10}  x{p.runs:<5} program {p.program}" for p in report.programs[:max_rows]]
+    lines = [f"    {format_ms(p.time_s):>10}  x{p.runs:<5} program {p.program}"
+             + ("" if p.per_op else "  (command buffers: not per op)") for p in report.programs[:max_rows]]
     if len(report.programs) > max_rows:
         lines.append(f"    ... {len(report.programs) - max_rows} more program(s)")
+    return lines
+
+
+def step_lines(report: CoverageReport, max_rows: int = 5) -> list[str]:
+    """The window's steps as text: each step's wall time, the time programs ran in it, the host gap.
+
+    Args:
+        report: The report whose `steps` to show.
+        max_rows: Steps listed before "... N more". Defaults to `5`.
+
+    Returns:
+        Indented lines; none when the trace has no step marker.
+    """
+    if not report.steps:
+        return []
+    lines = ["  per step:          wall       busy   host gap  launches"]
+    for step in report.steps[:max_rows]:
+        transfer = "" if step.transfer_s is None else f"  transfers {format_ms(step.transfer_s, 2)}"
+        lines.append(f"    step {step.step:>4}  {format_ms(step.wall_s, 2):>10} {format_ms(step.busy_s, 2):>10} "
+                     f"{format_ms(step.idle_s, 2):>10}  {step.launches:>8}{transfer}")
+    if len(report.steps) > max_rows:
+        lines.append(f"    ... {len(report.steps) - max_rows} more step(s)")
     return lines
 
 

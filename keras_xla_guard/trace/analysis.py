@@ -11,11 +11,13 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections import defaultdict
-from typing import Any, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from keras_xla_guard._checks import check_int
-from keras_xla_guard.trace._device import DeviceTotals, host_launch_groups, scan_device_plane
+from keras_xla_guard.trace._device import DeviceTotals, HostLaunches, host_launches, scan_device_plane
 from keras_xla_guard.trace._events import PlaneCache
+from keras_xla_guard.trace._quality import COMMAND_BUFFERS_OFF_EVENT, device_quality, space_quality
 from keras_xla_guard.trace._reader import LazyPlane
 from keras_xla_guard.trace._scan import (
     Totals,
@@ -25,7 +27,8 @@ from keras_xla_guard.trace._scan import (
 )
 from keras_xla_guard.trace.classify import Category, is_guard_op
 from keras_xla_guard.trace.compiles import STEP_THREAD, compile_records
-from keras_xla_guard.trace.report import CoverageReport, OpStat, ProgramStat
+from keras_xla_guard.trace.report import CoverageReport, OpStat, ProgramStat, StepStat, TraceQuality
+from keras_xla_guard.trace.steps import device_steps, host_steps
 from keras_xla_guard.trace.xplane import (
     DEFAULT_MAX_TRACE_BYTES,
     find_trace_files,
@@ -87,7 +90,8 @@ def _report_from_totals(
     trace_paths: tuple[str, ...],
     hosts: tuple[str, ...],
     wall_s: float | None,
-    programs: tuple[ProgramStat, ...] = (),
+    device: DeviceTotals | None = None,
+    quality: tuple[TraceQuality, ...] = (),
 ) -> CoverageReport:
     ps = totals.ps
     xla_ps = ps[Category.XLA] or ps[Category.XLA_WORKER]
@@ -99,7 +103,7 @@ def _report_from_totals(
         else:
             user_ops.append(OpStat(op_type=t, op_name=n, self_time_s=rec[0] * _PS, count=rec[1]))
     op_ps = ps[Category.OP] - guard_ps
-    ops = sorted(user_ops, key=lambda o: (-o.self_time_s, o.op_type, o.op_name))
+    ops = _ranked(user_ops)
     notes: list[str] = []
     if xla_ps == 0 and op_ps == 0:
         notes.append("the trace holds no op execution: nothing to measure")
@@ -122,15 +126,43 @@ def _report_from_totals(
         tracing_time_s=ps[Category.TRACING] * _PS,
         guard_op_time_s=guard_ps * _PS,
         transfer_time_s=totals.transfer_ps * _PS if time_base == "device" else None,
-        programs=programs,
+        collective_time_s=device.collective_ps * _PS if device is not None else None,
+        programs=() if device is None else _by_time(
+            {name: (runs, ps * _PS, name not in device.graph_programs)
+             for name, (runs, ps) in device.programs.items()}),
+        top_xla_ops=() if device is None else _ranked(
+            OpStat(t, n, ps * _PS, count) for (t, n), (ps, count) in device.xla_ops.items())[:top_k],
+        trace_quality=quality,
         notes=tuple(notes),
     )
 
 
-def _by_time(programs: dict[str, tuple[int, float]]) -> tuple[ProgramStat, ...]:
+def _ranked(ops: Iterable[OpStat]) -> tuple[OpStat, ...]:
+    """Ops by self time, longest first (ties by type and name)."""
+    return tuple(sorted(ops, key=lambda o: (-o.self_time_s, o.op_type, o.op_name)))
+
+
+def _by_time(programs: dict[str, tuple[int, float, bool]]) -> tuple[ProgramStat, ...]:
     """Programs as `ProgramStat`s, longest first (ties by name)."""
-    return tuple(ProgramStat(name, runs, seconds)
-                 for name, (runs, seconds) in sorted(programs.items(), key=lambda p: (-p[1][1], p[0])))
+    return tuple(ProgramStat(name, runs, seconds, per_op)
+                 for name, (runs, seconds, per_op) in sorted(programs.items(), key=lambda p: (-p[1][1], p[0])))
+
+
+def _device_step_stats(device: DeviceTotals, host: HostLaunches) -> tuple[StepStat, ...]:
+    """Per step of a device trace: the device's runs and transfers of each host step marker."""
+    transfers: dict[int, int] = {}
+    for corr, ps in device.transfer_launches:
+        group = host.groups.get(corr)
+        if group is not None:
+            transfers[group] = transfers.get(group, 0) + ps
+    return device_steps(host.markers, device.step_runs, transfers)
+
+
+def _commands_off_while_profiling(space: Any) -> bool:
+    """Whether XLA wrote that it ran command buffers op by op because a profiler was on."""
+    return any(md.name == COMMAND_BUFFERS_OFF_EVENT
+               for plane in space.planes if _is_host_plane(plane.name)
+               for md in plane.event_metadata.values())
 
 
 def analyze_xspace(
@@ -164,21 +196,23 @@ def analyze_xspace(
     source = trace_path or "<trace>"
     host_totals = Totals()
     device = DeviceTotals()
-    launches: list[dict[int, int]] = []
+    launches: list[HostLaunches] = []
 
-    def host_groups() -> dict[int, int]:
-        # Read once, and only for a device plane that needs it.
+    def host_side() -> HostLaunches:
+        # Read once, and only for device planes that need it.
         if not launches:
-            launches.append(host_launch_groups(space, source))
+            launches.append(host_launches(space, source))
         return launches[0]
 
-    # Plane name -> indices of the lines that compiled, and of the Python
-    # thread's (the guard's step markers), for the compile table.
+    # Plane name -> indices of the lines that compiled, of the Python
+    # thread's (the step markers) and of those that ran XLA work, for the
+    # compile table and the steps.
     compiling: dict[str, set[int]] = {}
     step_lines: dict[str, set[int]] = {}
+    xla_lines: dict[str, set[int]] = {}
     for plane in space.planes:
         if plane.name.startswith("/device:"):
-            scan_device_plane(plane, device, host_groups, source)
+            scan_device_plane(plane, device, host_side, source)
         elif _is_host_plane(plane.name):
             cache = PlaneCache(plane)
             if isinstance(plane, LazyPlane):
@@ -188,18 +222,26 @@ def analyze_xspace(
                            for span in plane.line_spans)
             else:
                 scanned = (scan_line(plane, line, cache, host_totals) for line in plane.lines)
-            for index, (name, compiled) in enumerate(scanned):
-                if compiled and cache.markers:
+            for index, line in enumerate(scanned):
+                if line.compiled and cache.markers:
                     compiling.setdefault(plane.name, set()).add(index)
-                elif name == STEP_THREAD:
+                if line.name == STEP_THREAD:
                     step_lines.setdefault(plane.name, set()).add(index)
+                if line.ran_xla:
+                    xla_lines.setdefault(plane.name, set()).add(index)
     adopt_loose_launches(host_totals)
-    programs: tuple[ProgramStat, ...] = ()
     if device.active:
         totals, base = _device_totals(device, host_totals), "device"
-        programs = _by_time({name: (runs, ps * _PS) for name, (runs, ps) in device.programs.items()})
+        # Matching launches to device events needs the host's launches:
+        # read them only for planes whose events carry correlation ids.
+        quality = device_quality(device, host_side() if device.correlations else None,
+                                 _commands_off_while_profiling(space))
+        steps = _device_step_stats(device, host_side()) if device.step_runs else ()
     else:
-        totals, base = host_totals, "host"
+        totals, base, quality = host_totals, "host", []
+        # A second pass, over the step markers' thread and, when it holds
+        # markers, the threads that ran XLA work: the scan keeps no spans.
+        steps = host_steps(space, step_lines, xla_lines, host_totals.launches, source) if step_lines else ()
     report = _report_from_totals(
         totals,
         time_base=base,
@@ -207,8 +249,10 @@ def analyze_xspace(
         trace_paths=(trace_path,) if trace_path else (),
         hosts=(host,) if host else (),
         wall_s=_profile_wall_s(space),
-        programs=programs,
+        device=device if device.active else None,
+        quality=tuple(quality + space_quality(space)),
     )
+    report = dataclasses.replace(report, steps=steps)
     if not compiling:
         return report
     # A second pass, over the threads that compiled and the step markers'
@@ -228,8 +272,9 @@ def combine_reports(reports: Sequence[CoverageReport], *, top_k: int = DEFAULT_T
         top_k: How many plain TF ops to keep. Defaults to `10`.
 
     Returns:
-        One report whose times, counts and op table are sums, and whose
-        fraction is recomputed from the sums.
+        One report whose times, counts, programs and op tables are sums,
+        whose fraction is recomputed from the sums, and which holds every
+        report's trace quality entries.
 
     Raises:
         ValueError: If `reports` is empty.
@@ -238,25 +283,16 @@ def combine_reports(reports: Sequence[CoverageReport], *, top_k: int = DEFAULT_T
         raise ValueError("`reports` must hold at least one report. Received: []")
     if len(reports) == 1:
         return reports[0]
-    ops: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0])
-    for r in reports:
-        for op in r.top_non_xla_ops:
-            rec = ops[(op.op_type, op.op_name)]
-            rec[0] += op.self_time_s
-            rec[1] += op.count
     xla = sum(r.xla_time_s for r in reports)
     non = sum(r.non_xla_op_time_s for r in reports)
     walls = [r.window_wall_s for r in reports if r.window_wall_s is not None]
     transfers = [r.transfer_time_s for r in reports if r.transfer_time_s is not None]
-    programs: dict[str, tuple[int, float]] = {}
+    collectives = [r.collective_time_s for r in reports if r.collective_time_s is not None]
+    programs: dict[str, tuple[int, float, bool]] = {}
     for r in reports:
         for p in r.programs:
-            runs, seconds = programs.get(p.program, (0, 0.0))
-            programs[p.program] = (runs + p.runs, seconds + p.time_s)
-    top = sorted(
-        (OpStat(t, n, rec[0], int(rec[1])) for (t, n), rec in ops.items()),
-        key=lambda o: (-o.self_time_s, o.op_type, o.op_name),
-    )
+            runs, seconds, per_op = programs.get(p.program, (0, 0.0, True))
+            programs[p.program] = (runs + p.runs, seconds + p.time_s, per_op and p.per_op)
     return dataclasses.replace(
         reports[0],
         trace_paths=tuple(p for r in reports for p in r.trace_paths),
@@ -272,15 +308,29 @@ def combine_reports(reports: Sequence[CoverageReport], *, top_k: int = DEFAULT_T
         compile_thread_time_s=sum(r.compile_thread_time_s for r in reports),
         compiled_modules=tuple(dict.fromkeys(m for r in reports for m in r.compiled_modules)),
         compile_table=tuple(c for r in reports for c in r.compile_table),
-        top_non_xla_ops=tuple(top[:top_k]),
+        top_non_xla_ops=_summed_ops(r.top_non_xla_ops for r in reports)[:top_k],
+        top_xla_ops=_summed_ops(r.top_xla_ops for r in reports)[:top_k],
         input_pipeline_time_s=sum(r.input_pipeline_time_s for r in reports),
         eager_overhead_s=sum(r.eager_overhead_s for r in reports),
         tracing_time_s=sum(r.tracing_time_s for r in reports),
         guard_op_time_s=sum(r.guard_op_time_s for r in reports),
         transfer_time_s=sum(transfers) if transfers else None,
+        collective_time_s=sum(collectives) if collectives else None,
         programs=_by_time(programs),
+        trace_quality=tuple(dict.fromkeys(q for r in reports for q in r.trace_quality)),
         notes=tuple(dict.fromkeys(n for r in reports for n in r.notes)),
     )
+
+
+def _summed_ops(tables: Iterable[Iterable[OpStat]]) -> tuple[OpStat, ...]:
+    """Op tables of several reports, one row per (type, name) with times and counts added."""
+    ops: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0])
+    for table in tables:
+        for op in table:
+            rec = ops[(op.op_type, op.op_name)]
+            rec[0] += op.self_time_s
+            rec[1] += op.count
+    return _ranked(OpStat(t, n, rec[0], int(rec[1])) for (t, n), rec in ops.items())
 
 
 def analyze_trace(

@@ -12,7 +12,7 @@ from keras_xla_guard.trace.compiles import CompileRecord
 if TYPE_CHECKING:
     from keras_xla_guard.signatures.explanation import Explanation
 
-__all__ = ["CoverageReport", "OpStat", "ProgramStat"]
+__all__ = ["CoverageReport", "OpStat", "ProgramStat", "StepStat", "TraceQuality"]
 
 # The figures a profiled window measures. A report that is not ok measured
 # none of them: they are `None` (`null` in JSON), not a 0 that reads like a
@@ -20,7 +20,7 @@ __all__ = ["CoverageReport", "OpStat", "ProgramStat"]
 _MEASURED_FIELDS = (
     "xla_time_s", "non_xla_op_time_s", "xla_time_fraction", "xla_executions", "compilations",
     "compile_time_s", "compile_thread_time_s", "input_pipeline_time_s", "eager_overhead_s", "tracing_time_s", "guard_op_time_s",
-    "transfer_time_s",
+    "transfer_time_s", "collective_time_s",
 )
 
 
@@ -56,15 +56,83 @@ class ProgramStat:
         runs: Its runs (launches) in the window.
         time_s: Device time of those runs (first kernel's start to last
             kernel's end of each run), summed.
+        per_op: `False` when some of its kernels ran inside CUDA graphs
+            (XLA command buffers): their time is the program's, but the
+            trace does not say which op inside the graph it went to.
     """
 
     program: str
     runs: int
     time_s: float
+    per_op: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         """Returns the program's figures as a JSON-serializable dict."""
         return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class StepStat:
+    """One step of a window: its time, how much of it XLA programs ran, and the gap.
+
+    Attributes:
+        step: The step number its marker carries (`step_num`).
+        wall_s: The step marker's span on the host.
+        busy_s: Time XLA programs ran in it, each moment once: on host
+            traces the union of the programs' spans over host threads, on
+            device traces the union of the step's program runs on the
+            device.
+        idle_s: `wall_s` less `busy_s` (never below 0): the host gap, when
+            no program of the step ran.
+        launches: Program launches that began in the step (host traces),
+            or the step's runs (device traces).
+        transfer_s: Device time of the copies and memsets launched in the
+            step; `None` on host traces.
+    """
+
+    step: int
+    wall_s: float
+    busy_s: float
+    idle_s: float
+    launches: int
+    transfer_s: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the step's figures as a JSON-serializable dict."""
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class TraceQuality:
+    """A condition of the trace that limits what its figures can say.
+
+    Attributes:
+        code: Which condition: `"command_buffers"` (kernels inside CUDA
+            graphs: no per-op attribution),
+            `"command_buffers_off_while_profiling"` (XLA ran its command
+            buffers op by op because the profiler was on),
+            `"no_step_markers"` (device kernels not placed in steps),
+            `"collectives"` (communication kernels beside compute),
+            `"events_dropped"` (the profiler hit its event caps),
+            `"device_events_missing"` (launches with no device event: the
+            device plane ends early) or `"profiler_errors"`.
+        detail: What the trace showed, with its figures.
+        cost: What it costs the report's figures.
+        remedy: What restores the lost attribution in a diagnostic run
+            (an `XLA_FLAGS` setting, a profiler option, step markers).
+    """
+
+    code: str
+    detail: str
+    cost: str
+    remedy: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the entry as a JSON-serializable dict."""
+        return dataclasses.asdict(self)
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.detail}"
 
 
 @dataclass(frozen=True)
@@ -75,8 +143,9 @@ class CoverageReport:
     docs/coverage.md), but for `compile_time_s`, which is wall-clock. A
     report that is not ok (`status` `"skipped"`, `"failed"` or
     `"incomplete"`) measured nothing: its trace figures, `xla_time_s`
-    through `transfer_time_s` below, are `None` and its `programs` empty,
-    whatever the constructor got.
+    through `collective_time_s` below, are `None` and its `programs`,
+    `top_xla_ops`, `steps` and `trace_quality` empty, whatever the
+    constructor got.
 
     Attributes:
         status: `"ok"`, `"skipped"` (no trace taken, see `reason`),
@@ -118,11 +187,29 @@ class CoverageReport:
             (host-to-device, device-to-host, device-to-device), kept out of
             both sides of the fraction; `None` when times are host times
             (`time_base="host"`), where there is no device to copy to.
+        collective_time_s: Device time of collective kernels (NCCL's, XLA's
+            all-reduce, all-gather, reduce-scatter, all-to-all and
+            collective-permute): those an XLA program ran are part of its
+            runs and of `xla_time_s`, the others are in neither side of
+            the fraction. `None` when times are host times.
         programs: Each XLA program's runs and device time, longest first;
             when every XLA kernel named its program they add up to
             `xla_executions` and `xla_time_s`. Empty when times are host
             times (a device plane's "XLA Modules" lines, as TPU planes
             have them, are counted but not listed).
+        top_xla_ops: Up to `top_k` ops inside XLA programs by device time
+            (device traces): named by the framework op XLA's detailed
+            annotation gives (`--xla_gpu_trace_annotation_level=1`), else
+            by the op's scope (`name` under the module's `prefix`), else
+            by the HLO instruction; kernels inside CUDA graphs are one
+            `(command buffer)` row per program.
+        steps: Per step marker of the window (the guard's, or JAX's
+            `StepTraceAnnotation`), in time order: wall time, the time XLA
+            programs ran, the gap between them, launches and transfers
+            (`StepStat`). Empty when the trace has no step marker.
+        trace_quality: The conditions of the trace that limit what these
+            figures can say (`TraceQuality`), each with its cost and the
+            setting that restores attribution for a diagnostic run.
         notes: Human-readable remarks (diagnoses, caveats).
         distinct_signatures: Different input signatures (structure,
             shapes, dtypes) of the epoch's training steps; `None` when
@@ -174,7 +261,11 @@ class CoverageReport:
     tracing_time_s: float | None = 0.0
     guard_op_time_s: float | None = 0.0
     transfer_time_s: float | None = None
+    collective_time_s: float | None = None
     programs: tuple[ProgramStat, ...] = ()
+    top_xla_ops: tuple[OpStat, ...] = ()
+    steps: tuple[StepStat, ...] = ()
+    trace_quality: tuple[TraceQuality, ...] = ()
     notes: tuple[str, ...] = field(default=())
     distinct_signatures: int | None = None
     new_signatures: int | None = None
@@ -190,7 +281,8 @@ class CoverageReport:
         if self.status != "ok":
             for name in _MEASURED_FIELDS:
                 object.__setattr__(self, name, None)
-            object.__setattr__(self, "programs", ())
+            for name in ("programs", "top_xla_ops", "steps", "trace_quality"):
+                object.__setattr__(self, name, ())
 
     @property
     def trace_path(self) -> str | None:
@@ -216,6 +308,9 @@ class CoverageReport:
         d["compiled_modules"] = list(self.compiled_modules)
         d["top_non_xla_ops"] = [op.to_dict() for op in self.top_non_xla_ops]
         d["programs"] = [p.to_dict() for p in self.programs]
+        d["top_xla_ops"] = [op.to_dict() for op in self.top_xla_ops]
+        d["steps"] = [step.to_dict() for step in self.steps]
+        d["trace_quality"] = [q.to_dict() for q in self.trace_quality]
         d["notes"] = list(self.notes)
         d["signature_explanations"] = [e.to_dict() for e in self.signature_explanations]
         d["compile_table"] = [c.to_dict() for c in self.compile_table]
@@ -234,8 +329,8 @@ class CoverageReport:
             An equal report.
 
         Raises:
-            ValueError: If `data` is not a dict or its op or program table
-                is malformed.
+            ValueError: If `data` is not a dict or its op tables, program
+                table, steps or trace quality entries are malformed.
 
         Example:
 
@@ -256,10 +351,19 @@ class CoverageReport:
         for key in ("trace_paths", "hosts", "compiled_modules", "notes"):
             if key in values:
                 values[key] = tuple(values[key])
+        for key in ("top_non_xla_ops", "top_xla_ops"):
+            try:
+                values[key] = tuple(OpStat(**op) for op in values.get(key, ()))
+            except TypeError as e:
+                raise ValueError(f"`{key}` holds a malformed op ({e}). Received: data={data!r}") from None
         try:
-            values["top_non_xla_ops"] = tuple(OpStat(**op) for op in values.get("top_non_xla_ops", ()))
+            values["steps"] = tuple(StepStat(**step) for step in values.get("steps", ()))
         except TypeError as e:
-            raise ValueError(f"`top_non_xla_ops` holds a malformed op ({e}). Received: data={data!r}") from None
+            raise ValueError(f"`steps` holds a malformed step ({e}). Received: data={data!r}") from None
+        try:
+            values["trace_quality"] = tuple(TraceQuality(**q) for q in values.get("trace_quality", ()))
+        except TypeError as e:
+            raise ValueError(f"`trace_quality` holds a malformed entry ({e}). Received: data={data!r}") from None
         try:
             values["programs"] = tuple(ProgramStat(**p) for p in values.get("programs", ()))
         except TypeError as e:

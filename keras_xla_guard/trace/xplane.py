@@ -79,9 +79,13 @@ def find_run_dirs(log_dir: str | os.PathLike[str]) -> list[Path]:
     """
     runs: dict[Path, float] = {}
     for trace in _walk_traces(Path(log_dir)):
-        if not trace.is_file():
+        try:
+            if not trace.is_file():
+                continue
+            mtime = trace.stat().st_mtime
+        except FileNotFoundError:
+            # A live log dir: the file went (a guard moved or removed it) after the walk saw it.
             continue
-        mtime = trace.stat().st_mtime
         runs[trace.parent] = max(runs.get(trace.parent, 0.0), mtime)
     return sorted(runs, key=lambda run: (runs[run], run.name))
 
@@ -90,7 +94,9 @@ def _walk_traces(root: Path) -> list[Path]:
     """Trace files anywhere under `root`, without following directory links.
 
     Iterative: `Path.rglob` recurses once per directory level and fails
-    with `RecursionError` on trees about 1,000 levels deep.
+    with `RecursionError` on trees about 1,000 levels deep. A directory that
+    cannot be read, or that went away since its parent was listed (a guard
+    still writing the log dir moves its staged runs), holds nothing.
     """
     found: list[Path] = []
     stack = [root]
@@ -98,7 +104,7 @@ def _walk_traces(root: Path) -> list[Path]:
         directory = stack.pop()
         try:
             entries = list(os.scandir(directory))
-        except PermissionError:
+        except (PermissionError, FileNotFoundError, NotADirectoryError):
             continue
         for entry in entries:
             if entry.is_dir(follow_symlinks=False):
@@ -204,7 +210,8 @@ def open_xspace(
     Returns:
         An XSpace-like object for `keras_xla_guard.analyze_xspace`: its
         `planes` have `name`, `id`, `event_metadata`, `stat_metadata` and
-        `stats` as in `XPlane`; read their lines with `iter_lines`.
+        `stats` as in `XPlane`; read their lines with `iter_lines`. Its
+        `errors` and `warnings` are the XSpace's.
 
     Raises:
         ValueError: If `max_bytes` is not a positive integer.
@@ -227,11 +234,15 @@ def open_xspace(
     source = str(path)
     size = check_trace_file(path, max_bytes)
     planes = []
+    # XSpace fields 2 and 3: the profiler's errors and warnings.
+    notes: dict[int, list[str]] = {2: [], 3: []}
     with trace_errors(source), TraceFile(path, size) as f:
         for number, wire, _, start, stop in iter_fields(f, 0, size):
             if number == 1 and wire == 2:
                 planes.append(read_plane(f, start, stop, source))
-    space = LazySpace(planes)
+            elif number in notes and wire == 2:
+                notes[number].append(f.read(start, stop).decode("utf-8", "replace"))
+    space = LazySpace(planes, tuple(notes[2]), tuple(notes[3]))
     check_planes(space, source)
     return space
 

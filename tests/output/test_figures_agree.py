@@ -12,7 +12,8 @@ table is checked against its `--json` the same way.
 
 Reports: a real fit's (the `jit_fit` and `plain_fit` session fits: host
 times, no device figures) and a synthetic raw GPU trace's (device times,
-transfers, one program; `tests/_gpu_trace.py`).
+transfers, collectives, one program, ops inside XLA and two trace quality
+entries; `tests/_gpu_trace.py`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _gpu_trace import jit_fit as gpu_jit_fit
+from _gpu_trace import collective_fit
 from _html import read_page
 
 from keras_xla_guard import CoverageReport, analyze_trace
@@ -48,6 +49,7 @@ FIGURES = {
     "compile_thread_time_s": _MS,
     "input_pipeline_time_s": _MS,
     "transfer_time_s": _MS,
+    "collective_time_s": _MS,
 }
 # The console's line for each figure: a regex whose named group is the shown value.
 _CONSOLE = {
@@ -60,8 +62,10 @@ _CONSOLE = {
     "compile_thread_time_s": r"  XLA compilations: .*, (?P<v>[\d.]+ ms) summed over threads\)",
     "input_pipeline_time_s": r"  input pipeline: +(?P<v>[\d.]+ ms)",
     "transfer_time_s": r"  device transfers: +(?P<v>[\d.]+ ms)  \(memcpy/memset, not counted\)",
+    "collective_time_s": r"  collectives: +(?P<v>[\d.]+ ms)  \(XLA time inside programs, not counted outside\)",
 }
-_PROGRAM_LINE = re.compile(r"^ +(?P<time>[\d.]+ ms)  x(?P<runs>\d+) +program (?P<program>.+)$")
+_PROGRAM_LINE = re.compile(r"^ +(?P<time>[\d.]+ ms)  x(?P<runs>\d+) +program (?P<program>\S+)")
+_QUALITY_LINE = re.compile(r"^    (?P<code>[a-z_]+): (?P<detail>.+)$")
 
 
 def _shown(kind: str, value: Any) -> str:
@@ -83,19 +87,23 @@ def _console_figures(text: str) -> dict[str, str]:
     return found
 
 
-def _tensorboard_scalars(log_dir: Path) -> dict[str, dict[int, float]]:
-    """tag -> step -> value of every scalar in the run's event files, read by TensorBoard."""
+def _tensorboard(log_dir: Path) -> tuple[dict[str, dict[int, float]], dict[str, dict[int, str]]]:
+    """The run's scalars and texts, tag -> step -> value, as TensorBoard reads its event files."""
     from tensorboard.backend.event_processing import event_accumulator as ea
     from tensorboard.util import tensor_util
 
     acc = ea.EventAccumulator(str(log_dir), size_guidance={ea.TENSORS: 0})
     acc.Reload()
     scalars: dict[str, dict[int, float]] = {}
+    texts: dict[str, dict[int, str]] = {}
     for tag in acc.Tags()["tensors"]:
-        if acc.SummaryMetadata(tag).plugin_data.plugin_name != "scalars":
-            continue
-        scalars[tag] = {e.step: float(tensor_util.make_ndarray(e.tensor_proto).item()) for e in acc.Tensors(tag)}
-    return scalars
+        plugin = acc.SummaryMetadata(tag).plugin_data.plugin_name
+        values = {e.step: tensor_util.make_ndarray(e.tensor_proto) for e in acc.Tensors(tag)}
+        if plugin == "scalars":
+            scalars[tag] = {step: float(v.item()) for step, v in values.items()}
+        elif plugin == "text":
+            texts[tag] = {step: v.item().decode() for step, v in values.items()}
+    return scalars, texts
 
 
 def _write_outputs(reports: dict[int, CoverageReport], log_dir: Path) -> str:
@@ -114,7 +122,7 @@ def assert_outputs_agree(reports: dict[int, CoverageReport], log_dir: Path, cons
     """Every figure of every ok report: the same in the console, TensorBoard, JSON and HTML."""
     run = read_run_file(log_dir)
     page = read_page(render_html([run], exit_reason="done"))
-    scalars = _tensorboard_scalars(log_dir)
+    scalars, texts = _tensorboard(log_dir)
     blocks = {int(m.group(1)): m.group(0)
               for m in re.finditer(r"keras-xla-guard: XLA coverage \(epoch (\d+)[^\n]*(?:\n(?!keras-xla-guard: ).*)*",
                                    console)}
@@ -135,6 +143,9 @@ def assert_outputs_agree(reports: dict[int, CoverageReport], log_dir: Path, cons
                 assert name not in shown and f"xla_guard/{name}" not in scalars, (epoch, name)
                 assert cell[0].text == "-"
                 continue
+            if name == "collective_time_s" and not value:
+                # The console names collectives only when there were some.
+                shown[name] = _shown(kind, value)
             html_text = (f"{100 * value:.1f}%" if kind == _PERCENT else format_ms(value, 2) if kind == _MS
                          else str(value))
             assert cell[0].text == html_text, (epoch, name)
@@ -145,6 +156,8 @@ def assert_outputs_agree(reports: dict[int, CoverageReport], log_dir: Path, cons
         assert [(m["program"], m["time"], int(m["runs"])) for m in programs if m] == [
             (p.program, format_ms(p.time_s), p.runs) for p in report.programs][:3]
         assert saved[epoch]["programs"] == source["programs"]
+        _assert_xla_ops_and_quality_agree(report, saved[epoch], blocks[epoch], texts["xla_guard/report"][epoch],
+                                          page)
         for p in report.programs:
             assert page.value("time_s", **{"data-program": p.program, "data-report": "0"}) == p.time_s
             assert page.value("runs", **{"data-program": p.program, "data-report": "0"}) == p.runs
@@ -153,30 +166,55 @@ def assert_outputs_agree(reports: dict[int, CoverageReport], log_dir: Path, cons
             assert scalars[f"xla_guard/program/{p.program}/runs"][epoch] == p.runs
 
 
+def _assert_xla_ops_and_quality_agree(report: CoverageReport, saved: dict[str, Any], console: str,
+                                      markdown: str, page: Any) -> None:
+    """The top ops inside XLA and the trace quality entries: the same in every output."""
+    source = report.to_dict()
+    assert saved["top_xla_ops"] == source["top_xla_ops"]
+    assert saved["trace_quality"] == source["trace_quality"]
+    rows = [(v.row["data-rank"], v.field, v.value) for v in page.values if v.row.get("class") == "xla-op"]
+    assert rows == [(str(n), f, getattr(op, "self_time_s" if f == "self_time_s" else "count"))
+                    for n, op in enumerate(report.top_xla_ops, 1) for f in ("self_time_s", "count")]
+    shown = console.split("  top ops inside XLA (device time):\n", 1)[1].splitlines() if report.top_xla_ops else []
+    for line, op in zip(shown, report.top_xla_ops[:3]):
+        assert line.split() == [*format_ms(op.self_time_s).split(), f"x{op.count}", op.op_type, op.op_name]
+    codes = [m["code"] for m in map(_QUALITY_LINE.match, console.splitlines()) if m]
+    assert codes == [q.code for q in report.trace_quality]
+    assert [a["data-code"] for tag, a in page.tags if tag == "li" and a.get("class") == "quality"] == codes
+    from keras_xla_guard.output.tensorboard import escape_markdown
+
+    for q in report.trace_quality:
+        assert f"- **{escape_markdown(q.code)}**: {escape_markdown(q.detail)}." in markdown
+
+
 @pytest.fixture(scope="module")
 def gpu_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, CoverageReport]:
-    """A synthetic raw GPU trace of 6 jit_compile steps, and its report as epoch 0."""
-    path = gpu_jit_fit(6).write(tmp_path_factory.mktemp("gpu") / "gpu.xplane.pb")
+    """A synthetic raw GPU trace of 6 steps with collectives and dropped events, its report as epoch 0."""
+    trace = collective_fit(6)
+    trace.space.warnings.append("Detected GPU events dropped on gpu-host: 7 events dropped because total "
+                                "device(activity) events reaches max.")
+    path = trace.write(tmp_path_factory.mktemp("gpu") / "gpu.xplane.pb")
     report = analyze_trace(path)
     return path, CoverageReport.from_dict({**report.to_dict(), "epoch": 0, "steps_profiled": 6})
 
 
 @pytest.mark.tf
 def test_gpu_report_shows_the_same_figures_everywhere(tmp_path, gpu_report):
-    """Device report: transfers, both compile times and the program's time agree in every output."""
+    """Device report: collectives, ops inside XLA, trace quality and the program's time agree everywhere."""
     _, report = gpu_report
-    assert report.transfer_time_s and report.programs and report.time_base == "device"
+    assert report.collective_time_s and report.programs and report.top_xla_ops and report.time_base == "device"
+    assert [q.code for q in report.trace_quality] == ["collectives", "events_dropped"]
     console = _write_outputs({0: report}, tmp_path)
     assert_outputs_agree({0: report}, tmp_path, console)
 
 
 @pytest.mark.tf
 def test_the_check_catches_an_output_that_drifts(tmp_path, gpu_report):
-    """A run file whose transfer time differs from what TensorBoard got fails the check."""
+    """A run file whose collective time differs from what TensorBoard got fails the check."""
     _, report = gpu_report
     console = _write_outputs({0: report}, tmp_path)
     data = json.loads((tmp_path / "xla_guard_reports.json").read_text())
-    data["reports"]["0"]["transfer_time_s"] *= 2
+    data["reports"]["0"]["collective_time_s"] *= 2
     (tmp_path / "xla_guard_reports.json").write_text(json.dumps(data))
     with pytest.raises(AssertionError):
         assert_outputs_agree({0: report}, tmp_path, console)
@@ -209,7 +247,7 @@ def test_cli_table_shows_what_its_json_says(capsys, gpu_report):
     assert cells["launches"] == str(doc["xla_executions"])
     assert cells["compile time"] == format_ms(doc["compile_time_s"])
     assert cells["compile, summed over threads"] == format_ms(doc["compile_thread_time_s"])
-    assert cells["device transfers"] == format_ms(doc["transfer_time_s"]) == format_ms(6 * 42e-6)
+    assert cells["device transfers"] == format_ms(doc["transfer_time_s"]) == "0.0 ms"
 
 
 @pytest.mark.slow

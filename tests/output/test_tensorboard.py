@@ -38,7 +38,7 @@ CHART_TITLES = [
     "Expected compilations: train vs validation",
     "Compile time (s): wall-clock, and summed over threads",
     "Input pipeline time (s)",
-    "Device transfers (s)",
+    "Device transfers and collectives (s)",
 ]
 # Names that would break or inject into a Markdown table if not escaped.
 HOSTILE_NAMES = [
@@ -265,7 +265,7 @@ def test_layout_regexes_each_match_exactly_their_tag() -> None:
         ["xla_guard/expected_compilations", "xla_guard/validation/expected_compilations"],
         ["xla_guard/compile_time_s", "xla_guard/compile_thread_time_s"],
         ["xla_guard/input_pipeline_time_s"],
-        ["xla_guard/transfer_time_s"],
+        ["xla_guard/transfer_time_s", "xla_guard/collective_time_s"],
     ]
     for chart, tags in zip(layout_proto().category[0].chart, expected):
         matched = [[t for t in known if re.search(rx, t)] for rx in chart.multiline.tag]

@@ -964,3 +964,24 @@ def test_epoch_lists_its_new_signatures_with_the_step_each_was_first_seen_at():
     stats = tracker.end_epoch()
     assert stats.new == ((sig[9], 1),)
     assert stats.to_dict()["new"] == [{"signature": sig[9].to_dict(), "step": 1}]
+
+
+def test_a_bare_array_is_named_the_input_in_findings_and_fixes():
+    """Batches that are one bare array: 'the input dim 1 ...', never 'input input'."""
+    tracker = SignatureTracker(xla=True)
+    tracker.begin_epoch(0)
+    for n in (5, 7, 9, 11, 13):
+        tracker.observe(Signature.of(np.zeros((8, n), "float32")))
+    messages = [e.message for e in tracker.end_epoch().explanations]
+    assert messages[0] == "the input dim 1 varied across 5 values (5, 7, 9, 11, 13)"
+    assert messages[-1] == "fix: pad the input dim 1 to 3 bucket length(s) (5, 9, 13) -> at most 3 compilation(s) instead of 5"
+    assert not any("input input" in m for m in messages)
+
+
+def test_differences_show_an_unknown_dimension_as_shapes_do():
+    """An unknown dimension reads `?` in the change, as in the shape beside it."""
+    from keras_xla_guard.signatures.signature import differences
+
+    new = Signature(("x",), ((8, None),), ("float32",))
+    old = Signature(("x",), ((8, 5),), ("float32",))
+    assert differences(new, old) == ["x: float32[8,?] vs float32[8,5] (dim 1: 5 -> ?)"]

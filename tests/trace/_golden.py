@@ -56,10 +56,12 @@ XPROF_OPS_VARIANTS = ("plain",)
 TRANSFER_TYPES = ("_Send", "_Recv", "_HostSend", "_HostRecv")
 TOP_K = 1000
 _PATH_FIELDS = ("trace_paths", "hosts", "trace_path")
-# Report fields added after 9c25e2f (the compile table; device transfers
-# and programs, None and empty on these host traces): no golden value; tests/trace/test_golden.py
-# pins the compile table streamed against parsed instead.
-NEW_FIELDS = ("compile_table", "cache_hits", "persistent_cache", "transfer_time_s", "programs")
+# Report fields added after 9c25e2f (the compile table; the device figures,
+# None or empty on these host traces; trace quality): no golden value;
+# tests/trace/test_golden.py pins the compile table streamed against parsed
+# instead, tests/trace/test_trace_quality.py the rest.
+NEW_FIELDS = ("compile_table", "cache_hits", "persistent_cache", "transfer_time_s", "programs",
+              "collective_time_s", "top_xla_ops", "steps", "trace_quality")
 
 
 def variants() -> dict[str, bytes]:

@@ -26,6 +26,8 @@ KNOWN = {
     "tf220_async_launch": (16, 1),
     "tf220_lost_split_launch": (10, 1),
     "py_function": (8, 0),
+    # Keras on JAX: two small eager programs and jit_train_step a step.
+    "jax_cpu": (4, 3),
 }
 
 

@@ -339,3 +339,40 @@ def test_host_of_strips_the_trace_suffix_only():
 
     assert host_of("/logs/plugins/profile/run/node-1.example.com.xplane.pb") == "node-1.example.com"
     assert host_of("trace.pb") == "trace"
+
+
+def test_runs_moved_while_the_log_dir_is_read_are_skipped_not_an_error(tmp_path, monkeypatch):
+    """A run directory (or trace) that goes away between listing and reading holds nothing; the rest is found."""
+    import gzip
+    import os
+
+    from keras_xla_guard.trace import xplane
+
+    data = gzip.decompress((Path(__file__).parent / "data" / "jit.xplane.pb.gz").read_bytes())
+    kept, moved, gone = (tmp_path / "plugins" / "profile" / name for name in ("kept", "moved", "gone"))
+    for run in (kept, moved, gone):
+        run.mkdir(parents=True)
+        (run / "host.xplane.pb").write_bytes(data)
+    real_scandir = os.scandir
+
+    class Listing(list):
+        """What os.scandir gave before the runs moved (usable as scandir's context manager)."""
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    def scandir_while_a_guard_moves_runs(path):
+        if Path(path) != kept.parent:
+            return real_scandir(path)
+        with real_scandir(path) as it:
+            entries = Listing(it)
+        # What a guard publishing its staged run does under a live `report`.
+        moved.rename(tmp_path / "elsewhere")
+        (gone / "host.xplane.pb").unlink()
+        return entries
+
+    monkeypatch.setattr(xplane.os, "scandir", scandir_while_a_guard_moves_runs)
+    assert find_trace_files(tmp_path) == [kept / "host.xplane.pb"]

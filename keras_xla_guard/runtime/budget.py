@@ -1,0 +1,337 @@
+"""Compilation budgets: every XLA compilation inside a `max_compilations` block, with its reason.
+
+A budget (`keras_xla_guard.budget.max_compilations`) enters a
+`CompilationLedger` here for the thread that opened it. Every
+`XlaGuardEngine` reports to this module, whoever drives it (the callback a
+budget adds to `fit`, the user's own `XlaGuardCallback`, a custom loop's
+`XlaGuard`): each compilation it counts (`report_compilation`), each
+epoch's final explanations (`report_epoch`) and input signatures it could
+not record (`report_unavailable`). The ledgers of the reporting thread keep
+them; with no budget open a report costs one thread-local lookup.
+
+Pure: no Keras, no TensorFlow, and no engine named; the engine calls it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from keras_xla_guard._checks import check_int
+from keras_xla_guard.errors import RecompilationLimitError
+from keras_xla_guard.signatures.explanation import (
+    BUCKETING_FIX,
+    DIM_VARIED,
+    FIRST_SIGNATURE,
+    SHORT_LAST_BATCH,
+    STRUCTURE_CHANGED,
+    Explanation,
+)
+from keras_xla_guard.signatures.signature import Signature, closest, input_name
+from keras_xla_guard.signatures.tracker import EpochSignatures, SignatureTracker
+
+__all__ = [
+    "BudgetCompilation",
+    "CompilationLedger",
+    "active_ledgers",
+    "enter_ledger",
+    "leave_ledger",
+    "report_compilation",
+    "report_epoch",
+    "report_unavailable",
+]
+
+# Explanations that say why a compilation happened or how to avoid it.
+_CAUSES = (STRUCTURE_CHANGED, DIM_VARIED, SHORT_LAST_BATCH)
+_FIXES = (BUCKETING_FIX, SHORT_LAST_BATCH)
+
+_local = threading.local()
+
+
+@dataclass(frozen=True)
+class BudgetCompilation:
+    """One XLA compilation a compilation budget counted, with its reason.
+
+    Attributes:
+        function: The Keras function compiled: `"train"` (also a custom
+            loop's watched step), `"test"` or `"predict"`.
+        epoch: The epoch it happened in; `None` when not in an epoch.
+        step: The step (of the epoch) whose new input signature caused it;
+            `None` when not known.
+        signature: That input signature.
+        change: What it changed against the closest signature the function
+            saw before (a `"new_signature"` `Explanation`), or
+            `"first_signature"` for the function's first compilation.
+        changed: `(input path, dimension)` of every dimension that differs
+            from that closest earlier signature; `()` for a first
+            signature or a changed structure.
+        reasons: The explanations of its epoch that concern it: what varied
+            (`"dim_varied"`, `"short_last_batch"`, `"structure_changed"`)
+            and the fix (`"bucketing_fix"`, with `fix_code`), the same
+            `Explanation`s the guard prints for the epoch.
+
+    Example:
+
+    ```python
+    with keras_xla_guard.max_compilations(None) as budget:
+        model.fit(dataset, epochs=2)
+    for compilation in budget.compilations:
+        print(compilation.step, compilation.signature, compilation.fix)
+    ```
+    """
+
+    function: str
+    epoch: int | None
+    step: int | None
+    signature: Signature
+    change: Explanation
+    changed: tuple[tuple[str, int], ...] = ()
+    reasons: tuple[Explanation, ...] = ()
+
+    @property
+    def first(self) -> bool:
+        """Whether this is the function's first compilation (the one it always needs)."""
+        return self.change.kind == FIRST_SIGNATURE
+
+    @property
+    def fix(self) -> Explanation | None:
+        """The fix among `reasons` (bucket lengths, or whole batches), if the guard found one."""
+        return next((r for r in self.reasons if r.kind in _FIXES), None)
+
+    def describe(self) -> list[str]:
+        """The compilation in a few lines: where, the signature, what changed, why, the fix."""
+        where = ", ".join(
+            part for part in (
+                f"{self.function} function",
+                f"epoch {self.epoch}" if self.epoch is not None else "",
+                f"step {self.step}" if self.step is not None else "",
+            ) if part
+        )
+        lines = [f"{where}: {self.signature}", f"  {self.change}"]
+        if self.first:
+            return lines + ["  (the function's first compilation: every compiled function needs one)"]
+        lines += [f"  why: {r}" for r in self.reasons if r.kind in _CAUSES and r.kind != SHORT_LAST_BATCH]
+        fix = self.fix
+        text = str(fix) if fix is not None else self._generic_fix()
+        # The bucketing fix's message starts with "fix:" already.
+        lines.append(f"  {text}" if text.startswith("fix:") else f"  fix: {text}")
+        return lines
+
+    def _generic_fix(self) -> str:
+        """The fix when the epoch's explanations hold none (no bucketing saves compilations)."""
+        if not self.changed:
+            return "keep the inputs' structure, dtypes and ranks the same in every call"
+        if all(dim == 0 for _, dim in self.changed):
+            return "use one batch size for every step (e.g. batch with drop_remainder=True)"
+        path, dim = next((p, d) for p, d in self.changed if d > 0)
+        index = self.signature.paths.index(path)
+        return (f"give {input_name(self.signature, index)} dim {dim} one length in every batch (pad it), "
+                "or a few bucket lengths (keras_xla_guard.recommend_buckets)")
+
+
+class CompilationLedger:
+    """The compilations counted inside one budget, and whether they fit it.
+
+    Args:
+        limit: Most compilations allowed; `None` only counts. Defaults to
+            `None`.
+        fail_fast: Raise `RecompilationLimitError` from the step whose
+            compilation goes over `limit`, instead of leaving that to the
+            budget's end. Defaults to `False`.
+
+    Raises:
+        ValueError: If `limit` is not an int >= 0 or `None`.
+    """
+
+    def __init__(self, limit: int | None = None, *, fail_fast: bool = False) -> None:
+        check_int("limit", limit, minimum=0, allow_none=True)
+        self.limit = limit
+        self.fail_fast = bool(fail_fast)
+        self._lock = threading.Lock()
+        self._compilations: list[BudgetCompilation] = []
+        # (source, function, epoch) -> indices into _compilations, for report_epoch.
+        self._by_epoch: dict[tuple[int, str, int | None], list[int]] = {}
+        self._unknown: list[str] = []
+        self._failed = False
+
+    @property
+    def compilations(self) -> tuple[BudgetCompilation, ...]:
+        """Every compilation counted so far, in order."""
+        with self._lock:
+            return tuple(self._compilations)
+
+    @property
+    def unknown(self) -> str | None:
+        """Why some compilations could not be counted (`None`: all were)."""
+        with self._lock:
+            return "; ".join(dict.fromkeys(self._unknown)) or None
+
+    @property
+    def exceeded(self) -> bool:
+        """Whether more compilations than `limit` were counted."""
+        return self.limit is not None and len(self.compilations) > self.limit
+
+    def add(self, compilation: BudgetCompilation, source: int) -> RecompilationLimitError | None:
+        """Counts one compilation.
+
+        Args:
+            compilation: The compilation.
+            source: Who reported it (an engine's `id`), for `refine`.
+
+        Returns:
+            The error to raise now: with `fail_fast`, the first compilation
+            over `limit`; else `None`.
+        """
+        with self._lock:
+            key = (source, compilation.function, compilation.epoch)
+            self._by_epoch.setdefault(key, []).append(len(self._compilations))
+            self._compilations.append(compilation)
+            over = self.limit is not None and len(self._compilations) > self.limit
+            if not (self.fail_fast and over and not self._failed):
+                return None
+            self._failed = True
+        return RecompilationLimitError(self.message(now=True))
+
+    def refine(self, source: int, function: str, epoch: int | None,
+               explanations: Sequence[Explanation]) -> None:
+        """Gives an epoch's compilations the reasons its final explanations hold.
+
+        Args:
+            source: Who reported them (as for `add`).
+            function: Their function.
+            epoch: Their epoch.
+            explanations: The epoch's explanations once it ended (with the
+                short-last-batch finding, which needs the epoch's end).
+        """
+        with self._lock:
+            for index in self._by_epoch.get((source, function, epoch), ()):
+                old = self._compilations[index]
+                self._compilations[index] = replace(old, reasons=_reasons(old.changed, old.first, explanations))
+
+    def mark_unknown(self, reason: str) -> None:
+        """Notes that compilations may have happened that could not be counted."""
+        with self._lock:
+            self._unknown.append(reason)
+
+    def message(self, *, now: bool = False) -> str:
+        """Every compilation with its reason, the fix code once, and the verdict.
+
+        Args:
+            now: Worded for the step that just went over the budget
+                (`fail_fast`), instead of for the end of the block.
+                Defaults to `False`.
+
+        Returns:
+            The text `RecompilationLimitError` carries.
+        """
+        found = self.compilations
+        budget = f"max_compilations({self.limit})"
+        head = (f"keras-xla-guard: {len(found)} XLA compilation(s) inside {budget}, "
+                f"{len(found) - (self.limit or 0)} more than it allows")
+        if now:
+            head = (f"keras-xla-guard: XLA compilation {len(found)} inside {budget} goes over it "
+                    "(fail_fast=True); stopped at the step that caused it")
+        lines = [head + ". Each one, with what changed and the fix:"]
+        for number, compilation in enumerate(found, 1):
+            first, *rest = compilation.describe()
+            lines.append(f"  {number}. {first}")
+            lines += [f"     {line}" for line in rest]
+        codes = {}
+        for compilation in found:
+            fix = compilation.fix
+            if fix is not None and fix.fix_code:
+                codes.setdefault(fix.fix_code, fix)
+        for code, fix in codes.items():
+            lines.append(f"Fix code for {fix.input} dim {fix.dim}:")
+            lines += [f"    {line}" for line in code.splitlines()]
+        lines.append("(Counted from the input signatures of functions compiled with XLA, one compilation "
+                     "per new signature; docs/budgets.md.)")
+        return "\n".join(lines)
+
+
+def _changed(signature: Signature, near: Signature | None) -> tuple[tuple[str, int], ...]:
+    """`(path, dim)` where `signature` differs from `near`; `()` for none or another structure."""
+    if near is None or near.structure != signature.structure:
+        return ()
+    return tuple(
+        (path, dim)
+        for path, a, b in zip(signature.paths, signature.shapes, near.shapes)
+        if a is not None and b is not None
+        for dim, (x, y) in enumerate(zip(a, b))
+        if x != y
+    )
+
+
+def _reasons(changed: tuple[tuple[str, int], ...], first: bool,
+             explanations: Sequence[Explanation]) -> tuple[Explanation, ...]:
+    """The explanations that concern a compilation which changed `changed`."""
+    if first:
+        return ()
+    if not changed:
+        return tuple(e for e in explanations if e.kind == STRUCTURE_CHANGED)
+    return tuple(e for e in explanations if e.kind in (DIM_VARIED, SHORT_LAST_BATCH, BUCKETING_FIX)
+                 and (e.input, e.dim) in changed)
+
+
+def active_ledgers() -> tuple[CompilationLedger, ...]:
+    """The ledgers of the budgets open in this thread, outermost first."""
+    return tuple(getattr(_local, "ledgers", ()))
+
+
+def enter_ledger(ledger: CompilationLedger) -> None:
+    """Opens `ledger` in this thread: it receives this thread's reports."""
+    _local.ledgers = (*active_ledgers(), ledger)
+
+
+def leave_ledger(ledger: CompilationLedger) -> None:
+    """Closes `ledger` in this thread (the ledgers opened inside it stay open)."""
+    _local.ledgers = tuple(entry for entry in active_ledgers() if entry is not ledger)
+
+
+def report_compilation(source: object, function: str, tracker: SignatureTracker, signature: Signature, *,
+                       epoch: int | None, step: int | None) -> None:
+    """An engine counted one XLA compilation: a signature new to a function compiled with XLA.
+
+    Args:
+        source: The reporting engine.
+        function: `"train"`, `"test"` or `"predict"`.
+        tracker: The function's tracker, which just observed `signature`.
+        signature: The new input signature.
+        epoch: The epoch it happened in.
+        step: The step whose inputs had `signature`.
+
+    Raises:
+        RecompilationLimitError: When a `fail_fast` budget of this thread
+            goes over its limit with this compilation (after every open
+            budget counted it).
+    """
+    ledgers = active_ledgers()
+    if not ledgers:
+        return
+    seen = tracker.seen
+    near = closest(signature, seen[: seen.index(signature)])
+    change = tracker.explain_signature(signature, step)
+    changed = _changed(signature, near)
+    # The epoch so far: its earlier compilations get the same, newer reasons (one bucketing for all).
+    current = tracker.current_explanations()
+    compilation = BudgetCompilation(function, epoch, step, signature, change, changed,
+                                    _reasons(changed, change.kind == FIRST_SIGNATURE, current))
+    for ledger in ledgers:
+        ledger.refine(id(source), function, epoch, current)
+    errors = [ledger.add(compilation, id(source)) for ledger in ledgers]
+    error = next((e for e in errors if e is not None), None)
+    if error is not None:
+        raise error
+
+
+def report_epoch(source: object, function: str, stats: EpochSignatures) -> None:
+    """An engine finished an epoch of `function`: its compilations get the epoch's final reasons."""
+    for ledger in active_ledgers():
+        ledger.refine(id(source), function, stats.epoch, stats.explanations)
+
+
+def report_unavailable(reason: str) -> None:
+    """An engine could not record the input signatures it needs to count compilations."""
+    for ledger in active_ledgers():
+        ledger.mark_unknown(reason)

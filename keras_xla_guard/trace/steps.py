@@ -1,0 +1,181 @@
+"""Per step of a window: how long XLA programs kept the device busy, and the gap between them.
+
+A step is a step marker on a host thread: a TraceMe with the `_r` (root)
+stat and a `step_num` stat, as the guard writes them (`train`) and as JAX's
+`jax.profiler.StepTraceAnnotation` does. For each step:
+
+- `wall_s`: the marker's span.
+- `busy_s`: the time XLA programs ran inside it, each moment once. On host
+  traces (XLA:CPU) that is the union, over host threads, of the spans the
+  analysis books as XLA time: a launch's executable span (TensorFlow's
+  `CpuExecutable::ExecuteAsyncOnStream`, JAX's
+  `CommonPjRtLoadedExecutable::ExecuteHelperOnSingleDevice`) and the
+  program's work on other threads (JAX CPU runs a launched program on its
+  `XLAPjRtCpuClient` thread as `ThunkExecutor::Execute`, after the Python
+  thread's launch returned). On device traces it is the union of the
+  step's program runs on the device (`_device`).
+- `idle_s`: the rest of the step, when no program ran: the host gap
+  (Python, the input pipeline, dispatch, compiling).
+- `launches`: program launches that began in the step (host), or the
+  step's runs (device).
+- `transfer_s`: device time of the copies and memsets launched in the step;
+  `None` on host traces.
+
+Pure: no Keras, no TensorFlow, no JAX.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from keras_xla_guard.trace.classify import Category, classify_name
+from keras_xla_guard.trace.compile_wall import union_length
+from keras_xla_guard.trace.report import StepStat
+from keras_xla_guard.trace.xplane import iter_lines
+
+__all__ = ["Marker", "device_steps", "host_steps", "step_markers"]
+
+_PS = 1e-12
+_ROOT_STAT = "_r"
+_STEP_STAT = "step_num"
+
+# (start ps, end ps, step number) of one step marker.
+Marker = tuple[int, int, int]
+
+
+def _int_stat(stat: Any) -> int | None:
+    kind = stat.WhichOneof("value")
+    return int(getattr(stat, kind)) if kind in ("int64_value", "uint64_value") else None
+
+
+def step_markers(plane: Any, line: Any) -> list[Marker]:
+    """The step markers of one host line (events with `_r` and an integer `step_num`).
+
+    Args:
+        plane: The line's plane.
+        line: A host line.
+
+    Returns:
+        `(start, end, step)` of each marker, in picoseconds on the trace's clock.
+    """
+    ids = {m.name: mid for mid, m in plane.stat_metadata.items()}
+    root, step_id = ids.get(_ROOT_STAT, -1), ids.get(_STEP_STAT, -1)
+    if root < 0 or step_id < 0:
+        return []
+    base = line.timestamp_ns * 1000
+    found = []
+    for event in line.events:
+        step = None
+        rooted = False
+        for stat in event.stats:
+            if stat.metadata_id == root:
+                rooted = True
+            elif stat.metadata_id == step_id:
+                step = _int_stat(stat)
+        if rooted and step is not None and event.duration_ps > 0:
+            start = base + event.offset_ps
+            found.append((start, start + event.duration_ps, step))
+    return found
+
+
+def _stat(markers: Iterable[Marker], busy: Mapping[int, list[tuple[int, int]]], launches: Mapping[int, int],
+          transfers: Mapping[int, int] | None) -> tuple[StepStat, ...]:
+    out = []
+    for i, (start, end, step) in enumerate(markers):
+        wall = end - start
+        ran = min(union_length(busy.get(i, [])), wall) if transfers is None else union_length(busy.get(i, []))
+        out.append(StepStat(step=step, wall_s=wall * _PS, busy_s=ran * _PS, idle_s=max(0, wall - ran) * _PS,
+                            launches=launches.get(i, 0),
+                            transfer_s=None if transfers is None else transfers.get(i, 0) * _PS))
+    return tuple(out)
+
+
+def host_steps(space: Any, marker_lines: Mapping[str, set[int]], xla_lines: Mapping[str, set[int]],
+               launch_starts: list[int], source: str = "<trace>") -> tuple[StepStat, ...]:
+    """Per step of a host-time trace: wall, busy, idle and launches.
+
+    Args:
+        space: The trace (parsed, or of `open_xspace`).
+        marker_lines: Plane name -> indices of the lines that may hold
+            step markers (the Python thread's); read first.
+        xla_lines: Plane name -> indices of the lines that ran XLA work;
+            read only when there are markers.
+        launch_starts: When each XLA launch began (ps), as the scan found them.
+        source: Names the trace in errors. Defaults to `"<trace>"`.
+
+    Returns:
+        One `StepStat` per step marker, in time order; empty when the
+        trace has none.
+    """
+    markers: list[Marker] = []
+    spans: list[tuple[int, int]] = []
+    for plane_name, wanted in marker_lines.items():
+        plane = _plane(space, plane_name)
+        xla = _xla_ids(plane)
+        for line in iter_lines(plane, source=source, indices=wanted):
+            markers.extend(step_markers(plane, line))
+            spans.extend(_xla_spans(line, xla))
+    if not markers:
+        return ()
+    for plane_name, wanted in xla_lines.items():
+        rest = wanted - marker_lines.get(plane_name, set())
+        if rest:
+            plane = _plane(space, plane_name)
+            xla = _xla_ids(plane)
+            for line in iter_lines(plane, source=source, indices=rest):
+                spans.extend(_xla_spans(line, xla))
+    markers.sort()
+    starts = [m[0] for m in markers]
+    busy: dict[int, list[tuple[int, int]]] = {}
+    for s, e in spans:
+        # Every marker the span overlaps gets the overlapping part.
+        i = bisect.bisect_right(starts, e) - 1
+        while i >= 0 and markers[i][1] > s:
+            if markers[i][0] < e:
+                busy.setdefault(i, []).append((max(s, markers[i][0]), min(e, markers[i][1])))
+            i -= 1
+    launches: dict[int, int] = {}
+    for at in launch_starts:
+        i = bisect.bisect_right(starts, at) - 1
+        if i >= 0 and at < markers[i][1]:
+            launches[i] = launches.get(i, 0) + 1
+    return _stat(markers, busy, launches, None)
+
+
+def _plane(space: Any, name: str) -> Any:
+    return next(plane for plane in space.planes if plane.name == name)
+
+
+def _xla_spans(line: Any, xla: frozenset[int]) -> list[tuple[int, int]]:
+    """The spans of a line's events whose names (`xla`, metadata ids) the analysis books as XLA time."""
+    base = line.timestamp_ns * 1000
+    return [(base + e.offset_ps, base + e.offset_ps + e.duration_ps)
+            for e in line.events if e.metadata_id in xla and e.duration_ps > 0]
+
+
+def _xla_ids(plane: Any) -> frozenset[int]:
+    """Metadata ids of a plane's XLA executable spans (`classify_name`)."""
+    return frozenset(mid for mid, md in plane.event_metadata.items() if classify_name(md.name) == Category.XLA)
+
+
+def device_steps(markers: list[Marker], runs: Mapping[int, list[tuple[int, int]]],
+                 transfers: Mapping[int, int]) -> tuple[StepStat, ...]:
+    """Per step of a device-time trace, from the device's runs grouped by step marker.
+
+    Args:
+        markers: The host's step markers, in the order their indices
+            (the runs' groups) refer to.
+        runs: Marker index -> the (start, end) of each program run of
+            that step on the device (runs on several streams merged).
+        transfers: Marker index -> device time (ps) of the copies and
+            memsets launched inside that marker.
+
+    Returns:
+        One `StepStat` per marker, in time order.
+    """
+    order = sorted(range(len(markers)), key=lambda i: markers[i])
+    return _stat([markers[i] for i in order], {k: runs[i] for k, i in enumerate(order) if i in runs},
+                 {k: len(runs[i]) for k, i in enumerate(order) if i in runs},
+                 {k: transfers[i] for k, i in enumerate(order) if i in transfers})

@@ -1,0 +1,259 @@
+"""`max_compilations`, the recompilation budget for a block of code, on real fits.
+
+The sequence model of `_fit_helpers.py` trains on 7 batches of lengths 5, 7, 9, 5, 11, 7, 13
+(jit_compile=True): 5 distinct input signatures, 5 XLA compilations of the train function, at
+steps 0, 1, 2, 4 and 6, by construction. No callback is passed to `fit`; no profiler runs.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _fit_helpers import LENGTHS, _seq_batches, _seq_dataset, _seq_model
+
+import keras_xla_guard
+from keras_xla_guard import CompilationsUnknownError, RecompilationLimitError, XlaGuard, max_compilations
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+pytestmark = [pytest.mark.slow, pytest.mark.compat]
+
+# Steps of the epoch where LENGTHS brings a new length: 5, 7, 9, 11, 13.
+NEW_AT = [0, 1, 2, 4, 6]
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _keras_untouched() -> bool:
+    """Whether keras.Model's entry points are Keras' own (no budget wrapper left)."""
+    import keras
+
+    from keras_xla_guard import _model_hooks
+
+    return not any(name in vars(keras.Model) for name in ("fit", "evaluate", "predict")) \
+        and _model_hooks.wrapped_classes() == ()
+
+
+def _fit(model: Any, epochs: int = 1, **kwargs: Any) -> Any:
+    return model.fit(_seq_dataset(LENGTHS), epochs=epochs, verbose=0, **kwargs)
+
+
+def test_a_fit_within_budget_passes_and_counts_each_compilation(tmp_path, monkeypatch):
+    """max_compilations(5) around a 2-epoch fit: passes, 5 compilations at the known steps, no file written."""
+    monkeypatch.chdir(tmp_path)
+    model = _seq_model(True)
+    with max_compilations(5) as budget:
+        _fit(model, epochs=2)
+    assert budget.count == 5 and not budget.exceeded and budget.unknown is None
+    assert [(c.function, c.epoch, c.step) for c in budget.compilations] == [("train", 0, s) for s in NEW_AT]
+    assert [c.signature.shapes[0] for c in budget.compilations] == [(8, n) for n in (5, 7, 9, 11, 13)]
+    assert _keras_untouched()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_fit_over_budget_raises_on_exit_listing_every_compilation_and_the_fix():
+    """max_compilations(4): RecompilationLimitError after fit, naming each of the 5 with its change and fix."""
+    model = _seq_model(True)
+    with pytest.raises(RecompilationLimitError) as raised:
+        with max_compilations(4):
+            history = _fit(model, epochs=2)
+    assert len(history.history["loss"]) == 2  # the whole fit ran first
+    message = str(raised.value)
+    assert message.startswith("keras-xla-guard: 5 XLA compilation(s) inside max_compilations(4), 1 more than it "
+                              "allows.")
+    for number, (step, length) in enumerate(zip(NEW_AT, (5, 7, 9, 11, 13)), 1):
+        assert (f"  {number}. train function, epoch 0, step {step}: x['tokens']: int32[8,{length}], "
+                "y: float32[8,1]") in message
+    assert "x['tokens']: int32[8,13] vs int32[8,11] (dim 1: 11 -> 13)" in message
+    assert message.count("why: input 'tokens' dim 1 varied across 5 values (5, 7, 9, 11, 13)") == 4
+    assert message.count("fix: pad input 'tokens' dim 1 to 2 bucket length(s) (7, 13)") == 4
+    assert message.count("dataset = dataset.bucket_by_sequence_length(") == 1
+    assert _keras_untouched()
+
+
+def test_without_xla_a_fit_compiles_nothing_and_fits_a_budget_of_zero():
+    """jit_compile=False: no function is compiled with XLA, so 0 compilations (a true 0: XLA is off)."""
+    with max_compilations(0) as budget:
+        _fit(_seq_model(False))
+    assert budget.count == 0
+
+
+def test_fail_fast_stops_fit_at_the_step_after_the_compilation_over_the_limit():
+    """fail_fast with limit 2: fit stops when the third signature is seen, before the epoch's remaining steps."""
+    model = _seq_model(True)
+    with pytest.raises(RecompilationLimitError) as raised:
+        with max_compilations(2, fail_fast=True) as budget:
+            _fit(model, epochs=2)
+    assert "XLA compilation 3 inside max_compilations(2) goes over it (fail_fast=True)" in str(raised.value)
+    assert [c.step for c in budget.compilations] == [0, 1, 2]
+    # The guard reads a step's batch at the next step's begin: step 3 never ran.
+    assert int(model.optimizer.iterations.numpy()) == 3
+    assert _keras_untouched()
+
+
+def test_the_users_own_guard_reports_to_the_budget_and_none_is_added():
+    """With an XlaGuardCallback in callbacks, the budget adds no guard and counts through the user's."""
+    from keras_xla_guard import _model_hooks
+
+    model = _seq_model(True)
+    guard = keras_xla_guard.XlaGuardCallback(profile_epochs=(), write_summaries=False, verbose=0)
+    with max_compilations(5) as budget:
+        _fit(model, callbacks=[guard])
+    assert budget.count == 5
+    assert guard.signatures[0].new_signatures == 5
+    assert model not in _model_hooks._guards
+
+
+def test_an_exception_inside_fit_leaves_keras_unwrapped_and_propagates_unchanged():
+    """A callback raising inside fit: the error passes through the block and keras.Model is Keras' again."""
+    import keras
+
+    class Boom(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            if batch == 3:
+                raise ValueError("boom at step 3")
+
+    with pytest.raises(ValueError, match="boom at step 3"):
+        with max_compilations(0):
+            _fit(_seq_model(True), callbacks=[Boom()])
+    assert _keras_untouched()
+
+
+def test_ctrl_c_inside_fit_leaves_keras_unwrapped():
+    """A KeyboardInterrupt (Ctrl-C) inside fit leaves the block as raised and puts Keras back."""
+    import keras
+
+    class CtrlC(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            if batch == 2:
+                raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        with max_compilations(None):
+            _fit(_seq_model(True), callbacks=[CtrlC()])
+    assert _keras_untouched()
+
+
+def test_nested_budgets_count_alike_and_the_inner_error_comes_out():
+    """An inner budget over its limit raises out of the outer one; both counted the fit's 5 compilations."""
+    with pytest.raises(RecompilationLimitError, match=r"inside max_compilations\(1\), 4 more"):
+        with max_compilations(None) as outer:
+            with max_compilations(1) as inner:
+                _fit(_seq_model(True))
+            assert not _keras_untouched()  # the outer budget still needs the wrappers
+    assert outer.count == inner.count == 5
+    assert _keras_untouched()
+
+
+def test_a_fit_in_another_thread_is_not_counted_and_gets_no_guard():
+    """While the main thread's budget is open, a fit in another thread goes straight to Keras."""
+    added = []
+
+    def fit_in_thread() -> None:
+        history = _fit(_seq_model(True))
+        added.append(len(history.history["loss"]))
+
+    with max_compilations(None) as budget:
+        thread = threading.Thread(target=fit_in_thread)
+        thread.start()
+        thread.join()
+    assert added == [1]
+    assert budget.count == 0
+
+
+def test_a_budget_in_a_thread_counts_that_threads_fit():
+    """A budget opened in a worker thread counts the fit of that thread."""
+    counts = []
+
+    def run() -> None:
+        with max_compilations(None) as budget:
+            _fit(_seq_model(True))
+        counts.append(budget.count)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    assert counts == [5]
+    assert _keras_untouched()
+
+
+def test_callbacks_keras_cannot_be_given_a_guard_leave_the_count_unknown():
+    """callbacks= as a CallbackList without a guard: the budget cannot observe fit and does not pass."""
+    import keras
+
+    model = _seq_model(True)
+    callbacks = keras.callbacks.CallbackList([], add_history=True, model=model)
+    with pytest.raises(CompilationsUnknownError, match=r"Functional.fit\(\) could not be observed: "
+                                                       r"TypeError: its callbacks are a CallbackList; pass a list"):
+        with max_compilations(5) as budget:
+            _fit(model, callbacks=callbacks)
+    assert budget.count is None
+
+
+def test_a_custom_loops_watched_step_counts_and_fail_fast_raises_before_the_step_runs():
+    """XlaGuard-watched jit step: each new length is counted at its step; fail_fast raises before that step runs."""
+    import tensorflow as tf
+
+    calls = tf.Variable(0)
+
+    @tf.function(jit_compile=True)
+    def train_step(tokens, target):
+        calls.assign_add(1)
+        return tf.reduce_mean(tf.cast(tokens, tf.float32)) - tf.reduce_mean(target)
+
+    batches = _seq_batches(LENGTHS)
+    guard = XlaGuard(profile_epochs=(), write_summaries=False, verbose=0)
+    step = guard.watch(train_step)
+    with max_compilations(None) as budget:
+        with guard, guard.epoch(0):
+            for x, y in batches:
+                step(x["tokens"], y)
+    assert [(c.step, str(c.signature)) for c in budget.compilations] == [
+        (s, f"['target']: float32[8,1], ['tokens']: int32[8,{n}]") for s, n in zip(NEW_AT, (5, 7, 9, 11, 13))]
+    assert "['tokens']: int32[8,7] vs int32[8,5] (dim 1: 5 -> 7)" in budget.compilations[1].change.message
+
+    guard = XlaGuard(profile_epochs=(), write_summaries=False, verbose=0)
+    step = guard.watch(train_step)
+    calls.assign(0)
+    with pytest.raises(RecompilationLimitError, match="XLA compilation 2 inside max_compilations"):
+        with max_compilations(1, fail_fast=True):
+            with guard, guard.epoch(0):
+                for x, y in batches:
+                    step(x["tokens"], y)
+    assert int(calls.numpy()) == 1  # step 1, whose length would compile, never ran
+
+
+def test_tf_keras_fits_are_counted_too(tmp_path):
+    """tf_keras (TF_USE_LEGACY_KERAS=1, in a subprocess): the same fit counts the same 5 compilations."""
+    script = textwrap.dedent(f"""
+        import json, sys
+        sys.path.insert(0, {str(REPO / "tests")!r})
+        import numpy as np, tensorflow as tf, tf_keras as keras
+        from _fit_helpers import LENGTHS, _seq_dataset
+        import keras_xla_guard
+
+        tokens = keras.Input((None,), dtype="int32", name="tokens")
+        hidden = keras.layers.GlobalAveragePooling1D()(keras.layers.Embedding(50, 8)(tokens))
+        model = keras.Model({{"tokens": tokens}}, keras.layers.Dense(1)(hidden))
+        model.compile("adam", "mse", jit_compile=True)
+        with keras_xla_guard.max_compilations(None) as budget:
+            model.fit(_seq_dataset(LENGTHS), epochs=2, verbose=0)
+        print(json.dumps({{"steps": [c.step for c in budget.compilations],
+                          "unwrapped": "fit" in vars(keras.Model) and keras.Model.fit.__module__}}))
+    """)
+    env = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2",
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    import json
+
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["steps"] == NEW_AT
+    assert out["unwrapped"].startswith("tf_keras.")  # its own fit is back in place

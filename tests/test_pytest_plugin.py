@@ -1,0 +1,121 @@
+"""The pytest plugin (`keras_xla_guard/pytest_plugin.py`), run by pytest itself: real inner
+sessions through the `pytester` fixture, with real fits of the sequence model of
+`_fit_helpers.py` (5 XLA compilations by construction). Importing the plugin, which pytest does
+in every session of every project that installs the package, imports no TensorFlow or Keras."""
+
+from __future__ import annotations
+
+import configparser
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+REPO = Path(__file__).resolve().parents[1]
+PLUGIN = "keras_xla_guard.pytest_plugin"
+
+_FITS = textwrap.dedent("""
+    import keras
+    import pytest
+    from _fit_helpers import LENGTHS, _seq_dataset, _seq_model
+
+
+    def _fit():
+        _seq_model(True).fit(_seq_dataset(LENGTHS), epochs=2, verbose=0)
+
+
+    @pytest.mark.max_compilations(5)
+    def test_within():
+        _fit()
+
+
+    @pytest.mark.max_compilations(4)
+    def test_over():
+        _fit()
+
+
+    @pytest.mark.max_compilations(2, fail_fast=True)
+    def test_fail_fast():
+        _fit()
+
+
+    def test_counts(xla_compilations):
+        _fit()
+        assert xla_compilations.limit is None
+        assert xla_compilations.count == 5
+        assert [c.step for c in xla_compilations.compilations] == [0, 1, 2, 4, 6]
+
+
+    @pytest.mark.max_compilations(9)
+    def test_fixture_is_the_markers_budget(xla_compilations):
+        assert xla_compilations.limit == 9
+
+
+    def test_unmarked_runs_without_a_budget():
+        _seq_model(True)
+        assert "fit" not in vars(keras.Model)
+
+
+    @pytest.mark.max_compilations(-1)
+    def test_bad_limit():
+        pass
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.compat
+def test_the_marker_fails_a_test_over_budget_with_every_compilation_and_passes_one_within(pytester):
+    """An inner session: within budget passes, over budget fails with the listing, fail_fast stops fit."""
+    pytester.syspathinsert(REPO / "tests")
+    pytester.makepyfile(test_fits=_FITS)
+    result = pytester.runpytest("-p", PLUGIN, "--strict-markers", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=4, failed=3)
+    outcomes = {r.nodeid.split("::")[1]: r.outcome for r in result.reprec.getreports("pytest_runtest_logreport")
+                if r.when == "call"}
+    assert outcomes == {"test_within": "passed", "test_over": "failed", "test_fail_fast": "failed",
+                        "test_counts": "passed", "test_fixture_is_the_markers_budget": "passed",
+                        "test_unmarked_runs_without_a_budget": "passed", "test_bad_limit": "failed"}
+    text = result.stdout.str()
+    assert ("E           keras_xla_guard.errors.RecompilationLimitError: keras-xla-guard: 5 XLA compilation(s) "
+            "inside max_compilations(4), 1 more than it allows. Each one, with what changed and the fix:") in text
+    assert "E             5. train function, epoch 0, step 6: x['tokens']: int32[8,13], y: float32[8,1]" in text
+    assert "XLA compilation 3 inside max_compilations(2) goes over it (fail_fast=True)" in text
+    assert "ValueError: `limit` must be an integer >= 0 or None. Received: limit=-1" in text
+
+
+def test_importing_the_plugin_imports_neither_tensorflow_nor_keras():
+    """`import keras_xla_guard.pytest_plugin` (what pytest does in every session) loads no framework."""
+    code = ("import sys, keras_xla_guard.pytest_plugin\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('tensorflow', 'keras', 'tf_keras', 'jax')))\n"
+            "print(sorted(m for m in sys.modules if m.startswith('keras_xla_guard')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         timeout=120).stdout.splitlines()
+    assert out == ["[]", "['keras_xla_guard', 'keras_xla_guard._version', 'keras_xla_guard.pytest_plugin']"]
+
+
+def test_a_session_that_uses_no_budget_imports_no_framework(pytester):
+    """A real pytest process with the plugin loaded and tests that use neither marker nor fixture."""
+    pytester.makepyfile(test_plain=textwrap.dedent("""
+        import sys
+
+        def test_nothing_heavy_is_imported():
+            heavy = [m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras', 'tf_keras', 'jax')]
+            assert heavy == []
+    """))
+    result = pytester.runpytest_subprocess("-p", PLUGIN, "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+
+
+def test_the_plugin_is_a_pytest11_entry_point_named_after_its_module():
+    """setup.cfg ships the plugin to pytest (`pytest11`), under the name `-p` would register it by."""
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO / "setup.cfg")
+    entries = dict(
+        line.split(" = ") for line in cfg["options.entry_points"]["pytest11"].strip().splitlines()
+    )
+    assert entries == {PLUGIN: PLUGIN}

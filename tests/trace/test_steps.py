@@ -1,0 +1,172 @@
+"""Per step of a window: wall time, the time XLA programs ran, the host gap, launches and transfers.
+
+Real traces: `data/jax_cpu.xplane.pb.gz` (Keras 3 on JAX, 4 steps marked
+by `jax.profiler.StepTraceAnnotation`, the Python tracer off; made by
+`tests/trace/_jax_trace.py`) and the TF 2.21 traces of `_golden.py`. The
+oracle is xprof's own conversion of the same file: its input pipeline
+tool's step times, and the program spans of its trace viewer (the JAX
+launches `CommonPjRtLoadedExecutable::ExecuteHelperOnSingleDevice`, the
+program runs `ThunkExecutor::Execute`, TF's `CpuExecutable::ExecuteAsyncOnStream`)
+clipped to its "train N" step events. Device steps come from the raw GPU
+traces of `tests/_gpu_trace.py`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from _gpu_trace import STEP_US, collective_fit
+from _gpu_trace import jit_fit as gpu_fit
+from _xspace import build_space
+
+from keras_xla_guard import analyze_trace, analyze_xspace
+from keras_xla_guard.trace.compile_wall import union_length
+
+DATA = Path(__file__).resolve().parent / "data"
+_US = 1e-6
+# The spans during which an XLA program runs, as the traces name them.
+_PROGRAM_SPANS = ("CommonPjRtLoadedExecutable::ExecuteHelperOnSingleDevice", "ThunkExecutor::Execute",
+                  "CpuExecutable::ExecuteAsyncOnStream")
+_LAUNCHES = ("CommonPjRtLoadedExecutable::ExecuteHelperOnSingleDevice", "CpuExecutable::ExecuteAsyncOnStream")
+
+
+def _stored(tmp_path: Path, name: str) -> Path:
+    path = tmp_path / f"{name}.xplane.pb"
+    path.write_bytes(gzip.decompress((DATA / f"{name}.xplane.pb.gz").read_bytes()))
+    return path
+
+
+def _xprof_steps(path: Path) -> dict[int, dict[str, float]]:
+    """Step number -> its marker's span, program time and launches in xprof's trace viewer (us), and
+    its step time in xprof's input pipeline tool (ms; that tool leaves out the first and last steps of a
+    window it finds incomplete, `None` there)."""
+    from xprof.convert import raw_to_tool_data
+
+    data, _ = raw_to_tool_data.xspace_to_tool_data([str(path)], "input_pipeline_analyzer", {})
+    table = json.loads(data)[1]
+    cols = [c["id"] for c in table["cols"]]
+    rows = [dict(zip(cols, [c.get("v") for c in row["c"]])) for row in table["rows"]]
+    step_ms = {int(r["stepnum"].split()[-1]): r["stepTimeMs"] for r in rows}
+    data, _ = raw_to_tool_data.xspace_to_tool_data([str(path)], "trace_viewer", {})
+    events = [e for e in json.loads(data)["traceEvents"] if e.get("ph") == "X"]
+    markers = {int(e["name"].split()[-1]): (e["ts"], e["ts"] + e["dur"]) for e in events
+               if e["name"].startswith("train ")}
+    out = {}
+    for step, (start, end) in markers.items():
+        spans = [(max(e["ts"], start), min(e["ts"] + e["dur"], end)) for e in events
+                 if e["name"] in _PROGRAM_SPANS and e["ts"] < end and e["ts"] + e["dur"] > start and e["dur"] > 0]
+        launches = sum(1 for e in events if e["name"] in _LAUNCHES and start <= e["ts"] < end)
+        out[step] = {"wall_us": end - start, "step_ms": step_ms.get(step), "busy_us": union_length(spans),
+                     "launches": launches}
+    return out
+
+
+@pytest.fixture(scope="module")
+def jax_trace(tmp_path_factory: pytest.TempPathFactory):
+    """The stored JAX CPU trace and its report."""
+    path = _stored(tmp_path_factory.mktemp("jax"), "jax_cpu")
+    return path, analyze_trace(path)
+
+
+def test_jax_cpu_steps_hold_the_window(jax_trace):
+    """4 steps of 3 launches each (two inline programs and jit_train_step); step 0 waits on the compile."""
+    _, report = jax_trace
+    assert [(s.step, s.launches) for s in report.steps] == [(0, 3), (1, 3), (2, 3), (3, 3)]
+    assert sum(s.launches for s in report.steps) == report.xla_executions == 12
+    for s in report.steps:
+        assert s.idle_s == pytest.approx(s.wall_s - s.busy_s, abs=1e-12)
+        assert 0 < s.busy_s < s.wall_s
+        assert s.transfer_s is None
+    # The compile (1.3 s) is step 0's host gap: nearly all of its wall time.
+    (compile_row,) = report.compile_table
+    assert compile_row.step == 0
+    assert report.steps[0].idle_s > compile_row.compile_s
+
+
+@pytest.mark.tf
+def test_jax_cpu_steps_match_xprof(jax_trace):
+    """Wall time equals xprof's step time; busy time and launches its trace viewer's program spans (1%)."""
+    path, report = jax_trace
+    oracle = _xprof_steps(path)
+    assert sorted(oracle) == [s.step for s in report.steps]
+    for s in report.steps:
+        assert s.wall_s == pytest.approx(oracle[s.step]["step_ms"] * 1e-3, rel=1e-6)
+        assert s.wall_s == pytest.approx(oracle[s.step]["wall_us"] * _US, rel=1e-6)
+        assert s.busy_s == pytest.approx(oracle[s.step]["busy_us"] * _US, rel=0.01)
+        assert s.launches == oracle[s.step]["launches"]
+
+
+@pytest.mark.slow
+def test_tensorflow_steps_match_xprof(jit_fit, plain_fit):
+    """The guard's own step markers on real TF fits: one launch a step under jit_compile, none without."""
+    for fit, launches in ((jit_fit, 1), (plain_fit, 0)):
+        report = fit.callback.reports[1]
+        oracle = _xprof_steps(Path(report.trace_paths[0]))
+        assert [s.step for s in report.steps] == sorted(oracle)
+        assert len(report.steps) == report.steps_profiled
+        assert any(oracle[s.step]["step_ms"] is not None for s in report.steps)
+        for s in report.steps:
+            assert s.launches == launches == oracle[s.step]["launches"]
+            assert s.wall_s == pytest.approx(oracle[s.step]["wall_us"] * _US, rel=1e-6)
+            if oracle[s.step]["step_ms"] is not None:
+                assert s.wall_s == pytest.approx(oracle[s.step]["step_ms"] * 1e-3, rel=1e-6)
+            assert s.busy_s == pytest.approx(oracle[s.step]["busy_us"] * _US, rel=0.01)
+        assert (sum(s.busy_s for s in report.steps) > 0) == bool(launches)
+
+
+def test_a_program_span_across_two_steps_is_split_between_them():
+    """A span from 50 to 150 us over steps 0-100 and 100-200: 50 us each; its launch counts in step 0."""
+    space = build_space({"python": [
+        ("train", 0, 100, {"_r": 1, "step_num": 7}),
+        ("train", 100, 100, {"_r": 1, "step_num": 8}),
+        ("CpuExecutable::ExecuteAsyncOnStream", 50, 100),
+    ]})
+    report = analyze_xspace(space)
+    assert [(s.step, s.launches) for s in report.steps] == [(7, 1), (8, 0)]
+    assert [s.busy_s for s in report.steps] == pytest.approx([50 * _US, 50 * _US])
+    assert [s.idle_s for s in report.steps] == pytest.approx([50 * _US, 50 * _US])
+
+
+def test_markers_need_a_root_stat_and_a_step_number():
+    """Events named like markers without `_r` or `step_num` are no steps; no marker, no steps."""
+    space = build_space({"python": [
+        ("train", 0, 100, {"step_num": 1}),
+        ("train", 100, 100, {"_r": 1}),
+        ("CpuExecutable::ExecuteAsyncOnStream", 10, 20),
+    ]})
+    assert analyze_xspace(space).steps == ()
+
+
+def test_device_steps_are_the_runs_and_transfers_of_each_marker(tmp_path):
+    """Raw GPU trace: per step 900 us wall, one 130 us run, 42 us of transfers, 770 us idle."""
+    report = analyze_trace(gpu_fit(6).write(tmp_path / "gpu.xplane.pb"))
+    assert [(s.step, s.launches) for s in report.steps] == [(n, 1) for n in range(6)]
+    for s in report.steps:
+        assert (s.wall_s, s.busy_s, s.idle_s) == pytest.approx((900 * _US, 130 * _US, 770 * _US))
+        assert s.transfer_s == pytest.approx(42 * _US)
+
+
+def test_device_steps_count_a_program_on_two_streams_once(tmp_path):
+    """The all-reduce beside the compute adds no launch and no busy time to its step."""
+    report = analyze_trace(collective_fit(6).write(tmp_path / "nccl.xplane.pb"))
+    assert [(s.launches, s.transfer_s) for s in report.steps] == [(1, 0.0)] * 6
+    assert [s.busy_s for s in report.steps] == pytest.approx([130 * _US] * 6)
+
+
+def test_device_steps_need_host_markers(tmp_path):
+    """Steps known only from xprof's group ids (no host marker) give no per-step figures."""
+    report = analyze_trace(gpu_fit(6, with_steps=False, group_ids=True).write(tmp_path / "g.xplane.pb"))
+    assert report.steps == ()
+    assert report.xla_executions == 6
+
+
+def test_steps_survive_the_run_file_round_trip(tmp_path):
+    """A report's steps come back from JSON equal."""
+    from keras_xla_guard import CoverageReport
+
+    report = analyze_trace(gpu_fit(2).write(tmp_path / "gpu.xplane.pb"))
+    assert report.steps and CoverageReport.from_dict(json.loads(json.dumps(report.to_dict()))) == report
+    assert STEP_US == 1000.0
