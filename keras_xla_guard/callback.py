@@ -159,12 +159,14 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
         self._peer: XlaGuardCallback | None = None
         self._fit_model: Any = None
         # Under JAX a batch-end hook makes Keras wait for every step's results
-        # (it turns the logs into Python numbers) unless the callback is
-        # async-safe: then the hook runs on Keras' thread pool, off the step,
-        # and step ends come from the seam instead (`_steps_finished`).
+        # (it turns the logs into Python numbers), so step ends come from the
+        # seam instead (`_steps_finished`) and this instance keeps Keras' own
+        # do-nothing hook, which Keras skips; async-safe besides, for a Keras
+        # that would look at it.
         self._ends_from_seam = self.engine.backend.name == "jax"
         if self._ends_from_seam:
             self.async_safe = True
+            self.on_train_batch_end = keras.callbacks.Callback.on_train_batch_end.__get__(self)  # type: ignore[method-assign]
         self._calls_finished = 0
         self._last_begin: int | None = None
 

@@ -167,6 +167,8 @@ class CompileLog:
         self._epoch: int | None = None
         self._step: int | None = None
         self._rows: list[Compilation] = []
+        # Compilations so far, the train step's and all: read every step (cheap).
+        self.total = 0
 
     def set_programs(self, programs: Mapping[str, str]) -> None:
         """Replaces the program name -> function map (a model's functions were rebuilt)."""
@@ -203,6 +205,7 @@ class CompileLog:
                     step=self._step if function == "train" else None,
                     trace_s=trace, lower_s=lower, compile_s=seconds, cache_hit=hit,
                 ))
+                self.total += 1
 
     def count(self, epoch: int | None, function: str) -> int:
         """Compilations of `function` so far in `epoch`."""

@@ -271,6 +271,7 @@ class XlaGuardEngine:
         self._not_profiled: str | None = None
         self._skip_first_step = False
         self._compile_log: CompileLog | None = None
+        self._compiles_checked = 0
         self._unwatch: Callable[[], None] | None = None
         self._programs: dict[str, str] = {}
 
@@ -692,10 +693,14 @@ class XlaGuardEngine:
         Args:
             step: 0-based index of the step within the epoch.
         """
-        if self._compile_log is not None:
-            # The previous step's compilations are counted by now.
-            self._check_compilations()
-            self._compile_log.at(self._epoch, step)
+        log = self._compile_log
+        if log is not None:
+            # The previous step's compilations are counted by now; the
+            # policy looks again only when there were any.
+            if log.total != self._compiles_checked:
+                self._compiles_checked = log.total
+                self._check_compilations()
+            log.at(self._epoch, step)
         window = self._window
         if window is not None:
             cap = self.schedule.max_steps
@@ -1018,6 +1023,7 @@ class XlaGuardEngine:
         """Starts counting the backend's compilations as they happen, where it reports them."""
         self._unwatch_compiles()
         log = CompileLog(self._programs)
+        self._compiles_checked = 0
         unwatch = self.backend.watch_compiles(log.on_phase)
         if unwatch is not None:
             self._compile_log, self._unwatch = log, unwatch

@@ -21,6 +21,21 @@ __all__ = ["HostTap"]
 _ROOT_NAMES = ("x", "y", "sample_weight")
 
 
+def _flat_key(batch: Any) -> tuple[Any, ...] | None:
+    """`(shape, dtype)` per element of a tuple of arrays (or `None`s); `None` for anything else."""
+    if type(batch) is not tuple:
+        return None
+    key = []
+    for item in batch:
+        if item is None:
+            key.append(None)
+        elif hasattr(item, "shape") and hasattr(item, "dtype") and not isinstance(item, (tuple, list, dict)):
+            key.append((tuple(item.shape), str(item.dtype)))
+        else:
+            return None
+    return tuple(key)
+
+
 class HostTap:
     """Signatures of batches seen in Python, oldest first, until read.
 
@@ -52,6 +67,9 @@ class HostTap:
         self._unread: list[Signature] = []
         self._overflow = False
         self._seen: set[Signature] = set()
+        # A flat tuple of arrays (Keras' `(x, y)`, `(x, y, w)`) -> its
+        # signature, by shapes and dtypes: most batches skip the full walk.
+        self._flat: dict[tuple[Any, ...], Signature] = {}
 
     @property
     def distinct(self) -> int:
@@ -60,7 +78,12 @@ class HostTap:
 
     def record(self, batch: Any) -> Signature:
         """Records one batch (anything `Signature.of` reads); returns its signature."""
-        signature = Signature.of(batch, root_names=_ROOT_NAMES)
+        key = _flat_key(batch)
+        signature = self._flat.get(key) if key is not None else None
+        if signature is None:
+            signature = Signature.of(batch, root_names=_ROOT_NAMES)
+            if key is not None:
+                self._flat[key] = signature
         if self.template is None:
             self.template = signature
         self._seen.add(signature)
