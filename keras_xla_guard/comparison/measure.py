@@ -301,12 +301,14 @@ def _compile_pass(model: Any, batches: Sequence[tuple[Any, Any, Any]], mode: str
             compile_pass_s = compile_pass.ended_at - start
         finally:
             files = session.stop()
+        # Read before the trace is analysed: the guard's own analysis is not the mode's memory.
+        peak = memory.peak()
         compilations, compile_time_s, compile_thread_s, trace_paths = _count_compilations(files)
         _assign(clone.variables, initial)
         _assign(clone.optimizer.variables, compile_pass.optimizer_state)
     return _ModeRun(mode, clone, spec, len(first_of), compile_pass_s, compile_pass.times,
                     compilations, compile_time_s, compile_thread_s, trace_paths,
-                    memory.peak(), memory.kind)
+                    peak, memory.kind)
 
 
 def _timed_steps(run: _ModeRun, batches: Sequence[tuple[Any, Any, Any]]) -> None:

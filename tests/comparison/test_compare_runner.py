@@ -154,7 +154,7 @@ def test_every_mode_times_and_loses_on_every_compared_batch(compared):
 # apart, but a preemption between them on a loaded machine adds
 # milliseconds); the compile fit's wall clock starts at the `fit` call, after
 # compare built its dataset; the peak is read at the end of the fit, compare's
-# after it analysed the trace.
+# once the profiler has written the trace (before compare analyses it).
 STEP_ABS_S, STEP_REL = 0.002, 0.1
 STARTUP_ABS_S, STARTUP_REL = 0.1, 0.1
 SIGNATURE_ABS_S, SIGNATURE_REL = 0.02, 0.2
