@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -326,15 +327,23 @@ def _run_report(args: argparse.Namespace) -> int:
 def _doctor_backend(requested: str | None) -> str:
     """The backend `doctor` diagnoses: the one asked for, else Keras' configured one.
 
-    Keras' backend comes from `KERAS_BACKEND` or `~/.keras/keras.json`;
-    without Keras, TensorFlow when it is installed, else JAX when it is.
+    Read as Keras reads it, without importing Keras (which would start the
+    backend): `KERAS_BACKEND`, else `"backend"` in `$KERAS_HOME/keras.json`
+    (`~/.keras/keras.json`); with neither, TensorFlow when it is installed,
+    else JAX when it is.
     """
     if requested is not None:
         return requested
-    if importlib.util.find_spec("keras") is not None:
-        import keras
-
-        return "jax" if keras.backend.backend() == "jax" else "tensorflow"
+    configured = os.environ.get("KERAS_BACKEND")
+    if configured is None:
+        home = os.environ.get("KERAS_HOME") or os.path.join(os.path.expanduser("~"), ".keras")
+        try:
+            with open(os.path.join(home, "keras.json"), encoding="utf-8") as f:
+                configured = json.load(f).get("backend")
+        except (OSError, ValueError, AttributeError):
+            configured = None
+    if configured is not None:
+        return "jax" if configured == "jax" else "tensorflow"
     if importlib.util.find_spec("tensorflow") is None and importlib.util.find_spec("jax") is not None:
         return "jax"
     return "tensorflow"

@@ -315,6 +315,9 @@ class CoverageReport:
         d["signature_explanations"] = [e.to_dict() for e in self.signature_explanations]
         d["compile_table"] = [c.to_dict() for c in self.compile_table]
         d["trace_path"] = self.trace_path
+        if self.backend is None:
+            # Unknown for a trace read on its own: such reports keep the layout they always had.
+            del d["backend"]
         return d
 
     @classmethod
