@@ -11,7 +11,8 @@ PYTEST_ARGS ?=
 # profiler, so two workers fit two cores. `make test PYTEST_JOBS=0` runs serially.
 PYTEST_JOBS ?= 2
 
-.PHONY: ci demo docs test test-quick test-compat test-no-tf no-tf-venv compat-venvs browser-deps bench clean
+.PHONY: ci demo docs test test-quick test-compat test-no-tf no-tf-venv compat-venvs browser-deps bench clean \
+	test-jax test-jax-compat jax-venvs
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -63,8 +64,10 @@ docs: $(VENV)/.installed-test
 	$(PY) -m mkdocs build --strict
 
 # browser-deps first: without root and Chromium it fails before the long install.
-test: browser-deps $(VENV)/.installed-test
+# The JAX suite runs after the TensorFlow one, in its own venv (see test-jax).
+test: browser-deps $(VENV)/.installed-test $(JAX_VENV)/.installed
 	$(PY) -m pytest -n $(PYTEST_JOBS) --dist loadfile $(PYTEST_ARGS)
+	@$(MAKE) --no-print-directory test-jax
 
 test-quick: $(VENV)/.installed-test
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
@@ -168,6 +171,44 @@ test-no-tf: $(NO_TF)/.installed $(VENV)/.installed-test
 	$(NO_TF)/bin/python tests/_cli_outputs.py check test-artifacts/no-tf
 	$(NO_TF)/bin/python -m pytest -q -p no:cacheprovider -m "not slow and not tf" $(NO_TF_TESTS)
 
+# ------------------------------------------------------------------ Keras on JAX
+# Keras fixes its backend once per process, so tests/jax runs in a pytest of its
+# own with KERAS_BACKEND=jax (tests/conftest.py collects it only then). Its venv
+# holds the package with the `jax` and `html` extras, pytest and xprof (the
+# oracle its trace tests compare with), and NO TensorFlow: TensorBoard output,
+# trace reading and the whole guard must work without it, and
+# tests/jax/test_callback.py checks TensorFlow is not even importable there.
+# test-jax-compat runs the same suite on the oldest declared pair.
+JAX_VENV ?= .venv-jax
+OLDEST_JAX ?= 0.6.2
+OLDEST_JAX_KERAS ?= 3.10.0
+JAX_TEST_DEPS := "pytest>=7" "pytest-xdist>=3.5" "xprof>=2.20"
+JAX_PYTEST_ARGS ?= -q -p no:cacheprovider
+
+$(JAX_VENV)/.installed: setup.cfg pyproject.toml Makefile
+	rm -rf $(JAX_VENV)
+	$(PYTHON) -m venv $(JAX_VENV)
+	$(JAX_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(JAX_VENV)/bin/python -m pip install --quiet -e ".[jax,html]" $(JAX_TEST_DEPS)
+	touch $@
+
+$(COMPAT)/jax-oldest/.installed: setup.cfg pyproject.toml Makefile
+	rm -rf $(COMPAT)/jax-oldest
+	$(PYTHON) -m venv $(COMPAT)/jax-oldest
+	$(COMPAT)/jax-oldest/bin/python -m pip install --quiet --upgrade pip
+	$(COMPAT)/jax-oldest/bin/python -m pip install --quiet -e ".[html]" $(JAX_TEST_DEPS) \
+	  "jax==$(OLDEST_JAX)" "jaxlib==$(OLDEST_JAX)" "keras==$(OLDEST_JAX_KERAS)"
+	touch $@
+
+jax-venvs: $(JAX_VENV)/.installed $(COMPAT)/jax-oldest/.installed
+
+test-jax: $(JAX_VENV)/.installed
+	KERAS_BACKEND=jax $(JAX_VENV)/bin/python -m pytest $(JAX_PYTEST_ARGS) tests/jax
+
+test-jax-compat: $(COMPAT)/jax-oldest/.installed
+	@$(COMPAT)/jax-oldest/bin/python -c "import jax, keras; print('== jax', jax.__version__, '| keras', keras.__version__)"
+	KERAS_BACKEND=jax $(COMPAT)/jax-oldest/bin/python -m pytest $(JAX_PYTEST_ARGS) tests/jax
+
 # Every benchmark, one JSON object each (several minutes; run on a quiet machine).
 bench: $(VENV)/.installed-test
 	$(PY) benchmarks/bench_overhead.py --no-signatures
@@ -210,25 +251,42 @@ mutation: $(VENV)/.installed-mutation
 	$(PY) benchmarks/save_result.py benchmarks/mutation.py --rooms $(MUTATION_ROOMS)
 
 clean:
-	rm -rf $(VENV) $(COMPAT) $(NO_TF) logs site test-artifacts .pytest_cache mutants
+	rm -rf $(VENV) $(COMPAT) $(NO_TF) $(JAX_VENV) logs site test-artifacts .pytest_cache mutants
 
-# GPU readiness: on a GPU machine, checks the guard's device-plane figures
-# against the raw trace and xprof (exit 1 on a mismatch); on CPU, says so, exit 0.
-.PHONY: gpu-check
-gpu-check: $(VENV)/.installed-test
-	$(PY) benchmarks/gpu_check.py
+# GPU check (docs/jax.md): on the lent GPU machine, which has JAX (CUDA),
+# TensorBoard and protobuf but no TensorFlow and no network, with this checkout
+# and the wheels of `make gpu-wheels` carried along: installs xprof from them
+# when missing, then fits a Keras model on JAX under the guard and checks its
+# trace figures against xprof and jax.monitoring (exit 1 on a mismatch),
+# saving the JSON under benchmarks/results/ and the gzipped trace as the
+# GPU-plane tests' golden. Without a GPU it says so and exits 0;
+# tests/jax/test_gpu_check.py runs it on CPU with --dry-run.
+GPU_PYTHON ?= python3
+GPU_WHEELS ?= .gpu-wheels
+.PHONY: gpu-check gpu-wheels
+gpu-check:
+	@$(GPU_PYTHON) -c "import xprof" 2>/dev/null || \
+	  $(GPU_PYTHON) -m pip install --quiet --no-index --find-links $(GPU_WHEELS) xprof
+	KERAS_BACKEND=jax PYTHONPATH=. $(GPU_PYTHON) benchmarks/gpu_check.py --save
+
+# xprof and its dependencies as wheels for this machine's Python; for another
+# Python on the GPU machine: GPU_WHEEL_ARGS="--python-version 3.12 --only-binary=:all:".
+GPU_WHEEL_ARGS ?=
+gpu-wheels:
+	$(PYTHON) -m pip download --quiet -d $(GPU_WHEELS) $(GPU_WHEEL_ARGS) "xprof>=2.20"
 
 # What CI runs (.ci/run calls only this): the suite in .venv, then the checks
 # without TensorFlow and the compat tests. Those venvs only download and
 # unpack, so they build in the background, one after the other, while the
-# suite runs; .venv is installed first because two editable installs of one
+# suite runs; .venv and .venv-jax are installed first because two editable installs of one
 # source tree must not overlap.
 CI_PYTEST_ARGS ?= -q --durations=15
-ci: browser-deps $(VENV)/.installed-test
-	@$(MAKE) --no-print-directory compat-venvs no-tf-venv > compat-venvs.log 2>&1 & venvs=$$!; \
+ci: browser-deps $(VENV)/.installed-test $(JAX_VENV)/.installed
+	@$(MAKE) --no-print-directory compat-venvs no-tf-venv $(COMPAT)/jax-oldest/.installed > compat-venvs.log 2>&1 & venvs=$$!; \
 	$(MAKE) --no-print-directory test PYTEST_ARGS="$(CI_PYTEST_ARGS)"; rc=$$?; \
 	if ! wait $$venvs; then cat compat-venvs.log; exit 1; fi; \
 	[ $$rc -eq 0 ] || exit $$rc; \
 	$(MAKE) --no-print-directory test-no-tf || rc=1; \
 	$(MAKE) --no-print-directory test-compat || rc=1; \
+	$(MAKE) --no-print-directory test-jax-compat || rc=1; \
 	exit $$rc

@@ -34,6 +34,8 @@ from keras_xla_guard.errors import TraceTooLargeError as TraceTooLargeError
 from keras_xla_guard.errors import XlaGuardError as XlaGuardError
 from keras_xla_guard.errors import XlaGuardWarning as XlaGuardWarning
 from keras_xla_guard.loop import XlaGuard as XlaGuard
+from keras_xla_guard.runtime.compile_log import Compilation as Compilation
+from keras_xla_guard.runtime.compile_log import EpochCompilations as EpochCompilations
 from keras_xla_guard.runtime.config import GuardConfig as GuardConfig
 from keras_xla_guard.runtime.engine import XlaGuardEngine as XlaGuardEngine
 from keras_xla_guard.runtime.sink import CallRecord as CallRecord

@@ -22,6 +22,7 @@ from keras_xla_guard.diagnose.compile_cost import compile_cost_verdicts
 from keras_xla_guard.distributed import ClusterSink, WorkerInfo
 from keras_xla_guard.output.page import write_html_at_end, write_run_html
 from keras_xla_guard.output.sinks import default_sinks
+from keras_xla_guard.runtime.compile_log import EpochCompilations
 from keras_xla_guard.runtime.config import GuardConfig
 from keras_xla_guard.runtime.engine import NoteProvider, XlaGuardEngine
 from keras_xla_guard.signatures.tracker import EpochSignatures
@@ -32,7 +33,7 @@ __all__ = ["GuardAdapter", "compile_cost_notes"]
 
 def compile_cost_notes(report: CoverageReport) -> list[str]:
     """The compile-cost rule as report notes (e.g. the persistent cache's `export` line)."""
-    return [v.as_note() for v in compile_cost_verdicts(report)]
+    return [v.as_note() for v in compile_cost_verdicts(report, backend=report.backend or "tensorflow")]
 
 
 class GuardAdapter:
@@ -99,6 +100,17 @@ class GuardAdapter:
         signatures, expected compilations and explanations.
         """
         return self.engine.signatures
+
+    @property
+    def compilations(self) -> dict[int, EpochCompilations]:
+        """Every epoch's compilations as the backend counted them, keyed by epoch.
+
+        Under JAX (`jax.monitoring`): every compilation of the process with
+        its function (train, test, predict, other), step, input signature
+        and trace/lower/compile seconds, every epoch, with no profiler.
+        Empty under TensorFlow (see `reports` and `signatures`).
+        """
+        return self.engine.compilations
 
     @property
     def log_dir(self) -> str:

@@ -60,6 +60,12 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
     Nothing inside the guard can break training: failures become
     `XlaGuardWarning`s and the window is reported as failed.
 
+    Under Keras' JAX backend (`KERAS_BACKEND=jax`, no TensorFlow needed)
+    every step is one XLA program: the callback profiles with `jax.profiler`
+    and, every epoch, counts each compilation per function with its
+    trace/lower/compile seconds from `jax.monitoring` (`compilations`;
+    docs/jax.md).
+
     It is a `tf_keras` callback as well (`TF_USE_LEGACY_KERAS=1`). Under
     `MultiWorkerMirroredStrategy` pass it to `fit` on every worker: each
     worker profiles into `<log_dir>/<task_type>_<task_id>/` and the chief
@@ -109,7 +115,7 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
 
     Raises:
         ValueError: If an argument is invalid.
-        BackendError: If Keras does not run on the TensorFlow backend.
+        BackendError: If Keras runs on a backend other than TensorFlow or JAX.
 
     Example:
 
@@ -155,6 +161,18 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
         self._noted = False
         self._note_lock = threading.Lock()
         self._peer: XlaGuardCallback | None = None
+        self._fit_model: Any = None
+        # Under JAX a batch-end hook makes Keras wait for every step's results
+        # (it turns the logs into Python numbers), so step ends come from the
+        # seam instead (`_steps_finished`) and this instance keeps Keras' own
+        # do-nothing hook, which Keras skips; async-safe besides, for a Keras
+        # that would look at it.
+        self._ends_from_seam = self.engine.backend.name == "jax"
+        if self._ends_from_seam:
+            self.async_safe = True
+            self.on_train_batch_end = keras.callbacks.Callback.on_train_batch_end.__get__(self)  # type: ignore[method-assign]
+        self._calls_finished = 0
+        self._last_begin: int | None = None
 
     def observe(self, dataset: Any) -> Any:
         """Returns `dataset` with a `map` that records every batch's input signature.
@@ -202,7 +220,7 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
         auto-clustering such an op is still named (switching to
         `jit_compile=True` would break the run).
         """
-        model = self.model
+        model = self._fit_model
         if model is None or not report.ok or report.non_xla_op_time_s == 0 or self._noted:
             return []
         from keras_xla_guard.diagnose.explain import model_verdicts
@@ -244,7 +262,7 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
 
         # explain's ops in graph order first, then what only the run's op table shows.
         ops = list(self.explain_report.unsupported_ops) if self.explain_report is not None else []
-        ops += trace_blockers(report, self.model)
+        ops += trace_blockers(report, self._fit_model)
         return JitEvidence(
             blockers=blocker_names(ops),
             autoclustering=self.engine.xla_mode == "autoclustering",
@@ -273,7 +291,7 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
             # jit_compile=True model they are wrong. They are left out.
             self._switch_verdicts = tuple(
                 v for v in facts.problems if v.code not in ("XLA_NOT_REQUESTED", "JIT_COMPILE_AUTO_RESOLVES_FALSE")
-            ) + tuple(strategy_verdicts(self.model))
+            ) + tuple(strategy_verdicts(self._fit_model))
             for verdict in self._switch_verdicts:
                 if verdict.code == "STRATEGY_JIT_COMPILE_FAILS":
                     # The first step will fail; this is the user's one chance
@@ -291,7 +309,7 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
     def _run_explain(self) -> None:
         from keras_xla_guard.diagnose.explain import explain
 
-        model = self.model
+        model = self._fit_model
         batch = self._explain
         if batch is True:
             batch = _zeros_batch(model)
@@ -314,6 +332,18 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
                 XlaGuardWarning,
                 stacklevel=4,
             )
+
+    def set_model(self, model: Any) -> None:
+        """Keeps the model `fit` trains.
+
+        The guard reads the model through its own reference, never through
+        `Callback.model`: under JAX that property writes the training state
+        back into the model's variables (`jax_state_sync`) each time it is
+        read, which per step would slow training, and from the analysis
+        thread would race the step that donates the state.
+        """
+        super().set_model(model)
+        self._fit_model = model
 
     # Legacy Keras (tf_keras, TF_USE_LEGACY_KERAS=1) asks its callbacks which
     # batch hooks they implement; answering makes this class a tf_keras
@@ -338,19 +368,27 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
             return
         params = self.params or {}
         self._noted = False
-        self._diagnose()
+        self._calls_finished, self._last_begin = 0, None
+        if self.engine.backend.name == "tensorflow":
+            # The switches, strategies and graphs these verdicts read are TensorFlow's.
+            self._diagnose()
+        elif self._explain is not False and self._explain is not None:
+            warnings.warn("keras-xla-guard: explain reads TensorFlow graphs; under "
+                          f"{self.engine.backend.version()} there is nothing for it to find (every "
+                          "train step is one XLA program); it is skipped", XlaGuardWarning, stacklevel=2)
         # Without a strategy of its own the model trains in one process, even
         # when TF_CONFIG is set: nothing to look up in the environment then.
-        strategy = getattr(self.model, "distribute_strategy", None)
+        strategy = getattr(self._fit_model, "distribute_strategy", None)
         self._begin_engine_run(
             False if strategy is None else strategy,
             epochs=params.get("epochs"),
             xla_mode=self._xla_mode(),
-            steps_per_call=seam.steps_per_execution(self.model),
-            program=seam.keras_function(self.model, "train") if self._track_signatures else None,
+            steps_per_call=seam.steps_per_execution(self._fit_model),
+            program=seam.keras_function(self._fit_model, "train") if self._track_signatures else None,
             op_layers=self._op_layers,
         )
         self._track(self._attach_inputs, params.get("steps"))
+        self.engine.set_programs(seam.compiled_programs(self._fit_model))
         if self._warm_up is not False and self._warm_up is not None:
             self._run_warm_up()
 
@@ -363,15 +401,35 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
     def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         if self._peer is not None:
             return
+        self._steps_finished()
         self.engine.step_begin(batch)
+        self._last_begin = batch
         self._track(self._inputs.step, batch)
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
-        if self._peer is None:
+        if self._peer is None and not self._ends_from_seam:
             self.engine.step_end(batch)
+
+    def _steps_finished(self) -> None:
+        """Under JAX: tells the engine the step begun last has ended, when the seam saw its call return.
+
+        Calls run one after another on the training thread, so the calls
+        that returned since the last look end the steps of the last call
+        begun.
+        """
+        tap = self._inputs.tap
+        finished = getattr(tap, "calls_finished", None)
+        if not self._ends_from_seam or finished is None or finished == self._calls_finished:
+            return
+        self._calls_finished = finished
+        if self._last_begin is not None and self._fit_model is not None:
+            from keras_xla_guard import seam
+
+            self.engine.step_end(self._last_begin + seam.steps_per_execution(self._fit_model) - 1)
 
     def on_test_begin(self, logs: dict[str, Any] | None = None) -> None:
         if self._peer is None:
+            self._steps_finished()
             self.engine.validation_begin()
         self._begin_call("test")
 
@@ -397,13 +455,14 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         if self._peer is not None:
             return
+        self._steps_finished()
         self._track(self._inputs.end_epoch)
         # Keras' epoch logs hold the train step's results (the loss at least)
         # once a step ran; validation adds only `val_` entries.
         trained = any(not key.startswith("val_") for key in logs or {})
         self.engine.epoch_end(epoch, trained=trained)
-        if self.engine.stop_requested and self.model is not None:
-            self.model.stop_training = True
+        if self.engine.stop_requested and self._fit_model is not None:
+            self._fit_model.stop_training = True
 
     def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
         if self._peer is not None:
@@ -418,14 +477,14 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
         from keras_xla_guard import seam
         from keras_xla_guard.diagnose.scopes import op_layers
 
-        model = self.model
+        model = self._fit_model
         if model is None:
             return (None,) * len(op_names)
         optimizer = getattr(getattr(model, "optimizer", None), "name", None)
         return op_layers(op_names, (layer.name for layer in seam.all_layers(model)), optimizer=optimizer)
 
     def _xla_mode(self) -> str | None:
-        return xla_mode_of(getattr(self.model, "jit_compile", False) is True, self.engine.backend)
+        return xla_mode_of(getattr(self._fit_model, "jit_compile", False) is True, self.engine.backend)
 
     def _begin_call(self, function: str) -> None:
         """A test or predict call begins: tracks its batches as a call of that function.
@@ -435,7 +494,7 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
         """
         from keras_xla_guard import seam
 
-        if not self._track_signatures or self.model is None:
+        if not self._track_signatures or self._fit_model is None:
             return
         if self in _guarding:
             if self._peer is not None:
@@ -444,7 +503,9 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
             return
         feed = self._feeds[function]
         inside = self in _guarding
-        self.engine.call_begin(function, xla_mode=self._xla_mode(), program=seam.keras_function(self.model, function))
+        if not inside:
+            self.engine.set_programs(seam.compiled_programs(self._fit_model))
+        self.engine.call_begin(function, xla_mode=self._xla_mode(), program=seam.keras_function(self._fit_model, function))
 
         def on_abort() -> None:
             # An exception leaving a validation leaves fit too.
@@ -452,12 +513,12 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
                 self._abort()
             feed.detach()
 
-        self._track(feed.attach, self.model, None, on_abort, feed=feed)
+        self._track(feed.attach, self._fit_model, None, on_abort, feed=feed)
         feed.begin_epoch(self.engine.epoch if inside else None)
 
     def _end_call(self, function: str) -> None:
         """A test or predict call ends: its figures go to the engine, Keras' function back."""
-        if not self._track_signatures or self.model is None:
+        if not self._track_signatures or self._fit_model is None:
             return
         if self in _guarding:
             if self._peer is not None:
@@ -495,14 +556,17 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
 
         try:
             source = self._warm_up
+            if source is True and self.engine.backend.name == "jax":
+                raise ValueError("under JAX fit's input is not a tf.data.Dataset to read; pass "
+                                 "warm_up=<list of signatures>, e.g. [((32, 16), (32, 1))]")
             if source is True:
-                source = seam.training_dataset(self.model)
+                source = seam.training_dataset(self._fit_model)
                 if source is None:
-                    raise ValueError(f"fit's input is not a tf.data.Dataset that {seam.keras_version(self.model)} "
+                    raise ValueError(f"fit's input is not a tf.data.Dataset that {seam.keras_version(self._fit_model)} "
                                      "exposes; pass warm_up=<dataset or signatures>")
             # After the tap is installed: warm the function fit will run.
             self.warm_up_report = _warm_up(
-                self.model, source, train_function_for=lambda spec: seam.tracked_train_function(self.model, spec)
+                self._fit_model, source, train_function_for=lambda spec: seam.tracked_train_function(self._fit_model, spec)
             )
         except Exception as e:  # noqa: BLE001 - the guard must not break training
             warnings.warn(f"keras-xla-guard: warm-up skipped: {type(e).__name__}: {e}", XlaGuardWarning,
@@ -544,7 +608,7 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
         return True
 
     def _attach_inputs(self, steps: int | None) -> None:
-        self._inputs.attach(self.model, steps, self._abort, record=self._track_signatures)
+        self._inputs.attach(self._fit_model, steps, self._abort, record=self._track_signatures)
 
     def _track(self, method: Any, *args: Any, feed: SignatureFeed | None = None) -> None:
         """Runs a signature-tracking step of `feed` (the train feed); failures become one warning.
@@ -566,8 +630,8 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
                 XlaGuardWarning,
                 stacklevel=3,
             )
-        if self.engine.stop_requested and self.model is not None:
-            self.model.stop_training = True
+        if self.engine.stop_requested and self._fit_model is not None:
+            self._fit_model.stop_training = True
 
 
 def _zeros_batch(model: Any) -> Any:

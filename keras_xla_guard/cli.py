@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -323,7 +324,43 @@ def _run_report(args: argparse.Namespace) -> int:
     return EXIT_THRESHOLD if violations else EXIT_OK
 
 
+def _doctor_backend(requested: str | None) -> str:
+    """The backend `doctor` diagnoses: the one asked for, else Keras' configured one.
+
+    Read as Keras reads it, without importing Keras (which would start the
+    backend): `KERAS_BACKEND`, else `"backend"` in `$KERAS_HOME/keras.json`
+    (`~/.keras/keras.json`); with neither, TensorFlow when it is installed,
+    else JAX when it is.
+    """
+    if requested is not None:
+        return requested
+    configured = os.environ.get("KERAS_BACKEND")
+    if configured is None:
+        home = os.environ.get("KERAS_HOME") or os.path.join(os.path.expanduser("~"), ".keras")
+        try:
+            with open(os.path.join(home, "keras.json"), encoding="utf-8") as f:
+                configured = json.load(f).get("backend")
+        except (OSError, ValueError, AttributeError):
+            configured = None
+    if configured is not None:
+        return "jax" if configured == "jax" else "tensorflow"
+    if importlib.util.find_spec("tensorflow") is None and importlib.util.find_spec("jax") is not None:
+        return "jax"
+    return "tensorflow"
+
+
 def _run_doctor(args: argparse.Namespace) -> int:
+    if _doctor_backend(args.backend) == "jax":
+        if importlib.util.find_spec("jax") is None:
+            raise MissingDependencyError('doctor --backend jax needs JAX: pip install "keras-xla-guard[jax]"')
+        from keras_xla_guard.diagnose.doctor_jax import doctor_jax
+
+        report_jax = doctor_jax()
+        if args.json:
+            _emit(*json.dumps(report_jax.to_dict(), indent=2, sort_keys=True).splitlines())
+        else:
+            _emit(*str(report_jax).splitlines())
+        return EXIT_OK
     _require_tensorflow("doctor")
     from keras_xla_guard.diagnose.doctor import doctor
 
@@ -467,6 +504,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a run's trace: recommend the persistent compilation cache when "
                              "compilation is a large share of it, name ops that block XLA, and "
                              "follow the compare result saved in that log dir")
+    doctor.add_argument("--backend", choices=("tensorflow", "jax"), default=None,
+                        help="which framework to diagnose (default: the one Keras is configured with; "
+                             "JAX when only JAX is installed)")
     doctor.set_defaults(run=_run_doctor)
     _add_compare_parser(sub)
     return parser

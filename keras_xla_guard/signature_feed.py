@@ -18,6 +18,7 @@ import sys
 from typing import Any
 
 from keras_xla_guard import seam
+from keras_xla_guard.seam.host_tap import HostTap
 from keras_xla_guard.seam.tap import InputTap
 
 __all__ = ["DRAIN_EVERY", "SignatureFeed"]
@@ -50,7 +51,7 @@ class SignatureFeed:
     def __init__(self, engine: Any, function: str = "train") -> None:
         self.engine = engine
         self.function = function
-        self.tap: InputTap | None = None
+        self.tap: InputTap | HostTap | None = None
         self.attachment: Any = None
         self._observed: InputTap | None = None
         self._expect = False
@@ -128,7 +129,7 @@ class SignatureFeed:
             self._unavailable(self.attachment.reason)
         return self.attachment
 
-    def _bind(self, tap: InputTap | None) -> None:
+    def _bind(self, tap: InputTap | HostTap | None) -> None:
         """Starts reading `tap` (`None`: this fit's batches cannot be recorded)."""
         if tap is None:
             self.tap = None

@@ -326,6 +326,10 @@ def warm_up(
     set of image sizes) and compilation is a large share of a short run;
     see docs/compile-cost.md.
 
+    Under Keras' JAX backend the step is stateless: each signature runs on
+    a copy of the model's state, so nothing needs putting back; give the
+    signatures as shapes or arrays (no `tf.data` there). See docs/jax.md.
+
     Args:
         model: A compiled Keras model (Keras 3 or tf_keras). Compile it
             first; `model.compile()` afterwards discards the warm-up.
@@ -381,10 +385,7 @@ def _warm_up(
     train_function_for: Any = None,
 ) -> WarmUpReport:
     """`warm_up`; `train_function_for(element_spec)` may name the train function to warm."""
-    import tensorflow as tf
-
     from keras_xla_guard import seam
-    from keras_xla_guard._interrupts import InterruptGate
 
     steps = tuple(steps) if not isinstance(steps, str) else (steps,)
     if not steps or any(s not in _STEPS for s in steps):
@@ -392,6 +393,17 @@ def _warm_up(
     check_int("max_batches", max_batches, minimum=1)
     if getattr(model, "optimizer", None) is None and "train" in steps:
         raise ValueError(f"`model` must be compiled with an optimizer before warm_up. Received: model={model!r}")
+    if seam.keras_backend(model) == "jax":
+        from keras_xla_guard._warmup_jax import warm_up_jax
+
+        # The step is stateless under JAX: nothing is read from a dataset, nothing needs putting back.
+        signatures, seconds, notes = warm_up_jax(model, shapes_or_dataset, element_spec=element_spec, steps=steps)
+        return WarmUpReport(signatures=signatures, steps=steps, seconds=seconds, batches_read=0, restored=0,
+                            notes=notes)
+    import tensorflow as tf
+
+    from keras_xla_guard._interrupts import InterruptGate
+
     is_dataset = isinstance(shapes_or_dataset, tf.data.Dataset)
     if not is_dataset and not isinstance(shapes_or_dataset, (list, tuple)):
         raise ValueError(

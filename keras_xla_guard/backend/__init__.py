@@ -2,8 +2,9 @@
 
 `Backend` (`_base.py`) is the fixed set of calls keras-xla-guard makes into
 the framework that runs the train step: start and stop the profiler, mark a
-step, tell the XLA mode, read the persistent compilation cache. Each
-framework implements it in its own module (`tensorflow.py`), the way Keras
+step, tell the XLA mode, read the persistent compilation cache, count
+compilations as they happen. Each framework implements it in its own
+module (`tensorflow.py`, `jax.py`), the way Keras
 keeps `keras/src/backend/<name>/tensorboard.py`; the engine, the profiler
 session and the adapters call only `Backend`'s methods. A new backend is one
 module here and one entry in `_IMPLEMENTATIONS`.
@@ -28,18 +29,14 @@ from keras_xla_guard.errors import BackendError
 __all__ = ["BACKENDS", "Backend", "get", "select"]
 
 # Backend name (as `keras.backend.backend()` spells it) -> module and class.
-_IMPLEMENTATIONS = {"tensorflow": ("keras_xla_guard.backend.tensorflow", "TensorFlowBackend")}
+_IMPLEMENTATIONS = {
+    "tensorflow": ("keras_xla_guard.backend.tensorflow", "TensorFlowBackend"),
+    "jax": ("keras_xla_guard.backend.jax", "JaxBackend"),
+}
 BACKENDS = tuple(_IMPLEMENTATIONS)
 
 _lock = threading.Lock()
 _instances: dict[str, Backend] = {}
-
-_WHY_NOT = {
-    "jax": (
-        " With JAX every training step is already compiled by XLA (jax.jit), so there "
-        "is no XLA coverage to guard."
-    ),
-}
 
 
 def get(name: str) -> Backend:
@@ -110,8 +107,7 @@ def select(model: Any = None) -> Backend:
     version = getattr(module, "__version__", None)
     runs = f"{name} {version}" if version else name
     raise BackendError(
-        f"keras-xla-guard measures TensorFlow's XLA and needs the TensorFlow backend, but "
-        f"{keras} runs on backend={name!r} ({runs}); keras-xla-guard has backends "
-        f"{list(BACKENDS)}.{_WHY_NOT.get(name, '')} Set KERAS_BACKEND=tensorflow before "
-        "importing Keras to use it."
+        f"keras-xla-guard measures XLA under TensorFlow or JAX, but {keras} runs on "
+        f"backend={name!r} ({runs}); keras-xla-guard has backends {list(BACKENDS)}. Set "
+        "KERAS_BACKEND=tensorflow or KERAS_BACKEND=jax before importing Keras to use it."
     )

@@ -12,7 +12,7 @@ compilation-cache flags.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
@@ -40,7 +40,7 @@ class Backend(Protocol):
     `runtime.profiler.ProfilerSession` stages, names and publishes those
     runs and decides whose session it is; a backend only starts and stops.
 
-    How the JAX backend fits, call by call, with no caller changed:
+    How the JAX backend (`jax.py`) fits, call by call, with no caller changed:
 
     - `start_trace(log_dir)`: `jax.profiler.start_trace(log_dir,
       profiler_options=...)` with a `jax.profiler.ProfileOptions` whose
@@ -51,10 +51,12 @@ class Backend(Protocol):
       `RuntimeError("No profile started")` becomes `ProfilerNotRunningError`.
     - `step_trace(step)`: `jax.profiler.StepTraceAnnotation("train",
       step_num=step)`, the step marker XProf's step tools read.
-    - `xla_mode(jit_compile)`: `"jit_compile"` whatever the argument, since
-      Keras' JAX trainer always runs `jax.jit(train_step)`.
+    - `xla_mode(jit_compile)`: `"jit_compile"` when Keras jits the step
+      (`model.jit_compile`, on by default under JAX), else `None`.
     - `persistent_cache()`: `jax.config.jax_compilation_cache_dir` (and
       `jax_persistent_cache_min_compile_time_secs`) as a `PersistentCache`.
+    - `watch_compiles(callback)`: `jax.monitoring`'s compile-phase events
+      (TensorFlow has no such stream: `None`).
     - `name`, `version()`: `"jax"`, `"jax 0.10.2"`.
 
     Attributes:
@@ -123,5 +125,20 @@ class Backend(Protocol):
 
         Returns:
             The cache settings, or `None` when no cache is configured.
+        """
+        ...
+
+    def watch_compiles(self, callback: Callable[[str, str, float], None]) -> Callable[[], None] | None:
+        """Reports every compilation of the process as it happens, where the framework can.
+
+        Args:
+            callback: Called with `(phase, name, seconds)` for each phase
+                of each compilation (`"trace"`, `"lower"`, `"compile"`,
+                `"cache_hit"`), on the compiling thread.
+
+        Returns:
+            The function that stops the calls; `None` when the framework
+            reports no compilations as they happen (then only profiled
+            windows count them).
         """
         ...

@@ -8,7 +8,7 @@ module is imported.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -103,3 +103,7 @@ class TensorFlowBackend:
     def persistent_cache(self, env: Mapping[str, str] | None = None) -> PersistentCache | None:
         """TensorFlow's XLA persistent cache, from `TF_XLA_FLAGS` (see `backend.xla_cache`)."""
         return persistent_cache(env)
+
+    def watch_compiles(self, callback: Callable[[str, str, float], None]) -> Callable[[], None] | None:
+        """`None`: TensorFlow reports compilations only in a profiler trace."""
+        return None

@@ -23,7 +23,9 @@ COMPILE_SHARE_THRESHOLD = 0.2
 _READ_ONLY_FLAG = "--tf_xla_persistent_cache_read_only"
 
 
-def compile_cost_verdicts(report: Any, env: Mapping[str, str] | None = None) -> list[Verdict]:
+def compile_cost_verdicts(
+    report: Any, env: Mapping[str, str] | None = None, backend: str = "tensorflow"
+) -> list[Verdict]:
     """Whether compilation is a large share of a run, and what would save it.
 
     Measured on XLA:CPU, for Keras `jit_compile=True` and for
@@ -34,6 +36,9 @@ def compile_cost_verdicts(report: Any, env: Mapping[str, str] | None = None) -> 
         report: A `CoverageReport` with `window_wall_s`.
         env: The environment whose `TF_XLA_FLAGS` to read. Defaults to
             `None` (`os.environ`).
+        backend: The framework that compiled: `"tensorflow"`, or `"jax"`
+            (JAX's own persistent cache, `jax_compilation_cache_dir`).
+            Defaults to `"tensorflow"`.
 
     Returns:
         `COMPILE_COST_HIGH` or nothing: a warning whose fix is the exact
@@ -56,6 +61,8 @@ def compile_cost_verdicts(report: Any, env: Mapping[str, str] | None = None) -> 
     if not table or not wall or compile_s < COMPILE_SHARE_THRESHOLD * wall:
         return []
     share = f"{len(table)} XLA compilation(s) took {compile_s:.2f} s, {compile_s / wall:.0%} of the window"
+    if backend == "jax":
+        return [_jax_verdict(share, env)]
     cache = persistent_cache(env)
     if cache is not None and cache.read_only:
         flags = (env if env is not None else os.environ).get("TF_XLA_FLAGS", "")
@@ -78,3 +85,28 @@ def compile_cost_verdicts(report: Any, env: Mapping[str, str] | None = None) -> 
         "and keras_xla_guard.warm_up compiles them before the first epoch.",
         fix=f"{recommended_flags(env=env)}  # before starting Python",
     )]
+
+
+def _jax_verdict(share: str, env: Mapping[str, str] | None) -> Verdict:
+    """The JAX form: JAX's persistent cache, and its 1 s threshold that keeps small programs out."""
+    from keras_xla_guard.backend.jax_cache import jax_persistent_cache, recommended_setting
+
+    cache = jax_persistent_cache(env)
+    if cache is None:
+        return Verdict(
+            "COMPILE_COST_HIGH", EFFECTIVENESS, WARNING,
+            f"{share}. JAX's persistent compilation cache would let the next run load them, and "
+            "keras_xla_guard.warm_up compiles them before the first epoch.",
+            fix=f"{recommended_setting()}  # before starting Python",
+        )
+    if cache.min_compile_time_s > 0:
+        return Verdict(
+            "COMPILE_COST_HIGH", EFFECTIVENESS, WARNING,
+            f"{share}. JAX's persistent cache ({cache.directory}) is on but stores only programs "
+            f"that compiled for at least {cache.min_compile_time_s:g} s "
+            "(jax_persistent_cache_min_compile_time_secs); faster ones compile again every run.",
+            fix=f"{recommended_setting(cache.directory)}  # before starting Python",
+        )
+    return Verdict("COMPILE_COST_HIGH", EFFECTIVENESS, INFO,
+                   f"{share}; JAX's persistent cache ({cache.directory}) is on, so a later run with the "
+                   "same shapes loads them instead (a first run fills it).")

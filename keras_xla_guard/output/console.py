@@ -6,6 +6,8 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import TextIO
 
+from keras_xla_guard.output.compilations import compilations_headline, compilations_lines
+from keras_xla_guard.runtime.compile_log import EpochCompilations
 from keras_xla_guard.runtime.sink import CallRecord, EpochRecord
 from keras_xla_guard.trace._text import compile_lines, format_report
 
@@ -30,9 +32,13 @@ def call_lines(call: CallRecord, max_explanations: int = 2) -> list[str]:
     """
     place = _call_place(call)
     stats = call.signatures
+    counted = []
+    if call.compilations is not None:
+        counted = [f"  compilations (counted as they happened): "
+                   f"{compilations_headline(EpochCompilations(0, call.compilations))}"]
     if stats is None:
         why = call.signatures_unavailable or "no step observed"
-        return [f"{place}: input signatures unavailable ({why})"]
+        return [f"{place}: input signatures unavailable ({why})", *counted]
     expected = (
         f", {stats.expected_compilations} expected XLA compilation(s), {stats.compilations_so_far} for the "
         f"{call.function} function so far"
@@ -41,7 +47,7 @@ def call_lines(call: CallRecord, max_explanations: int = 2) -> list[str]:
     lines = [f"{place}: {stats.steps} steps, {stats.distinct_signatures} input signature(s), "
              f"{stats.new_signatures} new{expected}"]
     lines += [f"  {finding}" for finding in stats.explanations[:max_explanations]]
-    return lines
+    return lines + counted
 
 
 def function_summary(train: Iterable[int | None], calls: Iterable[CallRecord]) -> str | None:
@@ -104,12 +110,14 @@ class ConsoleSink:
         self._print(call_lines(record))
 
     def close(self, records: Mapping[int, EpochRecord]) -> None:
-        """Prints every report of the run and its validations, by epoch."""
+        """Prints every report of the run and its validations, by epoch, and every epoch that compiled something."""
         for _, record in sorted(records.items()):
             if record.report is not None:
                 self._print([format_report(record.report, max_ops=self.max_ops)])
             for call in record.calls:
                 self._print(call_lines(call))
+            if record.compilations is not None and record.compilations.rows:
+                self._print(compilations_lines(record.compilations))
         calls = [c for r in records.values() for c in r.calls]
         if calls:
             summary = function_summary(

@@ -261,12 +261,76 @@ def _section(section: RunData, index: int, plots: "_Plots") -> str:
     parts.append(_compilations(section, plots))
     parts.append(_functions(section))
     parts.append(_compile_table(section))
+    parts.append(_counted_compilations(section))
     parts.append(_signatures(section))
     parts.append("</section>")
     return "\n".join(parts)
 
 
+def _jax_windows(section: RunData) -> str:
+    """The profiled windows of a JAX run: the programs' share of each window, not a coverage."""
+    from keras_xla_guard.trace._text import JAX_COVERAGE_NOTE, jax_busy
+    from keras_xla_guard.trace.report import CoverageReport
+
+    rows = []
+    for i, r in enumerate(section.reports):
+        label = _label(r, i)
+        head = f'<tr class="report" data-index="{i}"><td>{escape(label)}</td>'
+        if r.get("status") != "ok":
+            rows.append(head + f'<td colspan="6">{escape(r.get("status"))}: {escape(r.get("reason"))}</td></tr>')
+            continue
+        busy = jax_busy(CoverageReport.from_dict(dict(r)))
+        steps = r.get("steps_profiled")
+        rows.append(
+            head
+            + _num("busy", None if busy is None else busy[0], "-" if busy is None else f"{100 * busy[0]:.1f}%")
+            + _num("xla_time_s", r["xla_time_s"], format_ms(r["xla_time_s"], 2))
+            + _num("host_gap_s", None if busy is None else busy[1], "-" if busy is None else format_ms(busy[1], 2))
+            + _num("xla_executions", r["xla_executions"], str(r["xla_executions"]))
+            + _num("compilations", r["compilations"], str(r["compilations"]))
+            + _num("steps_profiled", steps, "-" if steps is None else str(steps))
+            + "</tr>"
+        )
+    notes = sorted({n for r in section.reports for n in r.get("notes") or ()})
+    return (
+        "<h3>XLA programs per profiled window (JAX)</h3>"
+        f'<p class="muted jax-note">{escape(JAX_COVERAGE_NOTE[0].upper() + JAX_COVERAGE_NOTE[1:])}.</p>'
+        + _table(["window", "busy", "program time", "host between programs", "launches", "compilations",
+                  "steps"], rows, "coverage")
+        + ("<ul class=\"notes\">" + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>" if notes else "")
+    )
+
+
+def _counted_compilations(section: RunData) -> str:
+    """Every compilation the backend counted (JAX), per epoch and function, with its phases."""
+    rows = []
+    for epoch in section.compilations:
+        for n, c in enumerate(epoch.get("rows") or ()):
+            step = c.get("step")
+            rows.append(
+                f'<tr class="counted" data-epoch="{int(epoch["epoch"])}" data-index="{n}">'
+                + _num("epoch", epoch["epoch"], str(epoch["epoch"]))
+                + f'<td class="name">{escape(c.get("function"))}</td><td class="name">{escape(c.get("program"))}</td>'
+                + _num("step", step, "-" if step is None else str(step))
+                + "".join(_num(k, c.get(k), "-" if c.get(k) is None else format_ms(c[k], 1))
+                          for k in ("trace_s", "lower_s", "compile_s"))
+                + f'<td>{"yes" if c.get("cache_hit") else "no"}</td>'
+                + f'<td class="name">{escape(c.get("signature") or "-")}</td></tr>'
+            )
+    if not rows:
+        return ""
+    return (
+        "<h3>Compilations, counted as they happened</h3>"
+        '<p class="muted">Every compilation of the process in every epoch, as JAX reported it '
+        "(jax.monitoring), with its function and its tracing, lowering and compiling time.</p>"
+        + _table(["epoch", "function", "program", "step", "trace", "lower", "compile", "cache hit",
+                  "input signature"], rows, "counted")
+    )
+
+
 def _coverage(section: RunData, plots: "_Plots") -> str:
+    if section.reports and all(r.get("backend") == "jax" for r in section.reports):
+        return _jax_windows(section)
     rows = []
     for i, r in enumerate(section.reports):
         label = _label(r, i)
@@ -371,7 +435,8 @@ def _quality(section: RunData) -> str:
 
 def _top_ops(section: RunData, plots: "_Plots") -> str:
     ok = [(i, r) for i, r in enumerate(section.reports) if r.get("status") == "ok"]
-    if not ok:
+    if not ok or all(r.get("backend") == "jax" for _, r in ok):
+        # Under JAX no op runs outside an XLA program.
         return ""
     # The window with the most time outside XLA is the one to fix first.
     i, report = max(ok, key=lambda item: (item[1]["non_xla_op_time_s"], -item[0]))

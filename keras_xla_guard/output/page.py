@@ -91,7 +91,7 @@ def write_run_html(
     if engine.trace_dir != log_dir:
         sections = [read_run_file(f) for f in find_run_files(log_dir)]
     else:
-        sections = [RunData.of("", reports, engine.signatures, engine.calls)]
+        sections = [RunData.of("", reports, engine.signatures, engine.calls, engine.compilations)]
     page = render_html(
         sections,
         exit_reason=exit_reason(engine),

@@ -168,6 +168,14 @@ _COMPILE = _object(
      "cache_hit": _bool, "step": _optional(_int), "signature": _optional(_str)},
     required=("program",), strict=True,
 )
+_COMPILATION = _object(
+    {"function": _str, "program": _str, "epoch": _optional(_int), "step": _optional(_int),
+     "trace_s": _optional(_seconds), "lower_s": _optional(_seconds), "compile_s": _seconds,
+     "cache_hit": _bool, "signature": _optional(_str)},
+    required=("function", "program", "compile_s"), strict=True,
+)
+# An epoch's compilations as the backend counted them (JAX), optional in any version.
+_EPOCH_COMPILATIONS = _object({"epoch": _int, "rows": _list(_COMPILATION)}, required=("epoch", "rows"))
 _REPORT = _object(
     {
         "status": _str, "reason": _str, "epoch": _optional(_int), "steps_profiled": _optional(_int),
@@ -184,6 +192,7 @@ _REPORT = _object(
         "new_signatures": _optional(_int), "expected_compilations": _optional(_int),
         "signature_explanations": _list(_EXPLANATION), "signatures_unavailable": _optional(_str),
         "compile_table": _list(_COMPILE), "cache_hits": _optional(_int), "persistent_cache": _optional(_str),
+        "backend": _optional(_str),
         "trace_path": _optional(_str),
     },
     required=("status",),
@@ -220,6 +229,7 @@ _CALL = _object(
         "function": _one_of("test", "predict"), "call": _int, "epoch": _optional(_int),
         "kind": _one_of("validation", "evaluate", "predict"),
         "signatures": _optional(_signature_figures(_optional(_int))), "signatures_unavailable": _optional(_str),
+        "compilations": _optional(_list(_COMPILATION)),
     },
     required=("function", "call"),
     strict=True,
@@ -278,12 +288,13 @@ def check_run_file(data: Any, where: str) -> dict[str, Any]:
         where: The file's path, for the error.
 
     Returns:
-        `{"version", "worker", "saved_at", "reports", "signatures", "calls"}`:
-        the version (`0` when the file has none), the worker's name or
-        `None`, the save time or `None`, the reports (each completed to
-        `CoverageReport.to_dict()`'s layout) and signature figures as
-        lists in epoch order, and the test and predict calls in order
-        (`[]` before version 2).
+        `{"version", "worker", "saved_at", "reports", "signatures", "calls",
+        "compilations"}`: the version (`0` when the file has none), the
+        worker's name or `None`, the save time or `None`, the reports (each
+        completed to `CoverageReport.to_dict()`'s layout) and signature
+        figures as lists in epoch order, the test and predict calls in
+        order (`[]` before version 2), and the epochs' counted compilations
+        (JAX; `[]` when the file has none).
 
     Raises:
         RunFileError: If a field is missing, of the wrong type or out of
@@ -300,10 +311,12 @@ def check_run_file(data: Any, where: str) -> dict[str, Any]:
         signatures = top.get("signatures")
         stats = [] if signatures is None else _by_epoch(signatures, "signatures", _EPOCH_SIGNATURES)
         calls = _list(_CALL)(top.get("calls", []), "calls")
+        counted = top.get("compilations")
+        compilations = [] if counted is None else _by_epoch(counted, "compilations", _EPOCH_COMPILATIONS)
     except _Bad as bad:
         raise RunFileError(f"{where!r} is not a readable run file: {bad.field}: {bad.problem}") from None
     return {"version": version, "worker": top.get("worker"), "saved_at": top.get("saved_at"),
-            "reports": reports, "signatures": stats, "calls": calls}
+            "reports": reports, "signatures": stats, "calls": calls, "compilations": compilations}
 
 
 # What the HTML page reads of a `compare` result (`CompareReport.to_dict()`,

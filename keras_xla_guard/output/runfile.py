@@ -39,6 +39,7 @@ from keras_xla_guard.output.run_schema import (
     check_compare,
     check_run_file,
 )
+from keras_xla_guard.runtime.compile_log import EpochCompilations
 from keras_xla_guard.runtime.sink import INCOMPLETE, CallRecord, EpochRecord
 from keras_xla_guard.signatures.tracker import EpochSignatures
 from keras_xla_guard.trace.report import CoverageReport
@@ -79,6 +80,9 @@ class RunData:
             observed steps, in order; empty when not tracked.
         saved_at: When the file was written (`time.time()`); `None` when
             the figures did not come from a file.
+        compilations: `EpochCompilations.to_dict()` of each epoch whose
+            compilations the backend counted (JAX), in order; empty
+            otherwise.
         version: The run file's schema version; `0` for a file written
             before versions.
         calls: `CallRecord.to_dict()` of each call of the test and predict
@@ -92,12 +96,18 @@ class RunData:
     saved_at: float | None = None
     version: int = RUN_FILE_VERSION
     calls: tuple[Mapping[str, Any], ...] = ()
+    compilations: tuple[Mapping[str, Any], ...] = ()
 
     @classmethod
     def of(
-        cls, name: str, reports: Iterable[Any], signatures: Iterable[Any] = (), calls: Iterable[Any] = ()
+        cls,
+        name: str,
+        reports: Iterable[Any],
+        signatures: Iterable[Any] = (),
+        calls: Iterable[Any] = (),
+        compilations: Iterable[Any] = (),
     ) -> "RunData":
-        """Builds run data from `CoverageReport`s, `EpochSignatures` and `CallRecord`s (or their dicts).
+        """Builds run data from `CoverageReport`s, `EpochSignatures`, `CallRecord`s and `EpochCompilations` (or dicts).
 
         Args:
             name: The worker's name; `""` for a single-worker run.
@@ -106,6 +116,8 @@ class RunData:
             signatures: The epochs' signature figures, in order. Defaults to
                 `()`.
             calls: The test and predict calls, in order. Defaults to `()`.
+            compilations: The epochs' counted compilations, in order.
+                Defaults to `()`.
 
         Returns:
             The `RunData`.
@@ -116,7 +128,8 @@ class RunData:
                 items = [items[k] for k in sorted(items)]
             return tuple(i if isinstance(i, Mapping) else i.to_dict() for i in items)
 
-        return cls(name, as_dicts(reports), as_dicts(signatures), calls=as_dicts(calls))
+        return cls(name, as_dicts(reports), as_dicts(signatures), calls=as_dicts(calls),
+                   compilations=as_dicts(compilations))
 
     def coverage_reports(self) -> dict[int, CoverageReport]:
         """The reports of the run's epochs as `CoverageReport`s, keyed by epoch."""
@@ -131,6 +144,7 @@ def save_run_file(
     signatures: Mapping[int, EpochSignatures | Mapping[str, Any]],
     worker: str | None = None,
     calls: Iterable[CallRecord | Mapping[str, Any]] = (),
+    compilations: Mapping[int, EpochCompilations | Mapping[str, Any]] | None = None,
 ) -> Path:
     """Rewrites `directory/xla_guard_reports.json` atomically (rename into place).
 
@@ -141,6 +155,8 @@ def save_run_file(
         worker: The worker's name in a multi-worker run. Defaults to `None`.
         calls: The test and predict calls, in order (or their
             `to_dict()`). Defaults to `()`.
+        compilations: Counted compilations keyed by epoch (JAX), or their
+            `to_dict()`. Defaults to `None` (none).
 
     Returns:
         The file's path.
@@ -157,6 +173,8 @@ def save_run_file(
         "signatures": {str(e): _as_dict(s) for e, s in sorted(signatures.items())},
         "calls": [_as_dict(c) for c in calls],
     }
+    if compilations:
+        data["compilations"] = {str(e): _as_dict(c) for e, c in sorted(compilations.items())}
     tmp.write_text(json.dumps(data, indent=1))
     os.replace(tmp, path)
     return path
@@ -210,6 +228,7 @@ def read_run_file(path: str | os.PathLike[str]) -> RunData:
         checked["saved_at"],
         checked["version"],
         tuple(checked["calls"]),
+        tuple(checked["compilations"]),
     )
 
 
@@ -333,6 +352,7 @@ class RunFileSink:
         self._signatures: dict[int, EpochSignatures | Mapping[str, Any]] = {}
         self._calls: list[CallRecord | Mapping[str, Any]] = []
         self._written = False
+        self._compilations: dict[int, EpochCompilations | Mapping[str, Any]] = {}
         self._lock = threading.Lock()
 
     def write_epoch(self, record: EpochRecord) -> None:
@@ -342,6 +362,8 @@ class RunFileSink:
                 self._reports[record.epoch] = record.report
             if record.signatures is not None:
                 self._signatures[record.epoch] = record.signatures
+            if record.compilations is not None:
+                self._compilations[record.epoch] = record.compilations
             self._calls.extend(record.calls)
             self._save()
 
@@ -362,6 +384,7 @@ class RunFileSink:
                     self._reports = {int(r["epoch"]): r for r in existing.reports if r.get("epoch") is not None}
                     self._signatures = {int(s["epoch"]): s for s in existing.signatures}
                     self._calls = list(existing.calls)
+                    self._compilations = {int(c["epoch"]): c for c in existing.compilations}
             self._calls.append(record)
             self._save()
 
@@ -372,5 +395,6 @@ class RunFileSink:
         """
 
     def _save(self) -> None:
-        save_run_file(self.directory, self._reports, self._signatures, calls=self._calls)
+        save_run_file(self.directory, self._reports, self._signatures, calls=self._calls,
+                      compilations=self._compilations)
         self._written = True

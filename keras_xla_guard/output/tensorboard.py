@@ -1,7 +1,12 @@
 """TensorBoard output: scalars, a Custom Scalars layout and text tables.
 
-Everything goes through `tf.summary` and TensorBoard's own plugin summary
-APIs; TensorFlow is imported only when a writer is created.
+Everything goes through TensorBoard's own classes, with no TensorFlow:
+its `EventFileWriter` writes the event file, and each summary is built by
+its plugin's `*_pb` builder (`scalar_pb`, `text_pb`, the custom-scalar
+`pb`), which write the same tags, plugin metadata and tensors as
+`tf.summary.scalar`/`text`. So the guard writes the same TensorBoard
+files under TensorFlow and under JAX (where `tf.summary` does not exist),
+in one code path, beside Keras' own TensorBoard callback in one log dir.
 """
 
 from __future__ import annotations
@@ -9,11 +14,19 @@ from __future__ import annotations
 import os
 import re
 import threading
+import time
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from keras_xla_guard.output.compilations import (
+    compilation_scalars,
+    compilations_headline,
+    unexplained_note,
+)
+from keras_xla_guard.runtime.compile_log import EpochCompilations
 from keras_xla_guard.runtime.sink import CallRecord, EpochRecord
+from keras_xla_guard.trace._text import format_ms
 from keras_xla_guard.signatures import EpochSignatures
 from keras_xla_guard.trace.analysis import combine_reports
 from keras_xla_guard.trace.findings import NOISE_FLOOR, split_findings
@@ -21,6 +34,7 @@ from keras_xla_guard.trace.report import CoverageReport
 
 __all__ = [
     "DEVICE_TAGS",
+    "JAX_SKIPPED_TAGS",
     "LAYOUT_CATEGORY",
     "PROGRAM_TAG",
     "SCALAR_TAGS",
@@ -28,6 +42,7 @@ __all__ = [
     "WORKER_TAGS",
     "SummaryWriter",
     "TensorBoardSink",
+    "compilations_markdown",
     "compiles_markdown",
     "escape_markdown",
     "layout_proto",
@@ -63,6 +78,11 @@ DEVICE_TAGS: dict[str, Any] = {
 }
 # Each XLA program's device time: `PROGRAM_TAG.format(program=..., figure="time_s"|"runs")`.
 PROGRAM_TAG = PREFIX + "/program/{program}/{figure}"
+# Under JAX every step is one XLA program: the coverage tags would read 100%
+# (or 0 s of plain ops) by construction, so a JAX window does not write them.
+JAX_SKIPPED_TAGS = frozenset(
+    f"{PREFIX}/{t}" for t in ("xla_time_fraction", "coverage_percent", "non_xla_op_time_s")
+)
 # Tag suffix -> how to read it from an epoch's `EpochSignatures`; written for
 # every epoch with observed steps (`expected_compilations` only under XLA).
 # A test or predict call writes the same figures under its kind:
@@ -180,6 +200,28 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
+def _jax_report_markdown(report: CoverageReport) -> str:
+    """A JAX window: how busy the programs kept the device, per step, launches, compilations, why no coverage."""
+    from keras_xla_guard.trace._text import JAX_COVERAGE_NOTE, jax_busy
+
+    steps = f" over {report.steps_profiled} steps" if report.steps_profiled is not None else ""
+    busy = jax_busy(report)
+    share = (f"XLA programs kept the device {100 * busy[0]:.1f}% busy**{steps} (host {busy[1] * 1e3:.2f} ms "
+             "between programs, compiles aside)" if busy is not None else f"XLA programs ran**{steps}")
+    parts = [
+        f"**JAX window: {share}; {report.xla_executions} program launches, {report.compilations} "
+        f"compilation(s), {report.compile_time_s * 1e3:.1f} ms.",
+    ]
+    if report.steps:
+        parts += ["", markdown_table(
+            ["step:", "wall (ms):", "busy (ms):", "host gap (ms):", "launches:"],
+            ([s.step, f"{s.wall_s * 1e3:.2f}", f"{s.busy_s * 1e3:.2f}", f"{s.idle_s * 1e3:.2f}", s.launches]
+             for s in report.steps))]
+    for note in (JAX_COVERAGE_NOTE, *report.notes):
+        parts += ["", f"- {escape_markdown(note)}"]
+    return "\n".join(parts)
+
+
 def report_scalars(report: CoverageReport) -> dict[str, float]:
     """Every scalar a measured report writes: tag -> value.
 
@@ -209,6 +251,8 @@ def report_markdown(report: CoverageReport) -> str:
     """
     if report.status != "ok":
         return f"**XLA coverage: {escape_markdown(report.status)}** - {escape_markdown(report.reason)}"
+    if report.backend == "jax":
+        return _jax_report_markdown(report)
     steps = f" over {report.steps_profiled} steps" if report.steps_profiled is not None else ""
     transfers = ("" if report.transfer_time_s is None
                  else f"; {report.transfer_time_s * 1e3:.2f} ms device transfers, not counted")
@@ -339,6 +383,35 @@ def signatures_unavailable_markdown(reason: str) -> str:
     )
 
 
+def _phase_ms(seconds: float | None) -> str:
+    return "-" if seconds is None else format_ms(seconds)
+
+
+def compilations_markdown(compiled: EpochCompilations) -> str:
+    """An epoch's counted compilations as Markdown: the headline, then one row per compilation.
+
+    Args:
+        compiled: The epoch's compilations.
+
+    Returns:
+        Markdown for TensorBoard's text dashboard (`xla_guard/counted_compilations`).
+    """
+    head = f"**Compilations (counted as they happened): {compilations_headline(compiled)}.**"
+    note = unexplained_note(compiled)
+    if note is not None:
+        head += f"\n\n- {escape_markdown(note)}"
+    if not compiled.rows:
+        return head
+    rows = (
+        [i, row.function, row.program, "-" if row.step is None else row.step, row.signature or "-",
+         _phase_ms(row.trace_s), _phase_ms(row.lower_s), format_ms(row.compile_s), "yes" if row.cache_hit else "no"]
+        for i, row in enumerate(compiled.rows, 1)
+    )
+    return "\n".join([head, "", markdown_table(
+        ["#", "function", "program", "step:", "input signature", "trace:", "lower:", "compile:", "cache hit"],
+        rows)])
+
+
 def worst_worker(reports: Mapping[str, CoverageReport]) -> str:
     """The worker with the lowest XLA share; ties go to more compile time.
 
@@ -449,8 +522,13 @@ def write_worker_summaries(
             writer.write_text(f"{name}/compiles", compiles_markdown(report), step=epoch)
 
 
-def layout_proto() -> Any:
+def layout_proto(counted_compilations: bool = False) -> Any:
     """Builds the Custom Scalars layout of the "XLA Guard" category.
+
+    Args:
+        counted_compilations: The run counts its compilations as they happen
+            (JAX): charts of them per function replace the coverage charts,
+            which read 100% by construction there. Defaults to `False`.
 
     Returns:
         A `tensorboard.plugins.custom_scalar.layout_pb2.Layout`.
@@ -465,6 +543,14 @@ def layout_proto() -> Any:
             ),
         )
 
+    if counted_compilations:
+        functions = ("train", "test", "predict", "other")
+        return layout_pb2.Layout(category=[layout_pb2.Category(title=LAYOUT_CATEGORY, chart=[
+            chart("Compilations per function", *(f"{f}/compilations" for f in functions)),
+            chart("Compile time per function (s)", *(f"{f}/compile_time_s" for f in functions)),
+            chart("Compilations vs new signatures", "compilations", "expected_compilations", "new_signatures"),
+            chart("XLA program time in the window (s)", "xla_time_s"),
+        ])])
     return layout_pb2.Layout(
         category=[
             layout_pb2.Category(
@@ -497,6 +583,27 @@ def layout_proto() -> Any:
     )
 
 
+def _layout_summary(layout: Any) -> Any:
+    """The Custom Scalars summary of `layout`, built as the plugin's `summary.pb` builds it.
+
+    The plugin's own `pb` imports TensorFlow; this is the same summary
+    (its metadata, its tag, the layout's bytes as a string tensor) from
+    TensorBoard's own classes, the way `text_pb` builds a text summary.
+    """
+    import numpy as np
+    from tensorboard.compat.proto import summary_pb2
+    from tensorboard.plugins.custom_scalar import metadata
+    from tensorboard.util import tensor_util
+
+    summary = summary_pb2.Summary()
+    summary.value.add(
+        tag=metadata.CONFIG_SUMMARY_TAG,
+        metadata=metadata.create_summary_metadata(),
+        tensor=tensor_util.make_tensor_proto(layout.SerializeToString(), dtype=np.object_),
+    )
+    return summary
+
+
 class SummaryWriter:
     """Writes guard reports as TensorBoard summaries into one run directory.
 
@@ -525,26 +632,32 @@ class SummaryWriter:
         self._writer: Any = None
         self._layout_written = False
         self._lock = threading.RLock()
+        self.counted_compilations = False
 
     def _get(self) -> Any:
         if self._writer is None:
-            import tensorflow as tf
+            from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
-            self._writer = tf.summary.create_file_writer(self.log_dir)
+            # The suffix tf.summary gives its files, so each writer's file is told apart.
+            self._writer = EventFileWriter(self.log_dir, filename_suffix=".v2")
         return self._writer
+
+    def _write(self, summary: Any, step: int) -> None:
+        from tensorboard.compat.proto import event_pb2
+
+        event = event_pb2.Event(wall_time=time.time(), step=int(step))
+        # With TensorFlow installed the plugins' builders return TensorFlow's
+        # Summary class, with TensorBoard's the same message under another
+        # class: copied by its bytes, never by class.
+        event.summary.ParseFromString(summary.SerializeToString())
+        self._get().add_event(event)
 
     def write_layout(self) -> None:
         """Writes the Custom Scalars layout once per writer."""
-        import tensorflow as tf
-        from tensorboard.plugins.custom_scalar import summary as cs_summary
-
         with self._lock:
             if self._layout_written:
                 return
-            with self._get().as_default():
-                tf.summary.experimental.write_raw_pb(
-                    cs_summary.pb(layout_proto()).SerializeToString(), step=0
-                )
+            self._write(_layout_summary(layout_proto(self.counted_compilations)), step=0)
             self._layout_written = True
 
     def write_report(self, report: CoverageReport, step: int) -> None:
@@ -554,15 +667,16 @@ class SummaryWriter:
             report: The report; a skipped/failed one writes only its text.
             step: The TensorBoard step, normally the 0-based epoch index.
         """
-        import tensorflow as tf
+        from tensorboard.plugins.scalar.summary_v2 import scalar_pb
+        from tensorboard.plugins.text.summary_v2 import text_pb
 
         with self._lock:
             self.write_layout()
-            with self._get().as_default(step=step):
-                if report.status == "ok":
-                    for tag, value in report_scalars(report).items():
-                        tf.summary.scalar(tag, value)
-                tf.summary.text(f"{PREFIX}/report", report_markdown(report))
+            if report.status == "ok":
+                for tag, value in report_scalars(report).items():
+                    if report.backend != "jax" or tag not in JAX_SKIPPED_TAGS:
+                        self._write(scalar_pb(tag, value), step)
+            self._write(text_pb(f"{PREFIX}/report", report_markdown(report)), step)
             self._writer.flush()
 
     def write_scalars(self, values: dict[str, float], step: int) -> None:
@@ -572,13 +686,12 @@ class SummaryWriter:
             values: Tag suffix -> value, e.g. `{"new_signatures": 3}`.
             step: The TensorBoard step, normally the 0-based epoch index.
         """
-        import tensorflow as tf
+        from tensorboard.plugins.scalar.summary_v2 import scalar_pb
 
         with self._lock:
             self.write_layout()
-            with self._get().as_default(step=step):
-                for name, value in values.items():
-                    tf.summary.scalar(f"{PREFIX}/{name}", float(value))
+            for name, value in values.items():
+                self._write(scalar_pb(f"{PREFIX}/{name}", float(value)), step)
             self._writer.flush()
 
     def write_text(self, name: str, markdown: str, step: int) -> None:
@@ -590,12 +703,11 @@ class SummaryWriter:
                 `markdown_table` so names cannot inject markup.
             step: The TensorBoard step, normally the 0-based epoch index.
         """
-        import tensorflow as tf
+        from tensorboard.plugins.text.summary_v2 import text_pb
 
         with self._lock:
             self.write_layout()
-            with self._get().as_default(step=step):
-                tf.summary.text(f"{PREFIX}/{name}", markdown)
+            self._write(text_pb(f"{PREFIX}/{name}", markdown), step)
             self._writer.flush()
 
     def close(self) -> None:
@@ -642,6 +754,8 @@ class TensorBoardSink:
         (`xla_guard/compiles`) when the window was measured.
         """
         epoch, report = record.epoch, record.report
+        if record.compilations is not None:
+            self.writer.counted_compilations = True
         if report is not None:
             self.writer.write_report(report, step=epoch)
         stats = record.signatures
@@ -654,6 +768,9 @@ class TensorBoardSink:
                                    step=epoch)
         if report is not None and report.ok:
             self.writer.write_text("compiles", compiles_markdown(report), step=epoch)
+        if record.compilations is not None:
+            self.writer.write_scalars(compilation_scalars(record.compilations), step=epoch)
+            self.writer.write_text("counted_compilations", compilations_markdown(record.compilations), step=epoch)
         for call in record.calls:
             self._write_call(call, step=epoch)
 
@@ -667,6 +784,10 @@ class TensorBoardSink:
 
     def _write_call(self, call: CallRecord, step: int) -> None:
         prefix = call.kind
+        if call.compilations is not None:
+            counted = EpochCompilations(step, call.compilations)
+            self.writer.write_scalars({f"{prefix}/compilations": counted.count(call.function),
+                                       f"{prefix}/compile_time_s": counted.seconds(call.function)}, step=step)
         stats = call.signatures
         if stats is not None:
             values = {f"{prefix}/{tag}": read(stats) for tag, read in SIGNATURE_TAGS.items()}

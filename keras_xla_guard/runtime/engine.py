@@ -30,6 +30,7 @@ from keras_xla_guard import backend as backends
 from keras_xla_guard.backend import Backend
 from keras_xla_guard.errors import ProfilerBusyError, RecompilationLimitError, XlaGuardWarning
 from keras_xla_guard.runtime import budget
+from keras_xla_guard.runtime.compile_log import CompileLog, EpochCompilations
 from keras_xla_guard.runtime.config import (
     DEFAULT_LOG_DIR,
     DEFAULT_MAX_COMPILATIONS,
@@ -144,6 +145,9 @@ class _OpenCall:
     unavailable: str | None = None
     # A call outside a run publishes through sinks of its own.
     sinks: list[ReportSink] | None = None
+    # A call outside a run counts its compilations itself (JAX).
+    log: CompileLog | None = None
+    unwatch: Callable[[], None] | None = None
 
 
 @dataclasses.dataclass
@@ -234,7 +238,8 @@ class XlaGuardEngine:
         )
         self._notes = tuple(notes)
         self.schedule = config.schedule
-        self._policy = CompilationPolicy(config.max_compilations, config.on_violation)
+        self._policy = CompilationPolicy(config.max_compilations, config.on_violation,
+                                         megamorphic=self.backend.name == "tensorflow")
         self._steps_per_call = 1
         self._xla_mode: str | None = None
         self._trace_dir = config.log_dir
@@ -269,6 +274,10 @@ class XlaGuardEngine:
         self._not_profiled: str | None = None
         self._skip_first_step = False
         self._op_layers: OpLayers | None = None
+        self._compile_log: CompileLog | None = None
+        self._compiles_checked = 0
+        self._unwatch: Callable[[], None] | None = None
+        self._programs: dict[str, str] = {}
 
     @property
     def log_dir(self) -> Path:
@@ -338,6 +347,32 @@ class XlaGuardEngine:
         """
         with self._lock:
             return tuple(self._calls)
+
+    @property
+    def compilations(self) -> dict[int, EpochCompilations]:
+        """Every finished epoch's compilations as the backend counted them, keyed by epoch.
+
+        Exact and present for every epoch, profiled or not, where the
+        backend reports compilations as they happen (JAX's
+        `jax.monitoring`); empty on TensorFlow, whose compilations are
+        counted in profiled windows (`reports`) and predicted from input
+        signatures (`signatures`).
+        """
+        with self._lock:
+            return {e: r.compilations for e, r in sorted(self._records.items()) if r.compilations is not None}
+
+    def set_programs(self, programs: dict[str, str]) -> None:
+        """Names the compiled programs of the model's functions: `{"train_step": "train", ...}`.
+
+        Compilations of other programs count as `"other"`.
+
+        Args:
+            programs: Program name (as the backend reports it) -> `"train"`,
+                `"test"` or `"predict"`.
+        """
+        self._programs = dict(programs)
+        if self._compile_log is not None:
+            self._compile_log.set_programs(programs)
 
     def observe_inputs(self, inputs: Any, step: int | None = None) -> None:
         """Records the concrete input signature of one training step.
@@ -474,7 +509,11 @@ class XlaGuardEngine:
         sinks = None
         if not self._running:
             sinks = list(self._sinks(self.config)) if callable(self._sinks) else list(self._sinks)
-        self._open_calls[function] = _OpenCall(call, epoch, sinks=sinks)
+        opened = self._open_calls[function] = _OpenCall(call, epoch, sinks=sinks)
+        if not self._running:
+            log = CompileLog(self._programs)
+            opened.unwatch = self.backend.watch_compiles(log.on_phase)
+            opened.log = log if opened.unwatch is not None else None
         state.tracker.begin_epoch(epoch)
 
     @_never_raises
@@ -491,13 +530,17 @@ class XlaGuardEngine:
         opened = self._open_calls.pop(function, None)
         if opened is None:
             return None
+        compiled = None
+        if opened.log is not None and opened.unwatch is not None:
+            opened.unwatch()
+            compiled = tuple(dataclasses.replace(row, epoch=None) for row in opened.log.take(None).rows)
         tracker = self._functions[function].tracker
         stats: EpochSignatures | None = tracker.end_epoch()
         if opened.unavailable is not None or (stats is not None and stats.steps == 0):
             stats = None
         if stats is not None and tracker.xla:
             budget.report_epoch(self, function, stats)
-        record = CallRecord(function, opened.call, opened.epoch, stats, opened.unavailable)
+        record = CallRecord(function, opened.call, opened.epoch, stats, opened.unavailable, compiled)
         with self._lock:
             self._calls.append(record)
             if opened.epoch is not None:
@@ -621,6 +664,7 @@ class XlaGuardEngine:
         self._running = True
         self._in_epoch = False
         self._persistent_cache = self.backend.persistent_cache()
+        self._watch_compiles()
         self._policy.reset()
         self._signatures_unavailable = None
         self.stop_requested = False
@@ -641,6 +685,8 @@ class XlaGuardEngine:
             self._plan_run(epoch)
             self._first_epoch = epoch
         self._tracker.begin_epoch(epoch)
+        if self._compile_log is not None:
+            self._compile_log.at(epoch, None)
         self._stop_window()
         with self._lock:
             self._epochs_open.begin(epoch)
@@ -658,6 +704,14 @@ class XlaGuardEngine:
         Args:
             step: 0-based index of the step within the epoch.
         """
+        log = self._compile_log
+        if log is not None:
+            # The previous step's compilations are counted by now; the
+            # policy looks again only when there were any.
+            if log.total != self._compiles_checked:
+                self._compiles_checked = log.total
+                self._check_compilations()
+            log.at(self._epoch, step)
         window = self._window
         if window is not None:
             cap = self.schedule.max_steps
@@ -732,6 +786,8 @@ class XlaGuardEngine:
         Validation runs inside the epoch; without this its steps would be
         counted as training steps of the window.
         """
+        if self._compile_log is not None:
+            self._compile_log.at(self._epoch, None)
         self._stop_window()
 
     def train_end(self, timeout: float | None = None) -> None:
@@ -758,6 +814,7 @@ class XlaGuardEngine:
         for sink in self._run_sinks:
             self._to_sink(sink, "close", records)
         self._run_sinks = []
+        self._unwatch_compiles()
         self._running = False
         self._in_epoch = False
         self._ended = True
@@ -774,6 +831,7 @@ class XlaGuardEngine:
             error: Why training stopped inside the window. Defaults to
                 `None`: the exception being handled, if any.
         """
+        self._unwatch_compiles()
         window, files = self._close_window()
         if window is None:
             return
@@ -815,8 +873,8 @@ class XlaGuardEngine:
         )
         with self._lock:
             self._reports[window.epoch] = report
-            record = self._epochs_open.abandon(window.epoch, report)
-        if record is not None:
+            ready = self._epochs_open.release(self._epochs_open.abandon(window.epoch, report))
+        for record in ready:
             self._publish(record)
 
     # ------------------------------------------------------------ internals
@@ -933,6 +991,7 @@ class XlaGuardEngine:
                     steps_profiled=steps,
                     window_wall_s=wall,
                     persistent_cache=cache.directory if cache is not None else None,
+                    backend=self.backend.name,
                 )
                 if self._op_layers is not None and report.top_non_xla_ops:
                     ops = report.top_non_xla_ops
@@ -963,8 +1022,8 @@ class XlaGuardEngine:
         assert report.epoch is not None
         with self._lock:
             self._reports[report.epoch] = report
-            record = self._epochs_open.add_report(report)
-        if record is not None:
+            ready = self._epochs_open.release(self._epochs_open.add_report(report))
+        for record in ready:
             self._publish(record)
 
     def _publish(self, record: EpochRecord) -> None:
@@ -976,11 +1035,32 @@ class XlaGuardEngine:
         for sink in self._run_sinks:
             self._to_sink(sink, "write_epoch", record)
 
+    def _watch_compiles(self) -> None:
+        """Starts counting the backend's compilations as they happen, where it reports them."""
+        self._unwatch_compiles()
+        log = CompileLog(self._programs)
+        self._compiles_checked = 0
+        unwatch = self.backend.watch_compiles(log.on_phase)
+        if unwatch is not None:
+            self._compile_log, self._unwatch = log, unwatch
+
+    def _unwatch_compiles(self) -> None:
+        unwatch, self._unwatch = self._unwatch, None
+        if unwatch is not None:
+            unwatch()
+
     def _check_compilations(self) -> None:
-        """Applies `max_compilations` and the megamorphic warning."""
-        if self._xla_mode is None or self._signatures_unavailable is not None:
+        """Applies `max_compilations` and the megamorphic warning.
+
+        Where the backend counts compilations (JAX), the limit applies to
+        the train function's compilations it counted; else to the new
+        input signatures (one compilation each).
+        """
+        log = self._compile_log
+        measured = log.count(self._epoch, "train") if log is not None and self._unwatch is not None else None
+        if self._xla_mode is None or (self._signatures_unavailable is not None and measured is None):
             return
-        for action in self._policy.check(self._tracker, self._epoch, self._xla_mode):
+        for action in self._policy.check(self._tracker, self._epoch, self._xla_mode, measured=measured):
             self._violation = action.message
             if action.kind == "raise":
                 error = RecompilationLimitError(f"keras-xla-guard: {action.message}")
@@ -1026,9 +1106,26 @@ class XlaGuardEngine:
             stats = None
         if stats is not None and self._tracker.xla:
             budget.report_epoch(self, "train", stats)
+        compilations = None
+        if self._compile_log is not None and self._unwatch is not None:
+            self._check_compilations()
+            compilations = _with_signatures(self._compile_log.take(epoch), stats)
         with self._lock:
             if stats is not None:
                 self._signature_stats[epoch] = stats
-            record = self._epochs_open.end(epoch, stats, reason)
-        if record is not None:
+            ready = self._epochs_open.release(self._epochs_open.end(epoch, stats, reason, compilations))
+        for record in ready:
             self._publish(record)
+
+
+def _with_signatures(compilations: EpochCompilations, stats: EpochSignatures | None) -> EpochCompilations:
+    """The train function's compilations with the new input signature first seen at their step."""
+    if stats is None:
+        return compilations
+    at_step = {step: str(signature) for signature, step in stats.new if step is not None}
+    rows = tuple(
+        dataclasses.replace(row, signature=at_step.get(row.step)) if row.function == "train" and row.step in at_step
+        else row
+        for row in compilations.rows
+    )
+    return dataclasses.replace(compilations, rows=rows)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from keras_xla_guard.runtime.compile_log import EpochCompilations
 from keras_xla_guard.runtime.sink import CallRecord, EpochRecord
 from keras_xla_guard.signatures.tracker import EpochSignatures
 from keras_xla_guard.trace.compiles import attribute_compiles
@@ -31,6 +32,7 @@ class _Parts:
     unavailable: str | None = None
     # `(first step, steps)` of the epoch's profiling window.
     window: tuple[int, int] | None = None
+    compilations: EpochCompilations | None = None
     # Test or predict calls made inside the epoch (validation).
     calls: list[CallRecord] = dataclasses.field(default_factory=list)
 
@@ -46,6 +48,24 @@ class EpochAssembly:
 
     def __init__(self) -> None:
         self._parts: dict[int, _Parts] = {}
+        self._held: dict[int, EpochRecord] = {}
+
+    def release(self, record: EpochRecord | None) -> list[EpochRecord]:
+        """The records to publish now, in epoch order, given one just completed (or `None`).
+
+        A record waits while an earlier epoch is still open (its profiling
+        window still analyzed): outputs then see epochs in order, and
+        TensorBoard, which reads a step lower than the last one as a
+        restart, never drops an epoch.
+        """
+        if record is not None:
+            self._held[record.epoch] = record
+        ready = []
+        for epoch in sorted(self._held):
+            if any(other < epoch for other in self._parts):
+                break
+            ready.append(self._held.pop(epoch))
+        return ready
 
     def begin(self, epoch: int) -> None:
         """Starts `epoch` afresh (the same index run again replaces its record)."""
@@ -64,11 +84,16 @@ class EpochAssembly:
         return self._complete(report.epoch)
 
     def end(
-        self, epoch: int, signatures: EpochSignatures | None, unavailable: str | None = None
+        self,
+        epoch: int,
+        signatures: EpochSignatures | None,
+        unavailable: str | None = None,
+        compilations: EpochCompilations | None = None,
     ) -> EpochRecord | None:
-        """Takes the end of `epoch`: its signature figures, or why there are none."""
+        """Takes the end of `epoch`: its signature figures (or why there are none), its compilations."""
         parts = self._parts.setdefault(epoch, _Parts())
         parts.ended, parts.signatures, parts.unavailable = True, signatures, unavailable
+        parts.compilations = compilations
         return self._complete(epoch)
 
     def add_call(self, epoch: int, call: CallRecord) -> None:
@@ -82,14 +107,15 @@ class EpochAssembly:
         return self._complete(epoch)
 
     def flush(self) -> list[EpochRecord]:
-        """The records of epochs still open as the run ends, with what they have."""
-        records = []
+        """The records not yet released as the run ends, epochs still open with what they have, in order."""
         for epoch in sorted(self._parts):
             parts = self._parts[epoch]
             parts.ended, parts.analyzing = True, False
             record = self._complete(epoch)
             if record is not None:
-                records.append(record)
+                self._held[record.epoch] = record
+        records = [self._held[epoch] for epoch in sorted(self._held)]
+        self._held.clear()
         return records
 
     def _complete(self, epoch: int) -> EpochRecord | None:
@@ -103,9 +129,11 @@ class EpochAssembly:
                 report = join_signatures(report, parts.signatures, parts.window)
             elif parts.unavailable is not None:
                 report = dataclasses.replace(report, signatures_unavailable=parts.unavailable)
-        if report is None and parts.signatures is None and parts.unavailable is None and not parts.calls:
+        if (report is None and parts.signatures is None and parts.unavailable is None and not parts.calls
+                and parts.compilations is None):
             return None
-        return EpochRecord(epoch, report, parts.signatures, parts.unavailable, calls=tuple(parts.calls))
+        return EpochRecord(epoch, report, parts.signatures, parts.unavailable, calls=tuple(parts.calls),
+                           compilations=parts.compilations)
 
 
 def join_signatures(

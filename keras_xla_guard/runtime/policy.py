@@ -37,11 +37,15 @@ class CompilationPolicy:
         max_compilations: Most new signatures (XLA compilations) one epoch
             may bring; `None` disables the limit.
         on_violation: `"warn"`, `"raise"` or `"stop"`.
+        megamorphic: Warn before TensorFlow's megamorphic threshold (a
+            TensorFlow rule; JAX compiles every new shape, with no such
+            threshold). Defaults to `True`.
     """
 
-    def __init__(self, max_compilations: int | None, on_violation: str) -> None:
+    def __init__(self, max_compilations: int | None, on_violation: str, megamorphic: bool = True) -> None:
         self.max_compilations = max_compilations
         self.on_violation = on_violation
+        self.megamorphic = megamorphic
         self.reset()
 
     def reset(self) -> None:
@@ -49,30 +53,36 @@ class CompilationPolicy:
         self._megamorphic_warned = False
         self._violation_epoch: int | None = None
 
-    def check(self, tracker: SignatureTracker, epoch: int | None, xla_mode: str) -> list[PolicyAction]:
-        """What the run's signatures so far call for.
+    def check(
+        self, tracker: SignatureTracker, epoch: int | None, xla_mode: str, measured: int | None = None
+    ) -> list[PolicyAction]:
+        """What the run's signatures (or its counted compilations) so far call for.
 
         Args:
             tracker: The run's tracker, after the latest step was observed.
             epoch: The current epoch.
             xla_mode: `"jit_compile"` or `"autoclustering"` (the policy only
                 applies when the step is compiled by XLA).
+            measured: The train function's compilations in `epoch` as the
+                backend counted them (JAX); the limit applies to them
+                instead of the new signatures. Defaults to `None`.
 
         Returns:
             The megamorphic warning (once per run) and the limit's action
             (once per epoch), in that order; empty when nothing is wrong.
         """
         actions = []
-        if not self._megamorphic_warned and tracker.megamorphic_risk():
+        if self.megamorphic and not self._megamorphic_warned and tracker.megamorphic_risk():
             self._megamorphic_warned = True
             actions.append(PolicyAction("warn", _megamorphic_message(tracker, xla_mode)))
-        new = tracker.epoch_new_signatures
+        new = tracker.epoch_new_signatures if measured is None else measured
         if self.max_compilations is None or new <= self.max_compilations or self._violation_epoch == epoch:
             return actions
         self._violation_epoch = epoch
         what = tracker.current_explanations()
+        counted = "new input signatures" if measured is None else "of the train step, counted as they happened"
         message = (
-            f"epoch {epoch} caused {new} XLA compilations (new input signatures), more than "
+            f"epoch {epoch} caused {new} XLA compilations ({counted}), more than "
             f"max_compilations={self.max_compilations}"
             + (f": {what[0]}" if what else "")
             + ". Pad or bucket the varying input (see the epoch's signature_explanations)."

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from keras_xla_guard.runtime.compile_log import Compilation, EpochCompilations
 from keras_xla_guard.signatures.tracker import EpochSignatures
 from keras_xla_guard.trace.compiles import CompileRecord
 from keras_xla_guard.trace.report import CoverageReport
@@ -59,6 +60,10 @@ class CallRecord:
             was observed or signatures are unavailable.
         signatures_unavailable: Why `signatures` is `None` although
             tracking was on; `None` otherwise.
+        compilations: Every compilation during a call outside `fit`, as
+            the backend counted it (JAX); `None` where the backend counts
+            none, and for a validation (its compilations are its epoch's,
+            `EpochRecord.compilations`).
     """
 
     function: str
@@ -66,6 +71,7 @@ class CallRecord:
     epoch: int | None = None
     signatures: EpochSignatures | None = None
     signatures_unavailable: str | None = None
+    compilations: tuple[Compilation, ...] | None = None
 
     @property
     def kind(self) -> str:
@@ -79,6 +85,7 @@ class CallRecord:
         d = dataclasses.asdict(self)
         d["kind"] = self.kind
         d["signatures"] = None if self.signatures is None else self.signatures.to_dict()
+        d["compilations"] = None if self.compilations is None else [c.to_dict() for c in self.compilations]
         return d
 
 
@@ -102,6 +109,10 @@ class EpochRecord:
             `None` otherwise.
         calls: The test or predict calls that ran inside the epoch (the
             validation of `fit(validation_data=...)`), in order.
+        compilations: Every compilation of the epoch as the backend
+            counted it, per function, with its trace/lower/compile seconds
+            (JAX's `jax.monitoring`: exact, every epoch, no profiler);
+            `None` where the backend reports none (TensorFlow).
     """
 
     epoch: int
@@ -109,6 +120,7 @@ class EpochRecord:
     signatures: EpochSignatures | None = None
     signatures_unavailable: str | None = None
     calls: tuple[CallRecord, ...] = ()
+    compilations: EpochCompilations | None = None
 
     @property
     def compile_table(self) -> tuple[CompileRecord, ...]:

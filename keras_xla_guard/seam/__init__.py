@@ -10,6 +10,9 @@ contract (`_flavour.py`):
 - `keras3`: Keras 3 on TensorFlow (closure cells of the train function,
   `fit`'s `epoch_iterator`);
 - `tf_keras`: tf_keras / Keras 2 (`fit`'s `data_handler`);
+- `keras3_jax`: Keras 3 on JAX (the functions' Python iterators of
+  batches, the jitted steps' names), with `host_tap` (`HostTap`, batches
+  recorded in Python);
 - `tap`: `InputTap`, the TensorFlow mechanics that record each batch's
   shape (a `tf.Variable` ring written in-graph, or `.shape` read in Python);
 - `tf_internals`: TensorFlow internals used outside `fit` (the XLA CPU
@@ -47,6 +50,7 @@ __all__ = [
     "attach",
     "build_for_training",
     "build_model",
+    "compiled_programs",
     "keras_function",
     "flavour_of",
     "keras_backend",
@@ -121,9 +125,8 @@ def flavour_of(model: Any) -> Flavour | None:
 
     A flavour fits by the Keras that built the model and the backend it runs
     on: `tf_keras` for tf_keras models (always TensorFlow); `keras3` for
-    Keras 3 models on its `BACKEND`. A Keras 3 model on JAX gets none: its
-    train function is a `jax.jit` step, not the `tf.function` `keras3`
-    rebuilds.
+    Keras 3 models on TensorFlow, `keras3_jax` for Keras 3 models on JAX.
+    Other backends get none.
     """
     if _is_tf_keras(model):
         from keras_xla_guard.seam import tf_keras
@@ -133,9 +136,27 @@ def flavour_of(model: Any) -> Flavour | None:
 
     if not str(getattr(keras, "__version__", "")).startswith("3."):
         return None
-    from keras_xla_guard.seam import keras3
+    from keras_xla_guard.seam import keras3, keras3_jax
 
-    return keras3 if keras_backend(model) == keras3.BACKEND else None
+    backend = keras_backend(model)
+    for flavour in (keras3, keras3_jax):
+        if backend == flavour.BACKEND:
+            return flavour
+    return None
+
+
+def compiled_programs(model: Any) -> dict[str, str]:
+    """The programs the backend compiles for `model`'s functions, by name: `{"train_step": "train", ...}`.
+
+    Only where the backend reports compilations by program name as they
+    happen (JAX); `{}` otherwise.
+    """
+    flavour = flavour_of(model)
+    if flavour is None or flavour.BACKEND != "jax":
+        return {}
+    from keras_xla_guard.seam import keras3_jax
+
+    return keras3_jax.programs({function: keras_function(model, function) for function in ("train", "test", "predict")})
 
 
 def steps_per_execution(model: Any) -> int:
@@ -266,6 +287,8 @@ def attach(
     found.exit_hook = _hook_exit(holder, on_abort, found._undo)
     if not record:
         return found
+    if flavour.BATCHES == "python":
+        return _attach_in_python(model, flavour, bind, on_abort, found, function)
     import tensorflow as tf
 
     name, attribute = flavour.DATASET_HOLDER
@@ -321,6 +344,61 @@ def attach(
     setattr(owner, slot, tap)
     found._tap = tap
     found._undo.append(tap.restore)
+    found.recording = True
+    return found
+
+
+def _attach_in_python(
+    model: Any,
+    flavour: Flavour,
+    bind: Callable[[Any], None],
+    on_abort: Callable[[], None],
+    found: Attachment,
+    function: str,
+) -> Attachment:
+    """Records every batch a Python-iterating trainer (Keras on JAX) hands `function`, with a `HostTap`.
+
+    Keras' JAX trainer calls each of its functions as `(state, iterator)`
+    with a Python iterator of batches: the stand-in passes a recording
+    iterator instead, and puts Keras' function back on `detach`.
+    """
+    from keras_xla_guard.seam._recording import GUARD_WRAPPER, unwrap
+    from keras_xla_guard.seam.host_tap import HostTap
+
+    owner_name, slot = flavour.FUNCTION_HOLDERS[function]
+    owner = model if owner_name is None else _fit_local(model, owner_name)
+    original = unwrap(getattr(owner, slot, None))
+    reason = (
+        f"model.{slot} is None ({found.keras})" if original is None
+        else flavour.probe(original, bool(getattr(model, "run_eagerly", False)))
+    )
+    if reason is not None:
+        found.reason = reason
+        return found
+    tap = HostTap(capacity=_RING_ROWS)
+    recording = flavour.recording_function(original, tap)
+
+    def stand_in(state: Any, iterator: Any) -> Any:
+        try:
+            outputs = recording(state, iterator)
+        except StopIteration:
+            raise
+        except BaseException:
+            on_abort()
+            raise
+        tap.calls_finished += 1
+        return outputs
+
+    setattr(stand_in, GUARD_WRAPPER, True)
+    stand_in.__wrapped__ = original  # type: ignore[attr-defined]
+    setattr(owner, slot, stand_in)
+
+    def restore() -> None:
+        if getattr(owner, slot, None) is stand_in:
+            setattr(owner, slot, original)
+
+    found._undo.append(restore)
+    bind(tap)
     found.recording = True
     return found
 
@@ -496,7 +574,7 @@ def build_for_training(model: Any, batch: Any) -> str | None:
         `None` when everything was built, else why not (the caller warns).
     """
     flavour = flavour_of(model)
-    if flavour is not None and flavour.FLAVOUR == "keras3":
+    if flavour is not None and flavour.FLAVOUR in ("keras3", "keras3_jax"):
         from keras_xla_guard.seam import keras3
 
         reason = keras3.symbolic_build(model, batch)

@@ -26,10 +26,13 @@ class Flavour(Protocol):
     recording stand-in in its place (`recording_function`, or for a
     function in `HOST_BATCHES` a recorder of the batches Keras hands it).
 
-    A new flavour (e.g. Keras 3 on JAX, whose trainer pulls each batch in
-    Python and calls a `jax.jit` step with it, so only `InputTap.record_host`
-    applies) is one module with these names, and one line in
-    `seam.flavour_of`.
+    A new flavour is one module with these names, and one line in
+    `seam.flavour_of`. The protocol was TensorFlow-shaped in one place:
+    where a batch can be seen. `BATCHES` says it, so `seam.attach` builds
+    the tap that fits: a TensorFlow trainer pulls batches inside a compiled
+    `tf.function` (an `InputTap`, per batch structure, written in-graph),
+    Keras' JAX trainer pulls them in Python for every function (a `HostTap`
+    per call, no framework op).
 
     Attributes:
         FLAVOUR: Its name in reports and warnings (`"keras3"`, `"tf_keras"`).
@@ -50,10 +53,15 @@ class Flavour(Protocol):
         HOST_BATCHES: The functions Keras calls with a list of batches it
             pulled in Python (recorded from their shapes, no TF op); the
             others take an iterator and get `recording_function`.
+        BATCHES: Where Keras pulls a batch for its functions: `"graph"`
+            (inside a traced TensorFlow function, or handed over in a list:
+            `HOST_BATCHES`) or `"python"` (from a Python iterator, every
+            function: Keras on JAX).
     """
 
     FLAVOUR: str
     BACKEND: str
+    BATCHES: str
     DATASET_HOLDER: tuple[str, str]
     EXIT_HOOK_HOLDER: str
     FUNCTION_HOLDERS: Mapping[str, tuple[str | None, str]]
@@ -76,7 +84,8 @@ class Flavour(Protocol):
 
         Args:
             original: Keras' train function (the one `probe` accepted).
-            tap: The `InputTap` for the batches' structure.
+            tap: The `InputTap` for the batches' structure (`"graph"`), or
+                the run's `HostTap` (`"python"`).
 
         Returns:
             A function `fit` can call in its place, with the same results.

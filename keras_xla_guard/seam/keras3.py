@@ -40,6 +40,7 @@ from typing import Any
 
 __all__ = [
     "BACKEND",
+    "BATCHES",
     "DATASET_HOLDER",
     "EXIT_HOOK_HOLDER",
     "FLAVOUR",
@@ -52,6 +53,8 @@ __all__ = [
 
 FLAVOUR = "keras3"
 BACKEND = "tensorflow"
+# Batches are pulled inside the traced train function (recorded by an InputTap).
+BATCHES = "graph"
 _STEP_CELLS = ("multi_step_on_iterator", "one_step_on_data")
 # (fit's local variable, its attribute holding the dataset fit distributes).
 DATASET_HOLDER = ("epoch_iterator", "_distributed_dataset")

@@ -33,6 +33,7 @@ from typing import Any
 
 __all__ = [
     "BACKEND",
+    "BATCHES",
     "DATASET_HOLDER",
     "EXIT_HOOK_HOLDER",
     "FLAVOUR",
@@ -46,6 +47,8 @@ __all__ = [
 
 FLAVOUR = "tf_keras"
 BACKEND = "tensorflow"
+# Batches are pulled inside the traced train function (recorded by an InputTap).
+BATCHES = "graph"
 DATASET_HOLDER = ("data_handler", "_dataset")
 EXIT_HOOK_HOLDER = "data_handler"
 FUNCTION_HOLDERS = {

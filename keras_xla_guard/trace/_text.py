@@ -13,7 +13,8 @@ from keras_xla_guard.trace.findings import NOISE_FLOOR, split_findings
 if TYPE_CHECKING:
     from keras_xla_guard.trace.report import CoverageReport
 
-__all__ = ["compile_lines", "format_ms", "format_report", "quality_lines"]
+__all__ = ["JAX_COVERAGE_NOTE", "compile_lines", "format_ms", "format_report", "jax_busy", "quality_lines",
+           "step_lines"]
 
 
 def format_ms(seconds: float, digits: int = 1) -> str:
@@ -52,6 +53,8 @@ def format_report(report: CoverageReport, *, max_ops: int = 5, max_programs: int
         return f"XLA coverage ({where}): {report.status} - {report.reason}"
     steps = f", {report.steps_profiled} steps" if report.steps_profiled is not None else ""
     wall = f", {report.window_wall_s:.2f} s wall" if report.window_wall_s is not None else ""
+    if report.backend == "jax":
+        return "\n".join(_jax_lines(report, where + steps + wall))
     lines = [
         f"XLA coverage ({where}{steps}{wall}): "
         f"{report.xla_time_fraction:.1%} of op time ran inside XLA",
@@ -121,6 +124,61 @@ def _op_lines(report: CoverageReport, max_ops: int) -> list[str]:
     return lines
 
 
+# Said once under every JAX window, where the coverage headline would mislead.
+JAX_COVERAGE_NOTE = (
+    "under JAX every step is one XLA program, so XLA coverage is 100% by construction and "
+    "not shown; what matters is how busy the programs keep the device and how often they compile"
+)
+
+
+def jax_busy(report: CoverageReport) -> tuple[float, float] | None:
+    """`(share of the time the XLA programs ran, host time between them in seconds)`.
+
+    Over the window's steps when the trace has step markers (each step's
+    `busy_s`, the programs' spans on every thread, each moment once: on
+    XLA:CPU a launch returns to Python before its program finishes on a
+    worker thread), else over the window. The host time is the rest less
+    the wall-clock compile time: Python, the input pipeline, dispatch.
+    `None` without a time to divide by.
+    """
+    if report.steps:
+        wall = sum(step.wall_s for step in report.steps)
+        busy = sum(step.busy_s for step in report.steps)
+    else:
+        wall, busy = report.window_wall_s or 0.0, min(report.xla_time_s or 0.0, report.window_wall_s or 0.0)
+    if not wall:
+        return None
+    return busy / wall, max(0.0, wall - busy - (report.compile_time_s or 0.0))
+
+
+def _jax_lines(report: CoverageReport, where: str) -> list[str]:
+    """A JAX window: the programs' share of the window and the host time around them."""
+    busy = jax_busy(report)
+    over = "its steps" if report.steps else "the window"
+    share = (f"XLA programs kept the device {busy[0]:.1%} busy over {over} "
+             f"(host {format_ms(busy[1], 2)} between programs, compiles aside)"
+             if busy is not None else f"XLA programs ran {format_ms(report.xla_time_s or 0.0, 2)}")
+    lines = [
+        f"JAX window ({where}): {share}",
+        f"  program launches:  {report.xla_executions:>9}",
+        f"  XLA compilations:  {report.compilations:>9}     ({format_ms(report.compile_time_s)} wall-clock"
+        f"{_thread_compile(report)})",
+    ]
+    if report.transfer_time_s is not None:
+        lines.append(f"  device transfers:  {format_ms(report.transfer_time_s):>12}")
+    lines.extend(step_lines(report))
+    if report.distinct_signatures is not None:
+        lines.append(f"  input signatures:  {report.distinct_signatures:>9}     ({report.new_signatures} new)")
+        for line in report.signature_explanations[:2]:
+            lines.append(f"    {line}")
+    elif report.signatures_unavailable:
+        lines.append(f"  input signatures:  unavailable ({report.signatures_unavailable})")
+    lines.extend(compile_lines(report))
+    for note in (JAX_COVERAGE_NOTE, *report.notes):
+        lines.append(f"  note: {note}")
+    return lines
+
+
 def quality_lines(report: CoverageReport) -> list[str]:
     """The report's trace quality entries as text: what was seen, its cost, what restores it.
 
@@ -145,6 +203,28 @@ def _program_lines(report: CoverageReport, max_rows: int) -> list[str]:
              + ("" if p.per_op else "  (command buffers: not per op)") for p in report.programs[:max_rows]]
     if len(report.programs) > max_rows:
         lines.append(f"    ... {len(report.programs) - max_rows} more program(s)")
+    return lines
+
+
+def step_lines(report: CoverageReport, max_rows: int = 5) -> list[str]:
+    """The window's steps as text: each step's wall time, the time programs ran in it, the host gap.
+
+    Args:
+        report: The report whose `steps` to show.
+        max_rows: Steps listed before "... N more". Defaults to `5`.
+
+    Returns:
+        Indented lines; none when the trace has no step marker.
+    """
+    if not report.steps:
+        return []
+    lines = ["  per step:          wall       busy   host gap  launches"]
+    for step in report.steps[:max_rows]:
+        transfer = "" if step.transfer_s is None else f"  transfers {format_ms(step.transfer_s, 2)}"
+        lines.append(f"    step {step.step:>4}  {format_ms(step.wall_s, 2):>10} {format_ms(step.busy_s, 2):>10} "
+                     f"{format_ms(step.idle_s, 2):>10}  {step.launches:>8}{transfer}")
+    if len(report.steps) > max_rows:
+        lines.append(f"    ... {len(report.steps) - max_rows} more step(s)")
     return lines
 
 

@@ -235,8 +235,14 @@ class CoverageReport:
         cache_hits: New signatures that found their program already
             compiled (by `warm_up` or TensorFlow's persistent cache);
             `None` when signatures were not tracked or XLA is off.
-        persistent_cache: The directory of TensorFlow's XLA persistent
-            compilation cache when `TF_XLA_FLAGS` sets one; `None` otherwise.
+        persistent_cache: The directory of the persistent compilation
+            cache when one is set (TensorFlow's `TF_XLA_FLAGS`, JAX's
+            `jax_compilation_cache_dir`); `None` otherwise.
+        backend: The framework whose guard took the window (`"tensorflow"`,
+            `"jax"`); `None` for a trace analyzed on its own. Under JAX
+            every step is one XLA program, so `xla_time_fraction` is 1.0
+            by construction and the outputs show the programs' share of
+            the window instead.
     """
 
     status: str = "ok"
@@ -275,6 +281,7 @@ class CoverageReport:
     compile_table: tuple[CompileRecord, ...] = ()
     cache_hits: int | None = None
     persistent_cache: str | None = None
+    backend: str | None = None
 
     def __post_init__(self) -> None:
         if self.status != "ok":
@@ -314,6 +321,9 @@ class CoverageReport:
         d["signature_explanations"] = [e.to_dict() for e in self.signature_explanations]
         d["compile_table"] = [c.to_dict() for c in self.compile_table]
         d["trace_path"] = self.trace_path
+        if self.backend is None:
+            # Unknown for a trace read on its own: such reports keep the layout they always had.
+            del d["backend"]
         return d
 
     @classmethod

@@ -32,13 +32,31 @@ def test_tf_keras_models_select_the_tensorflow_backend():
     assert out == {"seam": "tensorflow", "backend": "tensorflow"}
 
 
-def test_jax_is_refused_naming_keras_and_jax_versions():
-    """Keras on JAX: select() and select(model) raise BackendError naming both versions and the fix."""
+def test_keras_on_jax_selects_the_jax_backend():
+    """Keras on JAX: select() and select(model) give the JAX backend, which names its JAX version."""
     out = run_python(
         """
         import json
         import jax, keras
         from keras_xla_guard import seam
+        from keras_xla_guard.backend import get, select
+        model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+        print(json.dumps({"names": [select().name, select(model).name], "same": select(model) is get("jax"),
+                          "version": select().version(), "jax": jax.__version__,
+                          "seam": seam.keras_backend(model)}))
+        """,
+        env={"KERAS_BACKEND": "jax"},
+    )
+    assert out == {"names": ["jax", "jax"], "same": True, "version": f"jax {out['jax']}",
+                   "jax": out["jax"], "seam": "jax"}
+
+
+def test_numpy_is_refused_naming_keras_and_the_backends_it_has():
+    """Keras on NumPy: select() and select(model) raise BackendError naming Keras, the backend and the fix."""
+    out = run_python(
+        """
+        import json
+        import keras
         from keras_xla_guard.backend import select
         from keras_xla_guard.errors import BackendError
         model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
@@ -48,14 +66,12 @@ def test_jax_is_refused_naming_keras_and_jax_versions():
                 select(arg)
             except BackendError as e:
                 errors.append(str(e))
-        print(json.dumps({"errors": errors, "seam": seam.keras_backend(model),
-                          "keras": keras.__version__, "jax": jax.__version__}))
+        print(json.dumps({"errors": errors, "keras": keras.__version__}))
         """,
-        env={"KERAS_BACKEND": "jax"},
+        env={"KERAS_BACKEND": "numpy"},
     )
-    assert out["seam"] == "jax"
     assert len(out["errors"]) == 2
     for error in out["errors"]:
-        assert f"keras {out['keras']} runs on backend='jax' (jax {out['jax']})" in error
-        assert "already compiled by XLA" in error
-        assert "KERAS_BACKEND=tensorflow" in error
+        assert f"keras {out['keras']} runs on backend='numpy'" in error
+        assert "backends ['tensorflow', 'jax']" in error
+        assert "KERAS_BACKEND=tensorflow or KERAS_BACKEND=jax" in error

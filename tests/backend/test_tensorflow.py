@@ -23,14 +23,14 @@ def test_get_returns_one_tensorflow_backend_per_process():
     assert isinstance(backend, TensorFlowBackend)
     assert isinstance(backend, Backend)
     assert backend.name == "tensorflow"
-    assert BACKENDS == ("tensorflow",)
+    assert BACKENDS == ("tensorflow", "jax")
 
 
 def test_an_unknown_backend_name_is_refused_naming_what_exists():
     """get() of a name without implementation raises BackendError quoting it and the known names."""
     with pytest.raises(BackendError) as info:
         get("torch")
-    assert "no backend named 'torch'; it has ['tensorflow']. Received: name='torch'" in str(info.value)
+    assert "no backend named 'torch'; it has ['tensorflow', 'jax']. Received: name='torch'" in str(info.value)
 
 
 def test_version_names_the_running_tensorflow():

@@ -80,3 +80,27 @@ def test_flush_publishes_what_an_epoch_that_never_ended_has():
     (record,) = assembly.flush()
     assert record == EpochRecord(3, _report(3))
     assert assembly.flush() == []
+
+
+def test_a_record_waits_for_earlier_epochs_still_being_analyzed():
+    """Epoch 2 ends while epoch 1's window is analyzed: released only after epoch 1, in epoch order."""
+    assembly = EpochAssembly()
+    for epoch in (1, 2):
+        assembly.begin(epoch)
+    assembly.analyzing(1, (0, 4))
+    assert assembly.release(assembly.end(1, _stats())) == []
+    assert assembly.release(assembly.end(2, _stats())) == []
+    released = assembly.release(assembly.add_report(_report()))
+    assert [r.epoch for r in released] == [1, 2]
+    assert assembly.release(None) == []
+
+
+def test_flush_gives_held_and_open_records_in_epoch_order():
+    """At run end, records held behind an open epoch and that epoch itself come out in order."""
+    assembly = EpochAssembly()
+    for epoch in (1, 2):
+        assembly.begin(epoch)
+    assembly.analyzing(1, (0, 4))
+    assembly.release(assembly.end(1, _stats()))
+    assembly.release(assembly.end(2, _stats()))
+    assert [r.epoch for r in assembly.flush()] == [1, 2]

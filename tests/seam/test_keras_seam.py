@@ -357,18 +357,20 @@ def test_loop_guard_observe_records_the_dataset_batches(tmp_path):
     assert (second.steps, second.new_signatures) == (7, 0)
 
 
-@pytest.mark.parametrize("name", ["keras3", "tf_keras"])
-def test_each_flavour_module_keeps_the_flavour_contract(name):
-    """keras3 and tf_keras define every Flavour member: names, TensorFlow backend, holders, callables."""
+@pytest.mark.parametrize(("name", "backend", "batches"), [
+    ("keras3", "tensorflow", "graph"), ("tf_keras", "tensorflow", "graph"), ("keras3_jax", "jax", "python"),
+])
+def test_each_flavour_module_keeps_the_flavour_contract(name, backend, batches):
+    """Every flavour defines every Flavour member: names, its backend, where batches are pulled, holders, callables."""
     import importlib
 
     from keras_xla_guard.seam import Flavour
 
     flavour = importlib.import_module(f"keras_xla_guard.seam.{name}")
-    assert set(Flavour.__annotations__) == {"FLAVOUR", "BACKEND", "DATASET_HOLDER", "EXIT_HOOK_HOLDER",
+    assert set(Flavour.__annotations__) == {"FLAVOUR", "BACKEND", "BATCHES", "DATASET_HOLDER", "EXIT_HOOK_HOLDER",
                                             "FUNCTION_HOLDERS", "HOST_BATCHES"}
-    assert flavour.FLAVOUR == name
-    assert flavour.BACKEND == "tensorflow"
+    assert (flavour.FLAVOUR, flavour.BACKEND, flavour.BATCHES) == (name, backend, batches)
+    assert set(flavour.FUNCTION_HOLDERS) == {"train", "test", "predict"}
     holder, attribute = flavour.DATASET_HOLDER
     assert holder.isidentifier() and attribute.isidentifier()
     assert flavour.EXIT_HOOK_HOLDER.isidentifier()

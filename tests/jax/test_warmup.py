@@ -1,0 +1,53 @@
+"""warm_up on Keras' JAX backend: programs compiled before fit, the model's state untouched."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _jax_helpers import BATCH, EPOCHS, TRAIN_SHAPES, fit_on_jax, make_model
+
+from keras_xla_guard import warm_up
+
+pytestmark = pytest.mark.slow
+SIGNATURES = [((b, f), (b, 1)) for b, f in TRAIN_SHAPES]
+
+
+def _state(model):
+    variables = [*model.variables, *model.optimizer.variables, *model.metrics_variables]
+    return [np.array(v.value, copy=True) for v in variables]
+
+
+def test_warm_up_leaves_every_variable_bit_identical():
+    """Weights, optimizer slots and counter, metrics: the same bits before and after warming train and test."""
+    model = make_model()
+    model.optimizer.build(model.trainable_variables)
+    before = _state(model)
+    report = warm_up(model, SIGNATURES, steps=("train", "test", "predict"))
+    after = _state(model)
+    assert len(before) == len(after)
+    for a, b in zip(before, after):
+        np.testing.assert_array_equal(a, b)
+    assert [str(s) for s in report.signatures] == [f"x: float32[{b},{f}], y: float32[{b},1]" for b, f in TRAIN_SHAPES]
+    assert (report.steps, report.batches_read, report.restored, report.notes) == (("train", "test", "predict"), 0, 0, ())
+
+
+def test_a_warmed_fit_compiles_no_program_for_the_warmed_signatures(tmp_path, unguarded):
+    """warm_up=<signatures> in the callback: no train compilation a new signature causes; weights as without it."""
+    run = fit_on_jax(tmp_path, warm_up=SIGNATURES, profile_epochs=())
+    assert [str(s) for s in run.guard.warm_up_report.signatures] == [
+        f"x: float32[{b},{f}], y: float32[{b},1]" for b, f in TRAIN_SHAPES]
+    train = [r for c in run.guard.compilations.values() for r in c.rows if r.function == "train"]
+    assert [r for r in train if r.signature is not None] == []
+    assert run.guard.signatures[0].new_signatures == 2
+    for a, b in zip(run.weights, unguarded.weights):
+        np.testing.assert_array_equal(a, b)
+    assert len(run.history["loss"]) == EPOCHS
+
+
+def test_warm_up_under_jax_refuses_a_dataset_and_element_spec():
+    """A non-list input or an element_spec is a ValueError naming the value and the form to pass."""
+    model = make_model()
+    with pytest.raises(ValueError, match=r"non-empty list of signatures.*Received: shapes_or_dataset='x'"):
+        warm_up(model, "x")
+    with pytest.raises(ValueError, match="element_spec"):
+        warm_up(model, SIGNATURES, element_spec=((BATCH, 16),))
