@@ -64,8 +64,14 @@ def cnn(log_dir: Path) -> None:
     y = rng.integers(0, 10, len(x))
     model = keras.applications.MobileNetV2(input_shape=(64, 64, 3), weights=None, classes=10, alpha=0.5)
     model.compile("adam", "sparse_categorical_crossentropy", jit_compile=False)
-    guard = XlaGuardCallback(log_dir=str(log_dir), profile_epochs=(1,), skip_steps=2, max_steps=None,
-                             verbose=0, write_summaries=False)
+    guard = XlaGuardCallback(
+        log_dir=str(log_dir),
+        profile_epochs=(1,),
+        skip_steps=2,
+        max_steps=None,
+        verbose=0,
+        write_summaries=False,
+    )
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(16)
     model.fit(dataset, epochs=2, callbacks=[guard], verbose=0)
 
@@ -98,8 +104,14 @@ def transformer(log_dir: Path) -> None:
 
     spec = (tf.TensorSpec((None, None), tf.int32), tf.TensorSpec((None, None), tf.int32))
     dataset = tf.data.Dataset.from_generator(batches, output_signature=spec)
-    guard = XlaGuardCallback(log_dir=str(log_dir), profile_epochs=(0,), skip_steps=0, max_steps=None,
-                             verbose=0, write_summaries=False)
+    guard = XlaGuardCallback(
+        log_dir=str(log_dir),
+        profile_epochs=(0,),
+        skip_steps=0,
+        max_steps=None,
+        verbose=0,
+        write_summaries=False,
+    )
     model.fit(dataset, epochs=1, callbacks=[guard], verbose=0)
 
 
@@ -108,8 +120,14 @@ def eager_loop(log_dir: Path) -> None:
     keras, np, tf = _keras_tf()
     from keras_xla_guard import XlaGuard
 
-    model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(64, activation="relu"),
-                              keras.layers.Dense(64, activation="relu"), keras.layers.Dense(1)])
+    model = keras.Sequential(
+        [
+            keras.Input((32,)),
+            keras.layers.Dense(64, activation="relu"),
+            keras.layers.Dense(64, activation="relu"),
+            keras.layers.Dense(1),
+        ]
+    )
     optimizer = keras.optimizers.SGD(0.01)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((300 * 16, 32)).astype("float32")
@@ -122,8 +140,14 @@ def eager_loop(log_dir: Path) -> None:
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return loss
 
-    with XlaGuard(log_dir=str(log_dir), profile_epochs=(0,), skip_steps=2, max_steps=None, verbose=0,
-                  write_summaries=False) as guard:
+    with XlaGuard(
+        log_dir=str(log_dir),
+        profile_epochs=(0,),
+        skip_steps=2,
+        max_steps=None,
+        verbose=0,
+        write_summaries=False,
+    ) as guard:
         step = guard.watch(train_step)
         with guard.epoch(0):
             for xb, yb in dataset:
@@ -139,16 +163,29 @@ def autoclustering(log_dir: Path) -> None:
     from keras_xla_guard import XlaGuardCallback
 
     tf.config.optimizer.set_jit(True)
-    model = keras.Sequential([keras.Input((32, 32, 3)), layers.Conv2D(16, 3, activation="relu"),
-                              layers.MaxPooling2D(), layers.Conv2D(32, 3, activation="relu"),
-                              layers.GlobalAveragePooling2D(), layers.Dense(64, activation="relu"),
-                              layers.Dense(10)])
+    model = keras.Sequential(
+        [
+            keras.Input((32, 32, 3)),
+            layers.Conv2D(16, 3, activation="relu"),
+            layers.MaxPooling2D(),
+            layers.Conv2D(32, 3, activation="relu"),
+            layers.GlobalAveragePooling2D(),
+            layers.Dense(64, activation="relu"),
+            layers.Dense(10),
+        ]
+    )
     model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=False)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((120 * 32, 32, 32, 3)).astype("float32")
     y = rng.integers(0, 10, len(x))
-    guard = XlaGuardCallback(log_dir=str(log_dir), profile_epochs=(1,), skip_steps=2, max_steps=None,
-                             verbose=0, write_summaries=False)
+    guard = XlaGuardCallback(
+        log_dir=str(log_dir),
+        profile_epochs=(1,),
+        skip_steps=2,
+        max_steps=None,
+        verbose=0,
+        write_summaries=False,
+    )
     model.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(32), epochs=2, callbacks=[guard], verbose=0)
 
 
@@ -175,8 +212,15 @@ def jax_cpu(log_dir: Path) -> None:
     from keras import layers
 
     keras.utils.set_random_seed(0)
-    model = keras.Sequential([keras.Input((16, 16, 3)), layers.Conv2D(16, 3, activation="relu"),
-                              layers.Flatten(), layers.Dense(64, activation="relu"), layers.Dense(10)])
+    model = keras.Sequential(
+        [
+            keras.Input((16, 16, 3)),
+            layers.Conv2D(16, 3, activation="relu"),
+            layers.Flatten(),
+            layers.Dense(64, activation="relu"),
+            layers.Dense(10),
+        ]
+    )
     model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     rng = np.random.default_rng(0)
     steps, batch = 200, 32
@@ -189,7 +233,9 @@ def jax_cpu(log_dir: Path) -> None:
     try:
         for step in range(steps):
             with jax.profiler.StepTraceAnnotation("train", step_num=step):
-                model.train_on_batch(x[step * batch:(step + 1) * batch], y[step * batch:(step + 1) * batch])
+                model.train_on_batch(
+                    x[step * batch : (step + 1) * batch], y[step * batch : (step + 1) * batch]
+                )
     finally:
         jax.profiler.stop_trace()
 

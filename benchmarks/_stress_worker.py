@@ -119,8 +119,14 @@ if scenario == "loop":
     from multiworker_custom_loop import build
 
     if mode in GUARDED:
-        guard = XlaGuard(log_dir=log_dir, profile_epochs=PROFILED, skip_steps=0, verbose=0,
-                         strategy=strategy, profile_workers=GUARDED[mode])
+        guard = XlaGuard(
+            log_dir=log_dir,
+            profile_epochs=PROFILED,
+            skip_steps=0,
+            verbose=0,
+            strategy=strategy,
+            profile_workers=GUARDED[mode],
+        )
     dist_dataset, train_step = build(strategy, guard)
     for epoch in range(EPOCHS):
         if guard is not None:
@@ -156,8 +162,9 @@ elif scenario == "fit":
     y = (x[:, :1] * 0.3).astype("float32")
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).repeat()
     if mode in GUARDED:
-        guard = XlaGuardCallback(log_dir=log_dir, profile_epochs=PROFILED, skip_steps=0, verbose=0,
-                                 profile_workers=GUARDED[mode])
+        guard = XlaGuardCallback(
+            log_dir=log_dir, profile_epochs=PROFILED, skip_steps=0, verbose=0, profile_workers=GUARDED[mode]
+        )
         callbacks = [guard]
     else:
         callbacks = [RawCallback()]
@@ -173,7 +180,8 @@ statuses = {str(e): r.status for e, r in guard.reports.items()} if guard is not 
 listed = [Path(own_dir)]
 if mode == "raw-server" and task == 0:
     listed = sorted(Path(log_dir).glob("epoch*"))
-traces = sorted(str(p.relative_to(log_dir)) for d in listed if d.is_dir()
-                for p in d.rglob("*.xplane.pb"))
-print(json.dumps({"task": task, "mode": mode, "scenario": scenario, "statuses": statuses,
-                  "traces": traces}), flush=True)
+traces = sorted(str(p.relative_to(log_dir)) for d in listed if d.is_dir() for p in d.rglob("*.xplane.pb"))
+print(
+    json.dumps({"task": task, "mode": mode, "scenario": scenario, "statuses": statuses, "traces": traces}),
+    flush=True,
+)

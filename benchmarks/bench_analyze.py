@@ -199,7 +199,10 @@ class _XprofProcess:
     def __init__(self) -> None:
         self._proc = subprocess.Popen(
             [sys.executable, __file__, "--xprof-worker"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
         )
 
     def __call__(self, path: Path) -> tuple[float, float]:
@@ -219,8 +222,12 @@ def _count_events(path: Path) -> int:
     from keras_xla_guard.trace.xplane import open_xspace, read_line_chunks
 
     space = open_xspace(path, max_bytes=1 << 31)
-    return sum(len(heads) for plane in space.planes for span in plane.line_spans
-               for _, heads in read_line_chunks(plane, span, [], str(path)))
+    return sum(
+        len(heads)
+        for plane in space.planes
+        for span in plane.line_spans
+        for _, heads in read_line_chunks(plane, span, [], str(path))
+    )
 
 
 def _replicate(source: Path, out: Path, *, events: int = 0, size: int = 0) -> None:
@@ -253,7 +260,7 @@ def _replicate(source: Path, out: Path, *, events: int = 0, size: int = 0) -> No
             line.CopyFrom(template)
             line.id = line_id = line_id + 1
             if events and total_events + len(line.events) > events:
-                del line.events[events - total_events:]
+                del line.events[events - total_events :]
             total_events += len(line.events)
             total_bytes += grow
 
@@ -261,7 +268,9 @@ def _replicate(source: Path, out: Path, *, events: int = 0, size: int = 0) -> No
 def _peak_memory(path: Path) -> dict[str, float]:
     out = subprocess.run(
         [sys.executable, "-c", _MEMORY_PROBE, str(path)],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout.split()
     base_kib, peak_kib = int(out[0]), int(out[1])
     return {
@@ -270,7 +279,7 @@ def _peak_memory(path: Path) -> dict[str, float]:
     }
 
 
-def _compare(path: Path, rounds: int, xprof: "_XprofProcess | None", warm_up: bool = True) -> dict:
+def _compare(path: Path, rounds: int, xprof: _XprofProcess | None, warm_up: bool = True) -> dict:
     """Times the contenders on one trace in alternated rounds; measures memory."""
     contenders: dict[str, Callable[[Path], tuple[float, float]]] = {
         "ours": lambda p: _timed(_run_ours, p),
@@ -287,7 +296,7 @@ def _compare(path: Path, rounds: int, xprof: "_XprofProcess | None", warm_up: bo
     names = list(contenders)
     for r in range(rounds):
         # Rotate the order so no contender always runs first or last.
-        for name in names[r % len(names):] + names[: r % len(names)]:
+        for name in names[r % len(names) :] + names[: r % len(names)]:
             w, c = contenders[name](path)
             wall[name].append(w)
             cpu[name].append(c)
@@ -313,8 +322,7 @@ def _compare(path: Path, rounds: int, xprof: "_XprofProcess | None", warm_up: bo
         "peak_memory_over_file_size": memory["peak_above_baseline_mib"] * 1024 * 1024 / size,
     }
     if xprof is not None:
-        result["xprof_over_ours"] = statistics.median(
-            x / o for x, o in zip(wall["xprof"], wall["ours"]))
+        result["xprof_over_ours"] = statistics.median(x / o for x, o in zip(wall["xprof"], wall["ours"]))
     return result
 
 
@@ -334,8 +342,9 @@ def _same_as_reference(commit: str, paths: dict[str, Path]) -> dict:
     from keras_xla_guard.trace.analysis import analyze_trace
 
     repo = Path(__file__).resolve().parent.parent
-    archive = subprocess.run(["git", "-C", str(repo), "archive", commit, "keras_xla_guard"],
-                             capture_output=True, check=False)
+    archive = subprocess.run(
+        ["git", "-C", str(repo), "archive", commit, "keras_xla_guard"], capture_output=True, check=False
+    )
     if archive.returncode:
         return {"commit": commit, "error": archive.stderr.decode(errors="replace").strip()}
     with tempfile.TemporaryDirectory(prefix="bench_analyze_ref_") as old:
@@ -343,7 +352,10 @@ def _same_as_reference(commit: str, paths: dict[str, Path]) -> dict:
             tar.extractall(old, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
         out = subprocess.run(
             [sys.executable, "-c", _REFERENCE_RUN, *map(str, paths.values())],
-            capture_output=True, text=True, check=True, env=dict(os.environ, PYTHONPATH=old),
+            capture_output=True,
+            text=True,
+            check=True,
+            env=dict(os.environ, PYTHONPATH=old),
         ).stdout.splitlines()
     identical = {}
     for (name, path), line in zip(paths.items(), out):
@@ -394,8 +406,9 @@ print(json.dumps({"wall_s": wall, "cpu_s": cpu, "peak_growth_kib": high_water_ki
 
 def _fresh(which: str, path: Path) -> dict[str, float]:
     """One run of `ours` or `floor` on `path` in a fresh interpreter (see `_FRESH_RUN`)."""
-    out = subprocess.run([sys.executable, "-c", _FRESH_RUN, which, str(path)],
-                         check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", _FRESH_RUN, which, str(path)], check=True, capture_output=True, text=True
+    ).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -422,7 +435,8 @@ def _measure_fresh(path: Path, rounds: int) -> dict[str, Any]:
         "ours_over_floor": best["ours"] / best["floor"],
         "ours_over_floor_cpu": best_cpu["ours"] / best_cpu["floor"],
         "ours_over_floor_paired_median": statistics.median(
-            o["wall_s"] / f["wall_s"] for o, f in zip(runs["ours"], runs["floor"])),
+            o["wall_s"] / f["wall_s"] for o, f in zip(runs["ours"], runs["floor"])
+        ),
         "peak_memory_mib": peak / 2**20,
         "floor_peak_memory_mib": max(run["peak_growth_kib"] for run in runs["floor"]) / 1024,
         "peak_memory_over_file_size": peak / size,
@@ -441,9 +455,11 @@ def _corpus_key() -> dict[str, str | None]:
             return None
 
     source = (ROOT / "benchmarks" / "_corpus.py").read_bytes()
-    return {"corpus_py_sha256": hashlib.sha256(source).hexdigest(),
-            "tensorflow": installed("tensorflow-cpu") or installed("tensorflow"),
-            **{name: installed(name) for name in ("keras", "jax", "tf_keras")}}
+    return {
+        "corpus_py_sha256": hashlib.sha256(source).hexdigest(),
+        "tensorflow": installed("tensorflow-cpu") or installed("tensorflow"),
+        **{name: installed(name) for name in ("keras", "jax", "tf_keras")},
+    }
 
 
 def _corpus_traces(corpus_dir: Path, names: list[str], rebuild: bool) -> dict[str, Path]:
@@ -457,11 +473,16 @@ def _corpus_traces(corpus_dir: Path, names: list[str], rebuild: bool) -> dict[st
             if where.exists():
                 shutil.rmtree(where)
             where.mkdir(parents=True)
-            subprocess.run([sys.executable, str(ROOT / "benchmarks" / "_corpus.py"), name, str(where / "logs")],
-                           check=True, env=dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2"))
+            subprocess.run(
+                [sys.executable, str(ROOT / "benchmarks" / "_corpus.py"), name, str(where / "logs")],
+                check=True,
+                env=dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2"),
+            )
             found = sorted((where / "logs").rglob("*.xplane.pb"))
             if len(found) != 1:
-                raise SystemExit(f"workload {name!r} left {len(found)} traces under {where / 'logs'}, not one")
+                raise SystemExit(
+                    f"workload {name!r} left {len(found)} traces under {where / 'logs'}, not one"
+                )
             (where / "trace.xplane.pb").write_bytes(found[0].read_bytes())
             shutil.rmtree(where / "logs")
             stamp.write_text(json.dumps(key))
@@ -502,15 +523,19 @@ def _corpus(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     for count in filter(None, args.corpus_scale_events.split(",")) if source else ():
         events = int(float(count))
         path = synthetic / f"scale_{events}.xplane.pb"
-        subprocess.run([sys.executable, __file__, "--replicate", str(source), str(path), "--events", str(events)],
-                       check=True)
+        subprocess.run(
+            [sys.executable, __file__, "--replicate", str(source), str(path), "--events", str(events)],
+            check=True,
+        )
         traces[f"synthetic_mlp_{count}_events"] = path
     measured = {name: _measure_fresh(path, args.corpus_rounds) for name, path in traces.items()}
     result: dict[str, Any] = {
         "mode": "corpus",
-        "method": ("fresh interpreter per run, imports and the memory baseline before the clock; "
-                   "ours and the floor alternated; best (lowest) wall time of the rounds; memory the "
-                   "highest VmHWM rise of ours' runs"),
+        "method": (
+            "fresh interpreter per run, imports and the memory baseline before the clock; "
+            "ours and the floor alternated; best (lowest) wall time of the rounds; memory the "
+            "highest VmHWM rise of ours' runs"
+        ),
         "cpus": os.cpu_count(),
         "gpu_trace": "none: this machine has no accelerator",
         "traces": measured,
@@ -525,7 +550,8 @@ def _corpus(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     }
     if "reference" in result:
         result["goals_met"]["reports_identical_to_reference"] = all(
-            result["reference"].get("identical", {"": False}).values())
+            result["reference"].get("identical", {"": False}).values()
+        )
     return result
 
 
@@ -539,42 +565,88 @@ def main(argv: list[str] | None = None) -> int:
         The process exit code.
     """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trace", type=Path,
-                        help="start from this .xplane.pb instead of building one")
-    parser.add_argument("--steps", type=int, default=400,
-                        help="training steps profiled (default: %(default)s)")
-    parser.add_argument("--rounds", type=int, default=5,
-                        help="alternated rounds on the base trace (default: %(default)s)")
-    parser.add_argument("--large-mb", type=float, default=110,
-                        help="size of the replicated large trace, MB; 0: none (default: %(default)s)")
-    parser.add_argument("--large-rounds", type=int, default=3,
-                        help="alternated rounds on the large trace (default: %(default)s)")
-    parser.add_argument("--scale-events", default="1e5,1e6,1e7",
-                        help="event counts of the scaling traces; empty: none (default: %(default)s)")
-    parser.add_argument("--scale-rounds", type=int, default=2,
-                        help="alternated rounds per scaling trace (default: %(default)s)")
-    parser.add_argument("--reference", default="9c25e2f",
-                        help="git commit whose reports ours must equal; empty: skip (default: %(default)s)")
-    parser.add_argument("--jit-compile", action="store_true",
-                        help="build the trace from a jit_compile=True model (XLA events)")
-    parser.add_argument("--eager-loop", action="store_true",
-                        help="build the trace from an eager custom loop (one busy thread)")
-    parser.add_argument("--corpus", nargs="?", const="all",
-                        help="measure the corpus of real traces instead (all, or names from "
-                             "benchmarks/_corpus.py, comma-separated)")
-    parser.add_argument("--corpus-dir", type=Path, default=CORPUS_DIR,
-                        help="where the corpus' traces are kept (default: %(default)s)")
+    parser.add_argument("--trace", type=Path, help="start from this .xplane.pb instead of building one")
+    parser.add_argument(
+        "--steps", type=int, default=400, help="training steps profiled (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="alternated rounds on the base trace (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--large-mb",
+        type=float,
+        default=110,
+        help="size of the replicated large trace, MB; 0: none (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--large-rounds",
+        type=int,
+        default=3,
+        help="alternated rounds on the large trace (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--scale-events",
+        default="1e5,1e6,1e7",
+        help="event counts of the scaling traces; empty: none (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--scale-rounds",
+        type=int,
+        default=2,
+        help="alternated rounds per scaling trace (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--reference",
+        default="9c25e2f",
+        help="git commit whose reports ours must equal; empty: skip (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--jit-compile",
+        action="store_true",
+        help="build the trace from a jit_compile=True model (XLA events)",
+    )
+    parser.add_argument(
+        "--eager-loop",
+        action="store_true",
+        help="build the trace from an eager custom loop (one busy thread)",
+    )
+    parser.add_argument(
+        "--corpus",
+        nargs="?",
+        const="all",
+        help="measure the corpus of real traces instead (all, or names from "
+        "benchmarks/_corpus.py, comma-separated)",
+    )
+    parser.add_argument(
+        "--corpus-dir",
+        type=Path,
+        default=CORPUS_DIR,
+        help="where the corpus' traces are kept (default: %(default)s)",
+    )
     parser.add_argument("--rebuild", action="store_true", help="build the corpus' traces again")
-    parser.add_argument("--corpus-rounds", type=int, default=3,
-                        help="fresh-process runs of each contender per corpus trace (default: %(default)s)")
-    parser.add_argument("--corpus-reference", default=CORPUS_REFERENCE,
-                        help="git commit whose reports of the corpus ours must equal; empty: skip "
-                             "(default: %(default)s)")
-    parser.add_argument("--corpus-scale-events", default="1e5,1e6",
-                        help="event counts of the scaling traces copied from the corpus' MLP; empty: none "
-                             "(default: %(default)s)")
-    parser.add_argument("--alternating-events", type=int, default=1_000_000,
-                        help="events of the synthetic alternating-names trace; 0: none (default: %(default)s)")
+    parser.add_argument(
+        "--corpus-rounds",
+        type=int,
+        default=3,
+        help="fresh-process runs of each contender per corpus trace (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--corpus-reference",
+        default=CORPUS_REFERENCE,
+        help="git commit whose reports of the corpus ours must equal; empty: skip (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--corpus-scale-events",
+        default="1e5,1e6",
+        help="event counts of the scaling traces copied from the corpus' MLP; empty: none "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--alternating-events",
+        type=int,
+        default=1_000_000,
+        help="events of the synthetic alternating-names trace; 0: none (default: %(default)s)",
+    )
     parser.add_argument("--build-into", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--replicate", nargs=2, type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--events", type=int, default=0, help=argparse.SUPPRESS)
@@ -596,8 +668,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def replicate(source: Path, out: Path, *how: str) -> Path:
         # Its own process: the full parse it takes must not count here.
-        subprocess.run([sys.executable, __file__, "--replicate", str(source), str(out), *how],
-                       check=True)
+        subprocess.run([sys.executable, __file__, "--replicate", str(source), str(out), *how], check=True)
         return out
 
     if args.corpus:
@@ -610,8 +681,7 @@ def main(argv: list[str] | None = None) -> int:
         if path is None:
             log_dir = Path(tmp) / "logs"
             subprocess.run(
-                [sys.executable, __file__, "--build-into", str(log_dir),
-                 "--steps", str(args.steps)]
+                [sys.executable, __file__, "--build-into", str(log_dir), "--steps", str(args.steps)]
                 + (["--jit-compile"] if args.jit_compile else [])
                 + (["--eager-loop"] if args.eager_loop else []),
                 check=True,
@@ -628,8 +698,9 @@ def main(argv: list[str] | None = None) -> int:
         result["cpus"] = os.cpu_count()
         result["cpu_note"] = "CPU time of the contender's process, all its threads (xprof uses several)"
         result["ratio_method"] = "median over rounds of the wall-time ratio within a round"
-        result["memory_method"] = ("VmHWM rise over the post-import value, fresh interpreter; "
-                                   "the file is read, not mmap'd")
+        result["memory_method"] = (
+            "VmHWM rise over the post-import value, fresh interpreter; the file is read, not mmap'd"
+        )
         traces = {"base": path}
         if args.large_mb:
             large_dir = Path(tmp) / "large"
@@ -655,7 +726,8 @@ def main(argv: list[str] | None = None) -> int:
         }
         if "reference" in result:
             result["goals_met"]["reports_identical_to_reference"] = all(
-                result["reference"].get("identical", {"": False}).values())
+                result["reference"].get("identical", {"": False}).values()
+            )
     print(json.dumps(result, indent=2))
     return 0
 

@@ -45,7 +45,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rounds", type=int, default=9, help="timed rounds of every arm, alternated")
     parser.add_argument("--batches", type=int, default=200, help="steps per epoch")
     parser.add_argument("--epochs", type=int, default=2, help="epochs per fit call")
@@ -63,8 +65,14 @@ def main() -> None:
     x = rng.standard_normal((args.batches * 32, 32)).astype("float32")
     y = rng.standard_normal((args.batches * 32, 1)).astype("float32")
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(32).prefetch(2)
-    model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(args.width, activation="relu"),
-                              keras.layers.Dense(args.width, activation="relu"), keras.layers.Dense(1)])
+    model = keras.Sequential(
+        [
+            keras.Input((32,)),
+            keras.layers.Dense(args.width, activation="relu"),
+            keras.layers.Dense(args.width, activation="relu"),
+            keras.layers.Dense(1),
+        ]
+    )
     model.compile("adam", "mse", jit_compile=True)
     guard = XlaGuardCallback(profile_epochs=(), write_summaries=False, verbose=0, max_compilations=None)
 
@@ -125,8 +133,9 @@ def main() -> None:
     calls = 100_000
     idle: dict[str, list[float]] = {"wrapped": [], "bare": []}
     for i in range(10):
-        for arm, call in ((("wrapped", wrapped), ("bare", bare)) if i % 2 else
-                          (("bare", bare), ("wrapped", wrapped))):
+        for arm, call in (
+            (("wrapped", wrapped), ("bare", bare)) if i % 2 else (("bare", bare), ("wrapped", wrapped))
+        ):
             t0 = time.perf_counter()
             for _ in range(calls):
                 call()
@@ -147,23 +156,28 @@ def main() -> None:
             "aa_ratio": round(figures["plain_again"] / figures["plain"], 4),
         }
 
-    print(json.dumps({
-        "benchmark": "bench_budget",
-        "rounds": args.rounds,
-        "batches": args.batches,
-        "epochs": args.epochs,
-        "width": args.width,
-        "keras": keras.__version__,
-        "tensorflow": tf.__version__,
-        "keras_xla_guard": keras_xla_guard.__version__,
-        "fit_s": {arm: round(value, 4) for arm, value in median.items()},
-        "fit_s_rounds": {arm: [round(v, 4) for v in values] for arm, values in times.items()},
-        **ratios(median),
-        "min": ratios(least),
-        "cpu": ratios(cpu_median),
-        "enter_exit_us": round(1e6 * statistics.median(enter_exit), 1),
-        "idle_wrapper_ns": round(1e9 * (min(idle["wrapped"]) - min(idle["bare"])), 1),
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "benchmark": "bench_budget",
+                "rounds": args.rounds,
+                "batches": args.batches,
+                "epochs": args.epochs,
+                "width": args.width,
+                "keras": keras.__version__,
+                "tensorflow": tf.__version__,
+                "keras_xla_guard": keras_xla_guard.__version__,
+                "fit_s": {arm: round(value, 4) for arm, value in median.items()},
+                "fit_s_rounds": {arm: [round(v, 4) for v in values] for arm, values in times.items()},
+                **ratios(median),
+                "min": ratios(least),
+                "cpu": ratios(cpu_median),
+                "enter_exit_us": round(1e6 * statistics.median(enter_exit), 1),
+                "idle_wrapper_ns": round(1e9 * (min(idle["wrapped"]) - min(idle["bare"])), 1),
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -81,14 +81,16 @@ def seq_model(args: argparse.Namespace, jit_compile: bool = False) -> Any:
     import keras
 
     keras.utils.set_random_seed(1)
-    model = keras.Sequential([
-        keras.Input((None,), dtype="int32"),
-        keras.layers.Embedding(500, 64),
-        keras.layers.Dense(args.seq_width, activation="gelu"),
-        keras.layers.Dense(64, activation="gelu"),
-        keras.layers.GlobalAveragePooling1D(),
-        keras.layers.Dense(1),
-    ])
+    model = keras.Sequential(
+        [
+            keras.Input((None,), dtype="int32"),
+            keras.layers.Embedding(500, 64),
+            keras.layers.Dense(args.seq_width, activation="gelu"),
+            keras.layers.Dense(64, activation="gelu"),
+            keras.layers.GlobalAveragePooling1D(),
+            keras.layers.Dense(1),
+        ]
+    )
     model.compile(optimizer="adam", loss="mse", jit_compile=jit_compile)
     return model
 
@@ -109,7 +111,8 @@ def seq_data(args: argparse.Namespace) -> Any:
         batches.append((x, y))
     spec = (tf.TensorSpec((64, None), tf.int32), tf.TensorSpec((64, 1), tf.float32))
     return tf.data.Dataset.from_generator(lambda: iter(batches), output_signature=spec).apply(
-        tf.data.experimental.assert_cardinality(len(batches)))
+        tf.data.experimental.assert_cardinality(len(batches))
+    )
 
 
 def timed_fit(build: Any, data: Any, jit_compile: bool, epochs: int, steps: int | None = None) -> float:
@@ -129,9 +132,12 @@ def run_case(name: str, build: Any, data: Any, args: argparse.Namespace, epochs:
     reports, full = [], {m: [] for m in MODES}
     for r in range(args.rounds):
         with tempfile.TemporaryDirectory() as logs:
-            reports.append(compare(build(False), data, steps=args.steps, modes=MODES,
-                                   planned_epochs=epochs, log_dir=logs))
-        for mode in (MODES if r % 2 == 0 else MODES[::-1]):
+            reports.append(
+                compare(
+                    build(False), data, steps=args.steps, modes=MODES, planned_epochs=epochs, log_dir=logs
+                )
+            )
+        for mode in MODES if r % 2 == 0 else MODES[::-1]:
             full[mode].append(timed_fit(build, data, mode == "jit_compile", epochs))
     projected = {m: statistics.median(rep.projected_run_s[m] for rep in reports) for m in MODES}
     measured = {m: statistics.median(t) for m, t in full.items()}
@@ -145,11 +151,22 @@ def run_case(name: str, build: Any, data: Any, args: argparse.Namespace, epochs:
     cost_ratio = report.wall_s / (plain_steps_s + compile_s)
     return {
         "case": name,
-        "compare": report.to_dict() | {"modes": {
-            m: {k: v for k, v in f.to_dict().items() if k not in ("step_times_s", "losses")}
-            for m, f in report.modes.items()}},
-        "compare_rounds": [{"best_mode": rep.best_mode, "projected_run_s": dict(rep.projected_run_s),
-                            "verdict": rep.verdict, "wall_s": rep.wall_s} for rep in reports],
+        "compare": report.to_dict()
+        | {
+            "modes": {
+                m: {k: v for k, v in f.to_dict().items() if k not in ("step_times_s", "losses")}
+                for m, f in report.modes.items()
+            }
+        },
+        "compare_rounds": [
+            {
+                "best_mode": rep.best_mode,
+                "projected_run_s": dict(rep.projected_run_s),
+                "verdict": rep.verdict,
+                "wall_s": rep.wall_s,
+            }
+            for rep in reports
+        ],
         "planned_epochs": epochs,
         "projected_run_s_median": projected,
         "full_run_s": full,
@@ -192,8 +209,7 @@ def main(argv: list[str] | None = None) -> int:
 
     cases = [
         run_case("xla_pays", lambda jit: mlp(args, jit), mlp_data(args), args, args.epochs),
-        run_case("xla_does_not_pay", lambda jit: seq_model(args, jit), seq_data(args), args,
-                 args.seq_epochs),
+        run_case("xla_does_not_pay", lambda jit: seq_model(args, jit), seq_data(args), args, args.seq_epochs),
     ]
     doc = {
         "benchmark": "compare_verdict",
@@ -204,9 +220,13 @@ def main(argv: list[str] | None = None) -> int:
         "cases": cases,
         "all_verdicts_right": all(c["best_mode_matches"] and c["ratio_within_tolerance"] for c in cases),
         "compare_cost_ratio_max": max(c["compare_cost_ratio"] for c in cases),
-        "machine": {"cpus": os.cpu_count(), "load_avg_1min": round(os.getloadavg()[0], 2),
-                    "python": platform.python_version(), "tensorflow": tf.__version__,
-                    "keras": keras.__version__},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "load_avg_1min": round(os.getloadavg()[0], 2),
+            "python": platform.python_version(),
+            "tensorflow": tf.__version__,
+            "keras": keras.__version__,
+        },
     }
     print(json.dumps(doc, indent=2))
     return 0

@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 
-CHILD = r'''
+CHILD = r"""
 import json, os, sys, time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np, tensorflow as tf, keras
@@ -59,7 +59,7 @@ print(json.dumps({"first_epoch_s": times[0], "run_s": sum(times), "warm_up_s": w
                   "total_s": time.perf_counter() - t0, "window_compilations": r.compilations,
                   "window_compile_s": sum(c.compile_s or 0 for c in r.compile_table),
                   "cache_hits": r.cache_hits, "persistent_cache": r.persistent_cache}))
-'''
+"""
 
 
 def _child(warm: bool, log_dir: str, cache: str | None) -> dict:
@@ -67,8 +67,13 @@ def _child(warm: bool, log_dir: str, cache: str | None) -> dict:
     env.pop("TF_XLA_FLAGS", None)
     if cache is not None:
         env["TF_XLA_FLAGS"] = f"--tf_xla_persistent_cache_directory={cache}"
-    out = subprocess.run([sys.executable, "-c", CHILD, "1" if warm else "0", log_dir],
-                         capture_output=True, text=True, env=env, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, "1" if warm else "0", log_dir],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -105,23 +110,34 @@ def main() -> None:
         rounds = [_round(tmp, i) for i in range(args.rounds)]
     keys = ("first_epoch_s", "run_s", "warm_up_s", "total_s", "window_compilations", "window_compile_s")
     medians = {
-        name: {key: statistics.median(r[name][key] for r in rounds) for key in keys}
-        for name, _, _ in _MODES
+        name: {key: statistics.median(r[name][key] for r in rounds) for key in keys} for name, _, _ in _MODES
     }
     for name, _, cached in _MODES:
         if cached:
-            medians[name]["cache_files_added"] = statistics.median(r[name]["cache_files_added"] for r in rounds)
+            medians[name]["cache_files_added"] = statistics.median(
+                r[name]["cache_files_added"] for r in rounds
+            )
     plain = medians["plain"]
-    print(json.dumps({
-        "benchmark": "bench_compile_cost", "epochs": 3, "bucket_shapes": 4, "rounds": rounds,
-        "medians": medians,
-        "first_epoch_ratio_vs_plain": {n: m["first_epoch_s"] / plain["first_epoch_s"] for n, m in medians.items()},
-        "total_ratio_vs_plain": {n: m["total_s"] / plain["total_s"] for n, m in medians.items()},
-        "cache_second_vs_first_compile_s": medians["cache_second"]["window_compile_s"]
-        / max(medians["cache_first"]["window_compile_s"], 1e-9),
-        "warm_up_cache_second_vs_first_warm_up_s": medians["warm_up_cache_second"]["warm_up_s"]
-        / max(medians["warm_up_cache_first"]["warm_up_s"], 1e-9),
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "benchmark": "bench_compile_cost",
+                "epochs": 3,
+                "bucket_shapes": 4,
+                "rounds": rounds,
+                "medians": medians,
+                "first_epoch_ratio_vs_plain": {
+                    n: m["first_epoch_s"] / plain["first_epoch_s"] for n, m in medians.items()
+                },
+                "total_ratio_vs_plain": {n: m["total_s"] / plain["total_s"] for n, m in medians.items()},
+                "cache_second_vs_first_compile_s": medians["cache_second"]["window_compile_s"]
+                / max(medians["cache_first"]["window_compile_s"], 1e-9),
+                "warm_up_cache_second_vs_first_warm_up_s": medians["warm_up_cache_second"]["warm_up_s"]
+                / max(medians["warm_up_cache_first"]["warm_up_s"], 1e-9),
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

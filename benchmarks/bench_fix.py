@@ -69,13 +69,17 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 MIN_LENGTH, MAX_LENGTH = 64, 128
 GOAL_SPEEDUP = 1.3
+
+
 def guard_advice(explanations: list) -> tuple[int, ...] | None:
     """The bucket boundaries of the guard's first bucketing fix, if it gave one."""
     return explanations[0].values if explanations else None
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--examples", type=int, default=10240)
@@ -102,6 +106,7 @@ def main() -> None:
     batch_lengths = [int(x.shape[1]) for x, _ in padded]
     # Length-sorted batches in shuffled order: little padding, many shapes.
     unfixed = [padded[i] for i in np.random.default_rng(1).permutation(len(padded))]
+
     def serve(batches: list) -> tf.data.Dataset:
         # Every configuration replays batches already in memory, in the same
         # fixed order each epoch, so none pays for input; `from_generator`
@@ -137,8 +142,14 @@ def main() -> None:
     def guarded_fit(jit: bool, batches: list) -> tuple[XlaGuardCallback, int]:
         """One fit with the guard profiling every step; returns it and the traced compilations."""
         log_dir = tempfile.mkdtemp(prefix="bench_fix_")
-        guard = XlaGuardCallback(log_dir=log_dir, profile_epochs=tuple(range(args.epochs)),
-                                 skip_steps=0, max_steps=None, write_summaries=False, verbose=0)
+        guard = XlaGuardCallback(
+            log_dir=log_dir,
+            profile_epochs=tuple(range(args.epochs)),
+            skip_steps=0,
+            max_steps=None,
+            write_summaries=False,
+            verbose=0,
+        )
         build(jit).fit(serve(batches), epochs=args.epochs, verbose=0, callbacks=[guard])
         failed = [r.reason for r in guard.reports.values() if r.status != "ok"]
         if failed or len(guard.reports) != args.epochs:
@@ -147,9 +158,12 @@ def main() -> None:
 
     # The guard watches the unfixed XLA run; its advice makes the bucketed arm.
     unfixed_guard, unfixed_compiles = guarded_fit(True, unfixed)
-    advice = [finding for e in sorted(unfixed_guard.signatures)
-              for finding in unfixed_guard.signatures[e].explanations
-              if finding.kind == "bucketing_fix"]
+    advice = [
+        finding
+        for e in sorted(unfixed_guard.signatures)
+        for finding in unfixed_guard.signatures[e].explanations
+        if finding.kind == "bucketing_fix"
+    ]
     boundaries = guard_advice(advice)
     if boundaries is None:
         raise SystemExit("bench_fix: the guard gave no bucketing advice for the unfixed batches")
@@ -184,7 +198,7 @@ def main() -> None:
     epoch_ms: dict[str, list[list[float]]] = {name: [] for name in configs}
     for r in range(args.rounds):
         names = list(configs)
-        names = names[r % len(names):] + names[: r % len(names)]
+        names = names[r % len(names) :] + names[: r % len(names)]
         for name in names:
             jit, batches = configs[name]
             ds = serve(batches)
@@ -197,7 +211,9 @@ def main() -> None:
             model.fit(ds, epochs=args.epochs, verbose=0, callbacks=[timer])
             totals[name].append(time.perf_counter() - t0)
             epoch_ms[name].append([1e3 * s / arms[name]["steps_per_epoch"] for s in timer.seconds])
-            print(f"round {r + 1}/{args.rounds} {name}: {totals[name][-1]:.1f} s", file=sys.stderr, flush=True)
+            print(
+                f"round {r + 1}/{args.rounds} {name}: {totals[name][-1]:.1f} s", file=sys.stderr, flush=True
+            )
 
     for name, arm in arms.items():
         total = statistics.median(totals[name])
@@ -210,25 +226,34 @@ def main() -> None:
     step = {name: arm["step_ms_median"] for name, arm in arms.items()}
     vs_unfixed = step["xla_unfixed"] / step["xla_bucketed"]
     vs_no_xla = step["no_xla"] / step["xla_bucketed"]
-    print(json.dumps({
-        "benchmark": "fix_pays",
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "tensorflow": tf.__version__, "keras": keras.__version__,
-                    "load_avg_1min_before_after": [round(load_before, 2), round(os.getloadavg()[0], 2)]},
-        "rounds": args.rounds,
-        "epochs": args.epochs,
-        "examples": args.examples,
-        "batch_size": args.batch_size,
-        "lengths": [MIN_LENGTH, MAX_LENGTH],
-        "distinct_batch_lengths_unfixed": len(set(batch_lengths)),
-        "recommended_boundaries": list(boundaries),
-        "guard_advice": advice[0].message,
-        "arms": arms,
-        "speedup_bucketed_vs_unfixed_xla": round(vs_unfixed, 2),
-        "speedup_bucketed_vs_no_xla": round(vs_no_xla, 2),
-        "goal": f"xla_bucketed fastest of the three, >= {GOAL_SPEEDUP}x over xla_unfixed (step time)",
-        "meets_goal": bool(vs_no_xla > 1 and vs_unfixed >= GOAL_SPEEDUP),
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "benchmark": "fix_pays",
+                "machine": {
+                    "cpus": os.cpu_count(),
+                    "python": platform.python_version(),
+                    "tensorflow": tf.__version__,
+                    "keras": keras.__version__,
+                    "load_avg_1min_before_after": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+                },
+                "rounds": args.rounds,
+                "epochs": args.epochs,
+                "examples": args.examples,
+                "batch_size": args.batch_size,
+                "lengths": [MIN_LENGTH, MAX_LENGTH],
+                "distinct_batch_lengths_unfixed": len(set(batch_lengths)),
+                "recommended_boundaries": list(boundaries),
+                "guard_advice": advice[0].message,
+                "arms": arms,
+                "speedup_bucketed_vs_unfixed_xla": round(vs_unfixed, 2),
+                "speedup_bucketed_vs_no_xla": round(vs_no_xla, 2),
+                "goal": f"xla_bucketed fastest of the three, >= {GOAL_SPEEDUP}x over xla_unfixed (step time)",
+                "meets_goal": bool(vs_no_xla > 1 and vs_unfixed >= GOAL_SPEEDUP),
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -52,8 +52,13 @@ def _train(log_dir: Path):
     model = keras.Model({"tokens": tokens}, keras.layers.Dense(1)(keras.layers.Dense(32, "relu")(hidden)))
     model.compile("adam", "mse", jit_compile=False)
     rng = np.random.default_rng(0)
-    batches = [({"tokens": rng.integers(0, 50, (16, n)).astype("int32")},
-                rng.standard_normal((16, 1)).astype("float32")) for n in LENGTHS]
+    batches = [
+        (
+            {"tokens": rng.integers(0, 50, (16, n)).astype("int32")},
+            rng.standard_normal((16, 1)).astype("float32"),
+        )
+        for n in LENGTHS
+    ]
     spec = ({"tokens": tf.TensorSpec((None, None), tf.int32)}, tf.TensorSpec((None, 1), tf.float32))
     data = tf.data.Dataset.from_generator(lambda: iter(batches), output_signature=spec)
     guard = XlaGuardCallback(log_dir=log_dir, profile_epochs=(1, 2), skip_steps=0, verbose=0)
@@ -94,8 +99,13 @@ def main() -> int:
     compare = json.loads(SAVED_COMPARE.read_text())["result"]["cases"][0]["compare"]
 
     def render() -> str:
-        return render_html([RunData.of("", reports, signatures)], exit_reason="Training ran to its end.",
-                           compare=compare, source="logs/xla_guard", tool_version=__version__)
+        return render_html(
+            [RunData.of("", reports, signatures)],
+            exit_reason="Training ran to its end.",
+            compare=compare,
+            source="logs/xla_guard",
+            tool_version=__version__,
+        )
 
     start = time.perf_counter()
     page = render()
@@ -107,25 +117,32 @@ def main() -> int:
         times.append(time.perf_counter() - start)
     assert again == page, "rendering is deterministic"
     data = page.encode("utf-8")
-    plots = {kind: len(svg.encode("utf-8")) for kind, svg in
-             re.findall(r'<figure class="plot" data-plot="(\w+)">(.*?)</figure>', page, re.S)}
+    plots = {
+        kind: len(svg.encode("utf-8"))
+        for kind, svg in re.findall(r'<figure class="plot" data-plot="(\w+)">(.*?)</figure>', page, re.S)
+    }
     plotly_bytes, plotly_version = _plotly_js_bytes(args.plotly_wheel)
-    print(json.dumps({
-        "benchmark": "html_report",
-        "profiled_epochs": sorted(reports),
-        "signatures": sum(s.new_signatures for s in signatures.values()),
-        "top_ops": len(reports[1].top_non_xla_ops),
-        "page_bytes": len(data),
-        "page_bytes_gzip": len(gzip.compress(data, mtime=0)),
-        "plot_svg_bytes": plots,
-        "scripts_on_page": page.lower().count("<script"),
-        "first_render_s": first_s,
-        "render_s_median": statistics.median(times),
-        "rounds": args.rounds,
-        "matplotlib": matplotlib.__version__,
-        "plotly_min_js_bytes": plotly_bytes,
-        "plotly_version": plotly_version,
-    }, indent=1))
+    print(
+        json.dumps(
+            {
+                "benchmark": "html_report",
+                "profiled_epochs": sorted(reports),
+                "signatures": sum(s.new_signatures for s in signatures.values()),
+                "top_ops": len(reports[1].top_non_xla_ops),
+                "page_bytes": len(data),
+                "page_bytes_gzip": len(gzip.compress(data, mtime=0)),
+                "plot_svg_bytes": plots,
+                "scripts_on_page": page.lower().count("<script"),
+                "first_render_s": first_s,
+                "render_s_median": statistics.median(times),
+                "rounds": args.rounds,
+                "matplotlib": matplotlib.__version__,
+                "plotly_min_js_bytes": plotly_bytes,
+                "plotly_version": plotly_version,
+            },
+            indent=1,
+        )
+    )
     return 0
 
 

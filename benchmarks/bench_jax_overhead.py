@@ -55,8 +55,9 @@ def _arm(guarded: bool, batches: int, epochs: int, root: str) -> list[float]:
     from keras_xla_guard import XlaGuardCallback
 
     keras.utils.set_random_seed(0)
-    model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(128, activation="relu"),
-                              keras.layers.Dense(1)])
+    model = keras.Sequential(
+        [keras.Input((32,)), keras.layers.Dense(128, activation="relu"), keras.layers.Dense(1)]
+    )
     model.compile("adam", "mse")
     x = np.random.default_rng(0).standard_normal((batches * 32, 32)).astype("float32")
     clock = _EpochClock()
@@ -68,7 +69,9 @@ def _arm(guarded: bool, batches: int, epochs: int, root: str) -> list[float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--batches", type=int, default=200)
     parser.add_argument("--epochs", type=int, default=3)
@@ -81,21 +84,31 @@ def main() -> None:
     order = list(arms)
     with tempfile.TemporaryDirectory(prefix="bench_jax_") as root:
         for round_ in range(args.rounds):
-            for name in order[round_ % 3:] + order[:round_ % 3]:
+            for name in order[round_ % 3 :] + order[: round_ % 3]:
                 arms[name] += _arm(name == "guard", args.batches, args.epochs, root)
     median = {name: statistics.median(times) for name, times in arms.items()}
-    print(json.dumps({
-        "benchmark": "bench_jax_overhead",
-        "ratio": median["guard"] / median["bare"],
-        "aa_ratio": median["bare_again"] / median["bare"],
-        "goal": GOAL,
-        "median_epoch_s": median,
-        "added_us_per_step": (median["guard"] - median["bare"]) / args.batches * 1e6,
-        "epochs_per_arm": len(arms["bare"]),
-        "args": vars(args),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "jax": jax.__version__,
-                    "keras": keras.__version__, "load_avg_1min": round(os.getloadavg()[0], 2)},
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "benchmark": "bench_jax_overhead",
+                "ratio": median["guard"] / median["bare"],
+                "aa_ratio": median["bare_again"] / median["bare"],
+                "goal": GOAL,
+                "median_epoch_s": median,
+                "added_us_per_step": (median["guard"] - median["bare"]) / args.batches * 1e6,
+                "epochs_per_arm": len(arms["bare"]),
+                "args": vars(args),
+                "machine": {
+                    "cpus": os.cpu_count(),
+                    "python": platform.python_version(),
+                    "jax": jax.__version__,
+                    "keras": keras.__version__,
+                    "load_avg_1min": round(os.getloadavg()[0], 2),
+                },
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         first_step_s[mode] = time.perf_counter() - start
     blocks: dict[str, list[float]] = {mode: [] for mode in models}
     for r in range(args.rounds):
-        for mode in (list(models) if r % 2 == 0 else list(models)[::-1]):
+        for mode in list(models) if r % 2 == 0 else list(models)[::-1]:
             model = models[mode]
             start = time.perf_counter()
             for _ in range(args.steps):
@@ -84,9 +84,13 @@ def main(argv: list[str] | None = None) -> int:
         "step_time_blocks_s": blocks,
         "jit_over_plain_step_ratio": step_s["jit_compile"] / step_s["plain"],
         "devices": [d.device_type for d in tf.config.list_physical_devices()],
-        "machine": {"cpus": os.cpu_count(), "load_avg_1min": round(os.getloadavg()[0], 2),
-                    "python": platform.python_version(), "tensorflow": tf.__version__,
-                    "keras": keras.__version__},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "load_avg_1min": round(os.getloadavg()[0], 2),
+            "python": platform.python_version(),
+            "tensorflow": tf.__version__,
+            "keras": keras.__version__,
+        },
     }
     print(json.dumps(doc, indent=2))
     return 0

@@ -41,7 +41,9 @@ def _keras_version() -> str | None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rounds", type=int, default=9, help="alternated rounds")
     parser.add_argument("--batches", type=int, default=200, help="steps per epoch")
     parser.add_argument("--width", type=int, default=256, help="hidden units of the MLP")
@@ -69,8 +71,9 @@ def main() -> None:
     for xb, yb in ds.take(1):
         train_step(xb, yb)  # trace + compile outside the measurement
 
-    guard = XlaGuard(log_dir=tempfile.mkdtemp(prefix="xla_guard_bench_loop_"),
-                     profile_epochs=(10**6,), verbose=0)
+    guard = XlaGuard(
+        log_dir=tempfile.mkdtemp(prefix="xla_guard_bench_loop_"), profile_epochs=(10**6,), verbose=0
+    )
     watched = guard.watch(train_step)
 
     def epoch(arm: str, index: int) -> tuple[float, float]:
@@ -88,7 +91,7 @@ def main() -> None:
     arms = ["watched", "bare", "bare_again"]
     results: dict[str, list[tuple[float, float]]] = {a: [] for a in arms}
     for i in range(args.rounds):
-        for arm in arms[i % 3:] + arms[: i % 3]:
+        for arm in arms[i % 3 :] + arms[: i % 3]:
             results[arm].append(epoch(arm, i))
     guard.close()
 
@@ -97,24 +100,33 @@ def main() -> None:
 
     pair_ratios = [w[0] / b[0] for w, b in zip(results["watched"], results["bare"])]
     ratio = med("watched", 0) / med("bare", 0)
-    print(json.dumps({
-        "benchmark": "custom_loop_watch_overhead",
-        "machine": {"cpus": os.cpu_count(), "load_avg_1m": round(os.getloadavg()[0], 2),
-                    "python": platform.python_version(), "tensorflow": tf.__version__,
-                    "keras": _keras_version()},
-        "steps_per_epoch": args.batches,
-        "hidden_units": args.width,
-        "rounds": args.rounds,
-        "epoch_ms_median": {a: round(1e3 * med(a, 0), 2) for a in arms},
-        "step_us_median": {a: round(1e6 * med(a, 0) / args.batches, 1) for a in arms},
-        "added_us_per_step": round(1e6 * (med("watched", 0) - med("bare", 0)) / args.batches, 1),
-        "ratio": round(ratio, 4),
-        "ratio_pair_median": round(statistics.median(pair_ratios), 4),
-        "aa_ratio": round(med("bare_again", 0) / med("bare", 0), 4),
-        "cpu_ratio": round(med("watched", 1) / med("bare", 1), 4),
-        "goal_ratio": GOAL,
-        "meets_goal": ratio <= GOAL,
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "benchmark": "custom_loop_watch_overhead",
+                "machine": {
+                    "cpus": os.cpu_count(),
+                    "load_avg_1m": round(os.getloadavg()[0], 2),
+                    "python": platform.python_version(),
+                    "tensorflow": tf.__version__,
+                    "keras": _keras_version(),
+                },
+                "steps_per_epoch": args.batches,
+                "hidden_units": args.width,
+                "rounds": args.rounds,
+                "epoch_ms_median": {a: round(1e3 * med(a, 0), 2) for a in arms},
+                "step_us_median": {a: round(1e6 * med(a, 0) / args.batches, 1) for a in arms},
+                "added_us_per_step": round(1e6 * (med("watched", 0) - med("bare", 0)) / args.batches, 1),
+                "ratio": round(ratio, 4),
+                "ratio_pair_median": round(statistics.median(pair_ratios), 4),
+                "aa_ratio": round(med("bare_again", 0) / med("bare", 0), 4),
+                "cpu_ratio": round(med("watched", 1) / med("bare", 1), 4),
+                "goal_ratio": GOAL,
+                "meets_goal": ratio <= GOAL,
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

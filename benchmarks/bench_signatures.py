@@ -109,8 +109,13 @@ def _step_ratios(model, dataset, steps: int) -> dict[str, float]:  # noqa: ANN00
         def with_step(function, step):  # noqa: ANN001, ANN202
             cells = list(function.__closure__)
             cells[cell] = types.CellType(step)
-            return types.FunctionType(function.__code__, function.__globals__, function.__name__,
-                                      function.__defaults__, tuple(cells))
+            return types.FunctionType(
+                function.__code__,
+                function.__globals__,
+                function.__name__,
+                function.__defaults__,
+                tuple(cells),
+            )
 
         functions["tap_dispatched"] = with_step(tracked, direct.function)
         functions["keras_direct"] = with_step(keras_function, DirectCall(keras_step))
@@ -132,13 +137,17 @@ def _step_ratios(model, dataset, steps: int) -> dict[str, float]:  # noqa: ANN00
     def trimmed_mean(values: list[float]) -> float:
         values = sorted(values)
         cut = len(values) // 10
-        return statistics.fmean(values[cut: len(values) - cut])
+        return statistics.fmean(values[cut : len(values) - cut])
 
     median = {arm: statistics.median(v) for arm, v in times.items()}
-    parts = {
-        "tap_only_ratio": median["tap_dispatched"] / median["keras"],
-        "dispatch_only_ratio": median["keras_direct"] / median["keras"],
-    } if in_graph else {"tap_only_ratio": None, "dispatch_only_ratio": None}
+    parts = (
+        {
+            "tap_only_ratio": median["tap_dispatched"] / median["keras"],
+            "dispatch_only_ratio": median["keras_direct"] / median["keras"],
+        }
+        if in_graph
+        else {"tap_only_ratio": None, "dispatch_only_ratio": None}
+    )
     return {
         "step_ratio": median["tracked"] / median["keras"],
         "step_ratio_trimmed_mean": trimmed_mean(times["tracked"]) / trimmed_mean(times["keras"]),
@@ -178,7 +187,7 @@ def _record_us(tf, dataset, repeats: int = 10) -> float:  # noqa: ANN001
     loops["record"](dataset)
     times: dict[str, list[float]] = {"plain": [], "record": []}
     for i in range(repeats):
-        for arm in (("plain", "record") if i % 2 else ("record", "plain")):
+        for arm in ("plain", "record") if i % 2 else ("record", "plain"):
             t0 = time.perf_counter()
             loops[arm](dataset)
             times[arm].append(time.perf_counter() - t0)
@@ -186,16 +195,24 @@ def _record_us(tf, dataset, repeats: int = 10) -> float:  # noqa: ANN001
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rounds", type=int, default=9, help="alternated fit rounds per variant")
     parser.add_argument("--batches", type=int, default=300, help="steps per epoch")
-    parser.add_argument("--steps", type=int, default=4000,
-                        help="calls of each train function, alternated, for step_ratio")
-    parser.add_argument("--spe", type=lambda text: [int(v) for v in text.split(",")], default=[1, 4],
-                        help="steps_per_execution values of the dynamic variants, comma-separated")
+    parser.add_argument(
+        "--steps", type=int, default=4000, help="calls of each train function, alternated, for step_ratio"
+    )
+    parser.add_argument(
+        "--spe",
+        type=lambda text: [int(v) for v in text.split(",")],
+        default=[1, 4],
+        help="steps_per_execution values of the dynamic variants, comma-separated",
+    )
     parser.add_argument("--no-jit", action="store_true", help="train without jit_compile")
-    parser.add_argument("--width", type=int, default=256,
-                        help="units of the two hidden layers (the step time grows with it)")
+    parser.add_argument(
+        "--width", type=int, default=256, help="units of the two hidden layers (the step time grows with it)"
+    )
     args = parser.parse_args()
 
     import warnings
@@ -247,26 +264,37 @@ def main() -> None:
     for name, spe, drop in cases:
         ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64, drop_remainder=drop).prefetch(2)
         keras.utils.set_random_seed(0)
-        model = keras.Sequential([keras.Input((128,)), keras.layers.Dense(args.width, activation="relu"),
-                                  keras.layers.Dense(args.width, activation="relu"), keras.layers.Dense(1)])
+        model = keras.Sequential(
+            [
+                keras.Input((128,)),
+                keras.layers.Dense(args.width, activation="relu"),
+                keras.layers.Dense(args.width, activation="relu"),
+                keras.layers.Dense(1),
+            ]
+        )
         model.compile("adam", "mse", jit_compile=not args.no_jit, steps_per_execution=spe)
         arms = {"tracked": Tracked, "untracked": untracked, "untracked_again": untracked}
         # Trace and compile (Keras' function and the recording one) outside the measurement.
         for arm in arms.values():
-            model.fit(ds, epochs=1, verbose=0, callbacks=[arm(log_dir=os.path.join(tmp, "warm"),
-                                                              profile_epochs=(), verbose=0)])
+            model.fit(
+                ds,
+                epochs=1,
+                verbose=0,
+                callbacks=[arm(log_dir=os.path.join(tmp, "warm"), profile_epochs=(), verbose=0)],
+            )
         results: dict[str, list[tuple[float, float]]] = {a: [] for a in arms}
         Tracked.spent = {"setup": 0.0, "steps": 0.0}
         names = list(arms)
         for i in range(args.rounds):
-            for arm in names[i % 3:] + names[: i % 3]:
+            for arm in names[i % 3 :] + names[: i % 3]:
                 clock = EpochClock()
-                guard = arms[arm](log_dir=os.path.join(tmp, f"{name}_{arm}_{i}"), profile_epochs=(),
-                                  verbose=0)
+                guard = arms[arm](
+                    log_dir=os.path.join(tmp, f"{name}_{arm}_{i}"), profile_epochs=(), verbose=0
+                )
                 model.fit(ds, epochs=3, callbacks=[guard, clock], verbose=0)
                 results[arm].append((clock.wall, clock.cpu))
 
-        def med(arm: str, k: int = 0) -> float:
+        def med(arm: str, k: int = 0, results: dict = results) -> float:
             return statistics.median(r[k] for r in results[arm])
 
         python_us = 1e6 * Tracked.spent["steps"] / (3 * args.rounds * args.batches)
@@ -274,46 +302,60 @@ def main() -> None:
         step_ratio, call_us = calls["step_ratio"], calls["call_us"]
         record_us = _record_us(tf, ds)
         aa = med("untracked_again") / med("untracked")
-        variants.append({
-            "variant": name,
-            "steps_per_execution": spe,
-            "drop_remainder": drop,
-            "step_us_median": {a: round(1e6 * med(a) / timed_steps, 1) for a in arms},
-            "ratio": round(med("tracked") / med("untracked"), 4),
-            "ratio_pair_median": round(statistics.median(
-                t[0] / u[0] for t, u in zip(results["tracked"], results["untracked"])), 4),
-            "cpu_ratio": round(med("tracked", 1) / med("untracked", 1), 4),
-            "aa_ratio": round(aa, 4),
-            "resolvable": abs(aa - 1) <= GOAL - 1,
-            "call_us_median": round(call_us, 1),
-            "step_ratio": round(step_ratio, 4),
-            "step_ratio_trimmed_mean": round(calls["step_ratio_trimmed_mean"], 4),
-            "step_cost_ratio": round(step_ratio + python_us * spe / call_us, 4),
-            "step_aa_ratio": round(calls["step_aa_ratio"], 4),
-            "recording": calls["recording"],
-            "tap_only_ratio": _round(calls["tap_only_ratio"]),
-            "tap_only_cost_ratio": _round(calls["tap_only_ratio"] and
-                                          calls["tap_only_ratio"] + python_us * spe / call_us),
-            "dispatch_only_ratio": _round(calls["dispatch_only_ratio"]),
-            "record_us_per_batch": round(record_us, 2),
-            "python_us_per_step": round(python_us, 2),
-            "fit_setup_ms": round(1e3 * Tracked.spent["setup"] / args.rounds, 2),
-        })
+        variants.append(
+            {
+                "variant": name,
+                "steps_per_execution": spe,
+                "drop_remainder": drop,
+                "step_us_median": {a: round(1e6 * med(a) / timed_steps, 1) for a in arms},
+                "ratio": round(med("tracked") / med("untracked"), 4),
+                "ratio_pair_median": round(
+                    statistics.median(t[0] / u[0] for t, u in zip(results["tracked"], results["untracked"])),
+                    4,
+                ),
+                "cpu_ratio": round(med("tracked", 1) / med("untracked", 1), 4),
+                "aa_ratio": round(aa, 4),
+                "resolvable": abs(aa - 1) <= GOAL - 1,
+                "call_us_median": round(call_us, 1),
+                "step_ratio": round(step_ratio, 4),
+                "step_ratio_trimmed_mean": round(calls["step_ratio_trimmed_mean"], 4),
+                "step_cost_ratio": round(step_ratio + python_us * spe / call_us, 4),
+                "step_aa_ratio": round(calls["step_aa_ratio"], 4),
+                "recording": calls["recording"],
+                "tap_only_ratio": _round(calls["tap_only_ratio"]),
+                "tap_only_cost_ratio": _round(
+                    calls["tap_only_ratio"] and calls["tap_only_ratio"] + python_us * spe / call_us
+                ),
+                "dispatch_only_ratio": _round(calls["dispatch_only_ratio"]),
+                "record_us_per_batch": round(record_us, 2),
+                "python_us_per_step": round(python_us, 2),
+                "fit_setup_ms": round(1e3 * Tracked.spent["setup"] / args.rounds, 2),
+            }
+        )
 
-    print(json.dumps({
-        "benchmark": "signature_tracking_overhead",
-        "machine": {"cpus": os.cpu_count(), "load_avg_1m": round(os.getloadavg()[0], 2),
-                    "python": platform.python_version(), "tensorflow": tf.__version__,
-                    "keras": keras.__version__},
-        "jit_compile": not args.no_jit,
-        "hidden_width": args.width,
-        "steps_per_epoch": args.batches,
-        "rounds": args.rounds,
-        "goal_ratio": GOAL,
-        "variants": variants,
-        "meets_goal_measured": all(v["ratio"] <= GOAL for v in variants),
-        "meets_goal_step": all(v["step_cost_ratio"] <= GOAL for v in variants),
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "benchmark": "signature_tracking_overhead",
+                "machine": {
+                    "cpus": os.cpu_count(),
+                    "load_avg_1m": round(os.getloadavg()[0], 2),
+                    "python": platform.python_version(),
+                    "tensorflow": tf.__version__,
+                    "keras": keras.__version__,
+                },
+                "jit_compile": not args.no_jit,
+                "hidden_width": args.width,
+                "steps_per_epoch": args.batches,
+                "rounds": args.rounds,
+                "goal_ratio": GOAL,
+                "variants": variants,
+                "meets_goal_measured": all(v["ratio"] <= GOAL for v in variants),
+                "meets_goal_step": all(v["step_cost_ratio"] <= GOAL for v in variants),
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 
-CHILD = r'''
+CHILD = r"""
 import os, sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np, tensorflow as tf, keras
@@ -41,14 +41,17 @@ model.compile("adam", "mse", jit_compile=True)
 batches = [(np.zeros((8, n), "int32"), np.zeros((8, 1), "float32")) for n in (5, 7)]
 spec = (tf.TensorSpec((None, None), tf.int32), tf.TensorSpec((None, 1), tf.float32))
 model.fit(tf.data.Dataset.from_generator(lambda: iter(batches), output_signature=spec), epochs=1, verbose=0)
-'''
+"""
 
 
 def main() -> None:
     added = {}
     runs = (
         ("", (("first", "0"), ("same_program", "0"), ("other_functions_traced_first", "1"))),
-        ("--tf_xla_cpu_global_jit ", (("autoclustering_first", "cluster"), ("autoclustering_second", "cluster"))),
+        (
+            "--tf_xla_cpu_global_jit ",
+            (("autoclustering_first", "cluster"), ("autoclustering_second", "cluster")),
+        ),
     )
     for flags, children in runs:
         with tempfile.TemporaryDirectory() as cache:

@@ -40,9 +40,12 @@ def main() -> int:
 
     workers: dict[str, dict[str, dict[str, int]]] = {}
     with tempfile.TemporaryDirectory(prefix="kxg_params_") as tmp:
-        run = _multiworker.run_workers(ROOT / "tests" / "_multiworker_loop_worker.py",
-                                       Path(tmp) / "log", "--all-workers",
-                                       crash_attempts=_multiworker.ALL_WORKERS_ATTEMPTS)
+        run = _multiworker.run_workers(
+            ROOT / "tests" / "_multiworker_loop_worker.py",
+            Path(tmp) / "log",
+            "--all-workers",
+            crash_attempts=_multiworker.ALL_WORKERS_ATTEMPTS,
+        )
         for trace in sorted(Path(run["log_dir"]).glob("worker_*/plugins/profile/*/*.xplane.pb")):
             space = xplane_pb2.XSpace()
             space.ParseFromString(trace.read_bytes())
@@ -59,8 +62,17 @@ def main() -> int:
             window = trace.parent.name.rsplit("_", 1)[-1]
             workers.setdefault(worker, {})[window] = dict(sorted(counts.items()))
         attempts = run["attempts"]
-    print(json.dumps({"benchmark": "complete_params_threads", "event": EVENT,
-                      "attempts": attempts, "workers": workers}, indent=1))
+    print(
+        json.dumps(
+            {
+                "benchmark": "complete_params_threads",
+                "event": EVENT,
+                "attempts": attempts,
+                "workers": workers,
+            },
+            indent=1,
+        )
+    )
     return 0
 
 

@@ -70,10 +70,15 @@ class _Compiles:
 
 def machine(jax: Any, keras: Any) -> dict[str, Any]:
     """Where this ran."""
-    return {"cpus": os.cpu_count(), "python": platform.python_version(), "jax": jax.__version__,
-            "keras": keras.__version__, "devices": [str(d) for d in jax.devices()],
-            "tensorflow_importable": _importable("tensorflow"),
-            "load_avg_1min": round(os.getloadavg()[0], 2)}
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "jax": jax.__version__,
+        "keras": keras.__version__,
+        "devices": [str(d) for d in jax.devices()],
+        "tensorflow_importable": _importable("tensorflow"),
+        "load_avg_1min": round(os.getloadavg()[0], 2),
+    }
 
 
 def _importable(module: str) -> bool:
@@ -89,11 +94,24 @@ def xprof_figures(trace: str) -> dict[str, Any]:
     data, _ = raw_to_tool_data.xspace_to_tool_data([trace], "trace_viewer", {})
     events = json.loads(data)["traceEvents"]
     names = collections.Counter(e["name"] for e in events if e.get("ph") == "X")
-    devices = {e["pid"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"
-               and e["args"]["name"].startswith("/device:GPU:")}
-    module_lines = {(e["pid"], e["tid"]) for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"
-                    and e["pid"] in devices and e["args"]["name"].startswith(XLA_MODULES_LINE)}
-    durations = [e["dur"] for e in events if e.get("ph") == "X" and (e.get("pid"), e.get("tid")) in module_lines]
+    devices = {
+        e["pid"]
+        for e in events
+        if e.get("ph") == "M"
+        and e.get("name") == "process_name"
+        and e["args"]["name"].startswith("/device:GPU:")
+    }
+    module_lines = {
+        (e["pid"], e["tid"])
+        for e in events
+        if e.get("ph") == "M"
+        and e.get("name") == "thread_name"
+        and e["pid"] in devices
+        and e["args"]["name"].startswith(XLA_MODULES_LINE)
+    }
+    durations = [
+        e["dur"] for e in events if e.get("ph") == "X" and (e.get("pid"), e.get("tid")) in module_lines
+    ]
     return {
         "steps": sum(n for name, n in names.items() if STEP.match(name)),
         "launches": sum(n for name, n in names.items() if LAUNCH.match(name)),
@@ -115,8 +133,14 @@ def fit(steps: int, log_dir: str) -> tuple[Any, _Compiles]:
     oracle = _Compiles()
     jax.monitoring.register_event_duration_secs_listener(oracle)
     keras.utils.set_random_seed(0)
-    model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(512, activation="relu"),
-                              keras.layers.Dense(512, activation="relu"), keras.layers.Dense(1)])
+    model = keras.Sequential(
+        [
+            keras.Input((64,)),
+            keras.layers.Dense(512, activation="relu"),
+            keras.layers.Dense(512, activation="relu"),
+            keras.layers.Dense(1),
+        ]
+    )
     model.compile("adam", "mse")
     # `steps` batches of 64 and a last one of 32: two train-step programs.
     x = np.random.default_rng(0).standard_normal((steps * 64 + 32, 64)).astype("float32")
@@ -133,10 +157,16 @@ def check_window(epoch: int, guard: Any, gpu: bool) -> dict[str, Any]:
     in_window = sum(1 for row in counted.rows if row.function != "test")
     xprof = xprof_figures(report.trace_path) if report.ok else {}
     out: dict[str, Any] = {
-        "status": report.status, "time_base": report.time_base, "steps_profiled": report.steps_profiled,
-        "xla_executions": report.xla_executions, "xla_time_s": report.xla_time_s,
-        "compilations": report.compilations, "compile_time_s": report.compile_time_s,
-        "window_wall_s": report.window_wall_s, "monitoring_compilations": in_window, "xprof": xprof,
+        "status": report.status,
+        "time_base": report.time_base,
+        "steps_profiled": report.steps_profiled,
+        "xla_executions": report.xla_executions,
+        "xla_time_s": report.xla_time_s,
+        "compilations": report.compilations,
+        "compile_time_s": report.compile_time_s,
+        "window_wall_s": report.window_wall_s,
+        "monitoring_compilations": in_window,
+        "xprof": xprof,
         "text": str(report).splitlines(),
     }
     checks: dict[str, bool | None] = {
@@ -159,17 +189,25 @@ def check_window(epoch: int, guard: Any, gpu: bool) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--steps", type=int, default=12, help="full batches per epoch (a short one follows)")
     parser.add_argument("--dry-run", action="store_true", help="run the checks on CPU when there is no GPU")
-    parser.add_argument("--save", action="store_true",
-                        help="write the JSON under --results and the steady window's trace to --golden")
+    parser.add_argument(
+        "--save",
+        action="store_true",
+        help="write the JSON under --results and the steady window's trace to --golden",
+    )
     parser.add_argument("--results", type=Path, default=RESULTS, help="where --save writes the JSON")
     parser.add_argument("--golden", type=Path, default=GOLDEN, help="where --save writes the gzipped trace")
     args = parser.parse_args(argv)
     if os.environ.setdefault("KERAS_BACKEND", "jax") != "jax":
-        print(f"gpu_check runs Keras on JAX; unset KERAS_BACKEND. Received: KERAS_BACKEND="
-              f"{os.environ['KERAS_BACKEND']!r}", file=sys.stderr)
+        print(
+            f"gpu_check runs Keras on JAX; unset KERAS_BACKEND. Received: KERAS_BACKEND="
+            f"{os.environ['KERAS_BACKEND']!r}",
+            file=sys.stderr,
+        )
         return 2
 
     import jax
@@ -178,13 +216,21 @@ def main(argv: list[str] | None = None) -> int:
     gpus = [str(d) for d in jax.devices() if d.platform == "gpu"]
     doc: dict[str, Any] = {"benchmark": "gpu_check", "machine": machine(jax, keras), "gpus": gpus}
     if not gpus and not args.dry_run:
-        doc.update(gpu=False, ran=False, ok=True,
-                   reason="JAX sees no GPU here: nothing trained, no device plane checked (--dry-run runs on CPU)")
+        doc.update(
+            gpu=False,
+            ran=False,
+            ok=True,
+            reason="JAX sees no GPU here: nothing trained, no device plane checked (--dry-run runs on CPU)",
+        )
         print(json.dumps(doc, indent=2))
         return 0
     if not _importable("xprof"):
-        doc.update(gpu=bool(gpus), ran=False, ok=False,
-                   reason="xprof is not installed: carry its wheels (make gpu-wheels) and install them first")
+        doc.update(
+            gpu=bool(gpus),
+            ran=False,
+            ok=False,
+            reason="xprof is not installed: carry its wheels (make gpu-wheels) and install them first",
+        )
         print(json.dumps(doc, indent=2))
         return 1
     with tempfile.TemporaryDirectory(prefix="gpu_check_") as root:
@@ -193,13 +239,20 @@ def main(argv: list[str] | None = None) -> int:
         train = [r for c in guard.compilations.values() for r in c.rows if r.function == "train"]
         run_checks = {
             "train_compilations_match_monitoring": len(train) == oracle.names["jit(train_step)"],
-            "two_new_signatures_compiled": sorted(r.step for r in train if r.signature is not None) == [0, args.steps],
+            "two_new_signatures_compiled": sorted(r.step for r in train if r.signature is not None)
+            == [0, args.steps],
         }
-        doc.update(gpu=bool(gpus), ran=True, dry_run=not gpus, windows=windows,
-                   train_compilations={"guard": len(train), "jax_monitoring": oracle.names["jit(train_step)"]},
-                   checks=run_checks)
+        doc.update(
+            gpu=bool(gpus),
+            ran=True,
+            dry_run=not gpus,
+            windows=windows,
+            train_compilations={"guard": len(train), "jax_monitoring": oracle.names["jit(train_step)"]},
+            checks=run_checks,
+        )
         doc["ok"] = all(run_checks.values()) and all(
-            value is not False for w in windows.values() for value in w["checks"].values())
+            value is not False for w in windows.values() for value in w["checks"].values()
+        )
         if args.save:
             stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
             args.results.mkdir(parents=True, exist_ok=True)

@@ -29,12 +29,27 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-ROOMS = {"trace": "keras_xla_guard/trace/", "signatures": "keras_xla_guard/signatures/",
-         "warmup": "keras_xla_guard/warmup.py"}
+ROOMS = {
+    "trace": "keras_xla_guard/trace/",
+    "signatures": "keras_xla_guard/signatures/",
+    "warmup": "keras_xla_guard/warmup.py",
+}
 # mutmut's exit codes per mutant (mutmut/stats.py): 1 and 3 are kills; 0 a survivor.
-_STATUS = {0: "survived", 1: "killed", 3: "killed", 5: "no_tests", 33: "no_tests", 34: "skipped",
-           36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout",
-           37: "killed", None: "not_checked"}
+_STATUS = {
+    0: "survived",
+    1: "killed",
+    3: "killed",
+    5: "no_tests",
+    33: "no_tests",
+    34: "skipped",
+    36: "timeout",
+    24: "timeout",
+    -24: "timeout",
+    152: "timeout",
+    255: "timeout",
+    37: "killed",
+    None: "not_checked",
+}
 
 
 def _module(room: str) -> str:
@@ -56,38 +71,67 @@ def room_results(room: str, mutants_dir: Path) -> dict[str, Any]:
                 survivors.append(name)
     total = sum(counts.values())
     killed = counts["killed"] + counts["timeout"]
-    return {"mutants": total, "killed": killed, "survived": counts["survived"],
-            "no_tests": counts["no_tests"], "other": total - killed - counts["survived"] - counts["no_tests"],
-            "score": round(killed / total, 4) if total else None, "survivors": sorted(survivors)}
+    return {
+        "mutants": total,
+        "killed": killed,
+        "survived": counts["survived"],
+        "no_tests": counts["no_tests"],
+        "other": total - killed - counts["survived"] - counts["no_tests"],
+        "score": round(killed / total, 4) if total else None,
+        "survivors": sorted(survivors),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rooms", default=",".join(ROOMS), help="comma-separated, from trace,signatures,warmup")
+    parser.add_argument(
+        "--rooms", default=",".join(ROOMS), help="comma-separated, from trace,signatures,warmup"
+    )
     parser.add_argument("--max-children", type=int, default=2, help="parallel mutants. Defaults to 2.")
     parser.add_argument("--no-run", action="store_true", help="only read the results under mutants/.")
     args = parser.parse_args(argv)
     rooms = args.rooms.split(",")
     bad = [r for r in rooms if r not in ROOMS]
     if bad or args.max_children < 1:
-        print(f"--rooms must be from {sorted(ROOMS)} and --max-children >= 1. Received: "
-              f"rooms={args.rooms!r}, max_children={args.max_children!r}", file=sys.stderr)
+        print(
+            f"--rooms must be from {sorted(ROOMS)} and --max-children >= 1. Received: "
+            f"rooms={args.rooms!r}, max_children={args.max_children!r}",
+            file=sys.stderr,
+        )
         return 2
-    out: dict[str, Any] = {"benchmark": "mutation", "tool": "mutmut", "tests": "fast (-m 'not slow')",
-                           "rooms": {}}
+    out: dict[str, Any] = {
+        "benchmark": "mutation",
+        "tool": "mutmut",
+        "tests": "fast (-m 'not slow')",
+        "rooms": {},
+    }
     for room in rooms:
         started = time.perf_counter()
         if args.no_run:
             out["rooms"][room] = {**room_results(room, ROOT / "mutants"), "wall_s": None}
             continue
-        proc = subprocess.run([sys.executable, "-m", "mutmut", "run", f"{_module(room)}*",
-                               "--max-children", str(args.max_children)],
-                              cwd=ROOT, capture_output=True, text=True, check=False)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "mutmut",
+                "run",
+                f"{_module(room)}*",
+                "--max-children",
+                str(args.max_children),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if proc.returncode != 0:
             print(proc.stdout[-4000:], proc.stderr[-4000:], file=sys.stderr)
             return 1
-        out["rooms"][room] = {**room_results(room, ROOT / "mutants"),
-                              "wall_s": round(time.perf_counter() - started, 1)}
+        out["rooms"][room] = {
+            **room_results(room, ROOT / "mutants"),
+            "wall_s": round(time.perf_counter() - started, 1),
+        }
     print(json.dumps(out, indent=1))
     return 0
 

@@ -55,8 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     started = dt.datetime.now(dt.UTC)
     load_before = os.getloadavg()[0]
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, str(args.script), *args.args], capture_output=True, text=True,
-                          check=False)
+    proc = subprocess.run(
+        [sys.executable, str(args.script), *args.args], capture_output=True, text=True, check=False
+    )
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         sys.stderr.write(proc.stderr[-4000:])

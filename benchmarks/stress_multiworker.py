@@ -32,8 +32,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import _multiworker  # noqa: E402
 
 WORKER = Path(__file__).with_name("_stress_worker.py")
-MODES = ("none", "guard", "guard-all", "raw-all", "raw-chief", "raw-level1", "raw-quiesce",
-         "raw-server")
+MODES = ("none", "guard", "guard-all", "raw-all", "raw-chief", "raw-level1", "raw-quiesce", "raw-server")
 SCENARIOS = ("loop", "fit")
 
 
@@ -59,8 +58,12 @@ def run_one(mode: str, scenario: str, root: Path, index: int) -> dict[str, objec
         statuses = [w["statuses"] for w in run["workers"]]
         # "skipped" is a worker the guard does not profile by design.
         failed = [s for s in statuses if any(v == "failed" for v in s.values())]
-        outcome = {"outcome": "ok", "report_statuses": statuses, "reports_failed": len(failed),
-                   "traces": [len(w["traces"]) for w in run["workers"]]}
+        outcome = {
+            "outcome": "ok",
+            "report_statuses": statuses,
+            "reports_failed": len(failed),
+            "traces": [len(w["traces"]) for w in run["workers"]],
+        }
     except _multiworker.Retryable as e:
         text = str(e)
         kind = "port" if _multiworker.PORT_TAKEN in text else "crash"
@@ -74,17 +77,23 @@ def run_one(mode: str, scenario: str, root: Path, index: int) -> dict[str, objec
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10, help="runs per mode. Defaults to 10.")
-    parser.add_argument("--modes", default="guard",
-                        help=f"comma-separated, from {','.join(MODES)}. Defaults to guard.")
-    parser.add_argument("--scenarios", default="loop,fit",
-                        help=f"comma-separated, from {','.join(SCENARIOS)}. Defaults to loop,fit.")
+    parser.add_argument(
+        "--modes", default="guard", help=f"comma-separated, from {','.join(MODES)}. Defaults to guard."
+    )
+    parser.add_argument(
+        "--scenarios",
+        default="loop,fit",
+        help=f"comma-separated, from {','.join(SCENARIOS)}. Defaults to loop,fit.",
+    )
     args = parser.parse_args(argv)
     bad = [m for m in args.modes.split(",") if m not in MODES]
     bad += [s for s in args.scenarios.split(",") if s not in SCENARIOS]
     if args.runs < 1 or bad:
-        print(f"--runs must be >= 1, --modes from {MODES} and --scenarios from {SCENARIOS}. "
-              f"Received: runs={args.runs}, modes={args.modes!r}, scenarios={args.scenarios!r}",
-              file=sys.stderr)
+        print(
+            f"--runs must be >= 1, --modes from {MODES} and --scenarios from {SCENARIOS}. "
+            f"Received: runs={args.runs}, modes={args.modes!r}, scenarios={args.scenarios!r}",
+            file=sys.stderr,
+        )
         return 2
     modes = [(m, s) for m in args.modes.split(",") for s in args.scenarios.split(",")]
     runs: list[dict[str, object]] = []
@@ -104,8 +113,9 @@ def main(argv: list[str] | None = None) -> int:
                     done[mode] += 1
     summary = {}
     for mode, scenario in modes:
-        counted = [r for r in runs if (r["mode"], r["scenario"]) == (mode, scenario)
-                   and r["outcome"] != "port"]
+        counted = [
+            r for r in runs if (r["mode"], r["scenario"]) == (mode, scenario) and r["outcome"] != "port"
+        ]
         crashes = [r for r in counted if r["outcome"] == "crash"]
         summary[f"{mode}/{scenario}"] = {
             "runs": len(counted),
@@ -116,9 +126,20 @@ def main(argv: list[str] | None = None) -> int:
             "error": sum(r["outcome"] == "error" for r in counted),
             "median_wall_s": sorted(r["wall_s"] for r in counted)[len(counted) // 2] if counted else None,
         }
-    print(json.dumps({"benchmark": "stress_multiworker", "runs_per_mode": args.runs,
-                      "epochs": 3, "steps_per_epoch": 6, "profiled_epochs": [0, 1, 2],
-                      "summary": summary, "runs": runs}, indent=1))
+    print(
+        json.dumps(
+            {
+                "benchmark": "stress_multiworker",
+                "runs_per_mode": args.runs,
+                "epochs": 3,
+                "steps_per_epoch": 6,
+                "profiled_epochs": [0, 1, 2],
+                "summary": summary,
+                "runs": runs,
+            },
+            indent=1,
+        )
+    )
     return 0
 
 

@@ -69,7 +69,9 @@ def _snapshot(model: Any) -> list[tuple[str, Any]]:
 
     from keras_xla_guard import seam
 
-    return [(str(getattr(v, "path", None) or v.name), np.array(v.numpy())) for v in seam.training_state(model)[0]]
+    return [
+        (str(getattr(v, "path", None) or v.name), np.array(v.numpy())) for v in seam.training_state(model)[0]
+    ]
 
 
 def _where(error: BaseException) -> str:
@@ -155,9 +157,15 @@ def _child(first: int, trials: int, double_every: int, seed: int) -> None:
             outcome = "late"
         after = _snapshot(model)
         changed = [name for (name, a), (_, b) in zip(before, after) if not np.array_equal(a, b)]
-        record = {"trial": trial, "signals": len(delays), "outcome": outcome, "changed": changed,
-                  "iterations": int(model.optimizer.iterations.numpy()), "window_s": round(window, 4),
-                  "broken": broken}
+        record = {
+            "trial": trial,
+            "signals": len(delays),
+            "outcome": outcome,
+            "changed": changed,
+            "iterations": int(model.optimizer.iterations.numpy()),
+            "window_s": round(window, 4),
+            "broken": broken,
+        }
         print(TRIAL_PREFIX + json.dumps(record), flush=True)
         if broken is not None:
             sys.exit(3)
@@ -184,36 +192,80 @@ def main() -> None:
     while len(records) < args.trials:
         children += 1
         proc = subprocess.run(
-            [sys.executable, __file__, "--trials", str(args.trials), "--double-every", str(args.double_every),
-             "--seed", str(args.seed), "--child-from", str(len(records))],
-            capture_output=True, text=True, check=False)
-        got = [json.loads(line[len(TRIAL_PREFIX):]) for line in proc.stdout.splitlines()
-               if line.startswith(TRIAL_PREFIX)]
+            [
+                sys.executable,
+                __file__,
+                "--trials",
+                str(args.trials),
+                "--double-every",
+                str(args.double_every),
+                "--seed",
+                str(args.seed),
+                "--child-from",
+                str(len(records)),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        got = [
+            json.loads(line[len(TRIAL_PREFIX) :])
+            for line in proc.stdout.splitlines()
+            if line.startswith(TRIAL_PREFIX)
+        ]
         if not got:
             sys.stderr.write(proc.stderr[-4000:])
             raise SystemExit(f"a child ran no trial (exit {proc.returncode})")
         records.extend(got)
-    outcomes = {k: 0 for k in ("completed", "checkpoint", "forced", "held", "restore", "run", "harness", "late",
-                               "tf_broken")}
+    outcomes = {
+        k: 0
+        for k in (
+            "completed",
+            "checkpoint",
+            "forced",
+            "held",
+            "restore",
+            "run",
+            "harness",
+            "late",
+            "tf_broken",
+        )
+    }
     for r in records:
         outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
     changed = [r for r in records if r["changed"]]
-    print(json.dumps({
-        "benchmark": "stress_warmup_interrupt",
-        "label": args.label,
-        "trials": len(records),
-        "double_signal_trials": sum(r["signals"] == 2 for r in records),
-        "child_processes": children,
-        "signal_window_s": sorted({r["window_s"] for r in records}),
-        "outcomes": outcomes,
-        "trials_with_changed_variables": len(changed),
-        "max_variables_changed": max((len(r["changed"]) for r in changed), default=0),
-        "iterations_seen": sorted({r["iterations"] for r in records}),
-        "changed": [{"trial": r["trial"], "signals": r["signals"], "outcome": r["outcome"],
-                     "changed": len(r["changed"]), "names": r["changed"][:12]} for r in changed],
-        "tf_broken": [{"trial": r["trial"], "signals": r["signals"], "error": r["broken"]}
-                      for r in records if r["broken"]],
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "benchmark": "stress_warmup_interrupt",
+                "label": args.label,
+                "trials": len(records),
+                "double_signal_trials": sum(r["signals"] == 2 for r in records),
+                "child_processes": children,
+                "signal_window_s": sorted({r["window_s"] for r in records}),
+                "outcomes": outcomes,
+                "trials_with_changed_variables": len(changed),
+                "max_variables_changed": max((len(r["changed"]) for r in changed), default=0),
+                "iterations_seen": sorted({r["iterations"] for r in records}),
+                "changed": [
+                    {
+                        "trial": r["trial"],
+                        "signals": r["signals"],
+                        "outcome": r["outcome"],
+                        "changed": len(r["changed"]),
+                        "names": r["changed"][:12],
+                    }
+                    for r in changed
+                ],
+                "tf_broken": [
+                    {"trial": r["trial"], "signals": r["signals"], "error": r["broken"]}
+                    for r in records
+                    if r["broken"]
+                ],
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -140,7 +140,10 @@ def attempt(windows: int, steps: int, timeout: float) -> dict[str, object]:
         procs = [
             subprocess.Popen(
                 [sys.executable, __file__, "--worker", str(task), ports, log_dir, str(windows), str(steps)],
-                stdout=subprocess.DEVNULL, stderr=errs[task], text=True, env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=errs[task],
+                text=True,
+                env=env,
             )
             for task in range(2)
         ]
@@ -194,16 +197,23 @@ def main(argv: list[str] | None = None) -> int:
     if min(args.attempts, args.windows, args.steps) < 1:
         parser.error(f"--attempts, --windows and --steps must be >= 1. Received: {vars(args)}")
     attempts = [attempt(args.windows, args.steps, args.timeout) for _ in range(args.attempts)]
-    print(json.dumps({
-        "benchmark": "tf_profiler_mwms_crash",
-        "tensorflow": version("tensorflow-cpu") if _installed("tensorflow-cpu") else version("tensorflow"),
-        "windows": args.windows,
-        "steps": args.steps,
-        "attempts": len(attempts),
-        "crashed": sum(bool(a["crashed_tasks"]) for a in attempts),
-        "crashed_tasks": sorted({t for a in attempts for t in a["crashed_tasks"]}),
-        "runs": attempts,
-    }, indent=1))
+    print(
+        json.dumps(
+            {
+                "benchmark": "tf_profiler_mwms_crash",
+                "tensorflow": version("tensorflow-cpu")
+                if _installed("tensorflow-cpu")
+                else version("tensorflow"),
+                "windows": args.windows,
+                "steps": args.steps,
+                "attempts": len(attempts),
+                "crashed": sum(bool(a["crashed_tasks"]) for a in attempts),
+                "crashed_tasks": sorted({t for a in attempts for t in a["crashed_tasks"]}),
+                "runs": attempts,
+            },
+            indent=1,
+        )
+    )
     return 0
 
 

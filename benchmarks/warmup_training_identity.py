@@ -22,7 +22,7 @@ import os
 import subprocess
 import sys
 
-CHILD = r'''
+CHILD = r"""
 import json, os, sys, tempfile
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np, tensorflow as tf
@@ -62,7 +62,7 @@ for mode in ("read_once", "warm_up", "callback"):
     out[mode] = {"arrays_differing": sum(not np.array_equal(a, b) for a, b in zip(reference, arrays)),
                  "losses": losses}
 print(json.dumps(out))
-'''
+"""
 
 
 def main() -> None:
@@ -74,10 +74,20 @@ def main() -> None:
         env = dict(os.environ, TF_USE_LEGACY_KERAS=legacy)
         # Not in the checkout: `-c` puts the working directory first on the
         # path, and PYTHONPATH must pick the package under test.
-        proc = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, check=True,
-                              cwd=os.path.dirname(os.path.abspath(__file__)))
+        proc = subprocess.run(
+            [sys.executable, "-c", CHILD],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=os.path.dirname(os.path.abspath(__file__)),
+        )
         flavours[name] = json.loads(proc.stdout.strip().splitlines()[-1])
-    print(json.dumps({"benchmark": "warmup_training_identity", "label": args.label, "flavours": flavours}, indent=2))
+    print(
+        json.dumps(
+            {"benchmark": "warmup_training_identity", "label": args.label, "flavours": flavours}, indent=2
+        )
+    )
 
 
 if __name__ == "__main__":

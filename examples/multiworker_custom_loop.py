@@ -117,8 +117,8 @@ def main(argv: list[str] | None = None) -> None:
     # strategy: the chief profiles into <log_dir>/worker_0/ (other workers'
     # profiler stop can abort them natively: docs/multiworker.md), and
     # writes every worker's figures to <log_dir> after each profiled epoch.
-    guard = None if args.without_guard else XlaGuard(
-        log_dir=args.log_dir, profile_epochs=(1,), strategy=strategy
+    guard = (
+        None if args.without_guard else XlaGuard(log_dir=args.log_dir, profile_epochs=(1,), strategy=strategy)
     )
     dist_dataset, train_step = build(strategy, guard)
     for epoch in range(args.epochs):

@@ -36,7 +36,7 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-from keras_xla_guard._version import __version__
+from keras_xla_guard._version import __version__ as __version__
 
 
 def _public_table() -> dict[str, str]:

@@ -79,8 +79,9 @@ class GuardAdapter:
             TypeError: If a keyword is not a `GuardConfig` field.
         """
         self.config = GuardConfig.of(config, fields, owner)
-        self.engine = XlaGuardEngine(self.config, sinks=default_sinks, notes=[*notes, compile_cost_notes],
-                                     backend=backend)
+        self.engine = XlaGuardEngine(
+            self.config, sinks=default_sinks, notes=[*notes, compile_cost_notes], backend=backend
+        )
         self.worker = None
 
     @property

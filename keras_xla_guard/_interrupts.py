@@ -59,8 +59,13 @@ class InterruptGate:
     """
 
     def __init__(self, shield: Iterable[CodeType] = ()) -> None:
-        own = (InterruptGate.hold, InterruptGate.check, InterruptGate._on_signal, InterruptGate._deliver,
-               InterruptGate.__exit__)
+        own = (
+            InterruptGate.hold,
+            InterruptGate.check,
+            InterruptGate._on_signal,
+            InterruptGate._deliver,
+            InterruptGate.__exit__,
+        )
         self._shield = {*shield, *(f.__code__ for f in own)}
         self._previous: dict[int, Any] = {}
         self._pending: list[tuple[int, FrameType | None]] = []
@@ -89,8 +94,9 @@ class InterruptGate:
         if not self._holding and self._pending:
             self._deliver(None)
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self._holding = True
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
@@ -115,7 +121,10 @@ class InterruptGate:
             delivered.add(signum)
             handler = self._previous[signum]
             # A KeyboardInterrupt already on its way out says what a second one would.
-            if leaving_with is not None and issubclass(leaving_with, KeyboardInterrupt) \
-                    and handler is signal.default_int_handler:
+            if (
+                leaving_with is not None
+                and issubclass(leaving_with, KeyboardInterrupt)
+                and handler is signal.default_int_handler
+            ):
                 continue
             handler(signum, frame)

@@ -39,7 +39,7 @@ _undo: list[Callable[[], None]] = []
 _wrapped: list[type] = []
 # Model -> its budget guard, kept while the model lives: a later call of the
 # model, in this budget or the next, reuses the engine that saw its functions.
-_guards: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+_guards: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
 def acquire() -> None:
@@ -126,8 +126,9 @@ def _wrap(cls: type, name: str) -> Callable[[], None]:
     return undo
 
 
-def _with_guard(model: Any, name: str, signature: inspect.Signature, args: tuple[Any, ...],
-                kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any], Any]:
+def _with_guard(
+    model: Any, name: str, signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any], Any]:
     """The call's arguments with the budget's guard among its callbacks, and that guard.
 
     The guard is `None` when the call already has an `XlaGuardCallback`
@@ -155,8 +156,9 @@ def _with_guard(model: Any, name: str, signature: inspect.Signature, args: tuple
         guard = _guard_for(model)
         bound.arguments["callbacks"] = [*listed, guard]
     except Exception as e:  # noqa: BLE001 - the user's call must go on
-        budget.report_unavailable(f"{type(model).__name__}.{name}() could not be observed: "
-                                  f"{type(e).__name__}: {e}")
+        budget.report_unavailable(
+            f"{type(model).__name__}.{name}() could not be observed: {type(e).__name__}: {e}"
+        )
         return args, kwargs, None
     return bound.args[1:], bound.kwargs, guard
 
@@ -197,10 +199,12 @@ def _note_built_functions(model: Any, guard: Any) -> None:
             current = model_ref()
             if current is None or seam.keras_function(current, function) is not program_ref():
                 return None
-            return (f"{name}'s {function} function was built before a budget first saw the model (by a call "
-                    "outside any budget: fit, evaluate, predict, warm_up, ...), so which signatures it had "
-                    "compiled is unknown; build the model inside the block, or open a budget around its first "
-                    "call")
+            return (
+                f"{name}'s {function} function was built before a budget first saw the model (by a call "
+                "outside any budget: fit, evaluate, predict, warm_up, ...), so which signatures it had "
+                "compiled is unknown; build the model inside the block, or open a budget around its first "
+                "call"
+            )
 
         budget.note_unseen_history(guard.engine, function, reason)
 

@@ -23,7 +23,9 @@ _ROOT_NAMES = ("x", "y", "sample_weight")
 
 
 def _is_shape(value: Any) -> bool:
-    return isinstance(value, (tuple, list)) and all(isinstance(d, int) and not isinstance(d, bool) for d in value)
+    return isinstance(value, (tuple, list)) and all(
+        isinstance(d, int) and not isinstance(d, bool) for d in value
+    )
 
 
 def _zeros(structure: Any, floatx: str) -> Any:
@@ -42,7 +44,8 @@ def _zeros(structure: Any, floatx: str) -> Any:
         return tuple(_zeros(item, floatx) for item in structure)
     raise ValueError(
         "Each signature must be a nested structure (tuples, dicts) of shapes (tuples of ints) or "
-        f"arrays. Received: {structure!r}")
+        f"arrays. Received: {structure!r}"
+    )
 
 
 def warm_up_jax(
@@ -62,12 +65,15 @@ def warm_up_jax(
     from keras_xla_guard.seam import keras3_jax
 
     if element_spec is not None:
-        raise ValueError(f"`element_spec` is a tf.data notion; under JAX give the signatures' arrays or shapes. "
-                         f"Received: element_spec={element_spec!r}")
+        raise ValueError(
+            f"`element_spec` is a tf.data notion; under JAX give the signatures' arrays or shapes. "
+            f"Received: element_spec={element_spec!r}"
+        )
     if not isinstance(shapes, (list, tuple)) or not shapes:
         raise ValueError(
             "Under JAX, `shapes_or_dataset` must be a non-empty list of signatures, each the structure "
-            f"of one batch, e.g. [((32, 16), (32, 1))]. Received: shapes_or_dataset={shapes!r}")
+            f"of one batch, e.g. [((32, 16), (32, 1))]. Received: shapes_or_dataset={shapes!r}"
+        )
     started = time.perf_counter()
     floatx = keras.config.floatx()
     from keras_xla_guard import seam

@@ -108,7 +108,7 @@ class CompilationBudget:
                 f"inside it: {unknown}. A budget that cannot count does not pass (docs/budgets.md)."
             )
 
-    def __enter__(self) -> "CompilationBudget":
+    def __enter__(self) -> CompilationBudget:
         if self._entered:
             raise RuntimeError("A CompilationBudget is entered once; make a new one with max_compilations().")
         self._entered = True
@@ -120,8 +120,9 @@ class CompilationBudget:
             self._open = True
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         # The block's own exception goes on unchanged; only a block that ended normally is checked.
         __tracebackhide__ = True
         self._close()

@@ -27,9 +27,9 @@ from keras_xla_guard.trace.report import CoverageReport
 __all__ = ["XlaGuardCallback", "check_backend"]
 
 # Guards between their on_train_begin and on_train_end.
-_guarding: "weakref.WeakSet[XlaGuardCallback]" = weakref.WeakSet()
+_guarding: weakref.WeakSet[XlaGuardCallback] = weakref.WeakSet()
 # Guards inside an evaluate() or predict() call outside fit.
-_calling: "weakref.WeakSet[XlaGuardCallback]" = weakref.WeakSet()
+_calling: weakref.WeakSet[XlaGuardCallback] = weakref.WeakSet()
 
 
 def check_backend(model: Any = None) -> Backend:
@@ -145,8 +145,13 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
     ) -> None:
         super().__init__()
         backend = check_backend()
-        self._init_guard("XlaGuardCallback", config, {"log_dir": log_dir, **fields},
-                         notes=[self._verdict_notes], backend=backend)
+        self._init_guard(
+            "XlaGuardCallback",
+            config,
+            {"log_dir": log_dir, **fields},
+            notes=[self._verdict_notes],
+            backend=backend,
+        )
         self._inputs = SignatureFeed(self.engine)
         self._feeds = {function: SignatureFeed(self.engine, function) for function in ("test", "predict")}
         self._calling_peer = False
@@ -281,8 +286,11 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
             self._compare = find_compare(self.config.log_dir)
         except (OSError, ValueError) as e:
             self._compare = None
-            warnings.warn(f"keras-xla-guard: the compare result in {self.log_dir!r} is not read: {e}",
-                          XlaGuardWarning, stacklevel=3)
+            warnings.warn(
+                f"keras-xla-guard: the compare result in {self.log_dir!r} is not read: {e}",
+                XlaGuardWarning,
+                stacklevel=3,
+            )
         try:
             facts = doctor(probe=False, check_devices=False, resolve_keras=False)
             self._accelerator = any(not d.startswith("CPU:") for d in facts.physical_devices)
@@ -290,7 +298,9 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
             # what these say process-wide, with the run's evidence; for a
             # jit_compile=True model they are wrong. They are left out.
             self._switch_verdicts = tuple(
-                v for v in facts.problems if v.code not in ("XLA_NOT_REQUESTED", "JIT_COMPILE_AUTO_RESOLVES_FALSE")
+                v
+                for v in facts.problems
+                if v.code not in ("XLA_NOT_REQUESTED", "JIT_COMPILE_AUTO_RESOLVES_FALSE")
             ) + tuple(strategy_verdicts(self._fit_model))
             for verdict in self._switch_verdicts:
                 if verdict.code == "STRATEGY_JIT_COMPILE_FAILS":
@@ -373,9 +383,13 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
             # The switches, strategies and graphs these verdicts read are TensorFlow's.
             self._diagnose()
         elif self._explain is not False and self._explain is not None:
-            warnings.warn("keras-xla-guard: explain reads TensorFlow graphs; under "
-                          f"{self.engine.backend.version()} there is nothing for it to find (every "
-                          "train step is one XLA program); it is skipped", XlaGuardWarning, stacklevel=2)
+            warnings.warn(
+                "keras-xla-guard: explain reads TensorFlow graphs; under "
+                f"{self.engine.backend.version()} there is nothing for it to find (every "
+                "train step is one XLA program); it is skipped",
+                XlaGuardWarning,
+                stacklevel=2,
+            )
         # Without a strategy of its own the model trains in one process, even
         # when TF_CONFIG is set: nothing to look up in the environment then.
         strategy = getattr(self._fit_model, "distribute_strategy", None)
@@ -505,7 +519,9 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
         inside = self in _guarding
         if not inside:
             self.engine.set_programs(seam.compiled_programs(self._fit_model))
-        self.engine.call_begin(function, xla_mode=self._xla_mode(), program=seam.keras_function(self._fit_model, function))
+        self.engine.call_begin(
+            function, xla_mode=self._xla_mode(), program=seam.keras_function(self._fit_model, function)
+        )
 
         def on_abort() -> None:
             # An exception leaving a validation leaves fit too.
@@ -557,20 +573,27 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
         try:
             source = self._warm_up
             if source is True and self.engine.backend.name == "jax":
-                raise ValueError("under JAX fit's input is not a tf.data.Dataset to read; pass "
-                                 "warm_up=<list of signatures>, e.g. [((32, 16), (32, 1))]")
+                raise ValueError(
+                    "under JAX fit's input is not a tf.data.Dataset to read; pass "
+                    "warm_up=<list of signatures>, e.g. [((32, 16), (32, 1))]"
+                )
             if source is True:
                 source = seam.training_dataset(self._fit_model)
                 if source is None:
-                    raise ValueError(f"fit's input is not a tf.data.Dataset that {seam.keras_version(self._fit_model)} "
-                                     "exposes; pass warm_up=<dataset or signatures>")
+                    raise ValueError(
+                        f"fit's input is not a tf.data.Dataset that {seam.keras_version(self._fit_model)} "
+                        "exposes; pass warm_up=<dataset or signatures>"
+                    )
             # After the tap is installed: warm the function fit will run.
             self.warm_up_report = _warm_up(
-                self._fit_model, source, train_function_for=lambda spec: seam.tracked_train_function(self._fit_model, spec)
+                self._fit_model,
+                source,
+                train_function_for=lambda spec: seam.tracked_train_function(self._fit_model, spec),
             )
         except Exception as e:  # noqa: BLE001 - the guard must not break training
-            warnings.warn(f"keras-xla-guard: warm-up skipped: {type(e).__name__}: {e}", XlaGuardWarning,
-                          stacklevel=2)
+            warnings.warn(
+                f"keras-xla-guard: warm-up skipped: {type(e).__name__}: {e}", XlaGuardWarning, stacklevel=2
+            )
 
     def _abort(self) -> None:
         """An exception is leaving `fit` (Keras calls no callback then): stop and put back.
@@ -643,9 +666,6 @@ def _zeros_batch(model: Any) -> Any:
         return None
     tensors = []
     for spec in inputs:
-        shape = [
-            (2 if axis == 0 else 8) if size is None else size
-            for axis, size in enumerate(spec.shape)
-        ]
+        shape = [(2 if axis == 0 else 8) if size is None else size for axis, size in enumerate(spec.shape)]
         tensors.append(tf.zeros(shape, dtype=spec.dtype))
     return tensors[0] if len(tensors) == 1 else tensors

@@ -83,6 +83,7 @@ def _require_tensorflow(command: str) -> None:
                 f"installed: {_install_hint(module)}."
             )
 
+
 _BYTE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 
@@ -160,9 +161,20 @@ def _analyze_runs(args: argparse.Namespace) -> list[_Run]:
         incomplete = _incomplete(run_dir, seen)
         if incomplete is not None:
             # A window training left: its partial trace is no measurement.
-            hosts = [dataclasses.replace(incomplete, trace_paths=(str(f),), hosts=(host_of(f),)) for f in files]
-            runs.append(_Run(run_dir, hosts, dataclasses.replace(
-                incomplete, trace_paths=tuple(str(f) for f in files), hosts=tuple(host_of(f) for f in files))))
+            hosts = [
+                dataclasses.replace(incomplete, trace_paths=(str(f),), hosts=(host_of(f),)) for f in files
+            ]
+            runs.append(
+                _Run(
+                    run_dir,
+                    hosts,
+                    dataclasses.replace(
+                        incomplete,
+                        trace_paths=tuple(str(f) for f in files),
+                        hosts=tuple(host_of(f) for f in files),
+                    ),
+                )
+            )
             continue
         hosts = [
             analyze_xspace(
@@ -185,8 +197,11 @@ def _violations(args: argparse.Namespace, runs: list[_Run]) -> list[dict[str, An
             window is incomplete): there is nothing to check it against.
     """
     measured = [run for run in runs if run.combined.ok]
-    given = [f"--{name.replace('_', '-')}" for name in ("min_coverage", "max_compilations")
-             if getattr(args, name) is not None]
+    given = [
+        f"--{name.replace('_', '-')}"
+        for name in ("min_coverage", "max_compilations")
+        if getattr(args, name) is not None
+    ]
     if given and not measured:
         why = "; ".join(f"{run.run_dir.name}: {run.combined.status}: {run.combined.reason}" for run in runs)
         raise TraceError(f"no measured profiling window to check {' and '.join(given)} against ({why})")
@@ -195,28 +210,33 @@ def _violations(args: argparse.Namespace, runs: list[_Run]) -> list[dict[str, An
         name, fraction = run.run_dir.name, run.combined.xla_time_fraction
         compilations = run.combined.compilations
         if args.min_coverage is not None and fraction < args.min_coverage:
-            found.append({
-                "run": name,
-                "check": "min_coverage",
-                "threshold": args.min_coverage,
-                "value": fraction,
-                "message": f"run {name}: XLA share {fraction:.1%} is below "
-                           f"--min-coverage {args.min_coverage:.1%}",
-            })
+            found.append(
+                {
+                    "run": name,
+                    "check": "min_coverage",
+                    "threshold": args.min_coverage,
+                    "value": fraction,
+                    "message": f"run {name}: XLA share {fraction:.1%} is below "
+                    f"--min-coverage {args.min_coverage:.1%}",
+                }
+            )
         if args.max_compilations is not None and compilations > args.max_compilations:
-            found.append({
-                "run": name,
-                "check": "max_compilations",
-                "threshold": args.max_compilations,
-                "value": compilations,
-                "message": f"run {name}: {compilations} XLA compilations exceed "
-                           f"--max-compilations {args.max_compilations}",
-            })
+            found.append(
+                {
+                    "run": name,
+                    "check": "max_compilations",
+                    "threshold": args.max_compilations,
+                    "value": compilations,
+                    "message": f"run {name}: {compilations} XLA compilations exceed "
+                    f"--max-compilations {args.max_compilations}",
+                }
+            )
     return found
 
 
-def _report_document(args: argparse.Namespace, runs: list[_Run],
-                     violations: list[dict[str, Any]]) -> dict[str, Any]:
+def _report_document(
+    args: argparse.Namespace, runs: list[_Run], violations: list[dict[str, Any]]
+) -> dict[str, Any]:
     """The `report --json` document (schema in docs/report-schema.md; keys only get added)."""
     return {
         "schema_version": REPORT_SCHEMA_VERSION,
@@ -247,10 +267,13 @@ def _read_compare(path: str | None) -> dict[str, Any] | None:
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except RecursionError:
-        raise ValueError(f"--compare must name the JSON `compare --json` prints (nested too deep). "
-                         f"Received: {path!r}") from None
+        raise ValueError(
+            f"--compare must name the JSON `compare --json` prints (nested too deep). Received: {path!r}"
+        ) from None
     except ValueError as e:
-        raise ValueError(f"--compare must name the JSON `compare --json` prints ({e}). Received: {path!r}") from None
+        raise ValueError(
+            f"--compare must name the JSON `compare --json` prints ({e}). Received: {path!r}"
+        ) from None
     from keras_xla_guard.output.run_schema import check_compare
 
     try:
@@ -262,13 +285,23 @@ def _read_compare(path: str | None) -> dict[str, Any] | None:
 _GUARD_RUN_EPOCH = re.compile(r"_epoch(\d+)$")
 
 
-def _write_html(args: argparse.Namespace, runs: list[_Run], violations: list[dict[str, Any]],
-                compare: dict[str, Any] | None) -> None:
+def _write_html(
+    args: argparse.Namespace,
+    runs: list[_Run],
+    violations: list[dict[str, Any]],
+    compare: dict[str, Any] | None,
+) -> None:
     """`report --html`: the guard's run files when the log dir has them, else the traces."""
     import dataclasses
 
     from keras_xla_guard.output.html import render_html
-    from keras_xla_guard.output.runfile import RunData, find_compare, find_run_files, read_run_file, write_page
+    from keras_xla_guard.output.runfile import (
+        RunData,
+        find_compare,
+        find_run_files,
+        read_run_file,
+        write_page,
+    )
 
     path = Path(args.path)
     files = find_run_files(path) if path.is_dir() else []
@@ -288,13 +321,22 @@ def _write_html(args: argparse.Namespace, runs: list[_Run], violations: list[dic
     if violations:
         reason = f"keras-xla-guard report exits {code}: " + "; ".join(v["message"] for v in violations)
     else:
-        given = [f"--{name.replace('_', '-')} {value:g}" for name, value in
-                 (("min_coverage", args.min_coverage), ("max_compilations", args.max_compilations))
-                 if value is not None]
+        given = [
+            f"--{name.replace('_', '-')} {value:g}"
+            for name, value in (
+                ("min_coverage", args.min_coverage),
+                ("max_compilations", args.max_compilations),
+            )
+            if value is not None
+        ]
         checked = f"checked {', '.join(given)}" if given else "no threshold given"
         reason = f"keras-xla-guard report exits {code}: no threshold violated ({checked})."
-    write_page(args.html, render_html(sections, exit_reason=reason, compare=compare,
-                                      source=str(args.path), tool_version=__version__))
+    write_page(
+        args.html,
+        render_html(
+            sections, exit_reason=reason, compare=compare, source=str(args.path), tool_version=__version__
+        ),
+    )
 
 
 def _run_report(args: argparse.Namespace) -> int:
@@ -372,8 +414,9 @@ def _run_doctor(args: argparse.Namespace) -> int:
             compare = find_compare(args.trace)
         except ValueError:
             compare = None
-    report = doctor(probe=not args.no_probe, probe_timeout=args.probe_timeout, trace=args.trace,
-                    compare=compare)
+    report = doctor(
+        probe=not args.no_probe, probe_timeout=args.probe_timeout, trace=args.trace, compare=compare
+    )
     if args.json:
         _emit(*json.dumps(report.to_dict(), indent=2, sort_keys=True).splitlines())
     else:
@@ -392,29 +435,57 @@ def _add_report_parser(sub: Any) -> None:
         "ok, 1: a threshold was violated, 2: bad input.",
     )
     report.add_argument("path", help="an .xplane.pb file, a profile run dir or a log dir")
-    report.add_argument("--json", action="store_true",
-                        help=f"print JSON (schema_version {REPORT_SCHEMA_VERSION}, "
-                             "see docs/report-schema.md)")
-    report.add_argument("--all", action="store_true",
-                        help="with a log dir, report every run instead of the newest")
-    report.add_argument("--min-coverage", type=_fraction, metavar="F",
-                        help="exit 1 if a run's XLA share of op time is below F (0..1)")
-    report.add_argument("--max-compilations", type=_count, metavar="N",
-                        help="exit 1 if a run compiled more than N XLA programs")
-    report.add_argument("--max-bytes", type=_byte_size, default=DEFAULT_MAX_TRACE_BYTES,
-                        metavar="SIZE", help="refuse trace files larger than SIZE "
-                        "(bytes, or with suffix K, M, G; default: 1G)")
-    report.add_argument("--top-k", type=_count, default=DEFAULT_TOP_K, metavar="K",
-                        help=f"plain TF ops listed per report (default: {DEFAULT_TOP_K})")
-    report.add_argument("--html", metavar="FILE",
-                        help="also write one self-contained HTML page (plots, signatures, "
-                        "explanations; needs the html extra, see docs/html-report.md)")
-    report.add_argument("--compare", metavar="FILE",
-                        help="with --html: a saved `compare --json` result to show on the page "
-                        "(default: the one `compare --log-dir PATH` saved, if any)")
-    report.add_argument("--compiles", action="store_true",
-                        help="after the table, list every XLA compilation (program, step, "
-                             "wall-clock compile time)")
+    report.add_argument(
+        "--json",
+        action="store_true",
+        help=f"print JSON (schema_version {REPORT_SCHEMA_VERSION}, see docs/report-schema.md)",
+    )
+    report.add_argument(
+        "--all", action="store_true", help="with a log dir, report every run instead of the newest"
+    )
+    report.add_argument(
+        "--min-coverage",
+        type=_fraction,
+        metavar="F",
+        help="exit 1 if a run's XLA share of op time is below F (0..1)",
+    )
+    report.add_argument(
+        "--max-compilations",
+        type=_count,
+        metavar="N",
+        help="exit 1 if a run compiled more than N XLA programs",
+    )
+    report.add_argument(
+        "--max-bytes",
+        type=_byte_size,
+        default=DEFAULT_MAX_TRACE_BYTES,
+        metavar="SIZE",
+        help="refuse trace files larger than SIZE (bytes, or with suffix K, M, G; default: 1G)",
+    )
+    report.add_argument(
+        "--top-k",
+        type=_count,
+        default=DEFAULT_TOP_K,
+        metavar="K",
+        help=f"plain TF ops listed per report (default: {DEFAULT_TOP_K})",
+    )
+    report.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write one self-contained HTML page (plots, signatures, "
+        "explanations; needs the html extra, see docs/html-report.md)",
+    )
+    report.add_argument(
+        "--compare",
+        metavar="FILE",
+        help="with --html: a saved `compare --json` result to show on the page "
+        "(default: the one `compare --log-dir PATH` saved, if any)",
+    )
+    report.add_argument(
+        "--compiles",
+        action="store_true",
+        help="after the table, list every XLA compilation (program, step, wall-clock compile time)",
+    )
     report.set_defaults(run=_run_report)
 
 
@@ -433,13 +504,22 @@ def _run_compare(args: argparse.Namespace) -> int:
     from keras_xla_guard.comparison.processes import compare_in_processes
 
     report = compare_in_processes(
-        args.target, modes=args.modes, steps=args.steps, batch_size=args.batch_size,
-        planned_epochs=args.planned_epochs, planned_steps_per_epoch=args.planned_steps_per_epoch,
-        log_dir=args.log_dir, timeout_s=args.timeout,
+        args.target,
+        modes=args.modes,
+        steps=args.steps,
+        batch_size=args.batch_size,
+        planned_epochs=args.planned_epochs,
+        planned_steps_per_epoch=args.planned_steps_per_epoch,
+        log_dir=args.log_dir,
+        timeout_s=args.timeout,
     )
     if args.json:
-        doc = {"schema_version": COMPARE_SCHEMA_VERSION, "tool_version": __version__,
-               "target": args.target, **report.to_dict()}
+        doc = {
+            "schema_version": COMPARE_SCHEMA_VERSION,
+            "tool_version": __version__,
+            "target": args.target,
+            **report.to_dict(),
+        }
         _emit(*json.dumps(doc, indent=2, sort_keys=True).splitlines())
     else:
         _emit(*str(report).splitlines())
@@ -458,25 +538,51 @@ def _add_compare_parser(sub: Any) -> None:
         "its own fresh process), and say which mode makes the planned run shortest. Exit "
         "code 0: ok, 2: bad input.",
     )
-    compare.add_argument("target", help="module_or_file:function returning (model, data); data "
-                         "is what fit takes as x, or an (x, y) tuple of arrays")
-    compare.add_argument("--steps", type=_positive, default=50, metavar="N",
-                         help="batches each mode trains on (default: 50)")
-    compare.add_argument("--modes", nargs="+", choices=MODES, default=["plain", "jit_compile"],
-                         help="modes to compare, at least two (default: plain jit_compile)")
-    compare.add_argument("--batch-size", type=_positive, metavar="B",
-                         help="batch size for array data (default: 32)")
-    compare.add_argument("--planned-epochs", type=_positive, metavar="E",
-                         help="epochs of the run to project (default: 1)")
-    compare.add_argument("--planned-steps-per-epoch", type=_positive, metavar="S",
-                         help="steps per epoch of that run (default: the data's length)")
-    compare.add_argument("--log-dir", default=DEFAULT_LOG_DIR, metavar="DIR",
-                         help=f"the guard's log dir; results go under DIR/compare "
-                         f"(default: {DEFAULT_LOG_DIR})")
-    compare.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
-                         help=f"time limit of each mode's process (default: {DEFAULT_TIMEOUT_S:g})")
-    compare.add_argument("--json", action="store_true",
-                         help=f"print JSON (schema_version {COMPARE_SCHEMA_VERSION}, see docs/compare.md)")
+    compare.add_argument(
+        "target",
+        help="module_or_file:function returning (model, data); data "
+        "is what fit takes as x, or an (x, y) tuple of arrays",
+    )
+    compare.add_argument(
+        "--steps", type=_positive, default=50, metavar="N", help="batches each mode trains on (default: 50)"
+    )
+    compare.add_argument(
+        "--modes",
+        nargs="+",
+        choices=MODES,
+        default=["plain", "jit_compile"],
+        help="modes to compare, at least two (default: plain jit_compile)",
+    )
+    compare.add_argument(
+        "--batch-size", type=_positive, metavar="B", help="batch size for array data (default: 32)"
+    )
+    compare.add_argument(
+        "--planned-epochs", type=_positive, metavar="E", help="epochs of the run to project (default: 1)"
+    )
+    compare.add_argument(
+        "--planned-steps-per-epoch",
+        type=_positive,
+        metavar="S",
+        help="steps per epoch of that run (default: the data's length)",
+    )
+    compare.add_argument(
+        "--log-dir",
+        default=DEFAULT_LOG_DIR,
+        metavar="DIR",
+        help=f"the guard's log dir; results go under DIR/compare (default: {DEFAULT_LOG_DIR})",
+    )
+    compare.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"time limit of each mode's process (default: {DEFAULT_TIMEOUT_S:g})",
+    )
+    compare.add_argument(
+        "--json",
+        action="store_true",
+        help=f"print JSON (schema_version {COMPARE_SCHEMA_VERSION}, see docs/compare.md)",
+    )
     compare.set_defaults(run=_run_compare)
 
 
@@ -495,18 +601,29 @@ def build_parser() -> argparse.ArgumentParser:
     _add_report_parser(sub)
     doctor = sub.add_parser("doctor", help="diagnose whether and why XLA runs on this machine")
     doctor.add_argument("--json", action="store_true", help="print the report as JSON")
+    doctor.add_argument("--no-probe", action="store_true", help="skip the measured auto-clustering probe")
     doctor.add_argument(
-        "--no-probe", action="store_true", help="skip the measured auto-clustering probe"
+        "--probe-timeout",
+        type=float,
+        default=120.0,
+        metavar="SECONDS",
+        help="time limit of the probe process (default: 120)",
     )
-    doctor.add_argument("--probe-timeout", type=float, default=120.0, metavar="SECONDS",
-                        help="time limit of the probe process (default: 120)")
-    doctor.add_argument("--trace", metavar="PATH", default=None,
-                        help="a run's trace: recommend the persistent compilation cache when "
-                             "compilation is a large share of it, name ops that block XLA, and "
-                             "follow the compare result saved in that log dir")
-    doctor.add_argument("--backend", choices=("tensorflow", "jax"), default=None,
-                        help="which framework to diagnose (default: the one Keras is configured with; "
-                             "JAX when only JAX is installed)")
+    doctor.add_argument(
+        "--trace",
+        metavar="PATH",
+        default=None,
+        help="a run's trace: recommend the persistent compilation cache when "
+        "compilation is a large share of it, name ops that block XLA, and "
+        "follow the compare result saved in that log dir",
+    )
+    doctor.add_argument(
+        "--backend",
+        choices=("tensorflow", "jax"),
+        default=None,
+        help="which framework to diagnose (default: the one Keras is configured with; "
+        "JAX when only JAX is installed)",
+    )
     doctor.set_defaults(run=_run_doctor)
     _add_compare_parser(sub)
     return parser

@@ -38,13 +38,20 @@ def main(argv: list[str] | None = None) -> int:
     Returns:
         The process exit code.
     """
-    parser = argparse.ArgumentParser(prog="python -m keras_xla_guard.demo", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--log-dir", default=os.path.join("logs", "demo"),
-                        help="where traces and summaries go (default: %(default)s)")
+    parser = argparse.ArgumentParser(
+        prog="python -m keras_xla_guard.demo",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--log-dir",
+        default=os.path.join("logs", "demo"),
+        help="where traces and summaries go (default: %(default)s)",
+    )
     parser.add_argument("--epochs", type=int, default=3, help="epochs per run (default: %(default)s)")
-    parser.add_argument("--json", action="store_true",
-                        help="end with one JSON line: every report of both runs")
+    parser.add_argument(
+        "--json", action="store_true", help="end with one JSON line: every report of both runs"
+    )
     args = parser.parse_args(argv)
     if args.epochs < 1:
         parser.error(f"--epochs must be >= 1. Received: {args.epochs}")
@@ -71,8 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     for run_name, jit in runs:
         print(f"\n== training with jit_compile={jit!r} ({args.epochs} epochs) ==", flush=True)
         model = _build_model(jit, features)
-        guard = XlaGuardCallback(log_dir=log_dir / run_name, profile_epochs=range(1, args.epochs),
-                                 verbose=0)
+        guard = XlaGuardCallback(log_dir=log_dir / run_name, profile_epochs=range(1, args.epochs), verbose=0)
         model.fit(dataset, epochs=args.epochs, callbacks=[guard], verbose=2)
         reports[run_name] = guard.reports
         for report in guard.reports.values():
@@ -90,8 +96,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         import json
 
-        print(json.dumps({"epochs": args.epochs, "runs": {
-            name: {str(e): r.to_dict() for e, r in by_epoch.items()} for name, by_epoch in reports.items()}}))
+        print(
+            json.dumps(
+                {
+                    "epochs": args.epochs,
+                    "runs": {
+                        name: {str(e): r.to_dict() for e, r in by_epoch.items()}
+                        for name, by_epoch in reports.items()
+                    },
+                }
+            )
+        )
     return 0
 
 

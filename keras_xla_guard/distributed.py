@@ -167,9 +167,7 @@ def info_from_cluster(spec: dict[str, Any], task_type: str, task_id: int) -> Wor
         return None
     chief_job = "chief" if "chief" in spec else "worker"
     names = tuple(f"{job}_{i}" for job in jobs for i in range(len(spec[job])))
-    return WorkerInfo(
-        task_type, task_id, num_workers, task_type == chief_job and task_id == 0, names
-    )
+    return WorkerInfo(task_type, task_id, num_workers, task_type == chief_job and task_id == 0, names)
 
 
 def worker_info_from_tf_config(tf_config: str | None) -> WorkerInfo | None:
@@ -249,8 +247,8 @@ def _tell_crash_risk() -> None:
     rates = ", ".join(f"{c} of {n} runs of a {name}" for name, (c, n) in ALL_WORKERS_CRASHES.items())
     _warn(
         "profile_workers='all' under MultiWorkerMirroredStrategy: TensorFlow's profiler stop "
-        "(tf.profiler.experimental.stop) aborts non-chief workers natively (\"double free or "
-        "corruption\", \"free(): invalid pointer\", a segmentation fault), and this guard "
+        '(tf.profiler.experimental.stop) aborts non-chief workers natively ("double free or '
+        'corruption", "free(): invalid pointer", a segmentation fault), and this guard '
         f"cannot catch that: measured {rates} (2 workers, 3 profiled epochs each, in the "
         "project's multi-worker stress benchmark). The default profile_workers='chief' did not "
         "crash in the same benchmark; see docs/multiworker.md"
@@ -327,7 +325,7 @@ class WorkerCoverage:
     trace_paths: tuple[str, ...]
 
     @classmethod
-    def of(cls, worker: str, report: CoverageReport) -> "WorkerCoverage":
+    def of(cls, worker: str, report: CoverageReport) -> WorkerCoverage:
         """The worker's figures from its report of one epoch."""
         assert report.epoch is not None
         measured = report.ok
@@ -447,7 +445,7 @@ class ClusterSink:
         self._save()
 
     @classmethod
-    def begin(cls, config: Any, strategy: Any = None) -> "ClusterSink | None":
+    def begin(cls, config: Any, strategy: Any = None) -> ClusterSink | None:
         """This worker's sink, or `None` outside a multi-worker cluster.
 
         Never raises: a cluster layout that cannot be read becomes an
@@ -464,12 +462,19 @@ class ClusterSink:
             info = find_worker(strategy)
             if info is None:
                 return None
-            sink = cls(info, config.log_dir, write_summaries=config.write_summaries,
-                       verbose=config.verbose, top_k=config.top_k,
-                       profile_workers=config.profile_workers)
+            sink = cls(
+                info,
+                config.log_dir,
+                write_summaries=config.write_summaries,
+                verbose=config.verbose,
+                top_k=config.top_k,
+                profile_workers=config.profile_workers,
+            )
         except Exception as e:  # noqa: BLE001 - guarding must not break training
-            _warn(f"reading the cluster layout failed ({type(e).__name__}: {e}); "
-                  "this worker profiles as if alone")
+            _warn(
+                f"reading the cluster layout failed ({type(e).__name__}: {e}); "
+                "this worker profiles as if alone"
+            )
             return None
         if config.profile_workers == "all":
             _tell_crash_risk()
@@ -586,8 +591,7 @@ class ClusterSink:
                     f"{', '.join(sorted(reports))} only"
                 )
             # A worker that did not profile by design is no failure.
-            failed = {n: r for n, r in reports.items()
-                      if not r.ok and not r.reason.startswith(NOT_PROFILED)}
+            failed = {n: r for n, r in reports.items() if not r.ok and not r.reason.startswith(NOT_PROFILED)}
             for name, report in sorted(failed.items()):
                 if name != self.info.name:
                     _warn(f"{name} measured nothing in epoch {epoch}: {report.status}: {report.reason}")

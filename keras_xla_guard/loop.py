@@ -46,7 +46,7 @@ class _WatchedStep:
     the wrapped callable.
     """
 
-    def __init__(self, guard: "XlaGuard", fn: Callable[..., Any]) -> None:
+    def __init__(self, guard: XlaGuard, fn: Callable[..., Any]) -> None:
         functools.update_wrapper(self, fn, updated=())
         self._guard = guard
         self._names = _positional_names(fn)
@@ -80,12 +80,12 @@ class _WatchedStep:
 class _EpochScope:
     """Context manager returned by `XlaGuard.epoch`."""
 
-    def __init__(self, guard: "XlaGuard", epoch: int, steps: int | None) -> None:
+    def __init__(self, guard: XlaGuard, epoch: int, steps: int | None) -> None:
         self._guard = guard
         self.epoch = epoch
         self.steps = steps
 
-    def __enter__(self) -> "_EpochScope":
+    def __enter__(self) -> _EpochScope:
         self._guard._enter_epoch(self.epoch, self.steps)
         return self
 
@@ -167,8 +167,7 @@ class XlaGuard(GuardAdapter):
     ) -> None:
         if strategy is not None and not hasattr(strategy, "extended"):
             raise ValueError(
-                "`strategy` must be a tf.distribute.Strategy or None. "
-                f"Received: strategy={strategy!r}"
+                f"`strategy` must be a tf.distribute.Strategy or None. Received: strategy={strategy!r}"
             )
         self._init_guard("XlaGuard", config, {"log_dir": log_dir, **fields}, notes=[self._jit_notes])
         # One flag per watched step: whether it runs compiled by XLA.
@@ -307,7 +306,7 @@ class XlaGuard(GuardAdapter):
         self._epoch = None
         self._end_engine_run(timeout)
 
-    def __enter__(self) -> "XlaGuard":
+    def __enter__(self) -> XlaGuard:
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
@@ -363,7 +362,12 @@ class XlaGuard(GuardAdapter):
                 "the watched train step has jit_compile=True but no XLA execution was "
                 "recorded in this window; check the TensorFlow log for compilation errors"
             ]
-        from keras_xla_guard.diagnose.advice import JitEvidence, blocked_verdict, jit_off_verdict, measure_first
+        from keras_xla_guard.diagnose.advice import (
+            JitEvidence,
+            blocked_verdict,
+            jit_off_verdict,
+            measure_first,
+        )
         from keras_xla_guard.diagnose.explain import blocker_names, trace_blockers
         from keras_xla_guard.output.runfile import find_compare
 
@@ -372,8 +376,9 @@ class XlaGuard(GuardAdapter):
         except ValueError:
             compare = None
         autoclustering = self.engine.xla_mode == "autoclustering"
-        evidence = JitEvidence(blockers=blocker_names(trace_blockers(report)), autoclustering=autoclustering,
-                               compare=compare)
+        evidence = JitEvidence(
+            blockers=blocker_names(trace_blockers(report)), autoclustering=autoclustering, compare=compare
+        )
         switch = "train_step = tf.function(train_step, jit_compile=True)"
         if not autoclustering:
             what = "XLA is not requested: the watched train step is not a tf.function(jit_compile=True)."
@@ -384,7 +389,9 @@ class XlaGuard(GuardAdapter):
             "cluster ran in this window; on a CPU-only machine it also needs "
             "TF_XLA_FLAGS=--tf_xla_cpu_global_jit before TensorFlow is imported. "
             "keras_xla_guard.doctor() in this process diagnoses the switches"
-            + ("" if blocked is not None else
-               f". tf.function(jit_compile=True) on the train step needs neither switch. {measure_first()}")
+            + (
+                ""
+                if blocked is not None
+                else f". tf.function(jit_compile=True) on the train step needs neither switch. {measure_first()}"
+            )
         ]
-

@@ -135,8 +135,7 @@ class SignatureFeed:
             self.tap = None
             self._interval = sys.maxsize
             self._unavailable(
-                "its batches arrive split across replicas and the dataset Keras distributes "
-                "was not found"
+                "its batches arrive split across replicas and the dataset Keras distributes was not found"
             )
             return
         if tap is self.tap:
@@ -230,7 +229,9 @@ class SignatureFeed:
         if pending <= 0:
             return
         if tap.static:
-            self.engine.observe_signature(tap.template, step=self._seen, count=pending, function=self.function)
+            self.engine.observe_signature(
+                tap.template, step=self._seen, count=pending, function=self.function
+            )
             self._seen = done
             return
         # One engine call per run of equal shapes, not per step.

@@ -23,9 +23,9 @@ import random
 import time
 import traceback
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from keras_xla_guard._checks import check_int
 from keras_xla_guard.errors import XlaGuardWarning
@@ -76,8 +76,11 @@ class WarmUpReport:
 
 
 def _is_shape(value: Any) -> bool:
-    return isinstance(value, (tuple, list)) and all(d is None or isinstance(d, int) for d in value) \
+    return (
+        isinstance(value, (tuple, list))
+        and all(d is None or isinstance(d, int) for d in value)
         and not any(isinstance(d, bool) for d in value)
+    )
 
 
 def _leaves(structure: Any) -> list[Any]:
@@ -150,8 +153,10 @@ def _batches_from_shapes(shapes: Sequence[Any], element_spec: Any) -> tuple[list
         # Like Keras' own adapters: the batch dimension and every dimension
         # that varies are unknown, so one traced function serves them all.
         specs = [
-            tf.TensorSpec([None if axis == 0 or len(seen) > 1 else next(iter(seen))
-                           for axis, seen in enumerate(dims)], dtype)
+            tf.TensorSpec(
+                [None if axis == 0 or len(seen) > 1 else next(iter(seen)) for axis, seen in enumerate(dims)],
+                dtype,
+            )
             for dims, dtype in zip(dims_seen, dtypes)
         ]
         element_spec = _rebuild(shapes[0], specs)
@@ -175,8 +180,9 @@ class _PythonRandomState:
         np.random.set_state(self._numpy)
 
 
-def _batches_from_dataset(dataset: Any, max_batches: int, python_state: _PythonRandomState,
-                          check: Callable[[], None]) -> tuple[list[Any], int, str | None]:
+def _batches_from_dataset(
+    dataset: Any, max_batches: int, python_state: _PythonRandomState, check: Callable[[], None]
+) -> tuple[list[Any], int, str | None]:
     """One batch per distinct signature of `dataset` (first `max_batches` batches), read from a copy.
 
     `check()` runs after each batch (it passes on a Ctrl-C kept meanwhile).
@@ -194,9 +200,12 @@ def _batches_from_dataset(dataset: Any, max_batches: int, python_state: _PythonR
     copy = detached_copy(dataset)
     if copy.dataset is None:
         batches = _batches_from_spec(dataset.element_spec)
-        instead = ("warmed the one signature its element_spec fixes" if batches else
-                   "its element_spec leaves dimensions unknown, so nothing was warmed; pass the "
-                   "signatures: warm_up(model, [...], element_spec=dataset.element_spec)")
+        instead = (
+            "warmed the one signature its element_spec fixes"
+            if batches
+            else "its element_spec leaves dimensions unknown, so nothing was warmed; pass the "
+            "signatures: warm_up(model, [...], element_spec=dataset.element_spec)"
+        )
         return batches, 0, f"did not read the dataset, because {copy.reason}: {instead}"
     python_state.used = copy.runs_python
     seen: dict[Signature, Any] = {}
@@ -266,8 +275,14 @@ def _iterator(model: Any, batches: list[Any], element_spec: Any) -> Any:
     return iter(dataset)
 
 
-def _run(model: Any, step: str, batches: list[Any], element_spec: Any, train_function: Any,
-         check: Callable[[], None]) -> None:
+def _run(
+    model: Any,
+    step: str,
+    batches: list[Any],
+    element_spec: Any,
+    train_function: Any,
+    check: Callable[[], None],
+) -> None:
     """Runs `step` once on each batch, through the function `fit`/`evaluate`/`predict` call.
 
     `check()` runs after each call (it passes on a Ctrl-C kept meanwhile).
@@ -392,14 +407,19 @@ def _warm_up(
         raise ValueError(f"`steps` must be a non-empty subset of {_STEPS}. Received: steps={steps!r}")
     check_int("max_batches", max_batches, minimum=1)
     if getattr(model, "optimizer", None) is None and "train" in steps:
-        raise ValueError(f"`model` must be compiled with an optimizer before warm_up. Received: model={model!r}")
+        raise ValueError(
+            f"`model` must be compiled with an optimizer before warm_up. Received: model={model!r}"
+        )
     if seam.keras_backend(model) == "jax":
         from keras_xla_guard._warmup_jax import warm_up_jax
 
         # The step is stateless under JAX: nothing is read from a dataset, nothing needs putting back.
-        signatures, seconds, notes = warm_up_jax(model, shapes_or_dataset, element_spec=element_spec, steps=steps)
-        return WarmUpReport(signatures=signatures, steps=steps, seconds=seconds, batches_read=0, restored=0,
-                            notes=notes)
+        signatures, seconds, notes = warm_up_jax(
+            model, shapes_or_dataset, element_spec=element_spec, steps=steps
+        )
+        return WarmUpReport(
+            signatures=signatures, steps=steps, seconds=seconds, batches_read=0, restored=0, notes=notes
+        )
     import tensorflow as tf
 
     from keras_xla_guard._interrupts import InterruptGate
@@ -424,8 +444,9 @@ def _warm_up(
     with InterruptGate(shield=[_warm_up.__code__]) as gate:
         try:
             if is_dataset:
-                batches, read, note = _batches_from_dataset(shapes_or_dataset, max_batches, python_state,
-                                                            gate.check)
+                batches, read, note = _batches_from_dataset(
+                    shapes_or_dataset, max_batches, python_state, gate.check
+                )
                 spec = shapes_or_dataset.element_spec
                 notes.extend([note] if note else [])
             else:
@@ -434,8 +455,10 @@ def _warm_up(
             if batches:
                 reason = seam.build_for_training(model, batches[0])
                 if reason is not None:
-                    notes.append(f"{seam.keras_version(model)}: could not build the model ahead ({reason}); "
-                                 "variables the first step creates cannot be put back")
+                    notes.append(
+                        f"{seam.keras_version(model)}: could not build the model ahead ({reason}); "
+                        "variables the first step creates cannot be put back"
+                    )
                 gate.check()
                 snapshot = _snapshot(model)
                 if snapshot[2] is not None:
@@ -452,8 +475,10 @@ def _warm_up(
             if variables:
                 notes.extend(_created_by_warm_up(model, {id(v) for v in variables}))
             if unrestored:
-                notes.append(f"{len(unrestored)} variable(s) could not be put back and keep their "
-                             f"post-warm-up values: {', '.join(unrestored)}")
+                notes.append(
+                    f"{len(unrestored)} variable(s) could not be put back and keep their "
+                    f"post-warm-up values: {', '.join(unrestored)}"
+                )
             for note in notes:
                 warnings.warn(f"keras-xla-guard: warm_up: {note}", XlaGuardWarning, stacklevel=2)
     return WarmUpReport(
@@ -482,6 +507,8 @@ def _created_by_warm_up(model: Any, known: set[int]) -> list[str]:
     if not kept:
         return []
     names = sorted(_name(v) for v in kept)
-    note = (f"{len(kept)} variable(s) were created by the warm-up itself "
-            f"({', '.join(names[:5])}) and keep their post-warm-up values")
+    note = (
+        f"{len(kept)} variable(s) were created by the warm-up itself "
+        f"({', '.join(names[:5])}) and keep their post-warm-up values"
+    )
     return [note]

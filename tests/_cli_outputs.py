@@ -30,14 +30,28 @@ from typing import Any
 DATA = Path(__file__).resolve().parent / "trace" / "data"
 # The stored traces, each one run of a log dir (oldest first), and a run of
 # two hosts.
-TRACES = ("plain", "jit", "mlp", "eager_loop", "tf220_async_launch", "tf220_lost_split_launch",
-          "py_function")
-_COMPARE = {"verdict": "jit_compile makes the planned run 2.0x faster", "planned_steps": 10,
-            "projected_run_s": {"plain": 2.0, "jit_compile": 1.0},
-            "modes": {"plain": {"step_time_s": 0.2, "startup_s": 0.5, "compilations": 0,
-                                "compile_time_s": 0.0, "peak_memory_bytes": None},
-                      "jit_compile": {"step_time_s": 0.05, "startup_s": 1.0, "compilations": 1,
-                                      "compile_time_s": 0.5, "peak_memory_bytes": 1 << 20}}}
+TRACES = ("plain", "jit", "mlp", "eager_loop", "tf220_async_launch", "tf220_lost_split_launch", "py_function")
+_COMPARE = {
+    "verdict": "jit_compile makes the planned run 2.0x faster",
+    "planned_steps": 10,
+    "projected_run_s": {"plain": 2.0, "jit_compile": 1.0},
+    "modes": {
+        "plain": {
+            "step_time_s": 0.2,
+            "startup_s": 0.5,
+            "compilations": 0,
+            "compile_time_s": 0.0,
+            "peak_memory_bytes": None,
+        },
+        "jit_compile": {
+            "step_time_s": 0.05,
+            "startup_s": 1.0,
+            "compilations": 1,
+            "compile_time_s": 0.5,
+            "peak_memory_bytes": 1 << 20,
+        },
+    },
+}
 
 
 def _layout(root: Path) -> None:
@@ -52,8 +66,11 @@ def _layout(root: Path) -> None:
     hosts = root / "hosts"
     hosts.mkdir()
     for host, name in (("worker-a", "plain"), ("worker-b", "jit")):
-        shutil.copy(root / "logs" / "plugins" / "profile" / f"2026_01_01_00_00_0{TRACES.index(name)}"
-                    f"_epoch{TRACES.index(name)}" / f"{name}.xplane.pb", hosts / f"{host}.xplane.pb")
+        shutil.copy(
+            root / "logs" / "plugins" / "profile" / f"2026_01_01_00_00_0{TRACES.index(name)}"
+            f"_epoch{TRACES.index(name)}" / f"{name}.xplane.pb",
+            hosts / f"{host}.xplane.pb",
+        )
     (root / "compare.json").write_text(json.dumps(_COMPARE), encoding="utf-8")
 
 
@@ -65,21 +82,38 @@ def cases() -> dict[str, list[str]]:
         trace = f"{profile}/2026_01_01_00_00_0{i}_epoch{i}/{name}.xplane.pb"
         found[f"{name}-json"] = [trace, "--json", "--top-k", "1000"]
         found[f"{name}-text"] = [trace, "--compiles"]
-    found.update({
-        "logdir-json": ["logs", "--json"],
-        "logdir-all-json": ["logs", "--all", "--json", "--top-k", "3"],
-        "logdir-all-text": ["logs", "--all", "--compiles", "--top-k", "0"],
-        "logdir-thresholds-json": ["logs", "--all", "--json", "--min-coverage", "0.5",
-                                   "--max-compilations", "0"],
-        "logdir-thresholds-text": ["logs", "--all", "--min-coverage", "0.99", "--max-compilations", "1"],
-        "hosts-json": ["hosts", "--json", "--compiles"],
-        "hosts-text": ["hosts", "--max-bytes", "64M"],
-        "max-bytes": ["logs", "--all", "--max-bytes", "1K"],
-        "bad-fraction": ["logs", "--min-coverage", "1.5"],
-        "html-logdir": ["logs", "--all", "--html", "out/logdir.html", "--compare", "compare.json",
-                        "--min-coverage", "0.5"],
-        "html-hosts-json": ["hosts", "--json", "--html", "out/hosts.html"],
-    })
+    found.update(
+        {
+            "logdir-json": ["logs", "--json"],
+            "logdir-all-json": ["logs", "--all", "--json", "--top-k", "3"],
+            "logdir-all-text": ["logs", "--all", "--compiles", "--top-k", "0"],
+            "logdir-thresholds-json": [
+                "logs",
+                "--all",
+                "--json",
+                "--min-coverage",
+                "0.5",
+                "--max-compilations",
+                "0",
+            ],
+            "logdir-thresholds-text": ["logs", "--all", "--min-coverage", "0.99", "--max-compilations", "1"],
+            "hosts-json": ["hosts", "--json", "--compiles"],
+            "hosts-text": ["hosts", "--max-bytes", "64M"],
+            "max-bytes": ["logs", "--all", "--max-bytes", "1K"],
+            "bad-fraction": ["logs", "--min-coverage", "1.5"],
+            "html-logdir": [
+                "logs",
+                "--all",
+                "--html",
+                "out/logdir.html",
+                "--compare",
+                "compare.json",
+                "--min-coverage",
+                "0.5",
+            ],
+            "html-hosts-json": ["hosts", "--json", "--html", "out/hosts.html"],
+        }
+    )
     return {name: ["report", *argv] for name, argv in found.items()}
 
 
@@ -91,8 +125,7 @@ def _cli() -> list[str]:
 
 
 def _run(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*_cli(), *argv], cwd=cwd, capture_output=True, text=True, timeout=300,
-                          env=env)
+    return subprocess.run([*_cli(), *argv], cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
 
 
 def outputs(root: Path) -> dict[str, dict[str, Any]]:
@@ -105,8 +138,13 @@ def outputs(root: Path) -> dict[str, dict[str, Any]]:
         if "--html" in argv:
             html = root / argv[argv.index("--html") + 1]
             page = html.read_text(encoding="utf-8") if html.is_file() else None
-        found[name] = {"argv": argv, "rc": proc.returncode, "stdout": proc.stdout,
-                       "stderr": proc.stderr, "html": page}
+        found[name] = {
+            "argv": argv,
+            "rc": proc.returncode,
+            "stdout": proc.stdout,
+            "stderr": proc.stderr,
+            "html": page,
+        }
     return found
 
 
@@ -115,8 +153,10 @@ def _blocked(root: Path, module: str) -> dict[str, str]:
     folder = root / f"without_{module}"
     folder.mkdir()
     (folder / "sitecustomize.py").write_text(f"import sys\nsys.modules[{module!r}] = None\n")
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(folder),
-                                                                       os.environ.get("PYTHONPATH")]))}
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")])),
+    }
 
 
 def missing_dependency_failures(root: Path) -> list[str]:
@@ -130,9 +170,16 @@ def missing_dependency_failures(root: Path) -> list[str]:
     for argv, env, extra in checks:
         proc = _run(argv, root, env)
         lines = proc.stderr.splitlines()
-        if proc.returncode != 2 or proc.stdout or len(lines) != 1 or f"keras-xla-guard{extra}" not in lines[0]:
-            failures.append(f"{' '.join(argv)}: exit {proc.returncode}, stdout {proc.stdout!r}, "
-                            f"stderr {proc.stderr!r} (want exit 2 and one line naming {extra})")
+        if (
+            proc.returncode != 2
+            or proc.stdout
+            or len(lines) != 1
+            or f"keras-xla-guard{extra}" not in lines[0]
+        ):
+            failures.append(
+                f"{' '.join(argv)}: exit {proc.returncode}, stdout {proc.stdout!r}, "
+                f"stderr {proc.stderr!r} (want exit 2 and one line naming {extra})"
+            )
     return failures
 
 
@@ -159,13 +206,17 @@ def main() -> int:
         for name in sorted(set(want) & set(found)):
             for key in ("rc", "stdout", "stderr", "html"):
                 if want[name][key] != found[name][key]:
-                    failures.append(f"{name}: {key} differs from the TensorFlow venv's "
-                                    f"(report {' '.join(found[name]['argv'][1:])})")
+                    failures.append(
+                        f"{name}: {key} differs from the TensorFlow venv's "
+                        f"(report {' '.join(found[name]['argv'][1:])})"
+                    )
         failures += missing_dependency_failures(root)
     for failure in failures:
         print("FAILED:", failure)
-    print(f"{len(found)} report cases and 3 missing-dependency cases: "
-          f"{len(found) + 3 - len(failures)} passed, {len(failures)} failed")
+    print(
+        f"{len(found)} report cases and 3 missing-dependency cases: "
+        f"{len(found) + 3 - len(failures)} passed, {len(failures)} failed"
+    )
     return 1 if failures else 0
 
 

@@ -32,8 +32,10 @@ def _seq_model(jit_compile: bool, steps_per_execution: int = 1):
 def _seq_batches(lengths, batch=BATCH):
     rng = np.random.default_rng(0)
     return [
-        ({"tokens": rng.integers(0, 50, (batch, n)).astype("int32")},
-         rng.standard_normal((batch, 1)).astype("float32"))
+        (
+            {"tokens": rng.integers(0, 50, (batch, n)).astype("int32")},
+            rng.standard_normal((batch, 1)).astype("float32"),
+        )
         for n in lengths
     ]
 

@@ -85,13 +85,17 @@ class _Plane:
 
     def line(self, line_id: int, name: str) -> Any:
         if line_id not in self._lines:
-            self._lines[line_id] = self.plane.lines.add(id=line_id, display_id=line_id, name=name,
-                                                        timestamp_ns=T0_NS)
+            self._lines[line_id] = self.plane.lines.add(
+                id=line_id, display_id=line_id, name=name, timestamp_ns=T0_NS
+            )
         return self._lines[line_id]
 
     def event(self, line: Any, event_name: str, start_us: float, dur_us: float, **stats: Any) -> None:
-        event = line.events.add(metadata_id=self.event_id(event_name), offset_ps=round(start_us * PS_PER_US),
-                                duration_ps=round(dur_us * PS_PER_US))
+        event = line.events.add(
+            metadata_id=self.event_id(event_name),
+            offset_ps=round(start_us * PS_PER_US),
+            duration_ps=round(dur_us * PS_PER_US),
+        )
         for key, value in stats.items():
             stat = event.stats.add(metadata_id=self.stat_id(key))
             if key in _REF_STATS:
@@ -140,67 +144,154 @@ class GpuTrace:
             stats["group_id"] = self._step
         return stats
 
-    def xla_kernel(self, stream: int, kernel: str, launch_us: float, start_us: float, dur_us: float, *,
-                   module: str, program: int, hlo_op: str, tf_op: str, **annotation: Any) -> None:
+    def xla_kernel(
+        self,
+        stream: int,
+        kernel: str,
+        launch_us: float,
+        start_us: float,
+        dur_us: float,
+        *,
+        module: str,
+        program: int,
+        hlo_op: str,
+        tf_op: str,
+        **annotation: Any,
+    ) -> None:
         """Kernel `kernel` of XLA program `module` (`program_id` `program`), more annotation keys in `annotation`."""
         stats = self._launch("cuLaunchKernel", launch_us)
-        self.gpu.event(self._stream(stream, "Kernel"), kernel, start_us, dur_us, **stats,
-                       kernel_details=KERNEL_DETAILS, tf_op=tf_op, hlo_module=module, program_id=program,
-                       hlo_op=hlo_op, **annotation)
+        self.gpu.event(
+            self._stream(stream, "Kernel"),
+            kernel,
+            start_us,
+            dur_us,
+            **stats,
+            kernel_details=KERNEL_DETAILS,
+            tf_op=tf_op,
+            hlo_module=module,
+            program_id=program,
+            hlo_op=hlo_op,
+            **annotation,
+        )
 
     def graph_launch(self, graph_id: int, launch_us: float) -> dict[str, Any]:
         """The host's launch of CUDA graph `graph_id`; its stats go to each kernel of the run."""
         self._correlation += 1
-        self.host.event(self.python, f"cuGraphLaunch (CudaGraph:{graph_id})", launch_us, 0.5,
-                        correlation_id=self._correlation, device_id=0, cuda_graph_id=graph_id)
+        self.host.event(
+            self.python,
+            f"cuGraphLaunch (CudaGraph:{graph_id})",
+            launch_us,
+            0.5,
+            correlation_id=self._correlation,
+            device_id=0,
+            cuda_graph_id=graph_id,
+        )
         stats: dict[str, Any] = {"correlation_id": self._correlation, "context_id": "$$1"}
         if self.group_ids:
             stats["group_id"] = self._step
         return stats
 
-    def graph_kernel(self, launch: dict[str, Any], stream: int, name: str, start_us: float, dur_us: float, *,
-                     graph_id: int, node: int, **annotation: Any) -> None:
+    def graph_kernel(
+        self,
+        launch: dict[str, Any],
+        stream: int,
+        name: str,
+        start_us: float,
+        dur_us: float,
+        *,
+        graph_id: int,
+        node: int,
+        **annotation: Any,
+    ) -> None:
         """A kernel inside a run of CUDA graph `graph_id` (node `node`), under the launch's annotation."""
-        self.gpu.event(self._stream(stream, "Kernel"), name, start_us, dur_us, **launch,
-                       kernel_details=KERNEL_DETAILS, cuda_graph_id=graph_id, cuda_graph_node_id=node,
-                       **annotation)
+        self.gpu.event(
+            self._stream(stream, "Kernel"),
+            name,
+            start_us,
+            dur_us,
+            **launch,
+            kernel_details=KERNEL_DETAILS,
+            cuda_graph_id=graph_id,
+            cuda_graph_node_id=node,
+            **annotation,
+        )
 
-    def graph_exec(self, launch: dict[str, Any], stream: int, start_us: float, dur_us: float, *,
-                   graph_id: int, **annotation: Any) -> None:
+    def graph_exec(
+        self,
+        launch: dict[str, Any],
+        stream: int,
+        start_us: float,
+        dur_us: float,
+        *,
+        graph_id: int,
+        **annotation: Any,
+    ) -> None:
         """A whole run of CUDA graph `graph_id` as CUPTI's graph-level tracing records it."""
-        self.gpu.event(self._stream(stream, "CudaGraph"), f"CudaGraphExec:{graph_id}", start_us, dur_us,
-                       **launch, cuda_graph_exec_id=graph_id, **annotation)
+        self.gpu.event(
+            self._stream(stream, "CudaGraph"),
+            f"CudaGraphExec:{graph_id}",
+            start_us,
+            dur_us,
+            **launch,
+            cuda_graph_exec_id=graph_id,
+            **annotation,
+        )
 
     def host_event(self, name: str, start_us: float, dur_us: float) -> None:
         """A TraceMe on the host thread (e.g. XLA's note that it ran command buffers op by op)."""
         self.host.event(self.python, name, start_us, dur_us)
 
-    def tf_kernel(self, stream: int, name: str, launch_us: float, start_us: float, dur_us: float, *,
-                  tf_op: str) -> None:
+    def tf_kernel(
+        self, stream: int, name: str, launch_us: float, start_us: float, dur_us: float, *, tf_op: str
+    ) -> None:
         """A kernel of a plain TF op (`tf_op` is `<op_name>:<OpType>`)."""
         stats = self._launch("cuLaunchKernel", launch_us)
-        self.gpu.event(self._stream(stream, "Kernel"), name, start_us, dur_us, **stats,
-                       kernel_details=KERNEL_DETAILS, tf_op=tf_op)
+        self.gpu.event(
+            self._stream(stream, "Kernel"),
+            name,
+            start_us,
+            dur_us,
+            **stats,
+            kernel_details=KERNEL_DETAILS,
+            tf_op=tf_op,
+        )
 
-    def memcpy(self, stream: int, kind: str, launch_us: float, start_us: float, dur_us: float,
-               **annotation: Any) -> None:
+    def memcpy(
+        self, stream: int, kind: str, launch_us: float, start_us: float, dur_us: float, **annotation: Any
+    ) -> None:
         """A memory copy, `kind` `H2D`, `D2H` or `D2D`, under `annotation` stats."""
         api = {"H2D": "cuMemcpyHtoDAsync_v2", "D2H": "cuMemcpyDtoHAsync_v2", "D2D": "cuMemcpyDtoDAsync_v2"}
-        src, dst = {"H2D": ("pageable", "device"), "D2H": ("device", "pageable"),
-                    "D2D": ("device", "device")}[kind]
+        src, dst = {
+            "H2D": ("pageable", "device"),
+            "D2H": ("device", "pageable"),
+            "D2D": ("device", "device"),
+        }[kind]
         stats = self._launch(api[kind], launch_us)
-        self.gpu.event(self._stream(stream, f"Memcpy{kind}"), f"Memcpy{kind}", start_us, dur_us, **stats,
-                       memcpy_details=f"kind_src:{src} kind_dst:{dst} size:65536 dest:0 async:1", **annotation)
+        self.gpu.event(
+            self._stream(stream, f"Memcpy{kind}"),
+            f"Memcpy{kind}",
+            start_us,
+            dur_us,
+            **stats,
+            memcpy_details=f"kind_src:{src} kind_dst:{dst} size:65536 dest:0 async:1",
+            **annotation,
+        )
 
     def memset(self, stream: int, launch_us: float, start_us: float, dur_us: float) -> None:
         """A memset."""
         stats = self._launch("cuMemsetD32Async", launch_us)
-        self.gpu.event(self._stream(stream, "Memset"), "Memset", start_us, dur_us, **stats,
-                       memset_details="kind:device num_bytes:4096 async:1")
+        self.gpu.event(
+            self._stream(stream, "Memset"),
+            "Memset",
+            start_us,
+            dur_us,
+            **stats,
+            memset_details="kind:device num_bytes:4096 async:1",
+        )
 
     def _stream(self, stream: int, kind: str) -> Any:
         line = self.gpu.line(stream, f"Stream #{stream}")
-        kinds = set(line.name[line.name.index("(") + 1:-1].split(",")) if "(" in line.name else set()
+        kinds = set(line.name[line.name.index("(") + 1 : -1].split(",")) if "(" in line.name else set()
         kinds.add(kind)
         line.name = f"Stream #{stream}({','.join(sorted(kinds))})"
         return line
@@ -249,15 +340,37 @@ def jit_fit(steps: int = 6, **kwargs: Any) -> GpuTrace:
         trace.step(step, base, 900)
         trace.memcpy(1, "H2D", base + 5, base + 20, 30, tf_op="IteratorGetNext:IteratorGetNext")
         for k in range(3):
-            trace.xla_kernel(7, f"loop_fusion_{k}", base + 10 + k, base + 60 + 45 * k, 40, module=MODULE,
-                             program=PROGRAM, hlo_op=f"fusion.{k}",
-                             tf_op="StatefulPartitionedCall:StatefulPartitionedCall")
+            trace.xla_kernel(
+                7,
+                f"loop_fusion_{k}",
+                base + 10 + k,
+                base + 60 + 45 * k,
+                40,
+                module=MODULE,
+                program=PROGRAM,
+                hlo_op=f"fusion.{k}",
+                tf_op="StatefulPartitionedCall:StatefulPartitionedCall",
+            )
         trace.memset(7, base + 14, base + 200, 4)
-        trace.tf_kernel(7, "void Eigen::internal::EigenMetaKernel", base + 15, base + 220, 25,
-                        tf_op="model/dense/BiasAdd:BiasAdd")
-        trace.memcpy(7, "D2H", base + 16, base + 260, 8, tf_op="StatefulPartitionedCall:StatefulPartitionedCall",
-                     hlo_module=MODULE,
-                     program_id=PROGRAM, hlo_op="copy.3")
+        trace.tf_kernel(
+            7,
+            "void Eigen::internal::EigenMetaKernel",
+            base + 15,
+            base + 220,
+            25,
+            tf_op="model/dense/BiasAdd:BiasAdd",
+        )
+        trace.memcpy(
+            7,
+            "D2H",
+            base + 16,
+            base + 260,
+            8,
+            tf_op="StatefulPartitionedCall:StatefulPartitionedCall",
+            hlo_module=MODULE,
+            program_id=PROGRAM,
+            hlo_op="copy.3",
+        )
     return trace
 
 
@@ -276,8 +389,16 @@ def command_buffer_fit(steps: int = 6, *, graph_level: bool = False, annotated: 
     memset and copies are as in `jit_fit`.
     """
     trace = GpuTrace()
-    annotation = dict(tf_op="StatefulPartitionedCall:StatefulPartitionedCall", hlo_module=MODULE,
-                      program_id=PROGRAM, hlo_op=COMMAND_BUFFER_CALL) if annotated else {}
+    annotation = (
+        dict(
+            tf_op="StatefulPartitionedCall:StatefulPartitionedCall",
+            hlo_module=MODULE,
+            program_id=PROGRAM,
+            hlo_op=COMMAND_BUFFER_CALL,
+        )
+        if annotated
+        else {}
+    )
     for step in range(steps):
         base = step * STEP_US
         trace.step(step, base, 900)
@@ -287,11 +408,25 @@ def command_buffer_fit(steps: int = 6, *, graph_level: bool = False, annotated: 
             trace.graph_exec(launch, 7, base + 60, 130, graph_id=GRAPH_ID, **annotation)
         else:
             for k in range(3):
-                trace.graph_kernel(launch, 7, f"loop_fusion_{k}", base + 60 + 45 * k, 40, graph_id=GRAPH_ID,
-                                   node=k + 1, **annotation)
+                trace.graph_kernel(
+                    launch,
+                    7,
+                    f"loop_fusion_{k}",
+                    base + 60 + 45 * k,
+                    40,
+                    graph_id=GRAPH_ID,
+                    node=k + 1,
+                    **annotation,
+                )
         trace.memset(7, base + 14, base + 200, 4)
-        trace.tf_kernel(7, "void Eigen::internal::EigenMetaKernel", base + 15, base + 220, 25,
-                        tf_op="model/dense/BiasAdd:BiasAdd")
+        trace.tf_kernel(
+            7,
+            "void Eigen::internal::EigenMetaKernel",
+            base + 15,
+            base + 220,
+            25,
+            tf_op="model/dense/BiasAdd:BiasAdd",
+        )
     return trace
 
 
@@ -314,15 +449,39 @@ def collective_fit(steps: int = 6) -> GpuTrace:
         base = step * STEP_US
         trace.step(step, base, 900)
         for k in range(3):
-            trace.xla_kernel(7, f"loop_fusion_{k}", base + 10 + k, base + 60 + 45 * k, 40, module=MODULE,
-                             program=PROGRAM, hlo_op=f"fusion.{k}",
-                             tf_op="StatefulPartitionedCall:StatefulPartitionedCall")
-        trace.xla_kernel(12, NCCL_XLA, base + 12, base + 100, 80, module=MODULE, program=PROGRAM,
-                         hlo_op="all-reduce-start.1", tf_op="StatefulPartitionedCall:StatefulPartitionedCall")
-        trace.tf_kernel(12, NCCL_TF, base + 14, base + 300, 20,
-                        tf_op="Adam/CollectiveReduceV2:CollectiveReduceV2")
-        trace.tf_kernel(7, "void Eigen::internal::EigenMetaKernel", base + 15, base + 220, 25,
-                        tf_op="model/dense/BiasAdd:BiasAdd")
+            trace.xla_kernel(
+                7,
+                f"loop_fusion_{k}",
+                base + 10 + k,
+                base + 60 + 45 * k,
+                40,
+                module=MODULE,
+                program=PROGRAM,
+                hlo_op=f"fusion.{k}",
+                tf_op="StatefulPartitionedCall:StatefulPartitionedCall",
+            )
+        trace.xla_kernel(
+            12,
+            NCCL_XLA,
+            base + 12,
+            base + 100,
+            80,
+            module=MODULE,
+            program=PROGRAM,
+            hlo_op="all-reduce-start.1",
+            tf_op="StatefulPartitionedCall:StatefulPartitionedCall",
+        )
+        trace.tf_kernel(
+            12, NCCL_TF, base + 14, base + 300, 20, tf_op="Adam/CollectiveReduceV2:CollectiveReduceV2"
+        )
+        trace.tf_kernel(
+            7,
+            "void Eigen::internal::EigenMetaKernel",
+            base + 15,
+            base + 220,
+            25,
+            tf_op="model/dense/BiasAdd:BiasAdd",
+        )
     return trace
 
 
@@ -333,8 +492,11 @@ def annotated_fit(steps: int = 6, *, detailed: bool) -> GpuTrace:
     `fusion.1` and `fusion.2` its BiasAdd (two kernels of one framework op).
     """
     trace = GpuTrace()
-    ops = (("fusion.0", "dense/MatMul", "MatMul"), ("fusion.1", "dense/BiasAdd", "BiasAdd"),
-           ("fusion.2", "dense/BiasAdd", "BiasAdd"))
+    ops = (
+        ("fusion.0", "dense/MatMul", "MatMul"),
+        ("fusion.1", "dense/BiasAdd", "BiasAdd"),
+        ("fusion.2", "dense/BiasAdd", "BiasAdd"),
+    )
     for step in range(steps):
         base = step * STEP_US
         trace.step(step, base, 900)
@@ -342,7 +504,16 @@ def annotated_fit(steps: int = 6, *, detailed: bool) -> GpuTrace:
             keys: dict[str, Any] = {"prefix": "model", "name": name}
             if detailed:
                 keys.update(op_type=op_type, op_name=f"model/{name}", shape="f32[8,1]")
-            trace.xla_kernel(7, f"loop_fusion_{k}", base + 10 + k, base + 60 + 45 * k, 40, module=MODULE,
-                             program=PROGRAM, hlo_op=hlo_op, tf_op="StatefulPartitionedCall:StatefulPartitionedCall",
-                             **keys)
+            trace.xla_kernel(
+                7,
+                f"loop_fusion_{k}",
+                base + 10 + k,
+                base + 60 + 45 * k,
+                40,
+                module=MODULE,
+                program=PROGRAM,
+                hlo_op=hlo_op,
+                tf_op="StatefulPartitionedCall:StatefulPartitionedCall",
+                **keys,
+            )
     return trace

@@ -125,9 +125,16 @@ def assert_consistent(report: Any, *, steps: int | None = None, programs: int | 
     if report.window_wall_s is not None:
         assert report.compile_time_s <= report.window_wall_s * max(1, len(report.hosts))
     assert report.compile_time_s <= report.compile_thread_time_s * (1 + 1e-9)
-    times = (report.xla_time_s, report.non_xla_op_time_s, report.compile_time_s, report.compile_thread_time_s,
-             report.input_pipeline_time_s, report.eager_overhead_s, report.tracing_time_s,
-             report.guard_op_time_s)
+    times = (
+        report.xla_time_s,
+        report.non_xla_op_time_s,
+        report.compile_time_s,
+        report.compile_thread_time_s,
+        report.input_pipeline_time_s,
+        report.eager_overhead_s,
+        report.tracing_time_s,
+        report.guard_op_time_s,
+    )
     assert min(times) >= 0
     total = report.xla_time_s + report.non_xla_op_time_s
     assert report.xla_time_fraction == _approx(report.xla_time_s / total if total else 0.0)

@@ -27,7 +27,7 @@ HOSTILE_NAMES = (
     "two\nlines\r\ttab",
     "$\\frac{1}{0}$ mathtext",
     "&amp;&#60;entity",
-    "\"quoted' onmouseover=alert(1) x=\"",
+    '"quoted\' onmouseover=alert(1) x="',
     "nul\x00byte",
 )
 
@@ -55,8 +55,10 @@ class Page:
     def value(self, field: str, worker: str | None = "", **row: str) -> Any:
         """The one value of `field` in a row whose attributes include `row`."""
         found = [
-            v.value for v in self.values
-            if v.field == field and (worker is None or v.worker == worker)
+            v.value
+            for v in self.values
+            if v.field == field
+            and (worker is None or v.worker == worker)
             and all(v.row.get(k) == str(x) for k, x in row.items())
         ]
         assert len(found) == 1, (field, worker, row, found)
@@ -87,10 +89,15 @@ class _Reader(HTMLParser):
             text = "".join(self._cell_text)
             self.page.cells.append((self._cell, text))
             if "data-field" in self._cell:
-                self.page.values.append(Value(
-                    self._cell["data-field"], json.loads(self._cell["data-value"]), text,
-                    dict(self._row), self._worker,
-                ))
+                self.page.values.append(
+                    Value(
+                        self._cell["data-field"],
+                        json.loads(self._cell["data-value"]),
+                        text,
+                        dict(self._row),
+                        self._worker,
+                    )
+                )
             self._cell = None
 
     def handle_data(self, data: str) -> None:
@@ -109,17 +116,41 @@ def read_page(page: str) -> Page:
 
 def hostile_page() -> str:
     """A page whose every name and message is hostile (synthetic, for escaping only)."""
-    ops = tuple(OpStat(name[:12], f"model/{name}/MatMul", 0.001 * (i + 1), i + 1)
-                for i, name in enumerate(HOSTILE_NAMES))
-    report = CoverageReport(epoch=1, xla_time_s=0.03, non_xla_op_time_s=0.01, xla_time_fraction=0.75,
-                            top_non_xla_ops=ops, notes=HOSTILE_NAMES, hosts=HOSTILE_NAMES[:2])
+    ops = tuple(
+        OpStat(name[:12], f"model/{name}/MatMul", 0.001 * (i + 1), i + 1)
+        for i, name in enumerate(HOSTILE_NAMES)
+    )
+    report = CoverageReport(
+        epoch=1,
+        xla_time_s=0.03,
+        non_xla_op_time_s=0.01,
+        xla_time_fraction=0.75,
+        top_non_xla_ops=ops,
+        notes=HOSTILE_NAMES,
+        hosts=HOSTILE_NAMES[:2],
+    )
     tracker = SignatureTracker(xla=True)
     tracker.begin_epoch(0)
     for step, length in enumerate((5, 7, 9)):
         tracker.observe(Signature.of({name: np.zeros((8, length)) for name in HOSTILE_NAMES}), step=step)
     stats = tracker.end_epoch()
-    compare = {"verdict": " ".join(HOSTILE_NAMES), "planned_steps": 10, "projected_run_s": {"plain": 1.0},
-               "modes": {"plain": {"step_time_s": 0.1, "startup_s": 0.5, "compilations": 0,
-                                   "compile_time_s": 0.0, "peak_memory_bytes": None}}}
-    return render_html([RunData.of(name, [report], [stats]) for name in HOSTILE_NAMES[:2]],
-                       exit_reason=" ".join(HOSTILE_NAMES), compare=compare, source=HOSTILE_NAMES[1])
+    compare = {
+        "verdict": " ".join(HOSTILE_NAMES),
+        "planned_steps": 10,
+        "projected_run_s": {"plain": 1.0},
+        "modes": {
+            "plain": {
+                "step_time_s": 0.1,
+                "startup_s": 0.5,
+                "compilations": 0,
+                "compile_time_s": 0.0,
+                "peak_memory_bytes": None,
+            }
+        },
+    }
+    return render_html(
+        [RunData.of(name, [report], [stats]) for name in HOSTILE_NAMES[:2]],
+        exit_reason=" ".join(HOSTILE_NAMES),
+        compare=compare,
+        source=HOSTILE_NAMES[1],
+    )

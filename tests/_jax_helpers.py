@@ -31,7 +31,7 @@ class MonitoringOracle:
             self.compiles.append(str(kwargs.get("fun_name")))
 
     @contextmanager
-    def counting(self) -> Iterator["MonitoringOracle"]:
+    def counting(self) -> Iterator[MonitoringOracle]:
         self.active = True
         try:
             yield self
@@ -69,7 +69,9 @@ def make_model(seed: int = 0) -> Any:
     import keras
 
     keras.utils.set_random_seed(seed)
-    model = keras.Sequential([keras.Input((16,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(1)])
+    model = keras.Sequential(
+        [keras.Input((16,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(1)]
+    )
     model.compile(optimizer="adam", loss="mse")
     return model
 
@@ -101,9 +103,19 @@ def fit_on_jax(log_dir: Path, guard: bool = True, **guard_kwargs: Any) -> JaxFit
         # Counted from on_train_begin, where the guard starts counting (fit
         # compiles the optimizer's initial values before it).
         start = [len(oracle.compiles)]
-        marker = keras.callbacks.LambdaCallback(on_train_begin=lambda logs=None: start.append(len(oracle.compiles)))
-        history = model.fit(x, y, batch_size=BATCH, epochs=EPOCHS, validation_split=0.2,
-                            callbacks=[marker, callback] if callback else [marker], verbose=0, shuffle=False)
-        counted = oracle.compiles[start[-1]:]
+        marker = keras.callbacks.LambdaCallback(
+            on_train_begin=lambda logs=None: start.append(len(oracle.compiles))
+        )
+        history = model.fit(
+            x,
+            y,
+            batch_size=BATCH,
+            epochs=EPOCHS,
+            validation_split=0.2,
+            callbacks=[marker, callback] if callback else [marker],
+            verbose=0,
+            shuffle=False,
+        )
+        counted = oracle.compiles[start[-1] :]
     weights = [w.copy() for w in model.get_weights()]
     return JaxFit(model, callback, Path(log_dir), history.history, counted, weights)

@@ -107,8 +107,10 @@ def run_workers(script: Path, log_dir: Path, *extra: str, crash_attempts: int = 
         AssertionError: If the run failed; its message lists every attempt.
     """
     if crash_attempts != 1 and "--all-workers" not in extra:
-        raise ValueError("only the opt-in --all-workers mode may retry a crashed run. "
-                         f"Received: crash_attempts={crash_attempts!r}, extra={extra!r}")
+        raise ValueError(
+            "only the opt-in --all-workers mode may retry a crashed run. "
+            f"Received: crash_attempts={crash_attempts!r}, extra={extra!r}"
+        )
     failed: list[str] = []
     crashes = ports_taken = 0
     while True:
@@ -122,8 +124,9 @@ def run_workers(script: Path, log_dir: Path, *extra: str, crash_attempts: int = 
             else:
                 crashes += 1
             if crashes >= crash_attempts or ports_taken >= PORT_ATTEMPTS:
-                raise AssertionError("multi-worker run failed; attempts:\n" + "\n".join(failed)
-                                     + f"\nlast:\n{failure}") from None
+                raise AssertionError(
+                    "multi-worker run failed; attempts:\n" + "\n".join(failed) + f"\nlast:\n{failure}"
+                ) from None
             continue
         run.update(attempts=crashes + 1, failed_attempts=failed, port_retries=ports_taken)
         return run
@@ -144,8 +147,9 @@ def _start_and_wait(
     env["PYTHONFAULTHANDLER"] = "1"
     # The package of this checkout, also for scripts outside the repo root.
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    outputs = [log_dir.parent / f"{log_dir.name}_worker{task}.{kind}" for task in range(2)
-               for kind in ("out", "err")]
+    outputs = [
+        log_dir.parent / f"{log_dir.name}_worker{task}.{kind}" for task in range(2) for kind in ("out", "err")
+    ]
     log_dir.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
         files = [stack.enter_context(open(f, "w")) for f in outputs]
@@ -190,8 +194,12 @@ def run_until_exit(script: Path, log_dir: Path, *extra: str) -> dict[str, Any]:
     for out, err in texts:
         lines = [ln for ln in out.splitlines() if ln.startswith("{")]
         workers.append({**json.loads(lines[-1]), "stderr": err} if lines else None)
-    return {"log_dir": log_dir, "returncodes": [p.returncode for p in procs], "workers": workers,
-            "stderr": [err for _, err in texts]}
+    return {
+        "log_dir": log_dir,
+        "returncodes": [p.returncode for p in procs],
+        "workers": workers,
+        "stderr": [err for _, err in texts],
+    }
 
 
 def run_once(script: Path, log_dir: Path, *extra: str) -> dict[str, Any]:
@@ -205,8 +213,10 @@ def run_once(script: Path, log_dir: Path, *extra: str) -> dict[str, Any]:
         AssertionError: If a worker failed otherwise or printed no JSON.
     """
     procs, texts = _start_and_wait(script, log_dir, extra, end_on_failure=True)
-    messages = [f"worker {t} failed ({p.returncode}):\n{out[-2000:]}\n{err[-8000:]}"
-                for t, (p, (out, err)) in enumerate(zip(procs, texts))]
+    messages = [
+        f"worker {t} failed ({p.returncode}):\n{out[-2000:]}\n{err[-8000:]}"
+        for t, (p, (out, err)) in enumerate(zip(procs, texts))
+    ]
     # Looked at for both workers first: the peer of the one that failed was
     # killed here, which is no reason of its own.
     for task, (proc, (_, err), message) in enumerate(zip(procs, texts, messages)):

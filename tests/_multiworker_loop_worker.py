@@ -57,8 +57,14 @@ def chief_summary_steps(log_dir: str) -> list[int]:
 
 
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
-guard = XlaGuard(log_dir=log_dir, profile_epochs=PROFILED, skip_steps=0, verbose=0, strategy=strategy,
-                 profile_workers=profile_workers)
+guard = XlaGuard(
+    log_dir=log_dir,
+    profile_epochs=PROFILED,
+    skip_steps=0,
+    verbose=0,
+    strategy=strategy,
+    profile_workers=profile_workers,
+)
 dist_dataset, train_step = build(strategy, guard)
 losses = []
 summaries_before_close: list[int] = []

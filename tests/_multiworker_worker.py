@@ -34,7 +34,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-
 from _multiworker_fit_model import build_model  # noqa: E402
 
 import keras_xla_guard.distributed as distributed  # noqa: E402
@@ -51,8 +50,9 @@ rng = np.random.default_rng(0)
 x = rng.standard_normal((1024, 32)).astype("float32")
 y = (x[:, :1] * 0.3).astype("float32")
 dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(64)
-guard = XlaGuardCallback(log_dir=log_dir, profile_epochs=(1,), skip_steps=2, verbose=0,
-                         profile_workers=profile_workers)
+guard = XlaGuardCallback(
+    log_dir=log_dir, profile_epochs=(1,), skip_steps=2, verbose=0, profile_workers=profile_workers
+)
 callbacks = [guard] if guarded else []
 if peer_dies and task == 1:
 

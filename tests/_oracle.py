@@ -65,10 +65,14 @@ def xprof_device_lines(trace: str | Path) -> dict[str, list[tuple[str, float]]]:
 
     data, _ = raw_to_tool_data.xspace_to_tool_data([str(trace)], "trace_viewer", {})
     events = json.loads(data)["traceEvents"]
-    processes = {e["pid"]: e["args"]["name"] for e in events
-                 if e.get("ph") == "M" and e.get("name") == "process_name"}
-    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
-               if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    processes = {
+        e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"
+    }
+    threads = {
+        (e["pid"], e["tid"]): e["args"]["name"]
+        for e in events
+        if e.get("ph") == "M" and e.get("name") == "thread_name"
+    }
     lines: dict[str, list[tuple[str, float]]] = {}
     for e in events:
         if e.get("ph") == "X" and processes.get(e.get("pid"), "").startswith("/device:"):
@@ -78,8 +82,11 @@ def xprof_device_lines(trace: str | Path) -> dict[str, list[tuple[str, float]]]:
 
 def xprof_device_op_rows(trace: str | Path) -> dict[tuple[str, str], dict[str, Any]]:
     """xprof's framework_op_stats rows that ran on a device, by (type, operation), IDLE left out."""
-    return {(r["type"], r["operation"]): r for r in xprof_op_rows(trace)
-            if r.get("host_or_device") == "Device" and r["type"] != "IDLE"}
+    return {
+        (r["type"], r["operation"]): r
+        for r in xprof_op_rows(trace)
+        if r.get("host_or_device") == "Device" and r["type"] != "IDLE"
+    }
 
 
 # The oracle's own reading of the trace facts (tf-trace-facts.md), written
@@ -140,7 +147,8 @@ def raw_xla(trace: str | Path) -> RawXla:
                 elif _COMPILE_SPAN.search(name):
                     compiles.append(span)
                 elif _TF_KERNEL.match(name) or (
-                        name == _ASYNC_KERNEL and any(s.metadata_id in kernel_type for s in event.stats)):
+                    name == _ASYNC_KERNEL and any(s.metadata_id in kernel_type for s in event.stats)
+                ):
                     kernels.append(span)
             by_kernel: dict[tuple[int, int] | None, list[tuple[int, int, str]]] = {}
             for run in runs:
@@ -160,8 +168,11 @@ def raw_xla(trace: str | Path) -> RawXla:
                 launches += 1
                 starts.append(base + kernel[0])
                 if any(kernel[0] <= c[0] and c[1] <= kernel[1] for c in compiles):
-                    outer = [r for r in spans
-                             if not any(o is not r and o[0] <= r[0] and r[1] <= o[1] for o in spans)]
+                    outer = [
+                        r
+                        for r in spans
+                        if not any(o is not r and o[0] <= r[0] and r[1] <= o[1] for o in spans)
+                    ]
                     total_ps += sum(end - start for start, end, _ in outer)
                 else:
                     total_ps += kernel[1] - kernel[0]

@@ -13,8 +13,9 @@ def tiny_model(jit_compile: bool) -> Any:
     import keras
 
     keras.utils.set_random_seed(0)
-    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"),
-                              keras.layers.Dense(1)])
+    model = keras.Sequential(
+        [keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)]
+    )
     model.compile(optimizer="adam", loss="mse", jit_compile=jit_compile)
     return model
 

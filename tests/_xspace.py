@@ -7,15 +7,19 @@ overlapping events, odd stats).
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from keras_xla_guard.trace.xplane import xplane_pb2
 
 Event = tuple  # (name, start_us, duration_us[, {stat_name: value}])
 
 
-def build_space(lines: dict[str, Iterable[Event]], plane_name: str = "/host:CPU",
-                extra_planes: dict[str, dict[str, Iterable[Event]]] | None = None) -> Any:
+def build_space(
+    lines: dict[str, Iterable[Event]],
+    plane_name: str = "/host:CPU",
+    extra_planes: dict[str, dict[str, Iterable[Event]]] | None = None,
+) -> Any:
     """Returns an XSpace with one plane per entry, events given in microseconds."""
     pb = xplane_pb2()
     space = pb.XSpace()
@@ -25,7 +29,7 @@ def build_space(lines: dict[str, Iterable[Event]], plane_name: str = "/host:CPU"
         names: dict[str, int] = {}
         stat_names: dict[str, int] = {}
 
-        def meta(name: str) -> int:
+        def meta(name: str, names: dict[str, int] = names, plane: Any = plane) -> int:
             if name not in names:
                 mid = len(names) + 1
                 names[name] = mid
@@ -33,7 +37,7 @@ def build_space(lines: dict[str, Iterable[Event]], plane_name: str = "/host:CPU"
                 plane.event_metadata[mid].name = name
             return names[name]
 
-        def stat_meta(name: str) -> int:
+        def stat_meta(name: str, stat_names: dict[str, int] = stat_names, plane: Any = plane) -> int:
             if name not in stat_names:
                 sid = len(stat_names) + 1
                 stat_names[name] = sid

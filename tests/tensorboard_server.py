@@ -70,8 +70,9 @@ def fit_beside_keras_tensorboard(log_root: Path) -> Fit:
             h = hostile(x, training=True)
         y_pred, loss, (dh, *head_grads) = xla_head(head, h, y)
         hostile_grads = tape.gradient(h, hostile.trainable_variables, output_gradients=dh)
-        model.optimizer.apply([*hostile_grads, *head_grads],
-                              [*hostile.trainable_variables, *head.trainable_variables])
+        model.optimizer.apply(
+            [*hostile_grads, *head_grads], [*hostile.trainable_variables, *head.trainable_variables]
+        )
         for metric in model.metrics:
             if metric.name == "loss":
                 metric.update_state(loss)
@@ -95,7 +96,9 @@ def fit_beside_keras_tensorboard(log_root: Path) -> Fit:
     # writes the model summary only for a model whose class is Sequential.
     model.train_step = train_step
     guard = XlaGuardCallback(
-        log_dir=log_root / GUARD_RUN, profile_epochs=PROFILED_EPOCHS, max_steps=STEPS_PER_WINDOW,
+        log_dir=log_root / GUARD_RUN,
+        profile_epochs=PROFILED_EPOCHS,
+        max_steps=STEPS_PER_WINDOW,
         verbose=0,
     )
     board = keras.callbacks.TensorBoard(log_dir=str(log_root))
@@ -137,8 +140,7 @@ class TensorBoardServer:
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
         with open(self.output, "wb") as out:
             self._proc = subprocess.Popen(
-                [str(binary), "--logdir", str(self.logdir), "--host", "127.0.0.1",
-                 "--port", "0"],
+                [str(binary), "--logdir", str(self.logdir), "--host", "127.0.0.1", "--port", "0"],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

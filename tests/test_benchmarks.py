@@ -25,8 +25,15 @@ BENCH = REPO / "benchmarks"
 def _run(*argv: Any, timeout: float = 300) -> str:
     """Runs a script with this interpreter, the checkout's package first; returns stdout."""
     env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.run([sys.executable, *map(str, argv)], capture_output=True, text=True,
-                          timeout=timeout, cwd=str(REPO), env=env, check=False)
+    proc = subprocess.run(
+        [sys.executable, *map(str, argv)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=str(REPO),
+        env=env,
+        check=False,
+    )
     assert proc.returncode == 0, f"{argv} exited {proc.returncode}:\n{proc.stderr[-4000:]}"
     return proc.stdout
 
@@ -44,12 +51,32 @@ def _positive(*values: Any) -> bool:
 
 def test_bench_fix_counts_each_arms_compilations_in_traces(tmp_path):
     """bench_fix (via save_result): traced compiles 4 / len(boundaries) / 0, as the guard predicts."""
-    saved = Path(_run(BENCH / "save_result.py", "--results-dir", tmp_path, BENCH / "bench_fix.py",
-                      "--rounds", "1", "--epochs", "1", "--examples", "256", "--batch-size", "64").strip())
+    saved = Path(
+        _run(
+            BENCH / "save_result.py",
+            "--results-dir",
+            tmp_path,
+            BENCH / "bench_fix.py",
+            "--rounds",
+            "1",
+            "--epochs",
+            "1",
+            "--examples",
+            "256",
+            "--batch-size",
+            "64",
+        ).strip()
+    )
     assert saved.parent == tmp_path and saved.name.startswith("bench_fix-")
     doc = json.loads(saved.read_text())
-    assert set(doc["machine"]) >= {"cpus", "load_avg_1min_before", "load_avg_1min_after",
-                                   "tensorflow", "keras", "python"}
+    assert set(doc["machine"]) >= {
+        "cpus",
+        "load_avg_1min_before",
+        "load_avg_1min_after",
+        "tensorflow",
+        "keras",
+        "python",
+    }
     assert doc["args"][:2] == ["--rounds", "1"]
     result = doc["result"]
     assert (result["benchmark"], result["rounds"], result["epochs"]) == ("fix_pays", 1, 1)
@@ -87,7 +114,11 @@ def test_bench_loop_has_an_aa_control():
     """bench_loop times the watched, bare and bare-again arms and prints the A/A ratio."""
     doc = _json(_run(BENCH / "bench_loop.py", "--rounds", "1", "--batches", "4", "--width", "16"))
     assert (doc["benchmark"], doc["rounds"], doc["steps_per_epoch"], doc["hidden_units"]) == (
-        "custom_loop_watch_overhead", 1, 4, 16)
+        "custom_loop_watch_overhead",
+        1,
+        4,
+        16,
+    )
     assert set(doc["epoch_ms_median"]) == {"watched", "bare", "bare_again"}
     assert _positive(doc["ratio"], doc["aa_ratio"], doc["cpu_ratio"])
     assert set(doc["machine"]) >= {"cpus", "tensorflow", "keras", "load_avg_1m"}
@@ -95,8 +126,21 @@ def test_bench_loop_has_an_aa_control():
 
 def test_bench_signatures_runs_both_variants():
     """bench_signatures measures the dynamic and the static input; the static one records nothing."""
-    doc = _json(_run(BENCH / "bench_signatures.py", "--rounds", "1", "--batches", "8", "--steps", "40",
-                     "--spe", "1", "--width", "16"))
+    doc = _json(
+        _run(
+            BENCH / "bench_signatures.py",
+            "--rounds",
+            "1",
+            "--batches",
+            "8",
+            "--steps",
+            "40",
+            "--spe",
+            "1",
+            "--width",
+            "16",
+        )
+    )
     assert (doc["benchmark"], doc["rounds"], doc["steps_per_epoch"]) == ("signature_tracking_overhead", 1, 8)
     variants = {v["variant"]: v for v in doc["variants"]}
     assert set(variants) == {"dynamic_spe1", "static_spe1"}
@@ -110,8 +154,23 @@ def test_bench_signatures_runs_both_variants():
 
 def test_bench_analyze_times_all_three_contenders():
     """bench_analyze builds a real trace, a replicated larger one and a scaling series, and checks the reports."""
-    doc = _json(_run(BENCH / "bench_analyze.py", "--steps", "20", "--rounds", "1", "--large-mb", "1",
-                     "--large-rounds", "1", "--scale-events", "1000,3000", "--scale-rounds", "1"))
+    doc = _json(
+        _run(
+            BENCH / "bench_analyze.py",
+            "--steps",
+            "20",
+            "--rounds",
+            "1",
+            "--large-mb",
+            "1",
+            "--large-rounds",
+            "1",
+            "--scale-events",
+            "1000,3000",
+            "--scale-rounds",
+            "1",
+        )
+    )
     assert doc["rounds"] == 1
     assert doc["trace_bytes"] > 0 and doc["trace_events"] > 0
     for name in ("ours", "xprof", "floor"):
@@ -120,8 +179,12 @@ def test_bench_analyze_times_all_three_contenders():
     assert 1e6 <= doc["large"]["trace_bytes"] < 2e6 and _positive(doc["large"]["xprof_over_ours"])
     assert [s["trace_events"] for s in doc["scaling"]] == [1000, 3000]
     assert doc["reference"]["identical"] == {"base": True, "large": True}
-    assert set(doc["goals_met"]) == {"ours_5x_faster_than_xprof", "ours_within_1_3x_of_floor",
-                                     "peak_memory_under_file_size", "reports_identical_to_reference"}
+    assert set(doc["goals_met"]) == {
+        "ours_5x_faster_than_xprof",
+        "ours_within_1_3x_of_floor",
+        "peak_memory_under_file_size",
+        "reports_identical_to_reference",
+    }
 
 
 def test_bench_doctor_runs_the_command_both_ways():
@@ -148,9 +211,31 @@ def test_demo_json_reports_both_runs(tmp_path):
 
 def test_bench_compare_projects_and_trains_both_cases_in_full():
     """bench_compare runs compare and the full runs of both cases; compile counts are 1 and 2 by construction."""
-    doc = _json(_run(BENCH / "bench_compare.py", "--rounds", "1", "--steps", "3", "--epochs", "1",
-                     "--mlp-batches", "4", "--seq-batches", "4", "--lengths", "2", "--seq-epochs", "1",
-                     "--width", "16", "--layers", "1", "--seq-width", "16"))
+    doc = _json(
+        _run(
+            BENCH / "bench_compare.py",
+            "--rounds",
+            "1",
+            "--steps",
+            "3",
+            "--epochs",
+            "1",
+            "--mlp-batches",
+            "4",
+            "--seq-batches",
+            "4",
+            "--lengths",
+            "2",
+            "--seq-epochs",
+            "1",
+            "--width",
+            "16",
+            "--layers",
+            "1",
+            "--seq-width",
+            "16",
+        )
+    )
     assert (doc["benchmark"], doc["rounds"], doc["steps"]) == ("compare_verdict", 1, 3)
     cases = {c["case"]: c for c in doc["cases"]}
     assert set(cases) == {"xla_pays", "xla_does_not_pay"}
@@ -164,16 +249,30 @@ def test_bench_compare_projects_and_trains_both_cases_in_full():
         case = cases[name]
         assert all(len(case["full_run_s"][m]) == 1 for m in ("plain", "jit_compile"))
         assert case["best_mode_compare"] == compared["best_mode"]
-        assert _positive(case["projected_jit_over_plain"], case["measured_jit_over_plain"],
-                         case["compare_cost_ratio"])
+        assert _positive(
+            case["projected_jit_over_plain"], case["measured_jit_over_plain"], case["compare_cost_ratio"]
+        )
         assert isinstance(case["ratio_within_tolerance"], bool)
     assert (doc["ratio_tolerance"], doc["cost_goal"]) == (0.25, 3.0)
 
 
 def test_bench_jit_cpu_times_both_modes_of_one_mobilenet():
     """bench_jit_cpu: one MobileNetV2, plain and jit_compile, first step and the alternated blocks of each."""
-    doc = _json(_run(BENCH / "bench_jit_cpu.py", "--rounds", "2", "--steps", "1", "--size", "32",
-                     "--alpha", "0.35", "--batch-size", "2"))
+    doc = _json(
+        _run(
+            BENCH / "bench_jit_cpu.py",
+            "--rounds",
+            "2",
+            "--steps",
+            "1",
+            "--size",
+            "32",
+            "--alpha",
+            "0.35",
+            "--batch-size",
+            "2",
+        )
+    )
     assert doc["benchmark"] == "jit_compile_on_cpu" and doc["devices"] == ["CPU"]
     assert doc["model"] == "MobileNetV2(alpha=0.35, input 32x32x3, 10 classes, weights=None)"
     assert set(doc["step_time_s"]) == set(doc["first_step_s"]) == {"plain", "jit_compile"}
@@ -194,8 +293,9 @@ def test_bench_html_measures_a_real_page_without_script():
 
 def test_stress_multiworker_counts_one_unprofiled_pair():
     """stress_multiworker with one run of the unprofiled loop: one pair, trained, counted ok."""
-    doc = _json(_run(BENCH / "stress_multiworker.py", "--runs", "1", "--modes", "none",
-                     "--scenarios", "loop"))
+    doc = _json(
+        _run(BENCH / "stress_multiworker.py", "--runs", "1", "--modes", "none", "--scenarios", "loop")
+    )
     assert (doc["benchmark"], doc["runs_per_mode"]) == ("stress_multiworker", 1)
     assert (doc["epochs"], doc["steps_per_epoch"], doc["profiled_epochs"]) == (3, 6, [0, 1, 2])
     assert list(doc["summary"]) == ["none/loop"]
@@ -222,10 +322,15 @@ def test_profiler_levels_sees_the_same_xla_runs_at_every_host_tracer_level():
 
 def test_tf_crash_reproducer_runs_two_workers_and_counts_signals():
     """tf_profiler_mwms_crash with one tiny attempt: two workers ran; a crash, if any, is a signal."""
-    doc = _json(_run(BENCH / "tf_profiler_mwms_crash.py", "--attempts", "1", "--windows", "1",
-                     "--steps", "1"))
+    doc = _json(
+        _run(BENCH / "tf_profiler_mwms_crash.py", "--attempts", "1", "--windows", "1", "--steps", "1")
+    )
     assert (doc["benchmark"], doc["attempts"], doc["windows"], doc["steps"]) == (
-        "tf_profiler_mwms_crash", 1, 1, 1)
+        "tf_profiler_mwms_crash",
+        1,
+        1,
+        1,
+    )
     (attempt,) = doc["runs"]
     assert len(attempt["returncodes"]) == 2
     # The peer of a worker that died is killed (SIGKILL): not a crash of its own.
@@ -255,14 +360,21 @@ def test_bench_compile_cost_one_round_shows_warm_up_and_cache_removing_window_co
     (round_,) = doc["rounds"]
     assert (round_["plain"]["window_compilations"], round_["plain"]["cache_hits"]) == (4, 0)
     assert (round_["warm_up"]["window_compilations"], round_["warm_up"]["cache_hits"]) == (0, 4)
-    assert (round_["cache_first"]["window_compilations"], round_["cache_first"]["cache_files_added"]) == (4, 4)
-    assert (round_["cache_second"]["window_compilations"], round_["cache_second"]["cache_files_added"],
-            round_["cache_second"]["cache_hits"]) == (0, 0, 4)
+    assert (round_["cache_first"]["window_compilations"], round_["cache_first"]["cache_files_added"]) == (
+        4,
+        4,
+    )
+    assert (
+        round_["cache_second"]["window_compilations"],
+        round_["cache_second"]["cache_files_added"],
+        round_["cache_second"]["cache_hits"],
+    ) == (0, 0, 4)
     assert round_["cache_second"]["persistent_cache"] == round_["cache_first"]["persistent_cache"]
     assert round_["warm_up_cache_second"]["window_compilations"] == 0
     assert round_["plain"]["persistent_cache"] is None
-    assert _positive(round_["plain"]["first_epoch_s"], round_["warm_up"]["warm_up_s"],
-                     round_["plain"]["window_compile_s"])
+    assert _positive(
+        round_["plain"]["first_epoch_s"], round_["warm_up"]["warm_up_s"], round_["plain"]["window_compile_s"]
+    )
 
 
 def test_cache_key_check_pins_when_tensorflow_s_persistent_cache_hits():

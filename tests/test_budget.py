@@ -36,8 +36,10 @@ def _keras_untouched() -> bool:
 
     from keras_xla_guard import _model_hooks
 
-    return not any(name in vars(keras.Model) for name in ("fit", "evaluate", "predict")) \
+    return (
+        not any(name in vars(keras.Model) for name in ("fit", "evaluate", "predict"))
         and _model_hooks.wrapped_classes() == ()
+    )
 
 
 def _fit(model: Any, epochs: int = 1, **kwargs: Any) -> Any:
@@ -65,11 +67,14 @@ def test_a_fit_over_budget_raises_on_exit_listing_every_compilation_and_the_fix(
             history = _fit(model, epochs=2)
     assert len(history.history["loss"]) == 2  # the whole fit ran first
     message = str(raised.value)
-    assert message.startswith("keras-xla-guard: 5 XLA compilation(s) inside max_compilations(4), 1 more than it "
-                              "allows.")
+    assert message.startswith(
+        "keras-xla-guard: 5 XLA compilation(s) inside max_compilations(4), 1 more than it allows."
+    )
     for number, (step, length) in enumerate(zip(NEW_AT, (5, 7, 9, 11, 13)), 1):
-        assert (f"  {number}. train function, epoch 0, step {step}: x['tokens']: int32[8,{length}], "
-                "y: float32[8,1]") in message
+        assert (
+            f"  {number}. train function, epoch 0, step {step}: x['tokens']: int32[8,{length}], "
+            "y: float32[8,1]"
+        ) in message
     assert "x['tokens']: int32[8,13] vs int32[8,11] (dim 1: 11 -> 13)" in message
     assert message.count("why: input 'tokens' dim 1 varied across 5 values (5, 7, 9, 11, 13)") == 4
     assert message.count("fix: pad input 'tokens' dim 1 to 2 bucket length(s) (7, 13)") == 4
@@ -189,8 +194,11 @@ def test_callbacks_keras_cannot_be_given_a_guard_leave_the_count_unknown():
 
     model = _seq_model(True)
     callbacks = keras.callbacks.CallbackList([], add_history=True, model=model)
-    with pytest.raises(CompilationsUnknownError, match=r"Functional.fit\(\) could not be observed: "
-                                                       r"TypeError: its callbacks are a CallbackList; pass a list"):
+    with pytest.raises(
+        CompilationsUnknownError,
+        match=r"Functional.fit\(\) could not be observed: "
+        r"TypeError: its callbacks are a CallbackList; pass a list",
+    ):
         with max_compilations(5) as budget:
             _fit(model, callbacks=callbacks)
     assert budget.count is None
@@ -215,7 +223,8 @@ def test_a_custom_loops_watched_step_counts_and_fail_fast_raises_before_the_step
             for x, y in batches:
                 step(x["tokens"], y)
     assert [(c.step, str(c.signature)) for c in budget.compilations] == [
-        (s, f"['target']: float32[8,1], ['tokens']: int32[8,{n}]") for s, n in zip(NEW_AT, (5, 7, 9, 11, 13))]
+        (s, f"['target']: float32[8,1], ['tokens']: int32[8,{n}]") for s, n in zip(NEW_AT, (5, 7, 9, 11, 13))
+    ]
     assert "['tokens']: int32[8,7] vs int32[8,5] (dim 1: 5 -> 7)" in budget.compilations[1].change.message
 
     guard = XlaGuard(profile_epochs=(), write_summaries=False, verbose=0)
@@ -273,19 +282,32 @@ def test_every_function_is_counted_and_the_counts_equal_xlas_own_dumps(tmp_path)
     `model.compile(...)`, a new train function: 5 again.
     """
     dump = tmp_path / "xla_dump"
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "XLA_FLAGS": f"--xla_dump_to={dump}",
-           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, "-c", _ORACLE.format(tests=str(REPO / "tests"), dump=str(dump))],
-                          capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
+    env = {
+        **os.environ,
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+        "XLA_FLAGS": f"--xla_dump_to={dump}",
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", _ORACLE.format(tests=str(REPO / "tests"), dump=str(dump))],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     import json
 
     first, again, recompiled = json.loads(proc.stdout.strip().splitlines()[-1])
     assert first["counted"] == [
         *(["train", 0, s] for s in NEW_AT),
-        ["test", 0, 0], ["test", 0, 1], ["test", 0, 2],  # validation: lengths 5, 9, 15
+        ["test", 0, 0],
+        ["test", 0, 1],
+        ["test", 0, 2],  # validation: lengths 5, 9, 15
         ["test", None, 1],  # evaluate: 15 is known to the test function, 17 is new
-        ["predict", None, 0], ["predict", None, 1],
+        ["predict", None, 0],
+        ["predict", None, 1],
     ]
     assert first["dumped"] == len(first["counted"]) == 11
     assert again == {"counted": [], "dumped": 0}
@@ -301,7 +323,8 @@ def test_a_model_fitted_before_any_budget_leaves_its_compilations_uncertain():
             _fit(model)
     assert str(raised.value).startswith(
         "keras-xla-guard: max_compilations(0) could not count the XLA compilations inside it: Functional's "
-        "train function was built before a budget first saw the model (by a call outside any budget")
+        "train function was built before a budget first saw the model (by a call outside any budget"
+    )
     assert "5 of the compilation(s) counted may have happened then" in str(raised.value)
     assert budget.count is None and not budget.exceeded
     assert all(c.uncertain is not None for c in budget.compilations)
@@ -329,10 +352,15 @@ def test_tf_keras_fits_are_counted_too(tmp_path):
         print(json.dumps({{"steps": [c.step for c in budget.compilations],
                           "unwrapped": "fit" in vars(keras.Model) and keras.Model.fit.__module__}}))
     """)
-    env = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2",
-           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300,
-                          cwd=tmp_path)
+    env = {
+        **os.environ,
+        "TF_USE_LEGACY_KERAS": "1",
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     import json
 

@@ -62,7 +62,8 @@ def test_step_cap_bounds_the_window_and_windows_repeat(tmp_path):
     assert reports[0].compilations == 0  # the compile happens in step 0, skipped
     for report in reports.values():
         assert (report.xla_time_s, report.xla_executions, report.xla_time_fraction) == pytest.approx(
-            raw_figures(report.trace_path, report.non_xla_op_time_s), rel=RAW_REL)
+            raw_figures(report.trace_path, report.non_xla_op_time_s), rel=RAW_REL
+        )
         assert report.xla_executions == 3
 
 
@@ -81,9 +82,14 @@ def test_event_files_hold_scalars_per_epoch_and_the_text_table(plain_fit):
     acc = EventAccumulator(str(plain_fit.log_dir), size_guidance={"tensors": 0})
     acc.Reload()
     tags = set(acc.Tags()["tensors"])
-    for tag in ("xla_guard/xla_time_fraction", "xla_guard/xla_time_s",
-                "xla_guard/non_xla_op_time_s", "xla_guard/compilations",
-                "xla_guard/compile_time_s", "xla_guard/report"):
+    for tag in (
+        "xla_guard/xla_time_fraction",
+        "xla_guard/xla_time_s",
+        "xla_guard/non_xla_op_time_s",
+        "xla_guard/compilations",
+        "xla_guard/compile_time_s",
+        "xla_guard/report",
+    ):
         assert tag in tags
     report = plain_fit.callback.reports[1]
     (event,) = acc.Tensors("xla_guard/non_xla_op_time_s")
@@ -95,14 +101,14 @@ def test_event_files_hold_scalars_per_epoch_and_the_text_table(plain_fit):
     (text,) = acc.Tensors("xla_guard/report")
     markdown = tensor_util.make_ndarray(text.tensor_proto).item().decode()
     from keras_xla_guard.output.tensorboard import escape_markdown
-
     from keras_xla_guard.trace.findings import split_findings
 
     rows = [ln for ln in markdown.splitlines() if ln.startswith("|")]
     assert "op type" in rows[0] and "layer" in rows[0] and "op name" in rows[0]
     # The ops above the noise floor, then one row for the rest of the plain-op time.
-    split = split_findings(report.top_non_xla_ops, lambda op: op.self_time_s, report.xla_time_s,
-                           report.non_xla_op_time_s)
+    split = split_findings(
+        report.top_non_xla_ops, lambda op: op.self_time_s, report.xla_time_s, report.non_xla_op_time_s
+    )
     assert split.findings and len(rows) == 2 + len(split.findings) + (split.other_s > 0)
     assert escape_markdown(report.top_non_xla_ops[0].op_name) in rows[2]
     # A plain Dense model: every op of its layers names the Keras layer.
@@ -143,14 +149,17 @@ def test_keras_tensorboard_profiler_in_the_same_fit_skips_our_window(tmp_path):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model.fit(make_dataset(), epochs=2, callbacks=[tb, guard], verbose=0)
-    assert any(str(w.message).startswith("keras-xla-guard: epoch 0 is not profiled: another profiler")
-               for w in caught)
+    assert any(
+        str(w.message).startswith("keras-xla-guard: epoch 0 is not profiled: another profiler")
+        for w in caught
+    )
     assert guard.reports[0].status == "skipped"
     assert "another profiler" in guard.reports[0].reason
     assert guard.reports[1].status == "ok"
     tb = analyze_trace(tmp_path / "tb")
     assert (tb.xla_time_s, tb.xla_executions, tb.xla_time_fraction) == pytest.approx(
-        raw_figures(tb.trace_path, tb.non_xla_op_time_s), rel=RAW_REL)
+        raw_figures(tb.trace_path, tb.non_xla_op_time_s), rel=RAW_REL
+    )
     assert tb.xla_executions == 3  # TensorBoard profiled batches 2 to 4
     assert profiler_is_free()
 
@@ -200,7 +209,10 @@ def test_exception_in_a_profiled_step_stops_the_profiler_and_propagates(tmp_path
     assert f"4 step(s) in ({type(exc).__name__}" in report.reason
     saved = json.loads((tmp_path / "xla_guard_reports.json").read_text())["reports"]["0"]
     assert (saved["status"], saved["xla_time_fraction"], saved["trace_paths"]) == (
-        "incomplete", None, list(report.trace_paths))
+        "incomplete",
+        None,
+        list(report.trace_paths),
+    )
 
 
 def test_stop_training_mid_window_closes_the_window(tmp_path):
@@ -329,8 +341,9 @@ def test_importing_the_package_does_not_import_tensorflow():
 
 def _fit(model, guard, epochs, data=None, **kwargs):
     """Fits `model` on `data` (default `make_dataset()`) with `guard` and returns the history."""
-    return model.fit(make_dataset() if data is None else data, epochs=epochs, callbacks=[guard],
-                     verbose=0, **kwargs)
+    return model.fit(
+        make_dataset() if data is None else data, epochs=epochs, callbacks=[guard], verbose=0, **kwargs
+    )
 
 
 def test_interrupt_inside_tf_stop_is_recovered_by_the_next_guard(tmp_path, monkeypatch):
@@ -358,12 +371,13 @@ def test_interrupt_inside_tf_stop_is_recovered_by_the_next_guard(tmp_path, monke
 
 def test_every_window_gets_its_own_run_dir_and_trace(tmp_path):
     """Three fits and one guard shared by two models, one log dir: six windows, six traces."""
-    guards = [XlaGuardCallback(log_dir=tmp_path, profile_epochs=(0, 1), skip_steps=0, max_steps=2,
-                               verbose=0) for _ in range(3)]
+    guards = [
+        XlaGuardCallback(log_dir=tmp_path, profile_epochs=(0, 1), skip_steps=0, max_steps=2, verbose=0)
+        for _ in range(3)
+    ]
     for guard in guards:
         _fit(make_model(True), guard, epochs=2)
-    shared = XlaGuardCallback(log_dir=tmp_path, profile_epochs=(0, 1), skip_steps=0, max_steps=2,
-                              verbose=0)
+    shared = XlaGuardCallback(log_dir=tmp_path, profile_epochs=(0, 1), skip_steps=0, max_steps=2, verbose=0)
     paths = [r.trace_path for g in guards for r in g.reports.values()]
     for model in (make_model(True), make_model(False)):
         _fit(model, shared, epochs=2)
@@ -410,8 +424,9 @@ def test_user_restarting_the_profiler_in_the_window_keeps_their_session(tmp_path
         def on_epoch_end(self, epoch, logs=None):
             tf.profiler.experimental.stop()
 
-    guard = XlaGuardCallback(log_dir=tmp_path / "guard", profile_epochs=0, skip_steps=1, max_steps=5,
-                             verbose=0)
+    guard = XlaGuardCallback(
+        log_dir=tmp_path / "guard", profile_epochs=0, skip_steps=1, max_steps=5, verbose=0
+    )
     with pytest.warns(XlaGuardWarning, match="stopped by someone else"):
         history = make_model(True).fit(make_dataset(), epochs=1, callbacks=[guard, Restart()], verbose=0)
     assert len(history.history["loss"]) == 1
@@ -477,8 +492,11 @@ def test_wide_model_fanning_out_to_pool_threads_is_one_launch_per_step(tmp_path)
     import tensorflow as tf
 
     keras.utils.set_random_seed(0)
-    model = keras.Sequential([keras.Input((512,))] + [keras.layers.Dense(512, activation="relu")
-                                                      for _ in range(6)] + [keras.layers.Dense(1)])
+    model = keras.Sequential(
+        [keras.Input((512,))]
+        + [keras.layers.Dense(512, activation="relu") for _ in range(6)]
+        + [keras.layers.Dense(1)]
+    )
     model.compile(optimizer="adam", loss="mse", jit_compile=True)
     x = np.random.default_rng(0).random((256 * 12, 512), dtype=np.float32)
     data = tf.data.Dataset.from_tensor_slices((x, x[:, :1])).batch(256)  # 12 steps
@@ -492,8 +510,12 @@ def test_wide_model_fanning_out_to_pool_threads_is_one_launch_per_step(tmp_path)
     space = load_xspace(report.trace_path)
     host = next(p for p in space.planes if p.name == "/host:CPU")
     thunk = {i for i, m in host.event_metadata.items() if m.name == "ThunkExecutor::Execute"}
-    on_pool = sum(e.metadata_id in thunk for line in host.lines if not line.name.startswith("tf_Compute")
-                  for e in line.events)
+    on_pool = sum(
+        e.metadata_id in thunk
+        for line in host.lines
+        if not line.name.startswith("tf_Compute")
+        for e in line.events
+    )
     assert on_pool > report.xla_executions  # the program really was split
 
 
@@ -511,8 +533,11 @@ def test_resumed_training_profiles_an_epoch_that_runs(tmp_path):
 def test_profile_epochs_outside_the_resumed_run_warn(tmp_path):
     """Explicit profile_epochs the run never reaches give a warning naming them."""
     guard = XlaGuardCallback(log_dir=tmp_path, profile_epochs=(1, 3, 7), max_steps=2, verbose=0)
-    with pytest.warns(XlaGuardWarning, match=r"includes epoch\(s\) \[1, 7\], which this run does "
-                                             r"not train \(it trains epochs 3 to 4\)"):
+    with pytest.warns(
+        XlaGuardWarning,
+        match=r"includes epoch\(s\) \[1, 7\], which this run does "
+        r"not train \(it trains epochs 3 to 4\)",
+    ):
         _fit(make_model(True), guard, epochs=5, initial_epoch=3)
     assert list(guard.reports) == [3]
 
@@ -542,8 +567,9 @@ def test_data_of_unknown_length_counts_only_the_steps_that_ran(tmp_path):
     keras.utils.set_random_seed(0)
     model = _seq_model(jit_compile=True)
     lengths = (5, 5, 5, 5, 5, 5, 5)
-    guard = XlaGuardCallback(log_dir=tmp_path, profile_epochs=(1,), skip_steps=0, verbose=0,
-                             async_analysis=False)
+    guard = XlaGuardCallback(
+        log_dir=tmp_path, profile_epochs=(1,), skip_steps=0, verbose=0, async_analysis=False
+    )
     model.fit(_seq_dataset(lengths), epochs=2, verbose=0, callbacks=[guard])
     report = guard.reports[1]
     assert report.status == "ok"

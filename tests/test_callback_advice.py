@@ -17,8 +17,10 @@ from keras_xla_guard.diagnose.advice import CPU_EVIDENCE, measure_first
 
 pytestmark = pytest.mark.slow
 
-_WHAT = ("XLA is not requested for this model: model.jit_compile is False (Keras resolves jit_compile='auto' to "
-         "False on CPU-only machines and under a distribution strategy).")
+_WHAT = (
+    "XLA is not requested for this model: model.jit_compile is False (Keras resolves jit_compile='auto' to "
+    "False on CPU-only machines and under a distribution strategy)."
+)
 
 
 def _plain_fit_notes(log_dir) -> list[str]:
@@ -38,7 +40,9 @@ def test_without_evidence_the_note_measures_first_with_the_cpu_figures(tmp_path)
     (off,) = [n for n in notes if n.startswith("JIT_COMPILE_OFF")]
     assert off.startswith(f"JIT_COMPILE_OFF: {_WHAT} {measure_first()}. Fix: ")
     assert CPU_EVIDENCE in off
-    assert off.index("keras_xla_guard.compare(model, x, y)") < off.index("jit_compile=True)  # only if compare")
+    assert off.index("keras_xla_guard.compare(model, x, y)") < off.index(
+        "jit_compile=True)  # only if compare"
+    )
     assert not any(n.startswith("JIT_COMPILE_AUTO_RESOLVES_FALSE") for n in notes)
 
 
@@ -48,15 +52,20 @@ def test_a_compare_saved_in_the_log_dir_decides(tmp_path):
     from _helpers import REPO
 
     saved = REPO / "benchmarks" / "results" / "bench_compare-20261203T162056Z.json"
-    compare = next(c["compare"] for c in json.loads(saved.read_text())["result"]["cases"]
-                   if c["case"] == "xla_does_not_pay")
+    compare = next(
+        c["compare"]
+        for c in json.loads(saved.read_text())["result"]["cases"]
+        if c["case"] == "xla_does_not_pay"
+    )
     assert compare["best_mode"] == "plain"
     (tmp_path / "compare").mkdir()
     (tmp_path / "compare" / "compare_report.json").write_text(json.dumps(compare))
     notes = _plain_fit_notes(tmp_path)
     (off,) = [n for n in notes if n.startswith("JIT_COMPILE_OFF")]
-    assert off == (f"JIT_COMPILE_OFF: {_WHAT} compare measured in this log dir that jit_compile does not pay "
-                   f"here: {compare['verdict'].rstrip('.')}. Keep it off.")
+    assert off == (
+        f"JIT_COMPILE_OFF: {_WHAT} compare measured in this log dir that jit_compile does not pay "
+        f"here: {compare['verdict'].rstrip('.')}. Keep it off."
+    )
 
 
 _AUTOCLUSTERING = """
@@ -100,5 +109,6 @@ def test_under_auto_clustering_a_py_function_is_named_as_the_blocker_and_no_swit
         "(tf.config.optimizer.get_jit()) clusters. The train step runs ops without an XLA kernel on XLA_CPU_JIT: "
         "EagerPyFunc in layer 'py_layer'. model.compile(jit_compile=True) would fail in Keras because of them. "
         "Auto-clustering is on (tf.config.optimizer.get_jit()): XLA compiles the ops around them, and these run "
-        "as plain TF ops.")
+        "as plain TF ops."
+    )
     assert not any("jit_compile=True" in n and "would fail" not in n for n in out["notes"])

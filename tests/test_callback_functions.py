@@ -87,8 +87,11 @@ print(json.dumps({"real": real, "guard": guarded, "run_file": run_file,
 @pytest.fixture(scope="module", params=["keras3", "tf_keras"])
 def phases(request, tmp_path_factory):
     log_dir = tmp_path_factory.mktemp(f"functions_{request.param}")
-    out = run_python(_SCRIPT.replace('sys.argv[-1] == "tf_keras"', repr(request.param == "tf_keras")),
-                     env={"LOG_DIR": str(log_dir)}, timeout=900)
+    out = run_python(
+        _SCRIPT.replace('sys.argv[-1] == "tf_keras"', repr(request.param == "tf_keras")),
+        env={"LOG_DIR": str(log_dir)},
+        timeout=900,
+    )
     return request.param, log_dir, out
 
 
@@ -116,8 +119,12 @@ def test_the_run_file_keeps_the_calls_after_fit_beside_its_validations(phases):
     """evaluate/predict after fit are added to fit's run file, numbered per function."""
     _, _, out = phases
     assert out["run_file"] == [
-        ["validation", 0, 0, 2], ["validation", 1, 1, 0], ["evaluate", 2, None, 1], ["predict", 0, None, 2],
-        ["evaluate", 3, None, 0], ["predict", 1, None, 1],
+        ["validation", 0, 0, 2],
+        ["validation", 1, 1, 0],
+        ["evaluate", 2, None, 1],
+        ["predict", 0, None, 2],
+        ["evaluate", 3, None, 0],
+        ["predict", 1, None, 1],
     ]
 
 

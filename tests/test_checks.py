@@ -24,5 +24,7 @@ def test_check_int_allows_none_when_asked():
     """allow_none passes None through and says so in the error."""
     assert check_int("max_steps", None, minimum=1, allow_none=True) is None
     assert check_int("max_steps", 4, minimum=1, allow_none=True) == 4
-    with pytest.raises(ValueError, match=r"^`max_steps` must be an integer >= 1 or None. Received: max_steps=0$"):
+    with pytest.raises(
+        ValueError, match=r"^`max_steps` must be an integer >= 1 or None. Received: max_steps=0$"
+    ):
         check_int("max_steps", 0, minimum=1, allow_none=True)

@@ -102,8 +102,7 @@ def test_json_schema_v1(capsys, log_dir, runs):
     """--json prints the documented schema: runs with hosts and combined, violations, ok."""
     code, doc = report_json(capsys, log_dir, "--all")
     assert code == 0
-    assert set(doc) == {"schema_version", "tool_version", "path", "thresholds", "runs",
-                        "violations", "ok"}
+    assert set(doc) == {"schema_version", "tool_version", "path", "thresholds", "runs", "violations", "ok"}
     assert doc["schema_version"] == REPORT_SCHEMA_VERSION == 1
     assert doc["thresholds"] == {"min_coverage": None, "max_compilations": None}
     assert (doc["violations"], doc["ok"]) == ([], True)
@@ -119,7 +118,8 @@ def test_json_schema_v1(capsys, log_dir, runs):
     # XLA time, launches and share as summed from the trace's raw events.
     jit_host = doc["runs"][1]["hosts"][0]
     assert (jit["xla_time_s"], jit["xla_executions"], jit["xla_time_fraction"]) == pytest.approx(
-        raw_figures(jit_host["trace_path"], jit["non_xla_op_time_s"]), rel=RAW_REL)
+        raw_figures(jit_host["trace_path"], jit["non_xla_op_time_s"]), rel=RAW_REL
+    )
     # profiled_fit traces the whole fit: one batch shape (48 rows in batches
     # of 8), so one compile, and 6 steps, each one run of the executable.
     assert (jit["compilations"], jit["xla_executions"]) == (1, 6)
@@ -144,10 +144,12 @@ def test_combined_json_row_sums_the_hosts(capsys, two_hosts):
     a, b = run["hosts"]
     combined = run["combined"]
     assert (a["hosts"], b["hosts"], combined["hosts"]) == (
-        ["worker-a"], ["worker-b"], ["worker-a", "worker-b"])
+        ["worker-a"],
+        ["worker-b"],
+        ["worker-a", "worker-b"],
+    )
     assert combined["xla_time_s"] == pytest.approx(a["xla_time_s"] + b["xla_time_s"])
-    assert combined["non_xla_op_time_s"] == pytest.approx(
-        a["non_xla_op_time_s"] + b["non_xla_op_time_s"])
+    assert combined["non_xla_op_time_s"] == pytest.approx(a["non_xla_op_time_s"] + b["non_xla_op_time_s"])
     xla, non = combined["xla_time_s"], combined["non_xla_op_time_s"]
     assert combined["xla_time_fraction"] == pytest.approx(xla / (xla + non))
     assert 0.0 < combined["xla_time_fraction"] < 1.0
@@ -240,18 +242,30 @@ def test_bad_path_exits_2_with_one_line_on_stderr(capsys, tmp_path, case):
 # these exit 2, and the text pins which validator spoke.
 _ARG = "keras-xla-guard report: error: argument"
 BAD_OPTIONS = {
-    "coverage above 1": (["--min-coverage", "1.5"],
-                         f"{_ARG} --min-coverage: expected a fraction between 0 and 1, got '1.5'"),
-    "coverage not a number": (["--min-coverage", "abc"],
-                              f"{_ARG} --min-coverage: expected a fraction between 0 and 1, got 'abc'"),
-    "coverage nan": (["--min-coverage", "nan"],
-                     f"{_ARG} --min-coverage: expected a fraction between 0 and 1, got 'nan'"),
-    "negative compilations": (["--max-compilations", "-1"],
-                              f"{_ARG} --max-compilations: expected a non-negative integer, got '-1'"),
-    "zero size cap": (["--max-bytes", "0"],
-                      f"{_ARG} --max-bytes: expected a positive size in bytes (suffix K, M or G allowed), got '0'"),
-    "bad size unit": (["--max-bytes", "12X"],
-                      f"{_ARG} --max-bytes: expected a positive size in bytes (suffix K, M or G allowed), got '12X'"),
+    "coverage above 1": (
+        ["--min-coverage", "1.5"],
+        f"{_ARG} --min-coverage: expected a fraction between 0 and 1, got '1.5'",
+    ),
+    "coverage not a number": (
+        ["--min-coverage", "abc"],
+        f"{_ARG} --min-coverage: expected a fraction between 0 and 1, got 'abc'",
+    ),
+    "coverage nan": (
+        ["--min-coverage", "nan"],
+        f"{_ARG} --min-coverage: expected a fraction between 0 and 1, got 'nan'",
+    ),
+    "negative compilations": (
+        ["--max-compilations", "-1"],
+        f"{_ARG} --max-compilations: expected a non-negative integer, got '-1'",
+    ),
+    "zero size cap": (
+        ["--max-bytes", "0"],
+        f"{_ARG} --max-bytes: expected a positive size in bytes (suffix K, M or G allowed), got '0'",
+    ),
+    "bad size unit": (
+        ["--max-bytes", "12X"],
+        f"{_ARG} --max-bytes: expected a positive size in bytes (suffix K, M or G allowed), got '12X'",
+    ),
     "bad top-k": (["--top-k", "many"], f"{_ARG} --top-k: expected a non-negative integer, got 'many'"),
     "unknown option": (["--colour"], "keras-xla-guard: error: unrecognized arguments: --colour"),
 }
@@ -309,8 +323,9 @@ def test_console_script_exit_codes_and_clean_stderr(log_dir, runs, tmp_path):
     script = str(_console_script())
 
     def run(*argv: Any) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([script, "report", *map(str, argv)], capture_output=True,
-                              text=True, timeout=120)
+        return subprocess.run(
+            [script, "report", *map(str, argv)], capture_output=True, text=True, timeout=120
+        )
 
     ok = run(log_dir, "--json")
     assert ok.returncode == 0, ok.stderr
@@ -336,8 +351,7 @@ def test_report_does_not_import_tensorflow(runs):
         f"rc = main(['report', {str(runs['jit'])!r}, '--json']); "
         "print('TF_IMPORTED' if 'tensorflow' in sys.modules else 'TF_ABSENT', rc)"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.stdout.splitlines()[-1] == "TF_ABSENT 0", proc.stderr
 
 
@@ -354,14 +368,26 @@ def _tensorboard_and_guard(tmp: Path, jit_compile: bool) -> tuple[dict[str, Any]
     tb_dir = tmp / f"tb_{jit_compile}"
     tb = keras.callbacks.TensorBoard(log_dir=str(tb_dir), profile_batch=(2, 4))
     tiny_model(jit_compile).fit(x, y, batch_size=8, epochs=1, callbacks=[tb], verbose=0)
-    guard = XlaGuardCallback(log_dir=tmp / f"guard_{jit_compile}", profile_epochs=(0,),
-                             skip_steps=2, max_steps=3, write_summaries=False, verbose=0)
+    guard = XlaGuardCallback(
+        log_dir=tmp / f"guard_{jit_compile}",
+        profile_epochs=(0,),
+        skip_steps=2,
+        max_steps=3,
+        write_summaries=False,
+        verbose=0,
+    )
     tiny_model(jit_compile).fit(x, y, batch_size=8, epochs=1, callbacks=[guard], verbose=0)
     report = guard.reports[0]
     assert report.status == "ok", report.reason
-    doc = json.loads(subprocess.run(
-        [str(_console_script()), "report", str(tb_dir), "--json"],
-        capture_output=True, text=True, timeout=120, check=True).stdout)
+    doc = json.loads(
+        subprocess.run(
+            [str(_console_script()), "report", str(tb_dir), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        ).stdout
+    )
     return doc["runs"][0]["hosts"][0], report.to_dict()
 
 
@@ -375,7 +401,8 @@ def test_tensorboard_profile_batch_trace_matches_the_guard(tmp_path):
     tb_jit, guard_jit = _tensorboard_and_guard(tmp_path, jit_compile=True)
     for report in (tb_jit, guard_jit):
         assert _xla_figures(report) == pytest.approx(
-            raw_figures(report["trace_path"], report["non_xla_op_time_s"]), rel=RAW_REL)
+            raw_figures(report["trace_path"], report["non_xla_op_time_s"]), rel=RAW_REL
+        )
     # Three steps each, one program run per step (TensorBoard's (2, 4) and
     # the guard's skip 2, max 3), the compile in step 0, outside both.
     assert tb_jit["xla_executions"] == guard_jit["xla_executions"] == 3
@@ -418,10 +445,18 @@ def test_control_characters_in_trace_names_are_escaped(capsys, tmp_path):
     """A kernel name with terminal control sequences is printed escaped, on its own row."""
     from _xspace import build_space
 
-    space = build_space({"tf_Compute/1": [
-        ("ExecutorState::ProcessAsync::Start", 0, 50,
-         {"name": "op" + _HOSTILE, "kernel_type": "Type" + _HOSTILE}),
-    ]})
+    space = build_space(
+        {
+            "tf_Compute/1": [
+                (
+                    "ExecutorState::ProcessAsync::Start",
+                    0,
+                    50,
+                    {"name": "op" + _HOSTILE, "kernel_type": "Type" + _HOSTILE},
+                ),
+            ]
+        }
+    )
     trace = tmp_path / "plugins" / "profile" / "run" / "host.xplane.pb"
     trace.parent.mkdir(parents=True)
     trace.write_bytes(space.SerializeToString())
@@ -441,8 +476,9 @@ def test_control_characters_in_run_and_host_names_are_escaped(capsys, runs, tmp_
     shutil.copy(next(runs["jit"].glob("*.xplane.pb")), run / f"host{_HOSTILE}.xplane.pb")
     code, out, err = run_cli(capsys, "report", tmp_path, "--min-coverage", "1")
     assert (code, err) == (1, "")
-    assert out.splitlines()[1].startswith("run\\x1b]0;pwned\\x07\\x1b[2J\\nforged  row  "
-                                          "host\\x1b]0;pwned\\x07\\x1b[2J\\nforged  row  ")
+    assert out.splitlines()[1].startswith(
+        "run\\x1b]0;pwned\\x07\\x1b[2J\\nforged  row  host\\x1b]0;pwned\\x07\\x1b[2J\\nforged  row  "
+    )
     assert out.count("\n") == 3  # header, row, FAILED line
     assert "FAILED: run run\\x1b]0;pwned" in out
     code, out, err = run_cli(capsys, "report", tmp_path / f"missing{_HOSTILE}")
@@ -453,10 +489,14 @@ def test_control_characters_in_run_and_host_names_are_escaped(capsys, runs, tmp_
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("env", "names"),
-    [({"PYTHONIOENCODING": "ascii"}, b"\\xe9preuve  w\\xf6rker  "),
-     # Here file names decode as ASCII too: their UTF-8 bytes show escaped.
-     ({"LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"},
-      b"\\xc3\\xa9preuve  w\\xc3\\xb6rker  ")],
+    [
+        ({"PYTHONIOENCODING": "ascii"}, b"\\xe9preuve  w\\xf6rker  "),
+        # Here file names decode as ASCII too: their UTF-8 bytes show escaped.
+        (
+            {"LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"},
+            b"\\xc3\\xa9preuve  w\\xc3\\xb6rker  ",
+        ),
+    ],
     ids=["PYTHONIOENCODING=ascii", "LANG=C"],
 )
 def test_ascii_only_stdout_still_prints_a_valid_trace(runs, tmp_path, env, names):
@@ -467,9 +507,13 @@ def test_ascii_only_stdout_still_prints_a_valid_trace(runs, tmp_path, env, names
     run.mkdir(parents=True)
     shutil.copy(next(runs["jit"].glob("*.xplane.pb")), run / "wörker.xplane.pb")
     full_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONIOENCODING", "LC_ALL", "LANG")}
-    proc = subprocess.run([sys.executable, "-m", "keras_xla_guard.cli", "report", str(tmp_path)],
-                          capture_output=True, env={**full_env, **env}, timeout=120,
-                          cwd=str(Path(__file__).resolve().parents[1]))
+    proc = subprocess.run(
+        [sys.executable, "-m", "keras_xla_guard.cli", "report", str(tmp_path)],
+        capture_output=True,
+        env={**full_env, **env},
+        timeout=120,
+        cwd=str(Path(__file__).resolve().parents[1]),
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == b""
     assert proc.stdout.splitlines()[1].startswith(names)
@@ -511,13 +555,23 @@ def test_html_from_traces_alone_shows_every_run_and_the_failed_threshold(capsys,
 
 
 _BAD_COMPARES = {
-    "mode_not_an_object": ({"modes": {"plain": 5}, "verdict": "v"}, "modes['plain']: expected an object, got 5"),
+    "mode_not_an_object": (
+        {"modes": {"plain": 5}, "verdict": "v"},
+        "modes['plain']: expected an object, got 5",
+    ),
     "step_time_a_string": (
-        {"modes": {"plain": {"step_time_s": "fast", "startup_s": 0.1, "compilations": 0, "compile_time_s": 0.0}},
-         "verdict": "v"},
-        "modes['plain'].step_time_s: expected a number from 0 to 1e+09, got 'fast'"),
-    "projected_null": ({"modes": {}, "projected_run_s": None, "verdict": "v"},
-                       "projected_run_s: expected an object, got None"),
+        {
+            "modes": {
+                "plain": {"step_time_s": "fast", "startup_s": 0.1, "compilations": 0, "compile_time_s": 0.0}
+            },
+            "verdict": "v",
+        },
+        "modes['plain'].step_time_s: expected a number from 0 to 1e+09, got 'fast'",
+    ),
+    "projected_null": (
+        {"modes": {}, "projected_run_s": None, "verdict": "v"},
+        "projected_run_s: expected an object, got None",
+    ),
     "verdict_missing": ({"modes": {}}, "verdict: missing"),
     "a_list": ([1, 2], "(top level): expected an object, got [1, 2]"),
 }
@@ -530,7 +584,8 @@ def test_a_compare_result_of_wrong_types_exits_2_naming_the_file_and_the_field(c
     run = tmp_path / "plugins" / "profile" / "run"
     run.mkdir(parents=True)
     (run / "host.xplane.pb").write_bytes(
-        gzip.decompress((Path(__file__).parent / "trace" / "data" / "jit.xplane.pb.gz").read_bytes()))
+        gzip.decompress((Path(__file__).parent / "trace" / "data" / "jit.xplane.pb.gz").read_bytes())
+    )
     saved = tmp_path / "compare" / "compare_report.json"
     saved.parent.mkdir()
     saved.write_text(json.dumps(doc))
@@ -542,8 +597,10 @@ def test_a_compare_result_of_wrong_types_exits_2_naming_the_file_and_the_field(c
     saved.unlink()
     code, out, err = run_cli(capsys, "report", tmp_path, "--html", tmp_path / "r.html", "--compare", given)
     assert (code, out) == (2, "")
-    assert err == ("keras-xla-guard: error: --compare must name the JSON `compare --json` prints: "
-                   f"{str(given)!r} is not a saved compare result: {problem}\n")
+    assert err == (
+        "keras-xla-guard: error: --compare must name the JSON `compare --json` prints: "
+        f"{str(given)!r} is not a saved compare result: {problem}\n"
+    )
     assert not (tmp_path / "r.html").exists()
 
 
@@ -564,12 +621,15 @@ def test_doctor_trace_that_is_missing_exits_2(capsys, tmp_path):
     assert len(err.strip().splitlines()) == 1 and str(tmp_path / "nope") in err
 
 
-@pytest.mark.parametrize("argv, module", [
-    (("doctor", "--no-probe"), "tensorflow"),
-    # Keras missing beside an installed TensorFlow: only where TensorFlow is.
-    pytest.param(("doctor", "--no-probe"), "keras", marks=pytest.mark.tf),
-    (("compare", "no_such_module:build", "--steps", "1"), "tensorflow"),
-])
+@pytest.mark.parametrize(
+    "argv, module",
+    [
+        (("doctor", "--no-probe"), "tensorflow"),
+        # Keras missing beside an installed TensorFlow: only where TensorFlow is.
+        pytest.param(("doctor", "--no-probe"), "keras", marks=pytest.mark.tf),
+        (("compare", "no_such_module:build", "--steps", "1"), "tensorflow"),
+    ],
+)
 def test_commands_that_run_tensorflow_exit_2_naming_the_extra_without_it(capsys, monkeypatch, argv, module):
     """`doctor`/`compare` without TensorFlow or Keras: exit 2, one line naming the `cpu` extra, no traceback."""
     monkeypatch.setitem(sys.modules, module, None)
@@ -582,8 +642,9 @@ def test_commands_that_run_tensorflow_exit_2_naming_the_extra_without_it(capsys,
 def test_a_required_module_missing_exits_2_naming_it(capsys, monkeypatch, tmp_path):
     """A dependency that fails to import mid-command gives exit 2 and one line naming it, never exit 1."""
     trace = tmp_path / "jit.xplane.pb"
-    trace.write_bytes(gzip.decompress((Path(__file__).parent / "trace" / "data" / "jit.xplane.pb.gz")
-                                      .read_bytes()))
+    trace.write_bytes(
+        gzip.decompress((Path(__file__).parent / "trace" / "data" / "jit.xplane.pb.gz").read_bytes())
+    )
     monkeypatch.setitem(sys.modules, "numpy", None)
     code, out, err = run_cli(capsys, "report", trace, "--min-coverage", "0.5")
     assert (code, out) == (2, "")
@@ -649,6 +710,7 @@ def test_bad_run_file_exits_2_with_one_line_naming_the_file_and_the_field(
     page = tmp_path / "page.html"
     code, out, err = run_cli(capsys, "report", guarded_log_dir, *(["--html", page] if html else []))
     assert (code, out) == (2, "")
-    assert err == (f"keras-xla-guard: error: {str(path)!r} is not a readable run file: "
-                   f"{RUN_FILE_CASES[case]}\n")
+    assert err == (
+        f"keras-xla-guard: error: {str(path)!r} is not a readable run file: {RUN_FILE_CASES[case]}\n"
+    )
     assert not page.exists()

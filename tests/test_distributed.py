@@ -23,7 +23,6 @@ from _multiworker import ALL_WORKERS_ATTEMPTS, run_until_exit, run_workers
 from _oracle import RAW_REL, count_xla_runs, raw_figures, xla_run_seconds
 
 from keras_xla_guard import CoverageReport, OpStat, XlaGuardWarning, analyze_trace
-from keras_xla_guard.runtime.sink import EpochRecord
 from keras_xla_guard.distributed import (
     ALL_WORKERS_CRASHES,
     RUN_FILE,
@@ -33,6 +32,7 @@ from keras_xla_guard.distributed import (
     worker_coverage,
     worker_info_from_tf_config,
 )
+from keras_xla_guard.runtime.sink import EpochRecord
 
 pytestmark = pytest.mark.slow
 
@@ -204,7 +204,8 @@ def test_mirrored_coverage_agrees_with_the_raw_trace_and_xprof(mirrored):
     # The guard times the kernel launching each executable: the sum of
     # those kernels in the raw events, each containing its executable's span.
     assert (report["xla_time_s"], report["xla_executions"], report["xla_time_fraction"]) == pytest.approx(
-        raw_figures(trace, report["non_xla_op_time_s"]), rel=RAW_REL)
+        raw_figures(trace, report["non_xla_op_time_s"]), rel=RAW_REL
+    )
     assert report["xla_time_s"] > xla_run_seconds(trace) > 0
     # The non-XLA side: every plain op the trace holds (the callback lists
     # the top 10; analysed again with all of them), each as xprof's
@@ -216,14 +217,17 @@ def test_mirrored_coverage_agrees_with_the_raw_trace_and_xprof(mirrored):
     every = analyze_trace(trace, top_k=1000)
     assert every.non_xla_op_time_s == report["non_xla_op_time_s"]
     assert report["non_xla_op_time_s"] == pytest.approx(
-        sum(op.self_time_s for op in every.top_non_xla_ops), rel=RAW_REL)
+        sum(op.self_time_s for op in every.top_non_xla_ops), rel=RAW_REL
+    )
     xprof = _xprof_ops(trace)
     listed = [op for op in every.top_non_xla_ops if (op.op_type, op.op_name) in xprof]
     transfers = [op for op in every.top_non_xla_ops if (op.op_type, op.op_name) not in xprof]
     assert {op.op_type for op in transfers} <= {"_Recv", "_HostRecv", "_Send", "_HostSend"}
     assert report["non_xla_op_time_s"] == pytest.approx(
         sum(xprof[(op.op_type, op.op_name)]["total_self_time"] for op in listed) * 1e-6
-        + sum(op.self_time_s for op in transfers), rel=0.05)
+        + sum(op.self_time_s for op in transfers),
+        rel=0.05,
+    )
     assert any(op.op_type == "CollectiveReduceV2" for op in every.top_non_xla_ops)
     assert 0 < report["xla_time_fraction"] < 1
 
@@ -273,8 +277,12 @@ def multiworker(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     The opt-in all-workers mode may meet TensorFlow's profiler-stop abort, so
     it gets fresh attempts; each failed one is warned with its signal.
     """
-    return run_workers(_WORKER, tmp_path_factory.mktemp("multiworker") / "xla_guard", "--all-workers",
-                       crash_attempts=ALL_WORKERS_ATTEMPTS)
+    return run_workers(
+        _WORKER,
+        tmp_path_factory.mktemp("multiworker") / "xla_guard",
+        "--all-workers",
+        crash_attempts=ALL_WORKERS_ATTEMPTS,
+    )
 
 
 def _event_files(root: Path) -> list[Path]:
@@ -319,7 +327,8 @@ def test_each_worker_measures_its_own_xla_runs(multiworker):
         assert result["distinct_signatures"] == 1  # batches of 64, tracked through the strategy
         (trace,) = result["trace_paths"]
         assert (result["xla_time_s"], result["executions"], result["fraction"]) == pytest.approx(
-            raw_figures(trace, result["non_xla_op_time_s"]), rel=RAW_REL)
+            raw_figures(trace, result["non_xla_op_time_s"]), rel=RAW_REL
+        )
         assert 0 < result["fraction"] < 1
         report = analyze_trace(result["trace_paths"][0])
         collectives = [op for op in report.top_non_xla_ops if op.op_type == "CollectiveReduceV2"]
@@ -346,11 +355,17 @@ def test_report_html_has_one_section_per_worker(multiworker, tmp_path):
         name = f"worker_{result['task']}"
         saved = json.loads((log_dir / name / RUN_FILE).read_text())
         report, stats = saved["reports"]["1"], saved["signatures"]["1"]
-        assert page.value("xla_time_fraction", name, **{"data-epoch": 1, "class": "report"}) == report[
-            "xla_time_fraction"] == pytest.approx(result["fraction"])
+        assert (
+            page.value("xla_time_fraction", name, **{"data-epoch": 1, "class": "report"})
+            == report["xla_time_fraction"]
+            == pytest.approx(result["fraction"])
+        )
         row = {"data-epoch": 1, "class": "epoch-signatures"}
         assert page.value("distinct_signatures", name, **row) == stats["distinct_signatures"] == 1
-        assert page.value("lowest_xla_time_fraction", None, **{"data-worker": name}) == report["xla_time_fraction"]
+        assert (
+            page.value("lowest_xla_time_fraction", None, **{"data-worker": name})
+            == report["xla_time_fraction"]
+        )
 
 
 def test_only_the_chief_writes_tensorboard_summaries(multiworker):
@@ -448,7 +463,11 @@ def test_window_cut_short_by_a_dead_worker_is_no_measurement_anywhere(dead_peer,
     (trace,) = chief["trace_paths"]
     assert Path(trace).is_file() and Path(trace).parent.name.endswith("_epoch1")
     saved = json.loads((log_dir / "worker_0" / RUN_FILE).read_text())["reports"]["1"]
-    assert (saved["status"], saved["reason"], saved["xla_time_fraction"]) == ("incomplete", chief["reason"], None)
+    assert (saved["status"], saved["reason"], saved["xla_time_fraction"]) == (
+        "incomplete",
+        chief["reason"],
+        None,
+    )
     # `report` reads the partial trace's window as what the run file says it is.
     assert main(["report", str(log_dir)]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -472,10 +491,15 @@ def test_window_cut_short_by_a_dead_worker_is_no_measurement_anywhere(dead_peer,
     assert f"Nothing was measured (incomplete: {chief['reason']})." in page.text
     coverage = worker_coverage(log_dir)[1]["worker_0"]
     assert (coverage.profiled, coverage.reason, coverage.xla_time_fraction) == (
-        False, f"incomplete: {chief['reason']}", None)
+        False,
+        f"incomplete: {chief['reason']}",
+        None,
+    )
     tensors = _tensors(log_dir)
     ((step, text),) = tensors["xla_guard/report"]
-    assert step == 1 and text.item().decode().startswith("**XLA coverage: incomplete** - the profiling window")
+    assert step == 1 and text.item().decode().startswith(
+        "**XLA coverage: incomplete** - the profiling window"
+    )
     assert not any(tag in tensors for tag in ("xla_guard/xla_time_fraction", "xla_guard/compiles"))
 
 
@@ -503,7 +527,8 @@ def test_tf_keras_coverage_follows_jit_compile(tf_keras_fits):
     """tf_keras with jit_compile=True: XLA figures are the raw launch events' sums; without it, none."""
     jit = tf_keras_fits["True"]
     assert (jit["xla_time_s"], jit["executions"], jit["fraction"]) == pytest.approx(
-        raw_figures(jit["trace_path"], jit["non_xla_op_time_s"]), rel=RAW_REL)
+        raw_figures(jit["trace_path"], jit["non_xla_op_time_s"]), rel=RAW_REL
+    )
     assert tf_keras_fits["True"]["executions"] == 14
     assert tf_keras_fits["False"]["fraction"] == 0.0
     assert tf_keras_fits["False"]["executions"] == 0
@@ -515,9 +540,19 @@ def test_tf_keras_coverage_follows_jit_compile(tf_keras_fits):
 _LOOP_WORKER = Path(__file__).with_name("_multiworker_loop_worker.py")
 _PROFILED = (0, 2)
 _STEPS = 16  # 2048 rows in global batches of 128, all profiled but the run's first
-_FIGURES = ("xla_time_s", "non_xla_op_time_s", "xla_time_fraction", "xla_executions",
-            "compilations", "compile_time_s", "compiled_modules", "input_pipeline_time_s",
-            "guard_op_time_s", "top_non_xla_ops", "hosts")
+_FIGURES = (
+    "xla_time_s",
+    "non_xla_op_time_s",
+    "xla_time_fraction",
+    "xla_executions",
+    "compilations",
+    "compile_time_s",
+    "compiled_modules",
+    "input_pipeline_time_s",
+    "guard_op_time_s",
+    "top_non_xla_ops",
+    "hosts",
+)
 
 
 def _tf_config(cluster: dict[str, list[str]], task_type: str, index: int) -> str:
@@ -574,9 +609,16 @@ def test_malformed_tf_config_is_refused_with_its_value():
 
 def _report(epoch: int, xla: float, non: float, *, signatures: int = 1) -> CoverageReport:
     return CoverageReport(
-        epoch=epoch, steps_profiled=4, xla_time_s=xla, non_xla_op_time_s=non,
-        xla_time_fraction=xla / (xla + non), xla_executions=4, compilations=1,
-        compile_time_s=0.5, distinct_signatures=signatures, new_signatures=0,
+        epoch=epoch,
+        steps_profiled=4,
+        xla_time_s=xla,
+        non_xla_op_time_s=non,
+        xla_time_fraction=xla / (xla + non),
+        xla_executions=4,
+        compilations=1,
+        compile_time_s=0.5,
+        distinct_signatures=signatures,
+        new_signatures=0,
         top_non_xla_ops=(OpStat("CollectiveReduceV2", "CollectiveReduceV2", non, 4),),
     )
 
@@ -645,10 +687,18 @@ def test_chief_writes_each_workers_compile_table(tmp_path):
     chief_info, peer_info = _infos()
     peer = ClusterSink(peer_info, tmp_path)
     chief = ClusterSink(chief_info, tmp_path, timeout=30)
-    compiled = CompileRecord(program="one_step_on_data", module="a_inference_one_step_on_data_9__.3",
-                             start_s=0.1, compile_s=0.25, step=3, signature="x: float32[8,<b>]")
+    compiled = CompileRecord(
+        program="one_step_on_data",
+        module="a_inference_one_step_on_data_9__.3",
+        start_s=0.1,
+        compile_s=0.25,
+        step=3,
+        signature="x: float32[8,<b>]",
+    )
     hit = CompileRecord(program="one_step_on_data", cache_hit=True, step=5, signature="x: float32[8,7]")
-    peer.write_epoch(_record(dataclasses.replace(_report(1, xla=0.1, non=0.3), compile_table=(hit,), cache_hits=1)))
+    peer.write_epoch(
+        _record(dataclasses.replace(_report(1, xla=0.1, non=0.3), compile_table=(hit,), cache_hits=1))
+    )
     chief.write_epoch(_record(dataclasses.replace(_report(1, xla=0.3, non=0.1), compile_table=(compiled,))))
     tensors = _wait_for_tag(tmp_path, "xla_guard/workers")
     chief.close({})
@@ -658,9 +708,14 @@ def test_chief_writes_each_workers_compile_table(tmp_path):
     assert step == 1
     assert own.startswith("**1 XLA compilation(s)**.")
     # Markdown-escaped: a signature's brackets and a `<b>` cannot become markup.
-    assert "| 1 | one&#95;step&#95;on&#95;data | 3 | x: float32&#91;8,&#60;b&#62;&#93; | 250&#46;0 | no |" in own
+    assert (
+        "| 1 | one&#95;step&#95;on&#95;data | 3 | x: float32&#91;8,&#60;b&#62;&#93; | 250&#46;0 | no |" in own
+    )
     ((_, other),) = tensors["xla_guard/worker_1/compiles"]
-    assert "| 1 | one&#95;step&#95;on&#95;data | 5 | x: float32&#91;8,7&#93; | &#45; | yes |" in other.item().decode()
+    assert (
+        "| 1 | one&#95;step&#95;on&#95;data | 5 | x: float32&#91;8,7&#93; | &#45; | yes |"
+        in other.item().decode()
+    )
     assert "1 cache hit(s)" in other.item().decode()
 
 
@@ -693,8 +748,9 @@ def test_unprofiled_peer_is_named_without_a_warning_and_its_figures_are_none(tmp
     reason = peer.not_profiled
     assert reason.startswith("not profiled: ") and "only the chief (worker_0)" in reason
     assert ClusterSink(peer_info, tmp_path / "all", profile_workers="all").not_profiled is None
-    skipped = CoverageReport(status="skipped", reason=reason, epoch=1, steps_profiled=0,
-                             distinct_signatures=1, new_signatures=0)
+    skipped = CoverageReport(
+        status="skipped", reason=reason, epoch=1, steps_profiled=0, distinct_signatures=1, new_signatures=0
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         peer.write_epoch(_record(skipped))
@@ -714,8 +770,14 @@ def test_unprofiled_peer_is_named_without_a_warning_and_its_figures_are_none(tmp
     assert (mine.profiled, mine.reason, mine.xla_executions) == (True, "", 4)
     assert mine.xla_time_fraction == _report(1, xla=0.3, non=0.1).xla_time_fraction
     assert (theirs.profiled, theirs.reason) == (False, f"skipped: {reason}")
-    assert (theirs.xla_time_fraction, theirs.xla_time_s, theirs.non_xla_op_time_s,
-            theirs.xla_executions, theirs.compilations, theirs.steps_profiled) == (None,) * 6
+    assert (
+        theirs.xla_time_fraction,
+        theirs.xla_time_s,
+        theirs.non_xla_op_time_s,
+        theirs.xla_executions,
+        theirs.compilations,
+        theirs.steps_profiled,
+    ) == (None,) * 6
     assert theirs.distinct_signatures == 1
 
 
@@ -724,8 +786,9 @@ def test_reports_file_of_an_earlier_run_is_not_taken_for_this_one(tmp_path):
     chief_info, _ = _infos()
     stale = tmp_path / "worker_1" / RUN_FILE
     stale.parent.mkdir(parents=True)
-    stale.write_text(json.dumps({"saved_at": time.time() - 3600,
-                                 "reports": {"1": _report(1, 0.1, 0.3).to_dict()}}))
+    stale.write_text(
+        json.dumps({"saved_at": time.time() - 3600, "reports": {"1": _report(1, 0.1, 0.3).to_dict()}})
+    )
     chief = ClusterSink(chief_info, tmp_path, timeout=0.3)
     with pytest.warns(XlaGuardWarning, match="no report of epoch 1 from worker_1"):
         chief.write_epoch(_record(_report(1, 0.3, 0.1)))
@@ -743,8 +806,12 @@ def loop_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     The opt-in all-workers mode: retried on a native abort, each failed
     attempt warned with its signal.
     """
-    return run_workers(_LOOP_WORKER, tmp_path_factory.mktemp("mw_loop") / "xla_guard", "--all-workers",
-                       crash_attempts=ALL_WORKERS_ATTEMPTS)
+    return run_workers(
+        _LOOP_WORKER,
+        tmp_path_factory.mktemp("mw_loop") / "xla_guard",
+        "--all-workers",
+        crash_attempts=ALL_WORKERS_ATTEMPTS,
+    )
 
 
 def test_each_worker_finds_itself_in_the_strategy(loop_run):
@@ -803,7 +870,8 @@ def test_each_worker_runs_one_xla_step_per_replica_step_and_collectives_outside(
             assert report["distinct_signatures"] == 1
             (trace,) = report["trace_paths"]
             assert (report["xla_time_s"], report["xla_executions"], report["xla_time_fraction"]) == (
-                pytest.approx(raw_figures(trace, report["non_xla_op_time_s"]), rel=RAW_REL))
+                pytest.approx(raw_figures(trace, report["non_xla_op_time_s"]), rel=RAW_REL)
+            )
             assert 0 < report["xla_time_fraction"] < 1
             outside = {op["op_type"] for op in report["top_non_xla_ops"]}
             assert "CollectiveReduceV2" in outside
@@ -873,7 +941,8 @@ def test_stalled_worker_never_holds_the_chief(stalled_run):
     fractions = dict(tensors["xla_guard/xla_time_fraction"])
     for epoch in _PROFILED:
         assert float(fractions[epoch]) == pytest.approx(
-            chief["reports"][str(epoch)]["xla_time_fraction"], rel=1e-6)
+            chief["reports"][str(epoch)]["xla_time_fraction"], rel=1e-6
+        )
     assert "xla_guard/workers" not in tensors
     ((step, text),) = tensors["xla_guard/unprofiled_workers"]
     assert step == 0 and "worker&#95;1**: skipped: not profiled" in text.item().decode()
@@ -892,14 +961,25 @@ def test_default_profiles_the_chief_only_and_says_so_per_worker(stalled_run):
         assert mine.profiled and mine.reason == ""
         (trace,) = mine.trace_paths
         alone = analyze_trace(trace)
-        for figure in ("xla_time_s", "non_xla_op_time_s", "xla_time_fraction", "xla_executions",
-                       "compilations"):
+        for figure in (
+            "xla_time_s",
+            "non_xla_op_time_s",
+            "xla_time_fraction",
+            "xla_executions",
+            "compilations",
+        ):
             assert getattr(mine, figure) == getattr(alone, figure), figure
         theirs = table[epoch]["worker_1"]
         assert not theirs.profiled and theirs.reason.startswith("skipped: not profiled: ")
         assert "profile_workers='all'" in theirs.reason
-        assert (theirs.xla_time_fraction, theirs.xla_time_s, theirs.non_xla_op_time_s,
-                theirs.xla_executions, theirs.compilations, theirs.steps_profiled) == (None,) * 6
+        assert (
+            theirs.xla_time_fraction,
+            theirs.xla_time_s,
+            theirs.non_xla_op_time_s,
+            theirs.xla_executions,
+            theirs.compilations,
+            theirs.steps_profiled,
+        ) == (None,) * 6
         # Input signatures are still tracked on the unprofiled worker.
         assert theirs.distinct_signatures == 1 and theirs.trace_paths == ()
         assert other["reports"][str(epoch)]["status"] == "skipped"

@@ -107,7 +107,7 @@ def test_repository_paths_named_in_code_spans_exist() -> None:
 def test_relative_link_parser_skips_urls_anchors_and_code() -> None:
     """The link check sees prose links only: not URLs, bare anchors or links inside code."""
     markdown = (
-        "[a](docs/a.md#x) ![b](img/b.png \"t\") [c](https://e.com/x) [d](#top)\n"
+        '[a](docs/a.md#x) ![b](img/b.png "t") [c](https://e.com/x) [d](#top)\n'
         "`[e](inline.md)`\n```\n[f](fenced.md)\n```\n"
     )
     assert _relative_targets(markdown) == ["docs/a.md", "img/b.png"]
@@ -125,7 +125,9 @@ def test_strict_build_renders_the_callbacks_docstring(site) -> None:
     page = (site / "api" / "index.html").read_text(encoding="utf-8")
     summary = inspect.getdoc(keras_xla_guard.XlaGuardCallback).splitlines()[0]
     assert summary.startswith("Measures how much of")
-    section = page[page.index('id="keras_xla_guard.XlaGuardCallback"'):page.index('id="keras_xla_guard.XlaGuard"')]
+    section = page[
+        page.index('id="keras_xla_guard.XlaGuardCallback"') : page.index('id="keras_xla_guard.XlaGuard"')
+    ]
     text = _visible_text(section)
     assert summary.replace("`", "") in text
     for argument in ("log_dir", "profile_epochs", "max_compilations", "on_violation"):
@@ -169,8 +171,10 @@ def test_built_site_links_resolve(site) -> None:
             if not (resolved.is_file() or (resolved / "index.html").is_file()):
                 broken.append(f"{page.relative_to(site)}: {target}")
     assert broken == []
-    cited = re.findall(r"\.\./benchmarks/results/([\w.-]+\.json)",
-                       (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8"))
+    cited = re.findall(
+        r"\.\./benchmarks/results/([\w.-]+\.json)",
+        (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8"),
+    )
     assert cited, "docs/benchmarks.md cites no saved result"
     for name in cited:
         assert (site / "benchmarks" / "results" / name).read_bytes() == (
@@ -185,7 +189,7 @@ def test_demo_and_install_docs_use_the_profile_extra() -> None:
     profile = cfg["options.extras_require"]["profile"].split()
     assert any(req.startswith("xprof") for req in profile)
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
-    demo_venv = makefile[makefile.index("$(VENV)/.installed:"):makefile.index("touch $@")]
+    demo_venv = makefile[makefile.index("$(VENV)/.installed:") : makefile.index("touch $@")]
     (extras,) = re.findall(r'-e "\.\[([\w,]+)\]"', demo_venv)
     assert "profile" in extras.split(",")
     for page in ("README.md", "docs/getting-started.md"):
@@ -206,8 +210,10 @@ def _user_facing_texts() -> dict[str, str]:
 
 def test_user_facing_code_imports_only_the_public_api():
     """README, docs, examples and the notebook import names from `keras_xla_guard` itself, never from its modules."""
-    found = {name: sorted({m.group(0) for m in _INTERNAL_IMPORT.finditer(text)})
-             for name, text in _user_facing_texts().items()}
+    found = {
+        name: sorted({m.group(0) for m in _INTERNAL_IMPORT.finditer(text)})
+        for name, text in _user_facing_texts().items()
+    }
     assert {name: hits for name, hits in found.items() if hits} == {}
     assert _INTERNAL_IMPORT.search("from keras_xla_guard.signatures.data import pad_to_buckets")
     assert _INTERNAL_IMPORT.search("keras_xla_guard.distributed.worker_coverage(log_dir)")

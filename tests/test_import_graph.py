@@ -46,7 +46,8 @@ def _is_type_checking(node: ast.AST) -> bool:
         return False
     test = node.test
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
@@ -77,8 +78,9 @@ def _imports(module: str, path: Path, modules: Mapping[str, Path]) -> set[str]:
                 base = ".".join([*anchor, base] if base else anchor)
             # `from pkg import name` imports the submodule `pkg.name` when it
             # is one, else an attribute of `pkg`.
-            names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
-                     for alias in node.names]
+            names = [
+                f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names
+            ]
         else:
             continue
         for name in names:
@@ -133,8 +135,10 @@ def test_the_package_has_no_import_cycle():
     """No module imports, directly or through others, a module that imports it."""
     graph = import_graph()
     found = cycles(graph)
-    detail = [" <-> ".join(c) + ": " + "; ".join(
-        f"{m} imports {sorted(graph[m] & set(c))}" for m in c) for c in found]
+    detail = [
+        " <-> ".join(c) + ": " + "; ".join(f"{m} imports {sorted(graph[m] & set(c))}" for m in c)
+        for c in found
+    ]
     assert found == [], "\n".join(detail)
 
 
@@ -145,11 +149,13 @@ def test_the_graph_reader_sees_lazy_and_relative_imports_but_not_type_only_ones(
     (package / "__init__.py").write_text("")
     (package / "sub" / "__init__.py").write_text("from .low import x\n")
     (package / "sub" / "low.py").write_text(
-        "def f():\n    from keras_xla_guard.top import y\n    return y\nx = 1\n")
+        "def f():\n    from keras_xla_guard.top import y\n    return y\nx = 1\n"
+    )
     (package / "top.py").write_text("from keras_xla_guard.sub import low\ny = 2\n")
     (package / "typed.py").write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from keras_xla_guard.top import y\n"
-        "else:\n    from keras_xla_guard.sub import low\n")
+        "else:\n    from keras_xla_guard.sub import low\n"
+    )
     graph = import_graph(package)
     assert graph["keras_xla_guard.sub"] == {"keras_xla_guard.sub.low"}
     assert graph["keras_xla_guard.top"] == {"keras_xla_guard.sub.low"}

@@ -45,9 +45,11 @@ def test_the_stub_is_the_one_table_of_public_names():
 
 def test_importing_the_package_reads_the_table_without_importing_the_modules_behind_it():
     """`import keras_xla_guard` imports none of the modules the table names (only _version)."""
-    code = ("import sys, keras_xla_guard as k\n"
-            "mods = {m for m in sys.modules if m.startswith('keras_xla_guard.')}\n"
-            "print(sorted(mods))")
+    code = (
+        "import sys, keras_xla_guard as k\n"
+        "mods = {m for m in sys.modules if m.startswith('keras_xla_guard.')}\n"
+        "print(sorted(mods))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['keras_xla_guard._version']"
 

@@ -74,9 +74,7 @@ def _step_markers(trace_path: str) -> list[dict[str, int]]:
         for line in plane.lines:
             for event in line.events:
                 if names.get(event.metadata_id) == "train":
-                    markers.append(
-                        {stat_names[s.metadata_id]: s.int64_value for s in event.stats}
-                    )
+                    markers.append({stat_names[s.metadata_id]: s.int64_value for s in event.stats})
     return markers
 
 
@@ -248,10 +246,15 @@ def test_exception_in_epoch_stops_profiler_and_propagates(tmp_path: Path, exc: B
     # The window training left is no measurement: incomplete, its figures None, its trace named.
     report = guard.reports[0]
     assert (report.status, report.steps_profiled, report.xla_time_fraction, report.xla_executions) == (
-        "incomplete", 2, None, None)
+        "incomplete",
+        2,
+        None,
+        None,
+    )
     assert report.reason == (
         "the profiling window did not complete: training stopped inside it, 2 step(s) in "
-        f"({type(exc).__name__}{': bad batch' if str(exc) else ''}); its partial trace is not a measurement")
+        f"({type(exc).__name__}{': bad batch' if str(exc) else ''}); its partial trace is not a measurement"
+    )
     assert [Path(p).parent.name.endswith("_epoch0") for p in report.trace_paths] == [True]
 
 
@@ -261,7 +264,8 @@ def test_jit_step_runs_inside_xla(jit_run: XlaGuard) -> None:
     report = jit_run.reports[1]
     assert report.ok, report.reason
     assert (report.xla_time_s, report.xla_executions, report.xla_time_fraction) == pytest.approx(
-        raw_figures(report.trace_path, report.non_xla_op_time_s), rel=RAW_REL)
+        raw_figures(report.trace_path, report.non_xla_op_time_s), rel=RAW_REL
+    )
     assert report.xla_executions == BATCHES - 2
     assert report.steps_profiled == BATCHES - 2
     assert list(jit_run.reports) == [1]
@@ -279,10 +283,13 @@ def test_plain_step_has_no_xla(plain_run: XlaGuard) -> None:
 
     # Measured or hedged: compare first, with the CPU figures, then the step's own switch.
     (note,) = [n for n in report.notes if n.startswith("JIT_COMPILE_OFF")]
-    assert note.startswith("JIT_COMPILE_OFF: XLA is not requested: the watched train step is not a "
-                           f"tf.function(jit_compile=True). {measure_first()}. Fix: ")
+    assert note.startswith(
+        "JIT_COMPILE_OFF: XLA is not requested: the watched train step is not a "
+        f"tf.function(jit_compile=True). {measure_first()}. Fix: "
+    )
     assert note.index("keras_xla_guard.compare(") < note.index(
-        "train_step = tf.function(train_step, jit_compile=True)  # only if compare says jit_compile pays")
+        "train_step = tf.function(train_step, jit_compile=True)  # only if compare says jit_compile pays"
+    )
 
 
 @pytest.mark.slow
@@ -360,9 +367,7 @@ def shapes_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[XlaGuard, Any]
     """Two epochs of a jit step over batches of 4 distinct sizes, epoch 0 profiled."""
     import tensorflow as tf
 
-    guard = XlaGuard(
-        log_dir=tmp_path_factory.mktemp("shapes"), profile_epochs=(0,), skip_steps=0, verbose=0
-    )
+    guard = XlaGuard(log_dir=tmp_path_factory.mktemp("shapes"), profile_epochs=(0,), skip_steps=0, verbose=0)
     train_step, _ = _make_step(jit_compile=True)
     step = guard.watch(train_step)
     with guard:
@@ -408,7 +413,9 @@ def test_unprofiled_epoch_still_tracks_signatures(shapes_run: tuple[XlaGuard, An
 
 
 @pytest.mark.slow
-def test_write_html_holds_the_loops_reports_and_signatures(shapes_run: tuple[XlaGuard, Any], tmp_path: Path) -> None:
+def test_write_html_holds_the_loops_reports_and_signatures(
+    shapes_run: tuple[XlaGuard, Any], tmp_path: Path
+) -> None:
     """`XlaGuard.write_html` writes the run's page: its report's and epochs' figures, how it ended."""
     from _html import read_page
 
@@ -433,8 +440,14 @@ def test_raise_on_violation_escapes_the_step_before_it_runs(tmp_path: Path) -> N
     from keras_xla_guard.errors import RecompilationLimitError
 
     double = tf.function(lambda x: 2 * x, jit_compile=True)
-    guard = XlaGuard(log_dir=tmp_path, profile_epochs=(0,), skip_steps=0, verbose=0,
-                     max_compilations=2, on_violation="raise")
+    guard = XlaGuard(
+        log_dir=tmp_path,
+        profile_epochs=(0,),
+        skip_steps=0,
+        verbose=0,
+        max_compilations=2,
+        on_violation="raise",
+    )
     step = guard.watch(double)
     with pytest.raises(RecompilationLimitError, match=r"max_compilations=2"):
         with guard.epoch(0):
@@ -454,8 +467,9 @@ def test_stop_on_violation_sets_stop_requested(tmp_path: Path) -> None:
     from keras_xla_guard import XlaGuardWarning
 
     step_fn = tf.function(lambda x: 2 * x, jit_compile=True)
-    guard = XlaGuard(log_dir=tmp_path, profile_epochs=(5,), verbose=0,
-                     max_compilations=2, on_violation="stop")
+    guard = XlaGuard(
+        log_dir=tmp_path, profile_epochs=(5,), verbose=0, max_compilations=2, on_violation="stop"
+    )
     step = guard.watch(step_fn)
     sizes = []
     with pytest.warns(XlaGuardWarning, match=r"on_violation='stop'"):
@@ -497,7 +511,9 @@ def test_ineffective_autoclustering_is_explained(tmp_path: Path, autoclustering:
     # The alternative, jit_compile on the step, comes measured-first.
     from keras_xla_guard.diagnose.advice import measure_first
 
-    assert note.endswith(f"tf.function(jit_compile=True) on the train step needs neither switch. {measure_first()}")
+    assert note.endswith(
+        f"tf.function(jit_compile=True) on the train step needs neither switch. {measure_first()}"
+    )
 
 
 @pytest.mark.slow

@@ -21,13 +21,27 @@ def _meta(root: Path, source: str, codes: dict[str, int | None]) -> None:
 
 def test_room_results_count_each_outcome_of_that_room_only(tmp_path):
     """Kills and time-outs count as killed; exit 0 survives; 33 has no tests; other rooms are left out."""
-    _meta(tmp_path, "keras_xla_guard/signatures/buckets.py",
-          {"b.x_f__mutmut_1": 1, "b.x_f__mutmut_2": 0, "b.x_f__mutmut_3": 36, "b.x_f__mutmut_4": 33,
-           "b.x_f__mutmut_5": None})
+    _meta(
+        tmp_path,
+        "keras_xla_guard/signatures/buckets.py",
+        {
+            "b.x_f__mutmut_1": 1,
+            "b.x_f__mutmut_2": 0,
+            "b.x_f__mutmut_3": 36,
+            "b.x_f__mutmut_4": 33,
+            "b.x_f__mutmut_5": None,
+        },
+    )
     _meta(tmp_path, "keras_xla_guard/trace/classify.py", {"c.x_g__mutmut_1": 0})
     assert mutation.room_results("signatures", tmp_path) == {
-        "mutants": 5, "killed": 2, "survived": 1, "no_tests": 1, "other": 1, "score": 0.4,
-        "survivors": ["b.x_f__mutmut_2"]}
+        "mutants": 5,
+        "killed": 2,
+        "survived": 1,
+        "no_tests": 1,
+        "other": 1,
+        "score": 0.4,
+        "survivors": ["b.x_f__mutmut_2"],
+    }
     assert mutation.room_results("warmup", tmp_path)["mutants"] == 0
 
 

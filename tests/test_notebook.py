@@ -73,7 +73,7 @@ def test_docs_copy_is_the_notebook_as_it_ran():
     assert _outputs(nb, "error") == []
     lines = [line for line in _stdout(nb).splitlines() if line.startswith(RESULTS_PREFIX)]
     assert len(lines) == 1
-    _check_results(json.loads(lines[0][len(RESULTS_PREFIX):]))
+    _check_results(json.loads(lines[0][len(RESULTS_PREFIX) :]))
     assert "pad_to_buckets(dataset, (" in _stdout(nb)
     assert any("image/png" in o.get("data", {}) for o in _outputs(nb))
 
@@ -88,9 +88,7 @@ def executed(tmp_path_factory):
     shutil.copy(NOTEBOOK, work / NOTEBOOK.name)
     nb = nbformat.read(work / NOTEBOOK.name, as_version=4)
     # Only in this in-memory copy: proves which interpreter ran the cells.
-    nb.cells.append(
-        nbformat.v4.new_code_cell(f"import sys\nprint({EXECUTABLE_PREFIX!r} + sys.executable)")
-    )
+    nb.cells.append(nbformat.v4.new_code_cell(f"import sys\nprint({EXECUTABLE_PREFIX!r} + sys.executable)"))
     # jupyter_client starts a "python3" kernelspec whose argv[0] is "python"
     # with sys.executable of this (the venv's) interpreter; the appended cell
     # checks that it really did.
@@ -112,7 +110,7 @@ def test_notebook_runs_on_this_interpreter_in_its_working_dir(executed):
     nb, work = executed
     assert _outputs(nb, "error") == []
     lines = [line for line in _stdout(nb).splitlines() if line.startswith(EXECUTABLE_PREFIX)]
-    assert [line[len(EXECUTABLE_PREFIX):] for line in lines] == [sys.executable]
+    assert [line[len(EXECUTABLE_PREFIX) :] for line in lines] == [sys.executable]
     assert list((work / "logs" / "notebook").glob("*/plugins/profile/*/*.xplane.pb"))
 
 
@@ -122,7 +120,7 @@ def test_notebook_measures_problem_fix_and_bucketing(executed):
     nb, _ = executed
     lines = [line for line in _stdout(nb).splitlines() if line.startswith(RESULTS_PREFIX)]
     assert len(lines) == 1, lines
-    _check_results(json.loads(lines[0][len(RESULTS_PREFIX):]))
+    _check_results(json.loads(lines[0][len(RESULTS_PREFIX) :]))
 
 
 @pytest.mark.slow
@@ -144,7 +142,7 @@ def test_notebook_compares_plain_and_jit_compile(executed):
     """The compare section: plain compiles nothing, jit_compile once; 4 epochs of 64 steps projected."""
     nb, work = executed
     line = next(line for line in _stdout(nb).splitlines() if line.startswith(RESULTS_PREFIX))
-    compared = json.loads(line[len(RESULTS_PREFIX):])["compare"]
+    compared = json.loads(line[len(RESULTS_PREFIX) :])["compare"]
     assert compared["compilations"] == {"plain": 0, "jit_compile": 1}
     assert compared["planned_steps"] == 4 * 2048 // 32
     assert compared["verdict"].startswith(compared["best_mode"])

@@ -28,14 +28,28 @@ def test_license_file_is_apache_2_and_ships_in_the_wheel(tmp_path: Path) -> None
     assert "END OF TERMS AND CONDITIONS" in text
     # Built from a copy: setuptools builds in the source tree (build/, *.egg-info).
     src = tmp_path / "src"
-    shutil.copytree(REPO / "keras_xla_guard", src / "keras_xla_guard",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        REPO / "keras_xla_guard", src / "keras_xla_guard", ignore=shutil.ignore_patterns("__pycache__")
+    )
     for name in ("setup.cfg", "pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(REPO / name, src / name)
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-         "--wheel-dir", str(tmp_path), str(src)],
-        check=True, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--wheel-dir",
+            str(tmp_path),
+            str(src),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     (wheel,) = tmp_path.glob("keras_xla_guard-*.whl")
     with zipfile.ZipFile(wheel) as zf:
@@ -47,6 +61,11 @@ def test_license_file_is_apache_2_and_ships_in_the_wheel(tmp_path: Path) -> None
         for name in ("__init__.pyi", "py.typed"):
             assert zf.read(f"keras_xla_guard/{name}") == (REPO / "keras_xla_guard" / name).read_bytes()
         entry_points = configparser.ConfigParser()
-        entry_points.read_string(zf.read(next(n for n in zf.namelist()
-                                              if n.endswith(".dist-info/entry_points.txt"))).decode("utf-8"))
-        assert dict(entry_points["pytest11"]) == {"keras_xla_guard.pytest_plugin": "keras_xla_guard.pytest_plugin"}
+        entry_points.read_string(
+            zf.read(next(n for n in zf.namelist() if n.endswith(".dist-info/entry_points.txt"))).decode(
+                "utf-8"
+            )
+        )
+        assert dict(entry_points["pytest11"]) == {
+            "keras_xla_guard.pytest_plugin": "keras_xla_guard.pytest_plugin"
+        }

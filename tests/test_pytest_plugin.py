@@ -74,14 +74,25 @@ def test_the_marker_fails_a_test_over_budget_with_every_compilation_and_passes_o
     pytester.makepyfile(test_fits=_FITS)
     result = pytester.runpytest("-p", PLUGIN, "--strict-markers", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=4, failed=3)
-    outcomes = {r.nodeid.split("::")[1]: r.outcome for r in result.reprec.getreports("pytest_runtest_logreport")
-                if r.when == "call"}
-    assert outcomes == {"test_within": "passed", "test_over": "failed", "test_fail_fast": "failed",
-                        "test_counts": "passed", "test_fixture_is_the_markers_budget": "passed",
-                        "test_unmarked_runs_without_a_budget": "passed", "test_bad_limit": "failed"}
+    outcomes = {
+        r.nodeid.split("::")[1]: r.outcome
+        for r in result.reprec.getreports("pytest_runtest_logreport")
+        if r.when == "call"
+    }
+    assert outcomes == {
+        "test_within": "passed",
+        "test_over": "failed",
+        "test_fail_fast": "failed",
+        "test_counts": "passed",
+        "test_fixture_is_the_markers_budget": "passed",
+        "test_unmarked_runs_without_a_budget": "passed",
+        "test_bad_limit": "failed",
+    }
     text = result.stdout.str()
-    assert ("E   keras_xla_guard.errors.RecompilationLimitError: keras-xla-guard: 5 XLA compilation(s) "
-            "inside max_compilations(4), 1 more than it allows. Each one, with what changed and the fix:") in text
+    assert (
+        "E   keras_xla_guard.errors.RecompilationLimitError: keras-xla-guard: 5 XLA compilation(s) "
+        "inside max_compilations(4), 1 more than it allows. Each one, with what changed and the fix:"
+    ) in text
     assert "      5. train function, epoch 0, step 6: x['tokens']: int32[8,13], y: float32[8,1]" in text
     # The failure is the budget's verdict: the plugin's and the budget's own frames are not shown.
     assert "budget.check()" not in text and "pytest_pyfunc_call" not in text
@@ -91,24 +102,29 @@ def test_the_marker_fails_a_test_over_budget_with_every_compilation_and_passes_o
 
 def test_importing_the_plugin_imports_neither_tensorflow_nor_keras():
     """`import keras_xla_guard.pytest_plugin` (what pytest does in every session) loads no framework."""
-    code = ("import sys, keras_xla_guard.pytest_plugin\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('tensorflow', 'keras', 'tf_keras', 'jax')))\n"
-            "print(sorted(m for m in sys.modules if m.startswith('keras_xla_guard')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         timeout=120).stdout.splitlines()
+    code = (
+        "import sys, keras_xla_guard.pytest_plugin\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('tensorflow', 'keras', 'tf_keras', 'jax')))\n"
+        "print(sorted(m for m in sys.modules if m.startswith('keras_xla_guard')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    ).stdout.splitlines()
     assert out == ["[]", "['keras_xla_guard', 'keras_xla_guard._version', 'keras_xla_guard.pytest_plugin']"]
 
 
 def test_a_session_that_uses_no_budget_imports_no_framework(pytester):
     """A real pytest process with the plugin loaded and tests that use neither marker nor fixture."""
-    pytester.makepyfile(test_plain=textwrap.dedent("""
+    pytester.makepyfile(
+        test_plain=textwrap.dedent("""
         import sys
 
         def test_nothing_heavy_is_imported():
             heavy = [m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras', 'tf_keras', 'jax')]
             assert heavy == []
-    """))
+    """)
+    )
     result = pytester.runpytest_subprocess("-p", PLUGIN, "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
 
@@ -117,7 +133,5 @@ def test_the_plugin_is_a_pytest11_entry_point_named_after_its_module():
     """setup.cfg ships the plugin to pytest (`pytest11`), under the name `-p` would register it by."""
     cfg = configparser.ConfigParser()
     cfg.read(REPO / "setup.cfg")
-    entries = dict(
-        line.split(" = ") for line in cfg["options.entry_points"]["pytest11"].strip().splitlines()
-    )
+    entries = dict(line.split(" = ") for line in cfg["options.entry_points"]["pytest11"].strip().splitlines())
     assert entries == {PLUGIN: PLUGIN}

@@ -58,49 +58,102 @@ _OVER = "result.unprofiled"
 _PROF = "result.profiled_vs_keras_tensorboard"
 FIGURES = (
     _Figures(r"a (\d+)-core CPU VM", (_at("machine.cpus"),), every_link=True),
-    _Figures(r"\(TensorFlow ([\d.]+), Keras ([\d.]+);",
-             (_at("machine.tensorflow"), _at("machine.keras")), every_link=True),
+    _Figures(
+        r"\(TensorFlow ([\d.]+), Keras ([\d.]+);",
+        (_at("machine.tensorflow"), _at("machine.keras")),
+        every_link=True,
+    ),
     # bench_analyze
-    _Figures(r"Analysing a ([\d.]+) MB, (\d+)k-event trace takes ([\d.]+) s, \*\*([\d.]+)x faster\*\*",
-             (_at("result.trace_bytes", 1e6), _at("result.trace_events", 1e3),
-              _at("result.median_wall_s.ours"), _at("result.xprof_over_ours"))),
-    _Figures(r"conversion, ([\d.]+)x a bare parse-and-iterate floor, with peak memory ([\d.]+)x the "
-             r"file size \(a ([\d.]+) MB trace: ([\d.]+)x, ([\d.]+)x, ([\d.]+)x\)",
-             (_at("result.ours_over_floor"), _at("result.peak_memory_over_file_size"),
-              _at("result.large.trace_bytes", 1e6), _at("result.large.xprof_over_ours"),
-              _at("result.large.ours_over_floor"), _at("result.large.peak_memory_over_file_size"))),
+    _Figures(
+        r"Analysing a ([\d.]+) MB, (\d+)k-event trace takes ([\d.]+) s, \*\*([\d.]+)x faster\*\*",
+        (
+            _at("result.trace_bytes", 1e6),
+            _at("result.trace_events", 1e3),
+            _at("result.median_wall_s.ours"),
+            _at("result.xprof_over_ours"),
+        ),
+    ),
+    _Figures(
+        r"conversion, ([\d.]+)x a bare parse-and-iterate floor, with peak memory ([\d.]+)x the "
+        r"file size \(a ([\d.]+) MB trace: ([\d.]+)x, ([\d.]+)x, ([\d.]+)x\)",
+        (
+            _at("result.ours_over_floor"),
+            _at("result.peak_memory_over_file_size"),
+            _at("result.large.trace_bytes", 1e6),
+            _at("result.large.xprof_over_ours"),
+            _at("result.large.ours_over_floor"),
+            _at("result.large.peak_memory_over_file_size"),
+        ),
+    ),
     # bench_signatures: the measured epoch ratio first, the composite after it.
-    _Figures(r"epochs took \*\*([\d.]+)x / ([\d.]+)x\*\* the untracked epoch time at "
-             r"steps_per_execution (\d+) / (\d+), over the ([\d.]+)x goal, in a run that could not "
-             r"resolve epoch ratios \(A/A ([\d.]+) / ([\d.]+)\)",
-             (_at(f"{_SIG}[0].ratio"), _at(f"{_SIG}[1].ratio"),
-              _at(f"{_SIG}[0].steps_per_execution"), _at(f"{_SIG}[1].steps_per_execution"),
-              _at("result.goal_ratio"), _at(f"{_SIG}[0].aa_ratio"), _at(f"{_SIG}[1].aa_ratio"))),
-    _Figures(r"\(`step_cost_ratio`: .*?\) was ([\d.]+)x / ([\d.]+)x Keras' own \(Keras' step timed "
-             r"against itself: ([\d.]+) / ([\d.]+)\)",
-             (_at(f"{_SIG}[0].step_cost_ratio"), _at(f"{_SIG}[1].step_cost_ratio"),
-              _at(f"{_SIG}[0].step_aa_ratio"), _at(f"{_SIG}[1].step_aa_ratio"))),
+    _Figures(
+        r"epochs took \*\*([\d.]+)x / ([\d.]+)x\*\* the untracked epoch time at "
+        r"steps_per_execution (\d+) / (\d+), over the ([\d.]+)x goal, in a run that could not "
+        r"resolve epoch ratios \(A/A ([\d.]+) / ([\d.]+)\)",
+        (
+            _at(f"{_SIG}[0].ratio"),
+            _at(f"{_SIG}[1].ratio"),
+            _at(f"{_SIG}[0].steps_per_execution"),
+            _at(f"{_SIG}[1].steps_per_execution"),
+            _at("result.goal_ratio"),
+            _at(f"{_SIG}[0].aa_ratio"),
+            _at(f"{_SIG}[1].aa_ratio"),
+        ),
+    ),
+    _Figures(
+        r"\(`step_cost_ratio`: .*?\) was ([\d.]+)x / ([\d.]+)x Keras' own \(Keras' step timed "
+        r"against itself: ([\d.]+) / ([\d.]+)\)",
+        (
+            _at(f"{_SIG}[0].step_cost_ratio"),
+            _at(f"{_SIG}[1].step_cost_ratio"),
+            _at(f"{_SIG}[0].step_aa_ratio"),
+            _at(f"{_SIG}[1].step_aa_ratio"),
+        ),
+    ),
     # bench_overhead: the run that met the goal and its sibling that did not.
-    _Figures(r"ran at \*\*([\d.]+)x\*\* \(A/A ([\d.]+), load ([\d.]+)-([\d.]+)\) with signature "
-             r"tracking on, and a profiled window at ([\d.]+)x",
-             (_at(f"{_OVER}.ratio_median"), _at(f"{_OVER}.aa_ratio"), _load(min), _load(max),
-              _at(f"{_PROF}.ratio_median"))),
-    _Figures(r"measured \*\*([\d.]+)x\*\* \(A/A ([\d.]+), load ([\d.]+)-([\d.]+)\), over the "
-             r"([\d.]+)x goal, and ([\d.]+)x profiled",
-             (_at(f"{_OVER}.ratio_median"), _at(f"{_OVER}.aa_ratio"), _load(min), _load(max),
-              _at(f"{_OVER}.goal"), _at(f"{_PROF}.ratio_median"))),
+    _Figures(
+        r"ran at \*\*([\d.]+)x\*\* \(A/A ([\d.]+), load ([\d.]+)-([\d.]+)\) with signature "
+        r"tracking on, and a profiled window at ([\d.]+)x",
+        (
+            _at(f"{_OVER}.ratio_median"),
+            _at(f"{_OVER}.aa_ratio"),
+            _load(min),
+            _load(max),
+            _at(f"{_PROF}.ratio_median"),
+        ),
+    ),
+    _Figures(
+        r"measured \*\*([\d.]+)x\*\* \(A/A ([\d.]+), load ([\d.]+)-([\d.]+)\), over the "
+        r"([\d.]+)x goal, and ([\d.]+)x profiled",
+        (
+            _at(f"{_OVER}.ratio_median"),
+            _at(f"{_OVER}.aa_ratio"),
+            _load(min),
+            _load(max),
+            _at(f"{_OVER}.goal"),
+            _at(f"{_PROF}.ratio_median"),
+        ),
+    ),
     # bench_fix
-    _Figures(r"cut XLA compilations from (\d+) to (\d+) and made training \*\*([\d.]+)x faster\*\* "
-             r"than unfixed XLA, yet ([\d.]+)x of",
-             (_at("result.arms.xla_unfixed.xla_compiles"), _at("result.arms.xla_bucketed.xla_compiles"),
-              _at("result.speedup_bucketed_vs_unfixed_xla"), _at("result.speedup_bucketed_vs_no_xla"))),
+    _Figures(
+        r"cut XLA compilations from (\d+) to (\d+) and made training \*\*([\d.]+)x faster\*\* "
+        r"than unfixed XLA, yet ([\d.]+)x of",
+        (
+            _at("result.arms.xla_unfixed.xla_compiles"),
+            _at("result.arms.xla_bucketed.xla_compiles"),
+            _at("result.speedup_bucketed_vs_unfixed_xla"),
+            _at("result.speedup_bucketed_vs_no_xla"),
+        ),
+    ),
 )
 
 # Words that say whether a goal was met, each against its JSON's own verdict.
 CLAIMS = (
     (r"over the [\d.]+x goal, in a run", lambda doc: doc["result"]["meets_goal_measured"] is False),
-    (r"over the [\d.]+x goal, and", lambda doc: doc["result"]["unprofiled"]["ratio_median"]
-     > doc["result"]["unprofiled"]["goal"]),
+    (
+        r"over the [\d.]+x goal, and",
+        lambda doc: doc["result"]["unprofiled"]["ratio_median"] > doc["result"]["unprofiled"]["goal"],
+    ),
     (r"missing its goal", lambda doc: doc["result"]["meets_goal"] is False),
 )
 
@@ -120,7 +173,7 @@ def _unique(pattern: str, text: str) -> re.Match[str]:
 
 def _linked_after(text: str, position: int) -> str:
     link = _LINK.search(text, position)
-    assert link, f"no benchmarks/results JSON linked after {text[position:position + 60]!r}"
+    assert link, f"no benchmarks/results JSON linked after {text[position : position + 60]!r}"
     return link.group(1)
 
 
@@ -163,11 +216,13 @@ def test_readme_figure_is_its_json_value_rounded_to_nearest(row: tuple[str, str,
 def test_every_number_in_the_readme_numbers_is_mapped() -> None:
     """No number in 'The numbers' (outside link targets) escapes the mapping to its JSON."""
     text = _section()
-    covered = [span for figures in FIGURES
-               for span in _unique(figures.pattern, text).regs[1:]]
+    covered = [span for figures in FIGURES for span in _unique(figures.pattern, text).regs[1:]]
     covered += [m.span() for m in _ANY_LINK_TARGET.finditer(text)]
-    unmapped = [m.group() for m in _NUMBER.finditer(text)
-                if not any(start <= m.start() and m.end() <= end for start, end in covered)]
+    unmapped = [
+        m.group()
+        for m in _NUMBER.finditer(text)
+        if not any(start <= m.start() and m.end() <= end for start, end in covered)
+    ]
     assert unmapped == []
 
 

@@ -13,7 +13,6 @@ import html
 
 import numpy as np
 import pytest
-
 from _fit_helpers import LENGTHS, _seq_dataset, _seq_model
 
 pytestmark = pytest.mark.slow
@@ -39,8 +38,14 @@ def fits(tmp_path_factory):
     for warm in (False, True):
         keras.utils.set_random_seed(0)
         model = _seq_model(True)
-        guard = XlaGuardCallback(log_dir=tmp_path_factory.mktemp(f"warm{warm}"), profile_epochs=(0,),
-                                 skip_steps=0, verbose=0, async_analysis=False, warm_up=warm)
+        guard = XlaGuardCallback(
+            log_dir=tmp_path_factory.mktemp(f"warm{warm}"),
+            profile_epochs=(0,),
+            skip_steps=0,
+            verbose=0,
+            async_analysis=False,
+            warm_up=warm,
+        )
         model.fit(_seq_dataset(LENGTHS), epochs=1, verbose=0, callbacks=[guard])
         out.append((model, guard))
     return out
@@ -81,6 +86,7 @@ def test_warm_up_callback_leaves_no_compilation_in_the_training_window(fits):
 def test_compile_table_reaches_tensorboard_console_and_cli(fits, capsys):
     """The same 5 rows show in the xla_guard/compiles text, the console summary and `report`."""
     from _fit_helpers import _events
+
     from keras_xla_guard import format_report
     from keras_xla_guard.cli import main
 
@@ -146,9 +152,11 @@ def test_warm_up_restores_adam_batchnorm_dropout_state_and_serves_bucket_shapes(
     assert result.restored == len(before)
     for a, b in zip(before, _state(model)):
         np.testing.assert_array_equal(a, b)
-    runs = {"fit": lambda: model.fit(train, epochs=1, verbose=0),
-            "evaluate": lambda: model.evaluate(train, verbose=0),
-            "predict": lambda: model.predict(train.map(lambda x, y: x), verbose=0)}
+    runs = {
+        "fit": lambda: model.fit(train, epochs=1, verbose=0),
+        "evaluate": lambda: model.evaluate(train, verbose=0),
+        "predict": lambda: model.predict(train.map(lambda x, y: x), verbose=0),
+    }
     for name, run in runs.items():
         tf.profiler.experimental.start(str(tmp_path / name))
         run()
@@ -267,6 +275,7 @@ def _pipeline(kind, directory):
 
     x, y = _rows()
     if kind == "generator":
+
         def rows():
             for i in np.random.permutation(_ROWS):  # NumPy's global generator
                 yield x[i], y[i]
@@ -297,7 +306,9 @@ def _deterministic_fit(kind, directory, warm=None):
 
     directory.mkdir()
     keras.utils.set_random_seed(1)
-    model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(1)])
+    model = keras.Sequential(
+        [keras.Input((6,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(1)]
+    )
     model.compile(keras.optimizers.Adam(1e-2), "mse", jit_compile=True)
     dataset = _pipeline(kind, directory)
     report, callbacks = None, []
@@ -305,8 +316,9 @@ def _deterministic_fit(kind, directory, warm=None):
         report = warm_up(model, dataset, max_batches=10)
     elif warm == "callback":
         callbacks = [XlaGuardCallback(log_dir=directory / "logs", profile_epochs=(), verbose=0, warm_up=True)]
-    model.fit(dataset, epochs=3, steps_per_epoch=5 if kind == "repeated" else None, verbose=0,
-              callbacks=callbacks)
+    model.fit(
+        dataset, epochs=3, steps_per_epoch=5 if kind == "repeated" else None, verbose=0, callbacks=callbacks
+    )
     if callbacks:
         report = callbacks[0].warm_up_report
     return [np.asarray(v.numpy()).tobytes() for v in seam.training_state(model)[0]], report
@@ -342,8 +354,9 @@ def test_warm_up_leaves_a_deterministic_fit_bit_identical(kind, tmp_path):
         assert len(state) == len(plain) and all(a == b for a, b in zip(state, plain)), warm
     if kind == "file_cached":
         # Only the fits wrote cache files: one set per fit, none by a warm-up's read.
-        assert sorted(p.name for p in (tmp_path / "function").iterdir() if p.name.startswith("cache")) == \
-            sorted(p.name for p in (tmp_path / "plain").iterdir() if p.name.startswith("cache"))
+        assert sorted(
+            p.name for p in (tmp_path / "function").iterdir() if p.name.startswith("cache")
+        ) == sorted(p.name for p in (tmp_path / "plain").iterdir() if p.name.startswith("cache"))
 
 
 def test_warm_up_does_not_read_a_pipeline_that_writes_files(tmp_path):
@@ -358,8 +371,12 @@ def test_warm_up_does_not_read_a_pipeline_that_writes_files(tmp_path):
     with pytest.warns(XlaGuardWarning) as caught:
         state, report = _deterministic_fit("snapshot", tmp_path / "function", "function")
     messages = [str(w.message) for w in caught if issubclass(w.category, XlaGuardWarning)]
-    assert messages == [("keras-xla-guard: warm_up: did not read the dataset, because it writes files "
-                         "(SnapshotDatasetV2): warmed the one signature its element_spec fixes")]
+    assert messages == [
+        (
+            "keras-xla-guard: warm_up: did not read the dataset, because it writes files "
+            "(SnapshotDatasetV2): warmed the one signature its element_spec fixes"
+        )
+    ]
     assert report.batches_read == 0
     assert [str(s) for s in report.signatures] == ["x: float32[16,6], y: float32[16,1]"]
     assert all(a == b for a, b in zip(state, plain))
@@ -377,8 +394,11 @@ def test_warm_up_does_not_read_when_the_tf_data_probe_fails(tmp_path, monkeypatc
 
     plain, _ = _deterministic_fit("shuffled", tmp_path / "plain")
     monkeypatch.setattr(tf_data, "_probe", lambda: "TensorFlow 0.0: copies share state")
-    with pytest.warns(XlaGuardWarning, match="because TensorFlow 0.0: copies share state: its element_spec "
-                                             "leaves dimensions unknown, so nothing was warmed"):
+    with pytest.warns(
+        XlaGuardWarning,
+        match="because TensorFlow 0.0: copies share state: its element_spec "
+        "leaves dimensions unknown, so nothing was warmed",
+    ):
         state, report = _deterministic_fit("shuffled", tmp_path / "function", "function")
     assert report.batches_read == 0 and report.signatures == ()
     assert all(a == b for a, b in zip(state, plain))
@@ -393,8 +413,12 @@ def _built_bn_model():
 
     model = _bn_dropout_model()
     rng = np.random.default_rng(0)
-    model.fit({"tokens": rng.integers(1, 50, (8, 5)).astype("int32")},
-              rng.standard_normal((8, 1)).astype("float32"), epochs=1, verbose=0)
+    model.fit(
+        {"tokens": rng.integers(1, 50, (8, 5)).astype("int32")},
+        rng.standard_normal((8, 1)).astype("float32"),
+        epochs=1,
+        verbose=0,
+    )
     spec = ({"tokens": tf.TensorSpec((None, None), tf.int32)}, tf.TensorSpec((None, 1), tf.float32))
     return model, [({"tokens": (8, n)}, (8, 1)) for n in (5, 7)], spec
 
@@ -404,6 +428,7 @@ def _on_write_back(variables, action):
     import sys
 
     for variable in variables:
+
         def assign(value, original=variable.assign):
             if sys._getframe(1).f_code.co_name == "_restore":
                 action()
@@ -464,8 +489,11 @@ def test_a_variable_that_cannot_be_written_back_is_named_and_the_rest_are_restor
 
     kernel = _bn_variables(model, "kernel")
     _on_write_back([kernel], fail)
-    with pytest.warns(XlaGuardWarning, match=r"1 variable\(s\) could not be put back and keep their "
-                                             rf"post-warm-up values: {kernel.path}$"):
+    with pytest.warns(
+        XlaGuardWarning,
+        match=r"1 variable\(s\) could not be put back and keep their "
+        rf"post-warm-up values: {kernel.path}$",
+    ):
         report = warm_up(model, shapes, element_spec=spec)
     assert report.unrestored == (kernel.path,)
     assert report.restored == len(before) - 1
@@ -485,9 +513,21 @@ def test_real_sigints_at_random_times_never_leave_the_model_changed():
     from _helpers import REPO
 
     env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "stress_warmup_interrupt.py"),
-                           "--trials", "30", "--double-every", "2"],
-                          capture_output=True, text=True, env=env, timeout=300, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "stress_warmup_interrupt.py"),
+            "--trials",
+            "30",
+            "--double-every",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout)
     outcomes = result["outcomes"]

@@ -31,14 +31,23 @@ class _Compiled:
     optimizer = object()
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"steps": ()}, "`steps` must be a non-empty subset of ('train', 'test', 'predict'). Received: steps=()"),
-    ({"steps": ("train", "fit")}, "Received: steps=('train', 'fit')"),
-    ({"steps": "fit"}, "Received: steps=('fit',)"),
-    ({"max_batches": 0}, "max_batches"),
-    ({"shapes_or_dataset": {"x": (2, 3)}}, "`shapes_or_dataset` must be a tf.data.Dataset or a list of "
-                                           "signatures. Received: shapes_or_dataset={'x': (2, 3)}"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"steps": ()},
+            "`steps` must be a non-empty subset of ('train', 'test', 'predict'). Received: steps=()",
+        ),
+        ({"steps": ("train", "fit")}, "Received: steps=('train', 'fit')"),
+        ({"steps": "fit"}, "Received: steps=('fit',)"),
+        ({"max_batches": 0}, "max_batches"),
+        (
+            {"shapes_or_dataset": {"x": (2, 3)}},
+            "`shapes_or_dataset` must be a tf.data.Dataset or a list of "
+            "signatures. Received: shapes_or_dataset={'x': (2, 3)}",
+        ),
+    ],
+)
 def test_bad_arguments_are_refused_naming_the_value(kwargs, message):
     """Bad steps, max_batches or inputs are ValueErrors quoting what was passed."""
     args = {"shapes_or_dataset": [((2, 3), (2, 1))], **kwargs}
@@ -49,22 +58,33 @@ def test_bad_arguments_are_refused_naming_the_value(kwargs, message):
 
 def test_a_model_without_an_optimizer_is_refused_for_the_train_step_only():
     """No optimizer: train is refused naming the model; predict alone gets past that check."""
+
     class Uncompiled:
         optimizer = None
 
         def __repr__(self) -> str:
             return "<uncompiled>"
 
-    with pytest.raises(ValueError, match=r"compiled with an optimizer before warm_up\. Received: model=<uncompiled>"):
+    with pytest.raises(
+        ValueError, match=r"compiled with an optimizer before warm_up\. Received: model=<uncompiled>"
+    ):
         warm_up(Uncompiled(), [((2, 3), (2, 1))])
     with pytest.raises(ValueError, match="`shapes_or_dataset` must be"):
         warm_up(Uncompiled(), "not shapes", steps=("predict",))
 
 
-@pytest.mark.parametrize(("value", "shape"), [
-    ((2, 3), True), ([4, None], True), ((), True), ((2, True), False), ((2, 3.0), False), ("ab", False),
-    ({"a": 1}, False),
-])
+@pytest.mark.parametrize(
+    ("value", "shape"),
+    [
+        ((2, 3), True),
+        ([4, None], True),
+        ((), True),
+        ((2, True), False),
+        ((2, 3.0), False),
+        ("ab", False),
+        ({"a": 1}, False),
+    ],
+)
 def test_a_shape_is_a_tuple_or_list_of_ints_or_none(value, shape):
     """Tuples and lists of ints (or None) are shapes; bools, floats, strings and dicts are not."""
     assert _is_shape(value) is shape
@@ -99,17 +119,22 @@ def test_batches_from_shapes_take_dtypes_from_the_spec_or_the_leaves():
     given = (tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None, 1], tf.float16))
     batches, spec = _batches_from_shapes([((2, 3), (2, 1))], given)
     assert (batches[0][0].dtype, batches[0][1].dtype, spec) == (np.int32, np.float16, given)
-    batches, spec = _batches_from_shapes([(tf.TensorSpec([2, 3], tf.int64), np.zeros((2, 1), "float16"))], None)
+    batches, spec = _batches_from_shapes(
+        [(tf.TensorSpec([2, 3], tf.int64), np.zeros((2, 1), "float16"))], None
+    )
     assert (batches[0][0].dtype, batches[0][1].dtype) == (np.int64, np.float16)
     assert spec == (tf.TensorSpec([None, 3], tf.int64), tf.TensorSpec([None, 1], tf.float16))
 
 
-@pytest.mark.parametrize(("shapes", "element_spec", "message"), [
-    ([], None, "must hold at least one signature. Received: []"),
-    ([((2, 3),), ((2, 3), (2, 1))], None, "All signatures must have the same structure"),
-    ([((2, None),)], None, "Signatures need fully known shapes. Received: (2, None)"),
-    ([((2, 3),)], ("spec-a", "spec-b"), "`element_spec` has 2 tensors but each signature has 1"),
-])
+@pytest.mark.parametrize(
+    ("shapes", "element_spec", "message"),
+    [
+        ([], None, "must hold at least one signature. Received: []"),
+        ([((2, 3),), ((2, 3), (2, 1))], None, "All signatures must have the same structure"),
+        ([((2, None),)], None, "Signatures need fully known shapes. Received: (2, None)"),
+        ([((2, 3),)], ("spec-a", "spec-b"), "`element_spec` has 2 tensors but each signature has 1"),
+    ],
+)
 def test_bad_signatures_are_refused(shapes, element_spec, message):
     """No signature, mixed structures, unknown dims or a spec of another size: ValueErrors."""
     import tensorflow as tf
@@ -159,7 +184,21 @@ def test_restore_writes_back_what_it_can_and_names_the_rest():
 def test_report_dict_has_every_field():
     """WarmUpReport.to_dict: signatures as text, steps, time, reads, restored, notes, unrestored."""
     sig = Signature.of((np.zeros((2, 3)), np.zeros((2, 1))), root_names=("x", "y", "sample_weight"))
-    report = WarmUpReport(signatures=(sig,), steps=("train",), seconds=1.5, batches_read=4, restored=7,
-                          notes=("n",), unrestored=("v",))
-    assert report.to_dict() == {"signatures": ["x: float64[2,3], y: float64[2,1]"], "steps": ["train"], "seconds": 1.5,
-                                "batches_read": 4, "restored": 7, "notes": ["n"], "unrestored": ["v"]}
+    report = WarmUpReport(
+        signatures=(sig,),
+        steps=("train",),
+        seconds=1.5,
+        batches_read=4,
+        restored=7,
+        notes=("n",),
+        unrestored=("v",),
+    )
+    assert report.to_dict() == {
+        "signatures": ["x: float64[2,3], y: float64[2,1]"],
+        "steps": ["train"],
+        "seconds": 1.5,
+        "batches_read": 4,
+        "restored": 7,
+        "notes": ["n"],
+        "unrestored": ["v"],
+    }

@@ -30,12 +30,15 @@ class ConfigArgs(griffe.Extension):
         params = [p for p in init.parameters if p.kind is not griffe.ParameterKind.var_keyword]
         named = {p.name for p in params}
         fields = [
-            griffe.Parameter(name, annotation=annotation, kind=griffe.ParameterKind.keyword_only,
-                             default=repr(default))
+            griffe.Parameter(
+                name, annotation=annotation, kind=griffe.ParameterKind.keyword_only, default=repr(default)
+            )
             for name, annotation, default in config_fields()
             if name not in named
         ]
-        at = next((i for i, p in enumerate(params) if p.kind is griffe.ParameterKind.keyword_only), len(params))
+        at = next(
+            (i for i, p in enumerate(params) if p.kind is griffe.ParameterKind.keyword_only), len(params)
+        )
         for param in fields:
             param.function = init
         init.parameters = griffe.Parameters(*params[:at], *fields, *params[at:])

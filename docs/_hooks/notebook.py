@@ -65,9 +65,13 @@ def drop_tf_noise(nb) -> None:  # type: ignore[no-untyped-def]
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs = [
-                o for o in cell.outputs
-                if not (o.output_type == "stream" and o.name == "stderr"
-                        and all(line.startswith(_TF_NOISE) for line in o.text.splitlines() if line))
+                o
+                for o in cell.outputs
+                if not (
+                    o.output_type == "stream"
+                    and o.name == "stderr"
+                    and all(line.startswith(_TF_NOISE) for line in o.text.splitlines() if line)
+                )
             ]
 
 
@@ -82,8 +86,9 @@ def execute() -> None:
         # The story assumes TensorFlow's defaults: no XLA flags from the caller's shell.
         env = {k: v for k, v in os.environ.items() if k not in ("TF_XLA_FLAGS", "KERAS_BACKEND")}
         env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-        NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
-                       resources={"metadata": {"path": work}}).execute(env=env)
+        NotebookClient(
+            nb, timeout=CELL_TIMEOUT_S, kernel_name="python3", resources={"metadata": {"path": work}}
+        ).execute(env=env)
     drop_tf_noise(nb)
     EXECUTED.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, EXECUTED)

@@ -27,7 +27,7 @@ def _repo_path(page_src_uri: str, target: str) -> str | None:
     in_docs = posixpath.normpath(posixpath.join(posixpath.dirname(page_src_uri), target))
     if not in_docs.startswith("../") or in_docs.startswith("../../"):
         return None
-    return in_docs[len("../"):]
+    return in_docs[len("../") :]
 
 
 def on_files(files: Files, config: MkDocsConfig) -> Files:
@@ -38,7 +38,12 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
         for target in _OUTSIDE_LINK.findall(Path(page.abs_src_path).read_text(encoding="utf-8")):
             path = _repo_path(page.src_uri, target)
             # README.md and other Markdown would become pages of their own.
-            if path and not path.endswith(".md") and (root / path).is_file() and files.get_file_from_path(path) is None:
+            if (
+                path
+                and not path.endswith(".md")
+                and (root / path).is_file()
+                and files.get_file_from_path(path) is None
+            ):
                 files.append(File(path, str(root), config.site_dir, config.use_directory_urls))
     return files
 

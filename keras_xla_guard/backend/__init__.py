@@ -64,8 +64,7 @@ def get(name: str) -> Backend:
         return found
     if name not in _IMPLEMENTATIONS:
         raise BackendError(
-            f"keras-xla-guard has no backend named {name!r}; it has {list(BACKENDS)}. "
-            f"Received: name={name!r}"
+            f"keras-xla-guard has no backend named {name!r}; it has {list(BACKENDS)}. Received: name={name!r}"
         )
     module, cls = _IMPLEMENTATIONS[name]
     with _lock:

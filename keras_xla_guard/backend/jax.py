@@ -52,10 +52,14 @@ def python_tracer_off() -> Any:
     options_type = getattr(jax.profiler, "ProfileOptions", None)
     takes = "profiler_options" in inspect.signature(jax.profiler.start_trace).parameters
     if options_type is None or not takes:
-        _warn_once("profile_options", (
-            f"jax {jax.__version__} has no jax.profiler.ProfileOptions / start_trace(profiler_options=...) "
-            f"(JAX {MIN_JAX}+): profiled windows run with JAX's Python tracer on, which makes traces "
-            "about 10x larger and slows the window down"))
+        _warn_once(
+            "profile_options",
+            (
+                f"jax {jax.__version__} has no jax.profiler.ProfileOptions / start_trace(profiler_options=...) "
+                f"(JAX {MIN_JAX}+): profiled windows run with JAX's Python tracer on, which makes traces "
+                "about 10x larger and slows the window down"
+            ),
+        )
         return None
     options = options_type()
     options.python_tracer_level = 0

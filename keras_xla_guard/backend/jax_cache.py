@@ -79,8 +79,9 @@ def jax_persistent_cache(env: Mapping[str, str] | None = None) -> JaxPersistentC
         min_time = source.get(_MIN_TIME.upper(), DEFAULT_MIN_COMPILE_TIME_S)
     if not directory:
         return None
-    return JaxPersistentCache(directory=str(directory),
-                              min_compile_time_s=_float(min_time, DEFAULT_MIN_COMPILE_TIME_S))
+    return JaxPersistentCache(
+        directory=str(directory), min_compile_time_s=_float(min_time, DEFAULT_MIN_COMPILE_TIME_S)
+    )
 
 
 def recommended_setting(directory: str = "$HOME/.cache/jax") -> str:

@@ -84,9 +84,7 @@ class TensorFlowBackend:
 
         # `_r=1` makes XProf's step-time tools recognise the region as a step
         # (the form TensorFlow's profiler guide gives for custom loops).
-        trace: AbstractContextManager[Any] = tf.profiler.experimental.Trace(
-            "train", step_num=step, _r=1
-        )
+        trace: AbstractContextManager[Any] = tf.profiler.experimental.Trace("train", step_num=step, _r=1)
         return trace
 
     def xla_mode(self, jit_compile: bool) -> str | None:

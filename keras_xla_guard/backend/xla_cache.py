@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 __all__ = ["DEFAULT_PREFIX", "PersistentCache", "persistent_cache", "recommended_flags"]
 
@@ -74,7 +74,7 @@ def persistent_cache(env: Mapping[str, str] | None = None) -> PersistentCache | 
     for token in shlex.split(flags):
         if not token.startswith(_FLAG):
             continue
-        name, _, value = token[len(_FLAG):].partition("=")
+        name, _, value = token[len(_FLAG) :].partition("=")
         values[name] = value if "=" in token else "true"
     directory = values.get("directory", "")
     if not directory:

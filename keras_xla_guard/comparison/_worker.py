@@ -44,8 +44,10 @@ def parse_target(target: str) -> tuple[str, str]:
     """
     module, sep, function = target.rpartition(":")
     if not sep or not module or not function.isidentifier():
-        raise ValueError("the target must be `module_or_file:function`, the function returning "
-                         f"(model, data). Received: target={target!r}")
+        raise ValueError(
+            "the target must be `module_or_file:function`, the function returning "
+            f"(model, data). Received: target={target!r}"
+        )
     if module.endswith(".py") and not Path(module).is_file():
         raise ValueError(f"no such file {module!r}. Received: target={target!r}")
     return module, function
@@ -80,7 +82,8 @@ def load_target(target: str) -> Any:
     if not callable(found):
         # A bad target is bad input (exit 2), whatever its type.
         raise ValueError(  # noqa: TRY004
-            f"{module_name!r} has no function {function!r}. Received: target={target!r}")
+            f"{module_name!r} has no function {function!r}. Received: target={target!r}"
+        )
     return found
 
 

@@ -111,21 +111,26 @@ def take_batches(x: Any, y: Any = None, *, batch_size: int | None = None, steps:
     check_int("steps", steps, minimum=1)
     if isinstance(x, (tf.data.Dataset, keras.utils.PyDataset)) or hasattr(x, "__next__"):
         if y is not None or batch_size is not None:
-            raise ValueError("`y` and `batch_size` are only for array inputs; a dataset or "
-                             f"generator yields whole batches. Received: y={type(y).__name__}, "
-                             f"batch_size={batch_size!r}")
+            raise ValueError(
+                "`y` and `batch_size` are only for array inputs; a dataset or "
+                f"generator yields whole batches. Received: y={type(y).__name__}, "
+                f"batch_size={batch_size!r}"
+            )
         if isinstance(x, tf.data.Dataset):
             cardinality = int(x.cardinality())
             return _from_iterable(x.as_numpy_iterator(), steps, cardinality if cardinality >= 0 else None)
         if isinstance(x, keras.utils.PyDataset):
             n = x.num_batches
-            return _from_iterable((x[i] for i in (range(n) if n is not None else itertools.count())),
-                                  steps, n)
+            return _from_iterable(
+                (x[i] for i in (range(n) if n is not None else itertools.count())), steps, n
+            )
         return _from_iterable(x, steps, None)
     leaves = keras.tree.flatten(x)
     if not leaves or not all(hasattr(leaf, "shape") and len(leaf.shape) > 0 for leaf in leaves):
-        raise ValueError("`x` must be arrays or tensors, a tf.data.Dataset, a "
-                         f"keras.utils.PyDataset or a generator. Received: x={type(x).__name__}")
+        raise ValueError(
+            "`x` must be arrays or tensors, a tf.data.Dataset, a "
+            f"keras.utils.PyDataset or a generator. Received: x={type(x).__name__}"
+        )
     check_int("batch_size", batch_size, minimum=1, allow_none=True)
     size = 32 if batch_size is None else batch_size
     n = int(leaves[0].shape[0])
@@ -145,8 +150,9 @@ def take_batches(x: Any, y: Any = None, *, batch_size: int | None = None, steps:
     return Batches(_cycle(kept, steps), per_epoch, len(signatures))
 
 
-def planned_run(batches: Batches, steps: int, planned_epochs: int | None,
-                planned_steps_per_epoch: int | None) -> tuple[int, int, str]:
+def planned_run(
+    batches: Batches, steps: int, planned_epochs: int | None, planned_steps_per_epoch: int | None
+) -> tuple[int, int, str]:
     """The planned run's steps and signatures, and where the count came from.
 
     Args:

@@ -46,14 +46,18 @@ def validate_modes(modes: Any) -> tuple[str, ...]:
     if isinstance(modes, str) or not isinstance(modes, Sequence):
         # ValueError, as for every bad argument of the package.
         raise ValueError(  # noqa: TRY004
-            f"`modes` must be a sequence of mode names out of {allowed}. Received: modes={modes!r}")
+            f"`modes` must be a sequence of mode names out of {allowed}. Received: modes={modes!r}"
+        )
     for mode in modes:
         if mode not in MODES:
-            raise ValueError(f"Unknown mode {mode!r}: `modes` may hold {allowed}. "
-                             f"Received: modes={tuple(modes)!r}")
+            raise ValueError(
+                f"Unknown mode {mode!r}: `modes` may hold {allowed}. Received: modes={tuple(modes)!r}"
+            )
     if len(set(modes)) != len(modes) or len(modes) < 2:
-        raise ValueError(f"`modes` must name at least two different modes out of {allowed}, "
-                         f"each once. Received: modes={tuple(modes)!r}")
+        raise ValueError(
+            f"`modes` must name at least two different modes out of {allowed}, "
+            f"each once. Received: modes={tuple(modes)!r}"
+        )
     return tuple(modes)
 
 
@@ -69,8 +73,9 @@ def steady_step_time(step_times_s: Sequence[float]) -> float:
     return float(statistics.median(step_times_s)) if step_times_s else 0.0
 
 
-def one_time_costs(compile_pass_s: float, compile_steps_s: Sequence[float], steady_s: float,
-                   compile_time_s: float) -> tuple[float, float]:
+def one_time_costs(
+    compile_pass_s: float, compile_steps_s: Sequence[float], steady_s: float, compile_time_s: float
+) -> tuple[float, float]:
     """Splits the compile pass into startup and the cost of one new signature.
 
     Each step of the compile pass brings a new signature; the first also
@@ -110,8 +115,11 @@ def projected_run_s(figures: ModeFigures, planned_steps: int, planned_signatures
         `startup_s + planned_steps * step_time_s + planned_signatures *
         signature_cost_s`.
     """
-    return (figures.startup_s + planned_steps * figures.step_time_s
-            + planned_signatures * figures.signature_cost_s)
+    return (
+        figures.startup_s
+        + planned_steps * figures.step_time_s
+        + planned_signatures * figures.signature_cost_s
+    )
 
 
 def break_even_steps(baseline: ModeFigures, candidate: ModeFigures, planned_signatures: int) -> int | None:
@@ -131,8 +139,9 @@ def break_even_steps(baseline: ModeFigures, candidate: ModeFigures, planned_sign
         longer than the baseline's; `0` when it never costs more; `None`
         when it costs more and never catches up.
     """
-    extra = ((candidate.startup_s + planned_signatures * candidate.signature_cost_s)
-             - (baseline.startup_s + planned_signatures * baseline.signature_cost_s))
+    extra = (candidate.startup_s + planned_signatures * candidate.signature_cost_s) - (
+        baseline.startup_s + planned_signatures * baseline.signature_cost_s
+    )
     if extra <= 0:
         return 0 if candidate.step_time_s <= baseline.step_time_s else None
     saving = baseline.step_time_s - candidate.step_time_s
@@ -155,7 +164,7 @@ def max_loss_divergence(losses: Mapping[str, Sequence[float]]) -> float:
     series = list(losses.values())
     worst = 0.0
     for i, a_losses in enumerate(series):
-        for b_losses in series[i + 1:]:
+        for b_losses in series[i + 1 :]:
             for a, b in zip(a_losses, b_losses):
                 if not (math.isfinite(a) and math.isfinite(b)):
                     if not (a == b or (math.isnan(a) and math.isnan(b))):
@@ -202,15 +211,20 @@ def verdict(
         E.g. `"jit_compile pays after 37 steps: 1.8x faster per step;
         planned run 41.0 min -> 24.0 min; losses agree within 2e-06"`.
     """
-    losses = (f"losses agree within {divergence:.0e}" if math.isfinite(divergence)
-              else "losses differ: one mode produced a non-finite loss")
+    losses = (
+        f"losses agree within {divergence:.0e}"
+        if math.isfinite(divergence)
+        else "losses differ: one mode produced a non-finite loss"
+    )
     base = modes[baseline]
     if best != baseline:
         other = modes[best]
         pays = "at once" if break_even == 0 else f"after {break_even} steps"
-        return (f"{best} pays {pays}: {_per_step(base, other)}; planned run "
-                f"{format_duration(projected[baseline])} -> {format_duration(projected[best])}; "
-                f"{losses}")
+        return (
+            f"{best} pays {pays}: {_per_step(base, other)}; planned run "
+            f"{format_duration(projected[baseline])} -> {format_duration(projected[best])}; "
+            f"{losses}"
+        )
     others = [m for m in modes if m != baseline]
     contender = min(others, key=lambda m: modes[m].step_time_s)
     other = modes[contender]
@@ -221,11 +235,13 @@ def verdict(
     else:
         when = f"it would pay only after {break_even} steps (planned: {planned_steps})"
     up_front = other.startup_s + planned_signatures * other.signature_cost_s
-    return (f"{baseline} is best: {contender} is {_per_step(base, other)} but costs "
-            f"{format_duration(up_front)} up front (startup and {planned_signatures} "
-            f"signature(s) to compile), so the planned run takes "
-            f"{format_duration(projected[contender])} instead of "
-            f"{format_duration(projected[baseline])}; {when}; {losses}")
+    return (
+        f"{baseline} is best: {contender} is {_per_step(base, other)} but costs "
+        f"{format_duration(up_front)} up front (startup and {planned_signatures} "
+        f"signature(s) to compile), so the planned run takes "
+        f"{format_duration(projected[contender])} instead of "
+        f"{format_duration(projected[baseline])}; {when}; {losses}"
+    )
 
 
 def build_report(
@@ -256,8 +272,9 @@ def build_report(
     """
     modes = {f.mode: f for f in figures}
     if len(modes) < 2 or len(modes) != len(figures):
-        raise ValueError("`figures` must hold at least two different modes. "
-                         f"Received: modes={[f.mode for f in figures]!r}")
+        raise ValueError(
+            f"`figures` must hold at least two different modes. Received: modes={[f.mode for f in figures]!r}"
+        )
     check_int("planned_steps", planned_steps, minimum=1)
     check_int("planned_signatures", planned_signatures, minimum=0)
     baseline = "plain" if "plain" in modes else figures[0].mode
@@ -277,7 +294,8 @@ def build_report(
         planned_signatures=planned_signatures,
         signatures_counted_from=signatures_counted_from,
         max_loss_divergence=divergence,
-        verdict=verdict(modes, baseline, best, projected, even, planned_steps, planned_signatures,
-                        divergence),
+        verdict=verdict(
+            modes, baseline, best, projected, even, planned_steps, planned_signatures, divergence
+        ),
         wall_s=wall_s,
     )

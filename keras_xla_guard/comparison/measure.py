@@ -31,8 +31,14 @@ from keras_xla_guard.comparison.core import one_time_costs, steady_step_time
 from keras_xla_guard.comparison.report import ModeFigures
 from keras_xla_guard.signatures.signature import Signature
 
-__all__ = ["AUTOCLUSTERING_CPU_FLAG", "TIMED_CHUNKS", "autoclustering_ready", "autoclustering_refusal",
-           "measure_mode", "measure_side_by_side"]
+__all__ = [
+    "AUTOCLUSTERING_CPU_FLAG",
+    "TIMED_CHUNKS",
+    "autoclustering_ready",
+    "autoclustering_refusal",
+    "measure_mode",
+    "measure_side_by_side",
+]
 
 AUTOCLUSTERING_CPU_FLAG = "--tf_xla_cpu_global_jit"
 # In-process, the modes' timed steps alternate in this many chunks.
@@ -44,8 +50,10 @@ def _clone(model: Any, mode: str) -> Any:
     import keras
 
     if not getattr(model, "compiled", False):
-        raise ValueError("compare needs a compiled model (it trains clones with the same "
-                         "optimizer, loss and metrics). Received: a model that was not compiled")
+        raise ValueError(
+            "compare needs a compiled model (it trains clones with the same "
+            "optimizer, loss and metrics). Received: a model that was not compiled"
+        )
     clone = keras.models.clone_model(model)
     clone.set_weights(model.get_weights())
     # The optimizer comes back from its config: a fresh one, never the user's.
@@ -268,8 +276,9 @@ class _ModeRun:
     losses: list[float] = dataclasses.field(default_factory=list)
 
 
-def _compile_pass(model: Any, batches: Sequence[tuple[Any, Any, Any]], mode: str,
-                  log_dir: str | os.PathLike[str]) -> _ModeRun:
+def _compile_pass(
+    model: Any, batches: Sequence[tuple[Any, Any, Any]], mode: str, log_dir: str | os.PathLike[str]
+) -> _ModeRun:
     """Clones the model for `mode` and runs its profiled compile pass.
 
     The clone is left where the compile pass started (weights and optimizer
@@ -307,9 +316,20 @@ def _compile_pass(model: Any, batches: Sequence[tuple[Any, Any, Any]], mode: str
         compilations, compile_time_s, compile_thread_s, trace_paths = _count_compilations(files)
         _assign(clone.variables, initial)
         _assign(clone.optimizer.variables, compile_pass.optimizer_state)
-    return _ModeRun(mode, clone, spec, len(first_of), compile_pass_s, compile_pass.times,
-                    compilations, compile_time_s, compile_thread_s, trace_paths,
-                    peak, memory.kind)
+    return _ModeRun(
+        mode,
+        clone,
+        spec,
+        len(first_of),
+        compile_pass_s,
+        compile_pass.times,
+        compilations,
+        compile_time_s,
+        compile_thread_s,
+        trace_paths,
+        peak,
+        memory.kind,
+    )
 
 
 def _timed_steps(run: _ModeRun, batches: Sequence[tuple[Any, Any, Any]]) -> None:
@@ -324,8 +344,9 @@ def _timed_steps(run: _ModeRun, batches: Sequence[tuple[Any, Any, Any]]) -> None
 
 def _figures(run: _ModeRun) -> ModeFigures:
     step_time = steady_step_time(run.times)
-    startup, per_signature = one_time_costs(run.compile_pass_s, run.compile_steps_s, step_time,
-                                            run.compile_time_s)
+    startup, per_signature = one_time_costs(
+        run.compile_pass_s, run.compile_steps_s, step_time, run.compile_time_s
+    )
     return ModeFigures(
         mode=run.mode,
         steps=len(run.times),
@@ -344,8 +365,9 @@ def _figures(run: _ModeRun) -> ModeFigures:
     )
 
 
-def measure_mode(model: Any, batches: Sequence[tuple[Any, Any, Any]], mode: str,
-                 log_dir: str | os.PathLike[str]) -> ModeFigures:
+def measure_mode(
+    model: Any, batches: Sequence[tuple[Any, Any, Any]], mode: str, log_dir: str | os.PathLike[str]
+) -> ModeFigures:
     """Trains a clone of `model` in `mode` on `batches` and measures it.
 
     Args:
@@ -368,8 +390,9 @@ def measure_mode(model: Any, batches: Sequence[tuple[Any, Any, Any]], mode: str,
     return _figures(run)
 
 
-def measure_side_by_side(model: Any, batches: Sequence[tuple[Any, Any, Any]],
-                         modes: Sequence[str], log_dir: str | os.PathLike[str]) -> list[ModeFigures]:
+def measure_side_by_side(
+    model: Any, batches: Sequence[tuple[Any, Any, Any]], modes: Sequence[str], log_dir: str | os.PathLike[str]
+) -> list[ModeFigures]:
     """Measures several modes in one process, their timed steps interleaved.
 
     Each mode's compile pass runs in turn; then the timed steps go in
@@ -391,5 +414,5 @@ def measure_side_by_side(model: Any, batches: Sequence[tuple[Any, Any, Any]],
     size = math.ceil(len(batches) / TIMED_CHUNKS)
     for i, start in enumerate(range(0, len(batches), size)):
         for run in runs if i % 2 == 0 else runs[::-1]:
-            _timed_steps(run, batches[start:start + size])
+            _timed_steps(run, batches[start : start + size])
     return [_figures(run) for run in runs]

@@ -82,24 +82,41 @@ def compare_in_processes(
     modes = validate_modes(modes)
     parse_target(target)
     check_int("steps", steps, minimum=1)
-    for name, value in (("batch_size", batch_size), ("planned_epochs", planned_epochs),
-                        ("planned_steps_per_epoch", planned_steps_per_epoch)):
+    for name, value in (
+        ("batch_size", batch_size),
+        ("planned_epochs", planned_epochs),
+        ("planned_steps_per_epoch", planned_steps_per_epoch),
+    ):
         check_int(name, value, minimum=1, allow_none=True)
     figures, planned = [], None
     with tempfile.TemporaryDirectory(prefix="kxg-compare-") as work:
         for mode in modes:
-            argv = [sys.executable, "-m", "keras_xla_guard.comparison._worker", target, mode, work,
-                    str(Path(log_dir) / COMPARE_SUBDIR), "--steps", str(steps)]
-            for flag, value in (("--batch-size", batch_size), ("--planned-epochs", planned_epochs),
-                                ("--planned-steps-per-epoch", planned_steps_per_epoch)):
+            argv = [
+                sys.executable,
+                "-m",
+                "keras_xla_guard.comparison._worker",
+                target,
+                mode,
+                work,
+                str(Path(log_dir) / COMPARE_SUBDIR),
+                "--steps",
+                str(steps),
+            ]
+            for flag, value in (
+                ("--batch-size", batch_size),
+                ("--planned-epochs", planned_epochs),
+                ("--planned-steps-per-epoch", planned_steps_per_epoch),
+            ):
                 if value is not None:
                     argv += [flag, str(value)]
             try:
-                proc = subprocess.run(argv, env=_env(mode), capture_output=True, text=True,
-                                      timeout=timeout_s, check=False)
+                proc = subprocess.run(
+                    argv, env=_env(mode), capture_output=True, text=True, timeout=timeout_s, check=False
+                )
             except subprocess.TimeoutExpired:
-                raise ValueError(f"mode {mode!r} did not finish within {timeout_s:g} s. "
-                                 f"Received: target={target!r}") from None
+                raise ValueError(
+                    f"mode {mode!r} did not finish within {timeout_s:g} s. Received: target={target!r}"
+                ) from None
             out = Path(work) / f"{mode}.json"
             if not out.is_file():
                 last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
@@ -110,8 +127,9 @@ def compare_in_processes(
             figures.append(ModeFigures.from_dict(doc["figures"]))
             planned = planned or doc["planned"]
     assert planned is not None
-    report = build_report(figures, planned_steps=planned[0], planned_signatures=planned[1],
-                          signatures_counted_from=planned[2])
+    report = build_report(
+        figures, planned_steps=planned[0], planned_signatures=planned[1], signatures_counted_from=planned[2]
+    )
     report = dataclasses.replace(report, wall_s=time.perf_counter() - started)
     write_summaries(report, log_dir)
     return report

@@ -172,23 +172,44 @@ def format_compare(report: CompareReport) -> str:
     Returns:
         Lines separated by newlines.
     """
-    header = ("mode", "step", "compiles", "compile", "per signature", "startup", "signatures",
-              "peak mem", "final loss", "projected")
+    header = (
+        "mode",
+        "step",
+        "compiles",
+        "compile",
+        "per signature",
+        "startup",
+        "signatures",
+        "peak mem",
+        "final loss",
+        "projected",
+    )
     rows = [header]
     for name, f in report.modes.items():
         mem = "n/a" if f.peak_memory_bytes is None else f"{f.peak_memory_bytes / 2**20:.0f} MiB"
-        rows.append((name, format_duration(f.step_time_s), str(f.compilations),
-                     format_duration(f.compile_time_s), format_duration(f.signature_cost_s),
-                     format_duration(f.startup_s),
-                     str(f.distinct_signatures), mem, f"{f.final_loss:.6g}",
-                     format_duration(report.projected_run_s[name])))
+        rows.append(
+            (
+                name,
+                format_duration(f.step_time_s),
+                str(f.compilations),
+                format_duration(f.compile_time_s),
+                format_duration(f.signature_cost_s),
+                format_duration(f.startup_s),
+                str(f.distinct_signatures),
+                mem,
+                f"{f.final_loss:.6g}",
+                format_duration(report.projected_run_s[name]),
+            )
+        )
     # The layout of `output.table.text_table`, written out: output/ renders
     # `CompareReport`s (output/compare_summaries.py), so importing it into
     # this pure result module would point upward.
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
-    lines.append(f"planned run: {report.planned_steps} steps, {report.planned_signatures} "
-                 f"signature(s) (counted from {report.signatures_counted_from}); "
-                 f"compare took {format_duration(report.wall_s)}")
+    lines.append(
+        f"planned run: {report.planned_steps} steps, {report.planned_signatures} "
+        f"signature(s) (counted from {report.signatures_counted_from}); "
+        f"compare took {format_duration(report.wall_s)}"
+    )
     lines.append(report.verdict)
     return "\n".join(lines)

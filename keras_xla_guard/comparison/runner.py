@@ -102,9 +102,14 @@ def compare(
     data = take_batches(x, y, batch_size=batch_size, steps=steps)
     figures = measure_side_by_side(model, data.batches, modes, Path(log_dir) / COMPARE_SUBDIR)
     planned_steps, planned_signatures, counted_from = planned_run(
-        data, steps, planned_epochs, planned_steps_per_epoch)
-    report = build_report(figures, planned_steps=planned_steps, planned_signatures=planned_signatures,
-                          signatures_counted_from=counted_from)
+        data, steps, planned_epochs, planned_steps_per_epoch
+    )
+    report = build_report(
+        figures,
+        planned_steps=planned_steps,
+        planned_signatures=planned_signatures,
+        signatures_counted_from=counted_from,
+    )
     report = dataclasses.replace(report, wall_s=time.perf_counter() - started)
     write_summaries(report, log_dir)
     return report

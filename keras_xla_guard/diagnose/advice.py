@@ -119,10 +119,14 @@ def measure_first(accelerator: bool = False) -> str:
         One sentence.
     """
     if accelerator:
-        return ("Whether XLA pays here is not measured: measure it with keras_xla_guard.compare(model, x, y) "
-                "first (it projects the planned run in both modes, compile time included)")
-    return ("Whether XLA pays here is not measured, and on a CPU it often does not: "
-            f"{CPU_EVIDENCE}. Measure it with keras_xla_guard.compare(model, x, y) first")
+        return (
+            "Whether XLA pays here is not measured: measure it with keras_xla_guard.compare(model, x, y) "
+            "first (it projects the planned run in both modes, compile time included)"
+        )
+    return (
+        "Whether XLA pays here is not measured, and on a CPU it often does not: "
+        f"{CPU_EVIDENCE}. Measure it with keras_xla_guard.compare(model, x, y) first"
+    )
 
 
 def switch_fix(evidence: JitEvidence | None = None, switch: str = KERAS_SWITCH) -> str:
@@ -147,8 +151,9 @@ def switch_fix(evidence: JitEvidence | None = None, switch: str = KERAS_SWITCH) 
         if compare.get("best_mode") == "jit_compile":
             return f"# compare measured in this log dir: {measured}\n{switch}"
         return f"# compare measured in this log dir that jit_compile does not pay here: {measured}"
-    hedge = textwrap.wrap(measure_first(evidence.accelerator) + ".", 96, break_on_hyphens=False,
-                          break_long_words=False)
+    hedge = textwrap.wrap(
+        measure_first(evidence.accelerator) + ".", 96, break_on_hyphens=False, break_long_words=False
+    )
     return "\n".join(f"# {line}" for line in hedge) + "\n" + measure_first_fix(switch, header=False)
 
 
@@ -167,12 +172,16 @@ def blocked_verdict(evidence: JitEvidence, switch: str = KERAS_SWITCH) -> Verdic
     if not evidence.blockers:
         return None
     ops = "; ".join(evidence.blockers)
-    fails = ("model.compile(jit_compile=True) would fail in Keras" if switch == KERAS_SWITCH
-             else "jit_compile=True on the train step would fail")
+    fails = (
+        "model.compile(jit_compile=True) would fail in Keras"
+        if switch == KERAS_SWITCH
+        else "jit_compile=True on the train step would fail"
+    )
     around = (
         " Auto-clustering is on (tf.config.optimizer.get_jit()): XLA compiles the ops around them, and "
         "these run as plain TF ops."
-        if evidence.autoclustering else ""
+        if evidence.autoclustering
+        else ""
     )
     return Verdict(
         "JIT_COMPILE_BLOCKED",
@@ -222,5 +231,10 @@ def jit_off_verdict(evidence: JitEvidence, what: str, switch: str = KERAS_SWITCH
             f"{what} compare measured in this log dir that jit_compile does not pay here: {measured}. "
             "Keep it off.",
         )
-    return Verdict("JIT_COMPILE_OFF", MODEL, WARNING, f"{what} {measure_first(evidence.accelerator)}.",
-                   measure_first_fix(switch))
+    return Verdict(
+        "JIT_COMPILE_OFF",
+        MODEL,
+        WARNING,
+        f"{what} {measure_first(evidence.accelerator)}.",
+        measure_first_fix(switch),
+    )

@@ -12,8 +12,8 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from keras_xla_guard.diagnose.verdict import EFFECTIVENESS, INFO, WARNING, Verdict
 from keras_xla_guard.backend.xla_cache import persistent_cache, recommended_flags
+from keras_xla_guard.diagnose.verdict import EFFECTIVENESS, INFO, WARNING, Verdict
 
 __all__ = ["COMPILE_SHARE_THRESHOLD", "compile_cost_verdicts"]
 
@@ -67,24 +67,38 @@ def compile_cost_verdicts(
     if cache is not None and cache.read_only:
         flags = (env if env is not None else os.environ).get("TF_XLA_FLAGS", "")
         writable = " ".join(t for t in shlex.split(flags) if not t.startswith(_READ_ONLY_FLAG))
-        return [Verdict(
-            "COMPILE_COST_HIGH", EFFECTIVENESS, WARNING,
-            f"{share}. The persistent cache ({cache.directory}) is read-only "
-            f"({_READ_ONLY_FLAG}): these programs were not in it, and TensorFlow stores "
-            "nothing there, so every run compiles them again; one run without that flag "
-            "stores them.",
-            fix=f"{recommended_flags(cache.directory, env={'TF_XLA_FLAGS': writable})}  # before starting Python",
-        )]
+        return [
+            Verdict(
+                "COMPILE_COST_HIGH",
+                EFFECTIVENESS,
+                WARNING,
+                f"{share}. The persistent cache ({cache.directory}) is read-only "
+                f"({_READ_ONLY_FLAG}): these programs were not in it, and TensorFlow stores "
+                "nothing there, so every run compiles them again; one run without that flag "
+                "stores them.",
+                fix=f"{recommended_flags(cache.directory, env={'TF_XLA_FLAGS': writable})}  # before starting Python",
+            )
+        ]
     if cache is not None:
-        return [Verdict("COMPILE_COST_HIGH", EFFECTIVENESS, INFO,
-                        f"{share}; the persistent cache ({cache.directory}) is on, so a later "
-                        "run with the same shapes loads them instead (a first run fills it).")]
-    return [Verdict(
-        "COMPILE_COST_HIGH", EFFECTIVENESS, WARNING,
-        f"{share}. TensorFlow's persistent compilation cache would let the next run load them, "
-        "and keras_xla_guard.warm_up compiles them before the first epoch.",
-        fix=f"{recommended_flags(env=env)}  # before starting Python",
-    )]
+        return [
+            Verdict(
+                "COMPILE_COST_HIGH",
+                EFFECTIVENESS,
+                INFO,
+                f"{share}; the persistent cache ({cache.directory}) is on, so a later "
+                "run with the same shapes loads them instead (a first run fills it).",
+            )
+        ]
+    return [
+        Verdict(
+            "COMPILE_COST_HIGH",
+            EFFECTIVENESS,
+            WARNING,
+            f"{share}. TensorFlow's persistent compilation cache would let the next run load them, "
+            "and keras_xla_guard.warm_up compiles them before the first epoch.",
+            fix=f"{recommended_flags(env=env)}  # before starting Python",
+        )
+    ]
 
 
 def _jax_verdict(share: str, env: Mapping[str, str] | None) -> Verdict:
@@ -94,19 +108,27 @@ def _jax_verdict(share: str, env: Mapping[str, str] | None) -> Verdict:
     cache = jax_persistent_cache(env)
     if cache is None:
         return Verdict(
-            "COMPILE_COST_HIGH", EFFECTIVENESS, WARNING,
+            "COMPILE_COST_HIGH",
+            EFFECTIVENESS,
+            WARNING,
             f"{share}. JAX's persistent compilation cache would let the next run load them, and "
             "keras_xla_guard.warm_up compiles them before the first epoch.",
             fix=f"{recommended_setting()}  # before starting Python",
         )
     if cache.min_compile_time_s > 0:
         return Verdict(
-            "COMPILE_COST_HIGH", EFFECTIVENESS, WARNING,
+            "COMPILE_COST_HIGH",
+            EFFECTIVENESS,
+            WARNING,
             f"{share}. JAX's persistent cache ({cache.directory}) is on but stores only programs "
             f"that compiled for at least {cache.min_compile_time_s:g} s "
             "(jax_persistent_cache_min_compile_time_secs); faster ones compile again every run.",
             fix=f"{recommended_setting(cache.directory)}  # before starting Python",
         )
-    return Verdict("COMPILE_COST_HIGH", EFFECTIVENESS, INFO,
-                   f"{share}; JAX's persistent cache ({cache.directory}) is on, so a later run with the "
-                   "same shapes loads them instead (a first run fills it).")
+    return Verdict(
+        "COMPILE_COST_HIGH",
+        EFFECTIVENESS,
+        INFO,
+        f"{share}; JAX's persistent cache ({cache.directory}) is on, so a later run with the "
+        "same shapes loads them instead (a first run fills it).",
+    )

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from keras_xla_guard.backend.xla_cache import PersistentCache, persistent_cache, recommended_flags
 from keras_xla_guard.diagnose.advice import JitEvidence, blocked_verdict, switch_fix
 from keras_xla_guard.diagnose.compile_cost import compile_cost_verdicts
 from keras_xla_guard.diagnose.probe import (
@@ -48,7 +49,6 @@ from keras_xla_guard.diagnose.verdict import (
     WARNING,
     Verdict,
 )
-from keras_xla_guard.backend.xla_cache import PersistentCache, persistent_cache, recommended_flags
 
 __all__ = [
     "DeviceCheck",
@@ -69,6 +69,8 @@ _FIX_CPU_FLAG = (
     "tf.config.optimizer.set_jit(True)\n"
     "# or from the shell: export TF_XLA_FLAGS=--tf_xla_cpu_global_jit"
 )
+
+
 def _fix_jit_compile(evidence: JitEvidence) -> str:
     """The fix of a finding that XLA is off: measured or hedged (`advice.switch_fix`)."""
     fix = switch_fix(evidence)
@@ -337,7 +339,8 @@ def _cache_verdict(
         return None, ()
     # An empty device list means the cache serves every device type.
     devices = tuple(
-        c.device for c in checks
+        c.device
+        for c in checks
         if not c.xla_ok and (not cache.device_types or c.device_type in cache.device_types)
     )
     failed = [f"jit_compile=True on {d}" for d in devices]
@@ -388,9 +391,7 @@ def _switch_verdicts(
             if get_jit
             else f"TF_XLA_FLAGS has --tf_xla_auto_jit={env_auto_jit}"
         )
-        verdicts.append(
-            Verdict("AUTOJIT_REQUESTED", SWITCHES, INFO, f"Auto-clustering is requested: {how}.")
-        )
+        verdicts.append(Verdict("AUTOJIT_REQUESTED", SWITCHES, INFO, f"Auto-clustering is requested: {how}."))
     else:
         verdicts.append(
             Verdict(
@@ -539,8 +540,7 @@ def _effectiveness_verdicts(
                 "AUTOJIT_OFF",
                 EFFECTIVENESS,
                 INFO,
-                "As expected with auto-clustering off, no op of the probe ran under XLA; "
-                f"{measured}.",
+                f"As expected with auto-clustering off, no op of the probe ran under XLA; {measured}.",
             )
         ]
     if not has_accelerator and not tf_cpu_global_jit:
@@ -615,8 +615,7 @@ def doctor(
         or not 0 < probe_timeout < math.inf
     ):
         raise ValueError(
-            "`probe_timeout` must be a positive number of seconds. "
-            f"Received: probe_timeout={probe_timeout!r}"
+            f"`probe_timeout` must be a positive number of seconds. Received: probe_timeout={probe_timeout!r}"
         )
     compile_verdicts: list[Verdict] = []
     blockers: tuple[str, ...] = ()
@@ -629,8 +628,9 @@ def doctor(
         compile_verdicts = compile_cost_verdicts(analyzed)
         if analyzed.ok:
             blockers = blocker_names(trace_blockers(analyzed))
-    evidence = JitEvidence(blockers=blockers,
-                           compare=compare.to_dict() if hasattr(compare, "to_dict") else compare)
+    evidence = JitEvidence(
+        blockers=blockers, compare=compare.to_dict() if hasattr(compare, "to_dict") else compare
+    )
     started = time.perf_counter()
     early_probe = None
     if probe and "tensorflow" not in sys.modules:
@@ -671,8 +671,12 @@ def _doctor(
     in_strategy = bool(tf.distribute.has_strategy())
     onednn = os.environ.get("TF_ENABLE_ONEDNN_OPTS")
     requested = bool(get_jit) or _auto_jit_requested(env_auto_jit)
-    evidence = dataclasses.replace(evidence, autoclustering=requested, accelerator=has_accelerator,
-                                   device="XLA_GPU_JIT" if has_accelerator else "XLA_CPU_JIT")
+    evidence = dataclasses.replace(
+        evidence,
+        autoclustering=requested,
+        accelerator=has_accelerator,
+        device="XLA_GPU_JIT" if has_accelerator else "XLA_CPU_JIT",
+    )
     jit_fix = _fix_jit_compile(evidence)
 
     verdicts = _switch_verdicts(

@@ -108,44 +108,74 @@ def _verdicts(report: JaxDoctorReport) -> list[Verdict]:
     found = []
     for device, error in report.device_checks:
         if error is None:
-            found.append(Verdict("XLA_BACKEND_OK", RUNTIME, OK, f"a jax.jit program compiles and runs on {device}."))
+            found.append(
+                Verdict("XLA_BACKEND_OK", RUNTIME, OK, f"a jax.jit program compiles and runs on {device}.")
+            )
         else:
-            found.append(Verdict("XLA_BACKEND_BROKEN", RUNTIME, ERROR, f"a jax.jit program fails on {device}: {error}"))
+            found.append(
+                Verdict("XLA_BACKEND_BROKEN", RUNTIME, ERROR, f"a jax.jit program fails on {device}: {error}")
+            )
     if report.keras_backend is not None and report.keras_backend != "jax":
-        found.append(Verdict(
-            "KERAS_NOT_ON_JAX", SWITCHES, INFO,
-            f"Keras runs on backend={report.keras_backend!r}; these are JAX's facts (run `doctor` "
-            "with KERAS_BACKEND=tensorflow for TensorFlow's XLA switches).",
-        ))
+        found.append(
+            Verdict(
+                "KERAS_NOT_ON_JAX",
+                SWITCHES,
+                INFO,
+                f"Keras runs on backend={report.keras_backend!r}; these are JAX's facts (run `doctor` "
+                "with KERAS_BACKEND=tensorflow for TensorFlow's XLA switches).",
+            )
+        )
     if report.jit_disabled:
-        found.append(Verdict(
-            "JAX_JIT_DISABLED", SWITCHES, ERROR,
-            "jax_disable_jit is on: every Keras step runs op by op, uncompiled.",
-            fix='jax.config.update("jax_disable_jit", False)  # or unset JAX_DISABLE_JIT',
-        ))
+        found.append(
+            Verdict(
+                "JAX_JIT_DISABLED",
+                SWITCHES,
+                ERROR,
+                "jax_disable_jit is on: every Keras step runs op by op, uncompiled.",
+                fix='jax.config.update("jax_disable_jit", False)  # or unset JAX_DISABLE_JIT',
+            )
+        )
     else:
-        found.append(Verdict("JAX_JIT_ON", SWITCHES, OK,
-                             "jit is on: each Keras step (train, test, predict) is one XLA program."))
+        found.append(
+            Verdict(
+                "JAX_JIT_ON",
+                SWITCHES,
+                OK,
+                "jit is on: each Keras step (train, test, predict) is one XLA program.",
+            )
+        )
     if report.cache_dir is None:
-        found.append(Verdict(
-            "JAX_CACHE_OFF", SWITCHES, INFO,
-            "JAX's persistent compilation cache is off: every process compiles its programs again.",
-            fix=f"{recommended_setting()}  # before starting Python",
-        ))
+        found.append(
+            Verdict(
+                "JAX_CACHE_OFF",
+                SWITCHES,
+                INFO,
+                "JAX's persistent compilation cache is off: every process compiles its programs again.",
+                fix=f"{recommended_setting()}  # before starting Python",
+            )
+        )
     elif report.cache_min_compile_time_s:
-        found.append(Verdict(
-            "JAX_CACHE_THRESHOLD", SWITCHES, WARNING,
-            f"JAX's persistent cache ({report.cache_dir}, {report.cache_entries} program(s)) stores only "
-            f"programs that compiled for at least {report.cache_min_compile_time_s:g} s; faster ones "
-            "(most programs on CPU) compile again in every process.",
-            fix=f"{recommended_setting(report.cache_dir)}  # before starting Python",
-        ))
+        found.append(
+            Verdict(
+                "JAX_CACHE_THRESHOLD",
+                SWITCHES,
+                WARNING,
+                f"JAX's persistent cache ({report.cache_dir}, {report.cache_entries} program(s)) stores only "
+                f"programs that compiled for at least {report.cache_min_compile_time_s:g} s; faster ones "
+                "(most programs on CPU) compile again in every process.",
+                fix=f"{recommended_setting(report.cache_dir)}  # before starting Python",
+            )
+        )
     else:
-        found.append(Verdict(
-            "JAX_CACHE_ON", SWITCHES, OK,
-            f"JAX's persistent cache ({report.cache_dir}) holds {report.cache_entries} program(s) and stores "
-            "every new one.",
-        ))
+        found.append(
+            Verdict(
+                "JAX_CACHE_ON",
+                SWITCHES,
+                OK,
+                f"JAX's persistent cache ({report.cache_dir}) holds {report.cache_entries} program(s) and stores "
+                "every new one.",
+            )
+        )
     return found
 
 
@@ -197,7 +227,9 @@ def doctor_jax(check_devices: bool = True) -> JaxDoctorReport:
         xla_flags=os.environ.get("XLA_FLAGS"),
         verdicts=(),
     )
-    return dataclasses.replace(report, verdicts=tuple(_verdicts(report)), seconds=time.perf_counter() - started)
+    return dataclasses.replace(
+        report, verdicts=tuple(_verdicts(report)), seconds=time.perf_counter() - started
+    )
 
 
 def format_jax_doctor_report(report: JaxDoctorReport) -> str:
@@ -209,10 +241,19 @@ def format_jax_doctor_report(report: JaxDoctorReport) -> str:
     Returns:
         Multi-line text, no trailing newline.
     """
-    keras = f"{report.keras_version} (backend {report.keras_backend})" if report.keras_version else "not installed"
-    cache = "(off)" if report.cache_dir is None else (
-        f"{report.cache_dir} ({report.cache_entries} program(s); stores programs compiled for "
-        f">= {report.cache_min_compile_time_s:g} s)")
+    keras = (
+        f"{report.keras_version} (backend {report.keras_backend})"
+        if report.keras_version
+        else "not installed"
+    )
+    cache = (
+        "(off)"
+        if report.cache_dir is None
+        else (
+            f"{report.cache_dir} ({report.cache_entries} program(s); stores programs compiled for "
+            f">= {report.cache_min_compile_time_s:g} s)"
+        )
+    )
     explain = "(not in this JAX)" if report.explain_cache_misses is None else str(report.explain_cache_misses)
     lines = [
         "keras-xla-guard doctor (JAX)",
@@ -231,6 +272,8 @@ def format_jax_doctor_report(report: JaxDoctorReport) -> str:
         "verdicts:",
     ]
     lines += [f"  {line}" for verdict in report.verdicts for line in str(verdict).splitlines()]
-    lines.append("note: under JAX every Keras step is one XLA program; coverage is not the question, "
-                 "compilations are (the guard counts them per function: docs/jax.md).")
+    lines.append(
+        "note: under JAX every Keras step is one XLA program; coverage is not the question, "
+        "compilations are (the guard counts them per function: docs/jax.md)."
+    )
     return "\n".join(lines)

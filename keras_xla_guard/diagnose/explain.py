@@ -308,11 +308,7 @@ def _dynamic_dims(model: Any, x: Any) -> tuple[DynamicDim, ...]:
 
 
 def _surrogate_loss(tf: Any, outputs: Any, extra: Iterable[Any]) -> Any:
-    terms = [
-        tf.reduce_sum(tf.cast(t, tf.float32))
-        for t in tf.nest.flatten(outputs)
-        if t.dtype.is_floating
-    ]
+    terms = [tf.reduce_sum(tf.cast(t, tf.float32)) for t in tf.nest.flatten(outputs) if t.dtype.is_floating]
     terms += [tf.cast(loss, tf.float32) for loss in extra]
     return tf.add_n(terms) if terms else tf.constant(0.0)
 
@@ -376,8 +372,8 @@ def explain(model: Any, sample_batch: Any) -> ExplainReport:
             )
     x = tf.nest.map_structure(tf.convert_to_tensor, x)
     y = None if y is None else tf.nest.map_structure(tf.convert_to_tensor, y)
-    sample_weight = None if sample_weight is None else tf.nest.map_structure(
-        tf.convert_to_tensor, sample_weight
+    sample_weight = (
+        None if sample_weight is None else tf.nest.map_structure(tf.convert_to_tensor, sample_weight)
     )
     # A model compiled without a loss computes its own in `train_step`,
     # which explain cannot run: its outputs' sum stands in.
@@ -388,9 +384,7 @@ def explain(model: Any, sample_batch: Any) -> ExplainReport:
         with tf.GradientTape() as tape:
             y_pred = model(x, training=True)
             if with_loss:
-                loss = model.compute_loss(
-                    x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True
-                )
+                loss = model.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True)
             else:
                 loss = _surrogate_loss(tf, y_pred, model.losses)
         gradients = tape.gradient(loss, model.trainable_variables)
@@ -539,7 +533,9 @@ def blocker_names(ops: Iterable[UnsupportedOp]) -> tuple[str, ...]:
     Returns:
         E.g. `("EagerPyFunc in layer 'py_layer'",)`, each once, in order.
     """
-    names = (f"{op.op_type} in layer {op.layer!r}" if op.layer else f"{op.op_type} ({op.op_name!r})" for op in ops)
+    names = (
+        f"{op.op_type} in layer {op.layer!r}" if op.layer else f"{op.op_type} ({op.op_name!r})" for op in ops
+    )
     return tuple(dict.fromkeys(names))
 
 

@@ -133,9 +133,7 @@ def finish_probe(run: ProbeRun, timeout: float) -> ProbeResult:
         )
     seconds = time.perf_counter() - started
     log_lines = _filter_log(stderr)
-    result_line = next(
-        (line for line in reversed(stdout.splitlines()) if line.startswith("{")), None
-    )
+    result_line = next((line for line in reversed(stdout.splitlines()) if line.startswith("{")), None)
     if proc.returncode != 0 or result_line is None:
         tail = " | ".join(stderr.strip().splitlines()[-3:])
         return ProbeResult(

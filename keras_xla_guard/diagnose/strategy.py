@@ -8,7 +8,7 @@ from keras_xla_guard.diagnose.verdict import ERROR, MODEL, WARNING, Verdict
 
 __all__ = ["strategy_verdicts"]
 
-_PER_REPLICA_FIX = '''class MyModel(keras.Sequential):  # Keras 3; or your keras.Model subclass
+_PER_REPLICA_FIX = """class MyModel(keras.Sequential):  # Keras 3; or your keras.Model subclass
     @tf.function(jit_compile=True)
     def _xla_step(self, x, y):
         with tf.GradientTape() as tape:
@@ -26,7 +26,7 @@ _PER_REPLICA_FIX = '''class MyModel(keras.Sequential):  # Keras 3; or your keras
             else:
                 metric.update_state(y, y_pred)
         return self.get_metrics_result()
-# build and compile it in strategy.scope() without jit_compile'''
+# build and compile it in strategy.scope() without jit_compile"""
 
 
 def strategy_verdicts(model: Any) -> list[Verdict]:
@@ -71,9 +71,9 @@ def strategy_verdicts(model: Any) -> list[Verdict]:
                 f"model.jit_compile is True under {type(strategy).__name__} with {replicas} "
                 "replicas: Keras puts the gradient all-reduce and the optimizer update inside "
                 "the XLA program (Keras 3 even compiles all replicas as one), which "
-                "TensorFlow rejects (\"Trying to access "
-                "resource ... located in device ...\", or on CPU \"Collectives are not yet "
-                "implemented for CPU devices when compiling with XLA\"). Compile each "
+                'TensorFlow rejects ("Trying to access '
+                'resource ... located in device ...", or on CPU "Collectives are not yet '
+                'implemented for CPU devices when compiling with XLA"). Compile each '
                 "replica's forward and backward pass instead.",
                 _PER_REPLICA_FIX,
             )

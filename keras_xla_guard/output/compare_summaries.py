@@ -43,31 +43,45 @@ def write_summaries(report: CompareReport, log_dir: str | os.PathLike[str]) -> P
     for name, figures in report.modes.items():
         writer = SummaryWriter(root / name)
         try:
-            writer.write_scalars({
-                "compare/step_time_s": figures.step_time_s,
-                "compare/compilations": figures.compilations,
-                "compare/compile_time_s": figures.compile_time_s,
-                "compare/startup_s": figures.startup_s,
-                "compare/distinct_signatures": figures.distinct_signatures,
-                "compare/projected_run_s": report.projected_run_s[name],
-                "compare/final_loss": figures.final_loss,
-                **({} if figures.peak_memory_bytes is None
-                   else {"compare/peak_memory_bytes": figures.peak_memory_bytes}),
-            }, step=0)
+            writer.write_scalars(
+                {
+                    "compare/step_time_s": figures.step_time_s,
+                    "compare/compilations": figures.compilations,
+                    "compare/compile_time_s": figures.compile_time_s,
+                    "compare/startup_s": figures.startup_s,
+                    "compare/distinct_signatures": figures.distinct_signatures,
+                    "compare/projected_run_s": report.projected_run_s[name],
+                    "compare/final_loss": figures.final_loss,
+                    **(
+                        {}
+                        if figures.peak_memory_bytes is None
+                        else {"compare/peak_memory_bytes": figures.peak_memory_bytes}
+                    ),
+                },
+                step=0,
+            )
             for step, (loss, seconds) in enumerate(zip(figures.losses, figures.step_times_s)):
-                writer.write_scalars({"compare/loss": loss, "compare/step_time_ms": seconds * 1e3},
-                                     step=step)
+                writer.write_scalars({"compare/loss": loss, "compare/step_time_ms": seconds * 1e3}, step=step)
         finally:
             writer.close()
-    rows = [(name, f"{f.step_time_s * 1e3:.3f}", f.compilations, f"{f.compile_time_s:.3f}",
-             f.distinct_signatures, f"{report.projected_run_s[name]:.3f}", f"{f.final_loss:.6g}")
-            for name, f in report.modes.items()]
-    table = markdown_table(("mode", "step ms", "compilations", "compile s", "signatures",
-                            "projected run s", "final loss"), rows)
+    rows = [
+        (
+            name,
+            f"{f.step_time_s * 1e3:.3f}",
+            f.compilations,
+            f"{f.compile_time_s:.3f}",
+            f.distinct_signatures,
+            f"{report.projected_run_s[name]:.3f}",
+            f"{f.final_loss:.6g}",
+        )
+        for name, f in report.modes.items()
+    ]
+    table = markdown_table(
+        ("mode", "step ms", "compilations", "compile s", "signatures", "projected run s", "final loss"), rows
+    )
     writer = SummaryWriter(root)
     try:
-        writer.write_text("compare/verdict", f"**{escape_markdown(report.verdict)}**\n\n{table}",
-                          step=0)
+        writer.write_text("compare/verdict", f"**{escape_markdown(report.verdict)}**\n\n{table}", step=0)
     finally:
         writer.close()
     # The whole result, for the guard's HTML report (`output.runfile.find_compare`).

@@ -12,8 +12,13 @@ from __future__ import annotations
 from keras_xla_guard.runtime.compile_log import FUNCTIONS, OTHER, EpochCompilations
 from keras_xla_guard.trace._text import format_ms
 
-__all__ = ["UNEXPLAINED_NOTE", "compilation_scalars", "compilations_headline", "compilations_lines",
-           "unexplained_note"]
+__all__ = [
+    "UNEXPLAINED_NOTE",
+    "compilation_scalars",
+    "compilations_headline",
+    "compilations_lines",
+    "unexplained_note",
+]
 
 _MAX_ROWS = 8
 UNEXPLAINED_NOTE = (
@@ -54,14 +59,17 @@ def compilations_headline(compiled: EpochCompilations) -> str:
 
 def compilations_lines(compiled: EpochCompilations) -> list[str]:
     """The console's lines: a headline per function, then each step function's compilation."""
-    lines = [f"epoch {compiled.epoch} compilations (counted as they happened): {compilations_headline(compiled)}"]
+    lines = [
+        f"epoch {compiled.epoch} compilations (counted as they happened): {compilations_headline(compiled)}"
+    ]
     steps = [row for row in compiled.rows if row.function != OTHER]
     for row in steps[:_MAX_ROWS]:
         step = "-" if row.step is None else str(row.step)
         hit = "  cache hit" if row.cache_hit else ""
         lines.append(
             f"  {row.function:<8} step {step:>4}  trace {_phases(row.trace_s):>9}  lower {_phases(row.lower_s):>9}"
-            f"  compile {format_ms(row.compile_s):>9}{hit}  {row.signature or ''}".rstrip())
+            f"  compile {format_ms(row.compile_s):>9}{hit}  {row.signature or ''}".rstrip()
+        )
     if len(steps) > _MAX_ROWS:
         lines.append(f"  ... {len(steps) - _MAX_ROWS} more")
     note = unexplained_note(compiled)

@@ -34,18 +34,23 @@ def call_lines(call: CallRecord, max_explanations: int = 2) -> list[str]:
     stats = call.signatures
     counted = []
     if call.compilations is not None:
-        counted = [f"  compilations (counted as they happened): "
-                   f"{compilations_headline(EpochCompilations(0, call.compilations))}"]
+        counted = [
+            f"  compilations (counted as they happened): "
+            f"{compilations_headline(EpochCompilations(0, call.compilations))}"
+        ]
     if stats is None:
         why = call.signatures_unavailable or "no step observed"
         return [f"{place}: input signatures unavailable ({why})", *counted]
     expected = (
         f", {stats.expected_compilations} expected XLA compilation(s), {stats.compilations_so_far} for the "
         f"{call.function} function so far"
-        if stats.expected_compilations is not None else ""
+        if stats.expected_compilations is not None
+        else ""
     )
-    lines = [f"{place}: {stats.steps} steps, {stats.distinct_signatures} input signature(s), "
-             f"{stats.new_signatures} new{expected}"]
+    lines = [
+        f"{place}: {stats.steps} steps, {stats.distinct_signatures} input signature(s), "
+        f"{stats.new_signatures} new{expected}"
+    ]
     lines += [f"  {finding}" for finding in stats.explanations[:max_explanations]]
     return lines + counted
 
@@ -68,16 +73,23 @@ def function_summary(train: Iterable[int | None], calls: Iterable[CallRecord]) -
     if expected:
         parts.append(f"train {sum(expected)}")
     for function in ("test", "predict"):
-        counted = [c for c in calls if c.function == function and c.signatures is not None
-                   and c.signatures.expected_compilations is not None]
+        counted = [
+            c
+            for c in calls
+            if c.function == function
+            and c.signatures is not None
+            and c.signatures.expected_compilations is not None
+        ]
         if not counted:
             continue
         total = sum(c.signatures.expected_compilations or 0 for c in counted if c.signatures is not None)
         kinds: dict[str, int] = {}
         for c in counted:
             kinds[c.kind] = kinds.get(c.kind, 0) + 1
-        detail = ", ".join(f"{n} {'validation' if k == 'validation' else k + ' call'}{'s' if n > 1 else ''}"
-                           for k, n in kinds.items())
+        detail = ", ".join(
+            f"{n} {'validation' if k == 'validation' else k + ' call'}{'s' if n > 1 else ''}"
+            for k, n in kinds.items()
+        )
         parts.append(f"{function} {total} ({detail})")
     if not parts:
         return None
@@ -121,7 +133,8 @@ class ConsoleSink:
         calls = [c for r in records.values() for c in r.calls]
         if calls:
             summary = function_summary(
-                (r.signatures.expected_compilations for r in records.values() if r.signatures is not None), calls
+                (r.signatures.expected_compilations for r in records.values() if r.signatures is not None),
+                calls,
             )
             if summary is not None:
                 self._print([summary])

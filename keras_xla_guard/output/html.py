@@ -78,8 +78,7 @@ def verdict_of(sections: Sequence[RunData]) -> tuple[str, str]:
         `"none"` (nothing measured).
     """
     measured = [
-        (r["xla_time_fraction"], s.name, r)
-        for s in sections for r in s.reports if r.get("status") == "ok"
+        (r["xla_time_fraction"], s.name, r) for s in sections for r in s.reports if r.get("status") == "ok"
     ]
     if not measured:
         reasons = sorted({f"{r.get('status')}: {r.get('reason')}" for s in sections for r in s.reports})
@@ -89,8 +88,10 @@ def verdict_of(sections: Sequence[RunData]) -> tuple[str, str]:
     where = _where(worker, report)
     share = f"{100 * fraction:.1f}%"
     if fraction >= GOOD_COVERAGE:
-        return "good", (f"XLA ran {share} of op time in the lowest profiled window ({where}); "
-                        f"every window is at {100 * GOOD_COVERAGE:.0f}% or more.")
+        return "good", (
+            f"XLA ran {share} of op time in the lowest profiled window ({where}); "
+            f"every window is at {100 * GOOD_COVERAGE:.0f}% or more."
+        )
     if fraction >= LOW_COVERAGE:
         return "partial", f"XLA ran only {share} of op time in {where}; the rest ran as plain TF ops."
     return "low", f"XLA ran only {share} of op time in {where}: most of the work ran outside XLA."
@@ -144,11 +145,11 @@ def render_html(
         body.append(_compare(compare, plots))
     footer = f"keras-xla-guard {escape(tool_version)}" if tool_version else "keras-xla-guard"
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         # No fetch of any kind: the page is its own file.
-        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
         "style-src 'unsafe-inline'\">"
-        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{escape(title)}</title><style>{_CSS}</style></head>\n<body>"
         + "\n".join(part for part in body if part)
         + f"\n<footer>Written by {footer}. Self-contained: no script, no network.</footer>"
@@ -219,7 +220,7 @@ def _chart_label(op: Mapping[str, Any]) -> str:
     """The op type and its layer; a long scope path loses its start, never the layer at its end."""
     layer = _layer(op)
     if len(layer) > _LABEL_SCOPE:
-        layer = "..." + layer[3 - _LABEL_SCOPE:]
+        layer = "..." + layer[3 - _LABEL_SCOPE :]
     return f"{op['op_type']}  {layer}"
 
 
@@ -236,8 +237,15 @@ def _workers_overview(sections: Sequence[RunData]) -> str:
         lowest = min(ok, key=lambda r: r["xla_time_fraction"]) if ok else None
         rows.append(
             f'<tr data-worker="{escape(s.name)}"><td class="name">{escape(s.name)}</td>'
-            + (_num("lowest_xla_time_fraction", lowest["xla_time_fraction"],
-                    f"{100 * lowest['xla_time_fraction']:.1f}%") if lowest else "<td>-</td>")
+            + (
+                _num(
+                    "lowest_xla_time_fraction",
+                    lowest["xla_time_fraction"],
+                    f"{100 * lowest['xla_time_fraction']:.1f}%",
+                )
+                if lowest
+                else "<td>-</td>"
+            )
             + _num("profiled_windows", len(s.reports), str(len(s.reports)))
             + "</tr>"
         )
@@ -248,7 +256,7 @@ def _workers_overview(sections: Sequence[RunData]) -> str:
     )
 
 
-def _section(section: RunData, index: int, plots: "_Plots") -> str:
+def _section(section: RunData, index: int, plots: _Plots) -> str:
     name = section.name
     anchor = f"worker-{index}" if name else "run"
     parts = [f'<section class="worker" id="{anchor}" data-worker="{escape(name)}">']
@@ -277,15 +285,23 @@ def _jax_windows(section: RunData) -> str:
         label = _label(r, i)
         head = f'<tr class="report" data-index="{i}"><td>{escape(label)}</td>'
         if r.get("status") != "ok":
-            rows.append(head + f'<td colspan="6">{escape(r.get("status"))}: {escape(r.get("reason"))}</td></tr>')
+            rows.append(
+                head + f'<td colspan="6">{escape(r.get("status"))}: {escape(r.get("reason"))}</td></tr>'
+            )
             continue
         busy = jax_busy(CoverageReport.from_dict(dict(r)))
         steps = r.get("steps_profiled")
         rows.append(
             head
-            + _num("busy", None if busy is None else busy[0], "-" if busy is None else f"{100 * busy[0]:.1f}%")
+            + _num(
+                "busy", None if busy is None else busy[0], "-" if busy is None else f"{100 * busy[0]:.1f}%"
+            )
             + _num("xla_time_s", r["xla_time_s"], format_ms(r["xla_time_s"], 2))
-            + _num("host_gap_s", None if busy is None else busy[1], "-" if busy is None else format_ms(busy[1], 2))
+            + _num(
+                "host_gap_s",
+                None if busy is None else busy[1],
+                "-" if busy is None else format_ms(busy[1], 2),
+            )
             + _num("xla_executions", r["xla_executions"], str(r["xla_executions"]))
             + _num("compilations", r["compilations"], str(r["compilations"]))
             + _num("steps_profiled", steps, "-" if steps is None else str(steps))
@@ -295,9 +311,12 @@ def _jax_windows(section: RunData) -> str:
     return (
         "<h3>XLA programs per profiled window (JAX)</h3>"
         f'<p class="muted jax-note">{escape(JAX_COVERAGE_NOTE[0].upper() + JAX_COVERAGE_NOTE[1:])}.</p>'
-        + _table(["window", "busy", "program time", "host between programs", "launches", "compilations",
-                  "steps"], rows, "coverage")
-        + ("<ul class=\"notes\">" + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>" if notes else "")
+        + _table(
+            ["window", "busy", "program time", "host between programs", "launches", "compilations", "steps"],
+            rows,
+            "coverage",
+        )
+        + ('<ul class="notes">' + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>" if notes else "")
     )
 
 
@@ -312,9 +331,11 @@ def _counted_compilations(section: RunData) -> str:
                 + _num("epoch", epoch["epoch"], str(epoch["epoch"]))
                 + f'<td class="name">{escape(c.get("function"))}</td><td class="name">{escape(c.get("program"))}</td>'
                 + _num("step", step, "-" if step is None else str(step))
-                + "".join(_num(k, c.get(k), "-" if c.get(k) is None else format_ms(c[k], 1))
-                          for k in ("trace_s", "lower_s", "compile_s"))
-                + f'<td>{"yes" if c.get("cache_hit") else "no"}</td>'
+                + "".join(
+                    _num(k, c.get(k), "-" if c.get(k) is None else format_ms(c[k], 1))
+                    for k in ("trace_s", "lower_s", "compile_s")
+                )
+                + f"<td>{'yes' if c.get('cache_hit') else 'no'}</td>"
                 + f'<td class="name">{escape(c.get("signature") or "-")}</td></tr>'
             )
     if not rows:
@@ -323,12 +344,25 @@ def _counted_compilations(section: RunData) -> str:
         "<h3>Compilations, counted as they happened</h3>"
         '<p class="muted">Every compilation of the process in every epoch, as JAX reported it '
         "(jax.monitoring), with its function and its tracing, lowering and compiling time.</p>"
-        + _table(["epoch", "function", "program", "step", "trace", "lower", "compile", "cache hit",
-                  "input signature"], rows, "counted")
+        + _table(
+            [
+                "epoch",
+                "function",
+                "program",
+                "step",
+                "trace",
+                "lower",
+                "compile",
+                "cache hit",
+                "input signature",
+            ],
+            rows,
+            "counted",
+        )
     )
 
 
-def _coverage(section: RunData, plots: "_Plots") -> str:
+def _coverage(section: RunData, plots: _Plots) -> str:
     if section.reports and all(r.get("backend") == "jax" for r in section.reports):
         return _jax_windows(section)
     rows = []
@@ -337,7 +371,9 @@ def _coverage(section: RunData, plots: "_Plots") -> str:
         epoch_attr = "" if r.get("epoch") is None else f' data-epoch="{int(r["epoch"])}"'
         head = f'<tr class="report" data-index="{i}"{epoch_attr}><td>{escape(label)}</td>'
         if r.get("status") != "ok":
-            rows.append(head + f'<td colspan="12">{escape(r.get("status"))}: {escape(r.get("reason"))}</td></tr>')
+            rows.append(
+                head + f'<td colspan="12">{escape(r.get("status"))}: {escape(r.get("reason"))}</td></tr>'
+            )
             continue
         steps = r.get("steps_profiled")
         rows.append(
@@ -349,7 +385,9 @@ def _coverage(section: RunData, plots: "_Plots") -> str:
             + _num("compilations", r["compilations"], str(r["compilations"]))
             + _num("compile_time_s", r["compile_time_s"], format_ms(r["compile_time_s"], 2))
             + _optional_ms("compile_thread_time_s", r.get("compile_thread_time_s"))
-            + _num("input_pipeline_time_s", r["input_pipeline_time_s"], format_ms(r["input_pipeline_time_s"], 2))
+            + _num(
+                "input_pipeline_time_s", r["input_pipeline_time_s"], format_ms(r["input_pipeline_time_s"], 2)
+            )
             + _optional_ms("transfer_time_s", r.get("transfer_time_s"))
             + _optional_ms("collective_time_s", r.get("collective_time_s"))
             + _num("steps_profiled", steps, "-" if steps is None else str(steps))
@@ -357,14 +395,32 @@ def _coverage(section: RunData, plots: "_Plots") -> str:
         )
     notes = sorted({n for r in section.reports for n in r.get("notes") or ()})
     ok = [(i, r) for i, r in enumerate(section.reports) if r.get("status") == "ok"]
-    figure = plots.coverage([_label(r, i) for i, r in ok], [r["xla_time_fraction"] for _, r in ok]) if ok else ""
+    figure = (
+        plots.coverage([_label(r, i) for i, r in ok], [r["xla_time_fraction"] for _, r in ok]) if ok else ""
+    )
     return (
-        '<h3>XLA coverage per profiled epoch</h3>'
+        "<h3>XLA coverage per profiled epoch</h3>"
         + figure
-        + _table(["window", "XLA share", "XLA time", "plain TF ops", "launches", "compilations",
-                  "compile time", "compile, summed over threads", "input pipeline", "device transfers",
-                  "collectives", "steps", "hosts"], rows, "coverage")
-        + ("<ul class=\"notes\">" + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>" if notes else "")
+        + _table(
+            [
+                "window",
+                "XLA share",
+                "XLA time",
+                "plain TF ops",
+                "launches",
+                "compilations",
+                "compile time",
+                "compile, summed over threads",
+                "input pipeline",
+                "device transfers",
+                "collectives",
+                "steps",
+                "hosts",
+            ],
+            rows,
+            "coverage",
+        )
+        + ('<ul class="notes">' + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>" if notes else "")
     )
 
 
@@ -380,9 +436,10 @@ def _programs(section: RunData) -> str:
         f'<td>{escape(_label(r, i))}</td><td class="name">{escape(p["program"])}</td>'
         + _num("time_s", p["time_s"], format_ms(p["time_s"], 3))
         + _num("runs", p["runs"], str(p["runs"]))
-        + f'<td>{"yes" if p.get("per_op", True) else "no: command buffers"}</td>'
+        + f"<td>{'yes' if p.get('per_op', True) else 'no: command buffers'}</td>"
         + "</tr>"
-        for i, r in enumerate(section.reports) if r.get("status") == "ok"
+        for i, r in enumerate(section.reports)
+        if r.get("status") == "ok"
         for p in r.get("programs") or ()
     ]
     if not rows:
@@ -411,9 +468,8 @@ def _xla_ops(section: RunData) -> str:
         + "</tr>"
         for n, op in enumerate(report["top_xla_ops"], 1)
     ]
-    return (
-        f"<h3>Top ops inside XLA by device time ({escape(_label(report, i))})</h3>"
-        + _table(["#", "op", "op name", "device time", "kernels"], rows, "xla-ops")
+    return f"<h3>Top ops inside XLA by device time ({escape(_label(report, i))})</h3>" + _table(
+        ["#", "op", "op name", "device time", "kernels"], rows, "xla-ops"
     )
 
 
@@ -421,19 +477,22 @@ def _quality(section: RunData) -> str:
     """Each window's trace quality entries: what limits its figures and what restores them."""
     items = [
         f'<li class="quality" data-report="{i}" data-code="{escape(q["code"])}"><strong>{escape(_label(r, i))}, '
-        f'{escape(q["code"])}</strong>: {escape(q["detail"])}.<br>Cost: {escape(q["cost"])}.<br>'
+        f"{escape(q['code'])}</strong>: {escape(q['detail'])}.<br>Cost: {escape(q['cost'])}.<br>"
         f"For a diagnostic run: <code>{escape(q['remedy'])}</code></li>"
-        for i, r in enumerate(section.reports) if r.get("status") == "ok"
+        for i, r in enumerate(section.reports)
+        if r.get("status") == "ok"
         for q in r.get("trace_quality") or ()
     ]
     if not items:
         return ""
-    return ("<h3>Trace quality</h3>"
-            '<p class="muted">Conditions of the trace that limit what the figures above can say.</p>'
-            '<ul class="trace-quality">' + "".join(items) + "</ul>")
+    return (
+        "<h3>Trace quality</h3>"
+        '<p class="muted">Conditions of the trace that limit what the figures above can say.</p>'
+        '<ul class="trace-quality">' + "".join(items) + "</ul>"
+    )
 
 
-def _top_ops(section: RunData, plots: "_Plots") -> str:
+def _top_ops(section: RunData, plots: _Plots) -> str:
     ok = [(i, r) for i, r in enumerate(section.reports) if r.get("status") == "ok"]
     if not ok or all(r.get("backend") == "jax" for _, r in ok):
         # Under JAX no op runs outside an XLA program.
@@ -444,7 +503,9 @@ def _top_ops(section: RunData, plots: "_Plots") -> str:
     heading = f"<h3>Top ops outside XLA by self time ({escape(_label(report, i))})</h3>"
     if not ops:
         return heading + '<p class="muted">No plain TF op ran outside XLA in this window.</p>'
-    split = split_findings(ops, lambda op: op["self_time_s"], report["xla_time_s"], report["non_xla_op_time_s"])
+    split = split_findings(
+        ops, lambda op: op["self_time_s"], report["xla_time_s"], report["non_xla_op_time_s"]
+    )
     below = f"each below {NOISE_FLOOR:.0%} of the window's op time, the noise floor (docs/coverage.md)"
     if not split.findings:
         plain = report["non_xla_op_time_s"]
@@ -467,11 +528,11 @@ def _top_ops(section: RunData, plots: "_Plots") -> str:
         rows.append(
             '<tr class="op other"><td class="num"></td><td class="name">other</td>'
             f'<td colspan="2">other plain ops{escape(f" ({below})") if noise else ""}</td>'
-            + _num("self_time_s", split.other_s, format_ms(split.other_s, 3)) + "<td></td></tr>"
+            + _num("self_time_s", split.other_s, format_ms(split.other_s, 3))
+            + "<td></td></tr>"
         )
     return (
-        heading + figure
-        + _table(["#", "op type", "layer", "op name", "self time", "count"], rows, "top-ops")
+        heading + figure + _table(["#", "op type", "layer", "op name", "self time", "count"], rows, "top-ops")
     )
 
 
@@ -488,8 +549,11 @@ def _events(signatures: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any
     curve = [(0, 0)]
     offset = 0
     for stats in signatures:
-        explained = {f["step"]: f["message"] for f in stats.get("explanations") or ()
-                     if f.get("kind") in _NEW_KINDS and f.get("step") is not None}
+        explained = {
+            f["step"]: f["message"]
+            for f in stats.get("explanations") or ()
+            if f.get("kind") in _NEW_KINDS and f.get("step") is not None
+        }
         if "new" in stats:
             firsts = [(entry.get("step"), entry.get("signature") or {}) for entry in stats.get("new") or ()]
         else:
@@ -498,13 +562,15 @@ def _events(signatures: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any
             if step is None:
                 continue
             message = explained.get(step) or f"new input signature {_format_signature(sig)}"
-            events.append({"epoch": stats["epoch"], "step": step, "global_step": offset + step, "message": message})
+            events.append(
+                {"epoch": stats["epoch"], "step": step, "global_step": offset + step, "message": message}
+            )
         offset += int(stats.get("steps") or 0)
         curve.append((offset, int(stats.get("compilations_so_far") or 0)))
     return events, curve
 
 
-def _compilations(section: RunData, plots: "_Plots") -> str:
+def _compilations(section: RunData, plots: _Plots) -> str:
     heading = "<h3>Compilations over steps</h3>"
     if not section.signatures:
         return heading + (
@@ -535,10 +601,15 @@ def _compilations(section: RunData, plots: "_Plots") -> str:
                 + (f"<pre>{html.escape(_visible_code(code))}</pre>" if code else "")
                 + "</li>"
             )
-    what = ("each new input signature is one XLA compilation" if xla
-            else "the step is not compiled with XLA, so new signatures cost no compilation")
+    what = (
+        "each new input signature is one XLA compilation"
+        if xla
+        else "the step is not compiled with XLA, so new signatures cost no compilation"
+    )
     return (
-        heading + f'<p class="muted">Input signatures seen over the run\'s steps ({what}).</p>' + figure
+        heading
+        + f'<p class="muted">Input signatures seen over the run\'s steps ({what}).</p>'
+        + figure
         + _table(["step (run)", "epoch", "step (epoch)", "new signature"], rows, "events")
         + ('<ul class="findings">' + "".join(findings) + "</ul>" if findings else "")
     )
@@ -558,8 +629,10 @@ def _functions(section: RunData) -> str:
     figures = [c.get("signatures") or {} for c in section.calls]
     per_function = {"train": ("epoch", list(section.signatures))}
     for function in ("test", "predict"):
-        per_function[function] = ("call", [s for c, s in zip(section.calls, figures)
-                                           if c.get("function") == function])
+        per_function[function] = (
+            "call",
+            [s for c, s in zip(section.calls, figures) if c.get("function") == function],
+        )
     totals = []
     for function, (unit, stats) in per_function.items():
         if not stats:
@@ -576,8 +649,10 @@ def _functions(section: RunData) -> str:
         )
     rows = []
     for n, (call, stats) in enumerate(zip(section.calls, figures)):
-        head = (f'<tr class="call" data-index="{n}" data-function="{escape(call.get("function"))}" '
-                f'data-kind="{escape(call.get("kind"))}"><td>{escape(_call_label(call))}</td>')
+        head = (
+            f'<tr class="call" data-index="{n}" data-function="{escape(call.get("function"))}" '
+            f'data-kind="{escape(call.get("kind"))}"><td>{escape(_call_label(call))}</td>'
+        )
         if not stats:
             why = call.get("signatures_unavailable") or "no step observed"
             rows.append(head + f'<td colspan="5">input signatures unavailable: {escape(why)}</td></tr>')
@@ -598,7 +673,9 @@ def _functions(section: RunData) -> str:
         "each on its own: a batch shape the train function compiled is new to the test function. Each new "
         "input signature of a function is one XLA compilation of it.</p>"
         + _table(["function", "calls", "steps", "expected compilations"], totals, "functions")
-        + _table(["call", "steps", "distinct", "new", "expected compilations", "function's so far"], rows, "calls")
+        + _table(
+            ["call", "steps", "distinct", "new", "expected compilations", "function's so far"], rows, "calls"
+        )
     )
 
 
@@ -611,7 +688,7 @@ def _compile_table(section: RunData) -> str:
             took = "cache hit" if c.get("cache_hit") else "-" if seconds is None else format_ms(seconds, 2)
             rows.append(
                 f'<tr class="compile" data-report="{i}" data-index="{n}" data-function="train">'
-                f'<td>{escape(_label(r, i))}</td><td>train</td>'
+                f"<td>{escape(_label(r, i))}</td><td>train</td>"
                 + _num("step", step, "-" if step is None else str(step))
                 + f'<td class="name">{escape(c.get("program"))}</td>'
                 + _num("compile_s", seconds, took)
@@ -625,7 +702,7 @@ def _compile_table(section: RunData) -> str:
             step = entry.get("step")
             rows.append(
                 f'<tr class="compile" data-call="{i}" data-index="{n}" data-function="{escape(call.get("function"))}">'
-                f'<td>{escape(_call_label(call))}</td><td>{escape(call.get("function"))}</td>'
+                f"<td>{escape(_call_label(call))}</td><td>{escape(call.get('function'))}</td>"
                 + _num("step", step, "-" if step is None else str(step))
                 + '<td class="name">-</td>'
                 + _num("compile_s", None, "not profiled")
@@ -638,8 +715,11 @@ def _compile_table(section: RunData) -> str:
         '<p class="muted">Every XLA compilation of the profiled windows (wall-clock time), new '
         "input signatures that found their program already compiled (cache hits), and the compilations "
         "the test and predict functions' new signatures cause (not profiled: no compile time).</p>"
-        + _table(["window or call", "function", "step", "program", "compile time", "input signature"], rows,
-                 "compiles")
+        + _table(
+            ["window or call", "function", "step", "program", "compile time", "input signature"],
+            rows,
+            "compiles",
+        )
     )
 
 
@@ -674,14 +754,22 @@ def _signatures(section: RunData) -> str:
             + f'<td class="name">{sigs}</td></tr>'
         )
     return "<h3>Input signatures per epoch</h3>" + _table(
-        ["epoch", "steps", "distinct", "new", "expected compilations", "seen so far",
-         "short last batch", "signatures (first seen first)"],
+        [
+            "epoch",
+            "steps",
+            "distinct",
+            "new",
+            "expected compilations",
+            "seen so far",
+            "short last batch",
+            "signatures (first seen first)",
+        ],
         rows,
         "signatures",
     )
 
 
-def _compare(compare: Mapping[str, Any], plots: "_Plots") -> str:
+def _compare(compare: Mapping[str, Any], plots: _Plots) -> str:
     modes = compare.get("modes") or {}
     projected = compare.get("projected_run_s") or {}
     rows = []
@@ -703,8 +791,19 @@ def _compare(compare: Mapping[str, Any], plots: "_Plots") -> str:
         '<section id="compare"><h2>Is XLA worth it? compare</h2>'
         f'<p class="headline" id="compare-verdict">{escape(compare.get("verdict", ""))}</p>'
         + figure
-        + _table(["mode", "step time", "startup", "compilations", "compile time",
-                  f"projected run ({compare.get('planned_steps')} steps)", "peak memory"], rows, "compare")
+        + _table(
+            [
+                "mode",
+                "step time",
+                "startup",
+                "compilations",
+                "compile time",
+                f"projected run ({compare.get('planned_steps')} steps)",
+                "peak memory",
+            ],
+            rows,
+            "compare",
+        )
         + "</section>"
     )
 
@@ -738,21 +837,23 @@ class _Plots:
         buf = io.StringIO()
         fig.savefig(buf, format="svg", metadata={"Date": None})
         svg = buf.getvalue()
-        svg = svg[svg.index("<svg"):]
+        svg = svg[svg.index("<svg") :]
         # Several figures in one document: their ids (clip paths, markers) must not collide.
         svg = re.sub(r'(\bid="|url\(#|href="#)', rf"\g<1>{prefix}", svg)
         return f'<figure class="plot" data-plot="{kind}">{svg}</figure>'
 
     def _rc(self) -> Any:
-        return self._matplotlib.rc_context({
-            # Text stays text (small, searchable); `$` in an op name is not math.
-            "svg.fonttype": "none",
-            "svg.hashsalt": "keras-xla-guard",
-            "text.parse_math": False,
-            "font.size": 10,
-            "axes.spines.top": False,
-            "axes.spines.right": False,
-        })
+        return self._matplotlib.rc_context(
+            {
+                # Text stays text (small, searchable); `$` in an op name is not math.
+                "svg.fonttype": "none",
+                "svg.hashsalt": "keras-xla-guard",
+                "text.parse_math": False,
+                "font.size": 10,
+                "axes.spines.top": False,
+                "axes.spines.right": False,
+            }
+        )
 
     def coverage(self, labels: Sequence[str], fractions: Sequence[float]) -> str:
         with self._rc():
@@ -760,11 +861,25 @@ class _Plots:
             xs = range(len(labels))
             percents = [100 * f for f in fractions]
             ax.bar(xs, percents, color=_XLA_COLOR, width=0.6, label="inside XLA")
-            ax.bar(xs, [100 - p for p in percents], bottom=percents, color=_PLAIN_COLOR, alpha=0.35,
-                   width=0.6, label="plain TF ops")
+            ax.bar(
+                xs,
+                [100 - p for p in percents],
+                bottom=percents,
+                color=_PLAIN_COLOR,
+                alpha=0.35,
+                width=0.6,
+                label="plain TF ops",
+            )
             for x, p in zip(xs, percents):
-                ax.annotate(f"{p:.1f}%", (x, p), ha="center", va="bottom", fontsize=9,
-                            xytext=(0, 2), textcoords="offset points")
+                ax.annotate(
+                    f"{p:.1f}%",
+                    (x, p),
+                    ha="center",
+                    va="bottom",
+                    fontsize=9,
+                    xytext=(0, 2),
+                    textcoords="offset points",
+                )
             ax.set_xticks(list(xs), [printable(label) for label in labels])
             # Room for five bars at least, so one profiled epoch is not one wide block.
             ax.set_xlim(-0.6, max(len(labels), 5) - 0.4)
@@ -782,8 +897,13 @@ class _Plots:
             ax.set_xlabel("self time (ms)")
             return self._svg(fig, "top_ops")
 
-    def timeline(self, curve: Sequence[tuple[int, int]], events: Sequence[Mapping[str, Any]],
-                 epochs: Sequence[int], xla: bool) -> str:
+    def timeline(
+        self,
+        curve: Sequence[tuple[int, int]],
+        events: Sequence[Mapping[str, Any]],
+        epochs: Sequence[int],
+        xla: bool,
+    ) -> str:
         with self._rc():
             fig, ax = self._figure(2.8)
             xs, ys = [], []
@@ -806,14 +926,29 @@ class _Plots:
             ax.step(xs, ys, where="post", color=_LINE_COLOR)
             marks = [(e["global_step"], _y_at(xs, ys, e["global_step"])) for e in events]
             if marks:
-                ax.plot([m[0] for m in marks], [m[1] for m in marks], "o", color=_PLAIN_COLOR,
-                        label="new signature", gid="new-signatures")
+                ax.plot(
+                    [m[0] for m in marks],
+                    [m[1] for m in marks],
+                    "o",
+                    color=_PLAIN_COLOR,
+                    label="new signature",
+                    gid="new-signatures",
+                )
                 for n, (x, y) in enumerate(marks, 1):
                     ax.annotate(str(n), (x, y), xytext=(4, 4), textcoords="offset points", fontsize=8)
             for (end, _), epoch in zip(curve[1:], epochs):
                 ax.axvline(end, color="#8c959f", linewidth=0.6, linestyle=":")
-                ax.annotate(f"end of epoch {epoch}", (end, 0), xytext=(-3, 3), textcoords="offset points",
-                            rotation=90, ha="right", va="bottom", fontsize=7, color="#57606a")
+                ax.annotate(
+                    f"end of epoch {epoch}",
+                    (end, 0),
+                    xytext=(-3, 3),
+                    textcoords="offset points",
+                    rotation=90,
+                    ha="right",
+                    va="bottom",
+                    fontsize=7,
+                    color="#57606a",
+                )
             ax.set_xlabel("training step (over the run)")
             ax.set_ylabel("XLA compilations" if xla else "input signatures")
             ax.set_ylim(0, max(ys) + 1)
@@ -844,4 +979,3 @@ def _y_at(xs: Sequence[int], ys: Sequence[int], x: int) -> int:
         if cx <= x:
             value = cy
     return value
-

@@ -39,8 +39,15 @@ _MAX_INT = 2**53
 _MAX_SECONDS = 1e9
 _EPOCH_KEY = re.compile(r"[0-9]{1,15}")
 # The figures an `ok` report must hold (every output shows them).
-_OK_FIGURES = ("xla_time_fraction", "xla_time_s", "non_xla_op_time_s", "xla_executions", "compilations",
-               "compile_time_s", "input_pipeline_time_s")
+_OK_FIGURES = (
+    "xla_time_fraction",
+    "xla_time_s",
+    "non_xla_op_time_s",
+    "xla_executions",
+    "compilations",
+    "compile_time_s",
+    "input_pipeline_time_s",
+)
 
 _Check = Callable[[Any, str], Any]
 
@@ -89,8 +96,12 @@ def _int(value: Any, field: str) -> int:
 
 def _number(low: float, high: float) -> _Check:
     def number(value: Any, field: str) -> float:
-        if (not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value)
-                or not low <= value <= high):
+        if (
+            not isinstance(value, (int, float))
+            or isinstance(value, bool)
+            or not math.isfinite(value)
+            or not low <= value <= high
+        ):
             raise _fail(field, f"a number from {low:g} to {high:g}", value)
         return value
 
@@ -118,6 +129,7 @@ def _object(fields: Mapping[str, _Check], required: tuple[str, ...] = (), strict
     def obj(value: Any, field: str) -> dict[str, Any]:
         if not isinstance(value, dict):
             raise _fail(field, "an object", value)
+
         def at(key: str) -> str:
             return f"{field}.{key}" if field else key
 
@@ -146,52 +158,118 @@ def _names(item: _Check) -> _Check:
 
 _strings = _list(_str)
 _EXPLANATION = _object(
-    {"kind": _str, "message": _str, "severity": _str, "input": _optional(_str), "dim": _optional(_int),
-     "values": _list(_optional(_int)), "step": _optional(_int), "fix_code": _str},
-    required=("kind", "message"), strict=True,
+    {
+        "kind": _str,
+        "message": _str,
+        "severity": _str,
+        "input": _optional(_str),
+        "dim": _optional(_int),
+        "values": _list(_optional(_int)),
+        "step": _optional(_int),
+        "fix_code": _str,
+    },
+    required=("kind", "message"),
+    strict=True,
 )
 _SIGNATURE = _object(
     {"paths": _strings, "shapes": _list(_optional(_list(_optional(_int)))), "dtypes": _strings},
     required=("paths", "shapes", "dtypes"),
 )
-_OP = _object({"op_type": _str, "op_name": _str, "self_time_s": _seconds, "count": _int, "layer": _optional(_str)},
-              required=("op_type", "op_name", "self_time_s", "count"), strict=True)
-_PROGRAM = _object({"program": _str, "runs": _int, "time_s": _seconds, "per_op": _bool},
-                   required=("program", "runs", "time_s"), strict=True)
-_STEP = _object({"step": _int, "wall_s": _seconds, "busy_s": _seconds, "idle_s": _seconds, "launches": _int,
-                 "transfer_s": _optional(_seconds)},
-                required=("step", "wall_s", "busy_s", "idle_s", "launches"), strict=True)
-_QUALITY = _object({"code": _str, "detail": _str, "cost": _str, "remedy": _str},
-                   required=("code", "detail", "cost", "remedy"), strict=True)
+_OP = _object(
+    {"op_type": _str, "op_name": _str, "self_time_s": _seconds, "count": _int, "layer": _optional(_str)},
+    required=("op_type", "op_name", "self_time_s", "count"),
+    strict=True,
+)
+_PROGRAM = _object(
+    {"program": _str, "runs": _int, "time_s": _seconds, "per_op": _bool},
+    required=("program", "runs", "time_s"),
+    strict=True,
+)
+_STEP = _object(
+    {
+        "step": _int,
+        "wall_s": _seconds,
+        "busy_s": _seconds,
+        "idle_s": _seconds,
+        "launches": _int,
+        "transfer_s": _optional(_seconds),
+    },
+    required=("step", "wall_s", "busy_s", "idle_s", "launches"),
+    strict=True,
+)
+_QUALITY = _object(
+    {"code": _str, "detail": _str, "cost": _str, "remedy": _str},
+    required=("code", "detail", "cost", "remedy"),
+    strict=True,
+)
 _COMPILE = _object(
-    {"program": _str, "module": _str, "start_s": _optional(_offset), "compile_s": _optional(_seconds),
-     "cache_hit": _bool, "step": _optional(_int), "signature": _optional(_str)},
-    required=("program",), strict=True,
+    {
+        "program": _str,
+        "module": _str,
+        "start_s": _optional(_offset),
+        "compile_s": _optional(_seconds),
+        "cache_hit": _bool,
+        "step": _optional(_int),
+        "signature": _optional(_str),
+    },
+    required=("program",),
+    strict=True,
 )
 _COMPILATION = _object(
-    {"function": _str, "program": _str, "epoch": _optional(_int), "step": _optional(_int),
-     "trace_s": _optional(_seconds), "lower_s": _optional(_seconds), "compile_s": _seconds,
-     "cache_hit": _bool, "signature": _optional(_str)},
-    required=("function", "program", "compile_s"), strict=True,
+    {
+        "function": _str,
+        "program": _str,
+        "epoch": _optional(_int),
+        "step": _optional(_int),
+        "trace_s": _optional(_seconds),
+        "lower_s": _optional(_seconds),
+        "compile_s": _seconds,
+        "cache_hit": _bool,
+        "signature": _optional(_str),
+    },
+    required=("function", "program", "compile_s"),
+    strict=True,
 )
 # An epoch's compilations as the backend counted them (JAX), optional in any version.
 _EPOCH_COMPILATIONS = _object({"epoch": _int, "rows": _list(_COMPILATION)}, required=("epoch", "rows"))
 _REPORT = _object(
     {
-        "status": _str, "reason": _str, "epoch": _optional(_int), "steps_profiled": _optional(_int),
-        "window_wall_s": _optional(_seconds), "trace_paths": _strings, "hosts": _strings, "time_base": _str,
-        "xla_time_s": _optional(_seconds), "non_xla_op_time_s": _optional(_seconds),
-        "xla_time_fraction": _optional(_fraction), "xla_executions": _optional(_int),
-        "compilations": _optional(_int), "compile_time_s": _optional(_seconds),
-        "compile_thread_time_s": _optional(_seconds), "transfer_time_s": _optional(_seconds),
-        "collective_time_s": _optional(_seconds), "programs": _list(_PROGRAM), "top_xla_ops": _list(_OP),
-        "steps": _list(_STEP), "trace_quality": _list(_QUALITY), "compiled_modules": _strings,
-        "top_non_xla_ops": _list(_OP), "input_pipeline_time_s": _optional(_seconds),
-        "eager_overhead_s": _optional(_seconds), "tracing_time_s": _optional(_seconds),
-        "guard_op_time_s": _optional(_seconds), "notes": _strings, "distinct_signatures": _optional(_int),
-        "new_signatures": _optional(_int), "expected_compilations": _optional(_int),
-        "signature_explanations": _list(_EXPLANATION), "signatures_unavailable": _optional(_str),
-        "compile_table": _list(_COMPILE), "cache_hits": _optional(_int), "persistent_cache": _optional(_str),
+        "status": _str,
+        "reason": _str,
+        "epoch": _optional(_int),
+        "steps_profiled": _optional(_int),
+        "window_wall_s": _optional(_seconds),
+        "trace_paths": _strings,
+        "hosts": _strings,
+        "time_base": _str,
+        "xla_time_s": _optional(_seconds),
+        "non_xla_op_time_s": _optional(_seconds),
+        "xla_time_fraction": _optional(_fraction),
+        "xla_executions": _optional(_int),
+        "compilations": _optional(_int),
+        "compile_time_s": _optional(_seconds),
+        "compile_thread_time_s": _optional(_seconds),
+        "transfer_time_s": _optional(_seconds),
+        "collective_time_s": _optional(_seconds),
+        "programs": _list(_PROGRAM),
+        "top_xla_ops": _list(_OP),
+        "steps": _list(_STEP),
+        "trace_quality": _list(_QUALITY),
+        "compiled_modules": _strings,
+        "top_non_xla_ops": _list(_OP),
+        "input_pipeline_time_s": _optional(_seconds),
+        "eager_overhead_s": _optional(_seconds),
+        "tracing_time_s": _optional(_seconds),
+        "guard_op_time_s": _optional(_seconds),
+        "notes": _strings,
+        "distinct_signatures": _optional(_int),
+        "new_signatures": _optional(_int),
+        "expected_compilations": _optional(_int),
+        "signature_explanations": _list(_EXPLANATION),
+        "signatures_unavailable": _optional(_str),
+        "compile_table": _list(_COMPILE),
+        "cache_hits": _optional(_int),
+        "persistent_cache": _optional(_str),
         "backend": _optional(_str),
         "trace_path": _optional(_str),
     },
@@ -213,10 +291,18 @@ def _signature_figures(epoch: _Check) -> _Check:
     """`EpochSignatures.to_dict()`'s layout, with `epoch` checked by `epoch`."""
     return _object(
         {
-            "epoch": epoch, "steps": _int, "distinct_signatures": _int, "new_signatures": _int,
-            "expected_compilations": _optional(_int), "compilations_so_far": _int, "short_last_batch": _bool,
-            "explanations": _list(_EXPLANATION), "signatures": _list(_SIGNATURE),
-            "new": _list(_object({"signature": _SIGNATURE, "step": _optional(_int)}, required=("signature",))),
+            "epoch": epoch,
+            "steps": _int,
+            "distinct_signatures": _int,
+            "new_signatures": _int,
+            "expected_compilations": _optional(_int),
+            "compilations_so_far": _int,
+            "short_last_batch": _bool,
+            "explanations": _list(_EXPLANATION),
+            "signatures": _list(_SIGNATURE),
+            "new": _list(
+                _object({"signature": _SIGNATURE, "step": _optional(_int)}, required=("signature",))
+            ),
             "function": _one_of(*_FUNCTIONS),
         },
         required=("epoch", "steps", "distinct_signatures", "new_signatures", "compilations_so_far"),
@@ -226,9 +312,12 @@ def _signature_figures(epoch: _Check) -> _Check:
 _EPOCH_SIGNATURES = _signature_figures(_int)
 _CALL = _object(
     {
-        "function": _one_of("test", "predict"), "call": _int, "epoch": _optional(_int),
+        "function": _one_of("test", "predict"),
+        "call": _int,
+        "epoch": _optional(_int),
         "kind": _one_of("validation", "evaluate", "predict"),
-        "signatures": _optional(_signature_figures(_optional(_int))), "signatures_unavailable": _optional(_str),
+        "signatures": _optional(_signature_figures(_optional(_int))),
+        "signatures_unavailable": _optional(_str),
         "compilations": _optional(_list(_COMPILATION)),
     },
     required=("function", "call"),
@@ -259,8 +348,11 @@ def _report_v0(value: Any, field: str) -> dict[str, Any]:
     checked = _REPORT(value, field)
     if checked["status"] == "ok" and "compile_thread_time_s" not in checked:
         compiled = [row for row in checked.get("compile_table", ()) if not row.get("cache_hit")]
-        checked = {**checked, "compile_thread_time_s": checked.get("compile_time_s"),
-                   "compile_time_s": sum(row.get("compile_s") or 0.0 for row in compiled)}
+        checked = {
+            **checked,
+            "compile_thread_time_s": checked.get("compile_time_s"),
+            "compile_time_s": sum(row.get("compile_s") or 0.0 for row in compiled),
+        }
     return _report(checked, field)
 
 
@@ -305,8 +397,11 @@ def check_run_file(data: Any, where: str) -> dict[str, Any]:
         top = _TOP(data, "(top level)")
         version = top.get("version", 0)
         if version > RUN_FILE_VERSION:
-            raise _Bad("version", f"{version} is newer than this keras-xla-guard reads (up to "
-                                  f"{RUN_FILE_VERSION}); read it with the version that wrote it")
+            raise _Bad(
+                "version",
+                f"{version} is newer than this keras-xla-guard reads (up to "
+                f"{RUN_FILE_VERSION}); read it with the version that wrote it",
+            )
         reports = _by_epoch(top["reports"], "reports", _report if version >= 1 else _report_v0)
         signatures = top.get("signatures")
         stats = [] if signatures is None else _by_epoch(signatures, "signatures", _EPOCH_SIGNATURES)
@@ -315,8 +410,15 @@ def check_run_file(data: Any, where: str) -> dict[str, Any]:
         compilations = [] if counted is None else _by_epoch(counted, "compilations", _EPOCH_COMPILATIONS)
     except _Bad as bad:
         raise RunFileError(f"{where!r} is not a readable run file: {bad.field}: {bad.problem}") from None
-    return {"version": version, "worker": top.get("worker"), "saved_at": top.get("saved_at"),
-            "reports": reports, "signatures": stats, "calls": calls, "compilations": compilations}
+    return {
+        "version": version,
+        "worker": top.get("worker"),
+        "saved_at": top.get("saved_at"),
+        "reports": reports,
+        "signatures": stats,
+        "calls": calls,
+        "compilations": compilations,
+    }
 
 
 # What the HTML page reads of a `compare` result (`CompareReport.to_dict()`,
@@ -324,12 +426,21 @@ def check_run_file(data: Any, where: str) -> dict[str, Any]:
 # `compare --json`); other keys pass unchecked.
 _COMPARE = _object(
     {
-        "modes": _names(_object(
-            {"step_time_s": _seconds, "startup_s": _seconds, "compilations": _int,
-             "compile_time_s": _seconds, "peak_memory_bytes": _optional(_int)},
-            required=("step_time_s", "startup_s", "compilations", "compile_time_s"),
-        )),
-        "projected_run_s": _names(_seconds), "planned_steps": _optional(_int), "verdict": _str,
+        "modes": _names(
+            _object(
+                {
+                    "step_time_s": _seconds,
+                    "startup_s": _seconds,
+                    "compilations": _int,
+                    "compile_time_s": _seconds,
+                    "peak_memory_bytes": _optional(_int),
+                },
+                required=("step_time_s", "startup_s", "compilations", "compile_time_s"),
+            )
+        ),
+        "projected_run_s": _names(_seconds),
+        "planned_steps": _optional(_int),
+        "verdict": _str,
     },
     required=("modes", "verdict"),
 )

@@ -106,7 +106,7 @@ class RunData:
         signatures: Iterable[Any] = (),
         calls: Iterable[Any] = (),
         compilations: Iterable[Any] = (),
-    ) -> "RunData":
+    ) -> RunData:
         """Builds run data from `CoverageReport`s, `EpochSignatures`, `CallRecord`s and `EpochCompilations` (or dicts).
 
         Args:
@@ -128,13 +128,20 @@ class RunData:
                 items = [items[k] for k in sorted(items)]
             return tuple(i if isinstance(i, Mapping) else i.to_dict() for i in items)
 
-        return cls(name, as_dicts(reports), as_dicts(signatures), calls=as_dicts(calls),
-                   compilations=as_dicts(compilations))
+        return cls(
+            name,
+            as_dicts(reports),
+            as_dicts(signatures),
+            calls=as_dicts(calls),
+            compilations=as_dicts(compilations),
+        )
 
     def coverage_reports(self) -> dict[int, CoverageReport]:
         """The reports of the run's epochs as `CoverageReport`s, keyed by epoch."""
         return {
-            int(r["epoch"]): CoverageReport.from_dict(dict(r)) for r in self.reports if r.get("epoch") is not None
+            int(r["epoch"]): CoverageReport.from_dict(dict(r))
+            for r in self.reports
+            if r.get("epoch") is not None
         }
 
 
@@ -210,13 +217,16 @@ def read_run_file(path: str | os.PathLike[str]) -> RunData:
     where = os.fspath(path)
     size = path.stat().st_size
     if size > MAX_RUN_FILE_BYTES:
-        raise RunFileError(f"{where!r} is not a readable run file: {size} bytes, more than the "
-                           f"{MAX_RUN_FILE_BYTES} a run file may hold")
+        raise RunFileError(
+            f"{where!r} is not a readable run file: {size} bytes, more than the "
+            f"{MAX_RUN_FILE_BYTES} a run file may hold"
+        )
     try:
         data = json.loads(path.read_bytes().decode("utf-8"))
     except RecursionError:
-        raise RunFileError(f"{where!r} is not a readable run file: its JSON is nested deeper "
-                           "than any run file") from None
+        raise RunFileError(
+            f"{where!r} is not a readable run file: its JSON is nested deeper than any run file"
+        ) from None
     except (UnicodeDecodeError, ValueError) as e:
         # ValueError: not JSON, or an integer too long to convert.
         raise RunFileError(f"{where!r} is not a readable run file: not JSON ({e})") from None
@@ -381,7 +391,9 @@ class RunFileSink:
                 except (OSError, RunFileError):
                     existing = None
                 if existing is not None and not existing.name:
-                    self._reports = {int(r["epoch"]): r for r in existing.reports if r.get("epoch") is not None}
+                    self._reports = {
+                        int(r["epoch"]): r for r in existing.reports if r.get("epoch") is not None
+                    }
                     self._signatures = {int(s["epoch"]): s for s in existing.signatures}
                     self._calls = list(existing.calls)
                     self._compilations = {int(c["epoch"]): c for c in existing.compilations}
@@ -395,6 +407,11 @@ class RunFileSink:
         """
 
     def _save(self) -> None:
-        save_run_file(self.directory, self._reports, self._signatures, calls=self._calls,
-                      compilations=self._compilations)
+        save_run_file(
+            self.directory,
+            self._reports,
+            self._signatures,
+            calls=self._calls,
+            compilations=self._compilations,
+        )
         self._written = True

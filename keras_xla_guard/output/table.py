@@ -89,10 +89,7 @@ def text_table(header: Sequence[str], rows: Sequence[Sequence[str]], left: Seque
     widths = [max(len(r[i]) for r in table) for i in range(width)]
     lines = []
     for row in table:
-        cells = [
-            cell.ljust(w) if is_left else cell.rjust(w)
-            for cell, w, is_left in zip(row, widths, left)
-        ]
+        cells = [cell.ljust(w) if is_left else cell.rjust(w) for cell, w, is_left in zip(row, widths, left)]
         lines.append("  ".join(cells).rstrip())
     return "\n".join(lines)
 

@@ -26,8 +26,8 @@ from keras_xla_guard.output.compilations import (
 )
 from keras_xla_guard.runtime.compile_log import EpochCompilations
 from keras_xla_guard.runtime.sink import CallRecord, EpochRecord
-from keras_xla_guard.trace._text import format_ms
 from keras_xla_guard.signatures import EpochSignatures
+from keras_xla_guard.trace._text import format_ms
 from keras_xla_guard.trace.analysis import combine_reports
 from keras_xla_guard.trace.findings import NOISE_FLOOR, split_findings
 from keras_xla_guard.trace.report import CoverageReport
@@ -193,9 +193,7 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     for row in rows:
         cells = [str(c) for c in row]
         if len(cells) != len(header):
-            raise ValueError(
-                f"Each row needs {len(header)} cells. Received: row={list(row)!r}"
-            )
+            raise ValueError(f"Each row needs {len(header)} cells. Received: row={list(row)!r}")
         lines.append("| " + " | ".join(escape_markdown(c) for c in cells) + " |")
     return "\n".join(lines)
 
@@ -206,17 +204,33 @@ def _jax_report_markdown(report: CoverageReport) -> str:
 
     steps = f" over {report.steps_profiled} steps" if report.steps_profiled is not None else ""
     busy = jax_busy(report)
-    share = (f"XLA programs kept the device {100 * busy[0]:.1f}% busy**{steps} (host {busy[1] * 1e3:.2f} ms "
-             "between programs, compiles aside)" if busy is not None else f"XLA programs ran**{steps}")
+    share = (
+        f"XLA programs kept the device {100 * busy[0]:.1f}% busy**{steps} (host {busy[1] * 1e3:.2f} ms "
+        "between programs, compiles aside)"
+        if busy is not None
+        else f"XLA programs ran**{steps}"
+    )
     parts = [
         f"**JAX window: {share}; {report.xla_executions} program launches, {report.compilations} "
         f"compilation(s), {report.compile_time_s * 1e3:.1f} ms.",
     ]
     if report.steps:
-        parts += ["", markdown_table(
-            ["step:", "wall (ms):", "busy (ms):", "host gap (ms):", "launches:"],
-            ([s.step, f"{s.wall_s * 1e3:.2f}", f"{s.busy_s * 1e3:.2f}", f"{s.idle_s * 1e3:.2f}", s.launches]
-             for s in report.steps))]
+        parts += [
+            "",
+            markdown_table(
+                ["step:", "wall (ms):", "busy (ms):", "host gap (ms):", "launches:"],
+                (
+                    [
+                        s.step,
+                        f"{s.wall_s * 1e3:.2f}",
+                        f"{s.busy_s * 1e3:.2f}",
+                        f"{s.idle_s * 1e3:.2f}",
+                        s.launches,
+                    ]
+                    for s in report.steps
+                ),
+            ),
+        ]
     for note in (JAX_COVERAGE_NOTE, *report.notes):
         parts += ["", f"- {escape_markdown(note)}"]
     return "\n".join(parts)
@@ -233,7 +247,9 @@ def report_scalars(report: CoverageReport) -> dict[str, float]:
         program's device time and runs (`PROGRAM_TAG`).
     """
     scalars = {tag: float(read(report)) for tag, read in SCALAR_TAGS.items()}
-    scalars.update({tag: float(value) for tag, read in DEVICE_TAGS.items() if (value := read(report)) is not None})
+    scalars.update(
+        {tag: float(value) for tag, read in DEVICE_TAGS.items() if (value := read(report)) is not None}
+    )
     for p in report.programs:
         scalars[PROGRAM_TAG.format(program=p.program, figure="time_s")] = p.time_s
         scalars[PROGRAM_TAG.format(program=p.program, figure="runs")] = float(p.runs)
@@ -254,8 +270,11 @@ def report_markdown(report: CoverageReport) -> str:
     if report.backend == "jax":
         return _jax_report_markdown(report)
     steps = f" over {report.steps_profiled} steps" if report.steps_profiled is not None else ""
-    transfers = ("" if report.transfer_time_s is None
-                 else f"; {report.transfer_time_s * 1e3:.2f} ms device transfers, not counted")
+    transfers = (
+        ""
+        if report.transfer_time_s is None
+        else f"; {report.transfer_time_s * 1e3:.2f} ms device transfers, not counted"
+    )
     parts = [
         f"**XLA coverage: {100 * report.xla_time_fraction:.1f}%** of op time{steps} ran inside "
         f"XLA executables ({report.xla_time_s * 1e3:.2f} ms XLA, "
@@ -265,43 +284,87 @@ def report_markdown(report: CoverageReport) -> str:
         "",
     ]
     if report.collective_time_s:
-        parts += [f"Collectives: {report.collective_time_s * 1e3:.2f} ms of device time (XLA time inside "
-                  "programs, not counted outside).", ""]
+        parts += [
+            f"Collectives: {report.collective_time_s * 1e3:.2f} ms of device time (XLA time inside "
+            "programs, not counted outside).",
+            "",
+        ]
     if report.programs:
-        parts += [markdown_table(
-            ["XLA program", "device time (ms):", "runs:", "per op"],
-            ([p.program, f"{p.time_s * 1e3:.3f}", p.runs, "yes" if p.per_op else "no (command buffers)"]
-             for p in report.programs),
-        ), ""]
+        parts += [
+            markdown_table(
+                ["XLA program", "device time (ms):", "runs:", "per op"],
+                (
+                    [
+                        p.program,
+                        f"{p.time_s * 1e3:.3f}",
+                        p.runs,
+                        "yes" if p.per_op else "no (command buffers)",
+                    ]
+                    for p in report.programs
+                ),
+            ),
+            "",
+        ]
     if report.top_xla_ops:
-        parts += [markdown_table(
-            ["op inside XLA", "op name", "device time (ms):", "count:"],
-            ([op.op_type, op.op_name, f"{op.self_time_s * 1e3:.3f}", op.count] for op in report.top_xla_ops),
-        ), ""]
-    split = split_findings(report.top_non_xla_ops, lambda op: op.self_time_s, report.xla_time_s,
-                           report.non_xla_op_time_s)
+        parts += [
+            markdown_table(
+                ["op inside XLA", "op name", "device time (ms):", "count:"],
+                (
+                    [op.op_type, op.op_name, f"{op.self_time_s * 1e3:.3f}", op.count]
+                    for op in report.top_xla_ops
+                ),
+            ),
+            "",
+        ]
+    split = split_findings(
+        report.top_non_xla_ops, lambda op: op.self_time_s, report.xla_time_s, report.non_xla_op_time_s
+    )
     below = f"each below {NOISE_FLOOR:.0%} of op time, the noise floor"
     if split.findings:
         # The Keras layer of each op, when the guard knew the model.
         layers = any(op.layer for op in split.findings)
-        rows = [[i, op.op_type, *([op.layer or "-"] if layers else []), op.op_name, f"{op.self_time_s * 1e3:.3f}",
-                 op.count] for i, op in enumerate(split.findings, 1)]
+        rows = [
+            [
+                i,
+                op.op_type,
+                *([op.layer or "-"] if layers else []),
+                op.op_name,
+                f"{op.self_time_s * 1e3:.3f}",
+                op.count,
+            ]
+            for i, op in enumerate(split.findings, 1)
+        ]
         if split.other_s > 0:
             noise = len(split.findings) < len(report.top_non_xla_ops)
-            rows.append(["", "other", *([""] if layers else []), f"other plain ops{f' ({below})' if noise else ''}",
-                         f"{split.other_s * 1e3:.3f}", ""])
-        parts.append(markdown_table(["#", "op type", *(["layer"] if layers else []), "op name", "self time (ms):",
-                                     "count:"], rows))
+            rows.append(
+                [
+                    "",
+                    "other",
+                    *([""] if layers else []),
+                    f"other plain ops{f' ({below})' if noise else ''}",
+                    f"{split.other_s * 1e3:.3f}",
+                    "",
+                ]
+            )
+        parts.append(
+            markdown_table(
+                ["#", "op type", *(["layer"] if layers else []), "op name", "self time (ms):", "count:"], rows
+            )
+        )
     elif report.top_non_xla_ops:
-        parts.append(f"No plain TF op outside XLA is a finding in this window: "
-                     f"{report.non_xla_op_time_s * 1e3:.3f} ms of plain ops, {below}.")
+        parts.append(
+            f"No plain TF op outside XLA is a finding in this window: "
+            f"{report.non_xla_op_time_s * 1e3:.3f} ms of plain ops, {below}."
+        )
     else:
         parts.append("No plain TF op ran outside XLA in this window.")
     if report.trace_quality:
         parts += ["", "**Trace quality** (what limits these figures):", ""]
-        parts += [f"- **{escape_markdown(q.code)}**: {escape_markdown(q.detail)}. Cost: "
-                  f"{escape_markdown(q.cost)}. For a diagnostic run: {escape_markdown(q.remedy)}."
-                  for q in report.trace_quality]
+        parts += [
+            f"- **{escape_markdown(q.code)}**: {escape_markdown(q.detail)}. Cost: "
+            f"{escape_markdown(q.cost)}. For a diagnostic run: {escape_markdown(q.remedy)}."
+            for q in report.trace_quality
+        ]
     for note in report.notes:
         parts += ["", f"- {escape_markdown(note)}"]
     return "\n".join(parts)
@@ -317,17 +380,30 @@ def compiles_markdown(report: CoverageReport) -> str:
         Markdown: one row per compilation or cache hit.
     """
     hits = f", {report.cache_hits} cache hit(s)" if report.cache_hits is not None else ""
-    cache = f"; persistent cache: {escape_markdown(report.persistent_cache)}" if report.persistent_cache else ""
+    cache = (
+        f"; persistent cache: {escape_markdown(report.persistent_cache)}" if report.persistent_cache else ""
+    )
     head = f"**{report.compilations} XLA compilation(s)**{hits}{cache}."
     if not report.compile_table:
         return head
     rows = (
-        [i, c.program or "-", "-" if c.step is None else c.step, c.signature or "-",
-         "-" if c.compile_s is None else f"{c.compile_s * 1e3:.1f}", "yes" if c.cache_hit else "no"]
+        [
+            i,
+            c.program or "-",
+            "-" if c.step is None else c.step,
+            c.signature or "-",
+            "-" if c.compile_s is None else f"{c.compile_s * 1e3:.1f}",
+            "yes" if c.cache_hit else "no",
+        ]
         for i, c in enumerate(report.compile_table, 1)
     )
-    return "\n".join([head, "", markdown_table(
-        ["#", "program", "step:", "input signature", "compile (ms):", "cache hit"], rows)])
+    return "\n".join(
+        [
+            head,
+            "",
+            markdown_table(["#", "program", "step:", "input signature", "compile (ms):", "cache hit"], rows),
+        ]
+    )
 
 
 def signatures_markdown(stats: EpochSignatures) -> str:
@@ -403,13 +479,39 @@ def compilations_markdown(compiled: EpochCompilations) -> str:
     if not compiled.rows:
         return head
     rows = (
-        [i, row.function, row.program, "-" if row.step is None else row.step, row.signature or "-",
-         _phase_ms(row.trace_s), _phase_ms(row.lower_s), format_ms(row.compile_s), "yes" if row.cache_hit else "no"]
+        [
+            i,
+            row.function,
+            row.program,
+            "-" if row.step is None else row.step,
+            row.signature or "-",
+            _phase_ms(row.trace_s),
+            _phase_ms(row.lower_s),
+            format_ms(row.compile_s),
+            "yes" if row.cache_hit else "no",
+        ]
         for i, row in enumerate(compiled.rows, 1)
     )
-    return "\n".join([head, "", markdown_table(
-        ["#", "function", "program", "step:", "input signature", "trace:", "lower:", "compile:", "cache hit"],
-        rows)])
+    return "\n".join(
+        [
+            head,
+            "",
+            markdown_table(
+                [
+                    "#",
+                    "function",
+                    "program",
+                    "step:",
+                    "input signature",
+                    "trace:",
+                    "lower:",
+                    "compile:",
+                    "cache hit",
+                ],
+                rows,
+            ),
+        ]
+    )
 
 
 def worst_worker(reports: Mapping[str, CoverageReport]) -> str:
@@ -470,15 +572,17 @@ def unprofiled_markdown(reports: Mapping[str, CoverageReport]) -> str:
     Returns:
         Markdown: one bullet per worker with its status and reason.
     """
-    lines = [f"- **{escape_markdown(n)}**: {escape_markdown(r.status)}: {escape_markdown(r.reason)}"
-             for n, r in sorted(reports.items())]
+    lines = [
+        f"- **{escape_markdown(n)}**: {escape_markdown(r.status)}: {escape_markdown(r.reason)}"
+        for n, r in sorted(reports.items())
+    ]
     return "Workers without figures in this epoch (their XLA figures are unmeasured, not 0):\n\n" + (
         "\n".join(lines)
     )
 
 
 def write_worker_summaries(
-    writer: "SummaryWriter",
+    writer: SummaryWriter,
     epoch: int,
     reports: Mapping[str, CoverageReport],
     own: CoverageReport,
@@ -545,12 +649,24 @@ def layout_proto(counted_compilations: bool = False) -> Any:
 
     if counted_compilations:
         functions = ("train", "test", "predict", "other")
-        return layout_pb2.Layout(category=[layout_pb2.Category(title=LAYOUT_CATEGORY, chart=[
-            chart("Compilations per function", *(f"{f}/compilations" for f in functions)),
-            chart("Compile time per function (s)", *(f"{f}/compile_time_s" for f in functions)),
-            chart("Compilations vs new signatures", "compilations", "expected_compilations", "new_signatures"),
-            chart("XLA program time in the window (s)", "xla_time_s"),
-        ])])
+        return layout_pb2.Layout(
+            category=[
+                layout_pb2.Category(
+                    title=LAYOUT_CATEGORY,
+                    chart=[
+                        chart("Compilations per function", *(f"{f}/compilations" for f in functions)),
+                        chart("Compile time per function (s)", *(f"{f}/compile_time_s" for f in functions)),
+                        chart(
+                            "Compilations vs new signatures",
+                            "compilations",
+                            "expected_compilations",
+                            "new_signatures",
+                        ),
+                        chart("XLA program time in the window (s)", "xla_time_s"),
+                    ],
+                )
+            ]
+        )
     return layout_pb2.Layout(
         category=[
             layout_pb2.Category(
@@ -573,8 +689,11 @@ def layout_proto(counted_compilations: bool = False) -> Any:
                         "expected_compilations",
                         "validation/expected_compilations",
                     ),
-                    chart("Compile time (s): wall-clock, and summed over threads",
-                          "compile_time_s", "compile_thread_time_s"),
+                    chart(
+                        "Compile time (s): wall-clock, and summed over threads",
+                        "compile_time_s",
+                        "compile_thread_time_s",
+                    ),
                     chart("Input pipeline time (s)", "input_pipeline_time_s"),
                     chart("Device transfers and collectives (s)", "transfer_time_s", "collective_time_s"),
                 ],
@@ -761,16 +880,21 @@ class TensorBoardSink:
         stats = record.signatures
         if stats is not None:
             values = {tag: read(stats) for tag, read in SIGNATURE_TAGS.items()}
-            self.writer.write_scalars({tag: value for tag, value in values.items() if value is not None}, step=epoch)
+            self.writer.write_scalars(
+                {tag: value for tag, value in values.items() if value is not None}, step=epoch
+            )
             self.writer.write_text("signatures", signatures_markdown(stats), step=epoch)
         elif record.signatures_unavailable is not None:
-            self.writer.write_text("signatures", signatures_unavailable_markdown(record.signatures_unavailable),
-                                   step=epoch)
+            self.writer.write_text(
+                "signatures", signatures_unavailable_markdown(record.signatures_unavailable), step=epoch
+            )
         if report is not None and report.ok:
             self.writer.write_text("compiles", compiles_markdown(report), step=epoch)
         if record.compilations is not None:
             self.writer.write_scalars(compilation_scalars(record.compilations), step=epoch)
-            self.writer.write_text("counted_compilations", compilations_markdown(record.compilations), step=epoch)
+            self.writer.write_text(
+                "counted_compilations", compilations_markdown(record.compilations), step=epoch
+            )
         for call in record.calls:
             self._write_call(call, step=epoch)
 
@@ -786,16 +910,26 @@ class TensorBoardSink:
         prefix = call.kind
         if call.compilations is not None:
             counted = EpochCompilations(step, call.compilations)
-            self.writer.write_scalars({f"{prefix}/compilations": counted.count(call.function),
-                                       f"{prefix}/compile_time_s": counted.seconds(call.function)}, step=step)
+            self.writer.write_scalars(
+                {
+                    f"{prefix}/compilations": counted.count(call.function),
+                    f"{prefix}/compile_time_s": counted.seconds(call.function),
+                },
+                step=step,
+            )
         stats = call.signatures
         if stats is not None:
             values = {f"{prefix}/{tag}": read(stats) for tag, read in SIGNATURE_TAGS.items()}
-            self.writer.write_scalars({tag: value for tag, value in values.items() if value is not None}, step=step)
+            self.writer.write_scalars(
+                {tag: value for tag, value in values.items() if value is not None}, step=step
+            )
             self.writer.write_text(f"{prefix}/signatures", signatures_markdown(stats), step=step)
         elif call.signatures_unavailable is not None:
-            self.writer.write_text(f"{prefix}/signatures",
-                                   signatures_unavailable_markdown(call.signatures_unavailable), step=step)
+            self.writer.write_text(
+                f"{prefix}/signatures",
+                signatures_unavailable_markdown(call.signatures_unavailable),
+                step=step,
+            )
 
     def close(self, records: Mapping[int, EpochRecord]) -> None:
         """Flushes and closes the event file."""

@@ -51,7 +51,7 @@ _FIXES = (BUCKETING_FIX, SHORT_LAST_BATCH)
 _local = threading.local()
 # Reporter -> function -> returns, while it holds, why that function may have
 # compiled before the reporter first saw it (see note_unseen_history).
-_unseen: "weakref.WeakKeyDictionary[object, dict[str, Callable[[], str | None]]]" = weakref.WeakKeyDictionary()
+_unseen: weakref.WeakKeyDictionary[object, dict[str, Callable[[], str | None]]] = weakref.WeakKeyDictionary()
 _unseen_lock = threading.Lock()
 
 
@@ -113,11 +113,13 @@ class BudgetCompilation:
     def describe(self) -> list[str]:
         """The compilation in a few lines: where, the signature, what changed, why, the fix."""
         where = ", ".join(
-            part for part in (
+            part
+            for part in (
                 f"{self.function} function",
                 f"epoch {self.epoch}" if self.epoch is not None else "",
                 f"step {self.step}" if self.step is not None else "",
-            ) if part
+            )
+            if part
         )
         lines = [f"{where}: {self.signature}", f"  {self.change}"]
         if self.uncertain is not None:
@@ -139,8 +141,10 @@ class BudgetCompilation:
             return "use one batch size for every step (e.g. batch with drop_remainder=True)"
         path, dim = next((p, d) for p, d in self.changed if d > 0)
         index = self.signature.paths.index(path)
-        return (f"give {input_name(self.signature, index)} dim {dim} one length in every batch (pad it), "
-                "or a few bucket lengths (keras_xla_guard.recommend_buckets)")
+        return (
+            f"give {input_name(self.signature, index)} dim {dim} one length in every batch (pad it), "
+            "or a few bucket lengths (keras_xla_guard.recommend_buckets)"
+        )
 
 
 class CompilationLedger:
@@ -217,8 +221,9 @@ class CompilationLedger:
             self._failed = True
         return RecompilationLimitError(self.message(now=True))
 
-    def refine(self, source: int, function: str, epoch: int | None,
-               explanations: Sequence[Explanation]) -> None:
+    def refine(
+        self, source: int, function: str, epoch: int | None, explanations: Sequence[Explanation]
+    ) -> None:
         """Gives an epoch's compilations the reasons its final explanations hold.
 
         Args:
@@ -231,7 +236,9 @@ class CompilationLedger:
         with self._lock:
             for index in self._by_epoch.get((source, function, epoch), ()):
                 old = self._compilations[index]
-                self._compilations[index] = replace(old, reasons=_reasons(old.changed, old.first, explanations))
+                self._compilations[index] = replace(
+                    old, reasons=_reasons(old.changed, old.first, explanations)
+                )
 
     def mark_unknown(self, reason: str) -> None:
         """Notes that compilations may have happened that could not be counted."""
@@ -252,12 +259,18 @@ class CompilationLedger:
         found = self.compilations
         certain = self.certain
         budget = f"max_compilations({self.limit})"
-        unsure = f" (and {len(found) - certain} that may have happened before it)" if certain < len(found) else ""
-        head = (f"keras-xla-guard: {certain} XLA compilation(s) inside {budget}{unsure}, "
-                f"{certain - (self.limit or 0)} more than it allows")
+        unsure = (
+            f" (and {len(found) - certain} that may have happened before it)" if certain < len(found) else ""
+        )
+        head = (
+            f"keras-xla-guard: {certain} XLA compilation(s) inside {budget}{unsure}, "
+            f"{certain - (self.limit or 0)} more than it allows"
+        )
         if now:
-            head = (f"keras-xla-guard: XLA compilation {certain} inside {budget} goes over it "
-                    "(fail_fast=True); stopped at the step that caused it")
+            head = (
+                f"keras-xla-guard: XLA compilation {certain} inside {budget} goes over it "
+                "(fail_fast=True); stopped at the step that caused it"
+            )
         lines = [head + ". Each one, with what changed and the fix:"]
         for number, compilation in enumerate(found, 1):
             first, *rest = compilation.describe()
@@ -271,8 +284,10 @@ class CompilationLedger:
         for code, fix in codes.items():
             lines.append(f"Fix code for {fix.input} dim {fix.dim}:")
             lines += [f"    {line}" for line in code.splitlines()]
-        lines.append("(Counted from the input signatures of functions compiled with XLA, one compilation "
-                     "per new signature; docs/budgets.md.)")
+        lines.append(
+            "(Counted from the input signatures of functions compiled with XLA, one compilation "
+            "per new signature; docs/budgets.md.)"
+        )
         return "\n".join(lines)
 
 
@@ -289,15 +304,19 @@ def _changed(signature: Signature, near: Signature | None) -> tuple[tuple[str, i
     )
 
 
-def _reasons(changed: tuple[tuple[str, int], ...], first: bool,
-             explanations: Sequence[Explanation]) -> tuple[Explanation, ...]:
+def _reasons(
+    changed: tuple[tuple[str, int], ...], first: bool, explanations: Sequence[Explanation]
+) -> tuple[Explanation, ...]:
     """The explanations that concern a compilation which changed `changed`."""
     if first:
         return ()
     if not changed:
         return tuple(e for e in explanations if e.kind == STRUCTURE_CHANGED)
-    return tuple(e for e in explanations if e.kind in (DIM_VARIED, SHORT_LAST_BATCH, BUCKETING_FIX)
-                 and (e.input, e.dim) in changed)
+    return tuple(
+        e
+        for e in explanations
+        if e.kind in (DIM_VARIED, SHORT_LAST_BATCH, BUCKETING_FIX) and (e.input, e.dim) in changed
+    )
 
 
 def active_ledgers() -> tuple[CompilationLedger, ...]:
@@ -334,8 +353,15 @@ def note_unseen_history(source: object, function: str, reason: Callable[[], str 
         _unseen.setdefault(source, {})[function] = reason
 
 
-def report_compilation(source: object, function: str, tracker: SignatureTracker, signature: Signature, *,
-                       epoch: int | None, step: int | None) -> None:
+def report_compilation(
+    source: object,
+    function: str,
+    tracker: SignatureTracker,
+    signature: Signature,
+    *,
+    epoch: int | None,
+    step: int | None,
+) -> None:
     """An engine counted one XLA compilation: a signature new to a function compiled with XLA.
 
     Args:
@@ -362,9 +388,16 @@ def report_compilation(source: object, function: str, tracker: SignatureTracker,
     current = tracker.current_explanations()
     with _unseen_lock:
         unseen = _unseen.get(source, {}).get(function)
-    compilation = BudgetCompilation(function, epoch, step, signature, change, changed,
-                                    _reasons(changed, change.kind == FIRST_SIGNATURE, current),
-                                    unseen() if unseen is not None else None)
+    compilation = BudgetCompilation(
+        function,
+        epoch,
+        step,
+        signature,
+        change,
+        changed,
+        _reasons(changed, change.kind == FIRST_SIGNATURE, current),
+        unseen() if unseen is not None else None,
+    )
     for ledger in ledgers:
         ledger.refine(id(source), function, epoch, current)
     errors = [ledger.add(compilation, id(source)) for ledger in ledgers]

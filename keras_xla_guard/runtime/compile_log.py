@@ -114,7 +114,7 @@ class EpochCompilations:
         return {"epoch": self.epoch, "counts": self.counts, "rows": [row.to_dict() for row in self.rows]}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "EpochCompilations":
+    def from_dict(cls, data: Mapping[str, Any]) -> EpochCompilations:
         """Rebuilds the value `to_dict` gave.
 
         Raises:
@@ -200,11 +200,18 @@ class CompileLog:
             hit, pending.cache_hit = pending.cache_hit, False
             with self._lock:
                 function = self._programs.get(program, OTHER)
-                self._rows.append(Compilation(
-                    function=function, program=program, epoch=self._epoch,
-                    step=self._step if function == "train" else None,
-                    trace_s=trace, lower_s=lower, compile_s=seconds, cache_hit=hit,
-                ))
+                self._rows.append(
+                    Compilation(
+                        function=function,
+                        program=program,
+                        epoch=self._epoch,
+                        step=self._step if function == "train" else None,
+                        trace_s=trace,
+                        lower_s=lower,
+                        compile_s=seconds,
+                        cache_hit=hit,
+                    )
+                )
                 self.total += 1
 
     def count(self, epoch: int | None, function: str) -> int:

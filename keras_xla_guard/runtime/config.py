@@ -237,7 +237,9 @@ class GuardConfig:
         if html_report is not None and (
             not isinstance(html_report, (str, os.PathLike)) or not os.fspath(html_report)
         ):
-            raise ValueError(f"`html_report` must be None or a file path. Received: html_report={html_report!r}")
+            raise ValueError(
+                f"`html_report` must be None or a file path. Received: html_report={html_report!r}"
+            )
         if self.profile_workers not in PROFILE_WORKERS_CHOICES:
             raise ValueError(
                 f"`profile_workers` must be one of {PROFILE_WORKERS_CHOICES}. "
@@ -261,7 +263,7 @@ class GuardConfig:
         return self.profile_epochs is not None or self.profile_every is not None
 
     @classmethod
-    def of(cls, config: "GuardConfig | None", fields: dict[str, Any], owner: str) -> "GuardConfig":
+    def of(cls, config: GuardConfig | None, fields: dict[str, Any], owner: str) -> GuardConfig:
         """The config an adapter was given: `config=`, or its keyword arguments.
 
         Args:

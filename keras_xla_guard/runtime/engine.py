@@ -25,8 +25,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from keras_xla_guard._checks import check_int
 from keras_xla_guard import backend as backends
+from keras_xla_guard._checks import check_int
 from keras_xla_guard.backend import Backend
 from keras_xla_guard.errors import ProfilerBusyError, RecompilationLimitError, XlaGuardWarning
 from keras_xla_guard.runtime import budget
@@ -101,7 +101,7 @@ def _never_raises(method: _F) -> _F:
     """
 
     @functools.wraps(method)
-    def wrapper(self: "XlaGuardEngine", *args: Any, **kwargs: Any) -> Any:
+    def wrapper(self: XlaGuardEngine, *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
         except RecompilationLimitError:
@@ -238,8 +238,9 @@ class XlaGuardEngine:
         )
         self._notes = tuple(notes)
         self.schedule = config.schedule
-        self._policy = CompilationPolicy(config.max_compilations, config.on_violation,
-                                         megamorphic=self.backend.name == "tensorflow")
+        self._policy = CompilationPolicy(
+            config.max_compilations, config.on_violation, megamorphic=self.backend.name == "tensorflow"
+        )
         self._steps_per_call = 1
         self._xla_mode: str | None = None
         self._trace_dir = config.log_dir
@@ -488,8 +489,10 @@ class XlaGuardEngine:
             ValueError: If `function` or `xla_mode` is invalid.
         """
         if function not in _CALL_FUNCTIONS:
-            raise ValueError(f"`function` must be one of {_CALL_FUNCTIONS} (the train function's calls are "
-                             f"epochs). Received: function={function!r}")
+            raise ValueError(
+                f"`function` must be one of {_CALL_FUNCTIONS} (the train function's calls are "
+                f"epochs). Received: function={function!r}"
+            )
         if xla_mode not in _XLA_MODES:
             raise ValueError(f"`xla_mode` must be one of {_XLA_MODES}. Received: xla_mode={xla_mode!r}")
         self._begin_call(function, xla_mode, program)
@@ -623,8 +626,17 @@ class XlaGuardEngine:
         if xla_mode not in _XLA_MODES:
             raise ValueError(f"`xla_mode` must be one of {_XLA_MODES}. Received: xla_mode={xla_mode!r}")
         check_int("steps_per_call", steps_per_call, minimum=1)
-        self._begin_run(epochs, xla_mode, steps_per_call, trace_dir, sinks, not_profiled,
-                        skip_first_step, program, op_layers)
+        self._begin_run(
+            epochs,
+            xla_mode,
+            steps_per_call,
+            trace_dir,
+            sinks,
+            not_profiled,
+            skip_first_step,
+            program,
+            op_layers,
+        )
 
     @_never_raises
     def _begin_run(
@@ -864,8 +876,10 @@ class XlaGuardEngine:
             cause = f" ({type(error).__name__}{said})"
         report = CoverageReport(
             status=INCOMPLETE,
-            reason=(f"the profiling window did not complete: training stopped inside it, {steps} step(s) "
-                    f"in{cause}; its partial trace is not a measurement"),
+            reason=(
+                f"the profiling window did not complete: training stopped inside it, {steps} step(s) "
+                f"in{cause}; its partial trace is not a measurement"
+            ),
             epoch=window.epoch,
             steps_profiled=steps,
             window_wall_s=time.perf_counter() - window.started,
@@ -908,11 +922,11 @@ class XlaGuardEngine:
     def _start_window(self, epoch: int, step: int) -> None:
         if self._not_profiled is not None:
             self._pending_epoch = None
-            self._store(CoverageReport(status="skipped", reason=self._not_profiled, epoch=epoch,
-                                       steps_profiled=0))
+            self._store(
+                CoverageReport(status="skipped", reason=self._not_profiled, epoch=epoch, steps_profiled=0)
+            )
             return
-        session = ProfilerSession(self._trace_dir, run_name=f"epoch{epoch}", backend=self.backend,
-                                  owner=self)
+        session = ProfilerSession(self._trace_dir, run_name=f"epoch{epoch}", backend=self.backend, owner=self)
         try:
             session.start()
         except ProfilerBusyError as e:
@@ -944,13 +958,21 @@ class XlaGuardEngine:
         try:
             files = window.session.stop()
         except Exception as e:  # noqa: BLE001 - see _never_raises
-            reason = str(e) if isinstance(e, SessionLostError) else (
-                f"writing the trace failed: {type(e).__name__}: {e}"
+            reason = (
+                str(e)
+                if isinstance(e, SessionLostError)
+                else (f"writing the trace failed: {type(e).__name__}: {e}")
             )
-            self._warn(f"epoch {window.epoch}: {reason}. Training continues without this "
-                       "profiling window.")
-            self._store(CoverageReport(status="failed", reason=reason, epoch=window.epoch,
-                                       steps_profiled=steps, window_wall_s=wall))
+            self._warn(f"epoch {window.epoch}: {reason}. Training continues without this profiling window.")
+            self._store(
+                CoverageReport(
+                    status="failed",
+                    reason=reason,
+                    epoch=window.epoch,
+                    steps_profiled=steps,
+                    window_wall_s=wall,
+                )
+            )
             return
         with self._lock:
             self._epochs_open.analyzing(window.epoch, (window.first_step, steps))
@@ -996,8 +1018,12 @@ class XlaGuardEngine:
                 if self._op_layers is not None and report.top_non_xla_ops:
                     ops = report.top_non_xla_ops
                     layers = self._op_layers([op.op_name for op in ops])
-                    report = dataclasses.replace(report, top_non_xla_ops=tuple(
-                        dataclasses.replace(op, layer=layer) for op, layer in zip(ops, layers)))
+                    report = dataclasses.replace(
+                        report,
+                        top_non_xla_ops=tuple(
+                            dataclasses.replace(op, layer=layer) for op, layer in zip(ops, layers)
+                        ),
+                    )
                 notes = list(report.notes)
                 for provider in self._notes:
                     notes.extend(provider(report))
@@ -1080,7 +1106,9 @@ class XlaGuardEngine:
     def _call_tracker(self, function: str) -> SignatureTracker:
         """The tracker of `function`'s open call."""
         if function not in self._open_calls:
-            raise RuntimeError(f"no call of the {function!r} function is open (call_begin({function!r}) first)")
+            raise RuntimeError(
+                f"no call of the {function!r} function is open (call_begin({function!r}) first)"
+            )
         return self._functions[function].tracker
 
     def _call_unavailable(self, function: str, reason: str) -> None:
@@ -1124,7 +1152,8 @@ def _with_signatures(compilations: EpochCompilations, stats: EpochSignatures | N
         return compilations
     at_step = {step: str(signature) for signature, step in stats.new if step is not None}
     rows = tuple(
-        dataclasses.replace(row, signature=at_step.get(row.step)) if row.function == "train" and row.step in at_step
+        dataclasses.replace(row, signature=at_step.get(row.step))
+        if row.function == "train" and row.step in at_step
         else row
         for row in compilations.rows
     )

@@ -129,11 +129,22 @@ class EpochAssembly:
                 report = join_signatures(report, parts.signatures, parts.window)
             elif parts.unavailable is not None:
                 report = dataclasses.replace(report, signatures_unavailable=parts.unavailable)
-        if (report is None and parts.signatures is None and parts.unavailable is None and not parts.calls
-                and parts.compilations is None):
+        if (
+            report is None
+            and parts.signatures is None
+            and parts.unavailable is None
+            and not parts.calls
+            and parts.compilations is None
+        ):
             return None
-        return EpochRecord(epoch, report, parts.signatures, parts.unavailable, calls=tuple(parts.calls),
-                           compilations=parts.compilations)
+        return EpochRecord(
+            epoch,
+            report,
+            parts.signatures,
+            parts.unavailable,
+            calls=tuple(parts.calls),
+            compilations=parts.compilations,
+        )
 
 
 def join_signatures(

@@ -80,7 +80,9 @@ class CompilationPolicy:
             return actions
         self._violation_epoch = epoch
         what = tracker.current_explanations()
-        counted = "new input signatures" if measured is None else "of the train step, counted as they happened"
+        counted = (
+            "new input signatures" if measured is None else "of the train step, counted as they happened"
+        )
         message = (
             f"epoch {epoch} caused {new} XLA compilations ({counted}), more than "
             f"max_compilations={self.max_compilations}"

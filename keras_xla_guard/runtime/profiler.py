@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 __all__ = ["STAGING_DIR", "ProfilerSession", "SessionLostError", "stop_stale_session"]
 
 _lock = threading.Lock()
-_active: "ProfilerSession | None" = None
+_active: ProfilerSession | None = None
 # Prefix of each session's own staging directory, directly under the log dir
 # so that moving a finished run is a rename on one file system. Never a
 # shared parent: processes sharing a log dir would remove it under each

@@ -50,7 +50,7 @@ class ProfileSchedule:
         profile_every: int | None,
         skip_steps: int = DEFAULT_SKIP_STEPS,
         max_steps: int | None = DEFAULT_MAX_STEPS,
-    ) -> "ProfileSchedule":
+    ) -> ProfileSchedule:
         """Validates user arguments and builds a schedule.
 
         Args:

@@ -69,7 +69,7 @@ _RING_ROWS = 4096
 # Keras' train (test, predict) function -> {repr(element_spec): (tap,
 # recording function)}. Weak keys: a recompiled model builds new functions
 # and the old entries go with the old functions.
-_TAPPED: "weakref.WeakKeyDictionary[Any, dict[str, tuple[Any, Any]]]" = weakref.WeakKeyDictionary()
+_TAPPED: weakref.WeakKeyDictionary[Any, dict[str, tuple[Any, Any]]] = weakref.WeakKeyDictionary()
 
 
 def _is_tf_keras(model: Any) -> bool:
@@ -156,7 +156,9 @@ def compiled_programs(model: Any) -> dict[str, str]:
         return {}
     from keras_xla_guard.seam import keras3_jax
 
-    return keras3_jax.programs({function: keras_function(model, function) for function in ("train", "test", "predict")})
+    return keras3_jax.programs(
+        {function: keras_function(model, function) for function in ("train", "test", "predict")}
+    )
 
 
 def steps_per_execution(model: Any) -> int:
@@ -275,12 +277,14 @@ def attach(
         The `Attachment`; `detach()` it at the end of `fit` (of the call).
     """
     flavour = flavour_of(model)
-    found = Attachment(flavour=flavour.FLAVOUR if flavour is not None else None, keras=keras_version(model),
-                       function=function)
+    found = Attachment(
+        flavour=flavour.FLAVOUR if flavour is not None else None,
+        keras=keras_version(model),
+        function=function,
+    )
     if flavour is None:
         found.reason = (
-            f"{found.keras} on backend {keras_backend(model)!r} is not a Keras this guard "
-            "knows how to record"
+            f"{found.keras} on backend {keras_backend(model)!r} is not a Keras this guard knows how to record"
         )
         return found
     holder = _fit_local(model, flavour.EXIT_HOOK_HOLDER)
@@ -296,8 +300,10 @@ def attach(
     dataset = getattr(dataset_holder, attribute, None)
     if isinstance(dataset, tf.distribute.DistributedDataset):
         if function != "train":
-            found.reason = (f"a tf.distribute strategy splits the {function} function's batches across "
-                            "replicas; only the train function's are recorded under a strategy")
+            found.reason = (
+                f"a tf.distribute strategy splits the {function} function's batches across "
+                "replicas; only the train function's are recorded under a strategy"
+            )
             return found
         return _attach_to_distributed(model, dataset_holder, attribute, bind, found)
     from keras_xla_guard.seam._recording import BatchListRecording, FunctionTap, unwrap
@@ -309,9 +315,14 @@ def attach(
     if original is None:
         reason: str | None = f"{where} is None ({found.keras})"
     elif function in flavour.HOST_BATCHES:
-        reason = None if isinstance(dataset, tf.data.Dataset) else (
-            f"the {function} input is a {type(dataset).__name__}, not the tf.data.Dataset {found.keras} "
-            "builds")
+        reason = (
+            None
+            if isinstance(dataset, tf.data.Dataset)
+            else (
+                f"the {function} input is a {type(dataset).__name__}, not the tf.data.Dataset {found.keras} "
+                "builds"
+            )
+        )
     else:
         reason = flavour.probe(original, bool(getattr(model, "run_eagerly", False)))
     if reason is not None:
@@ -369,7 +380,8 @@ def _attach_in_python(
     owner = model if owner_name is None else _fit_local(model, owner_name)
     original = unwrap(getattr(owner, slot, None))
     reason = (
-        f"model.{slot} is None ({found.keras})" if original is None
+        f"model.{slot} is None ({found.keras})"
+        if original is None
         else flavour.probe(original, bool(getattr(model, "run_eagerly", False)))
     )
     if reason is not None:

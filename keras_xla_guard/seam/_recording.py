@@ -43,7 +43,7 @@ class RecordingIterator:
         self._iterator = iterator
         self._tap = tap
 
-    def __iter__(self) -> "RecordingIterator":
+    def __iter__(self) -> RecordingIterator:
         return self
 
     def __next__(self) -> Any:

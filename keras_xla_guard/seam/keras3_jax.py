@@ -82,8 +82,10 @@ def probe(function: Any, run_eagerly: bool) -> str | None:
     except (TypeError, ValueError):
         return f"Keras' function ({function!r}) has no readable signature"
     if len(parameters) != 2:
-        return (f"Keras' function ({function!r}) takes {parameters}, not the (state, iterator) "
-                "the Keras JAX trainer calls it with")
+        return (
+            f"Keras' function ({function!r}) takes {parameters}, not the (state, iterator) "
+            "the Keras JAX trainer calls it with"
+        )
     return None
 
 
@@ -94,7 +96,7 @@ class _RecordingIterator:
         self._iterator = iterator
         self._tap = tap
 
-    def __iter__(self) -> "_RecordingIterator":
+    def __iter__(self) -> _RecordingIterator:
         return self
 
     def __next__(self) -> Any:
@@ -149,8 +151,12 @@ def programs(functions: Mapping[str, Any]) -> dict[str, str]:
 
 # The parts of the model's state each function takes, in Keras' order.
 _STATE_PARTS = {
-    "train": {"trainable_variables": True, "non_trainable_variables": True, "optimizer_variables": True,
-              "metrics_variables": True},
+    "train": {
+        "trainable_variables": True,
+        "non_trainable_variables": True,
+        "optimizer_variables": True,
+        "metrics_variables": True,
+    },
     "test": {"trainable_variables": True, "non_trainable_variables": True, "metrics_variables": True},
     "predict": {"trainable_variables": True, "non_trainable_variables": True},
 }
@@ -191,8 +197,10 @@ def run_on_copy(model: Any, function: str, batches: list[Any]) -> str | None:
         record()
     try:
         for batch in batches:
-            state = jax.tree_util.tree_map(lambda value: jax.numpy.array(value, copy=True),
-                                           get_state(purge_model_variables=False, **_STATE_PARTS[function]))
+            state = jax.tree_util.tree_map(
+                lambda value: jax.numpy.array(value, copy=True),
+                get_state(purge_model_variables=False, **_STATE_PARTS[function]),
+            )
             _, state = run(state, iter([batch]))
             jax.block_until_ready(run(state, iter([batch])))
     finally:

@@ -69,11 +69,7 @@ class InputTap:
         self.capacity = capacity
         from keras_xla_guard.seam.tf_internals import local_variable
 
-        self._ring = (
-            local_variable(tf.zeros([capacity, 1 + len(self.dims)], tf.int64))
-            if self.dims
-            else None
-        )
+        self._ring = local_variable(tf.zeros([capacity, 1 + len(self.dims)], tf.int64)) if self.dims else None
         self._count = local_variable(tf.constant(0, tf.int64)) if self.dims else None
         self._read = 0
         # Batches recorded in Python (eager batches), oldest first.

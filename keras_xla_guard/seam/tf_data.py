@@ -150,7 +150,10 @@ def _detach(graph: Any) -> tuple[str | None, bool]:
         if node.op == "Const" and node.attr["dtype"].type == resource:
             for handle in node.attr["value"].tensor.resource_handle_val:
                 if not any(kind in handle.maybe_type_name for kind in _PER_DATASET_STATE):
-                    return f"it holds a resource the copy would share ({handle.maybe_type_name or handle.name})", False
+                    return (
+                        f"it holds a resource the copy would share ({handle.maybe_type_name or handle.name})",
+                        False,
+                    )
                 handle.name = f"{handle.name}/keras_xla_guard_copy_{next(_renames)}"
     runs_python = any(node.op in _RUNS_PYTHON for node in [*nodes, *function_nodes])
     return None, runs_python
@@ -180,8 +183,10 @@ def _probe() -> str | None:
         epoch(original)
         copy = detached_copy_unprobed(original)
         if copy.dataset is None or epoch(copy.dataset) != twin_epochs[0] or epoch(original) != twin_epochs[1]:
-            return (f"TensorFlow {tf.__version__}: reading a copy of a shuffled dataset "
-                    "changed the original's order")
+            return (
+                f"TensorFlow {tf.__version__}: reading a copy of a shuffled dataset "
+                "changed the original's order"
+            )
         # The copy fills a cache of its own: the original still reads its input once.
         cached = tf.data.Dataset.range(4).map(lambda x: tf.py_function(count, [x], tf.int64)).cache()
         copy = detached_copy_unprobed(cached)

@@ -104,6 +104,8 @@ def random_states(layers: Any) -> tuple[list[Any], list[str]]:
         state = getattr(getattr(generator, "_generator", None), "state", None)
         if state is not None:
             found.append(state)
-        elif getattr(generator, "_rng_type", None) == getattr(generator, "RNG_LEGACY_STATEFUL", "legacy_stateful"):
+        elif getattr(generator, "_rng_type", None) == getattr(
+            generator, "RNG_LEGACY_STATEFUL", "legacy_stateful"
+        ):
             legacy.append(getattr(layer, "name", repr(layer)))
     return found, legacy

@@ -108,10 +108,10 @@ def _unbatched_access(path: str, root_count: int) -> str:
     """Rewrites a display path like `x['tokens']` into Python for the lambda."""
     if root_count <= 1 and path.startswith("input"):
         # A bare-array element is named `input` in signatures; the lambda calls it `x`.
-        path = "x" + path[len("input"):]
+        path = "x" + path[len("input") :]
     if root_count > 3 and path.startswith(("x", "y", "sample_weight")):
         head = path.split("[", 1)[0]
-        path = f"element[{('x', 'y', 'sample_weight').index(head)}]" + path[len(head):]
+        path = f"element[{('x', 'y', 'sample_weight').index(head)}]" + path[len(head) :]
     return path.replace("['", '["').replace("']", '"]')
 
 
@@ -170,8 +170,7 @@ def bucketing_code(
     padded = ", ".join([path, *together[:-1]]) + (f" and {together[-1]}" if together else "")
     return "\n".join(
         [
-            f"# Pad {padded} dim {dim} to {len(bounds)} bucket length(s) {tuple(bounds)}; "
-            "full batches only.",
+            f"# Pad {padded} dim {dim} to {len(bounds)} bucket length(s) {tuple(bounds)}; full batches only.",
             "# Replaces .batch()/.padded_batch() on the unbatched dataset:",
             "dataset = dataset.bucket_by_sequence_length(",
             f"    element_length_func=lambda {args}: tf.shape({access})[{dim - 1}],",

@@ -109,9 +109,7 @@ def pad_to_buckets(
     for b in boundaries:
         check_int("boundaries", b, minimum=1)
     if list(boundaries) != sorted(set(boundaries)):
-        raise ValueError(
-            f"`boundaries` must be strictly increasing. Received: boundaries={boundaries!r}"
-        )
+        raise ValueError(f"`boundaries` must be strictly increasing. Received: boundaries={boundaries!r}")
     check_int("batch_size", batch_size, minimum=1)
     if length_fn is None:
         length_fn = _default_length_fn(dataset.element_spec)

@@ -89,7 +89,7 @@ class Explanation:
         return d
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Explanation":
+    def from_dict(cls, data: dict[str, Any]) -> Explanation:
         """Rebuilds a finding from `to_dict()` output (e.g. read back from JSON).
 
         Args:

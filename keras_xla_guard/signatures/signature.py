@@ -125,7 +125,7 @@ class Signature:
     dtypes: tuple[str, ...]
 
     @classmethod
-    def of(cls, structure: Any, *, root_names: Sequence[str] | None = None) -> "Signature":
+    def of(cls, structure: Any, *, root_names: Sequence[str] | None = None) -> Signature:
         """Builds the signature of a nested structure of arrays or tensors.
 
         Args:
@@ -173,7 +173,7 @@ class Signature:
             if size is None
         )
 
-    def with_dims(self, dims: Sequence[tuple[int, int]], values: Sequence[int]) -> "Signature":
+    def with_dims(self, dims: Sequence[tuple[int, int]], values: Sequence[int]) -> Signature:
         """Returns a copy with the given unknown dimensions filled in.
 
         Args:
@@ -193,9 +193,7 @@ class Signature:
         shapes = [list(s) if s is not None else None for s in self.shapes]
         for (leaf, dim), value in zip(dims, values):
             shapes[leaf][dim] = int(value)  # type: ignore[index]
-        return dataclasses.replace(
-            self, shapes=tuple(None if s is None else tuple(s) for s in shapes)
-        )
+        return dataclasses.replace(self, shapes=tuple(None if s is None else tuple(s) for s in shapes))
 
     def describe_leaf(self, index: int) -> str:
         """`"<path>: <dtype>[<dims>]"` for one leaf."""
@@ -282,5 +280,3 @@ def closest(signature: Signature, earlier: Sequence[Signature]) -> Signature | N
         if best_d is None or d <= best_d:
             best, best_d = sig, d
     return best
-
-

@@ -364,48 +364,56 @@ class SignatureTracker:
         found: list[Explanation] = []
         structures = len({s.structure for s in sigs})
         if structures > 1:
-            found.append(Explanation(
-                STRUCTURE_CHANGED,
-                f"the input structure itself changed: {structures} different "
-                "structures (paths, dtypes or ranks) in this epoch",
-                severity="warning",
-            ))
+            found.append(
+                Explanation(
+                    STRUCTURE_CHANGED,
+                    f"the input structure itself changed: {structures} different "
+                    "structures (paths, dtypes or ranks) in this epoch",
+                    severity="warning",
+                )
+            )
         regular = [s for s in sigs if short is None or s != short[0]]
         varying = self._varying(regular)
         ref = regular[0]
         for leaf, dim, values in varying:
             shown = ", ".join(str(v) for v in values[:_MAX_VALUES_LISTED])
             more = ", ..." if len(values) > _MAX_VALUES_LISTED else ""
-            found.append(Explanation(
-                DIM_VARIED,
-                f"{input_name(ref, leaf)} dim {dim} varied across {len(values)} values ({shown}{more})",
-                severity="warning",
-                input=ref.paths[leaf],
-                dim=dim,
-                values=tuple(values),
-            ))
+            found.append(
+                Explanation(
+                    DIM_VARIED,
+                    f"{input_name(ref, leaf)} dim {dim} varied across {len(values)} values ({shown}{more})",
+                    severity="warning",
+                    input=ref.paths[leaf],
+                    dim=dim,
+                    values=tuple(values),
+                )
+            )
         if short is not None:
             last, full = short
-            leaf = next(i for i, (a, b) in enumerate(zip(last.shapes, full.shapes)) if a and b and a[0] != b[0])
+            leaf = next(
+                i for i, (a, b) in enumerate(zip(last.shapes, full.shapes)) if a and b and a[0] != b[0]
+            )
             short_size, full_size = last.shapes[leaf][0], full.shapes[leaf][0]  # type: ignore[index]
-            found.append(Explanation(
-                SHORT_LAST_BATCH,
-                f"short last batch: {input_name(last, leaf)} dim 0 was {short_size} "
-                f"in the last batch only (other batches: {full_size}); "
-                "it costs one extra compilation per run - batch with drop_remainder=True "
-                "or make the number of examples a multiple of the batch size",
-                severity="warning",
-                input=last.paths[leaf],
-                dim=0,
-                values=(short_size, full_size),  # type: ignore[arg-type]
-            ))
+            found.append(
+                Explanation(
+                    SHORT_LAST_BATCH,
+                    f"short last batch: {input_name(last, leaf)} dim 0 was {short_size} "
+                    f"in the last batch only (other batches: {full_size}); "
+                    "it costs one extra compilation per run - batch with drop_remainder=True "
+                    "or make the number of examples a multiple of the batch size",
+                    severity="warning",
+                    input=last.paths[leaf],
+                    dim=0,
+                    values=(short_size, full_size),  # type: ignore[arg-type]
+                )
+            )
         for sig, step in self._epoch_new[:_MAX_NEW_EXPLAINED]:
             found.append(self.explain_signature(sig, step))
         hidden = len(self._epoch_new) - _MAX_NEW_EXPLAINED
         if hidden > 0:
-            found.append(Explanation(
-                MORE_NEW_SIGNATURES, f"... and {hidden} more new signature(s) in this epoch"
-            ))
+            found.append(
+                Explanation(MORE_NEW_SIGNATURES, f"... and {hidden} more new signature(s) in this epoch")
+            )
         # The fix belongs to the epochs that compiled: an epoch of shapes
         # seen before repeats no "instead of N".
         fix = self._recommendation(regular, varying) if self._epoch_new else None
@@ -424,9 +432,14 @@ class SignatureTracker:
         # The tf.data code pads every variable dimension of every input to
         # this one's bucket: right only when they all vary with it (tokens
         # and their mask), else it pads one input to another's length.
-        if any(s.shapes[leaf] is not None and s.shapes[other] is not None
-               and s.shapes[other][d] != s.shapes[leaf][dim]  # type: ignore[index]
-               for s in sigs if s.structure == ref.structure for other, d in length_dims):
+        if any(
+            s.shapes[leaf] is not None
+            and s.shapes[other] is not None
+            and s.shapes[other][d] != s.shapes[leaf][dim]  # type: ignore[index]
+            for s in sigs
+            if s.structure == ref.structure
+            for other, d in length_dims
+        ):
             return None
         # So every varying input of that structure is padded with it: the fix names them all.
         together = length_dims
@@ -448,8 +461,10 @@ class SignatureTracker:
         batch = max(batch_sizes, key=lambda b: batch_sizes[b]) if batch_sizes else 32
         roots = {p.split("[", 1)[0] for p in ref.paths}
         root_count = 1 if roots <= {"x", "input"} else (3 if "sample_weight" in roots else 2)
-        names = [f"{input_name(ref, l)} dim {d}" for l, d in together]
-        what = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]} (they vary together)"
+        names = [f"{input_name(ref, other)} dim {d}" for other, d in together]
+        what = (
+            names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]} (they vary together)"
+        )
         return Explanation(
             BUCKETING_FIX,
             f"fix: pad {what} to {len(bounds)} bucket length(s) "
@@ -457,6 +472,12 @@ class SignatureTracker:
             input=ref.paths[leaf],
             dim=dim,
             values=tuple(bounds),
-            fix_code=bucketing_code(ref.paths[leaf], dim, bounds, batch, root_count=root_count,
-                                    together=[ref.paths[l] for l, _ in together[1:]]),
+            fix_code=bucketing_code(
+                ref.paths[leaf],
+                dim,
+                bounds,
+                batch,
+                root_count=root_count,
+                together=[ref.paths[other] for other, _ in together[1:]],
+            ),
         )

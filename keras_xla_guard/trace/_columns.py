@@ -121,8 +121,19 @@ class ColumnScan:
             sorted or do not nest: their events are not booked here.
     """
 
-    def __init__(self, np: Any, plane: Any, cache: PlaneCache, line: Any, mid: Any, start: Any, dur: Any,
-                 hlo: Any, events: dict[int, Any], absorb: Any) -> None:
+    def __init__(
+        self,
+        np: Any,
+        plane: Any,
+        cache: PlaneCache,
+        line: Any,
+        mid: Any,
+        start: Any,
+        dur: Any,
+        hlo: Any,
+        events: dict[int, Any],
+        absorb: Any,
+    ) -> None:
         self.np = np
         self.plane = plane
         self.cache = cache
@@ -203,8 +214,10 @@ class ColumnScan:
         np = self.np
         n = len(depth)
         C = Category
-        absorb_of = np.array([c if c in (C.XLA, C.XLA_WORKER, C.COMPILE, C.INPUT, C.TRACING) else 0
-                              for c in range(_NCAT)], dtype=np.int64)
+        absorb_of = np.array(
+            [c if c in (C.XLA, C.XLA_WORKER, C.COMPILE, C.INPUT, C.TRACING) else 0 for c in range(_NCAT)],
+            dtype=np.int64,
+        )
         e_abs = np.zeros(n, dtype=np.int64)
         kernel = np.full(n, -1, dtype=np.int64)
         owner = np.zeros(n, dtype=np.int64)
@@ -289,7 +302,9 @@ class ColumnScan:
         self.ps = ps
         self.op_rows, self.op_time = ops[~above], op_time[~above]
         launched = np.zeros(n, dtype=bool)
-        launched[kernels[(comp & xf) | (~comp & (role != _XLA_COMPILE) & ((role == _XLA_LAUNCH) | xf))]] = True
+        launched[kernels[(comp & xf) | (~comp & (role != _XLA_COMPILE) & ((role == _XLA_LAUNCH) | xf))]] = (
+            True
+        )
         launched |= good & (eff == C.XLA) & (self.outer < 0) & (self.launch == LAUNCH)
         self.launched = launched
         self.loose = good & (eff == C.XLA_WORKER) & (self.launch == MAYBE_LAUNCH)
@@ -308,7 +323,7 @@ class ColumnScan:
         np = self.np
         line = self.line
         lo, hi = np.searchsorted(line, [lines.start, lines.stop])
-        ps = self.ps[lines.start:lines.stop].sum(axis=0).tolist()
+        ps = self.ps[lines.start : lines.stop].sum(axis=0).tolist()
         totals.ps = [a + b for a, b in zip(totals.ps, ps)]
         span = slice(lo, hi)
         launched = np.flatnonzero(self.launched[span]) + lo
@@ -346,8 +361,16 @@ class ColumnScan:
         """The figures (ps per category) the batch's line `index` booked."""
         return self.ps[index].tolist()
 
-    def facts(self, facts: list[LineFacts | None], base_ps: list[int], root: Any, step_lines: Any,
-              train: Any, marker: Any, events: dict[int, Any]) -> None:
+    def facts(
+        self,
+        facts: list[LineFacts | None],
+        base_ps: list[int],
+        root: Any,
+        step_lines: Any,
+        train: Any,
+        marker: Any,
+        events: dict[int, Any],
+    ) -> None:
         """Adds what each good line of the batch holds for the compile table and the steps to its facts.
 
         Args:
@@ -402,11 +425,17 @@ class ColumnScan:
         heads = np.flatnonzero(np.concatenate(([True], first[1:] >= reach[:-1])))
         lines = self.line[rows[heads]]
         back = self.shift[lines]
-        return list(zip(lines.tolist(), (first[heads] - back).tolist(),
-                        (np.maximum.reduceat(stop, heads) - back).tolist()))
+        return list(
+            zip(
+                lines.tolist(),
+                (first[heads] - back).tolist(),
+                (np.maximum.reduceat(stop, heads) - back).tolist(),
+            )
+        )
 
-    def _compiles(self, k: int, held: LineFacts, base: int, compiling: Any, marker: Any,
-                  events: dict[int, Any]) -> None:
+    def _compiles(
+        self, k: int, held: LineFacts, base: int, compiling: Any, marker: Any, events: dict[int, Any]
+    ) -> None:
         """Each compilation of line `k` in the batch, as `compiles._line_compiles` finds it.
 
         It begins with the first compile-phase event since the later of the
@@ -434,8 +463,9 @@ class ColumnScan:
                 j = int(np.searchsorted(starts, floor)) if floor is not None else 0
                 begin = int(starts[j]) if j < len(begins) and begins[j] < m else int(self.start[m])
             end = int(self.end[m])
-            held.compiles.found.append((base + begin, base + end,
-                                        marker_module(self.plane, events[m], self.cache.name_id)))
+            held.compiles.found.append(
+                (base + begin, base + end, marker_module(self.plane, events[m], self.cache.name_id))
+            )
             held.previous_end = end
             held.early = None
 
@@ -461,8 +491,8 @@ class OpSums:
         if self.time is None or size > len(self.time):
             time, count = np.zeros(size, dtype=np.int64), np.zeros(size, dtype=np.int64)
             if self.time is not None:
-                time[:len(self.time)] = self.time
-                count[:len(self.count)] = self.count
+                time[: len(self.time)] = self.time
+                count[: len(self.count)] = self.count
             self.time, self.count = time, count
         np.add.at(self.time, mids, times)
         np.add.at(self.count, mids, 1)

@@ -195,8 +195,9 @@ class HostLaunches:
             launches).
     """
 
-    def __init__(self, groups: dict[int, int], markers: list[tuple[int, int, int]],
-                 launches: list[tuple[int, int]]) -> None:
+    def __init__(
+        self, groups: dict[int, int], markers: list[tuple[int, int, int]], launches: list[tuple[int, int]]
+    ) -> None:
         self.groups = groups
         self.markers = markers
         self.launches = launches
@@ -282,18 +283,28 @@ class _Ids(NamedTuple):
     prefix: int
 
     @classmethod
-    def of(cls, plane: Any) -> "_Ids":
+    def of(cls, plane: Any) -> _Ids:
         ids = stat_index(plane)
         get = ids.get
-        return cls(get("hlo_op", -1), get("hlo_module", -1), get("program_id", -1), get("group_id", -1),
-                   get("correlation_id", -1), get("tf_op", -1),
-                   frozenset(ids[n] for n in ("cuda_graph_id", "cuda_graph_exec_id") if n in ids),
-                   frozenset(ids[n] for n in _TRANSFER_STATS if n in ids),
-                   get("op_name", -1), get("op_type", -1), get("name", -1), get("prefix", -1))
+        return cls(
+            get("hlo_op", -1),
+            get("hlo_module", -1),
+            get("program_id", -1),
+            get("group_id", -1),
+            get("correlation_id", -1),
+            get("tf_op", -1),
+            frozenset(ids[n] for n in ("cuda_graph_id", "cuda_graph_exec_id") if n in ids),
+            frozenset(ids[n] for n in _TRANSFER_STATS if n in ids),
+            get("op_name", -1),
+            get("op_type", -1),
+            get("name", -1),
+            get("prefix", -1),
+        )
 
 
-def scan_device_plane(plane: Any, totals: DeviceTotals, launches: Callable[[], HostLaunches],
-                      source: str) -> None:
+def scan_device_plane(
+    plane: Any, totals: DeviceTotals, launches: Callable[[], HostLaunches], source: str
+) -> None:
     """Books one accelerator plane into `totals`.
 
     Args:
@@ -439,8 +450,9 @@ def _overlap(collectives: list[tuple[int, int, int]], compute: list[tuple[int, i
     return total
 
 
-def _resolve_groups(streams: list[list[_Kernel]],
-                    launches: Callable[[], HostLaunches]) -> dict[int, list[int | None]]:
+def _resolve_groups(
+    streams: list[list[_Kernel]], launches: Callable[[], HostLaunches]
+) -> dict[int, list[int | None]]:
     """Each kernel's step group: its own, its launch's, or the one before it on the plane."""
     found: dict[int, list[int | None]] = {}
     host: dict[int, int] | None = None
@@ -478,8 +490,9 @@ def _event_name(plane: Any, event: Any) -> str:
     return md.name if md is not None else ""
 
 
-def _xla_op_key(plane: Any, event: Any, ids: _Ids, hlo_op: str, graph: bool, module: str,
-                program: int) -> tuple[str, str]:
+def _xla_op_key(
+    plane: Any, event: Any, ids: _Ids, hlo_op: str, graph: bool, module: str, program: int
+) -> tuple[str, str]:
     """An XLA kernel's op, named by the richest annotation it carries.
 
     A kernel inside a CUDA graph carries its graph launch's annotation, not

@@ -114,9 +114,7 @@ class PlaneCache:
     def __init__(self, plane: Any) -> None:
         self.metadata = plane.event_metadata
         self.infos: dict[int, tuple[int, Any, int]] = {}
-        self.markers = frozenset(
-            mid for mid, md in self.metadata.items() if COMPILE_COUNT_RE.match(md.name)
-        )
+        self.markers = frozenset(mid for mid, md in self.metadata.items() if COMPILE_COUNT_RE.match(md.name))
         self.with_stats = self.markers | frozenset(
             mid for mid, md in self.metadata.items() if md.name == ASYNC_KERNEL_EVENT
         )
@@ -131,10 +129,14 @@ class PlaneCache:
     def code(self, mid: int) -> int:
         """What `codes` packs for one metadata id."""
         cat, op, launch = self.infos.get(mid) or self.info(mid)
-        return (cat | launch << 4 | (ROLE_CODES[op[1]] << 6 if op else 0)
-                | (MARKER_CODE if mid in self.markers else 0)
-                | (WITH_STATS_CODE if mid in self.with_stats else 0)
-                | (TRAIN_CODE if mid in self.metadata and self.metadata[mid].name == STEP_EVENT else 0))
+        return (
+            cat
+            | launch << 4
+            | (ROLE_CODES[op[1]] << 6 if op else 0)
+            | (MARKER_CODE if mid in self.markers else 0)
+            | (WITH_STATS_CODE if mid in self.with_stats else 0)
+            | (TRAIN_CODE if mid in self.metadata and self.metadata[mid].name == STEP_EVENT else 0)
+        )
 
     def codes(self, np: Any, mids: Any) -> Any:
         """`code` of each of `mids` (an int64 array), as an int16 array."""
@@ -148,7 +150,7 @@ class PlaneCache:
         if table is None or high >= len(table):
             grown = np.full(max(high + 1, 2 * len(table) if table is not None else 0), -1, dtype=np.int16)
             if table is not None:
-                grown[:len(table)] = table
+                grown[: len(table)] = table
             table = self._table = grown
         found = table[mids]
         unknown = found < 0
@@ -166,9 +168,15 @@ class PlaneCache:
         if cat == Category.KERNEL:
             op_name, op_type = split_tf_op(name)  # type: ignore[misc]
             op = ((op_type, op_name), classify_op_type(op_type))
-        launch = (LAUNCH if "Executable::" in name
-                  else MAYBE_LAUNCH if name == _THUNK_EXECUTE
-                  else CALL if name.startswith(_CALL_PREFIX) else NOT_LAUNCH)
+        launch = (
+            LAUNCH
+            if "Executable::" in name
+            else MAYBE_LAUNCH
+            if name == _THUNK_EXECUTE
+            else CALL
+            if name.startswith(_CALL_PREFIX)
+            else NOT_LAUNCH
+        )
         info = self.infos[mid] = (cat, op, launch)
         return info
 
@@ -187,8 +195,9 @@ def message_events(events: Iterable[Any], cache: PlaneCache) -> Iterator[tuple[i
         yield mid, e.offset_ps, e.duration_ps, x
 
 
-def event_columns(np: Any, data: bytes, heads: list[int], plane: Any, cache: PlaneCache,
-                  first: bool, source: str) -> tuple[Any, Any, Any, Any, Any, Any]:
+def event_columns(
+    np: Any, data: bytes, heads: list[int], plane: Any, cache: PlaneCache, first: bool, source: str
+) -> tuple[Any, Any, Any, Any, Any, Any]:
     """The serialized events at `heads` in `data` as columns.
 
     Returns:
@@ -210,7 +219,7 @@ def event_columns(np: Any, data: bytes, heads: list[int], plane: Any, cache: Pla
     starts, ends = cols["start"], cols["end"]
     parsed: dict[int, Any] = {}
     for i in np.flatnonzero(cols["other"]).tolist():
-        event = parsed[i] = decode(xevent, data[starts[i]:ends[i]], source)
+        event = parsed[i] = decode(xevent, data[starts[i] : ends[i]], source)
         mid[i], off[i], dur[i] = event.metadata_id, event.offset_ps, event.duration_ps
         has[i] = cache.hlo_id >= 0 and has_stat(event, cache.hlo_id)
         root[i] = cache.root_id >= 0 and has_stat(event, cache.root_id)
@@ -219,16 +228,21 @@ def event_columns(np: Any, data: bytes, heads: list[int], plane: Any, cache: Pla
     return mid, off, dur, has, root, (parsed, starts, ends)
 
 
-def stat_events(data: bytes, rows: list[int], found: tuple[dict[int, Any], Any, Any], source: str,
-                ) -> dict[int, Any]:
+def stat_events(
+    data: bytes,
+    rows: list[int],
+    found: tuple[dict[int, Any], Any, Any],
+    source: str,
+) -> dict[int, Any]:
     """The `XEvent`s at `rows` (indices into an `event_columns` batch of `data`), each parsed once."""
     parsed, starts, ends = found
     xevent = xplane_pb2().XEvent
-    return {i: parsed.get(i) or decode(xevent, data[starts[i]:ends[i]], source) for i in rows}
+    return {i: parsed.get(i) or decode(xevent, data[starts[i] : ends[i]], source) for i in rows}
 
 
-def batch_events(np: Any, data: bytes, heads: list[int], plane: Any, cache: PlaneCache,
-                 first: bool, source: str) -> Iterator[tuple[int, int, int, Any]]:
+def batch_events(
+    np: Any, data: bytes, heads: list[int], plane: Any, cache: PlaneCache, first: bool, source: str
+) -> Iterator[tuple[int, int, int, Any]]:
     """The scan's view of the serialized events at `heads` in `data`.
 
     Events without time that are not compile markers are left out: the

@@ -37,58 +37,79 @@ XPLANE_PROTO_PACKAGE = "tensorflow.profiler"
 _Field = tuple[str, int, str, bool, str, str]
 
 _MESSAGES: tuple[tuple[str, tuple[_Field, ...]], ...] = (
-    ("XSpace", (
-        ("planes", 1, "message", True, "XPlane", ""),
-        ("errors", 2, "string", True, "", ""),
-        ("warnings", 3, "string", True, "", ""),
-        ("hostnames", 4, "string", True, "", ""),
-    )),
-    ("XPlane", (
-        ("id", 1, "int64", False, "", ""),
-        ("name", 2, "string", False, "", ""),
-        ("lines", 3, "message", True, "XLine", ""),
-        ("event_metadata", 4, "message", True, "XPlane.EventMetadataEntry", ""),
-        ("stat_metadata", 5, "message", True, "XPlane.StatMetadataEntry", ""),
-        ("stats", 6, "message", True, "XStat", ""),
-    )),
-    ("XLine", (
-        ("id", 1, "int64", False, "", ""),
-        ("display_id", 10, "int64", False, "", ""),
-        ("name", 2, "string", False, "", ""),
-        ("display_name", 11, "string", False, "", ""),
-        ("timestamp_ns", 3, "int64", False, "", ""),
-        ("duration_ps", 9, "int64", False, "", ""),
-        ("events", 4, "message", True, "XEvent", ""),
-    )),
-    ("XEvent", (
-        ("metadata_id", 1, "int64", False, "", ""),
-        ("offset_ps", 2, "int64", False, "", "data"),
-        ("num_occurrences", 5, "int64", False, "", "data"),
-        ("duration_ps", 3, "int64", False, "", ""),
-        ("stats", 4, "message", True, "XStat", ""),
-    )),
-    ("XStat", (
-        ("metadata_id", 1, "int64", False, "", ""),
-        ("double_value", 2, "double", False, "", "value"),
-        ("uint64_value", 3, "uint64", False, "", "value"),
-        ("int64_value", 4, "int64", False, "", "value"),
-        ("str_value", 5, "string", False, "", "value"),
-        ("bytes_value", 6, "bytes", False, "", "value"),
-        ("ref_value", 7, "uint64", False, "", "value"),
-    )),
-    ("XEventMetadata", (
-        ("id", 1, "int64", False, "", ""),
-        ("name", 2, "string", False, "", ""),
-        ("display_name", 4, "string", False, "", ""),
-        ("metadata", 3, "bytes", False, "", ""),
-        ("stats", 5, "message", True, "XStat", ""),
-        ("child_id", 6, "int64", True, "", ""),
-    )),
-    ("XStatMetadata", (
-        ("id", 1, "int64", False, "", ""),
-        ("name", 2, "string", False, "", ""),
-        ("description", 3, "string", False, "", ""),
-    )),
+    (
+        "XSpace",
+        (
+            ("planes", 1, "message", True, "XPlane", ""),
+            ("errors", 2, "string", True, "", ""),
+            ("warnings", 3, "string", True, "", ""),
+            ("hostnames", 4, "string", True, "", ""),
+        ),
+    ),
+    (
+        "XPlane",
+        (
+            ("id", 1, "int64", False, "", ""),
+            ("name", 2, "string", False, "", ""),
+            ("lines", 3, "message", True, "XLine", ""),
+            ("event_metadata", 4, "message", True, "XPlane.EventMetadataEntry", ""),
+            ("stat_metadata", 5, "message", True, "XPlane.StatMetadataEntry", ""),
+            ("stats", 6, "message", True, "XStat", ""),
+        ),
+    ),
+    (
+        "XLine",
+        (
+            ("id", 1, "int64", False, "", ""),
+            ("display_id", 10, "int64", False, "", ""),
+            ("name", 2, "string", False, "", ""),
+            ("display_name", 11, "string", False, "", ""),
+            ("timestamp_ns", 3, "int64", False, "", ""),
+            ("duration_ps", 9, "int64", False, "", ""),
+            ("events", 4, "message", True, "XEvent", ""),
+        ),
+    ),
+    (
+        "XEvent",
+        (
+            ("metadata_id", 1, "int64", False, "", ""),
+            ("offset_ps", 2, "int64", False, "", "data"),
+            ("num_occurrences", 5, "int64", False, "", "data"),
+            ("duration_ps", 3, "int64", False, "", ""),
+            ("stats", 4, "message", True, "XStat", ""),
+        ),
+    ),
+    (
+        "XStat",
+        (
+            ("metadata_id", 1, "int64", False, "", ""),
+            ("double_value", 2, "double", False, "", "value"),
+            ("uint64_value", 3, "uint64", False, "", "value"),
+            ("int64_value", 4, "int64", False, "", "value"),
+            ("str_value", 5, "string", False, "", "value"),
+            ("bytes_value", 6, "bytes", False, "", "value"),
+            ("ref_value", 7, "uint64", False, "", "value"),
+        ),
+    ),
+    (
+        "XEventMetadata",
+        (
+            ("id", 1, "int64", False, "", ""),
+            ("name", 2, "string", False, "", ""),
+            ("display_name", 4, "string", False, "", ""),
+            ("metadata", 3, "bytes", False, "", ""),
+            ("stats", 5, "message", True, "XStat", ""),
+            ("child_id", 6, "int64", True, "", ""),
+        ),
+    ),
+    (
+        "XStatMetadata",
+        (
+            ("id", 1, "int64", False, "", ""),
+            ("name", 2, "string", False, "", ""),
+            ("description", 3, "string", False, "", ""),
+        ),
+    ),
 )
 # XPlane's two maps: (entry message, value message).
 _MAP_ENTRIES = (("EventMetadataEntry", "XEventMetadata"), ("StatMetadataEntry", "XStatMetadata"))

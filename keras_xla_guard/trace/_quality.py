@@ -46,49 +46,64 @@ _MAX_LISTED = 3
 
 _COMMAND_BUFFER_COST = (
     "their time counts as XLA time of their program, but not per op: the top ops inside XLA show one "
-    "'(command buffer)' row per program instead of the ops the graph ran")
+    "'(command buffer)' row per program instead of the ops the graph ran"
+)
 _COMMAND_BUFFER_REMEDY = (
     "for a diagnostic run with per-op attribution, turn command buffers off: "
     "XLA_FLAGS=--xla_gpu_enable_command_buffer= (or leave --xla_enable_command_buffers_during_profiling "
-    "at its default, false, so XLA runs them op by op while profiling)")
+    "at its default, false, so XLA runs them op by op while profiling)"
+)
 _COMMAND_BUFFERS_OFF_COST = (
     "per-op attribution is complete, but the window ran op by op: unprofiled steps replay CUDA graphs "
-    "with fewer launches, so they can be faster than the device times measured here")
+    "with fewer launches, so they can be faster than the device times measured here"
+)
 _COMMAND_BUFFERS_OFF_REMEDY = (
     "to measure the CUDA graphs as they run (without per-op attribution): "
     "XLA_FLAGS=--xla_enable_command_buffers_during_profiling=true; to run unprofiled steps as profiled "
-    "ones: XLA_FLAGS=--xla_gpu_enable_command_buffer=")
+    "ones: XLA_FLAGS=--xla_gpu_enable_command_buffer="
+)
 _NO_STEPS_COST = (
     "runs of one program separated only by plain kernels merge into one launch (xprof's rule), so "
-    "launches can read below steps x programs, and nothing is split per step")
+    "launches can read below steps x programs, and nothing is split per step"
+)
 _NO_STEPS_REMEDY = (
     "profile through XlaGuardCallback or XlaGuard (they mark every step), or mark each step yourself: "
     "tf.profiler.experimental.Trace('train', step_num=step, _r=1), on JAX "
-    "jax.profiler.StepTraceAnnotation('train', step_num=step)")
+    "jax.profiler.StepTraceAnnotation('train', step_num=step)"
+)
 _COLLECTIVES_COST = (
     "collective time is its own figure (collective_time_s): inside an XLA program it is part of the "
     "program's XLA time, waiting for peers included; outside any program it is in neither side of the "
-    "XLA share; a program's runs on several streams that overlap count once")
+    "XLA share; a program's runs on several streams that overlap count once"
+)
 _COLLECTIVES_REMEDY = (
     "to see communication and compute apart in a diagnostic run: XLA_FLAGS="
     "--xla_gpu_disable_async_collectives=allreduce,allgather,reducescatter,collectivebroadcast,alltoall,"
-    "collectivepermute")
-_DROPPED_COST = "every device figure of the window reads low: the dropped events' time and launches are missing"
+    "collectivepermute"
+)
+_DROPPED_COST = (
+    "every device figure of the window reads low: the dropped events' time and launches are missing"
+)
 _DROPPED_REMEDY = (
     "profile fewer steps per window; on JAX, raise the collector's caps (2,097,152 events each by "
     "default): jax.profiler.ProfileOptions().advanced_configuration = {'gpu_max_activity_api_events': N, "
-    "'gpu_max_callback_api_events': N}")
+    "'gpu_max_callback_api_events': N}"
+)
 _MISSING_COST = (
     "their device time is in no figure: XLA time, launches and transfers read low for the steps they "
-    "belong to")
+    "belong to"
+)
 _MISSING_REMEDY = (
     "let the device finish before the profiler stops (fetch a result of the last profiled step, e.g. "
-    "float(loss)) and profile fewer steps, so that no event is dropped")
+    "float(loss)) and profile fewer steps, so that no event is dropped"
+)
 _ERRORS_COST = (
-    "device planes may be missing or partial: with CUPTI unavailable the figures are host times only")
+    "device planes may be missing or partial: with CUPTI unavailable the figures are host times only"
+)
 _ERRORS_REMEDY = (
     "fix what the profiler names; for CUPTI_ERROR_INSUFFICIENT_PRIVILEGES allow profiling by non-admin "
-    "users (NVIDIA driver option NVreg_RestrictProfilingToAdminUsers=0) or profile as root")
+    "users (NVIDIA driver option NVreg_RestrictProfilingToAdminUsers=0) or profile as root"
+)
 
 
 def _listed(names: Sequence[str]) -> str:
@@ -96,8 +111,9 @@ def _listed(names: Sequence[str]) -> str:
     return shown + (f" and {len(names) - _MAX_LISTED} more" if len(names) > _MAX_LISTED else "")
 
 
-def device_quality(device: DeviceTotals, host: HostLaunches | None,
-                   commands_off_while_profiling: bool) -> list[TraceQuality]:
+def device_quality(
+    device: DeviceTotals, host: HostLaunches | None, commands_off_while_profiling: bool
+) -> list[TraceQuality]:
     """The conditions the device planes and their launches show.
 
     Args:
@@ -112,42 +128,65 @@ def device_quality(device: DeviceTotals, host: HostLaunches | None,
     """
     found: list[TraceQuality] = []
     if device.graph_kernels:
-        found.append(TraceQuality(
-            "command_buffers",
-            f"{device.graph_kernels} kernel(s), {format_ms(device.graph_ps * _PS, 3)} of device time, ran "
-            f"inside CUDA graphs (XLA command buffers) in {_listed(sorted(device.graph_programs))}",
-            _COMMAND_BUFFER_COST, _COMMAND_BUFFER_REMEDY))
+        found.append(
+            TraceQuality(
+                "command_buffers",
+                f"{device.graph_kernels} kernel(s), {format_ms(device.graph_ps * _PS, 3)} of device time, ran "
+                f"inside CUDA graphs (XLA command buffers) in {_listed(sorted(device.graph_programs))}",
+                _COMMAND_BUFFER_COST,
+                _COMMAND_BUFFER_REMEDY,
+            )
+        )
     if commands_off_while_profiling:
-        found.append(TraceQuality(
-            "command_buffers_off_while_profiling",
-            f"XLA ran its command buffers op by op because the profiler was on (host event "
-            f"'{COMMAND_BUFFERS_OFF_EVENT}')",
-            _COMMAND_BUFFERS_OFF_COST, _COMMAND_BUFFERS_OFF_REMEDY))
+        found.append(
+            TraceQuality(
+                "command_buffers_off_while_profiling",
+                f"XLA ran its command buffers op by op because the profiler was on (host event "
+                f"'{COMMAND_BUFFERS_OFF_EVENT}')",
+                _COMMAND_BUFFERS_OFF_COST,
+                _COMMAND_BUFFERS_OFF_REMEDY,
+            )
+        )
     if device.unmarked_kernels:
-        found.append(TraceQuality(
-            "no_step_markers",
-            f"{device.unmarked_kernels} XLA kernel(s) on device planes that no step marker places in a step "
-            "(no group_id stat, no launch inside a host step marker)",
-            _NO_STEPS_COST, _NO_STEPS_REMEDY))
+        found.append(
+            TraceQuality(
+                "no_step_markers",
+                f"{device.unmarked_kernels} XLA kernel(s) on device planes that no step marker places in a step "
+                "(no group_id stat, no launch inside a host step marker)",
+                _NO_STEPS_COST,
+                _NO_STEPS_REMEDY,
+            )
+        )
     if device.collective_kernels:
-        found.append(TraceQuality(
-            "collectives",
-            f"{device.collective_kernels} collective kernel(s) ran {format_ms(device.collective_ps * _PS, 3)} "
-            f"on the device, {format_ms(device.collective_overlap_ps * _PS, 3)} of it while other streams ran "
-            "other kernels",
-            _COLLECTIVES_COST, _COLLECTIVES_REMEDY))
+        found.append(
+            TraceQuality(
+                "collectives",
+                f"{device.collective_kernels} collective kernel(s) ran {format_ms(device.collective_ps * _PS, 3)} "
+                f"on the device, {format_ms(device.collective_overlap_ps * _PS, 3)} of it while other streams ran "
+                "other kernels",
+                _COLLECTIVES_COST,
+                _COLLECTIVES_REMEDY,
+            )
+        )
     if host is not None and host.launches:
         missing = [at for corr, at in host.launches if corr not in device.correlations]
         if missing:
             last_seen = max((at for corr, at in host.launches if corr in device.correlations), default=-1)
             late = sum(1 for at in missing if at > last_seen)
-            tail = (f"; the window's last {late} launch(es) are among them: the device plane ends early"
-                    if late else "")
-            found.append(TraceQuality(
-                "device_events_missing",
-                f"{len(missing)} of the host's {len(host.launches)} kernel, copy and graph launches have no "
-                f"device event{tail}",
-                _MISSING_COST, _MISSING_REMEDY))
+            tail = (
+                f"; the window's last {late} launch(es) are among them: the device plane ends early"
+                if late
+                else ""
+            )
+            found.append(
+                TraceQuality(
+                    "device_events_missing",
+                    f"{len(missing)} of the host's {len(host.launches)} kernel, copy and graph launches have no "
+                    f"device event{tail}",
+                    _MISSING_COST,
+                    _MISSING_REMEDY,
+                )
+            )
     return found
 
 
@@ -170,13 +209,23 @@ def space_quality(space: Any) -> list[TraceQuality]:
             dropped[reason.strip()] = max(dropped.get(reason.strip(), 0), int(count))
     if dropped:
         reasons = "; ".join(f"{n} because {why}" for why, n in sorted(dropped.items()))
-        found.append(TraceQuality(
-            "events_dropped", f"the profiler dropped {sum(dropped.values())} event(s): {reasons}",
-            _DROPPED_COST, _DROPPED_REMEDY))
+        found.append(
+            TraceQuality(
+                "events_dropped",
+                f"the profiler dropped {sum(dropped.values())} event(s): {reasons}",
+                _DROPPED_COST,
+                _DROPPED_REMEDY,
+            )
+        )
     errors = [e.strip() for e in dict.fromkeys(getattr(space, "errors", ())) if e.strip()]
     if errors:
         text = "; ".join(errors)
-        found.append(TraceQuality(
-            "profiler_errors", f"the profiler reported: {text[:300]}{'...' if len(text) > 300 else ''}",
-            _ERRORS_COST, _ERRORS_REMEDY))
+        found.append(
+            TraceQuality(
+                "profiler_errors",
+                f"the profiler reported: {text[:300]}{'...' if len(text) > 300 else ''}",
+                _ERRORS_COST,
+                _ERRORS_REMEDY,
+            )
+        )
     return found

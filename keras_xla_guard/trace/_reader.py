@@ -96,7 +96,7 @@ class TraceFile:
         self._base = 0
         self._data = b""
 
-    def __enter__(self) -> "TraceFile":
+    def __enter__(self) -> TraceFile:
         self._file = open(self.path, "rb")
         return self
 
@@ -122,7 +122,7 @@ class TraceFile:
         return data
 
 
-def read_plane(f: TraceFile, start: int, stop: int, source: str) -> "LazyPlane":
+def read_plane(f: TraceFile, start: int, stop: int, source: str) -> LazyPlane:
     """Parses a plane's metadata and notes where its lines are."""
     runs: list[list[int]] = []
     lines: list[tuple[int, int]] = []
@@ -144,7 +144,7 @@ class LazySpace(NamedTuple):
     reported, e.g. dropped GPU events).
     """
 
-    planes: list["LazyPlane"]
+    planes: list[LazyPlane]
     errors: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
 
@@ -152,11 +152,21 @@ class LazySpace(NamedTuple):
 class LazyPlane:
     """An XPlane's metadata, parsed, and where its lines lie in the file."""
 
-    __slots__ = ("name", "id", "event_metadata", "stat_metadata", "stats",
-                 "path", "size", "line_spans", "source")
+    __slots__ = (
+        "name",
+        "id",
+        "event_metadata",
+        "stat_metadata",
+        "stats",
+        "path",
+        "size",
+        "line_spans",
+        "source",
+    )
 
-    def __init__(self, meta: Any, path: Any, size: int, line_spans: list[tuple[int, int]],
-                 source: str) -> None:
+    def __init__(
+        self, meta: Any, path: Any, size: int, line_spans: list[tuple[int, int]], source: str
+    ) -> None:
         self.name: str = meta.name
         self.id: int = meta.id
         # The containers keep `meta` alive.
@@ -170,7 +180,7 @@ class LazyPlane:
 
 
 def read_line_chunks(
-    plane: "LazyPlane", span: tuple[int, int], header: list[bytes], source: str
+    plane: LazyPlane, span: tuple[int, int], header: list[bytes], source: str
 ) -> Iterator[tuple[bytes, list[int]]]:
     """Walks one line of an `open_xspace` plane in slices of whole events.
 
@@ -259,8 +269,8 @@ def frame_events(data: bytes, last: bool, header: list[bytes]) -> tuple[int, lis
             i = end
             continue
         try:
-            for _, _, _, _, end in iter_fields(data, i, n):
-                break
+            # i < limit <= n, so the walk yields this field or raises.
+            *_, end = next(iter_fields(data, i, n))
         except WireError:
             if last:
                 raise
@@ -274,8 +284,7 @@ def frame_events(data: bytes, last: bool, header: list[bytes]) -> tuple[int, lis
 def check_planes(space: Any, source: str) -> None:
     if not space.planes:
         raise TraceParseError(
-            f"{source} decoded to an XSpace without planes: not a TF profiler "
-            "trace, or an empty one."
+            f"{source} decoded to an XSpace without planes: not a TF profiler trace, or an empty one."
         )
     # Protobuf decodes many other messages (a GraphDef, a Summary) into an
     # XSpace of oddly named planes; every profiler trace has a host or a

@@ -219,8 +219,9 @@ def scan_line(plane: Any, line: Any, cache: PlaneCache, totals: Totals) -> LineS
     return LineSummary.of(line.name, part)
 
 
-def scan_lazy_line(np: Any, plane: Any, span: tuple[int, int], cache: PlaneCache,
-                    totals: Totals, source: str) -> LineSummary:
+def scan_lazy_line(
+    np: Any, plane: Any, span: tuple[int, int], cache: PlaneCache, totals: Totals, source: str
+) -> LineSummary:
     """`scan_line` for a line of an `open_xspace` plane, read in slices.
 
     Lines that are out of order, or whose framing is not what protobuf
@@ -239,12 +240,19 @@ def scan_lazy_line(np: Any, plane: Any, span: tuple[int, int], cache: PlaneCache
     part = Totals()
     part.base_ps = head.timestamp_ns * 1000
     in_order = first is None or scan_events(
-        plane, itertools.chain(first, itertools.chain.from_iterable(batches)),
-        Category.INPUT if name.startswith("tf_data") else 0, cache, part)
+        plane,
+        itertools.chain(first, itertools.chain.from_iterable(batches)),
+        Category.INPUT if name.startswith("tf_data") else 0,
+        cache,
+        part,
+    )
     if in_order:
         full = decode(xline, b"".join(header), source)
-        if (not full.events and full.name.startswith("tf_data") == name.startswith("tf_data")
-                and full.timestamp_ns == head.timestamp_ns):
+        if (
+            not full.events
+            and full.name.startswith("tf_data") == name.startswith("tf_data")
+            and full.timestamp_ns == head.timestamp_ns
+        ):
             if first is not None:
                 totals.add(part)
             return LineSummary.of(name, part)
@@ -354,12 +362,15 @@ class _PlaneScan:
             if not read:
                 self.named(line, full)
             elif not line.failed and not (
-                    not full.events and full.name.startswith("tf_data") == line.name.startswith("tf_data")
-                    and full.timestamp_ns == line.timestamp_ns):
+                not full.events
+                and full.name.startswith("tf_data") == line.name.startswith("tf_data")
+                and full.timestamp_ns == line.timestamp_ns
+            ):
                 line.failed = True
                 line.part = None
             pending = any(piece[0] is line for piece in self.pieces) or (
-                self.carry is not None and self.carry[0] is line)
+                self.carry is not None and self.carry[0] is line
+            )
             if line.failed:
                 self.flush()
                 if self.summaries[index] is None:
@@ -379,8 +390,9 @@ class _PlaneScan:
 
     def fallback(self, line: _Line) -> None:
         """Scans a whole line one event at a time (`scan_lazy_line`), in its turn."""
-        self.summaries[line.index] = scan_lazy_line(self.np, self.plane, line.span, self.cache, self.totals,
-                                                    self.source)
+        self.summaries[line.index] = scan_lazy_line(
+            self.np, self.plane, line.span, self.cache, self.totals, self.source
+        )
 
     def finish(self, line: _Line) -> None:
         """Adds a whole line's figures (held in its part) and notes its summary."""
@@ -411,10 +423,11 @@ class _PlaneScan:
                 counts.append(len(at))
                 if not lines or lines[-1] is not line:
                     lines.append(line)
-            mid, start, dur, hlo, root, found = event_columns(np, data, heads, self.plane, self.cache, False,
-                                                              self.source)
+            mid, start, dur, hlo, root, found = event_columns(
+                np, data, heads, self.plane, self.cache, False, self.source
+            )
             position = np.cumsum([0] + counts[:-1]).tolist()
-            for (line, _, at, first), row in zip(pieces, position):
+            for (_, _, _, first), row in zip(pieces, position):
                 if first:
                     check_metadata(self.plane, found[0].get(row) or _Meta(int(mid[row])), self.source)
             number = {id(line): k for k, line in enumerate(lines)}
@@ -423,18 +436,35 @@ class _PlaneScan:
             timed = dur > 0
             kept = np.flatnonzero(timed | ((codes & MARKER_CODE) != 0))
             step_lines = np.array([line.name == STEP_THREAD for line in lines], dtype=bool)
-            wanted = kept[((codes[kept] & WITH_STATS_CODE) != 0)
-                          | (timed[kept] & (((codes[kept] & TRAIN_CODE) != 0) | (root[kept] & step_lines[line_of[kept]])))]
+            wanted = kept[
+                ((codes[kept] & WITH_STATS_CODE) != 0)
+                | (
+                    timed[kept]
+                    & (((codes[kept] & TRAIN_CODE) != 0) | (root[kept] & step_lines[line_of[kept]]))
+                )
+            ]
             parsed = stat_events(data, wanted.tolist(), found, self.source)
             at = np.searchsorted(kept, wanted).tolist()
-            parts.append(_Rows(line_of[kept], mid[kept], start[kept], dur[kept], hlo[kept], root[kept], codes[kept],
-                               dict(zip(at, parsed.values()))))
+            parts.append(
+                _Rows(
+                    line_of[kept],
+                    mid[kept],
+                    start[kept],
+                    dur[kept],
+                    hlo[kept],
+                    root[kept],
+                    codes[kept],
+                    dict(zip(at, parsed.values())),
+                )
+            )
         if len(parts) == 1:
             return lines, parts[0]
         head, tail = parts
         shift = len(head.mid)
         joined = [np.concatenate((a, b)) for a, b in zip(head[:7], tail[:7])]
-        return lines, _Rows._make([*joined, {**head.events, **{k + shift: e for k, e in tail.events.items()}}])
+        return lines, _Rows._make(
+            [*joined, {**head.events, **{k + shift: e for k, e in tail.events.items()}}]
+        )
 
     def flush(self) -> None:
         """Scans the waiting slices and books every finished tree of them."""
@@ -455,9 +485,19 @@ class _PlaneScan:
         self.book(lines, rows, stop)
         if stop < len(rows.mid) and not last.failed:
             keep = slice(stop, None)
-            self.carry = (last, _Rows(np.zeros(len(rows.mid) - stop, dtype=np.int64), rows.mid[keep],
-                                      rows.start[keep], rows.dur[keep], rows.hlo[keep], rows.root[keep],
-                                      rows.code[keep], {k - stop: e for k, e in rows.events.items() if k >= stop}))
+            self.carry = (
+                last,
+                _Rows(
+                    np.zeros(len(rows.mid) - stop, dtype=np.int64),
+                    rows.mid[keep],
+                    rows.start[keep],
+                    rows.dur[keep],
+                    rows.hlo[keep],
+                    rows.root[keep],
+                    rows.code[keep],
+                    {k - stop: e for k, e in rows.events.items() if k >= stop},
+                ),
+            )
 
     def book(self, lines: list[_Line], rows: _Rows, stop: int) -> None:
         """Books the batch's rows before `stop`, line by line in order."""
@@ -469,16 +509,31 @@ class _PlaneScan:
         hit = at < len(timed)
         hit[hit] = timed[at[hit]] == inside[hit]
         events = {int(j): rows.events[int(i)] for j, i in zip(at[hit], inside[hit])}
-        scan = ColumnScan(np, self.plane, self.cache, rows.line[timed], rows.mid[timed], rows.start[timed],
-                          rows.dur[timed], rows.hlo[timed], events,
-                          np.array([line.absorb for line in lines], dtype=np.int64))
+        scan = ColumnScan(
+            np,
+            self.plane,
+            self.cache,
+            rows.line[timed],
+            rows.mid[timed],
+            rows.start[timed],
+            rows.dur[timed],
+            rows.hlo[timed],
+            events,
+            np.array([line.absorb for line in lines], dtype=np.int64),
+        )
         bad = set(scan.bad_lines)
         for k in bad:
             lines[k].fail()
         code = rows.code[timed]
-        scan.facts([line.facts for line in lines], [line.base_ps for line in lines], rows.root[timed],
-                   np.array([line.name == STEP_THREAD for line in lines], dtype=bool),
-                   (code & TRAIN_CODE) != 0, (code & MARKER_CODE) != 0, events)
+        scan.facts(
+            [line.facts for line in lines],
+            [line.base_ps for line in lines],
+            rows.root[timed],
+            np.array([line.name == STEP_THREAD for line in lines], dtype=bool),
+            (code & TRAIN_CODE) != 0,
+            (code & MARKER_CODE) != 0,
+            events,
+        )
         markers = np.flatnonzero((rows.code[:stop] & MARKER_CODE) != 0)
         marker_lines = rows.line[markers]
         bases = [line.base_ps for line in lines]
@@ -495,8 +550,14 @@ class _PlaneScan:
             # totals; a line spanning batches into its own part.
             spans = line.part is not None or not line.done
             run = k + 1
-            while (not spans and run < len(lines) and run not in bad and lines[run].done
-                   and lines[run].part is None and not lines[run].failed):
+            while (
+                not spans
+                and run < len(lines)
+                and run not in bad
+                and lines[run].done
+                and lines[run].part is None
+                and not lines[run].failed
+            ):
                 run += 1
             target, sums = self.totals, self.sums
             if spans:
@@ -514,8 +575,11 @@ class _PlaneScan:
                     else:
                         ps = scan.line_ps(j)
                         self.summaries[lines[j].index] = LineSummary(
-                            lines[j].name, ps[Category.COMPILE] > 0,
-                            ps[Category.XLA] + ps[Category.XLA_WORKER] > 0, lines[j].facts)
+                            lines[j].name,
+                            ps[Category.COMPILE] > 0,
+                            ps[Category.XLA] + ps[Category.XLA_WORKER] > 0,
+                            lines[j].facts,
+                        )
             k = run
 
 
@@ -605,8 +669,7 @@ def scan_events(
                     leaf[0] += leaf_dur
                     leaf[1] += 1
                 else:
-                    _settle_kernel(_kernel_record(leaf_dur, leaf_op, leaf_outer, leaf_end - leaf_dur),
-                                   totals)
+                    _settle_kernel(_kernel_record(leaf_dur, leaf_op, leaf_outer, leaf_end - leaf_dur), totals)
             else:
                 rec = _kernel_record(leaf_dur, leaf_op, leaf_outer, leaf_end - leaf_dur)
                 top = (leaf_end, rec, rec, 0, rec)

@@ -13,8 +13,15 @@ from keras_xla_guard.trace.findings import NOISE_FLOOR, split_findings
 if TYPE_CHECKING:
     from keras_xla_guard.trace.report import CoverageReport
 
-__all__ = ["JAX_COVERAGE_NOTE", "compile_lines", "format_ms", "format_report", "jax_busy", "quality_lines",
-           "step_lines"]
+__all__ = [
+    "JAX_COVERAGE_NOTE",
+    "compile_lines",
+    "format_ms",
+    "format_report",
+    "jax_busy",
+    "quality_lines",
+    "step_lines",
+]
 
 
 def format_ms(seconds: float, digits: int = 1) -> str:
@@ -56,8 +63,7 @@ def format_report(report: CoverageReport, *, max_ops: int = 5, max_programs: int
     if report.backend == "jax":
         return "\n".join(_jax_lines(report, where + steps + wall))
     lines = [
-        f"XLA coverage ({where}{steps}{wall}): "
-        f"{report.xla_time_fraction:.1%} of op time ran inside XLA",
+        f"XLA coverage ({where}{steps}{wall}): {report.xla_time_fraction:.1%} of op time ran inside XLA",
         f"  XLA executables:   {format_ms(report.xla_time_s):>12}  ({report.xla_executions} launches)",
         *_program_lines(report, max_programs),
         f"  plain TF ops:      {format_ms(report.non_xla_op_time_s):>12}",
@@ -66,12 +72,18 @@ def format_report(report: CoverageReport, *, max_ops: int = 5, max_programs: int
         f"  input pipeline:    {format_ms(report.input_pipeline_time_s):>12}",
     ]
     if report.transfer_time_s is not None:
-        lines.append(f"  device transfers:  {format_ms(report.transfer_time_s):>12}  (memcpy/memset, not counted)")
+        lines.append(
+            f"  device transfers:  {format_ms(report.transfer_time_s):>12}  (memcpy/memset, not counted)"
+        )
     if report.collective_time_s:
-        lines.append(f"  collectives:       {format_ms(report.collective_time_s):>12}  "
-                     "(XLA time inside programs, not counted outside)")
+        lines.append(
+            f"  collectives:       {format_ms(report.collective_time_s):>12}  "
+            "(XLA time inside programs, not counted outside)"
+        )
     if report.guard_op_time_s:
-        lines.append(f"  guard's own ops:   {format_ms(report.guard_op_time_s):>12}  (signature tap, not counted)")
+        lines.append(
+            f"  guard's own ops:   {format_ms(report.guard_op_time_s):>12}  (signature tap, not counted)"
+        )
     if report.time_base != "host":
         lines.append(f"  times measured on: {report.time_base}")
     if report.top_xla_ops:
@@ -114,7 +126,9 @@ def _op_lines(report: CoverageReport, max_ops: int) -> list[str]:
     lines = ["  top ops outside XLA (self time):"]
     for op in shown:
         layer = f"[{op.layer}] " if op.layer else ""
-        lines.append(f"    {format_ms(op.self_time_s):>10}  x{op.count:<5} {op.op_type:<20} {layer}{op.op_name}")
+        lines.append(
+            f"    {format_ms(op.self_time_s):>10}  x{op.count:<5} {op.op_type:<20} {layer}{op.op_name}"
+        )
     rest = plain - sum(op.self_time_s for op in shown)
     if rest > 0:
         # The table is sorted: once it reached an op below the floor, all
@@ -155,9 +169,12 @@ def _jax_lines(report: CoverageReport, where: str) -> list[str]:
     """A JAX window: the programs' share of the window and the host time around them."""
     busy = jax_busy(report)
     over = "its steps" if report.steps else "the window"
-    share = (f"XLA programs kept the device {busy[0]:.1%} busy over {over} "
-             f"(host {format_ms(busy[1], 2)} between programs, compiles aside)"
-             if busy is not None else f"XLA programs ran {format_ms(report.xla_time_s or 0.0, 2)}")
+    share = (
+        f"XLA programs kept the device {busy[0]:.1%} busy over {over} "
+        f"(host {format_ms(busy[1], 2)} between programs, compiles aside)"
+        if busy is not None
+        else f"XLA programs ran {format_ms(report.xla_time_s or 0.0, 2)}"
+    )
     lines = [
         f"JAX window ({where}): {share}",
         f"  program launches:  {report.xla_executions:>9}",
@@ -168,7 +185,9 @@ def _jax_lines(report: CoverageReport, where: str) -> list[str]:
         lines.append(f"  device transfers:  {format_ms(report.transfer_time_s):>12}")
     lines.extend(step_lines(report))
     if report.distinct_signatures is not None:
-        lines.append(f"  input signatures:  {report.distinct_signatures:>9}     ({report.new_signatures} new)")
+        lines.append(
+            f"  input signatures:  {report.distinct_signatures:>9}     ({report.new_signatures} new)"
+        )
         for line in report.signature_explanations[:2]:
             lines.append(f"    {line}")
     elif report.signatures_unavailable:
@@ -192,15 +211,21 @@ def quality_lines(report: CoverageReport) -> list[str]:
         return []
     lines = ["  trace quality (what limits these figures):"]
     for entry in report.trace_quality:
-        lines += [f"    {entry.code}: {entry.detail}", f"      cost: {entry.cost}",
-                  f"      for a diagnostic run: {entry.remedy}"]
+        lines += [
+            f"    {entry.code}: {entry.detail}",
+            f"      cost: {entry.cost}",
+            f"      for a diagnostic run: {entry.remedy}",
+        ]
     return lines
 
 
 def _program_lines(report: CoverageReport, max_rows: int) -> list[str]:
     """Each XLA program's device time and runs, longest first."""
-    lines = [f"    {format_ms(p.time_s):>10}  x{p.runs:<5} program {p.program}"
-             + ("" if p.per_op else "  (command buffers: not per op)") for p in report.programs[:max_rows]]
+    lines = [
+        f"    {format_ms(p.time_s):>10}  x{p.runs:<5} program {p.program}"
+        + ("" if p.per_op else "  (command buffers: not per op)")
+        for p in report.programs[:max_rows]
+    ]
     if len(report.programs) > max_rows:
         lines.append(f"    ... {len(report.programs) - max_rows} more program(s)")
     return lines
@@ -221,8 +246,10 @@ def step_lines(report: CoverageReport, max_rows: int = 5) -> list[str]:
     lines = ["  per step:          wall       busy   host gap  launches"]
     for step in report.steps[:max_rows]:
         transfer = "" if step.transfer_s is None else f"  transfers {format_ms(step.transfer_s, 2)}"
-        lines.append(f"    step {step.step:>4}  {format_ms(step.wall_s, 2):>10} {format_ms(step.busy_s, 2):>10} "
-                     f"{format_ms(step.idle_s, 2):>10}  {step.launches:>8}{transfer}")
+        lines.append(
+            f"    step {step.step:>4}  {format_ms(step.wall_s, 2):>10} {format_ms(step.busy_s, 2):>10} "
+            f"{format_ms(step.idle_s, 2):>10}  {step.launches:>8}{transfer}"
+        )
     if len(report.steps) > max_rows:
         lines.append(f"    ... {len(report.steps) - max_rows} more step(s)")
     return lines
@@ -247,7 +274,9 @@ def compile_lines(report: CoverageReport, max_rows: int = 8) -> list[str]:
     for row in report.compile_table[:max_rows]:
         step = "?" if row.step is None else str(row.step)
         cost = "cache hit" if row.cache_hit else format_ms(row.compile_s or 0.0)
-        lines.append(f"    step {step:>4}  {cost:>10}  {row.program or '-':<18} {row.signature or ''}".rstrip())
+        lines.append(
+            f"    step {step:>4}  {cost:>10}  {row.program or '-':<18} {row.signature or ''}".rstrip()
+        )
     if len(report.compile_table) > max_rows:
         lines.append(f"    ... {len(report.compile_table) - max_rows} more")
     return lines

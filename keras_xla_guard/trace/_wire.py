@@ -128,8 +128,9 @@ def _varints(np: Any, b: Any, p: Any, width: int) -> tuple[Any, Any, Any]:
 _STAT_FIXED64_TAG = 0x11
 
 
-def _stat_has_one_id(np: Any, b: Any, ss: Any, se: Any, stat_ids: Sequence[int], has_stats: list[Any],
-                     live: Any) -> Any:
+def _stat_has_one_id(
+    np: Any, b: Any, ss: Any, se: Any, stat_ids: Sequence[int], has_stats: list[Any], live: Any
+) -> Any:
     """Checks stats `[ss, se)` are a metadata id then at most one value.
 
     Marks in each of `has_stats` (at `live`) the events whose stat has the
@@ -144,9 +145,14 @@ def _stat_has_one_id(np: Any, b: Any, ss: Any, se: Any, stat_ids: Sequence[int],
     t = b[r]
     vlen, n, vok = _varints(np, b, r + 1, _MAX_VARINT)
     after = np.where(
-        t == _STAT_FIXED64_TAG, r + 9,
-        np.where((t == 0x18) | (t == 0x20) | (t == 0x38), r + 1 + n,
-                 np.where((t == 0x2A) | (t == 0x32), r + 1 + n + vlen, -1)))
+        t == _STAT_FIXED64_TAG,
+        r + 9,
+        np.where(
+            (t == 0x18) | (t == 0x20) | (t == 0x38),
+            r + 1 + n,
+            np.where((t == 0x2A) | (t == 0x32), r + 1 + n + vlen, -1),
+        ),
+    )
     good &= (r == se) | ((after == se) & vok & (vlen >= 0))
     for stat_id, has_stat in zip(stat_ids, has_stats):
         if stat_id >= 0:

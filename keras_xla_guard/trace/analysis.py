@@ -46,8 +46,11 @@ def _profile_wall_s(space: Any) -> float | None:
     for plane in space.planes:
         if plane.name != "Task Environment":
             continue
-        stats = {plane.stat_metadata[s.metadata_id].name: s for s in plane.stats
-                 if s.metadata_id in plane.stat_metadata}
+        stats = {
+            plane.stat_metadata[s.metadata_id].name: s
+            for s in plane.stats
+            if s.metadata_id in plane.stat_metadata
+        }
         start = stats.get("profile_start_time")
         stop = stats.get("profile_stop_time")
         if start is not None and stop is not None:
@@ -127,11 +130,17 @@ def _report_from_totals(
         guard_op_time_s=guard_ps * _PS,
         transfer_time_s=totals.transfer_ps * _PS if time_base == "device" else None,
         collective_time_s=device.collective_ps * _PS if device is not None else None,
-        programs=() if device is None else _by_time(
-            {name: (runs, ps * _PS, name not in device.graph_programs)
-             for name, (runs, ps) in device.programs.items()}),
-        top_xla_ops=() if device is None else _ranked(
-            OpStat(t, n, ps * _PS, count) for (t, n), (ps, count) in device.xla_ops.items())[:top_k],
+        programs=()
+        if device is None
+        else _by_time(
+            {
+                name: (runs, ps * _PS, name not in device.graph_programs)
+                for name, (runs, ps) in device.programs.items()
+            }
+        ),
+        top_xla_ops=()
+        if device is None
+        else _ranked(OpStat(t, n, ps * _PS, count) for (t, n), (ps, count) in device.xla_ops.items())[:top_k],
         trace_quality=quality,
         notes=tuple(notes),
     )
@@ -144,8 +153,10 @@ def _ranked(ops: Iterable[OpStat]) -> tuple[OpStat, ...]:
 
 def _by_time(programs: dict[str, tuple[int, float, bool]]) -> tuple[ProgramStat, ...]:
     """Programs as `ProgramStat`s, longest first (ties by name)."""
-    return tuple(ProgramStat(name, runs, seconds, per_op)
-                 for name, (runs, seconds, per_op) in sorted(programs.items(), key=lambda p: (-p[1][1], p[0])))
+    return tuple(
+        ProgramStat(name, runs, seconds, per_op)
+        for name, (runs, seconds, per_op) in sorted(programs.items(), key=lambda p: (-p[1][1], p[0]))
+    )
 
 
 def _device_step_stats(device: DeviceTotals, host: HostLaunches) -> tuple[StepStat, ...]:
@@ -160,9 +171,12 @@ def _device_step_stats(device: DeviceTotals, host: HostLaunches) -> tuple[StepSt
 
 def _commands_off_while_profiling(space: Any) -> bool:
     """Whether XLA wrote that it ran command buffers op by op because a profiler was on."""
-    return any(md.name == COMMAND_BUFFERS_OFF_EVENT
-               for plane in space.planes if _is_host_plane(plane.name)
-               for md in plane.event_metadata.values())
+    return any(
+        md.name == COMMAND_BUFFERS_OFF_EVENT
+        for plane in space.planes
+        if _is_host_plane(plane.name)
+        for md in plane.event_metadata.values()
+    )
 
 
 def analyze_xspace(
@@ -240,15 +254,19 @@ def analyze_xspace(
         totals, base = _device_totals(device, host_totals), "device"
         # Matching launches to device events needs the host's launches:
         # read them only for planes whose events carry correlation ids.
-        quality = device_quality(device, host_side() if device.correlations else None,
-                                 _commands_off_while_profiling(space))
+        quality = device_quality(
+            device, host_side() if device.correlations else None, _commands_off_while_profiling(space)
+        )
         steps = _device_step_stats(device, host_side()) if device.step_runs else ()
     else:
         totals, base, quality = host_totals, "host", []
         # A second pass, over the step markers' thread and, when it holds
         # markers, the threads that ran XLA work: the scan keeps no spans.
-        steps = (host_steps(space, step_lines, xla_lines, host_totals.launches, source, known=step_facts)
-                 if step_lines else ())
+        steps = (
+            host_steps(space, step_lines, xla_lines, host_totals.launches, source, known=step_facts)
+            if step_lines
+            else ()
+        )
     report = _report_from_totals(
         totals,
         time_base=base,
@@ -267,8 +285,9 @@ def analyze_xspace(
     # does not keep.
     wanted = {name: found | step_lines.get(name, set()) for name, found in compiling.items()}
     table = compile_records(space, source=source, lines=wanted, known=compile_facts)
-    return dataclasses.replace(report, compile_table=table,
-                               compile_time_s=sum(row.compile_s or 0.0 for row in table))
+    return dataclasses.replace(
+        report, compile_table=table, compile_time_s=sum(row.compile_s or 0.0 for row in table)
+    )
 
 
 def combine_reports(reports: Sequence[CoverageReport], *, top_k: int = DEFAULT_TOP_K) -> CoverageReport:
@@ -375,8 +394,7 @@ def analyze_trace(
     """
     files = find_trace_files(path)
     reports = [
-        analyze_xspace(open_xspace(f, max_bytes=max_bytes), trace_path=str(f),
-                       host=host_of(f), top_k=top_k)
+        analyze_xspace(open_xspace(f, max_bytes=max_bytes), trace_path=str(f), host=host_of(f), top_k=top_k)
         for f in files
     ]
     return combine_reports(reports, top_k=top_k)

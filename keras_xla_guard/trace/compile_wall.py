@@ -52,14 +52,18 @@ def compile_intervals_ps(space: Any) -> list[tuple[int, int]]:
     for plane in space.planes:
         if not plane.name.startswith("/host:") or plane.name == "/host:metadata":
             continue
-        compile_ids = {mid for mid, md in plane.event_metadata.items()
-                       if classify_name(md.name) == Category.COMPILE}
+        compile_ids = {
+            mid for mid, md in plane.event_metadata.items() if classify_name(md.name) == Category.COMPILE
+        }
         if not compile_ids:
             continue
         for line in plane.lines:
             base = line.timestamp_ns * 1000
-            intervals.extend((base + e.offset_ps, base + e.offset_ps + e.duration_ps)
-                             for e in line.events if e.metadata_id in compile_ids)
+            intervals.extend(
+                (base + e.offset_ps, base + e.offset_ps + e.duration_ps)
+                for e in line.events
+                if e.metadata_id in compile_ids
+            )
     return intervals
 
 

@@ -19,8 +19,9 @@ import bisect
 import dataclasses
 import itertools
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Mapping, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from keras_xla_guard.trace.classify import COMPILE_COUNT_RE, Category, classify_name
 from keras_xla_guard.trace.compile_wall import union_length
@@ -156,18 +157,27 @@ class _PlaneIds(NamedTuple):
     def of(cls, plane: Any) -> _PlaneIds:
         metadata = plane.event_metadata
         stat_ids = {m.name: mid for mid, m in plane.stat_metadata.items()}
-        return cls({mid for mid, md in metadata.items() if COMPILE_COUNT_RE.match(md.name)},
-                   {mid for mid, md in metadata.items() if classify_name(md.name) == Category.COMPILE},
-                   {mid for mid, md in metadata.items() if md.name == STEP_EVENT},
-                   stat_ids.get("name", -1), stat_ids.get("step_num", -1))
+        return cls(
+            {mid for mid, md in metadata.items() if COMPILE_COUNT_RE.match(md.name)},
+            {mid for mid, md in metadata.items() if classify_name(md.name) == Category.COMPILE},
+            {mid for mid, md in metadata.items() if md.name == STEP_EVENT},
+            stat_ids.get("name", -1),
+            stat_ids.get("step_num", -1),
+        )
 
 
 def _line_compiles(
     plane: Any, line: Any, base: int, markers: set[int], compiling: set[int], name_id: int
 ) -> list[tuple[int, int, str]]:
     """`(start, end, module)` of each compilation on one thread."""
-    events = sorted(((base + e.offset_ps, base + e.offset_ps + e.duration_ps, e)
-                     for e in line.events if e.duration_ps > 0), key=lambda item: (item[0], -item[1]))
+    events = sorted(
+        (
+            (base + e.offset_ps, base + e.offset_ps + e.duration_ps, e)
+            for e in line.events
+            if e.duration_ps > 0
+        ),
+        key=lambda item: (item[0], -item[1]),
+    )
     starts = [item[0] for item in events]
     out = []
     previous_end = None
@@ -184,7 +194,9 @@ def _line_compiles(
                 floor = s if floor is None else max(floor, s)
                 break
         first = bisect.bisect_left(starts, floor) if floor is not None else 0
-        begin = min((s for s, _, other in events[first:index] if other.metadata_id in compiling), default=start)
+        begin = min(
+            (s for s, _, other in events[first:index] if other.metadata_id in compiling), default=start
+        )
         out.append((begin, end, marker_module(plane, marker, name_id)))
         previous_end = end
     return out
@@ -212,7 +224,10 @@ def line_compile_facts(plane: Any, line: Any, ids: _PlaneIds) -> CompileFacts:
 
 
 def compile_records(
-    space: Any, *, source: str = "<trace>", lines: Mapping[str, set[int]] | None = None,
+    space: Any,
+    *,
+    source: str = "<trace>",
+    lines: Mapping[str, set[int]] | None = None,
     known: Mapping[str, Mapping[int, CompileFacts]] | None = None,
 ) -> tuple[CompileRecord, ...]:
     """Every XLA compilation in a trace, in the order they began.
@@ -253,12 +268,18 @@ def compile_records(
         for begin, end, module in sorted(found):
             clipped = [(max(s, begin), min(t, end)) for s, t in intervals if s < end and t > begin]
             step = next((n for s, t, n in steps if s <= begin <= t), None)
-            records.append((begin, clipped, CompileRecord(
-                program=program_of(module) if module else "?",
-                module=module,
-                start_s=begin * _PS,
-                step=step,
-            )))
+            records.append(
+                (
+                    begin,
+                    clipped,
+                    CompileRecord(
+                        program=program_of(module) if module else "?",
+                        module=module,
+                        start_s=begin * _PS,
+                        step=step,
+                    ),
+                )
+            )
     records.sort(key=lambda item: item[0])
     # Each row gets the compile time no earlier row already holds, so that
     # rows of programs compiled at the same time add up to the wall-clock
@@ -309,7 +330,9 @@ def attribute_compiles(
     for i, row in enumerate(rows):
         if row is not None and row.signature is None and left:
             signature, step = left.pop(0)
-            rows[i] = dataclasses.replace(row, signature=signature, step=row.step if row.step is not None else step)
+            rows[i] = dataclasses.replace(
+                row, signature=signature, step=row.step if row.step is not None else step
+            )
     hits = [CompileRecord(program="", cache_hit=True, step=n, signature=s) for s, n in left]
     merged = [r for r in rows if r is not None] + hits
     order = {id(r): k for k, r in enumerate(merged)}

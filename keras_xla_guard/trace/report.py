@@ -18,9 +18,19 @@ __all__ = ["CoverageReport", "OpStat", "ProgramStat", "StepStat", "TraceQuality"
 # none of them: they are `None` (`null` in JSON), not a 0 that reads like a
 # measurement.
 _MEASURED_FIELDS = (
-    "xla_time_s", "non_xla_op_time_s", "xla_time_fraction", "xla_executions", "compilations",
-    "compile_time_s", "compile_thread_time_s", "input_pipeline_time_s", "eager_overhead_s", "tracing_time_s", "guard_op_time_s",
-    "transfer_time_s", "collective_time_s",
+    "xla_time_s",
+    "non_xla_op_time_s",
+    "xla_time_fraction",
+    "xla_executions",
+    "compilations",
+    "compile_time_s",
+    "compile_thread_time_s",
+    "input_pipeline_time_s",
+    "eager_overhead_s",
+    "tracing_time_s",
+    "guard_op_time_s",
+    "transfer_time_s",
+    "collective_time_s",
 )
 
 
@@ -276,7 +286,7 @@ class CoverageReport:
     distinct_signatures: int | None = None
     new_signatures: int | None = None
     expected_compilations: int | None = None
-    signature_explanations: "tuple[Explanation, ...]" = ()
+    signature_explanations: tuple[Explanation, ...] = ()
     signatures_unavailable: str | None = None
     compile_table: tuple[CompileRecord, ...] = ()
     cache_hits: int | None = None
@@ -327,7 +337,7 @@ class CoverageReport:
         return d
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "CoverageReport":
+    def from_dict(cls, data: dict[str, Any]) -> CoverageReport:
         """Rebuilds a report from `to_dict()` output (e.g. read back from JSON).
 
         Args:
@@ -372,7 +382,9 @@ class CoverageReport:
         try:
             values["trace_quality"] = tuple(TraceQuality(**q) for q in values.get("trace_quality", ()))
         except TypeError as e:
-            raise ValueError(f"`trace_quality` holds a malformed entry ({e}). Received: data={data!r}") from None
+            raise ValueError(
+                f"`trace_quality` holds a malformed entry ({e}). Received: data={data!r}"
+            ) from None
         try:
             values["programs"] = tuple(ProgramStat(**p) for p in values.get("programs", ()))
         except TypeError as e:
@@ -383,7 +395,9 @@ class CoverageReport:
         try:
             values["compile_table"] = tuple(CompileRecord(**c) for c in values.get("compile_table", ()))
         except TypeError as e:
-            raise ValueError(f"`compile_table` holds a malformed row ({e}). Received: data={data!r}") from None
+            raise ValueError(
+                f"`compile_table` holds a malformed row ({e}). Received: data={data!r}"
+            ) from None
         return cls(**values)
 
     def __str__(self) -> str:

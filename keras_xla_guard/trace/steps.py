@@ -35,7 +35,15 @@ from keras_xla_guard.trace.compile_wall import union_length
 from keras_xla_guard.trace.report import StepStat
 from keras_xla_guard.trace.xplane import iter_lines
 
-__all__ = ["Marker", "StepFacts", "device_steps", "host_steps", "line_step_facts", "marker_of", "step_markers"]
+__all__ = [
+    "Marker",
+    "StepFacts",
+    "device_steps",
+    "host_steps",
+    "line_step_facts",
+    "marker_of",
+    "step_markers",
+]
 
 _PS = 1e-12
 _ROOT_STAT = "_r"
@@ -98,15 +106,26 @@ def marker_of(event: Any, root: int, step_id: int, start: int) -> Marker | None:
     return None
 
 
-def _stat(markers: Iterable[Marker], busy: Mapping[int, list[tuple[int, int]]], launches: Mapping[int, int],
-          transfers: Mapping[int, int] | None) -> tuple[StepStat, ...]:
+def _stat(
+    markers: Iterable[Marker],
+    busy: Mapping[int, list[tuple[int, int]]],
+    launches: Mapping[int, int],
+    transfers: Mapping[int, int] | None,
+) -> tuple[StepStat, ...]:
     out = []
     for i, (start, end, step) in enumerate(markers):
         wall = end - start
         ran = min(union_length(busy.get(i, [])), wall) if transfers is None else union_length(busy.get(i, []))
-        out.append(StepStat(step=step, wall_s=wall * _PS, busy_s=ran * _PS, idle_s=max(0, wall - ran) * _PS,
-                            launches=launches.get(i, 0),
-                            transfer_s=None if transfers is None else transfers.get(i, 0) * _PS))
+        out.append(
+            StepStat(
+                step=step,
+                wall_s=wall * _PS,
+                busy_s=ran * _PS,
+                idle_s=max(0, wall - ran) * _PS,
+                launches=launches.get(i, 0),
+                transfer_s=None if transfers is None else transfers.get(i, 0) * _PS,
+            )
+        )
     return tuple(out)
 
 
@@ -128,9 +147,14 @@ def line_step_facts(plane: Any, line: Any, xla: frozenset[int] | None = None) ->
     return StepFacts(step_markers(plane, line), _xla_spans(line, _xla_ids(plane) if xla is None else xla))
 
 
-def host_steps(space: Any, marker_lines: Mapping[str, set[int]], xla_lines: Mapping[str, set[int]],
-               launch_starts: list[int], source: str = "<trace>",
-               known: Mapping[str, Mapping[int, StepFacts]] | None = None) -> tuple[StepStat, ...]:
+def host_steps(
+    space: Any,
+    marker_lines: Mapping[str, set[int]],
+    xla_lines: Mapping[str, set[int]],
+    launch_starts: list[int],
+    source: str = "<trace>",
+    known: Mapping[str, Mapping[int, StepFacts]] | None = None,
+) -> tuple[StepStat, ...]:
     """Per step of a host-time trace: wall, busy, idle and launches.
 
     Args:
@@ -181,8 +205,9 @@ def host_steps(space: Any, marker_lines: Mapping[str, set[int]], xla_lines: Mapp
     return _stat(markers, busy, launches, None)
 
 
-def _facts(space: Any, plane_name: str, wanted: set[int], known: Mapping[str, Mapping[int, StepFacts]],
-           source: str) -> list[StepFacts]:
+def _facts(
+    space: Any, plane_name: str, wanted: set[int], known: Mapping[str, Mapping[int, StepFacts]], source: str
+) -> list[StepFacts]:
     """The facts of a plane's `wanted` lines: known ones as given, the others read."""
     have = known.get(plane_name, {})
     found = [have[i] for i in sorted(wanted) if i in have]
@@ -190,8 +215,9 @@ def _facts(space: Any, plane_name: str, wanted: set[int], known: Mapping[str, Ma
     if missing:
         plane = _plane(space, plane_name)
         xla = _xla_ids(plane)
-        found.extend(line_step_facts(plane, line, xla)
-                     for line in iter_lines(plane, source=source, indices=missing))
+        found.extend(
+            line_step_facts(plane, line, xla) for line in iter_lines(plane, source=source, indices=missing)
+        )
     return found
 
 
@@ -202,17 +228,23 @@ def _plane(space: Any, name: str) -> Any:
 def _xla_spans(line: Any, xla: frozenset[int]) -> list[tuple[int, int]]:
     """The spans of a line's events whose names (`xla`, metadata ids) the analysis books as XLA time."""
     base = line.timestamp_ns * 1000
-    return [(base + e.offset_ps, base + e.offset_ps + e.duration_ps)
-            for e in line.events if e.metadata_id in xla and e.duration_ps > 0]
+    return [
+        (base + e.offset_ps, base + e.offset_ps + e.duration_ps)
+        for e in line.events
+        if e.metadata_id in xla and e.duration_ps > 0
+    ]
 
 
 def _xla_ids(plane: Any) -> frozenset[int]:
     """Metadata ids of a plane's XLA executable spans (`classify_name`)."""
-    return frozenset(mid for mid, md in plane.event_metadata.items() if classify_name(md.name) == Category.XLA)
+    return frozenset(
+        mid for mid, md in plane.event_metadata.items() if classify_name(md.name) == Category.XLA
+    )
 
 
-def device_steps(markers: list[Marker], runs: Mapping[int, list[tuple[int, int]]],
-                 transfers: Mapping[int, int]) -> tuple[StepStat, ...]:
+def device_steps(
+    markers: list[Marker], runs: Mapping[int, list[tuple[int, int]]], transfers: Mapping[int, int]
+) -> tuple[StepStat, ...]:
     """Per step of a device-time trace, from the device's runs grouped by step marker.
 
     Args:
@@ -227,6 +259,9 @@ def device_steps(markers: list[Marker], runs: Mapping[int, list[tuple[int, int]]
         One `StepStat` per marker, in time order.
     """
     order = sorted(range(len(markers)), key=lambda i: markers[i])
-    return _stat([markers[i] for i in order], {k: runs[i] for k, i in enumerate(order) if i in runs},
-                 {k: len(runs[i]) for k, i in enumerate(order) if i in runs},
-                 {k: transfers[i] for k, i in enumerate(order) if i in transfers})
+    return _stat(
+        [markers[i] for i in order],
+        {k: runs[i] for k, i in enumerate(order) if i in runs},
+        {k: len(runs[i]) for k, i in enumerate(order) if i in runs},
+        {k: transfers[i] for k, i in enumerate(order) if i in transfers},
+    )

@@ -114,9 +114,7 @@ def _walk_traces(root: Path) -> list[Path]:
     return found
 
 
-def find_trace_files(
-    path: str | os.PathLike[str], *, all_runs: bool = False
-) -> list[Path]:
+def find_trace_files(path: str | os.PathLike[str], *, all_runs: bool = False) -> list[Path]:
     """Resolves a user-given path to the trace files to analyze.
 
     Args:
@@ -144,9 +142,7 @@ def find_trace_files(
     if not p.exists():
         raise TraceNotFoundError(f"No such file or directory: {str(p)!r}.")
     if not p.is_dir():
-        raise TraceNotFoundError(
-            f"Expected an .xplane.pb file or a directory. Received: {str(p)!r}."
-        )
+        raise TraceNotFoundError(f"Expected an .xplane.pb file or a directory. Received: {str(p)!r}.")
     runs = find_run_dirs(p)
     if not runs:
         raise TraceNotFoundError(
@@ -154,12 +150,7 @@ def find_trace_files(
             "written to <log_dir>/plugins/profile/<run>/<host>.xplane.pb."
         )
     selected = runs if all_runs else runs[-1:]
-    return [
-        f
-        for run in selected
-        for f in sorted(run.glob("*" + TRACE_SUFFIX))
-        if f.is_file()
-    ]
+    return [f for run in selected for f in sorted(run.glob("*" + TRACE_SUFFIX)) if f.is_file()]
 
 
 def load_xspace(

@@ -47,8 +47,13 @@ def test_keras_on_jax_selects_the_jax_backend():
         """,
         env={"KERAS_BACKEND": "jax"},
     )
-    assert out == {"names": ["jax", "jax"], "same": True, "version": f"jax {out['jax']}",
-                   "jax": out["jax"], "seam": "jax"}
+    assert out == {
+        "names": ["jax", "jax"],
+        "same": True,
+        "version": f"jax {out['jax']}",
+        "jax": out["jax"],
+        "seam": "jax",
+    }
 
 
 def test_numpy_is_refused_naming_keras_and_the_backends_it_has():

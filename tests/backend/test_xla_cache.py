@@ -14,11 +14,15 @@ def test_no_directory_means_no_cache():
 
 def test_all_four_flags_are_read():
     """Directory, device types, read-only and prefix come from TF_XLA_FLAGS."""
-    env = {"TF_XLA_FLAGS": "--tf_xla_cpu_global_jit --tf_xla_persistent_cache_directory=/c "
-                           "--tf_xla_persistent_cache_device_types=CPU,GPU "
-                           "--tf_xla_persistent_cache_read_only=true --tf_xla_persistent_cache_prefix=p"}
+    env = {
+        "TF_XLA_FLAGS": "--tf_xla_cpu_global_jit --tf_xla_persistent_cache_directory=/c "
+        "--tf_xla_persistent_cache_device_types=CPU,GPU "
+        "--tf_xla_persistent_cache_read_only=true --tf_xla_persistent_cache_prefix=p"
+    }
     assert persistent_cache(env) == PersistentCache("/c", ("CPU", "GPU"), True, "p")
-    assert persistent_cache({"TF_XLA_FLAGS": "--tf_xla_persistent_cache_directory=/c"}) == PersistentCache("/c")
+    assert persistent_cache({"TF_XLA_FLAGS": "--tf_xla_persistent_cache_directory=/c"}) == PersistentCache(
+        "/c"
+    )
 
 
 def test_entries_counts_the_programs_in_the_directory(tmp_path):
@@ -37,4 +41,7 @@ def test_recommended_line_keeps_other_flags_and_replaces_an_old_directory():
     assert recommended_flags("/new", env) == (
         'export TF_XLA_FLAGS="--tf_xla_cpu_global_jit --tf_xla_persistent_cache_directory=/new"'
     )
-    assert recommended_flags(env={}) == 'export TF_XLA_FLAGS="--tf_xla_persistent_cache_directory=$HOME/.cache/xla"'
+    assert (
+        recommended_flags(env={})
+        == 'export TF_XLA_FLAGS="--tf_xla_persistent_cache_directory=$HOME/.cache/xla"'
+    )

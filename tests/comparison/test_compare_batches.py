@@ -28,8 +28,9 @@ def test_take_batches_reads_finite_data_to_its_end_and_stops_on_endless_data():
     """A finite dataset's signatures are all counted past `steps`; an endless generator leaves them unknown."""
     import tensorflow as tf
 
-    finite = take_batches(_seq_dataset((5, 7, 9, 11)).apply(tf.data.experimental.assert_cardinality(4)),
-                          steps=2)
+    finite = take_batches(
+        _seq_dataset((5, 7, 9, 11)).apply(tf.data.experimental.assert_cardinality(4)), steps=2
+    )
     assert len(finite.batches) == 2 and (finite.steps_per_epoch, finite.epoch_signatures) == (4, 4)
 
     def endless():
@@ -98,5 +99,6 @@ def test_signatures_are_counted_as_the_guard_counts_them() -> None:
     taken = take_batches(Rows(), steps=2)
     assert (taken.steps_per_epoch, taken.epoch_signatures) == (4, 3)
     assert str(Signature.of(taken.batches[0])) == (
-        "[0]['mask']: float32[2,3], [0]['tokens']: int32[2,3], [1]: float32[2,1]")
+        "[0]['mask']: float32[2,3], [0]['tokens']: int32[2,3], [1]: float32[2,1]"
+    )
     assert planned_run(Batches(taken.batches, None, None), 2, None, None) == (2, 1, "compared batches")

@@ -20,7 +20,7 @@ from _helpers import REPO
 
 from keras_xla_guard.cli import COMPARE_SCHEMA_VERSION, main
 
-TARGET = '''
+TARGET = """
 import numpy as np
 
 
@@ -37,15 +37,22 @@ def build():
 
 def broken():
     raise RuntimeError("no data today")
-'''
+"""
 
 
 def _cli(*argv: Any, cwd: Path) -> subprocess.CompletedProcess[str]:
     """Runs the real command in a fresh interpreter, without the caller's XLA flags."""
     env = {k: v for k, v in os.environ.items() if k != "TF_XLA_FLAGS"}
     env["PYTHONPATH"] = str(REPO)
-    return subprocess.run([sys.executable, "-m", "keras_xla_guard.cli", *map(str, argv)], cwd=cwd,
-                          env=env, capture_output=True, text=True, timeout=600, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "keras_xla_guard.cli", *map(str, argv)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -60,9 +67,23 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def compared(target: Path) -> tuple[dict[str, Any], Path]:
     """`compare target.py:build --modes plain autoclustering --json`, 4 steps of batch 16."""
     logs = target.parent / "logs"
-    proc = _cli("compare", f"{target.name}:build", "--steps", "4", "--batch-size", "16",
-                "--modes", "plain", "autoclustering", "--planned-epochs", "2", "--json",
-                "--log-dir", logs, cwd=target.parent)
+    proc = _cli(
+        "compare",
+        f"{target.name}:build",
+        "--steps",
+        "4",
+        "--batch-size",
+        "16",
+        "--modes",
+        "plain",
+        "autoclustering",
+        "--planned-epochs",
+        "2",
+        "--json",
+        "--log-dir",
+        logs,
+        cwd=target.parent,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout), logs
 
@@ -86,8 +107,7 @@ def test_json_combines_each_modes_process(compared):
 def test_json_projects_the_planned_run_from_the_data(compared):
     """2 planned epochs of 3 batches, 2 signatures counted from the data; the verdict names the best mode."""
     doc, _ = compared
-    assert (doc["planned_steps"], doc["planned_signatures"], doc["signatures_counted_from"]) == (
-        6, 2, "data")
+    assert (doc["planned_steps"], doc["planned_signatures"], doc["signatures_counted_from"]) == (6, 2, "data")
     assert doc["best_mode"] == min(doc["projected_run_s"], key=doc["projected_run_s"].get)
     assert doc["verdict"].startswith(doc["best_mode"]) and doc["wall_s"] > 0
 
@@ -102,13 +122,16 @@ def test_cli_writes_tensorboard_beside_the_guards_runs(compared):
     assert list((logs / "compare" / "plain" / "plugins" / "profile").glob("*/*.xplane.pb"))
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["compare", "no_colon"], "the target must be `module_or_file:function`"),
-    (["compare", "missing.py:build"], "no such file 'missing.py'"),
-    (["compare", "target.py:build", "--modes", "plain"], "at least two different modes"),
-    (["compare", "target.py:build", "--steps", "0"], "expected a positive integer, got '0'"),
-    (["compare", "target.py:build", "--modes", "plain", "xla"], "invalid choice: 'xla'"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["compare", "no_colon"], "the target must be `module_or_file:function`"),
+        (["compare", "missing.py:build"], "no such file 'missing.py'"),
+        (["compare", "target.py:build", "--modes", "plain"], "at least two different modes"),
+        (["compare", "target.py:build", "--steps", "0"], "expected a positive integer, got '0'"),
+        (["compare", "target.py:build", "--modes", "plain", "xla"], "invalid choice: 'xla'"),
+    ],
+)
 def test_bad_input_exits_2_with_one_line(argv, message, target, capsys, monkeypatch):
     """Bad targets and arguments: exit 2, one line on stderr, before any TensorFlow starts."""
     monkeypatch.chdir(target.parent)
@@ -126,7 +149,8 @@ def test_a_failing_target_exits_2_with_its_error(target):
     proc = _cli("compare", "target.py:broken", cwd=target.parent)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        "keras-xla-guard: error: mode 'plain' failed: RuntimeError: no data today"]
+        "keras-xla-guard: error: mode 'plain' failed: RuntimeError: no data today"
+    ]
 
 
 def test_worker_reports_a_target_that_does_not_return_a_pair(tmp_path, monkeypatch):
@@ -138,4 +162,5 @@ def test_worker_reports_a_target_that_does_not_return_a_pair(tmp_path, monkeypat
     code = worker_main(["odd.py:build", "plain", str(tmp_path), str(tmp_path / "logs"), "--steps", "2"])
     assert code == 2
     assert json.loads((tmp_path / "plain.json").read_text()) == {
-        "error": "ValueError: odd.py:build must return (model, data). Received: int"}
+        "error": "ValueError: odd.py:build must return (model, data). Received: int"
+    }

@@ -24,17 +24,31 @@ from keras_xla_guard.comparison.core import (
 from keras_xla_guard.comparison.report import CompareReport, ModeFigures, format_duration
 
 
-def fig(mode: str, step: float, *, startup: float = 0.0, per_signature: float = 0.0,
-        signatures: int = 1, compilations: int | None = None,
-        losses: tuple[float, ...] = (1.0, 0.5)) -> ModeFigures:
+def fig(
+    mode: str,
+    step: float,
+    *,
+    startup: float = 0.0,
+    per_signature: float = 0.0,
+    signatures: int = 1,
+    compilations: int | None = None,
+    losses: tuple[float, ...] = (1.0, 0.5),
+) -> ModeFigures:
     """Hand-made figures of one mode (its compile time: one signature cost per signature)."""
     compile_s = per_signature * signatures
     return ModeFigures(
-        mode=mode, steps=len(losses), step_time_s=step, step_times_s=(step,) * len(losses),
-        startup_s=startup, signature_cost_s=per_signature,
+        mode=mode,
+        steps=len(losses),
+        step_time_s=step,
+        step_times_s=(step,) * len(losses),
+        startup_s=startup,
+        signature_cost_s=per_signature,
         compilations=signatures if compilations is None else compilations,
-        compile_time_s=compile_s, compile_thread_time_s=2 * compile_s,
-        distinct_signatures=signatures, peak_memory_bytes=1 << 20, memory_kind="host_rss",
+        compile_time_s=compile_s,
+        compile_thread_time_s=2 * compile_s,
+        distinct_signatures=signatures,
+        peak_memory_bytes=1 << 20,
+        memory_kind="host_rss",
         losses=losses,
     )
 
@@ -96,41 +110,59 @@ def test_loss_divergence_of_non_finite_losses():
 def test_format_duration_picks_the_unit():
     """Durations read as ms, s, min or h."""
     assert [format_duration(s) for s in (0.25, 12.25, 150.0, 9000.0)] == [
-        "250 ms", "12.2 s", "2.5 min", "2.5 h"]
+        "250 ms",
+        "12.2 s",
+        "2.5 min",
+        "2.5 h",
+    ]
 
 
 def test_report_when_xla_pays():
     """A faster-stepping XLA mode that repays its compilation is best; the verdict says when and by how much."""
     report = build_report(
-        [fig("plain", 0.5, startup=1.0, compilations=0, losses=(1.0, 0.5)),
-         fig("jit_compile", 0.25, startup=1.0, per_signature=2.0, losses=(1.0, 0.5000005))],
-        planned_steps=1000, planned_signatures=1, wall_s=3.5)
+        [
+            fig("plain", 0.5, startup=1.0, compilations=0, losses=(1.0, 0.5)),
+            fig("jit_compile", 0.25, startup=1.0, per_signature=2.0, losses=(1.0, 0.5000005)),
+        ],
+        planned_steps=1000,
+        planned_signatures=1,
+        wall_s=3.5,
+    )
     assert (report.best_mode, report.baseline, report.break_even_steps) == ("jit_compile", "plain", 8)
     assert dict(report.projected_run_s) == {"plain": 501.0, "jit_compile": 253.0}
     assert report.max_loss_divergence == pytest.approx(1e-6, rel=1e-3)
-    assert report.verdict == ("jit_compile pays after 8 steps: 2.0x faster per step; planned run "
-                              "8.3 min -> 4.2 min; losses agree within 1e-06")
+    assert report.verdict == (
+        "jit_compile pays after 8 steps: 2.0x faster per step; planned run "
+        "8.3 min -> 4.2 min; losses agree within 1e-06"
+    )
 
 
 def test_report_when_compilations_are_not_repaid():
     """Many signatures over a short run: plain is best and the verdict gives the cost and the break-even."""
     report = build_report(
-        [fig("plain", 0.5, startup=1.0, compilations=0, signatures=4),
-         fig("jit_compile", 0.25, startup=1.0, per_signature=2.0, signatures=4)],
-        planned_steps=20, planned_signatures=10)
+        [
+            fig("plain", 0.5, startup=1.0, compilations=0, signatures=4),
+            fig("jit_compile", 0.25, startup=1.0, per_signature=2.0, signatures=4),
+        ],
+        planned_steps=20,
+        planned_signatures=10,
+    )
     assert report.best_mode == "plain" and report.break_even_steps == 80
     assert dict(report.projected_run_s) == {"plain": 11.0, "jit_compile": 26.0}
     assert report.verdict == (
         "plain is best: jit_compile is 2.0x faster per step but costs 21.0 s up front (startup "
         "and 10 signature(s) to compile), so the planned run takes 26.0 s instead of 11.0 s; it "
-        "would pay only after 80 steps (planned: 20); losses agree within 0e+00")
+        "would pay only after 80 steps (planned: 20); losses agree within 0e+00"
+    )
 
 
 def test_report_when_xla_never_pays():
     """An XLA mode slower per step never pays; the baseline is plain even when listed last."""
     report = build_report(
         [fig("jit_compile", 0.75, per_signature=1.0), fig("plain", 0.5, compilations=0)],
-        planned_steps=4, planned_signatures=1)
+        planned_steps=4,
+        planned_signatures=1,
+    )
     assert (report.baseline, report.best_mode, report.break_even_steps) == ("plain", "plain", None)
     assert report.verdict.endswith("it never pays; losses agree within 0e+00")
     assert "jit_compile is 1.5x slower per step" in report.verdict
@@ -138,11 +170,11 @@ def test_report_when_xla_never_pays():
 
 def test_best_mode_tie_goes_to_the_earlier_mode_and_baseline_without_plain_is_the_first():
     """Equal projections keep the first mode; without plain the first mode is the baseline."""
-    report = build_report([fig("jit_compile", 0.5), fig("autoclustering", 0.5)],
-                          planned_steps=10, planned_signatures=1)
+    report = build_report(
+        [fig("jit_compile", 0.5), fig("autoclustering", 0.5)], planned_steps=10, planned_signatures=1
+    )
     # Costing nothing extra, the other mode breaks even at once.
-    assert (report.baseline, report.best_mode, report.break_even_steps) == (
-        "jit_compile", "jit_compile", 0)
+    assert (report.baseline, report.best_mode, report.break_even_steps) == ("jit_compile", "jit_compile", 0)
 
 
 def test_report_is_frozen_and_round_trips_through_json():
@@ -170,12 +202,15 @@ def test_build_report_needs_two_different_modes():
         build_report([fig("plain", 0.5), fig("plain", 0.5)], planned_steps=1, planned_signatures=1)
 
 
-@pytest.mark.parametrize(("modes", "message"), [
-    ("plain", "must be a sequence of mode names"),
-    (("plain", "xla"), "Unknown mode 'xla'"),
-    (("plain",), "at least two different modes"),
-    (("plain", "plain"), "at least two different modes"),
-])
+@pytest.mark.parametrize(
+    ("modes", "message"),
+    [
+        ("plain", "must be a sequence of mode names"),
+        (("plain", "xla"), "Unknown mode 'xla'"),
+        (("plain",), "at least two different modes"),
+        (("plain", "plain"), "at least two different modes"),
+    ],
+)
 def test_validate_modes_names_the_bad_value(modes, message):
     """Bad `modes` raise ValueError naming the value and the allowed modes."""
     with pytest.raises(ValueError, match=message) as info:

@@ -51,7 +51,9 @@ class _Watch:
 
     def of(self, mode: str) -> tuple[int, list[_FitSeen]]:
         """The RSS before the clone of `mode` was built, and its fits (compile pass first)."""
-        (index,) = [i for i, c in enumerate(self.clones) if (c.jit_compile is True) == (mode == "jit_compile")]
+        (index,) = [
+            i for i, c in enumerate(self.clones) if (c.jit_compile is True) == (mode == "jit_compile")
+        ]
         return self.rss_before_clone[index], self.fits[id(self.clones[index])]
 
 
@@ -118,8 +120,7 @@ def compared(tmp_path_factory: pytest.TempPathFactory) -> Compared:
     log_dir = tmp_path_factory.mktemp("compare") / "logs"
     with pytest.MonkeyPatch.context() as monkeypatch:
         watch = _watching(monkeypatch)
-        report = compare(model, _seq_dataset(LENGTHS), steps=len(LENGTHS), planned_epochs=4,
-                         log_dir=log_dir)
+        report = compare(model, _seq_dataset(LENGTHS), steps=len(LENGTHS), planned_epochs=4, log_dir=log_dir)
     return Compared(model, before, report, log_dir, watch)
 
 
@@ -134,8 +135,7 @@ def test_each_mode_compiles_once_per_signature_in_a_real_trace(compared):
     assert 0 < jit.compile_time_s <= jit.compile_thread_time_s
     for mode, figures in compared.report.modes.items():
         assert figures.trace_paths
-        assert all(Path(p).is_file() and f"compare/{mode}/plugins/profile" in p
-                   for p in figures.trace_paths)
+        assert all(Path(p).is_file() and f"compare/{mode}/plugins/profile" in p for p in figures.trace_paths)
 
 
 @pytest.mark.slow
@@ -187,8 +187,9 @@ def test_startup_and_signature_cost_are_the_compile_fit_timed_from_outside(compa
         signature = max(0.0, statistics.median(t - steady for t in compile_fit.steps_s[1:]))
         startup = compile_fit.ended_at - compile_fit.called_at - n * (steady + signature)
         assert startup > 0
-        assert figures.signature_cost_s == pytest.approx(
-            signature, rel=SIGNATURE_REL, abs=SIGNATURE_ABS_S), mode
+        assert figures.signature_cost_s == pytest.approx(signature, rel=SIGNATURE_REL, abs=SIGNATURE_ABS_S), (
+            mode
+        )
         assert figures.startup_s == pytest.approx(startup, rel=STARTUP_REL, abs=STARTUP_ABS_S), mode
 
 
@@ -232,10 +233,14 @@ def test_planned_run_counts_the_datas_signatures(compared):
     """A finite generator is read to its end: 4 epochs of 6 steps, 3 signatures, counted from the data."""
     report = compared.report
     assert (report.planned_steps, report.planned_signatures, report.signatures_counted_from) == (
-        24, 3, "data")
+        24,
+        3,
+        "data",
+    )
     for mode, figures in report.modes.items():
         assert report.projected_run_s[mode] == pytest.approx(
-            figures.startup_s + 24 * figures.step_time_s + 3 * figures.signature_cost_s)
+            figures.startup_s + 24 * figures.step_time_s + 3 * figures.signature_cost_s
+        )
     assert report.best_mode == min(report.projected_run_s, key=report.projected_run_s.get)
     assert report.wall_s > 0 and report.verdict in str(report)
 
@@ -250,7 +255,8 @@ def test_tensorboard_holds_per_mode_scalars_and_the_verdict(compared):
         assert events["xla_guard/compare/compilations"] == {0: figures.compilations}
         assert events["xla_guard/compare/distinct_signatures"] == {0: 3}
         assert events["xla_guard/compare/projected_run_s"][0] == pytest.approx(
-            compared.report.projected_run_s[mode])
+            compared.report.projected_run_s[mode]
+        )
         assert sorted(events["xla_guard/compare/loss"]) == list(range(len(LENGTHS)))
         assert events["xla_guard/compare/loss"][5] == pytest.approx(figures.losses[5])
     text = _events(compared.log_dir / "compare")["xla_guard/compare/verdict"][0]
@@ -258,14 +264,17 @@ def test_tensorboard_holds_per_mode_scalars_and_the_verdict(compared):
     assert "jit&#95;compile" in text and "projected run s" in text
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"steps": 0}, r"`steps` must be an integer >= 1. Received: steps=0"),
-    ({"modes": ("plain",)}, r"at least two different modes"),
-    ({"modes": ("plain", "xla")}, r"Unknown mode 'xla'"),
-    ({"batch_size": -4}, r"Received: batch_size=-4"),
-    ({"planned_epochs": 0}, r"Received: planned_epochs=0"),
-    ({"planned_steps_per_epoch": 2.5}, r"Received: planned_steps_per_epoch=2.5"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"steps": 0}, r"`steps` must be an integer >= 1. Received: steps=0"),
+        ({"modes": ("plain",)}, r"at least two different modes"),
+        ({"modes": ("plain", "xla")}, r"Unknown mode 'xla'"),
+        ({"batch_size": -4}, r"Received: batch_size=-4"),
+        ({"planned_epochs": 0}, r"Received: planned_epochs=0"),
+        ({"planned_steps_per_epoch": 2.5}, r"Received: planned_steps_per_epoch=2.5"),
+    ],
+)
 def test_bad_arguments_raise_before_training(kwargs, message):
     """Bad arguments raise ValueError naming the value and what is allowed."""
     from keras_xla_guard import compare

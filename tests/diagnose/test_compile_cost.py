@@ -22,13 +22,19 @@ def test_compile_cost_verdict_recommends_the_persistent_cache_with_the_exact_lin
     (verdict,) = compile_cost_verdicts(_compile_report(1.0), env={})
     assert (verdict.code, verdict.status) == ("COMPILE_COST_HIGH", "warning")
     assert "2 XLA compilation(s) took 1.00 s, 50% of the window" in verdict.message
-    assert verdict.fix.startswith('export TF_XLA_FLAGS="--tf_xla_persistent_cache_directory=$HOME/.cache/xla"')
-    (on,) = compile_cost_verdicts(_compile_report(1.0), env={"TF_XLA_FLAGS": "--tf_xla_persistent_cache_directory=/c"})
+    assert verdict.fix.startswith(
+        'export TF_XLA_FLAGS="--tf_xla_persistent_cache_directory=$HOME/.cache/xla"'
+    )
+    (on,) = compile_cost_verdicts(
+        _compile_report(1.0), env={"TF_XLA_FLAGS": "--tf_xla_persistent_cache_directory=/c"}
+    )
     assert (on.status, on.fix) == ("info", "")
     assert compile_cost_verdicts(_compile_report(0.3), env={}) == []
 
 
-@pytest.mark.parametrize("flag", ["--tf_xla_persistent_cache_read_only=true", "--tf_xla_persistent_cache_read_only"])
+@pytest.mark.parametrize(
+    "flag", ["--tf_xla_persistent_cache_read_only=true", "--tf_xla_persistent_cache_read_only"]
+)
 def test_compile_cost_with_a_read_only_cache_says_nothing_is_stored(flag: str) -> None:
     """A read-only cache stores nothing: a warning that says so, whose fix is the same line without the flag."""
     flags = f"--tf_xla_auto_jit=2 --tf_xla_persistent_cache_directory=/c {flag}"
@@ -58,6 +64,8 @@ def test_compile_cost_imports_neither_tensorflow_nor_keras() -> None:
         "assert compile_cost_verdicts(CoverageReport(), env={}) == []\n"
         "print(sorted(m for m in ('keras', 'tensorflow') if m in sys.modules))"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "[]"

@@ -110,9 +110,7 @@ def test_set_jit_without_cpu_flag_is_measured_not_effective(clean_switches: None
 
 
 @pytest.mark.slow
-def test_cpu_flag_set_after_tensorflow_read_it(
-    clean_switches: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_cpu_flag_set_after_tensorflow_read_it(clean_switches: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """A CPU flag put in os.environ after TF read its flags is flagged, and the probe agrees."""
     import tensorflow as tf
 
@@ -176,7 +174,11 @@ def test_probe_that_times_out_is_a_verdict_not_an_error(clean_switches: None) ->
     proc = subprocess.run(shlex.split(fix), capture_output=True, text=True, timeout=180, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert set(json.loads(proc.stdout.splitlines()[-1])) == {
-        "xla_time_fraction", "xla_executions", "compilations", "plain_ops"}
+        "xla_time_fraction",
+        "xla_executions",
+        "compilations",
+        "plain_ops",
+    }
 
 
 @pytest.mark.slow
@@ -230,7 +232,9 @@ def test_unwritable_cache_directory_is_named_not_a_missing_backend(tmp_path: Pat
         "PROBE_FAILED",
     ]
     # TensorFlow's own failure on the device check, as doctor recorded it.
-    assert data["device_checks"][0]["error"].startswith(f"FailedPreconditionError: {tmp_path / 'file'} is not a directory")
+    assert data["device_checks"][0]["error"].startswith(
+        f"FailedPreconditionError: {tmp_path / 'file'} is not a directory"
+    )
     cause = verdicts["XLA_CACHE_DIR_UNWRITABLE"]
     assert cause["status"] == "error"
     assert cause["message"].startswith(
@@ -249,7 +253,11 @@ def test_unwritable_cache_directory_is_named_not_a_missing_backend(tmp_path: Pat
     assert "XLA_CACHE_DIR_UNWRITABLE" in probe["message"] and "is not a directory" in probe["message"]
     assert probe["fix"] == cause["fix"]
     assert not (tmp_path / "file").is_dir()
-    text = _cli("doctor", "--no-probe", env=dict(os.environ, TF_XLA_FLAGS=f"--tf_xla_persistent_cache_directory={cache}"))
+    text = _cli(
+        "doctor",
+        "--no-probe",
+        env=dict(os.environ, TF_XLA_FLAGS=f"--tf_xla_persistent_cache_directory={cache}"),
+    )
     assert "XLA_BACKEND_MISSING" not in text.stdout and "pip install" not in text.stdout
     assert "[ERROR] XLA_CACHE_DIR_UNWRITABLE" in text.stdout
 
@@ -266,8 +274,10 @@ def test_existing_cache_directory_that_takes_no_file_is_named() -> None:
         cause["message"],
     )
     # TensorFlow failed the same way when it stored the device check's program there.
-    assert re.match(r"NotFoundError: /proc/self/xla_compile_cache__\S+; No such file or directory",
-                    data["device_checks"][0]["error"])
+    assert re.match(
+        r"NotFoundError: /proc/self/xla_compile_cache__\S+; No such file or directory",
+        data["device_checks"][0]["error"],
+    )
     assert "XLA_BACKEND_MISSING" not in [v["code"] for v in data["verdicts"]]
 
 
@@ -278,7 +288,9 @@ def test_read_only_cache_never_writes_and_an_unwritable_one_is_no_error(tmp_path
 
     (tmp_path / "file").write_text("")
     read_only = "--tf_xla_persistent_cache_read_only=true"
-    unwritable = _doctor_json("--no-probe", flags=f"--tf_xla_persistent_cache_directory={tmp_path / 'file' / 'c'} {read_only}")
+    unwritable = _doctor_json(
+        "--no-probe", flags=f"--tf_xla_persistent_cache_directory={tmp_path / 'file' / 'c'} {read_only}"
+    )
     assert unwritable["verdicts"][0]["code"] == "XLA_BACKEND_OK"
     assert "XLA_CACHE_DIR_UNWRITABLE" not in [v["code"] for v in unwritable["verdicts"]]
     for name, flags, stored in (("ro", read_only, 0), ("rw", "", 1)):
@@ -317,27 +329,40 @@ def test_jit_compile_fix_sends_to_compare_first_with_measured_figures(clean_swit
     comments = " ".join(line[2:] for line in fix.splitlines() if line.startswith("# "))
     # Without a GPU the hedge cites the CPU figures (their check against the JSON: test_advice.py).
     assert f"{measure_first()}." in comments
-    assert fix.index("keras_xla_guard.compare(") < fix.index("keras-xla-guard compare") < fix.index(
-        "jit_compile=True)  # only if compare says jit_compile pays"
+    assert (
+        fix.index("keras_xla_guard.compare(")
+        < fix.index("keras-xla-guard compare")
+        < fix.index("jit_compile=True)  # only if compare says jit_compile pays")
     )
 
 
-def test_a_traces_blocker_comes_first_and_a_saved_compare_replaces_measuring(clean_switches: None, tmp_path) -> None:
+def test_a_traces_blocker_comes_first_and_a_saved_compare_replaces_measuring(
+    clean_switches: None, tmp_path
+) -> None:
     """doctor(trace=...): an EagerPyFunc the run ran is JIT_COMPILE_BLOCKED, first; compare=...: its verdict is the fix."""
     from keras_xla_guard import CoverageReport, OpStat
 
-    trace = CoverageReport(non_xla_op_time_s=0.01, top_non_xla_ops=(
-        OpStat("EagerPyFunc", "sequential/py_layer/EagerPyFunc", 0.008, 4),
-        OpStat("IteratorGetNextAsOptional", "IteratorGetNextAsOptional", 0.001, 4)))
+    trace = CoverageReport(
+        non_xla_op_time_s=0.01,
+        top_non_xla_ops=(
+            OpStat("EagerPyFunc", "sequential/py_layer/EagerPyFunc", 0.008, 4),
+            OpStat("IteratorGetNextAsOptional", "IteratorGetNextAsOptional", 0.001, 4),
+        ),
+    )
     report = doctor(probe=False, check_devices=False, resolve_keras=False, trace=trace)
     assert report.codes[0] == "JIT_COMPILE_BLOCKED"
     assert "EagerPyFunc ('sequential/py_layer/EagerPyFunc')" in report.verdicts[0].message
     assert "Iterator" not in report.verdicts[0].message
     assert "jit_compile=True" not in report.verdict("XLA_NOT_REQUESTED").fix
-    measured = doctor(probe=False, check_devices=False, resolve_keras=False,
-                      compare={"best_mode": "plain", "verdict": "plain is faster."})
+    measured = doctor(
+        probe=False,
+        check_devices=False,
+        resolve_keras=False,
+        compare={"best_mode": "plain", "verdict": "plain is faster."},
+    )
     assert measured.verdict("XLA_NOT_REQUESTED").fix == (
-        "# compare measured in this log dir that jit_compile does not pay here: plain is faster")
+        "# compare measured in this log dir that jit_compile does not pay here: plain is faster"
+    )
 
 
 def test_doctor_text_shows_a_shared_fix_once(clean_switches: None) -> None:

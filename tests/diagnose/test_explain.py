@@ -227,9 +227,11 @@ def test_bad_sample_batch_and_an_unbuildable_model_are_value_errors() -> None:
         explain(unbuildable, x)
     message = str(caught.value)
     assert message.startswith("`explain` could not build the model from the sample batch (")
-    assert message.endswith(": build it first with one call on a real batch, model(x), or model.build(input_shape), "
-                            "then pass explain that batch's x or (x, y). Received: model='needs_two', which is not "
-                            "built")
+    assert message.endswith(
+        ": build it first with one call on a real batch, model(x), or model.build(input_shape), "
+        "then pass explain that batch's x or (x, y). Received: model='needs_two', which is not "
+        "built"
+    )
 
 
 class CustomStep(keras.Model):
@@ -336,12 +338,15 @@ def test_callback_explain_puts_verdicts_in_first_report_and_tensorboard(tmp_path
     first, second = guard.reports[0], guard.reports[1]
     assert first.ok and first.xla_time_fraction == 0.0
     assert first.notes[0].startswith(
-        "JIT_COMPILE_BLOCKED: XLA is not requested for this model: model.jit_compile is False (")
+        "JIT_COMPILE_BLOCKED: XLA is not requested for this model: model.jit_compile is False ("
+    )
     # explain's ops in graph order (the run's op table adds none it missed).
-    assert ("The train step runs ops without an XLA kernel on XLA_CPU_JIT: EagerPyFunc in layer 'py_layer'; "
-            "AsString in layer 'strings'; StringLength in layer 'strings'; AsString in layer 'strings_1'; "
-            "StringLength in layer 'strings_1'. model.compile(jit_compile=True) would fail in Keras because of "
-            "them.") in first.notes[0]
+    assert (
+        "The train step runs ops without an XLA kernel on XLA_CPU_JIT: EagerPyFunc in layer 'py_layer'; "
+        "AsString in layer 'strings'; StringLength in layer 'strings'; AsString in layer 'strings_1'; "
+        "StringLength in layer 'strings_1'. model.compile(jit_compile=True) would fail in Keras because of "
+        "them."
+    ) in first.notes[0]
     assert not any("jit_compile=True" in n and "would fail" not in n for n in first.notes)
     assert not any(n.startswith("JIT_COMPILE_OFF") for n in first.notes)
     unsupported = [n for n in first.notes if n.startswith("XLA_UNSUPPORTED_OP")]

@@ -51,7 +51,11 @@ def test_a_window_has_step_markers_and_no_python_tracer_events(tmp_path):
     (trace,) = find_trace_files(tmp_path)
     space = load_xspace(trace)
     names = collections.Counter(
-        plane.event_metadata[e.metadata_id].name for plane in space.planes for line in plane.lines for e in line.events)
+        plane.event_metadata[e.metadata_id].name
+        for plane in space.planes
+        for line in plane.lines
+        for e in line.events
+    )
     assert names["train"] == 3
     assert not [n for n in names if n.startswith("$")]
 

@@ -17,9 +17,13 @@ def test_every_epoch_has_its_input_signatures(guarded):
     sigs = guarded.guard.signatures
     assert sorted(sigs) == list(range(EPOCHS))
     assert [(s.steps, s.distinct_signatures, s.new_signatures) for s in sigs.values()] == [
-        (3, 2, 2), (3, 2, 0), (3, 2, 0)]
+        (3, 2, 2),
+        (3, 2, 0),
+        (3, 2, 0),
+    ]
     assert [str(s) for s, _ in sigs[0].new] == [
-        f"x: float32[{b},{f}], y: float32[{b},1]" for b, f in TRAIN_SHAPES]
+        f"x: float32[{b},{f}], y: float32[{b},1]" for b, f in TRAIN_SHAPES
+    ]
     assert [step for _, step in sigs[0].new] == [0, 2]
     assert any(e.kind == "short_last_batch" for e in sigs[0].explanations)
 
@@ -55,8 +59,9 @@ def test_the_counts_equal_jax_monitorings_own(guarded):
     assert sum(r.function == "test" for r in rows) == guarded.oracle_compiles.count("jit(test_step)") == 1
     # Keras' small eager programs (jit(equal), ...) are counted apart, never as a step's.
     others = sorted(r.program for r in rows if r.function == "other")
-    assert others == sorted(n[4:-1] for n in guarded.oracle_compiles
-                            if n not in ("jit(train_step)", "jit(test_step)"))
+    assert others == sorted(
+        n[4:-1] for n in guarded.oracle_compiles if n not in ("jit(train_step)", "jit(test_step)")
+    )
 
 
 def test_the_profiled_window_is_a_report(guarded):
@@ -104,7 +109,9 @@ def test_on_violation_stop_ends_training_after_the_epoch(tmp_path):
         warnings.simplefilter("always")
         run = fit_on_jax(tmp_path, max_compilations=1, on_violation="stop", profile_epochs=())
     assert len(run.history["loss"]) == 1
-    stops = [w for w in caught if issubclass(w.category, XlaGuardWarning) and "Stopping training" in str(w.message)]
+    stops = [
+        w for w in caught if issubclass(w.category, XlaGuardWarning) and "Stopping training" in str(w.message)
+    ]
     assert len(stops) == 1
 
 
@@ -124,8 +131,14 @@ def test_explain_is_skipped_with_a_warning_naming_jax(tmp_path):
     model = make_model()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0,
-                  callbacks=[XlaGuardCallback(log_dir=tmp_path, explain=True, profile_epochs=(), verbose=0)])
+        model.fit(
+            x,
+            y,
+            batch_size=BATCH,
+            epochs=1,
+            verbose=0,
+            callbacks=[XlaGuardCallback(log_dir=tmp_path, explain=True, profile_epochs=(), verbose=0)],
+        )
     said = [str(w.message) for w in caught if issubclass(w.category, XlaGuardWarning)]
     assert len(said) == 1 and "explain reads TensorFlow graphs" in said[0] and "jax" in said[0]
 
@@ -145,7 +158,9 @@ def test_evaluate_and_predict_count_their_own_compilations_as_predicted(tmp_path
     assert guard.compilations[0].count("test") == validation.signatures.expected_compilations == 1
     # evaluate: batches of 32 and 18, both new to the test function (validation saw 20).
     assert (evaluate.kind, evaluate.signatures.new_signatures) == ("evaluate", 2)
-    assert sum(c.function == "test" for c in evaluate.compilations) == evaluate.signatures.expected_compilations
+    assert (
+        sum(c.function == "test" for c in evaluate.compilations) == evaluate.signatures.expected_compilations
+    )
     assert (predict.kind, predict.signatures.new_signatures) == ("predict", 2)
     assert [c.program for c in predict.compilations if c.function == "predict"] == ["predict_step"] * 2
 

@@ -15,8 +15,14 @@ pytestmark = pytest.mark.slow
 
 def _doctor(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     cli = Path(sys.executable).with_name("keras-xla-guard")
-    return subprocess.run([str(cli), "doctor", *args], capture_output=True, text=True, timeout=300, cwd=REPO,
-                          env={**os.environ, "KERAS_BACKEND": "jax", **(env or {})})
+    return subprocess.run(
+        [str(cli), "doctor", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+        env={**os.environ, "KERAS_BACKEND": "jax", **(env or {})},
+    )
 
 
 def test_doctor_on_jax_names_the_backend_jit_and_the_cache_off():
@@ -29,7 +35,10 @@ def test_doctor_on_jax_names_the_backend_jit_and_the_cache_off():
 
     assert "(backend jax)" in text and "jit: on" in text
     assert f"jax.jit on {jax.devices()[0]}: compiles and runs" in text
-    assert 'export JAX_COMPILATION_CACHE_DIR="$HOME/.cache/jax" JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0' in text
+    assert (
+        'export JAX_COMPILATION_CACHE_DIR="$HOME/.cache/jax" JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0'
+        in text
+    )
 
 
 @pytest.fixture
@@ -79,8 +88,12 @@ def test_a_second_process_loads_its_programs_from_the_persistent_cache(tmp_path)
         rows = [r for c in run.guard.compilations.values() for r in c.rows if r.function == "train"]
         print(json.dumps({"hits": [r.cache_hit for r in rows]}))
     """
-    env = {"KERAS_BACKEND": "jax", "JAX_COMPILATION_CACHE_DIR": str(tmp_path),
-           "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0", "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
+    env = {
+        "KERAS_BACKEND": "jax",
+        "JAX_COMPILATION_CACHE_DIR": str(tmp_path),
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+        "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+    }
     first, second = run_python(code, env=env), run_python(code, env=env)
     assert first["hits"] and not any(first["hits"])
     assert second["hits"] == [True] * len(first["hits"])

@@ -16,8 +16,15 @@ SCRIPT = REPO / "benchmarks" / "gpu_check.py"
 
 
 def _run(*args: str) -> tuple[int, dict]:
-    proc = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=600,
-                          cwd=str(REPO), env={**os.environ, "PYTHONPATH": str(REPO)}, check=False)
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=str(REPO),
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=False,
+    )
     return proc.returncode, json.loads(proc.stdout)
 
 
@@ -25,7 +32,13 @@ def test_without_a_gpu_it_says_so_trains_nothing_and_exits_0():
     """No GPU and no --dry-run: gpu=false JSON naming why, nothing trained, exit 0, TensorFlow not needed."""
     rc, doc = _run()
     assert rc == 0
-    assert (doc["benchmark"], doc["gpu"], doc["ran"], doc["ok"], doc["gpus"]) == ("gpu_check", False, False, True, [])
+    assert (doc["benchmark"], doc["gpu"], doc["ran"], doc["ok"], doc["gpus"]) == (
+        "gpu_check",
+        False,
+        False,
+        True,
+        [],
+    )
     assert "no GPU" in doc["reason"] and "windows" not in doc
     assert doc["machine"]["tensorflow_importable"] is False
 
@@ -38,11 +51,15 @@ def test_the_dry_run_checks_every_host_figure_against_xprof_and_jax_monitoring(t
     # Two new signatures; Keras 3.10 on JAX 0.6 compiles the step again when the state's placement changes.
     counted = doc["train_compilations"]
     assert counted["guard"] == counted["jax_monitoring"] >= 2
-    for epoch, window in doc["windows"].items():
+    for window in doc["windows"].values():
         checks = window["checks"]
         assert {k: v for k, v in checks.items() if v is not None} == {
-            "report_ok": True, "steps_match_xprof": True, "launches_match_xprof": True,
-            "compilations_match_xprof": True, "compilations_match_monitoring": True}
+            "report_ok": True,
+            "steps_match_xprof": True,
+            "launches_match_xprof": True,
+            "compilations_match_xprof": True,
+            "compilations_match_monitoring": True,
+        }
         assert window["steps_profiled"] == 4
     assert doc["windows"]["0"]["compilations"] >= 2
     (saved,) = tmp_path.glob("gpu_check-*.json")

@@ -33,7 +33,15 @@ def test_the_html_page_shows_windows_as_busy_time_and_every_compilation(guarded,
     assert "XLA programs per profiled window (JAX)" in text and "XLA coverage per profiled epoch" not in text
     assert text.count(JAX_COVERAGE_NOTE[1:]) == 1
     header = next(row for row in page.rows if row and row[0] == "window")
-    assert header == ["window", "busy", "program time", "host between programs", "launches", "compilations", "steps"]
+    assert header == [
+        "window",
+        "busy",
+        "program time",
+        "host between programs",
+        "launches",
+        "compilations",
+        "steps",
+    ]
     counted = [row for row in page.rows if len(row) == 9 and row[1] in ("train", "test", "predict", "other")]
     assert len(counted) == sum(len(c.rows) for c in guarded.guard.compilations.values())
     assert [row[2] for row in counted if row[1] == "train"][:1] == ["train_step"]
@@ -43,8 +51,14 @@ def test_report_reads_the_jax_run_without_tensorflow(guarded, tmp_path):
     """`keras-xla-guard report <log dir> --html` on the JAX run: exit 0, the window listed, the page written."""
     cli = Path(sys.executable).with_name("keras-xla-guard")
     html = tmp_path / "report.html"
-    done = subprocess.run([str(cli), "report", str(guarded.log_dir), "--html", str(html)],
-                          capture_output=True, text=True, timeout=300, cwd=REPO, env=dict(os.environ))
+    done = subprocess.run(
+        [str(cli), "report", str(guarded.log_dir), "--html", str(html)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+        env=dict(os.environ),
+    )
     assert done.returncode == 0, done.stderr
     assert f"epoch{PROFILED}" in done.stdout
     assert "XLA programs per profiled window (JAX)" in HtmlTables(html.read_text()).visible_text

@@ -26,7 +26,11 @@ def test_compiled_programs_name_each_functions_jitted_step():
     model.make_train_function()
     model.make_test_function()
     model.make_predict_function()
-    assert seam.compiled_programs(model) == {"train_step": "train", "test_step": "test", "predict_step": "predict"}
+    assert seam.compiled_programs(model) == {
+        "train_step": "train",
+        "test_step": "test",
+        "predict_step": "predict",
+    }
     assert keras3_jax.probe(model.train_function, run_eagerly=False) is None
     assert "takes ['x']" in keras3_jax.probe(lambda x: x, run_eagerly=False)
 
@@ -55,7 +59,9 @@ def test_attach_records_every_batch_and_detach_puts_keras_function_back(steps_pe
     (tap,) = taps
     assert (found[0].flavour, found[0].recording, found[0].exit_hook) == ("keras3_jax", True, True)
     assert [(str(s), n) for s, n in tap.take(10)] == [
-        ("x: float32[32,16], y: float32[32,1]", 2), ("x: float32[16,16], y: float32[16,1]", 1)]
+        ("x: float32[32,16], y: float32[32,1]", 2),
+        ("x: float32[16,16], y: float32[16,1]", 1),
+    ]
     assert model.train_function is attach.keras_function
 
 

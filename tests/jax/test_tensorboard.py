@@ -39,7 +39,8 @@ def test_event_file_holds_the_jax_tags_text_and_layout(guarded):
     counted = guarded.guard.engine.compilations
     for function in _FUNCTIONS:
         assert data[f"xla_guard/{function}/compilations"] == [
-            (epoch, float(counted[epoch].count(function))) for epoch in range(EPOCHS)]
+            (epoch, float(counted[epoch].count(function))) for epoch in range(EPOCHS)
+        ]
         assert data[f"xla_guard/{function}/compilations#plugin"] == "scalars"
     report = guarded.guard.reports[PROFILED]
     for tag in SCALAR_TAGS:
@@ -49,17 +50,20 @@ def test_event_file_holds_the_jax_tags_text_and_layout(guarded):
     assert data["xla_guard/compilations"] == [(PROFILED, float(report.compilations))]
     assert [step for step, _ in data["xla_guard/counted_compilations"]] == list(range(EPOCHS))
     assert data["xla_guard/counted_compilations#plugin"] == "text"
-    (step, raw), = data["custom_scalars__config__"]
+    ((step, raw),) = data["custom_scalars__config__"]
     assert step == 0 and layout_pb2.Layout.FromString(raw) == layout_proto(counted_compilations=True)
 
 
 def _served(server):
-    return (server.json("/data/plugin/text/tags").get("xla_guard", []),
-            server.json("/data/plugin/scalars/tags").get("xla_guard", {}))
+    return (
+        server.json("/data/plugin/text/tags").get("xla_guard", []),
+        server.json("/data/plugin/scalars/tags").get("xla_guard", {}),
+    )
 
 
 def test_a_real_tensorboard_serves_the_runs_scalars_text_and_layout(guarded, tmp_path):
     """A `tensorboard` process over the log dir serves every epoch's train compilations, the texts and the layout."""
+
     def ready(server):
         text, scalars = _served(server)
         if "xla_guard/counted_compilations" not in text or "xla_guard/train/compilations" not in scalars:
@@ -70,14 +74,20 @@ def test_a_real_tensorboard_serves_the_runs_scalars_text_and_layout(guarded, tmp
     server = TensorBoardServer(guarded.log_dir.parent, tmp_path / "tensorboard.log")
     try:
         server.start(ready)
-        points = server.json("/data/plugin/scalars/scalars", run="xla_guard", tag="xla_guard/train/compilations")
+        points = server.json(
+            "/data/plugin/scalars/scalars", run="xla_guard", tag="xla_guard/train/compilations"
+        )
         counted = guarded.guard.engine.compilations
         assert [(step, value) for _, step, value in points] == [
-            (epoch, float(counted[epoch].count("train"))) for epoch in range(EPOCHS)]
+            (epoch, float(counted[epoch].count("train"))) for epoch in range(EPOCHS)
+        ]
         texts = server.json("/data/plugin/text/text", run="xla_guard", tag="xla_guard/counted_compilations")
         assert [t["step"] for t in texts] == list(range(EPOCHS))
         first = HtmlTables(texts[0]["text"])
-        assert f"Compilations (counted as they happened): train {counted[0].count('train')}" in first.visible_text
+        assert (
+            f"Compilations (counted as they happened): train {counted[0].count('train')}"
+            in first.visible_text
+        )
         assert [row[1:3] for row in first.rows[1:3]] == [["train", "train_step"]] * 2
         assert compilations_markdown(counted[0]).startswith("**Compilations")
         layout = server.json("/data/plugin/custom_scalars/layout")

@@ -69,6 +69,7 @@ def test_the_report_says_why_coverage_is_not_its_headline(first_epoch):
     assert report_markdown(report).startswith("**JAX window: XLA programs kept the device ")
     lines = text.splitlines()
     first = lines.index("  per step:          wall       busy   host gap  launches") + 1
-    assert [line.split()[:2] for line in lines[first:first + len(report.steps)]] == [
-        ["step", str(step.step)] for step in report.steps]
+    assert [line.split()[:2] for line in lines[first : first + len(report.steps)]] == [
+        ["step", str(step.step)] for step in report.steps
+    ]
     assert "TF_XLA_FLAGS" not in text

@@ -27,15 +27,23 @@ def test_warm_up_leaves_every_variable_bit_identical():
     assert len(before) == len(after)
     for a, b in zip(before, after):
         np.testing.assert_array_equal(a, b)
-    assert [str(s) for s in report.signatures] == [f"x: float32[{b},{f}], y: float32[{b},1]" for b, f in TRAIN_SHAPES]
-    assert (report.steps, report.batches_read, report.restored, report.notes) == (("train", "test", "predict"), 0, 0, ())
+    assert [str(s) for s in report.signatures] == [
+        f"x: float32[{b},{f}], y: float32[{b},1]" for b, f in TRAIN_SHAPES
+    ]
+    assert (report.steps, report.batches_read, report.restored, report.notes) == (
+        ("train", "test", "predict"),
+        0,
+        0,
+        (),
+    )
 
 
 def test_a_warmed_fit_compiles_no_program_for_the_warmed_signatures(tmp_path, unguarded):
     """warm_up=<signatures> in the callback: no train compilation a new signature causes; weights as without it."""
     run = fit_on_jax(tmp_path, warm_up=SIGNATURES, profile_epochs=())
     assert [str(s) for s in run.guard.warm_up_report.signatures] == [
-        f"x: float32[{b},{f}], y: float32[{b},1]" for b, f in TRAIN_SHAPES]
+        f"x: float32[{b},{f}], y: float32[{b},1]" for b, f in TRAIN_SHAPES
+    ]
     train = [r for c in run.guard.compilations.values() for r in c.rows if r.function == "train"]
     assert [r for r in train if r.signature is not None] == []
     assert run.guard.signatures[0].new_signatures == 2

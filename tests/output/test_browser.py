@@ -18,9 +18,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
-from keras_xla_guard.output.tensorboard import layout_proto
-from keras_xla_guard.trace.findings import split_findings
 from _oracle import count_xla_runs
 from tensorboard_server import (
     GUARD_RUN,
@@ -31,9 +28,14 @@ from tensorboard_server import (
     guard_data_loaded,
 )
 
+from keras_xla_guard.output.tensorboard import layout_proto
+from keras_xla_guard.trace.findings import split_findings
+
 pytestmark = pytest.mark.slow
 
-ARTIFACTS = Path(os.environ.get("XLA_GUARD_TEST_ARTIFACTS", Path(__file__).resolve().parents[2] / "test-artifacts"))
+ARTIFACTS = Path(
+    os.environ.get("XLA_GUARD_TEST_ARTIFACTS", Path(__file__).resolve().parents[2] / "test-artifacts")
+)
 PAGE_TIMEOUT_S = 90
 CHROMIUM_FLAGS = [
     "--headless",
@@ -162,8 +164,16 @@ def test_custom_scalars_dashboard_shows_the_xla_guard_charts(server, browser) ->
     # time, input pipeline (new_signatures has no data in this run).
     _wait_for(
         browser,
-        lambda d: len([e for e in d.execute_script(DEEP_QUERY_JS, "path.line")
-                       if len(e.get_attribute("d") or "") > 10]) >= 6,
+        lambda d: (
+            len(
+                [
+                    e
+                    for e in d.execute_script(DEEP_QUERY_JS, "path.line")
+                    if len(e.get_attribute("d") or "") > 10
+                ]
+            )
+            >= 6
+        ),
         "a drawn line in every chart",
     )
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -201,10 +211,19 @@ def test_text_dashboard_shows_the_op_table_literally(server, browser, fit) -> No
 # The page's picture goes to the test artifacts on every run; into the docs only when
 # asked (XLA_GUARD_UPDATE_DOCS_IMAGES=1), so that `make test` leaves the tree clean.
 DOCS_SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "images" / "html_report.png"
-SAVED_COMPARE = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "bench_compare-20261203T162056Z.json"
+SAVED_COMPARE = (
+    Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "bench_compare-20261203T162056Z.json"
+)
 # Every value of a profiled window's row, as the report JSON names it.
-COVERAGE_FIELDS = ("xla_time_fraction", "xla_time_s", "non_xla_op_time_s", "xla_executions",
-                   "compilations", "compile_time_s", "input_pipeline_time_s")
+COVERAGE_FIELDS = (
+    "xla_time_fraction",
+    "xla_time_s",
+    "non_xla_op_time_s",
+    "xla_executions",
+    "compilations",
+    "compile_time_s",
+    "input_pipeline_time_s",
+)
 # The page's number cells: section, row attributes, field, exact value (JSON) and shown text.
 PAGE_VALUES_JS = """
 return Array.from(document.querySelectorAll('td[data-field]')).map(td => {
@@ -277,7 +296,9 @@ def _load_offline(browser, page: Path) -> None:
     # (Chromium's own new-tab page may still load chrome:// resources).
     ours = [r["request"]["url"] for r in requests if r.get("documentURL") == page.as_uri()]
     assert ours == [page.as_uri()], ours
-    assert [r["request"]["url"] for r in requests if not r["request"]["url"].startswith(("chrome:", "file:"))] == []
+    assert [
+        r["request"]["url"] for r in requests if not r["request"]["url"].startswith(("chrome:", "file:"))
+    ] == []
     assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0
     assert [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "WARNING")] == []
 
@@ -326,8 +347,11 @@ def test_html_report_numbers_equal_the_report_json(html_report, browser, fit) ->
     values = browser.execute_script(PAGE_VALUES_JS)
 
     def value(field: str, section: str = "run", **row: str):
-        (found,) = [v[4] for v in values if v[1] == section and v[3] == field
-                    and all(v[2].get(k) == str(x) for k, x in row.items())]
+        (found,) = [
+            v[4]
+            for v in values
+            if v[1] == section and v[3] == field and all(v[2].get(k) == str(x) for k, x in row.items())
+        ]
         return found
 
     runs = {int(r["run"].rsplit("_epoch", 1)[1]): r["combined"] for r in doc["runs"]}
@@ -339,13 +363,18 @@ def test_html_report_numbers_equal_the_report_json(html_report, browser, fit) ->
     # The op chart's table: the window with the most time outside XLA, op by
     # op above the noise floor, then one row with the rest of its plain time.
     worst = max(runs.values(), key=lambda r: r["non_xla_op_time_s"])
-    split = split_findings(worst["top_non_xla_ops"], lambda op: op["self_time_s"], worst["xla_time_s"],
-                           worst["non_xla_op_time_s"])
+    split = split_findings(
+        worst["top_non_xla_ops"],
+        lambda op: op["self_time_s"],
+        worst["xla_time_s"],
+        worst["non_xla_op_time_s"],
+    )
     rows = browser.execute_script(
         "return Array.from(document.querySelectorAll('table.top-ops tbody tr')).map("
-        "r => Array.from(r.cells).map(c => c.innerText))")
-    assert [r[3] for r in rows[:len(split.findings)]] == [op["op_name"] for op in split.findings]
-    assert [r[1] for r in rows[len(split.findings):]] == (["other"] if split.other_s > 0 else [])
+        "r => Array.from(r.cells).map(c => c.innerText))"
+    )
+    assert [r[3] for r in rows[: len(split.findings)]] == [op["op_name"] for op in split.findings]
+    assert [r[1] for r in rows[len(split.findings) :]] == (["other"] if split.other_s > 0 else [])
     # The layer column names the Keras layer the guard saw, not a scope path.
     assert HOSTILE_LAYER in [r[2] for r in rows]
     for rank, op in enumerate(split.findings, 1):
@@ -371,19 +400,20 @@ def test_html_report_numbers_equal_the_report_json(html_report, browser, fit) ->
 
 def test_hostile_names_render_as_text_in_chromium(browser, tmp_path) -> None:
     """A page of markup and control-character names runs nothing and shows each name literally."""
+    from _html import HOSTILE_NAMES, hostile_page
     from selenium.common.exceptions import NoAlertPresentException
 
     from keras_xla_guard.output.table import printable
-    from _html import HOSTILE_NAMES, hostile_page
 
     page = tmp_path / "hostile.html"
     page.write_text(hostile_page(), encoding="utf-8")
     _load_offline(browser, page)
     with pytest.raises(NoAlertPresentException):
-        browser.switch_to.alert.text
+        _ = browser.switch_to.alert.text
     assert browser.execute_script("return document.querySelectorAll('script, img, iframe').length") == 0
     cells = browser.execute_script(
-        "return Array.from(document.querySelectorAll('table.top-ops td.name')).map(c => c.innerText)")
+        "return Array.from(document.querySelectorAll('table.top-ops td.name')).map(c => c.innerText)"
+    )
     for name in HOSTILE_NAMES:
         assert f"model/{printable(name)}/MatMul" in cells
 
@@ -391,16 +421,18 @@ def test_hostile_names_render_as_text_in_chromium(browser, tmp_path) -> None:
 @pytest.fixture(scope="module")
 def seq_fit(tmp_path_factory):
     """A jit_compile fit over batches of 5 lengths that writes its page at train end (html_report=)."""
-    from keras_xla_guard import XlaGuardCallback
     from _fit_helpers import LENGTHS, _seq_dataset, _seq_model
+
+    from keras_xla_guard import XlaGuardCallback
 
     work = tmp_path_factory.mktemp("seq_html")
     # A result `compare` saved in this log dir: the page at train end shows it.
     saved = work / "xla_guard" / "compare" / "compare_report.json"
     saved.parent.mkdir(parents=True)
     saved.write_text(json.dumps(json.loads(SAVED_COMPARE.read_text())["result"]["cases"][1]["compare"]))
-    guard = XlaGuardCallback(log_dir=work / "xla_guard", profile_epochs=(1,), verbose=0,
-                             html_report=work / "report.html")
+    guard = XlaGuardCallback(
+        log_dir=work / "xla_guard", profile_epochs=(1,), verbose=0, html_report=work / "report.html"
+    )
     _seq_model(True).fit(_seq_dataset(LENGTHS), epochs=2, callbacks=[guard], verbose=0)
     return guard, work / "report.html"
 
@@ -419,15 +451,18 @@ def test_page_written_at_train_end_shows_each_new_signature_on_the_timeline(seq_
     assert [step for _, step in first.new] == [0, 1, 2, 4, 6]
     rows = browser.execute_script(
         "return Array.from(document.querySelectorAll('table.events tbody tr')).map("
-        "r => Array.from(r.cells).map(c => c.innerText))")
+        "r => Array.from(r.cells).map(c => c.innerText))"
+    )
     assert rows[:3] == [[str(f.step), "0", str(f.step), f.message] for f in explained]
     assert [row[:3] for row in rows[3:]] == [["4", "0", "4"], ["6", "0", "6"]]
     assert [row[3] for row in rows[3:]] == [
-        f"new input signature x['tokens']: int32[8, {n}]; y: float32[8, 1]" for n in (11, 13)]
+        f"new input signature x['tokens']: int32[8, {n}]; y: float32[8, 1]" for n in (11, 13)
+    ]
     (timeline,) = [p for p in browser.execute_script(PLOTS_JS) if p[0] == "timeline"]
     assert timeline[1] > 300 and timeline[2] > 100
     marks = browser.execute_script(
-        "return document.querySelectorAll('figure[data-plot=timeline] g[id$=new-signatures] use').length")
+        "return document.querySelectorAll('figure[data-plot=timeline] g[id$=new-signatures] use').length"
+    )
     assert marks == first.new_signatures == 5
     findings = browser.find_element("css selector", "ul.findings").text
     assert HEADLINE in findings and "pad_to_buckets(dataset, (" in findings
@@ -435,5 +470,6 @@ def test_page_written_at_train_end_shows_each_new_signature_on_the_timeline(seq_
     compared = json.loads(SAVED_COMPARE.read_text())["result"]["cases"][1]["compare"]
     assert browser.find_element("id", "compare-verdict").text == compared["verdict"]
     seen = browser.find_element(
-        "css selector", "tr.epoch-signatures[data-epoch='1'] td[data-field='compilations_so_far']")
+        "css selector", "tr.epoch-signatures[data-epoch='1'] td[data-field='compilations_so_far']"
+    )
     assert seen.get_attribute("data-value") == "5" == str(guard.signatures[1].compilations_so_far)

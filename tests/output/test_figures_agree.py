@@ -123,9 +123,12 @@ def assert_outputs_agree(reports: dict[int, CoverageReport], log_dir: Path, cons
     run = read_run_file(log_dir)
     page = read_page(render_html([run], exit_reason="done"))
     scalars, texts = _tensorboard(log_dir)
-    blocks = {int(m.group(1)): m.group(0)
-              for m in re.finditer(r"keras-xla-guard: XLA coverage \(epoch (\d+)[^\n]*(?:\n(?!keras-xla-guard: ).*)*",
-                                   console)}
+    blocks = {
+        int(m.group(1)): m.group(0)
+        for m in re.finditer(
+            r"keras-xla-guard: XLA coverage \(epoch (\d+)[^\n]*(?:\n(?!keras-xla-guard: ).*)*", console
+        )
+    }
     saved = {r["epoch"]: r for r in run.reports}
     assert sorted(saved) == sorted(reports)
     for epoch, report in reports.items():
@@ -146,18 +149,28 @@ def assert_outputs_agree(reports: dict[int, CoverageReport], log_dir: Path, cons
             if name == "collective_time_s" and not value:
                 # The console names collectives only when there were some.
                 shown[name] = _shown(kind, value)
-            html_text = (f"{100 * value:.1f}%" if kind == _PERCENT else format_ms(value, 2) if kind == _MS
-                         else str(value))
+            html_text = (
+                f"{100 * value:.1f}%"
+                if kind == _PERCENT
+                else format_ms(value, 2)
+                if kind == _MS
+                else str(value)
+            )
             assert cell[0].text == html_text, (epoch, name)
             assert shown[name] == _shown(kind, value), (epoch, name)
             # TensorBoard stores float32.
-            assert math.isclose(scalars[f"xla_guard/{name}"][epoch], value, rel_tol=1e-6, abs_tol=1e-9), (epoch, name)
+            assert math.isclose(scalars[f"xla_guard/{name}"][epoch], value, rel_tol=1e-6, abs_tol=1e-9), (
+                epoch,
+                name,
+            )
         programs = [_PROGRAM_LINE.match(line) for line in blocks[epoch].splitlines()]
         assert [(m["program"], m["time"], int(m["runs"])) for m in programs if m] == [
-            (p.program, format_ms(p.time_s), p.runs) for p in report.programs][:3]
+            (p.program, format_ms(p.time_s), p.runs) for p in report.programs
+        ][:3]
         assert saved[epoch]["programs"] == source["programs"]
-        _assert_xla_ops_and_quality_agree(report, saved[epoch], blocks[epoch], texts["xla_guard/report"][epoch],
-                                          page)
+        _assert_xla_ops_and_quality_agree(
+            report, saved[epoch], blocks[epoch], texts["xla_guard/report"][epoch], page
+        )
         for p in report.programs:
             assert page.value("time_s", **{"data-program": p.program, "data-report": "0"}) == p.time_s
             assert page.value("runs", **{"data-program": p.program, "data-report": "0"}) == p.runs
@@ -166,16 +179,24 @@ def assert_outputs_agree(reports: dict[int, CoverageReport], log_dir: Path, cons
             assert scalars[f"xla_guard/program/{p.program}/runs"][epoch] == p.runs
 
 
-def _assert_xla_ops_and_quality_agree(report: CoverageReport, saved: dict[str, Any], console: str,
-                                      markdown: str, page: Any) -> None:
+def _assert_xla_ops_and_quality_agree(
+    report: CoverageReport, saved: dict[str, Any], console: str, markdown: str, page: Any
+) -> None:
     """The top ops inside XLA and the trace quality entries: the same in every output."""
     source = report.to_dict()
     assert saved["top_xla_ops"] == source["top_xla_ops"]
     assert saved["trace_quality"] == source["trace_quality"]
     rows = [(v.row["data-rank"], v.field, v.value) for v in page.values if v.row.get("class") == "xla-op"]
-    assert rows == [(str(n), f, getattr(op, "self_time_s" if f == "self_time_s" else "count"))
-                    for n, op in enumerate(report.top_xla_ops, 1) for f in ("self_time_s", "count")]
-    shown = console.split("  top ops inside XLA (device time):\n", 1)[1].splitlines() if report.top_xla_ops else []
+    assert rows == [
+        (str(n), f, getattr(op, "self_time_s" if f == "self_time_s" else "count"))
+        for n, op in enumerate(report.top_xla_ops, 1)
+        for f in ("self_time_s", "count")
+    ]
+    shown = (
+        console.split("  top ops inside XLA (device time):\n", 1)[1].splitlines()
+        if report.top_xla_ops
+        else []
+    )
     for line, op in zip(shown, report.top_xla_ops[:3]):
         assert line.split() == [*format_ms(op.self_time_s).split(), f"x{op.count}", op.op_type, op.op_name]
     codes = [m["code"] for m in map(_QUALITY_LINE.match, console.splitlines()) if m]
@@ -191,8 +212,10 @@ def _assert_xla_ops_and_quality_agree(report: CoverageReport, saved: dict[str, A
 def gpu_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, CoverageReport]:
     """A synthetic raw GPU trace of 6 steps with collectives and dropped events, its report as epoch 0."""
     trace = collective_fit(6)
-    trace.space.warnings.append("Detected GPU events dropped on gpu-host: 7 events dropped because total "
-                                "device(activity) events reaches max.")
+    trace.space.warnings.append(
+        "Detected GPU events dropped on gpu-host: 7 events dropped because total "
+        "device(activity) events reaches max."
+    )
     path = trace.write(tmp_path_factory.mktemp("gpu") / "gpu.xplane.pb")
     report = analyze_trace(path)
     return path, CoverageReport.from_dict({**report.to_dict(), "epoch": 0, "steps_profiled": 6})
@@ -202,7 +225,9 @@ def gpu_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Coverage
 def test_gpu_report_shows_the_same_figures_everywhere(tmp_path, gpu_report):
     """Device report: collectives, ops inside XLA, trace quality and the program's time agree everywhere."""
     _, report = gpu_report
-    assert report.collective_time_s and report.programs and report.top_xla_ops and report.time_base == "device"
+    assert (
+        report.collective_time_s and report.programs and report.top_xla_ops and report.time_base == "device"
+    )
     assert [q.code for q in report.trace_quality] == ["collectives", "events_dropped"]
     console = _write_outputs({0: report}, tmp_path)
     assert_outputs_agree({0: report}, tmp_path, console)

@@ -5,13 +5,13 @@ from __future__ import annotations
 import sys
 
 import pytest
+from _html import HOSTILE_NAMES, hostile_page, read_page
 
 from keras_xla_guard.errors import MissingDependencyError
 from keras_xla_guard.output.html import escape, render_html, verdict_of
 from keras_xla_guard.output.runfile import RunData
 from keras_xla_guard.output.table import printable
 from keras_xla_guard.trace.report import CoverageReport
-from _html import HOSTILE_NAMES, hostile_page, read_page
 
 # What a page may hold outside its SVG plots: no script, link, image, frame or form.
 _FORBIDDEN_TAGS = {"script", "img", "iframe", "object", "embed", "link", "base", "a", "form", "input"}
@@ -36,9 +36,9 @@ def test_hostile_names_stay_text_in_every_part_of_the_page() -> None:
         assert f"model/{shown}/MatMul" in op_cells  # the op name, whole, in its cell
         assert f"model/{shown}" in op_cells  # its layer
         assert shown in text  # notes, exit reason, compare verdict
-    assert [attrs["data-worker"] for tag, attrs in parsed.tags if tag == "section" and "data-worker" in attrs] == [
-        printable(n) for n in HOSTILE_NAMES[:2]
-    ]
+    assert [
+        attrs["data-worker"] for tag, attrs in parsed.tags if tag == "section" and "data-worker" in attrs
+    ] == [printable(n) for n in HOSTILE_NAMES[:2]]
 
 
 def test_escape_makes_control_characters_visible_and_markup_inert() -> None:
@@ -49,7 +49,11 @@ def test_escape_makes_control_characters_visible_and_markup_inert() -> None:
 @pytest.mark.parametrize(
     ("fractions", "level", "start"),
     [
-        ((0.95, 0.9), "good", "XLA ran 90.0% of op time in the lowest profiled window (epoch 2); every window is at 90% or more."),
+        (
+            (0.95, 0.9),
+            "good",
+            "XLA ran 90.0% of op time in the lowest profiled window (epoch 2); every window is at 90% or more.",
+        ),
         ((0.95, 0.5), "partial", "XLA ran only 50.0% of op time in epoch 2;"),
         ((0.2, 0.5), "low", "XLA ran only 20.0% of op time in epoch 1:"),
     ],
@@ -101,8 +105,12 @@ def test_compile_table_rows_carry_each_compilation_and_cache_hit() -> None:
         CompileRecord("one_step_on_data", "m.1", 0.5, 0.25, step=0, signature="x: float32[8,5]"),
         CompileRecord("<b>cluster_0</b>", cache_hit=True, step=3, signature="x: float32[8,7]"),
     )
-    page = read_page(render_html([RunData.of("", [CoverageReport(epoch=2, compile_table=rows)])], exit_reason=""))
-    compiles = [(attrs, text) for attrs, text in page.cells if attrs.get("data-field") in ("step", "compile_s")]
+    page = read_page(
+        render_html([RunData.of("", [CoverageReport(epoch=2, compile_table=rows)])], exit_reason="")
+    )
+    compiles = [
+        (attrs, text) for attrs, text in page.cells if attrs.get("data-field") in ("step", "compile_s")
+    ]
     assert [text for _, text in compiles] == ["0", "250.00 ms", "3", "cache hit"]
     assert page.value("compile_s", **{"class": "compile", "data-index": 0}) == 0.25
     assert page.value("compile_s", **{"class": "compile", "data-index": 1}) is None
@@ -133,7 +141,9 @@ def test_timeline_puts_each_compilation_at_the_step_the_compile_table_names(tmp_
     rows = [page.value("step", **{"class": "compile", "data-report": 0, "data-index": n}) for n in range(5)]
     assert rows == compiled
     # Beyond the three explained ones, an event names its signature.
-    cells = [text for cell, text in page.cells if cell.get("class") == "name" and "new input signature" in text]
+    cells = [
+        text for cell, text in page.cells if cell.get("class") == "name" and "new input signature" in text
+    ]
     assert cells == [f"new input signature x['tokens']: int32[8, {n}]; y: float32[8, 1]" for n in (11, 13)]
 
 
@@ -152,26 +162,40 @@ def test_each_function_has_its_expected_compilations_and_each_call_its_row() -> 
         return tracker.end_epoch()
 
     test = SignatureTracker(xla=True, function="test")
-    calls = [CallRecord("test", 0, 0, figures("test", 0, [3, 5], test)),
-             CallRecord("test", 1, None, figures("test", None, [3, 5, 6], test)),
-             CallRecord("predict", 0, None, figures("predict", None, [3, 3])),
-             CallRecord("test", 2, None, signatures_unavailable="<b>keras 9</b>")]
+    calls = [
+        CallRecord("test", 0, 0, figures("test", 0, [3, 5], test)),
+        CallRecord("test", 1, None, figures("test", None, [3, 5, 6], test)),
+        CallRecord("predict", 0, None, figures("predict", None, [3, 3])),
+        CallRecord("test", 2, None, signatures_unavailable="<b>keras 9</b>"),
+    ]
     train = [figures("train", 0, [3, 4, 5])]
     page = read_page(render_html([RunData.of("", [], train, calls)], exit_reason=""))
-    totals = {f: page.value("expected_compilations", **{"class": "function", "data-function": f})
-              for f in ("train", "test", "predict")}
+    totals = {
+        f: page.value("expected_compilations", **{"class": "function", "data-function": f})
+        for f in ("train", "test", "predict")
+    }
     # The unavailable evaluate call leaves the test function's total unknown, not 3.
     assert totals == {"train": 3, "test": None, "predict": 1}
     assert page.value("steps", **{"class": "function", "data-function": "test"}) == 5
-    assert [page.value("expected_compilations", **{"class": "call", "data-index": n}) for n in range(3)] == [2, 1, 1]
+    assert [page.value("expected_compilations", **{"class": "call", "data-index": n}) for n in range(3)] == [
+        2,
+        1,
+        1,
+    ]
     assert page.value("compilations_so_far", **{"class": "call", "data-index": 1}) == 3
     text = "".join(page.text)
     assert "input signatures unavailable: <b>keras 9</b>" in text
     rows = [attrs for tag, attrs in page.tags if tag == "tr" and attrs.get("class") == "compile"]
     assert [(r["data-function"], r["data-call"]) for r in rows] == [
-        ("test", "0"), ("test", "0"), ("test", "1"), ("predict", "2")]
-    assert [page.value("step", **{"class": "compile", "data-call": c, "data-index": i})
-            for c, i in ((0, 0), (0, 1), (1, 0), (2, 0))] == [0, 1, 2, 0]
+        ("test", "0"),
+        ("test", "0"),
+        ("test", "1"),
+        ("predict", "2"),
+    ]
+    assert [
+        page.value("step", **{"class": "compile", "data-call": c, "data-index": i})
+        for c, i in ((0, 0), (0, 1), (1, 0), (2, 0))
+    ] == [0, 1, 2, 0]
 
 
 def test_no_function_table_without_calls() -> None:
@@ -185,29 +209,37 @@ def test_a_window_whose_plain_ops_are_all_noise_draws_no_chart() -> None:
     from keras_xla_guard.trace.report import OpStat
 
     ops = tuple(OpStat("AssignVariableOp", f"a/AssignVariableOp_{i}", 0.0000024, 2) for i in range(10))
-    report = CoverageReport(epoch=1, xla_time_s=0.050, non_xla_op_time_s=0.000024, xla_time_fraction=0.9995,
-                            top_non_xla_ops=ops)
+    report = CoverageReport(
+        epoch=1, xla_time_s=0.050, non_xla_op_time_s=0.000024, xla_time_fraction=0.9995, top_non_xla_ops=ops
+    )
     page = render_html([RunData.of("", [report])], exit_reason="")
     parsed = read_page(page)
     assert 'data-plot="top_ops"' not in page
     assert not [attrs for tag, attrs in parsed.tags if tag == "tr" and attrs.get("class") == "op"]
     (floor,) = [attrs for tag, attrs in parsed.tags if attrs.get("id") == "noise-floor"]
     assert float(floor["data-value"]) == 0.000024
-    assert ("No plain TF op outside XLA is a finding in this window: 0.024 ms of plain ops, each below 1% of the "
-            "window's op time, the noise floor (docs/coverage.md).") in "".join(parsed.text)
+    assert (
+        "No plain TF op outside XLA is a finding in this window: 0.024 ms of plain ops, each below 1% of the "
+        "window's op time, the noise floor (docs/coverage.md)."
+    ) in "".join(parsed.text)
 
 
 def test_ops_below_the_floor_are_one_other_row_not_bars() -> None:
     """One op above 1%, one below: one bar, one op row and an 'other' row with the rest of the plain time."""
     from keras_xla_guard.trace.report import OpStat
 
-    ops = (OpStat("MatMul", "model/dense/MatMul", 0.0008, 4), OpStat("AssignVariableOp", "adam/Assign", 0.00001, 4))
-    report = CoverageReport(epoch=1, xla_time_s=0.003, non_xla_op_time_s=0.001, xla_time_fraction=0.75,
-                            top_non_xla_ops=ops)
+    ops = (
+        OpStat("MatMul", "model/dense/MatMul", 0.0008, 4),
+        OpStat("AssignVariableOp", "adam/Assign", 0.00001, 4),
+    )
+    report = CoverageReport(
+        epoch=1, xla_time_s=0.003, non_xla_op_time_s=0.001, xla_time_fraction=0.75, top_non_xla_ops=ops
+    )
     page = render_html([RunData.of("", [report])], exit_reason="")
     parsed = read_page(page)
-    assert [attrs.get("data-rank") for tag, attrs in parsed.tags if tag == "tr" and "op" in attrs.get("class", "")] \
-        == ["1", None]
+    assert [
+        attrs.get("data-rank") for tag, attrs in parsed.tags if tag == "tr" and "op" in attrs.get("class", "")
+    ] == ["1", None]
     assert parsed.value("self_time_s", **{"class": "op other"}) == 0.001 - 0.0008
     assert 'data-plot="top_ops"' in page and "AssignVariableOp" not in page
 
@@ -218,17 +250,28 @@ def test_the_layer_column_names_the_keras_layer_and_the_chart_keeps_it() -> None
 
     from keras_xla_guard.trace.report import OpStat
 
-    deep = "StatefulPartitionedCall/gradient_tape/" + "/".join(f"scope_{i}" for i in range(12)) + "/block_14_depthwise_1"
-    ops = (OpStat("DepthwiseConv2dNativeBackpropInput", f"{deep}/depthwise/Backprop", 0.0006, 4,
-                  layer="block_14_depthwise"),
-           OpStat("RealDiv", f"{deep}/truediv", 0.0004, 4))
+    deep = (
+        "StatefulPartitionedCall/gradient_tape/"
+        + "/".join(f"scope_{i}" for i in range(12))
+        + "/block_14_depthwise_1"
+    )
+    ops = (
+        OpStat(
+            "DepthwiseConv2dNativeBackpropInput",
+            f"{deep}/depthwise/Backprop",
+            0.0006,
+            4,
+            layer="block_14_depthwise",
+        ),
+        OpStat("RealDiv", f"{deep}/truediv", 0.0004, 4),
+    )
     report = CoverageReport(epoch=1, xla_time_s=0.0, non_xla_op_time_s=0.001, top_non_xla_ops=ops)
     page = render_html([RunData.of("", [report])], exit_reason="")
     parsed = read_page(page)
     layers = [text for attrs, text in parsed.cells if attrs.get("class") == "name layer"]
     assert layers == ["block_14_depthwise", deep.removeprefix("StatefulPartitionedCall/") + ""]
-    chart = page[page.index('data-plot="top_ops"'):]
-    chart = chart[:chart.index("</figure>")]
+    chart = page[page.index('data-plot="top_ops"') :]
+    chart = chart[: chart.index("</figure>")]
     labels = re.findall(r"<text[^>]*>([^<]*)</text>", chart)
     assert "DepthwiseConv2dNativeBackpropInput  block_14_depthwise" in labels
     assert "RealDiv  ..." + deep[-45:] in labels
@@ -247,7 +290,7 @@ def test_the_timeline_counts_in_whole_numbers() -> None:
     for step, n in enumerate((3, 5, 5)):
         tracker.observe(Signature.of(np.zeros((2, n))), step=step)
     page = render_html([RunData.of("", [], [tracker.end_epoch()])], exit_reason="")
-    chart = page[page.index('data-plot="timeline"'):]
-    chart = chart[:chart.index("</figure>")]
+    chart = page[page.index('data-plot="timeline"') :]
+    chart = chart[: chart.index("</figure>")]
     ticks = [t for t in re.findall(r"<text[^>]*>([^<]*)</text>", chart) if re.fullmatch(r"[-\d.\u2212]+", t)]
     assert ticks and all(re.fullmatch(r"\u2212?\d+", t) for t in ticks), ticks

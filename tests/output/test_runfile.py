@@ -42,12 +42,19 @@ def test_a_file_written_before_versions_reads_as_version_0():
     assert table_s < old["window_wall_s"]
     migrated = {**old, "compile_time_s": table_s, "compile_thread_time_s": old["compile_time_s"]}
     assert run.reports[0] == CoverageReport.from_dict(migrated).to_dict()
-    assert run.reports[1] == CoverageReport.from_dict({**saved["reports"]["1"], "compile_thread_time_s": 0.0}).to_dict()
+    assert (
+        run.reports[1]
+        == CoverageReport.from_dict({**saved["reports"]["1"], "compile_thread_time_s": 0.0}).to_dict()
+    )
     assert run.signatures == (saved["signatures"]["0"], saved["signatures"]["1"])
     reports = run.coverage_reports()
     assert sorted(reports) == [0, 1]
     assert reports[0] == CoverageReport.from_dict(migrated)
-    assert (reports[0].compilations, len(reports[0].compile_table), reports[0].distinct_signatures) == (2, 2, 2)
+    assert (reports[0].compilations, len(reports[0].compile_table), reports[0].distinct_signatures) == (
+        2,
+        2,
+        2,
+    )
 
 
 def test_writer_stamps_the_version_and_the_reader_gives_back_what_was_written(tmp_path):
@@ -72,7 +79,8 @@ def test_a_newer_version_is_refused_by_name(tmp_path):
         read_run_file(tmp_path / RUN_FILE)
     assert str(caught.value) == (
         f"{str(tmp_path / RUN_FILE)!r} is not a readable run file: version: 3 is newer than this "
-        "keras-xla-guard reads (up to 2); read it with the version that wrote it")
+        "keras-xla-guard reads (up to 2); read it with the version that wrote it"
+    )
 
 
 def _calls() -> list[CallRecord]:
@@ -98,7 +106,10 @@ def test_calls_round_trip_in_order_and_a_version_1_file_reads_with_none(tmp_path
     run = read_run_file(tmp_path)
     assert run.calls == tuple(c.to_dict() for c in calls)
     assert [(c["kind"], c["call"], c["epoch"]) for c in run.calls] == [
-        ("validation", 0, 0), ("predict", 0, None), ("evaluate", 1, None)]
+        ("validation", 0, 0),
+        ("predict", 0, None),
+        ("evaluate", 1, None),
+    ]
     assert run.calls[0]["signatures"]["expected_compilations"] == 2
     data = json.loads(V0.read_text())
     data["version"] = 1
@@ -154,62 +165,135 @@ BAD = {
     "report_is_null": (_edit("reports/0", None), "reports['0']", "expected an object, got None"),
     "notes_is_5": (_edit("reports/0/notes", 5), "reports['0'].notes", "expected a list, got 5"),
     "hosts_is_7": (_edit("reports/1/hosts", 7), "reports['1'].hosts", "expected a list, got 7"),
-    "op_type_is_a_number": (_edit("reports/0/top_non_xla_ops/0/op_type", 1),
-                            "reports['0'].top_non_xla_ops[0].op_type", "expected a string, got 1"),
-    "ops_is_a_string": (_edit("reports/0/top_non_xla_ops", "MatMul"), "reports['0'].top_non_xla_ops",
-                        "expected a list, got 'MatMul'"),
-    "op_has_an_extra_key": (_edit("reports/0/top_non_xla_ops/0/scope", "dense"),
-                            "reports['0'].top_non_xla_ops[0].scope", "not a field of this object"),
-    "op_layer_is_a_number": (_edit("reports/0/top_non_xla_ops/0/layer", 3),
-                             "reports['0'].top_non_xla_ops[0].layer", "expected a string, got 3"),
-    "compile_row_is_5": (_edit("reports/0/compile_table/0", 5), "reports['0'].compile_table[0]",
-                         "expected an object, got 5"),
-    "compile_time_is_text": (_edit("reports/0/compile_table/1/compile_s", "slow"),
-                             "reports['0'].compile_table[1].compile_s", "expected a number from 0 to 1e+09, got 'slow'"),
-    "fraction_above_1": (_edit("reports/1/xla_time_fraction", 2), "reports['1'].xla_time_fraction",
-                         "expected a number from 0 to 1, got 2"),
-    "count_is_true": (_edit("reports/1/xla_executions", True), "reports['1'].xla_executions",
-                      "expected an integer from 0 to 9007199254740992, got True"),
-    "ok_without_its_figure": (_edit("reports/1/xla_time_s", None), "reports['1'].xla_time_s",
-                              "missing from a measured (ok) report"),
+    "op_type_is_a_number": (
+        _edit("reports/0/top_non_xla_ops/0/op_type", 1),
+        "reports['0'].top_non_xla_ops[0].op_type",
+        "expected a string, got 1",
+    ),
+    "ops_is_a_string": (
+        _edit("reports/0/top_non_xla_ops", "MatMul"),
+        "reports['0'].top_non_xla_ops",
+        "expected a list, got 'MatMul'",
+    ),
+    "op_has_an_extra_key": (
+        _edit("reports/0/top_non_xla_ops/0/scope", "dense"),
+        "reports['0'].top_non_xla_ops[0].scope",
+        "not a field of this object",
+    ),
+    "op_layer_is_a_number": (
+        _edit("reports/0/top_non_xla_ops/0/layer", 3),
+        "reports['0'].top_non_xla_ops[0].layer",
+        "expected a string, got 3",
+    ),
+    "compile_row_is_5": (
+        _edit("reports/0/compile_table/0", 5),
+        "reports['0'].compile_table[0]",
+        "expected an object, got 5",
+    ),
+    "compile_time_is_text": (
+        _edit("reports/0/compile_table/1/compile_s", "slow"),
+        "reports['0'].compile_table[1].compile_s",
+        "expected a number from 0 to 1e+09, got 'slow'",
+    ),
+    "fraction_above_1": (
+        _edit("reports/1/xla_time_fraction", 2),
+        "reports['1'].xla_time_fraction",
+        "expected a number from 0 to 1, got 2",
+    ),
+    "count_is_true": (
+        _edit("reports/1/xla_executions", True),
+        "reports['1'].xla_executions",
+        "expected an integer from 0 to 9007199254740992, got True",
+    ),
+    "ok_without_its_figure": (
+        _edit("reports/1/xla_time_s", None),
+        "reports['1'].xla_time_s",
+        "missing from a measured (ok) report",
+    ),
     "epoch_not_its_key": (_edit("reports/1/epoch", 0), "reports['1'].epoch", "expected 1, its key, got 0"),
     "signatures_is_a_string": (_edit("signatures/1", "x"), "signatures['1']", "expected an object, got 'x'"),
-    "explanation_without_message": (_edit("signatures/0/explanations", [{"kind": "new_signature"}]),
-                                    "signatures['0'].explanations[0].message", "missing"),
-    "shape_is_text": (_edit("signatures/0/signatures/0/shapes", "8x8"), "signatures['0'].signatures[0].shapes",
-                      "expected a list, got '8x8'"),
+    "explanation_without_message": (
+        _edit("signatures/0/explanations", [{"kind": "new_signature"}]),
+        "signatures['0'].explanations[0].message",
+        "missing",
+    ),
+    "shape_is_text": (
+        _edit("signatures/0/signatures/0/shapes", "8x8"),
+        "signatures['0'].signatures[0].shapes",
+        "expected a list, got '8x8'",
+    ),
     "reports_is_a_list": (_edit("reports", []), "reports", "expected an object of epochs, got []"),
     "worker_is_a_number": (_edit("worker", 3), "(top level).worker", "expected a string, got 3"),
-    "version_is_text": (_edit("version", "1"), "(top level).version",
-                        "expected an integer from 0 to 9007199254740992, got '1'"),
-    "quality_without_its_cost": (_edit("reports/0/trace_quality", [{"code": "collectives", "detail": "d",
-                                                                    "remedy": "r"}]),
-                                 "reports['0'].trace_quality[0].cost", "missing"),
-    "quality_with_an_extra_key": (_edit("reports/0/trace_quality", [{"code": "c", "detail": "d", "cost": "c",
-                                                                     "remedy": "r", "level": 1}]),
-                                  "reports['0'].trace_quality[0].level", "not a field of this object"),
-    "program_per_op_is_text": (_edit("reports/0/programs", [{"program": "p(1)", "runs": 1, "time_s": 0.1,
-                                                             "per_op": "no"}]),
-                               "reports['0'].programs[0].per_op", "expected true or false, got 'no'"),
-    "collective_time_negative": (_edit("reports/1/collective_time_s", -1), "reports['1'].collective_time_s",
-                                 "expected a number from 0 to 1e+09, got -1"),
-    "step_with_negative_idle": (_edit("reports/1/steps", [{"step": 3, "wall_s": 0.1, "busy_s": 0.2,
-                                                            "idle_s": -0.1, "launches": 1}]),
-                                "reports['1'].steps[0].idle_s", "expected a number from 0 to 1e+09, got -0.1"),
-    "xla_op_without_count": (_edit("reports/1/top_xla_ops", [{"op_type": "fusion", "op_name": "f.1",
-                                                              "self_time_s": 0.1}]),
-                             "reports['1'].top_xla_ops[0].count", "missing"),
+    "version_is_text": (
+        _edit("version", "1"),
+        "(top level).version",
+        "expected an integer from 0 to 9007199254740992, got '1'",
+    ),
+    "quality_without_its_cost": (
+        _edit("reports/0/trace_quality", [{"code": "collectives", "detail": "d", "remedy": "r"}]),
+        "reports['0'].trace_quality[0].cost",
+        "missing",
+    ),
+    "quality_with_an_extra_key": (
+        _edit(
+            "reports/0/trace_quality", [{"code": "c", "detail": "d", "cost": "c", "remedy": "r", "level": 1}]
+        ),
+        "reports['0'].trace_quality[0].level",
+        "not a field of this object",
+    ),
+    "program_per_op_is_text": (
+        _edit("reports/0/programs", [{"program": "p(1)", "runs": 1, "time_s": 0.1, "per_op": "no"}]),
+        "reports['0'].programs[0].per_op",
+        "expected true or false, got 'no'",
+    ),
+    "collective_time_negative": (
+        _edit("reports/1/collective_time_s", -1),
+        "reports['1'].collective_time_s",
+        "expected a number from 0 to 1e+09, got -1",
+    ),
+    "step_with_negative_idle": (
+        _edit("reports/1/steps", [{"step": 3, "wall_s": 0.1, "busy_s": 0.2, "idle_s": -0.1, "launches": 1}]),
+        "reports['1'].steps[0].idle_s",
+        "expected a number from 0 to 1e+09, got -0.1",
+    ),
+    "xla_op_without_count": (
+        _edit("reports/1/top_xla_ops", [{"op_type": "fusion", "op_name": "f.1", "self_time_s": 0.1}]),
+        "reports['1'].top_xla_ops[0].count",
+        "missing",
+    ),
     "calls_is_an_object": (_edit("calls", {}), "calls", "expected a list, got {}"),
-    "call_of_the_train_function": (_edit("calls", [{"function": "train", "call": 0}]), "calls[0].function",
-                                   "expected one of ['test', 'predict'], got 'train'"),
+    "call_of_the_train_function": (
+        _edit("calls", [{"function": "train", "call": 0}]),
+        "calls[0].function",
+        "expected one of ['test', 'predict'], got 'train'",
+    ),
     "call_without_its_number": (_edit("calls", [{"function": "test"}]), "calls[0].call", "missing"),
-    "call_with_an_extra_key": (_edit("calls", [{"function": "test", "call": 0, "report": {}}]),
-                               "calls[0].report", "not a field of this object"),
+    "call_with_an_extra_key": (
+        _edit("calls", [{"function": "test", "call": 0, "report": {}}]),
+        "calls[0].report",
+        "not a field of this object",
+    ),
     "call_figures_of_another_function": (
-        _edit("calls", [{"function": "test", "call": 0, "signatures": {
-            "epoch": None, "steps": 1, "distinct_signatures": 1, "new_signatures": 1, "compilations_so_far": 1,
-            "function": "fit"}}]),
-        "calls[0].signatures.function", "expected one of ['train', 'test', 'predict'], got 'fit'"),
+        _edit(
+            "calls",
+            [
+                {
+                    "function": "test",
+                    "call": 0,
+                    "signatures": {
+                        "epoch": None,
+                        "steps": 1,
+                        "distinct_signatures": 1,
+                        "new_signatures": 1,
+                        "compilations_so_far": 1,
+                        "function": "fit",
+                    },
+                }
+            ],
+        ),
+        "calls[0].signatures.function",
+        "expected one of ['train', 'test', 'predict'], got 'fit'",
+    ),
 }
 
 
@@ -235,8 +319,10 @@ def test_each_wrong_type_is_one_run_file_error_naming_the_file_and_the_field(tmp
         (b"[" * 200_000 + b"]" * 200_000, "its JSON is nested deeper than any run file"),
         (b'{"reports": {', "not JSON (Expecting property name enclosed in double quotes: line 1 column 14"),
         (b"\xff\xfe{}", "not JSON ('utf-8' codec can't decode byte 0xff in position 0"),
-        (b'{"reports": {"1": {"status": "ok", "xla_executions": 1' + b"0" * 5000 + b"}}}",
-         "not JSON (Exceeds the limit (4300 digits) for integer string conversion"),
+        (
+            b'{"reports": {"1": {"status": "ok", "xla_executions": 1' + b"0" * 5000 + b"}}}",
+            "not JSON (Exceeds the limit (4300 digits) for integer string conversion",
+        ),
         (b"7", "(top level): expected an object, got 7"),
     ],
     ids=["nested_200000_deep", "truncated", "not_utf8", "huge_integer", "a_number"],
@@ -258,16 +344,20 @@ def test_a_file_larger_than_any_run_file_is_refused_unread(tmp_path, monkeypatch
     size = V0.stat().st_size
     with pytest.raises(RunFileError) as caught:
         read_run_file(V0)
-    assert str(caught.value) == (f"{str(V0)!r} is not a readable run file: {size} bytes, more than the 1000 "
-                                 "a run file may hold")
+    assert str(caught.value) == (
+        f"{str(V0)!r} is not a readable run file: {size} bytes, more than the 1000 a run file may hold"
+    )
 
 
 def test_worker_coverage_of_a_bad_worker_file_is_a_run_file_error(tmp_path):
     """worker_coverage meets a worker's bad file: the same one RunFileError, naming that file."""
     (tmp_path / "worker_1").mkdir()
     path = _write_bad(tmp_path / "worker_1", BAD["notes_is_5"][0])
-    with pytest.raises(RunFileError, match=rf"^{re.escape(repr(str(path)))} is not a readable run file: "
-                                           r"reports\['0'\]\.notes: expected a list, got 5$"):
+    with pytest.raises(
+        RunFileError,
+        match=rf"^{re.escape(repr(str(path)))} is not a readable run file: "
+        r"reports\['0'\]\.notes: expected a list, got 5$",
+    ):
         worker_coverage(tmp_path)
 
 

@@ -16,8 +16,15 @@ from keras_xla_guard.signatures import EpochSignatures
 def test_default_sinks_follow_the_config(tmp_path):
     """write_summaries adds TensorBoard and the run file in log_dir, verbose the console; tensorboard= overrides."""
     kinds = lambda sinks: [type(s).__name__ for s in sinks]  # noqa: E731
-    assert kinds(default_sinks(GuardConfig(log_dir=tmp_path))) == ["TensorBoardSink", "RunFileSink", "ConsoleSink"]
-    assert kinds(default_sinks(GuardConfig(log_dir=tmp_path, verbose=0))) == ["TensorBoardSink", "RunFileSink"]
+    assert kinds(default_sinks(GuardConfig(log_dir=tmp_path))) == [
+        "TensorBoardSink",
+        "RunFileSink",
+        "ConsoleSink",
+    ]
+    assert kinds(default_sinks(GuardConfig(log_dir=tmp_path, verbose=0))) == [
+        "TensorBoardSink",
+        "RunFileSink",
+    ]
     assert kinds(default_sinks(GuardConfig(log_dir=tmp_path, write_summaries=False))) == ["ConsoleSink"]
     assert kinds(default_sinks(GuardConfig(log_dir=tmp_path), tensorboard=False)) == ["ConsoleSink"]
     (tensorboard, run_file, _) = default_sinks(GuardConfig(log_dir=tmp_path))
@@ -46,10 +53,21 @@ def test_console_sink_prints_each_report_at_close_only():
     assert stream.getvalue() == "keras-xla-guard: XLA coverage (epoch 1): skipped - busy\n"
 
 
-def _stats(function: str, epoch, steps: int, distinct: int, new: int, expected, so_far: int) -> EpochSignatures:
-    return EpochSignatures(epoch=epoch, steps=steps, distinct_signatures=distinct, new_signatures=new,
-                           expected_compilations=expected, compilations_so_far=so_far, short_last_batch=False,
-                           explanations=(), signatures=(), function=function)
+def _stats(
+    function: str, epoch, steps: int, distinct: int, new: int, expected, so_far: int
+) -> EpochSignatures:
+    return EpochSignatures(
+        epoch=epoch,
+        steps=steps,
+        distinct_signatures=distinct,
+        new_signatures=new,
+        expected_compilations=expected,
+        compilations_so_far=so_far,
+        short_last_batch=False,
+        explanations=(),
+        signatures=(),
+        function=function,
+    )
 
 
 def test_console_sink_prints_validations_under_their_epoch_and_a_line_per_function():
@@ -57,9 +75,14 @@ def test_console_sink_prints_validations_under_their_epoch_and_a_line_per_functi
     stream = io.StringIO()
     sink = ConsoleSink(stream)
     validation = CallRecord("test", 0, 0, _stats("test", 0, 2, 2, 2, 2, 2))
-    records = {0: EpochRecord(0, signatures=_stats("train", 0, 4, 2, 2, 2, 2), calls=(validation,)),
-               1: EpochRecord(1, signatures=_stats("train", 1, 4, 2, 0, 0, 2),
-                              calls=(CallRecord("test", 1, 1, signatures_unavailable="keras 9"),))}
+    records = {
+        0: EpochRecord(0, signatures=_stats("train", 0, 4, 2, 2, 2, 2), calls=(validation,)),
+        1: EpochRecord(
+            1,
+            signatures=_stats("train", 1, 4, 2, 0, 0, 2),
+            calls=(CallRecord("test", 1, 1, signatures_unavailable="keras 9"),),
+        ),
+    }
     sink.close(records)
     assert stream.getvalue().splitlines() == [
         "keras-xla-guard: validation in epoch 0: 2 steps, 2 input signature(s), 2 new, 2 expected XLA "
@@ -78,4 +101,5 @@ def test_console_sink_prints_an_evaluate_or_predict_call_when_it_ends():
     sink.close({})
     assert stream.getvalue() == (
         "keras-xla-guard: predict (call 1 of the predict function): 4 steps, 2 input signature(s), 1 new, "
-        "1 expected XLA compilation(s), 3 for the predict function so far\n")
+        "1 expected XLA compilation(s), 3 for the predict function so far\n"
+    )

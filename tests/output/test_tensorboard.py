@@ -17,7 +17,6 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from tensorboard.plugin_util import markdown_to_safe_html
 
-from keras_xla_guard.trace.report import CoverageReport, OpStat
 from keras_xla_guard.output.tensorboard import (
     DEVICE_TAGS,
     LAYOUT_CATEGORY,
@@ -29,6 +28,7 @@ from keras_xla_guard.output.tensorboard import (
     report_markdown,
     signatures_markdown,
 )
+from keras_xla_guard.trace.report import CoverageReport, OpStat
 
 LAYOUT_TAG = "custom_scalars__config__"
 CHART_TITLES = [
@@ -86,9 +86,7 @@ def _render(markdown: str) -> HtmlTables:
 def _shown(text: str) -> str:
     """What a reader should see of `text`: control/format/separator characters as
     spaces, whitespace collapsed as HTML does."""
-    return " ".join(
-        "".join(" " if unicodedata.category(c)[0] in "CZ" else c for c in text).split()
-    )
+    return " ".join("".join(" " if unicodedata.category(c)[0] in "CZ" else c for c in text).split())
 
 
 def _visible(markdown: str) -> str:
@@ -200,15 +198,22 @@ def test_report_markdown_lists_findings_only_and_the_rest_as_other() -> None:
     """Ops below 1% of the window's op time are no rows: one 'other' row, or one sentence when none is above it."""
     ops = (OpStat("MatMul", "dense/MatMul", 0.0008, 4), OpStat("AssignVariableOp", "adam/Assign", 0.00001, 4))
     parsed = _render(report_markdown(_report(top_non_xla_ops=ops)))
-    assert parsed.rows[1:] == [["1", "MatMul", "dense/MatMul", "0.800", "4"],
-                               ["", "other", "other plain ops (each below 1% of op time, the noise floor)",
-                                "0.200", ""]]
-    full = _report(xla_time_s=0.050, non_xla_op_time_s=0.000024, xla_time_fraction=0.9995,
-                   top_non_xla_ops=tuple(OpStat("AssignVariableOp", f"a/Assign_{i}", 0.0000024, 2) for i in range(10)))
+    assert parsed.rows[1:] == [
+        ["1", "MatMul", "dense/MatMul", "0.800", "4"],
+        ["", "other", "other plain ops (each below 1% of op time, the noise floor)", "0.200", ""],
+    ]
+    full = _report(
+        xla_time_s=0.050,
+        non_xla_op_time_s=0.000024,
+        xla_time_fraction=0.9995,
+        top_non_xla_ops=tuple(OpStat("AssignVariableOp", f"a/Assign_{i}", 0.0000024, 2) for i in range(10)),
+    )
     shown = _visible(report_markdown(full))
     assert "<table>" not in markdown_to_safe_html(report_markdown(full))
-    assert ("No plain TF op outside XLA is a finding in this window: 0.024 ms of plain ops, each below 1% of op "
-            "time, the noise floor.") in shown
+    assert (
+        "No plain TF op outside XLA is a finding in this window: 0.024 ms of plain ops, each below 1% of op "
+        "time, the noise floor."
+    ) in shown
 
 
 def test_report_markdown_of_failed_report_escapes_the_reason() -> None:
@@ -233,9 +238,14 @@ def test_signatures_markdown_shows_fix_code_as_a_code_block() -> None:
         compilations_so_far=5,
         short_last_batch=False,
         explanations=(
-            Explanation("dim_varied", "input x['a|b<script>'] dim 1 varied across 5 values (5, 7, 9, 11, 13)"),
-            Explanation("bucketing_fix", "fix: pad x['a|b<script>'] dim 1 to 2 bucket length(s) [8, 16]",
-                        fix_code=code),
+            Explanation(
+                "dim_varied", "input x['a|b<script>'] dim 1 varied across 5 values (5, 7, 9, 11, 13)"
+            ),
+            Explanation(
+                "bucketing_fix",
+                "fix: pad x['a|b<script>'] dim 1 to 2 bucket length(s) [8, 16]",
+                fix_code=code,
+            ),
             Explanation("more_new_signatures", "last line *after* the code"),
         ),
         signatures=(),
@@ -244,10 +254,12 @@ def test_signatures_markdown_shows_fix_code_as_a_code_block() -> None:
     parsed = _render(signatures_markdown(stats))
     assert set(parsed.tags) == {"p", "strong", "ul", "li", "pre", "code"}
     assert parsed.tags.count("pre") == 1 and parsed.tags.count("li") == 3
-    block = HtmlTables(rendered[rendered.index("<pre>"):rendered.index("</pre>")])
+    block = HtmlTables(rendered[rendered.index("<pre>") : rendered.index("</pre>")])
     assert block.raw_text == code + "\n"
     shown = _visible(signatures_markdown(stats))
-    assert shown.startswith("Input signatures: 5 distinct, 5 new over 7 steps, 5 expected XLA compilation(s).")
+    assert shown.startswith(
+        "Input signatures: 5 distinct, 5 new over 7 steps, 5 expected XLA compilation(s)."
+    )
     assert "input x['a|b<script>'] dim 1 varied across 5 values (5, 7, 9, 11, 13)" in shown
     assert shown.endswith("last line *after* the code")
 
@@ -270,8 +282,11 @@ def test_layout_regexes_each_match_exactly_their_tag() -> None:
         "xla_guard/new_signatures",
         "xla_guard/distinct_signatures",
         "xla_guard/expected_compilations",
-        *(f"xla_guard/{kind}/{figure}" for kind in ("validation", "evaluate", "predict")
-          for figure in ("new_signatures", "distinct_signatures", "expected_compilations")),
+        *(
+            f"xla_guard/{kind}/{figure}"
+            for kind in ("validation", "evaluate", "predict")
+            for figure in ("new_signatures", "distinct_signatures", "expected_compilations")
+        ),
     ]
     expected = [
         ["xla_guard/coverage_percent"],
@@ -309,12 +324,14 @@ def _read_run(run_dir: str) -> dict[str, list[tuple[int, object]]]:
 def _layout_from(data: dict[str, list[tuple[int, object]]]) -> object:
     from tensorboard.plugins.custom_scalar import layout_pb2
 
-    (step, raw), = data[LAYOUT_TAG]
+    ((step, raw),) = data[LAYOUT_TAG]
     assert step == 0
     return layout_pb2.Layout.FromString(raw)
 
 
-def _assert_scalars_match(data: dict[str, list[tuple[int, object]]], reports: dict[int, CoverageReport]) -> None:
+def _assert_scalars_match(
+    data: dict[str, list[tuple[int, object]]], reports: dict[int, CoverageReport]
+) -> None:
     for tag, read in SCALAR_TAGS.items():
         assert data[f"{tag}#plugin"] == [(0, "scalars")]
         steps = [s for s, _ in data[tag]]
@@ -365,8 +382,8 @@ def test_layout_is_written_with_the_first_summary_of_any_kind(tmp_path) -> None:
 @pytest.fixture(scope="module")
 def fitted(tmp_path_factory):
     """One real jit-compiled fit profiling epochs 0 (with compilation) and 1."""
-    import numpy as np
     import keras
+    import numpy as np
 
     from keras_xla_guard import XlaGuardCallback
 
@@ -374,7 +391,9 @@ def fitted(tmp_path_factory):
     rng = np.random.default_rng(0)
     x = rng.standard_normal((256, 16)).astype("float32")
     y = x[:, :1] * 0.5
-    model = keras.Sequential([keras.Input((16,)), keras.layers.Dense(32, activation="relu"), keras.layers.Dense(1)])
+    model = keras.Sequential(
+        [keras.Input((16,)), keras.layers.Dense(32, activation="relu"), keras.layers.Dense(1)]
+    )
     model.compile("adam", "mse", jit_compile=True)
     cb = XlaGuardCallback(log_dir=log_dir, profile_epochs=(0, 1), skip_steps=0, max_steps=6, verbose=0)
     model.fit(x, y, batch_size=32, epochs=2, callbacks=[cb], verbose=0)

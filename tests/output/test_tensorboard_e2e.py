@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
-
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -16,8 +15,6 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from tensorboard.plugin_util import markdown_to_safe_html
 
-from keras_xla_guard.trace.findings import split_findings
-from keras_xla_guard.output.tensorboard import SCALAR_TAGS, layout_proto, report_markdown
 from _oracle import count_xla_runs, xla_run_seconds
 from tensorboard_server import (
     GUARD_RUN,
@@ -29,6 +26,9 @@ from tensorboard_server import (
     fit_beside_keras_tensorboard,
     guard_data_loaded,
 )
+
+from keras_xla_guard.output.tensorboard import SCALAR_TAGS, layout_proto, report_markdown
+from keras_xla_guard.trace.findings import split_findings
 
 pytestmark = pytest.mark.slow
 
@@ -67,16 +67,18 @@ def test_fit_profiled_the_expected_epochs(fit) -> None:
 
 
 def _served(server, tag: str) -> dict[int, float]:
-    return {step: value for _, step, value in
-            server.json("/data/plugin/scalars/scalars", run=GUARD_RUN, tag=tag)}
+    return {
+        step: value for _, step, value in server.json("/data/plugin/scalars/scalars", run=GUARD_RUN, tag=tag)
+    }
 
 
 def _xprof_table(server, trace: Path) -> list[dict]:
     """framework_op_stats rows of `trace`, as TensorBoard's Profile plugin serves them."""
     run = f"{GUARD_RUN}/{trace.parent.name}"
     host = trace.name[: -len(".xplane.pb")]
-    (table, *_) = json.loads(server.get("/data/plugin/profile/data", run=run,
-                                        tag="framework_op_stats", host=host))
+    (table, *_) = json.loads(
+        server.get("/data/plugin/profile/data", run=run, tag="framework_op_stats", host=host)
+    )
     cols = [c["id"] for c in table["cols"]]
     return [dict(zip(cols, [c["v"] for c in row["c"]])) for row in table["rows"]]
 
@@ -95,7 +97,11 @@ def test_served_xla_figures_match_the_raw_trace(server, fit) -> None:
 
 
 # oneDNN's kernel names for the plain ops they replace (TF rewrites them where the CPU allows).
-_ONEDNN_KERNELS = {"_MklNativeFusedMatMul": "_FusedMatMul", "_MklFusedMatMul": "_FusedMatMul", "_MklMatMul": "MatMul"}
+_ONEDNN_KERNELS = {
+    "_MklNativeFusedMatMul": "_FusedMatMul",
+    "_MklFusedMatMul": "_FusedMatMul",
+    "_MklMatMul": "MatMul",
+}
 
 
 def test_served_non_xla_time_covers_xprofs_plain_ops(server, fit) -> None:
@@ -198,14 +204,17 @@ def test_text_panel_renders_the_escaped_op_table(server, fit) -> None:
         parsed = HtmlTables(entry["text"])
         assert parsed.tags_in_cells == []
         # The ops above the noise floor, each with the Keras layer the guard named; then the rest.
-        split = split_findings(report.top_non_xla_ops, lambda op: op.self_time_s, report.xla_time_s,
-                               report.non_xla_op_time_s)
+        split = split_findings(
+            report.top_non_xla_ops, lambda op: op.self_time_s, report.xla_time_s, report.non_xla_op_time_s
+        )
         assert parsed.rows[0] == ["#", "op type", "layer", "op name", "self time (ms)", "count"]
-        assert parsed.rows[1:len(split.findings) + 1] == [
+        assert parsed.rows[1 : len(split.findings) + 1] == [
             [str(i), op.op_type, op.layer or "-", op.op_name, f"{op.self_time_s * 1e3:.3f}", str(op.count)]
             for i, op in enumerate(split.findings, 1)
         ]
-        assert [row[1] for row in parsed.rows[len(split.findings) + 1:]] == (["other"] if split.other_s else [])
+        assert [row[1] for row in parsed.rows[len(split.findings) + 1 :]] == (
+            ["other"] if split.other_s else []
+        )
         assert any(row[2] == HOSTILE_LAYER and HOSTILE_LAYER in row[3] for row in parsed.rows[1:])
         assert all(" ".join(n.split()) in parsed.visible_text for n in report.notes)
         assert entry["text"] == markdown_to_safe_html(report_markdown(report))

@@ -32,12 +32,15 @@ ENGINE = _Engine()
 
 
 def _sig(batch: int, length: int) -> Signature:
-    return Signature.of(({"tokens": np.zeros((batch, length), "int32")}, np.zeros((batch, 1), "float32")),
-                        root_names=("x", "y"))
+    return Signature.of(
+        ({"tokens": np.zeros((batch, length), "int32")}, np.zeros((batch, 1), "float32")),
+        root_names=("x", "y"),
+    )
 
 
-def _feed(tracker: SignatureTracker, shapes: list[tuple[int, int]], source: object = ENGINE,
-          epoch: int = 0) -> None:
+def _feed(
+    tracker: SignatureTracker, shapes: list[tuple[int, int]], source: object = ENGINE, epoch: int = 0
+) -> None:
     """Observes one step per shape, reporting each new one as the engine does."""
     tracker.begin_epoch(epoch)
     for step, (batch, length) in enumerate(shapes):
@@ -173,10 +176,13 @@ def test_the_message_lists_every_compilation_and_the_fix_code_once(ledger):
     report_epoch(ENGINE, "train", tracker.end_epoch())
     message = ledger.message()
     lines = message.splitlines()
-    assert lines[0] == ("keras-xla-guard: 5 XLA compilation(s) inside max_compilations(2), 3 more than it "
-                        "allows. Each one, with what changed and the fix:")
+    assert lines[0] == (
+        "keras-xla-guard: 5 XLA compilation(s) inside max_compilations(2), 3 more than it "
+        "allows. Each one, with what changed and the fix:"
+    )
     assert [line.split(":")[0] for line in lines if line.startswith("  ") and line[2].isdigit()] == [
-        f"  {n}. train function, epoch 0, step {n - 1}" for n in range(1, 6)]
+        f"  {n}. train function, epoch 0, step {n - 1}" for n in range(1, 6)
+    ]
     assert lines[2] == "       first signature at step 0: x['tokens']: int32[8,5], y: float32[8,1]"
     assert message.count("       why: input 'tokens' dim 1 varied across 5 values (5, 7, 9, 11, 13)") == 4
     assert message.count("       fix: pad input 'tokens' dim 1 to ") == 4
@@ -189,14 +195,21 @@ def test_without_a_computed_fix_the_message_says_what_to_keep_fixed(ledger):
     tracker = SignatureTracker(xla=True)
     _feed(tracker, [(8, 5), (4, 5), (8, 5)])
     tracker.begin_epoch(1)
-    odd = Signature.of(({"tokens": np.zeros((8, 5, 2), "int32")}, np.zeros((8, 1), "float32")),
-                       root_names=("x", "y"))
+    odd = Signature.of(
+        ({"tokens": np.zeros((8, 5, 2), "int32")}, np.zeros((8, 1), "float32")), root_names=("x", "y")
+    )
     tracker.observe(odd, step=0)
     report_compilation(ENGINE, "train", tracker, odd, epoch=1, step=0)
     batch, structure = ledger.compilations[1:]
-    assert batch.describe()[-1] == "  fix: use one batch size for every step (e.g. batch with drop_remainder=True)"
+    assert (
+        batch.describe()[-1]
+        == "  fix: use one batch size for every step (e.g. batch with drop_remainder=True)"
+    )
     assert structure.changed == () and structure.reasons == ()
-    assert structure.describe()[-1] == "  fix: keep the inputs' structure, dtypes and ranks the same in every call"
+    assert (
+        structure.describe()[-1]
+        == "  fix: keep the inputs' structure, dtypes and ranks the same in every call"
+    )
 
 
 def test_an_unavailable_report_marks_every_open_ledger_unknown(ledger):
@@ -222,8 +235,10 @@ def test_compilations_of_a_function_with_unseen_history_are_uncertain_until_it_c
     _feed(tracker, [(8, 9)], source=engine, epoch=1)
     assert ledger.compilations[-1].uncertain is None
     assert ledger.certain == 1 and ledger.exceeded
-    assert ledger.message().startswith("keras-xla-guard: 1 XLA compilation(s) inside max_compilations(0) "
-                                       "(and 2 that may have happened before it), 1 more than it allows.")
+    assert ledger.message().startswith(
+        "keras-xla-guard: 1 XLA compilation(s) inside max_compilations(0) "
+        "(and 2 that may have happened before it), 1 more than it allows."
+    )
 
 
 def test_a_negative_limit_is_refused_naming_it():

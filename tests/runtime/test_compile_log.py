@@ -10,9 +10,14 @@ from keras_xla_guard.runtime.compile_log import Compilation, CompileLog, EpochCo
 
 
 def test_program_name_strips_jax_wrappers():
-    """"jit(train_step)" and "train_step" both name the program train_step; other names stay."""
+    """ "jit(train_step)" and "train_step" both name the program train_step; other names stay."""
     assert [program_name(n) for n in ("jit(train_step)", "pjit(f)", "train_step", "jit(jit(g))", "")] == [
-        "train_step", "f", "train_step", "jit(g)", ""]
+        "train_step",
+        "f",
+        "train_step",
+        "jit(g)",
+        "",
+    ]
 
 
 def test_phases_of_one_program_make_one_compilation_at_the_step():
@@ -35,7 +40,9 @@ def test_eager_programs_count_as_other_and_keep_no_step():
     log.on_phase("compile", "jit(test_step)", 0.3)
     taken = log.take(1)
     assert [(r.function, r.program, r.step, r.trace_s, r.lower_s) for r in taken.rows] == [
-        ("other", "equal", None, None, 0.01), ("test", "test_step", None, None, None)]
+        ("other", "equal", None, None, 0.01),
+        ("test", "test_step", None, None, None),
+    ]
     assert taken.counts == {"train": 0, "test": 1, "predict": 0, "other": 1}
     assert taken.seconds("other") == pytest.approx(0.03)
 
@@ -84,9 +91,11 @@ def test_take_returns_an_epochs_rows_once_with_those_before_any_epoch():
 
 def test_without_new_signature_lists_train_rows_no_signature_explains():
     """Train rows without a signature are the ones no new input signature caused; others never count."""
-    rows = (Compilation("train", "train_step", 0, 0, 0.1, 0.1, 0.1, signature="x: float32[2]"),
-            Compilation("train", "train_step", 0, 1, None, 0.1, 0.1),
-            Compilation("other", "equal", 0, None, None, 0.1, 0.1))
+    rows = (
+        Compilation("train", "train_step", 0, 0, 0.1, 0.1, 0.1, signature="x: float32[2]"),
+        Compilation("train", "train_step", 0, 1, None, 0.1, 0.1),
+        Compilation("other", "equal", 0, None, None, 0.1, 0.1),
+    )
     assert EpochCompilations(0, rows).without_new_signature == (rows[1],)
 
 

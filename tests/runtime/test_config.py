@@ -40,15 +40,24 @@ def test_config_is_frozen():
     [
         ({"top_k": -1}, "`top_k` must be an integer >= 0. Received: top_k=-1"),
         ({"max_trace_bytes": 0}, "`max_trace_bytes` must be an integer >= 1. Received: max_trace_bytes=0"),
-        ({"max_compilations": True}, "`max_compilations` must be an integer >= 1 or None. Received: max_compilations=True"),
+        (
+            {"max_compilations": True},
+            "`max_compilations` must be an integer >= 1 or None. Received: max_compilations=True",
+        ),
         ({"skip_steps": -2}, "`skip_steps` must be an integer >= 0. Received: skip_steps=-2"),
         ({"max_steps": 0}, "`max_steps` must be an integer >= 1 or None. Received: max_steps=0"),
         ({"profile_every": 0}, "`profile_every` must be an integer >= 1 or None. Received: profile_every=0"),
         ({"verbose": 2}, "`verbose` must be 0 or 1. Received: verbose=2"),
-        ({"on_violation": "ignore"}, "`on_violation` must be one of ('warn', 'raise', 'stop'). Received: on_violation='ignore'"),
+        (
+            {"on_violation": "ignore"},
+            "`on_violation` must be one of ('warn', 'raise', 'stop'). Received: on_violation='ignore'",
+        ),
         ({"log_dir": ""}, "`log_dir` must be a non-empty path. Received: log_dir=''"),
         ({"html_report": 1}, "`html_report` must be None or a file path. Received: html_report=1"),
-        ({"profile_workers": "worker_1"}, "`profile_workers` must be one of ('chief', 'all'). Received: profile_workers='worker_1'"),
+        (
+            {"profile_workers": "worker_1"},
+            "`profile_workers` must be one of ('chief', 'all'). Received: profile_workers='worker_1'",
+        ),
     ],
 )
 def test_bad_values_are_named_with_what_is_allowed(kwargs, message):
@@ -105,11 +114,20 @@ def test_adapters_take_every_config_field_from_one_list(tmp_path):
     from keras_xla_guard import XlaGuardCallback
 
     fields = [f.name for f in dataclasses.fields(GuardConfig) if f.init]
-    for cls, own in ((XlaGuard, ["config", "strategy"]), (XlaGuardCallback, ["explain", "track_signatures",
-                                                                              "warm_up", "config"])):
+    for cls, own in (
+        (XlaGuard, ["config", "strategy"]),
+        (XlaGuardCallback, ["explain", "track_signatures", "warm_up", "config"]),
+    ):
         assert list(inspect.signature(cls).parameters) == fields + own
     guard = XlaGuard(tmp_path, max_steps=5, profile_workers="all")
-    assert (guard.config.log_dir, guard.config.max_steps, guard.config.profile_workers) == (tmp_path, 5, "all")
-    with pytest.raises(TypeError, match=r"^XlaGuard got unexpected keyword argument\(s\) 'explain', 'topk'; "
-                                        r"its config fields are log_dir, profile_epochs, "):
+    assert (guard.config.log_dir, guard.config.max_steps, guard.config.profile_workers) == (
+        tmp_path,
+        5,
+        "all",
+    )
+    with pytest.raises(
+        TypeError,
+        match=r"^XlaGuard got unexpected keyword argument\(s\) 'explain', 'topk'; "
+        r"its config fields are log_dir, profile_epochs, ",
+    ):
         XlaGuard(topk=3, explain=True)

@@ -24,8 +24,15 @@ class _Recorder:
     def write_epoch(self, record):
         self.records.append(record)
         report, stats = record.report, record.signatures
-        self.calls.append(("epoch", record.epoch, None if report is None else report.status,
-                           None if stats is None else stats.distinct_signatures, record.signatures_unavailable))
+        self.calls.append(
+            (
+                "epoch",
+                record.epoch,
+                None if report is None else report.status,
+                None if stats is None else stats.distinct_signatures,
+                record.signatures_unavailable,
+            )
+        )
 
     def close(self, records):
         self.calls.append(("close", tuple(sorted(records))))
@@ -108,9 +115,14 @@ def test_engine_without_sinks_publishes_nowhere_and_a_factory_gives_fresh_sinks_
 def test_train_begin_rejects_a_bad_xla_mode_and_steps_per_call(tmp_path):
     """xla_mode and steps_per_call are checked with the allowed values named."""
     engine = XlaGuardEngine(log_dir=tmp_path, profile_epochs=(), verbose=0)
-    with pytest.raises(ValueError, match=r"`xla_mode` must be one of \('jit_compile', 'autoclustering', None\). Received: xla_mode='xla'"):
+    with pytest.raises(
+        ValueError,
+        match=r"`xla_mode` must be one of \('jit_compile', 'autoclustering', None\). Received: xla_mode='xla'",
+    ):
         engine.train_begin(xla_mode="xla")
-    with pytest.raises(ValueError, match=r"^`steps_per_call` must be an integer >= 1. Received: steps_per_call=0$"):
+    with pytest.raises(
+        ValueError, match=r"^`steps_per_call` must be an integer >= 1. Received: steps_per_call=0$"
+    ):
         engine.train_begin(steps_per_call=0)
 
 
@@ -132,7 +144,6 @@ def test_xla_mode_rule_is_shared():
 def test_a_profiled_jit_step_reaches_a_custom_sink_with_exact_counts(tmp_path):
     """A real profiled window of 6 jit_compile steps: the sink's report counts 6 XLA launches."""
     import tensorflow as tf
-
     from _fit_helpers import profiler_is_free
 
     w = tf.Variable(tf.ones((8, 8)))
@@ -143,8 +154,9 @@ def test_a_profiled_jit_step_reaches_a_custom_sink_with_exact_counts(tmp_path):
         return tf.reduce_sum(w)
 
     sink = _Recorder()
-    engine = XlaGuardEngine(log_dir=tmp_path, profile_epochs=(0,), skip_steps=2, max_steps=6,
-                            async_analysis=False, sinks=[sink])
+    engine = XlaGuardEngine(
+        log_dir=tmp_path, profile_epochs=(0,), skip_steps=2, max_steps=6, async_analysis=False, sinks=[sink]
+    )
     x = tf.ones((8, 8))
     engine.train_begin(epochs=1, xla_mode="jit_compile")
     engine.epoch_begin(0, steps=10)
@@ -183,7 +195,8 @@ def test_not_profiled_run_reports_each_selected_epoch_skipped_with_the_reason(tm
     engine.train_end()
     reports = engine.reports
     assert [(r.status, r.reason, r.steps_profiled) for r in reports.values()] == [
-        ("skipped", "not profiled: a test", 0)] * 2
+        ("skipped", "not profiled: a test", 0)
+    ] * 2
     assert [r.distinct_signatures for r in reports.values()] == [1, 1]
     assert not list(tmp_path.iterdir())  # no trace, no staging directory
 

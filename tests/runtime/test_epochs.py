@@ -19,9 +19,19 @@ def _stats(epoch: int = 1, widths=(3, 3, 4)):
 
 
 def _report(epoch: int = 1) -> CoverageReport:
-    compiled = (CompileRecord(program="step", module="a_inference_step_1__.1", start_s=0.0, compile_s=0.2, step=2),)
-    return CoverageReport(epoch=epoch, steps_profiled=3, xla_time_s=0.9, non_xla_op_time_s=0.1,
-                          xla_time_fraction=0.9, xla_executions=3, compilations=1, compile_table=compiled)
+    compiled = (
+        CompileRecord(program="step", module="a_inference_step_1__.1", start_s=0.0, compile_s=0.2, step=2),
+    )
+    return CoverageReport(
+        epoch=epoch,
+        steps_profiled=3,
+        xla_time_s=0.9,
+        non_xla_op_time_s=0.1,
+        xla_time_fraction=0.9,
+        xla_executions=3,
+        compilations=1,
+        compile_table=compiled,
+    )
 
 
 def test_report_before_the_epoch_end_is_held_then_joined_once():
@@ -37,7 +47,9 @@ def test_report_before_the_epoch_end_is_held_then_joined_once():
     assert (report.distinct_signatures, report.new_signatures, report.expected_compilations) == (2, 2, 2)
     # Step 2's compilation is the width-4 signature; width 3 (step 0) ran without one.
     assert [(c.step, c.cache_hit, c.signature) for c in record.compile_table] == [
-        (0, True, str(Signature.of(np.zeros((2, 3))))), (2, False, str(Signature.of(np.zeros((2, 4)))))]
+        (0, True, str(Signature.of(np.zeros((2, 3))))),
+        (2, False, str(Signature.of(np.zeros((2, 4))))),
+    ]
     assert report.cache_hits == 1
     assert assembly.flush() == []
 

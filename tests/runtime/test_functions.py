@@ -72,7 +72,9 @@ def test_a_validation_comes_in_its_epochs_record_with_its_own_signatures(tmp_pat
     (_, e0, calls0), (_, e1, calls1), close = sink.events
     assert (e0, e1, close) == (0, 1, ("close", (0, 1)))
     assert [(c.function, c.call, c.epoch, c.kind) for c in calls0 + calls1] == [
-        ("test", 0, 0, "validation"), ("test", 1, 1, "validation")]
+        ("test", 0, 0, "validation"),
+        ("test", 1, 1, "validation"),
+    ]
     # Shape 3 was the train function's already, and is still the test function's first.
     assert [c.signatures.expected_compilations for c in calls0 + calls1] == [2, 0]
     assert [c.signatures.compilations_so_far for c in calls0 + calls1] == [2, 2]
@@ -92,10 +94,16 @@ def test_calls_outside_a_run_publish_through_fresh_sinks(tmp_path):
     engine = XlaGuardEngine(log_dir=tmp_path, profile_epochs=(), sinks=factory)
     evaluate = _call(engine, "test", [7, 7, 2], program="keras test function")
     predict = _call(engine, "predict", [7, 2], program="keras predict function")
-    assert [sink.events for sink in made] == [[("call", evaluate), ("close", ())], [("call", predict), ("close", ())]]
+    assert [sink.events for sink in made] == [
+        [("call", evaluate), ("close", ())],
+        [("call", predict), ("close", ())],
+    ]
     assert (evaluate.kind, evaluate.epoch, evaluate.call) == ("evaluate", None, 0)
-    assert (evaluate.signatures.steps, evaluate.signatures.distinct_signatures,
-            evaluate.signatures.expected_compilations) == (3, 2, 2)
+    assert (
+        evaluate.signatures.steps,
+        evaluate.signatures.distinct_signatures,
+        evaluate.signatures.expected_compilations,
+    ) == (3, 2, 2)
     assert (predict.kind, predict.signatures.expected_compilations) == ("predict", 2)
 
 
@@ -111,9 +119,10 @@ def test_a_function_keeps_its_signatures_while_its_program_stays_the_same(tmp_pa
     """Same program: seen shapes cost nothing again; a new program (recompiled model) starts afresh."""
     engine = XlaGuardEngine(log_dir=tmp_path, profile_epochs=())
     first, second = _Function(), _Function()
-    counts = [_call(engine, "test", lengths, program=program).signatures.expected_compilations
-              for lengths, program in [([3, 5], first), ([3, 5, 6], first), ([3], second), ([3], None),
-                                       ([3], None)]]
+    counts = [
+        _call(engine, "test", lengths, program=program).signatures.expected_compilations
+        for lengths, program in [([3, 5], first), ([3, 5, 6], first), ([3], second), ([3], None), ([3], None)]
+    ]
     assert counts == [2, 1, 1, 1, 1]
     assert [c.call for c in engine.calls] == [0, 1, 2, 3, 4]
     # The predict function is another function: the test function's shapes are new to it.
@@ -150,7 +159,9 @@ def test_a_function_not_compiled_by_xla_expects_no_compilation(tmp_path):
 def test_unavailable_call_figures_are_none_with_the_reason_and_warn_once_per_function(tmp_path):
     """signatures_unavailable(function=...) empties that call only; one warning per function."""
     engine = XlaGuardEngine(log_dir=tmp_path, profile_epochs=())
-    with pytest.warns(XlaGuardWarning, match="input signatures of the test function are unavailable: keras 9"):
+    with pytest.warns(
+        XlaGuardWarning, match="input signatures of the test function are unavailable: keras 9"
+    ):
         engine.call_begin("test", xla_mode="jit_compile")
         engine.signatures_unavailable("keras 9", function="test")
         first = engine.call_end("test")
@@ -165,8 +176,11 @@ def test_unavailable_call_figures_are_none_with_the_reason_and_warn_once_per_fun
 def test_call_begin_rejects_the_train_function_and_a_bad_xla_mode(tmp_path):
     """function and xla_mode are checked with the allowed values named."""
     engine = XlaGuardEngine(log_dir=tmp_path, profile_epochs=())
-    with pytest.raises(ValueError, match=r"`function` must be one of \('test', 'predict'\) \(the train "
-                                         r"function's calls are epochs\). Received: function='train'"):
+    with pytest.raises(
+        ValueError,
+        match=r"`function` must be one of \('test', 'predict'\) \(the train "
+        r"function's calls are epochs\). Received: function='train'",
+    ):
         engine.call_begin("train")
     with pytest.raises(ValueError, match=r"Received: xla_mode='xla'"):
         engine.call_begin("test", xla_mode="xla")
@@ -187,6 +201,11 @@ def test_a_call_record_serializes_with_its_kind(tmp_path):
     record = _call(engine, "predict", [3])
     data = record.to_dict()
     assert {k: data[k] for k in ("function", "call", "epoch", "kind", "signatures_unavailable")} == {
-        "function": "predict", "call": 0, "epoch": None, "kind": "predict", "signatures_unavailable": None}
+        "function": "predict",
+        "call": 0,
+        "epoch": None,
+        "kind": "predict",
+        "signatures_unavailable": None,
+    }
     assert data["signatures"] == record.signatures.to_dict()
     assert data["signatures"]["function"] == "predict"

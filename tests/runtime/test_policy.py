@@ -45,7 +45,9 @@ def test_megamorphic_warning_comes_once_and_names_the_mode():
     policy = CompilationPolicy(None, "raise")
     (action,) = policy.check(tracker, 0, "autoclustering")
     assert action == PolicyAction("warn", action.message)
-    assert action.message.startswith("8 XLA compilations of the train step so far (one per input signature) for 8 executions")
+    assert action.message.startswith(
+        "8 XLA compilations of the train step so far (one per input signature) for 8 executions"
+    )
     assert "silently losing XLA" in action.message
     assert policy.check(tracker, 0, "autoclustering") == []
     (jit,) = CompilationPolicy(None, "warn").check(tracker, 0, "jit_compile")

@@ -178,10 +178,14 @@ def test_a_session_whose_thread_ended_is_stopped_and_its_owner_told(tmp_path):
     thread.start()
     thread.join()
     assert session.stale_reason() == "the thread that started it ('trainer') has ended"
-    with pytest.warns(UserWarning, match=r"left running by an interrupted training \(the thread that started"):
+    with pytest.warns(
+        UserWarning, match=r"left running by an interrupted training \(the thread that started"
+    ):
         assert stop_stale_session() is True
     assert profiler_is_free()
-    with pytest.raises(SessionLostError, match="stopped by keras-xla-guard as stale .* before the window ended"):
+    with pytest.raises(
+        SessionLostError, match="stopped by keras-xla-guard as stale .* before the window ended"
+    ):
         session.stop()
 
 

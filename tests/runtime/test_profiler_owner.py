@@ -49,13 +49,15 @@ def _batch() -> Any:
 
 
 def _loop_guard(log_dir: Path) -> XlaGuard:
-    return XlaGuard(log_dir=log_dir, profile_epochs=0, skip_steps=0, max_steps=None, verbose=0,
-                    async_analysis=False)
+    return XlaGuard(
+        log_dir=log_dir, profile_epochs=0, skip_steps=0, max_steps=None, verbose=0, async_analysis=False
+    )
 
 
 def _callback(log_dir: Path) -> XlaGuardCallback:
-    return XlaGuardCallback(log_dir=log_dir, profile_epochs=0, skip_steps=0, max_steps=None, verbose=0,
-                            async_analysis=False)
+    return XlaGuardCallback(
+        log_dir=log_dir, profile_epochs=0, skip_steps=0, max_steps=None, verbose=0, async_analysis=False
+    )
 
 
 def _messages(caught: list[warnings.WarningMessage]) -> list[str]:
@@ -90,7 +92,8 @@ def test_a_fit_inside_an_open_loop_window_is_skipped_and_the_loop_measures_all_i
     assert report.xla_executions == 10 + FIT_STEPS
     assert not any("left running" in m for m in _messages(caught))
     assert "keras-xla-guard: epoch 0 is not profiled: another keras-xla-guard profiling window" in (
-        " ".join(_messages(caught)))
+        " ".join(_messages(caught))
+    )
     assert profiler_is_free()
 
 
@@ -194,8 +197,11 @@ def test_a_window_whose_thread_died_is_stopped_by_the_next_guard_and_never_reads
     thread.join()
     assert dead.engine.profiling
     callback = _callback(tmp_path / "fit")
-    with pytest.warns(UserWarning, match=r"left running by an interrupted training \(the thread that started it "
-                                         r"\('trainer'\) has ended"):
+    with pytest.warns(
+        UserWarning,
+        match=r"left running by an interrupted training \(the thread that started it "
+        r"\('trainer'\) has ended",
+    ):
         make_model(True).fit(make_dataset(), epochs=1, callbacks=[callback], verbose=0)
     assert callback.reports[0].status == "ok"
     assert callback.reports[0].steps_profiled == FIT_STEPS
@@ -214,7 +220,9 @@ def test_a_profiler_the_user_started_skips_the_window_and_stays_theirs(tmp_path)
     callback = _callback(tmp_path / "fit")
     tf.profiler.experimental.start(str(tmp_path / "user"))
     try:
-        with pytest.warns(UserWarning, match="epoch 0 is not profiled: another profiler session is already running"):
+        with pytest.warns(
+            UserWarning, match="epoch 0 is not profiled: another profiler session is already running"
+        ):
             make_model(True).fit(make_dataset(), epochs=1, callbacks=[callback], verbose=0)
         assert not profiler_is_free()
     finally:

@@ -15,16 +15,19 @@ import warnings
 
 import numpy as np
 import pytest
-
 from _fit_helpers import HEADLINE, LENGTHS, _events, _guard, _seq_dataset, _seq_model, profiler_is_free
+
 from keras_xla_guard.errors import XlaGuardWarning
 
 pytestmark = pytest.mark.compat
 
 
 def _unavailable_warnings(caught):
-    return [str(w.message) for w in caught
-            if issubclass(w.category, XlaGuardWarning) and "unavailable" in str(w.message)]
+    return [
+        str(w.message)
+        for w in caught
+        if issubclass(w.category, XlaGuardWarning) and "unavailable" in str(w.message)
+    ]
 
 
 def test_fit_locals_are_not_found_outside_fit():
@@ -119,7 +122,10 @@ def _assert_unavailable_everywhere(guard, log_dir, caught, keras_name):
     report = guard.reports[0]
     assert report.ok, report.reason
     assert (report.distinct_signatures, report.new_signatures, report.expected_compilations) == (
-        None, None, None)
+        None,
+        None,
+        None,
+    )
     assert keras_name in report.signatures_unavailable
     assert "input signatures:  unavailable (" in format_report(report)
     text = _events(log_dir)["xla_guard/signatures"]
@@ -171,8 +177,9 @@ def test_a_leftover_tap_never_breaks_a_later_unguarded_fit(tmp_path):
     from keras_xla_guard import XlaGuardCallback
 
     keras.utils.set_random_seed(0)
-    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"),
-                              keras.layers.Dense(1)])
+    model = keras.Sequential(
+        [keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)]
+    )
     model.compile("adam", "mse", jit_compile=True)
     x = np.random.default_rng(0).random((330, 8)).astype("float32")
     y, sw = x[:, :1], np.ones(330, "float32")
@@ -182,9 +189,12 @@ def test_a_leftover_tap_never_breaks_a_later_unguarded_fit(tmp_path):
             raise RuntimeError("user callback failed")
 
     with pytest.raises(RuntimeError, match="user callback failed"):
-        model.fit(tf.data.Dataset.from_tensor_slices((x, y, sw)).batch(16), epochs=2,
-                  callbacks=[XlaGuardCallback(log_dir=tmp_path, profile_epochs=(1,), verbose=0), Boom()],
-                  verbose=0)
+        model.fit(
+            tf.data.Dataset.from_tensor_slices((x, y, sw)).batch(16),
+            epochs=2,
+            callbacks=[XlaGuardCallback(log_dir=tmp_path, profile_epochs=(1,), verbose=0), Boom()],
+            verbose=0,
+        )
     # Another batch structure (no sample weights): Keras' own function must run it.
     history = model.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(16), epochs=2, verbose=0)
     assert len(history.history["loss"]) == 2
@@ -268,8 +278,14 @@ def test_mirrored_strategy_records_every_global_batch(tmp_path):
     ... while/cond/Placeholder"), with or without the guard.
     """
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    done = subprocess.run([sys.executable, "-c", _MIRRORED_SCRIPT, str(tmp_path)], env=env,
-                          capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", _MIRRORED_SCRIPT, str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     headline = "input x dim 1 varied across 5 values (5, 7, 9, 11, 13)"
@@ -321,8 +337,14 @@ print(json.dumps(out))
 def test_tf_keras_records_through_seam_and_observe(tmp_path):
     """tf_keras: seam and observe, spe 1 and 4, compiled and eager: 7 steps, 5 signatures, no warning."""
     env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2")
-    done = subprocess.run([sys.executable, "-c", _TF_KERAS_OBSERVE_SCRIPT, str(tmp_path)], env=env,
-                          capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", _TF_KERAS_OBSERVE_SCRIPT, str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result.pop("module").startswith("tf_keras")
@@ -357,9 +379,14 @@ def test_loop_guard_observe_records_the_dataset_batches(tmp_path):
     assert (second.steps, second.new_signatures) == (7, 0)
 
 
-@pytest.mark.parametrize(("name", "backend", "batches"), [
-    ("keras3", "tensorflow", "graph"), ("tf_keras", "tensorflow", "graph"), ("keras3_jax", "jax", "python"),
-])
+@pytest.mark.parametrize(
+    ("name", "backend", "batches"),
+    [
+        ("keras3", "tensorflow", "graph"),
+        ("tf_keras", "tensorflow", "graph"),
+        ("keras3_jax", "jax", "python"),
+    ],
+)
 def test_each_flavour_module_keeps_the_flavour_contract(name, backend, batches):
     """Every flavour defines every Flavour member: names, its backend, where batches are pulled, holders, callables."""
     import importlib
@@ -367,16 +394,25 @@ def test_each_flavour_module_keeps_the_flavour_contract(name, backend, batches):
     from keras_xla_guard.seam import Flavour
 
     flavour = importlib.import_module(f"keras_xla_guard.seam.{name}")
-    assert set(Flavour.__annotations__) == {"FLAVOUR", "BACKEND", "BATCHES", "DATASET_HOLDER", "EXIT_HOOK_HOLDER",
-                                            "FUNCTION_HOLDERS", "HOST_BATCHES"}
+    assert set(Flavour.__annotations__) == {
+        "FLAVOUR",
+        "BACKEND",
+        "BATCHES",
+        "DATASET_HOLDER",
+        "EXIT_HOOK_HOLDER",
+        "FUNCTION_HOLDERS",
+        "HOST_BATCHES",
+    }
     assert (flavour.FLAVOUR, flavour.BACKEND, flavour.BATCHES) == (name, backend, batches)
     assert set(flavour.FUNCTION_HOLDERS) == {"train", "test", "predict"}
     holder, attribute = flavour.DATASET_HOLDER
     assert holder.isidentifier() and attribute.isidentifier()
     assert flavour.EXIT_HOOK_HOLDER.isidentifier()
     assert set(flavour.FUNCTION_HOLDERS) == {"train", "test", "predict"}
-    assert all((owner is None or owner.isidentifier()) and slot.isidentifier()
-               for owner, slot in flavour.FUNCTION_HOLDERS.values())
+    assert all(
+        (owner is None or owner.isidentifier()) and slot.isidentifier()
+        for owner, slot in flavour.FUNCTION_HOLDERS.values()
+    )
     assert flavour.HOST_BATCHES <= set(flavour.FUNCTION_HOLDERS) - {"train"}
     assert callable(flavour.probe) and callable(flavour.recording_function)
 

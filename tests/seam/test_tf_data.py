@@ -32,8 +32,17 @@ def _pinned(make):
     return twin, after_copy, _epochs(plain), copy
 
 
-@pytest.mark.parametrize("kind", ["shuffle", "shuffle_repeat", "cache_shuffle", "shuffle_prefetch",
-                                  "random_rerandomized", "generator_variable"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "shuffle",
+        "shuffle_repeat",
+        "cache_shuffle",
+        "shuffle_prefetch",
+        "random_rerandomized",
+        "generator_variable",
+    ],
+)
 def test_reading_a_copy_leaves_the_original_epochs_unchanged(kind):
     """Seed generators (shuffle, Dataset.random), caches and tf.random.Generator state are the copy's own."""
     import tensorflow as tf
@@ -100,8 +109,9 @@ def test_a_generator_pipeline_is_copied_and_flagged_as_running_python():
 
     from keras_xla_guard.seam.tf_data import detached_copy
 
-    copy = detached_copy(tf.data.Dataset.from_generator(lambda: iter([1, 2, 3]),
-                                                        output_signature=tf.TensorSpec((), tf.int32)))
+    copy = detached_copy(
+        tf.data.Dataset.from_generator(lambda: iter([1, 2, 3]), output_signature=tf.TensorSpec((), tf.int32))
+    )
     assert copy.runs_python is True
     assert [int(v) for v in copy.dataset] == [1, 2, 3]
 

@@ -49,7 +49,10 @@ def test_default_length_comes_from_dict_component():
 def test_explicit_length_fn_and_short_batches():
     """length_fn is used as given; drop_remainder=False keeps short batches."""
     batched = pad_to_buckets(
-        _examples([5, 5, 5]), (5,), batch_size=2, length_fn=lambda x, y: tf.shape(x)[0],
+        _examples([5, 5, 5]),
+        (5,),
+        batch_size=2,
+        length_fn=lambda x, y: tf.shape(x)[0],
         drop_remainder=False,
     )
     assert [tuple(x.shape) for x, _ in batched] == [(2, 5), (1, 5)]

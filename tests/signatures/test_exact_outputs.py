@@ -28,8 +28,9 @@ pytestmark = pytest.mark.compat
 
 
 def _tokens(length: int, batch: int = 8, dtype: str = "int32") -> Signature:
-    return Signature.of(({"tokens": np.zeros((batch, length), dtype)}, np.zeros((batch, 1), "float32")),
-                        root_names=("x", "y"))
+    return Signature.of(
+        ({"tokens": np.zeros((batch, length), dtype)}, np.zeros((batch, 1), "float32")), root_names=("x", "y")
+    )
 
 
 def _unknown_batch(sig: Signature) -> Signature:
@@ -46,12 +47,24 @@ def _epoch(tracker: SignatureTracker, epoch: int, sigs: list[Signature], steps: 
 
 
 def _sig_dict(length: int, batch: int = 8) -> dict:
-    return {"paths": ["x['tokens']", "y"], "shapes": [[batch, length], [batch, 1]], "dtypes": ["int32", "float32"]}
+    return {
+        "paths": ["x['tokens']", "y"],
+        "shapes": [[batch, length], [batch, 1]],
+        "dtypes": ["int32", "float32"],
+    }
 
 
 def _info(kind: str, message: str, step: int | None = None) -> dict:
-    return {"kind": kind, "message": message, "severity": "info", "input": None, "dim": None, "values": [],
-            "step": step, "fix_code": ""}
+    return {
+        "kind": kind,
+        "message": message,
+        "severity": "info",
+        "input": None,
+        "dim": None,
+        "values": [],
+        "step": step,
+        "fix_code": "",
+    }
 
 
 FIX_CODE = """# Pad x['tokens'] dim 1 to 2 bucket length(s) (7, 13); full batches only.
@@ -73,30 +86,59 @@ def test_an_epoch_of_five_lengths_is_recorded_field_by_field():
     tracker = SignatureTracker(xla=True)
     stats = _epoch(tracker, 3, [_tokens(n) for n in (5, 7, 9, 11, 13, 5, 7)])
     new = lambda n, old, step: _info(  # noqa: E731 - one line per expected explanation
-        "new_signature", f"new signature at step {step}: x['tokens']: int32[8,{n}] vs int32[8,{old}] "
-        f"(dim 1: {old} -> {n}) (closest earlier signature: x['tokens']: int32[8,{old}], y: float32[8,1])", step)
+        "new_signature",
+        f"new signature at step {step}: x['tokens']: int32[8,{n}] vs int32[8,{old}] "
+        f"(dim 1: {old} -> {n}) (closest earlier signature: x['tokens']: int32[8,{old}], y: float32[8,1])",
+        step,
+    )
     assert stats.to_dict() == {
-        "epoch": 3, "function": "train", "steps": 7, "distinct_signatures": 5, "new_signatures": 5, "expected_compilations": 5,
-        "compilations_so_far": 5, "short_last_batch": False,
+        "epoch": 3,
+        "function": "train",
+        "steps": 7,
+        "distinct_signatures": 5,
+        "new_signatures": 5,
+        "expected_compilations": 5,
+        "compilations_so_far": 5,
+        "short_last_batch": False,
         "explanations": [
-            {"kind": "dim_varied", "message": "input 'tokens' dim 1 varied across 5 values (5, 7, 9, 11, 13)",
-             "severity": "warning", "input": "x['tokens']", "dim": 1, "values": [5, 7, 9, 11, 13], "step": None,
-             "fix_code": ""},
-            _info("first_signature", "first signature at step 0: x['tokens']: int32[8,5], y: float32[8,1]", 0),
+            {
+                "kind": "dim_varied",
+                "message": "input 'tokens' dim 1 varied across 5 values (5, 7, 9, 11, 13)",
+                "severity": "warning",
+                "input": "x['tokens']",
+                "dim": 1,
+                "values": [5, 7, 9, 11, 13],
+                "step": None,
+                "fix_code": "",
+            },
+            _info(
+                "first_signature", "first signature at step 0: x['tokens']: int32[8,5], y: float32[8,1]", 0
+            ),
             new(7, 5, 1),
             new(9, 7, 2),
             _info("more_new_signatures", "... and 2 more new signature(s) in this epoch"),
-            {"kind": "bucketing_fix",
-             "message": "fix: pad input 'tokens' dim 1 to 2 bucket length(s) (7, 13) -> at most 2 compilation(s) "
-                        "instead of 5",
-             "severity": "info", "input": "x['tokens']", "dim": 1, "values": [7, 13], "step": None,
-             "fix_code": FIX_CODE},
+            {
+                "kind": "bucketing_fix",
+                "message": "fix: pad input 'tokens' dim 1 to 2 bucket length(s) (7, 13) -> at most 2 compilation(s) "
+                "instead of 5",
+                "severity": "info",
+                "input": "x['tokens']",
+                "dim": 1,
+                "values": [7, 13],
+                "step": None,
+                "fix_code": FIX_CODE,
+            },
         ],
         "signatures": [_sig_dict(n) for n in (5, 7, 9, 11, 13)],
         "new": [{"signature": _sig_dict(n), "step": step} for step, n in enumerate((5, 7, 9, 11, 13))],
     }
     again = _epoch(tracker, 4, [_tokens(5)])
-    assert (again.epoch, again.new_signatures, again.expected_compilations, again.compilations_so_far) == (4, 0, 0, 5)
+    assert (again.epoch, again.new_signatures, again.expected_compilations, again.compilations_so_far) == (
+        4,
+        0,
+        0,
+        5,
+    )
 
 
 def test_three_new_signatures_are_explained_and_the_fourth_only_counted():
@@ -114,7 +156,9 @@ def test_three_new_signatures_are_explained_and_the_fourth_only_counted():
 def test_more_than_ten_values_are_listed_ten_then_an_ellipsis():
     """A dimension with 11 values lists the first 10 and '...'; with 10 it lists all."""
     eleven = _epoch(SignatureTracker(), 0, [_tokens(n) for n in range(1, 12)]).explanations[0]
-    assert eleven.message == "input 'tokens' dim 1 varied across 11 values (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, ...)"
+    assert (
+        eleven.message == "input 'tokens' dim 1 varied across 11 values (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, ...)"
+    )
     assert eleven.values == tuple(range(1, 12))
     ten = _epoch(SignatureTracker(), 0, [_tokens(n) for n in range(1, 11)]).explanations[0]
     assert ten.message == "input 'tokens' dim 1 varied across 10 values (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)"
@@ -127,9 +171,14 @@ def test_short_last_batch_is_explained_in_full():
     assert short.to_dict() == {
         "kind": "short_last_batch",
         "message": "short last batch: input 'tokens' dim 0 was 3 in the last batch only (other batches: 8); "
-                   "it costs one extra compilation per run - batch with drop_remainder=True or make the number "
-                   "of examples a multiple of the batch size",
-        "severity": "warning", "input": "x['tokens']", "dim": 0, "values": [3, 8], "step": None, "fix_code": "",
+        "it costs one extra compilation per run - batch with drop_remainder=True or make the number "
+        "of examples a multiple of the batch size",
+        "severity": "warning",
+        "input": "x['tokens']",
+        "dim": 0,
+        "values": [3, 8],
+        "step": None,
+        "fix_code": "",
     }
     # The short batch's own signature is left out of what varied: no dim_varied, no fix.
     assert [e.kind for e in stats.explanations] == ["short_last_batch", "first_signature", "new_signature"]
@@ -137,9 +186,12 @@ def test_short_last_batch_is_explained_in_full():
 
 def test_short_last_batch_names_the_input_whose_batch_shrank():
     """When an unbatched input comes first, the explanation names the batched input that shrank."""
+
     def sig(batch: int) -> Signature:
-        return Signature.of(({"a_scale": np.zeros((2,), "float32"), "tokens": np.zeros((batch, 5), "int32")},),
-                            root_names=("x",))
+        return Signature.of(
+            ({"a_scale": np.zeros((2,), "float32"), "tokens": np.zeros((batch, 5), "int32")},),
+            root_names=("x",),
+        )
 
     stats = _epoch(SignatureTracker(), 0, [sig(8), sig(8), sig(3)])
     assert stats.short_last_batch is True
@@ -152,20 +204,29 @@ def test_a_changed_structure_is_explained_in_full():
     assert stats.explanations[0].to_dict() == {
         "kind": "structure_changed",
         "message": "the input structure itself changed: 2 different structures (paths, dtypes or ranks) in this "
-                   "epoch",
-        "severity": "warning", "input": None, "dim": None, "values": [], "step": None, "fix_code": "",
+        "epoch",
+        "severity": "warning",
+        "input": None,
+        "dim": None,
+        "values": [],
+        "step": None,
+        "fix_code": "",
     }
     assert stats.explanations[-1].message == (
         "new signature at step 1: the input structure (paths, dtypes or ranks) changed (closest earlier "
-        "signature: x['tokens']: int32[8,5], y: float32[8,1])")
+        "signature: x['tokens']: int32[8,5], y: float32[8,1])"
+    )
 
 
-@pytest.mark.parametrize(("paths", "lambda_args", "access"), [
-    # A bare array: one root.
-    (None, "x", "x"),  # the tracker calls it `input`; the element is the lambda's `x`
-    # (x, y) with a dict x: two roots.
-    (("tokens",), "x, y", 'x["tokens"]'),
-])
+@pytest.mark.parametrize(
+    ("paths", "lambda_args", "access"),
+    [
+        # A bare array: one root.
+        (None, "x", "x"),  # the tracker calls it `input`; the element is the lambda's `x`
+        # (x, y) with a dict x: two roots.
+        (("tokens",), "x, y", 'x["tokens"]'),
+    ],
+)
 def test_fix_code_reads_the_length_from_the_element_as_the_dataset_yields_it(paths, lambda_args, access):
     """The printed lambda takes the dataset's element as it is and reads the varying input in it."""
     if paths is None:
@@ -180,9 +241,12 @@ def test_fix_code_reads_the_length_from_the_element_as_the_dataset_yields_it(pat
 
 def test_fix_code_of_a_dataset_with_sample_weights_takes_three_roots():
     """(x, y, sample_weight) elements: the lambda takes all three."""
+
     def sig(n: int) -> Signature:
-        return Signature.of((np.zeros((8, n), "int32"), np.zeros((8, 1)), np.zeros((8,))),
-                            root_names=("x", "y", "sample_weight"))
+        return Signature.of(
+            (np.zeros((8, n), "int32"), np.zeros((8, 1)), np.zeros((8,))),
+            root_names=("x", "y", "sample_weight"),
+        )
 
     fix = _epoch(SignatureTracker(), 0, [sig(n) for n in (3, 6, 9, 12, 30)]).explanations[-1]
     assert "element_length_func=lambda x, y, sample_weight: tf.shape(x)[0]," in fix.fix_code
@@ -195,15 +259,18 @@ def test_fix_batch_size_is_the_most_common_one():
     assert fix.kind == "bucketing_fix" and "batch_size=16)" in fix.fix_code
 
 
-@pytest.mark.parametrize(("root_count", "path", "head", "access"), [
-    (1, "x", "lambda x:", "tf.shape(x)[1]"),
-    (2, "x['a']", "lambda x, y:", 'tf.shape(x["a"])[1]'),
-    (3, "sample_weight", "lambda x, y, sample_weight:", "tf.shape(sample_weight)[1]"),
-    (4, "x['a']", "lambda *element:", 'tf.shape(element[0]["a"])[1]'),
-    (4, "y", "lambda *element:", "tf.shape(element[1])[1]"),
-    (4, "sample_weight", "lambda *element:", "tf.shape(element[2])[1]"),
-    (5, "[4]['b']", "lambda *element:", 'tf.shape([4]["b"])[1]'),
-])
+@pytest.mark.parametrize(
+    ("root_count", "path", "head", "access"),
+    [
+        (1, "x", "lambda x:", "tf.shape(x)[1]"),
+        (2, "x['a']", "lambda x, y:", 'tf.shape(x["a"])[1]'),
+        (3, "sample_weight", "lambda x, y, sample_weight:", "tf.shape(sample_weight)[1]"),
+        (4, "x['a']", "lambda *element:", 'tf.shape(element[0]["a"])[1]'),
+        (4, "y", "lambda *element:", "tf.shape(element[1])[1]"),
+        (4, "sample_weight", "lambda *element:", "tf.shape(element[2])[1]"),
+        (5, "[4]['b']", "lambda *element:", 'tf.shape([4]["b"])[1]'),
+    ],
+)
 def test_bucketing_code_names_the_element_for_every_root_count(root_count, path, head, access):
     """One, two, three or more top-level entries: the lambda's parameters and the input it reads."""
     code = bucketing_code(path, 2, (4, 9), 3, root_count=root_count)
@@ -213,14 +280,18 @@ def test_bucketing_code_names_the_element_for_every_root_count(root_count, path,
 def test_bucketing_code_defaults_to_an_x_y_dataset_and_reads_whole():
     """root_count defaults to 2; every line of the printed code is as documented."""
     assert bucketing_code("x['tokens']", 1, (13, 7, 7), 8) == FIX_CODE
-    assert bucketing_code("x['tokens']", 1, (7, 13), 8) == bucketing_code("x['tokens']", 1, (7, 13), 8,
-                                                                          root_count=2)
+    assert bucketing_code("x['tokens']", 1, (7, 13), 8) == bucketing_code(
+        "x['tokens']", 1, (7, 13), 8, root_count=2
+    )
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"boundaries": ()}, "`boundaries` must not be empty. Received: boundaries=()"),
-    ({"batch_size": 0}, "`batch_size` must be >= 1. Received: batch_size=0"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"boundaries": ()}, "`boundaries` must not be empty. Received: boundaries=()"),
+        ({"batch_size": 0}, "`batch_size` must be >= 1. Received: batch_size=0"),
+    ],
+)
 def test_bucketing_code_refuses_bad_arguments_naming_them(kwargs, message):
     """Empty boundaries and a batch size below 1 are ValueErrors with the value; 1 is a batch size."""
     args = {"path": "x", "dim": 1, "boundaries": (4,), "batch_size": 1, **kwargs}
@@ -246,8 +317,11 @@ def test_recommend_buckets_at_its_edges():
 
 def test_only_batch_shrunk_compares_every_batched_input():
     """A shorter dim 0 everywhere it differs and nothing else: True; any other change: False."""
+
     def sig(*shapes: tuple[int, ...]) -> Signature:
-        return Signature.of(tuple(np.zeros(s, "float32") for s in shapes), root_names=("x", "y", "sample_weight"))
+        return Signature.of(
+            tuple(np.zeros(s, "float32") for s in shapes), root_names=("x", "y", "sample_weight")
+        )
 
     assert only_batch_shrunk(sig((3, 5), (3, 1)), sig((8, 5), (8, 1))) is True
     assert only_batch_shrunk(sig((8, 5), (8, 1)), sig((8, 5), (8, 1))) is False  # nothing shrank
@@ -265,15 +339,19 @@ def test_only_batch_shrunk_compares_every_batched_input():
 def test_signature_helpers_answer_exactly():
     """to_dict, str, input names, differences and the closest earlier signature, exactly."""
     spec = _unknown_batch(_tokens(5))
-    assert spec.to_dict() == {"paths": ["x['tokens']", "y"], "shapes": [[None, 5], [8, 1]],
-                              "dtypes": ["int32", "float32"]}
+    assert spec.to_dict() == {
+        "paths": ["x['tokens']", "y"],
+        "shapes": [[None, 5], [8, 1]],
+        "dtypes": ["int32", "float32"],
+    }
     assert str(spec) == "x['tokens']: int32[?,5], y: float32[8,1]"
     assert str(Signature.of(())) == "(no arrays)"
     nested = Signature.of(({"a": {"b": np.zeros((2, 3))}},), root_names=("x",))
     assert (nested.paths, input_name(nested, 0)) == (("x['a']['b']",), "input 'b'")
     assert differences(_tokens(7, batch=4), _tokens(5)) == [
-        "x['tokens']: int32[4,7] vs int32[8,5] (dim 0: 8 -> 4, dim 1: 5 -> 7)", "y: float32[4,1] vs float32[8,1] "
-        "(dim 0: 8 -> 4)"]
+        "x['tokens']: int32[4,7] vs int32[8,5] (dim 0: 8 -> 4, dim 1: 5 -> 7)",
+        "y: float32[4,1] vs float32[8,1] (dim 0: 8 -> 4)",
+    ]
     assert differences(spec, _tokens(5)) == ["x['tokens']: int32[?,5] vs int32[8,5] (dim 0: 8 -> ?)"]
     assert differences(_tokens(5), _tokens(5)) == []
     # Closest: fewest differing dims, another structure farthest, the latest on a tie.
@@ -286,8 +364,15 @@ def test_signature_helpers_answer_exactly():
 
 def test_explanation_from_dict_takes_missing_values_as_none_given():
     """A stored explanation without `values` reads back with an empty tuple."""
-    stored = {"kind": "first_signature", "message": "m", "severity": "info", "input": None, "dim": None,
-              "step": 0, "fix_code": ""}
+    stored = {
+        "kind": "first_signature",
+        "message": "m",
+        "severity": "info",
+        "input": None,
+        "dim": None,
+        "step": 0,
+        "fix_code": "",
+    }
     assert Explanation.from_dict(stored).values == ()
     assert Explanation.from_dict({**stored, "values": [3, 8]}).values == (3, 8)
 
@@ -297,10 +382,16 @@ def test_printed_code_for_a_dataset_of_bare_arrays_runs():
     import tensorflow as tf
 
     lengths = (3, 6, 9, 12, 30)
-    fix = _epoch(SignatureTracker(), 0, [Signature.of(np.zeros((4, n), "float32")) for n in lengths]).explanations[-1]
+    fix = _epoch(
+        SignatureTracker(), 0, [Signature.of(np.zeros((4, n), "float32")) for n in lengths]
+    ).explanations[-1]
     examples = [np.ones(n, "float32") for n in lengths * 4]
-    scope = {"tf": tf, "dataset": tf.data.Dataset.from_generator(
-        lambda: iter(examples), output_signature=tf.TensorSpec([None], tf.float32))}
+    scope = {
+        "tf": tf,
+        "dataset": tf.data.Dataset.from_generator(
+            lambda: iter(examples), output_signature=tf.TensorSpec([None], tf.float32)
+        ),
+    }
     exec(fix.fix_code, scope)  # noqa: S102 - running the printed recommendation is the point
     assert {tuple(batch.shape) for batch in scope["dataset"]} == {(4, b) for b in fix.values}
 
@@ -335,8 +426,11 @@ def test_the_trackers_bucket_limits_shape_the_fix():
     """max_buckets caps the fix's buckets; with no padding allowed there is no fix at all."""
     lengths = (5, 7, 9, 11, 13)
     one = _epoch(SignatureTracker(max_buckets=1), 0, [_tokens(n) for n in lengths]).explanations[-1]
-    assert one.message == "fix: pad input 'tokens' dim 1 to 1 bucket length(s) (13,) -> at most 1 compilation(s) " \
-                          "instead of 5"
+    assert (
+        one.message
+        == "fix: pad input 'tokens' dim 1 to 1 bucket length(s) (13,) -> at most 1 compilation(s) "
+        "instead of 5"
+    )
     # As many buckets as lengths once no padding is allowed: nothing to gain, no fix.
     exact = _epoch(SignatureTracker(max_buckets=5, max_padding=0.0), 0, [_tokens(n) for n in lengths])
     assert [e.kind for e in exact.explanations if e.kind == "bucketing_fix"] == []

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from _fit_helpers import (
     BATCH,
     HEADLINE,
@@ -20,9 +19,10 @@ from _fit_helpers import (
     _seq_dataset,
     _seq_model,
 )
-from keras_xla_guard.runtime.engine import XlaGuardEngine
+
 from keras_xla_guard.errors import RecompilationLimitError, XlaGuardWarning
 from keras_xla_guard.output.tensorboard import escape_markdown
+from keras_xla_guard.runtime.engine import XlaGuardEngine
 from keras_xla_guard.signatures import (
     Signature,
     SignatureTracker,
@@ -116,9 +116,15 @@ def test_tracker_counts_and_explains_five_lengths():
     headline = stats.explanations[0]
     assert headline.message == HEADLINE
     assert (headline.kind, headline.severity, headline.input, headline.dim, headline.values) == (
-        "dim_varied", "warning", "x['tokens']", 1, (5, 7, 9, 11, 13)
+        "dim_varied",
+        "warning",
+        "x['tokens']",
+        1,
+        (5, 7, 9, 11, 13),
     )
-    assert stats.explanations[1].message == "first signature at step 0: x['tokens']: int32[8,5], y: float32[8,1]"
+    assert (
+        stats.explanations[1].message == "first signature at step 0: x['tokens']: int32[8,5], y: float32[8,1]"
+    )
     assert (stats.explanations[1].kind, stats.explanations[1].step) == ("first_signature", 0)
     assert stats.explanations[2].message == (
         "new signature at step 1: x['tokens']: int32[8,7] vs int32[8,5] (dim 1: 5 -> 7) "
@@ -146,20 +152,38 @@ def test_tracker_counts_and_explains_five_lengths():
 def test_inputs_that_vary_together_are_all_named_by_the_fix():
     """token_ids, segment_ids and padding_mask of one length: the fix names all three, the code pads them together."""
     tracker = SignatureTracker(xla=True)
-    batches = [Signature.of(({name: np.zeros((8, n), "int32") for name in ("token_ids", "segment_ids", "padding_mask")},
-                             np.zeros((8, 1), "float32")), root_names=("x", "y")) for n in LENGTHS]
+    batches = [
+        Signature.of(
+            (
+                {name: np.zeros((8, n), "int32") for name in ("token_ids", "segment_ids", "padding_mask")},
+                np.zeros((8, 1), "float32"),
+            ),
+            root_names=("x", "y"),
+        )
+        for n in LENGTHS
+    ]
     fix = _epoch(tracker, 0, batches).explanations[-1]
     assert fix.kind == "bucketing_fix" and fix.input == "x['padding_mask']"
     assert fix.message == (
         "fix: pad input 'padding_mask' dim 1, input 'segment_ids' dim 1 and input 'token_ids' dim 1 (they vary "
         f"together) to {len(fix.values)} bucket length(s) {fix.values} -> at most {len(fix.values)} "
-        "compilation(s) instead of 5")
+        "compilation(s) instead of 5"
+    )
     assert fix.fix_code.splitlines()[0] == (
         f"# Pad x['padding_mask'], x['segment_ids'] and x['token_ids'] dim 1 to {len(fix.values)} bucket length(s) "
-        f"{fix.values}; full batches only.")
+        f"{fix.values}; full batches only."
+    )
     # Inputs of different lengths: the code would pad one to the other's length, so no fix.
-    apart = [Signature.of(({"tokens": np.zeros((8, n), "int32"), "mask": np.zeros((8, 20 - n), "int32")},
-                           np.zeros((8, 1), "float32")), root_names=("x", "y")) for n in LENGTHS]
+    apart = [
+        Signature.of(
+            (
+                {"tokens": np.zeros((8, n), "int32"), "mask": np.zeros((8, 20 - n), "int32")},
+                np.zeros((8, 1), "float32"),
+            ),
+            root_names=("x", "y"),
+        )
+        for n in LENGTHS
+    ]
     assert "bucketing_fix" not in [e.kind for e in _epoch(SignatureTracker(xla=True), 0, apart).explanations]
 
 
@@ -192,8 +216,9 @@ def test_short_last_batch_is_recognised_only_as_last_batch():
 
 def test_structure_change_is_explained():
     """A changed dtype is reported as a structure change, not as a dim."""
-    other = Signature.of(({"tokens": np.zeros((8, 5), "int64")}, np.zeros((8, 1), "float32")),
-                         root_names=("x", "y"))
+    other = Signature.of(
+        ({"tokens": np.zeros((8, 5), "int64")}, np.zeros((8, 1), "float32")), root_names=("x", "y")
+    )
     stats = _epoch(SignatureTracker(), 0, [_sig(5), other])
     assert stats.explanations[0].kind == "structure_changed"
     assert stats.explanations[0].message.startswith("the input structure itself changed: 2 different")
@@ -210,13 +235,18 @@ def test_two_inputs_varying_together_pad_the_first_in_path_order():
     """Tokens and their mask vary together: the fix keys on the first input in path order and names both."""
     stats = _epoch(SignatureTracker(), 0, [_two_inputs(n, (n,)) for n in LENGTHS])
     varied = [(e.input, e.dim, e.values) for e in stats.explanations if e.kind == "dim_varied"]
-    assert varied == [("x['mask']", 1, tuple(sorted(set(LENGTHS)))), ("x['tokens']", 1, tuple(sorted(set(LENGTHS))))]
+    assert varied == [
+        ("x['mask']", 1, tuple(sorted(set(LENGTHS)))),
+        ("x['tokens']", 1, tuple(sorted(set(LENGTHS)))),
+    ]
     fix = stats.explanations[-1]
     bounds = recommend_buckets(LENGTHS)
     assert (fix.kind, fix.input, fix.dim, fix.values) == ("bucketing_fix", "x['mask']", 1, bounds)
-    assert fix.message == (f"fix: pad input 'mask' dim 1 and input 'tokens' dim 1 (they vary together) to "
-                           f"{len(bounds)} bucket length(s) {bounds} -> at most {len(bounds)} compilation(s) "
-                           "instead of 5")
+    assert fix.message == (
+        f"fix: pad input 'mask' dim 1 and input 'tokens' dim 1 (they vary together) to "
+        f"{len(bounds)} bucket length(s) {bounds} -> at most {len(bounds)} compilation(s) "
+        "instead of 5"
+    )
 
 
 def test_printed_code_pads_inputs_varying_together_to_one_shape():
@@ -225,26 +255,45 @@ def test_printed_code_pads_inputs_varying_together_to_one_shape():
 
     fix = _epoch(SignatureTracker(), 0, [_two_inputs(n, (n,)) for n in LENGTHS]).explanations[-1]
     rng = np.random.default_rng(3)
-    examples = [({"tokens": rng.integers(1, 50, n).astype("int32"), "mask": np.ones(n, "float32")},
-                 np.float32(n)) for n in LENGTHS * 8]
-    spec = ({"tokens": tf.TensorSpec([None], tf.int32), "mask": tf.TensorSpec([None], tf.float32)},
-            tf.TensorSpec([], tf.float32))
-    scope = {"tf": tf, "dataset": tf.data.Dataset.from_generator(lambda: iter(examples), output_signature=spec)}
+    examples = [
+        ({"tokens": rng.integers(1, 50, n).astype("int32"), "mask": np.ones(n, "float32")}, np.float32(n))
+        for n in LENGTHS * 8
+    ]
+    spec = (
+        {"tokens": tf.TensorSpec([None], tf.int32), "mask": tf.TensorSpec([None], tf.float32)},
+        tf.TensorSpec([], tf.float32),
+    )
+    scope = {
+        "tf": tf,
+        "dataset": tf.data.Dataset.from_generator(lambda: iter(examples), output_signature=spec),
+    }
     exec(fix.fix_code, scope)  # noqa: S102 - running the printed recommendation is the point
     shapes = {(tuple(x["tokens"].shape), tuple(x["mask"].shape)) for x, _ in scope["dataset"]}
     assert shapes == {((8, b), (8, b)) for b in fix.values}
 
 
-@pytest.mark.parametrize(("signatures", "varied"), [
-    # Two inputs of unrelated lengths: padding both to the tokens' bucket
-    # would pad the image to the tokens' length.
-    ([_two_inputs(n, (w, 3), "image") for n in (5, 7, 9, 11, 13) for w in (10, 11)],
-     [("x['image']", 1), ("x['tokens']", 1)]),
-    # One input whose two dimensions vary apart (lengths n and n + 1).
-    ([Signature.of(({"tokens": np.zeros((8, n, n + 1), "int32")}, np.zeros((8, 1), "float32")),
-                   root_names=("x", "y")) for n in (5, 7, 9, 11, 13)],
-     [("x['tokens']", 1), ("x['tokens']", 2)]),
-])
+@pytest.mark.parametrize(
+    ("signatures", "varied"),
+    [
+        # Two inputs of unrelated lengths: padding both to the tokens' bucket
+        # would pad the image to the tokens' length.
+        (
+            [_two_inputs(n, (w, 3), "image") for n in (5, 7, 9, 11, 13) for w in (10, 11)],
+            [("x['image']", 1), ("x['tokens']", 1)],
+        ),
+        # One input whose two dimensions vary apart (lengths n and n + 1).
+        (
+            [
+                Signature.of(
+                    ({"tokens": np.zeros((8, n, n + 1), "int32")}, np.zeros((8, 1), "float32")),
+                    root_names=("x", "y"),
+                )
+                for n in (5, 7, 9, 11, 13)
+            ],
+            [("x['tokens']", 1), ("x['tokens']", 2)],
+        ),
+    ],
+)
 def test_dimensions_varying_apart_get_no_bucketing_code(signatures, varied):
     """Two dimensions varying on their own: each is explained, and no fix pads one to the other."""
     stats = _epoch(SignatureTracker(), 0, signatures)
@@ -317,7 +366,10 @@ def test_printed_tf_data_code_runs_and_yields_the_bucket_shapes():
     rng = np.random.default_rng(3)
     examples = [({"tokens": rng.integers(1, 50, n).astype("int32")}, np.float32(n)) for n in LENGTHS * 8]
     spec = ({"tokens": tf.TensorSpec([None], tf.int32)}, tf.TensorSpec([], tf.float32))
-    scope = {"tf": tf, "dataset": tf.data.Dataset.from_generator(lambda: iter(examples), output_signature=spec)}
+    scope = {
+        "tf": tf,
+        "dataset": tf.data.Dataset.from_generator(lambda: iter(examples), output_signature=spec),
+    }
     exec(code, scope)  # noqa: S102 - running the printed recommendation is the point
     shapes = {tuple(x["tokens"].shape) for x, _ in scope["dataset"]}
     assert shapes == {(8, 7), (8, 13)}
@@ -327,8 +379,7 @@ def test_printed_tf_data_code_runs_and_yields_the_bucket_shapes():
 
 
 def _engine(tmp_path: Path, **kwargs) -> XlaGuardEngine:
-    engine = XlaGuardEngine(log_dir=tmp_path, profile_epochs=(), write_summaries=False,
-                            verbose=0, **kwargs)
+    engine = XlaGuardEngine(log_dir=tmp_path, profile_epochs=(), write_summaries=False, verbose=0, **kwargs)
     engine.train_begin(epochs=1, xla_mode="jit_compile")
     engine.epoch_begin(0)
     return engine
@@ -383,8 +434,14 @@ def test_engine_guard_raise_and_stop(tmp_path):
 
 def test_engine_guard_is_off_without_xla(tmp_path):
     """Without xla_mode no compilation limit applies and none is expected."""
-    engine = XlaGuardEngine(log_dir=tmp_path, profile_epochs=(), write_summaries=False,
-                            verbose=0, max_compilations=1, on_violation="raise")
+    engine = XlaGuardEngine(
+        log_dir=tmp_path,
+        profile_epochs=(),
+        write_summaries=False,
+        verbose=0,
+        max_compilations=1,
+        on_violation="raise",
+    )
     engine.train_begin(epochs=1)
     engine.epoch_begin(0)
     for n in LENGTHS:
@@ -416,6 +473,7 @@ def test_engine_rejects_bad_guard_arguments(tmp_path, kwargs, match):
 
 
 # ------------------------------------------------------- real model.fit runs
+
 
 @pytest.fixture(scope="module")
 def five_lengths(tmp_path_factory):
@@ -493,19 +551,21 @@ def _fit_kind(kind: str, steps_per_execution: int, log_dir: Path):
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
     model.compile("sgd", "mse", steps_per_execution=steps_per_execution)
     guard = _guard(log_dir)
-    batches = [(x[i:i + BATCH], y[i:i + BATCH]) for i in range(0, ROWS, BATCH)]
+    batches = [(x[i : i + BATCH], y[i : i + BATCH]) for i in range(0, ROWS, BATCH)]
     if kind == "numpy":
         model.fit(x, y, batch_size=BATCH, shuffle=False, epochs=2, callbacks=[guard], verbose=0)
     elif kind == "tf.data":
         data = tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH)
         model.fit(data, epochs=2, callbacks=[guard], verbose=0)
     elif kind == "generator":
+
         def forever():
             while True:
                 yield from batches
 
         model.fit(forever(), steps_per_epoch=len(batches), epochs=2, callbacks=[guard], verbose=0)
     else:
+
         class Batches(keras.utils.PyDataset):
             def __len__(self):
                 return len(batches)
@@ -582,8 +642,12 @@ def test_fit_warns_before_megamorphic_threshold(tmp_path):
     model = _seq_model(jit_compile=True)
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
-        model.fit(_seq_dataset(range(3, 15)), epochs=1, verbose=0,
-                  callbacks=[_guard(tmp_path, max_compilations=None), Watch(record)])
+        model.fit(
+            _seq_dataset(range(3, 15)),
+            epochs=1,
+            verbose=0,
+            callbacks=[_guard(tmp_path, max_compilations=None), Watch(record)],
+        )
     assert seen_at and seen_at[0] <= 10
     message = next(str(w.message) for w in record if "megamorphic" in str(w.message))
     assert "8 XLA compilations of the train step so far" in message
@@ -611,8 +675,14 @@ def test_recommended_bucketing_cuts_measured_compilations(tmp_path):
 
     def fit(dataset, log_dir):
         keras.utils.set_random_seed(0)
-        model = keras.Sequential([keras.Input((None,), dtype="int32"), keras.layers.Embedding(50, 8),
-                                  keras.layers.GlobalAveragePooling1D(), keras.layers.Dense(1)])
+        model = keras.Sequential(
+            [
+                keras.Input((None,), dtype="int32"),
+                keras.layers.Embedding(50, 8),
+                keras.layers.GlobalAveragePooling1D(),
+                keras.layers.Dense(1),
+            ]
+        )
         model.compile("adam", "mse", jit_compile=True)
         guard = _guard(log_dir, profile_epochs=0, skip_steps=0, max_steps=50)
         model.fit(dataset, epochs=1, callbacks=[guard], verbose=0)
@@ -665,8 +735,14 @@ def test_tf_keras_fit_is_tracked_too(tmp_path):
     import sys
 
     env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2")
-    done = subprocess.run([sys.executable, "-c", _TF_KERAS_SCRIPT, str(tmp_path)], env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", _TF_KERAS_SCRIPT, str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["module"].startswith("tf_keras")
@@ -697,8 +773,9 @@ def test_track_signatures_switch(tmp_path):
         model = _seq_model(jit_compile=False)
         model.make_train_function()
         keras_function = model.train_function
-        guard = XlaGuardCallback(log_dir=tmp_path / str(track), profile_epochs=(), verbose=0,
-                                 track_signatures=track)
+        guard = XlaGuardCallback(
+            log_dir=tmp_path / str(track), profile_epochs=(), verbose=0, track_signatures=track
+        )
         during.clear()
         model.fit(data, epochs=1, callbacks=[guard, Spy()], verbose=0)
         assert (guard.signatures != {}) is track
@@ -731,10 +808,12 @@ def _tracing_count(function, depth=4):
         return 0
     if hasattr(function, "experimental_get_tracing_count"):
         return function.experimental_get_tracing_count() + _tracing_count(
-            getattr(function, "python_function", None), depth - 1)
+            getattr(function, "python_function", None), depth - 1
+        )
     inner = [getattr(function, "function", None)]
-    inner += [c.cell_contents for c in (getattr(function, "__closure__", None) or ())
-              if callable(c.cell_contents)]
+    inner += [
+        c.cell_contents for c in (getattr(function, "__closure__", None) or ()) if callable(c.cell_contents)
+    ]
     return sum(_tracing_count(f, depth - 1) for f in inner if f is not function)
 
 
@@ -816,8 +895,8 @@ def test_batch_counter_waits_for_the_batch_by_data_dependency():
     """The counter's AssignAddVariableOp is fed from IteratorGetNext, so a failed get_next counts nothing."""
     import tensorflow as tf
 
-    from keras_xla_guard.seam.tap import InputTap
     from keras_xla_guard.seam._recording import RecordingIterator as _RecordingIterator
+    from keras_xla_guard.seam.tap import InputTap
 
     dataset = tf.data.Dataset.range(10).map(lambda i: (tf.zeros([i]), i)).batch(3)
     tap = InputTap(dataset.element_spec)
@@ -841,9 +920,9 @@ def test_tap_ops_all_live_in_the_guard_scope():
     """Every op the tap adds, however often it records in one graph, is named under xla_guard_tap/."""
     import tensorflow as tf
 
-    from keras_xla_guard.trace.classify import is_guard_op
-    from keras_xla_guard.seam.tap import InputTap
     from keras_xla_guard.seam._recording import RecordingIterator as _RecordingIterator
+    from keras_xla_guard.seam.tap import InputTap
+    from keras_xla_guard.trace.classify import is_guard_op
 
     dataset = tf.data.Dataset.range(10).map(lambda i: (tf.zeros([i]), i)).batch(3)
     tap = InputTap(dataset.element_spec)
@@ -997,7 +1076,10 @@ def test_a_bare_array_is_named_the_input_in_findings_and_fixes():
         tracker.observe(Signature.of(np.zeros((8, n), "float32")))
     messages = [e.message for e in tracker.end_epoch().explanations]
     assert messages[0] == "the input dim 1 varied across 5 values (5, 7, 9, 11, 13)"
-    assert messages[-1] == "fix: pad the input dim 1 to 3 bucket length(s) (5, 9, 13) -> at most 3 compilation(s) instead of 5"
+    assert (
+        messages[-1]
+        == "fix: pad the input dim 1 to 3 bucket length(s) (5, 9, 13) -> at most 3 compilation(s) instead of 5"
+    )
     assert not any("input input" in m for m in messages)
 
 

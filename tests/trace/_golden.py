@@ -60,8 +60,17 @@ _PATH_FIELDS = ("trace_paths", "hosts", "trace_path")
 # None or empty on these host traces; trace quality): no golden value;
 # tests/trace/test_golden.py pins the compile table streamed against parsed
 # instead, tests/trace/test_trace_quality.py the rest.
-NEW_FIELDS = ("compile_table", "cache_hits", "persistent_cache", "transfer_time_s", "programs",
-              "collective_time_s", "top_xla_ops", "steps", "trace_quality")
+NEW_FIELDS = (
+    "compile_table",
+    "cache_hits",
+    "persistent_cache",
+    "transfer_time_s",
+    "programs",
+    "collective_time_s",
+    "top_xla_ops",
+    "steps",
+    "trace_quality",
+)
 
 
 def variants() -> dict[str, bytes]:
@@ -69,8 +78,10 @@ def variants() -> dict[str, bytes]:
     from keras_xla_guard.trace.xplane import xplane_pb2
 
     pb = xplane_pb2()
-    traces = {name: gzip.decompress((DATA / f"{name}.xplane.pb.gz").read_bytes())
-              for name in ("plain", "jit", "mlp", "eager_loop")}
+    traces = {
+        name: gzip.decompress((DATA / f"{name}.xplane.pb.gz").read_bytes())
+        for name in ("plain", "jit", "mlp", "eager_loop")
+    }
 
     def edited(edit: Any) -> bytes:
         space = pb.XSpace.FromString(traces["mlp"])
@@ -138,17 +149,27 @@ def oracle(path: Path, golden: dict[str, Any], name: str) -> dict[str, dict[str,
     figures = {
         "xla_time_s": {"value": raw.seconds, "oracle": "raw_xla", "rel": RAW_REL},
         "xla_executions": {"value": raw.launches, "oracle": "raw_xla", "rel": 0.0},
-        "xla_time_fraction": {"value": share, "oracle": "raw_xla and the golden plain op time",
-                              "rel": RAW_REL},
-        "compilations": {"value": sum(1 for _ in _compile_spans(path)), "oracle": "CpuCompiler::RunBackend spans",
-                         "rel": 0.0},
+        "xla_time_fraction": {
+            "value": share,
+            "oracle": "raw_xla and the golden plain op time",
+            "rel": RAW_REL,
+        },
+        "compilations": {
+            "value": sum(1 for _ in _compile_spans(path)),
+            "oracle": "CpuCompiler::RunBackend spans",
+            "rel": 0.0,
+        },
     }
     if name in XPROF_OPS_VARIANTS:
         rows = {(r["type"], r["operation"]): r for r in xprof_op_rows(path) if r["host_or_device"] == "Host"}
         ops = golden["top_non_xla_ops"]
         figures["non_xla_op_time_s"] = {
-            "value": sum(rows[(op["op_type"], op["op_name"])]["total_self_time"] * 1e-6
-                         if op["op_type"] not in TRANSFER_TYPES else op["self_time_s"] for op in ops),
+            "value": sum(
+                rows[(op["op_type"], op["op_name"])]["total_self_time"] * 1e-6
+                if op["op_type"] not in TRANSFER_TYPES
+                else op["self_time_s"]
+                for op in ops
+            ),
             "oracle": "xprof framework_op_stats (transfers at the package's value)",
             "rel": XPROF_REL,
         }

@@ -36,7 +36,9 @@ def main() -> None:
     import numpy as np
 
     keras.utils.set_random_seed(0)
-    model = keras.Sequential([keras.Input((16,)), keras.layers.Dense(32, activation="relu"), keras.layers.Dense(1)])
+    model = keras.Sequential(
+        [keras.Input((16,)), keras.layers.Dense(32, activation="relu"), keras.layers.Dense(1)]
+    )
     model.compile("adam", "mse")
     x = np.random.default_rng(0).standard_normal((256, 16)).astype("float32")
     y = x[:, :1] * 0.3
@@ -47,7 +49,7 @@ def main() -> None:
         jax.profiler.start_trace(logdir, profiler_options=options)
         for step in range(STEPS):
             with jax.profiler.StepTraceAnnotation("train", step_num=step):
-                model.train_on_batch(x[step * 32:(step + 1) * 32], y[step * 32:(step + 1) * 32])
+                model.train_on_batch(x[step * 32 : (step + 1) * 32], y[step * 32 : (step + 1) * 32])
         jax.profiler.stop_trace()
         (trace,) = Path(logdir).glob("plugins/profile/*/*.xplane.pb")
         OUT.write_bytes(gzip.compress(trace.read_bytes(), mtime=0))

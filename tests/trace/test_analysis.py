@@ -21,7 +21,8 @@ def test_jit_compile_fit_is_almost_all_xla(jit_fit):
     report = jit_fit.callback.reports[1]
     assert report.status == "ok", report.reason
     assert (report.xla_time_s, report.xla_executions, report.xla_time_fraction) == pytest.approx(
-        raw_figures(report.trace_path, report.non_xla_op_time_s), rel=RAW_REL)
+        raw_figures(report.trace_path, report.non_xla_op_time_s), rel=RAW_REL
+    )
     assert report.xla_time_s > 0
     # make_dataset() gives 512 / 32 = 16 batches; the default skip_steps=2
     # leaves 14 profiled steps, each one run of the compiled step.
@@ -106,7 +107,8 @@ def test_compilation_inside_window_is_counted(tmp_path):
     assert report.compiled_modules and "one_step_on_data" in report.compiled_modules[0]
     # The launch that compiled counts only its program run as XLA time.
     assert (report.xla_time_s, report.xla_executions, report.xla_time_fraction) == pytest.approx(
-        raw_figures(report.trace_path, report.non_xla_op_time_s), rel=RAW_REL)
+        raw_figures(report.trace_path, report.non_xla_op_time_s), rel=RAW_REL
+    )
 
 
 # A real TF 2.20 trace (Keras 3.10, `jit_compile=True`, 16 steps of
@@ -130,11 +132,15 @@ def _loose_thunks(space):
     name = {i: m.name for i, m in plane.event_metadata.items()}
     loose = []
     for line in plane.lines:
-        kernels = [(e.offset_ps, e.offset_ps + e.duration_ps) for e in line.events
-                   if name[e.metadata_id] == "ExecutorState::ProcessAsync::Start"]
+        kernels = [
+            (e.offset_ps, e.offset_ps + e.duration_ps)
+            for e in line.events
+            if name[e.metadata_id] == "ExecutorState::ProcessAsync::Start"
+        ]
         for e in line.events:
             if name[e.metadata_id] == "ThunkExecutor::Execute" and not any(
-                    s <= e.offset_ps and e.offset_ps + e.duration_ps <= t for s, t in kernels):
+                s <= e.offset_ps and e.offset_ps + e.duration_ps <= t for s, t in kernels
+            ):
                 loose.append((line, e))
     return plane, name, loose
 
@@ -143,8 +149,11 @@ def test_tf220_trace_has_one_step_run_outside_its_kernel():
     """The kept TF 2.20 trace: 16 step calls, 16 program runs, one with no kernel around it."""
     plane, name, loose = _loose_thunks(_async_launch_space())
     events = [(line.name, name[e.metadata_id]) for line in plane.lines for e in line.events]
-    calls = [n for line_name, n in events
-             if line_name == "python" and n.startswith("EagerLocalExecute: __inference_train_function")]
+    calls = [
+        n
+        for line_name, n in events
+        if line_name == "python" and n.startswith("EagerLocalExecute: __inference_train_function")
+    ]
     assert len(calls) == 16
     assert sum(n == "ThunkExecutor::Execute" for _, n in events) == 16
     assert "CpuExecutable::ExecuteAsyncOnStream" not in {n for _, n in events}
@@ -189,9 +198,16 @@ def test_tf220_split_trace_lost_one_steps_kernel_but_kept_its_runs(tmp_path):
     events = [(line.name, name[e.metadata_id], e) for line in plane.lines for e in line.events]
     calls = [n for line_name, n, _ in events if n.startswith("EagerLocalExecute: __inference_train_function")]
     kernel_type = next(i for i, m in plane.stat_metadata.items() if m.name == "kernel_type")
-    launching = [e for _, n, e in events if n == "ExecutorState::ProcessAsync::Start"
-                 and any(st.metadata_id == kernel_type and plane.stat_metadata[st.ref_value].name
-                         == "StatefulPartitionedCall" for st in e.stats)]
+    launching = [
+        e
+        for _, n, e in events
+        if n == "ExecutorState::ProcessAsync::Start"
+        and any(
+            st.metadata_id == kernel_type
+            and plane.stat_metadata[st.ref_value].name == "StatefulPartitionedCall"
+            for st in e.stats
+        )
+    ]
     thunks = [n for _, n, _ in events if n == "ThunkExecutor::Execute"]
     assert (len(calls), len(launching)) == (10, 9)
     assert len(thunks) > 100
@@ -243,13 +259,21 @@ def test_set_jit_without_cpu_flag_runs_nothing_under_xla():
 
 def test_kernel_containing_executable_is_an_xla_launch():
     """A kernel that directly contains an executable span counts as XLA, with its launch."""
-    space = build_space({"tf_Compute/1": [
-        ("ExecutorState::ProcessAsync::Start", 0, 100, {"name": "StatefulPartitionedCall",
-                                                         "kernel_type": "StatefulPartitionedCall"}),
-        ("CpuExecutable::ExecuteAsyncOnStream", 10, 80),
-        ("fusion.1", 20, 30, {"hlo_module": "m", "hlo_op": "fusion.1"}),
-        ("dense/MatMul:MatMul", 200, 50),
-    ]})
+    space = build_space(
+        {
+            "tf_Compute/1": [
+                (
+                    "ExecutorState::ProcessAsync::Start",
+                    0,
+                    100,
+                    {"name": "StatefulPartitionedCall", "kernel_type": "StatefulPartitionedCall"},
+                ),
+                ("CpuExecutable::ExecuteAsyncOnStream", 10, 80),
+                ("fusion.1", 20, 30, {"hlo_module": "m", "hlo_op": "fusion.1"}),
+                ("dense/MatMul:MatMul", 200, 50),
+            ]
+        }
+    )
     r = analyze_xspace(space)
     assert r.xla_time_s == pytest.approx(100e-6)
     assert r.non_xla_op_time_s == pytest.approx(50e-6)
@@ -260,12 +284,16 @@ def test_kernel_containing_executable_is_an_xla_launch():
 
 def test_autocluster_ops_are_classified_by_type():
     """_XlaRun is XLA, a non-compiling _XlaCompile is XLA overhead, _XlaMerge a plain op."""
-    space = build_space({"tf_Compute/1": [
-        ("cluster_0/xla_compile:_XlaCompile", 0, 10),
-        ("cluster_0/xla_run:_XlaRun", 20, 100),
-        ("CpuExecutable::ExecuteAsyncOnStream", 30, 80),
-        ("cluster_0/merge:_XlaMerge", 130, 5),
-    ]})
+    space = build_space(
+        {
+            "tf_Compute/1": [
+                ("cluster_0/xla_compile:_XlaCompile", 0, 10),
+                ("cluster_0/xla_run:_XlaRun", 20, 100),
+                ("CpuExecutable::ExecuteAsyncOnStream", 30, 80),
+                ("cluster_0/merge:_XlaMerge", 130, 5),
+            ]
+        }
+    )
     r = analyze_xspace(space)
     assert r.xla_time_s == pytest.approx(110e-6)
     assert r.non_xla_op_time_s == pytest.approx(5e-6)
@@ -274,14 +302,22 @@ def test_autocluster_ops_are_classified_by_type():
 
 def test_compile_inside_launch_is_compile_time_and_counted():
     """RunBackend counts one compilation; the compiling kernel's time is compile time."""
-    space = build_space({"tf_Compute/1": [
-        ("ExecutorState::ProcessAsync::Start", 0, 1000, {"name": "StatefulPartitionedCall",
-                                                          "kernel_type": "StatefulPartitionedCall"}),
-        ("const_fold/Shape:Shape", 10, 20),
-        ("HLO passes through layout assignment", 100, 100),
-        ("CpuCompiler::RunBackend", 300, 500, {"name": "a_inference_step_1__.5"}),
-        ("CpuExecutable::ExecuteAsyncOnStream", 900, 90),
-    ]})
+    space = build_space(
+        {
+            "tf_Compute/1": [
+                (
+                    "ExecutorState::ProcessAsync::Start",
+                    0,
+                    1000,
+                    {"name": "StatefulPartitionedCall", "kernel_type": "StatefulPartitionedCall"},
+                ),
+                ("const_fold/Shape:Shape", 10, 20),
+                ("HLO passes through layout assignment", 100, 100),
+                ("CpuCompiler::RunBackend", 300, 500, {"name": "a_inference_step_1__.5"}),
+                ("CpuExecutable::ExecuteAsyncOnStream", 900, 90),
+            ]
+        }
+    )
     r = analyze_xspace(space)
     assert r.compilations == 1
     assert r.compiled_modules == ("a_inference_step_1__.5",)
@@ -296,14 +332,17 @@ def test_compile_inside_launch_is_compile_time_and_counted():
 
 def test_input_pipeline_and_eager_time_are_separate_from_ops():
     """tf.data threads, iterator kernels and eager dispatch are not non-XLA op time."""
-    space = build_space({
-        "python": [("EagerLocalExecute: __inference_f", 0, 100)],
-        "tf_data_iterator_resource/1": [("PrefetchProduce", 0, 40),
-                                         ("map/Cast:Cast", 5, 10)],
-        "tf_Compute/1": [("IteratorGetNext:IteratorGetNext", 0, 30),
-                         ("Iterator::Root", 5, 20),
-                         ("dense/Relu:Relu", 50, 7)],
-    })
+    space = build_space(
+        {
+            "python": [("EagerLocalExecute: __inference_f", 0, 100)],
+            "tf_data_iterator_resource/1": [("PrefetchProduce", 0, 40), ("map/Cast:Cast", 5, 10)],
+            "tf_Compute/1": [
+                ("IteratorGetNext:IteratorGetNext", 0, 30),
+                ("Iterator::Root", 5, 20),
+                ("dense/Relu:Relu", 50, 7),
+            ],
+        }
+    )
     r = analyze_xspace(space)
     assert r.input_pipeline_time_s == pytest.approx(70e-6)
     assert r.eager_overhead_s == pytest.approx(100e-6)
@@ -313,11 +352,15 @@ def test_input_pipeline_and_eager_time_are_separate_from_ops():
 
 def test_worker_thread_xla_not_double_counted():
     """HLO work on a pool thread inside a launch timed elsewhere is not added again."""
-    space = build_space({
-        "tf_Compute/1": [("x/xla_run:_XlaRun", 0, 100), ("CpuExecutable::ExecuteAsyncOnStream", 5, 90)],
-        "tf_numa_-1_Eigen/2": [("ThunkExecutor::Execute", 10, 60),
-                               ("fusion", 12, 50, {"hlo_module": "m"})],
-    })
+    space = build_space(
+        {
+            "tf_Compute/1": [("x/xla_run:_XlaRun", 0, 100), ("CpuExecutable::ExecuteAsyncOnStream", 5, 90)],
+            "tf_numa_-1_Eigen/2": [
+                ("ThunkExecutor::Execute", 10, 60),
+                ("fusion", 12, 50, {"hlo_module": "m"}),
+            ],
+        }
+    )
     r = analyze_xspace(space)
     assert r.xla_time_s == pytest.approx(100e-6)
     assert r.xla_executions == 1
@@ -328,15 +371,18 @@ _STEP = "EagerLocalExecute: __inference_train_function_7"
 
 def test_call_without_a_recorded_launch_counts_its_loose_run_once():
     """A tf.function call with no launch but loose ThunkExecutor spans: one launch, their extent as XLA time."""
-    space = build_space({
-        "python": [(_STEP, 0, 200)],
-        "tf_Compute/2": [("ThunkExecutor::Execute", 20, 30),
-                         ("fusion", 25, 20, {"hlo_module": "m"})],
-        "tf_numa_-1_Eigen/3": [("ThunkExecutor::Execute", 60, 30),
-                               ("fusion.1", 61, 20, {"hlo_module": "m"}),
-                               ("ThunkExecutor::Execute", 95, 5)],
-        "tf_Compute/4": [("dense/MatMul:MatMul", 300, 30)],
-    })
+    space = build_space(
+        {
+            "python": [(_STEP, 0, 200)],
+            "tf_Compute/2": [("ThunkExecutor::Execute", 20, 30), ("fusion", 25, 20, {"hlo_module": "m"})],
+            "tf_numa_-1_Eigen/3": [
+                ("ThunkExecutor::Execute", 60, 30),
+                ("fusion.1", 61, 20, {"hlo_module": "m"}),
+                ("ThunkExecutor::Execute", 95, 5),
+            ],
+            "tf_Compute/4": [("dense/MatMul:MatMul", 300, 30)],
+        }
+    )
     r = analyze_xspace(space)
     assert r.xla_executions == 1
     assert r.xla_time_s == pytest.approx(80e-6)  # 20 us to 100 us
@@ -345,13 +391,23 @@ def test_call_without_a_recorded_launch_counts_its_loose_run_once():
 
 def test_loose_spans_in_a_call_that_launched_are_its_split_work():
     """Split spans that outlast their launch's kernel add no launch when the call recorded one."""
-    space = build_space({
-        "python": [(_STEP, 0, 200), (_STEP, 300, 100), (_STEP, 500, 50)],
-        "tf_Compute/1": [("x/xla_run:_XlaRun", 10, 100), ("CpuExecutable::ExecuteAsyncOnStream", 15, 90),
-                         ("y/xla_run:_XlaRun", 310, 20), ("ThunkExecutor::Execute", 312, 10)],
-        "tf_numa_-1_Eigen/2": [("ThunkExecutor::Execute", 120, 30), ("ThunkExecutor::Execute", 160, 30),
-                               ("ThunkExecutor::Execute", 340, 40), ("ThunkExecutor::Execute", 510, 10)],
-    })
+    space = build_space(
+        {
+            "python": [(_STEP, 0, 200), (_STEP, 300, 100), (_STEP, 500, 50)],
+            "tf_Compute/1": [
+                ("x/xla_run:_XlaRun", 10, 100),
+                ("CpuExecutable::ExecuteAsyncOnStream", 15, 90),
+                ("y/xla_run:_XlaRun", 310, 20),
+                ("ThunkExecutor::Execute", 312, 10),
+            ],
+            "tf_numa_-1_Eigen/2": [
+                ("ThunkExecutor::Execute", 120, 30),
+                ("ThunkExecutor::Execute", 160, 30),
+                ("ThunkExecutor::Execute", 340, 40),
+                ("ThunkExecutor::Execute", 510, 10),
+            ],
+        }
+    )
     r = analyze_xspace(space)
     # Calls 1 and 2 launched; call 3's loose span is a launch whose kernel is missing.
     assert r.xla_executions == 3
@@ -360,9 +416,11 @@ def test_loose_spans_in_a_call_that_launched_are_its_split_work():
 
 def test_loose_spans_outside_any_call_are_not_launches():
     """Without the eager call around them (e.g. a trace without Python events), loose spans count nothing."""
-    space = build_space({
-        "tf_numa_-1_Eigen/2": [("ThunkExecutor::Execute", 50, 30), ("ThunkExecutor::Execute", 150, 30)],
-    })
+    space = build_space(
+        {
+            "tf_numa_-1_Eigen/2": [("ThunkExecutor::Execute", 50, 30), ("ThunkExecutor::Execute", 150, 30)],
+        }
+    )
     r = analyze_xspace(space)
     assert r.xla_executions == 0
     assert r.xla_time_s == pytest.approx(60e-6)  # pool-thread XLA time, as before
@@ -376,11 +434,15 @@ def test_device_plane_times_take_precedence():
     """
     space = build_space(
         {"tf_Compute/1": [("a/MatMul:MatMul", 0, 10)]},
-        extra_planes={"/device:GPU:0": {
-            "XLA Modules": [("jit_step(1)", 0, 300)],
-            "Stream #1(Compute)": [("fusion_kernel", 0, 250, {"hlo_op": "fusion", "hlo_module": "jit_step"}),
-                                   ("volta_sgemm", 400, 100, {"tf_op": "dense/MatMul:MatMul"})],
-        }},
+        extra_planes={
+            "/device:GPU:0": {
+                "XLA Modules": [("jit_step(1)", 0, 300)],
+                "Stream #1(Compute)": [
+                    ("fusion_kernel", 0, 250, {"hlo_op": "fusion", "hlo_module": "jit_step"}),
+                    ("volta_sgemm", 400, 100, {"tf_op": "dense/MatMul:MatMul"}),
+                ],
+            }
+        },
     )
     r = analyze_xspace(space)
     assert r.time_base == "device"
@@ -392,9 +454,16 @@ def test_device_plane_times_take_precedence():
 
 def test_unsorted_events_give_the_same_result():
     """Event order in the line does not change the result (nesting is by time)."""
-    events = [("ExecutorState::ProcessAsync::Start", 0, 100, {"name": "S", "kernel_type": "StatefulPartitionedCall"}),
-              ("CpuExecutable::ExecuteAsyncOnStream", 10, 80),
-              ("b/Add:AddV2", 150, 20)]
+    events = [
+        (
+            "ExecutorState::ProcessAsync::Start",
+            0,
+            100,
+            {"name": "S", "kernel_type": "StatefulPartitionedCall"},
+        ),
+        ("CpuExecutable::ExecuteAsyncOnStream", 10, 80),
+        ("b/Add:AddV2", 150, 20),
+    ]
     a = analyze_xspace(build_space({"t": events}))
     b = analyze_xspace(build_space({"t": list(reversed(events))}))
     assert a == b
@@ -430,12 +499,16 @@ def test_combine_reports_sums_hosts():
 
 def test_guard_tap_ops_are_booked_apart_from_the_models():
     """Ops in the xla_guard_tap scope count as guard_op_time_s, not non-XLA op time or top ops."""
-    space = build_space({
-        "t": [("f/xla_run:_XlaRun", 0, 90),
-              ("xla_guard_tap/ResourceScatterUpdate:ResourceScatterUpdate", 100, 6),
-              ("cond/then/xla_guard_tap/AssignAddVariableOp:AssignAddVariableOp", 110, 4),
-              ("dense/Relu:Relu", 120, 10)],
-    })
+    space = build_space(
+        {
+            "t": [
+                ("f/xla_run:_XlaRun", 0, 90),
+                ("xla_guard_tap/ResourceScatterUpdate:ResourceScatterUpdate", 100, 6),
+                ("cond/then/xla_guard_tap/AssignAddVariableOp:AssignAddVariableOp", 110, 4),
+                ("dense/Relu:Relu", 120, 10),
+            ],
+        }
+    )
     r = analyze_xspace(space)
     assert r.guard_op_time_s == pytest.approx(10e-6)
     assert r.non_xla_op_time_s == pytest.approx(10e-6)
@@ -448,13 +521,29 @@ def test_report_to_dict_is_json_serializable():
     """to_dict() round-trips through json with the documented keys."""
     r = analyze_xspace(build_space({"t": [("y/MatMul:MatMul", 0, 10)]}), trace_path="/x/h.xplane.pb")
     d = json.loads(json.dumps(r.to_dict()))
-    for key in ("xla_time_s", "non_xla_op_time_s", "xla_time_fraction", "xla_executions",
-                "compilations", "compile_time_s", "top_non_xla_ops", "input_pipeline_time_s",
-                "trace_path", "epoch", "steps_profiled", "window_wall_s"):
+    for key in (
+        "xla_time_s",
+        "non_xla_op_time_s",
+        "xla_time_fraction",
+        "xla_executions",
+        "compilations",
+        "compile_time_s",
+        "top_non_xla_ops",
+        "input_pipeline_time_s",
+        "trace_path",
+        "epoch",
+        "steps_profiled",
+        "window_wall_s",
+    ):
         assert key in d
     # `layer` is the guard's to fill in (it knows the model); a trace alone names none.
-    assert d["top_non_xla_ops"][0] == {"op_type": "MatMul", "op_name": "y/MatMul",
-                                       "self_time_s": pytest.approx(10e-6), "count": 1, "layer": None}
+    assert d["top_non_xla_ops"][0] == {
+        "op_type": "MatMul",
+        "op_name": "y/MatMul",
+        "self_time_s": pytest.approx(10e-6),
+        "count": 1,
+        "layer": None,
+    }
     assert d["trace_path"] == "/x/h.xplane.pb"
 
 

@@ -41,7 +41,9 @@ def test_event_names_map_to_categories(name, category):
 def test_tf_op_names_split_into_name_and_type():
     """`<op_name>:<OpType>` splits; names with spaces or `::` are not TF ops."""
     assert split_tf_op("StatefulPartitionedCall/sequential/dense/MatMul:MatMul") == (
-        "StatefulPartitionedCall/sequential/dense/MatMul", "MatMul")
+        "StatefulPartitionedCall/sequential/dense/MatMul",
+        "MatMul",
+    )
     assert split_tf_op("Iterator::Root") is None
     assert split_tf_op("EagerLocalExecute: MatMul") is None
     assert split_tf_op("end: copy.1") is None

@@ -87,8 +87,11 @@ def _spaces(draw: Any) -> tuple[bytes, int, int]:
         plane.stat_metadata[stats[key]].id = stats[key]
         plane.stat_metadata[stats[key]].name = key
     for lid in range(draw(st.integers(1, 4))):
-        line = plane.lines.add(id=lid, name=draw(st.sampled_from(_LINES)),
-                               timestamp_ns=draw(st.sampled_from([0, 1000, 1_790_000_000_000_000_000])))
+        line = plane.lines.add(
+            id=lid,
+            name=draw(st.sampled_from(_LINES)),
+            timestamp_ns=draw(st.sampled_from([0, 1000, 1_790_000_000_000_000_000])),
+        )
         events = []
         at = 0
         for _ in range(draw(st.integers(0, 6))):
@@ -101,19 +104,28 @@ def _spaces(draw: Any) -> tuple[bytes, int, int]:
         else:
             events.sort(key=lambda e: (e[1], -e[2]))
         for index, first, length in events:
-            event = line.events.add(metadata_id=index + 1, offset_ps=first * 1_000_000,
-                                    duration_ps=length * 1_000_000)
+            event = line.events.add(
+                metadata_id=index + 1, offset_ps=first * 1_000_000, duration_ps=length * 1_000_000
+            )
             for key, value in _NAMES[index][1].items():
                 stat = event.stats.add(metadata_id=stats[key])
                 if isinstance(value, str):
                     stat.str_value = value
                 else:
                     stat.int64_value = value
-    return space.SerializeToString(), draw(st.sampled_from([2, 7, 64, 8192])), draw(st.sampled_from([40, 300]))
+    return (
+        space.SerializeToString(),
+        draw(st.sampled_from([2, 7, 64, 8192])),
+        draw(st.sampled_from([40, 300])),
+    )
 
 
-@settings(max_examples=400, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=400,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(case=_spaces())
 def test_column_scan_reports_what_the_event_scan_reports(case, tmp_path, monkeypatch):
     """Generated lines of every event kind, nesting or not, in batches and slices of any size: the
@@ -128,8 +140,10 @@ def test_column_scan_reports_what_the_event_scan_reports(case, tmp_path, monkeyp
     assert streamed == parsed
 
 
-@pytest.mark.parametrize("name", ["jit", "mlp", "eager_loop", "jax_cpu", "tf220_async_launch",
-                                  "tf220_lost_split_launch", "py_function"])
+@pytest.mark.parametrize(
+    "name",
+    ["jit", "mlp", "eager_loop", "jax_cpu", "tf220_async_launch", "tf220_lost_split_launch", "py_function"],
+)
 @pytest.mark.parametrize("batch", [16, 1000])
 def test_real_traces_in_small_batches_report_what_the_event_scan_reports(name, batch, tmp_path, monkeypatch):
     """Real traces cut into small batches (long lines carried across them): the parsed report."""
@@ -170,8 +184,11 @@ def test_top_level_cut_is_the_last_event_after_all_before_it_ended():
 
 def test_op_sums_add_by_id_and_drain_into_the_op_table():
     """Op time and counts summed per metadata id; ids beyond the table go straight to the op table."""
-    infos = {1: (0, (("MatMul", "a"), "op"), 0), 5: (0, (("Relu", "b"), "op"), 0),
-             1 << 21: (0, (("Add", "c"), "op"), 0)}
+    infos = {
+        1: (0, (("MatMul", "a"), "op"), 0),
+        5: (0, (("Relu", "b"), "op"), 0),
+        1 << 21: (0, (("Add", "c"), "op"), 0),
+    }
     ops: dict = {}
     table = __import__("collections").defaultdict(lambda: [0, 0])
     sums = OpSums()
@@ -193,16 +210,20 @@ def test_compilations_begin_after_the_previous_one_ended_across_batches(batch, t
 
     monkeypatch.setattr(scan, "BATCH_EVENTS", batch)
     monkeypatch.setattr(reader, "CHUNK_BYTES", 40)
-    space = build_space({"tf_Compute/1": [
-        ("StatefulPartitionedCall:StatefulPartitionedCall", 0, 100),
-        ("CpuCompiler::RunHloPasses", 10, 10),
-        ("CpuCompiler::RunBackend", 20, 10, {"name": "a_inference_f_1__.1"}),
-        ("CpuCompiler::RunHloPasses", 110, 10),
-        ("CpuCompiler::RunBackend", 120, 10, {"name": "a_inference_g_2__.2"}),
-        ("CpuCompiler::RunHloPasses", 140, 10),
-        ("CpuCompiler::RunHloPasses", 150, 5),
-        ("CpuCompiler::RunBackend", 160, 10, {"name": "a_inference_h_3__.3"}),
-    ]})
+    space = build_space(
+        {
+            "tf_Compute/1": [
+                ("StatefulPartitionedCall:StatefulPartitionedCall", 0, 100),
+                ("CpuCompiler::RunHloPasses", 10, 10),
+                ("CpuCompiler::RunBackend", 20, 10, {"name": "a_inference_f_1__.1"}),
+                ("CpuCompiler::RunHloPasses", 110, 10),
+                ("CpuCompiler::RunBackend", 120, 10, {"name": "a_inference_g_2__.2"}),
+                ("CpuCompiler::RunHloPasses", 140, 10),
+                ("CpuCompiler::RunHloPasses", 150, 5),
+                ("CpuCompiler::RunBackend", 160, 10, {"name": "a_inference_h_3__.3"}),
+            ]
+        }
+    )
     path = tmp_path / "t.xplane.pb"
     path.write_bytes(space.SerializeToString())
     table = analyze_trace(path).compile_table

@@ -16,10 +16,12 @@ def test_union_length_counts_overlaps_once():
 
 def test_compile_intervals_cover_parallel_compile_threads_once():
     """Compile events on two threads that overlap add their union, not their sum."""
-    space = build_space({
-        "python": [("JitCompiler::Compile", 0, 100), ("MatMul:MatMul", 200, 50)],
-        "tf_Compute/1": [("CpuCompiler::RunBackend", 50, 100)],
-    })
+    space = build_space(
+        {
+            "python": [("JitCompiler::Compile", 0, 100), ("MatMul:MatMul", 200, 50)],
+            "tf_Compute/1": [("CpuCompiler::RunBackend", 50, 100)],
+        }
+    )
     intervals = compile_intervals_ps(space)
     assert sorted(intervals) == [(1_000_000, 101_000_000), (51_000_000, 151_000_000)]
     assert union_length(intervals) == 150_000_000

@@ -8,8 +8,8 @@ signatures, wall times adding up to `compile_wall_s`) are in
 from __future__ import annotations
 
 import pytest
-
 from _xspace import build_space
+
 from keras_xla_guard.trace.compiles import CompileRecord, attribute_compiles, compile_records, program_of
 from keras_xla_guard.trace.report import CoverageReport
 
@@ -26,10 +26,12 @@ def _kernel(start, dur, step_module="a_inference_one_step_on_data_805__.8"):
 
 def test_one_record_per_run_backend_from_first_pass_to_backend_end():
     """A compilation spans its first HLO pass to RunBackend's end, minus gaps no thread compiled in."""
-    space = build_space({
-        "tf_Compute/1": _kernel(0, 100) + _kernel(200, 100),
-        "python": [("train", 0, 150, {"step_num": 3}), ("train", 190, 150, {"step_num": 4})],
-    })
+    space = build_space(
+        {
+            "tf_Compute/1": _kernel(0, 100) + _kernel(200, 100),
+            "python": [("train", 0, 150, {"step_num": 3}), ("train", 190, 150, {"step_num": 4})],
+        }
+    )
     rows = compile_records(space)
     assert [r.program for r in rows] == ["one_step_on_data", "one_step_on_data"]
     # 10 us of passes + 45 us backend; the 5 us gap between them is not compile time.
@@ -40,10 +42,12 @@ def test_one_record_per_run_backend_from_first_pass_to_backend_end():
 
 def test_compile_work_on_other_threads_counts_once():
     """Codegen threads working while the backend runs add nothing; work in its gaps adds its length."""
-    space = build_space({
-        "tf_Compute/1": _kernel(0, 100),
-        "tf_xla-cpu-codegen/1": [("FusionCompiler::Compile", 30, 20), ("FusionCompiler::Compile", 21, 3)],
-    })
+    space = build_space(
+        {
+            "tf_Compute/1": _kernel(0, 100),
+            "tf_xla-cpu-codegen/1": [("FusionCompiler::Compile", 30, 20), ("FusionCompiler::Compile", 21, 3)],
+        }
+    )
     (row,) = compile_records(space)
     assert row.compile_s == pytest.approx(58e-6)
     assert row.step is None
@@ -51,15 +55,20 @@ def test_compile_work_on_other_threads_counts_once():
 
 def test_trace_without_compilation_has_an_empty_table():
     """No RunBackend event: no rows."""
-    assert compile_records(build_space({"tf_Compute/1": [("CpuExecutable::ExecuteAsyncOnStream", 0, 5)]})) == ()
+    assert (
+        compile_records(build_space({"tf_Compute/1": [("CpuExecutable::ExecuteAsyncOnStream", 0, 5)]})) == ()
+    )
 
 
-@pytest.mark.parametrize("module, program", [
-    ("a_inference_one_step_on_data_805__.8", "one_step_on_data"),
-    ("a_inference_train_step_12__.3", "train_step"),
-    ("cluster_0__XlaCompiledKernel_true__XlaNumConstantArgs_0_.7", "cluster_0"),
-    ("jit_f.4", "jit_f"),
-])
+@pytest.mark.parametrize(
+    "module, program",
+    [
+        ("a_inference_one_step_on_data_805__.8", "one_step_on_data"),
+        ("a_inference_train_step_12__.3", "train_step"),
+        ("cluster_0__XlaCompiledKernel_true__XlaNumConstantArgs_0_.7", "cluster_0"),
+        ("jit_f.4", "jit_f"),
+    ],
+)
 def test_program_of_names_the_function_or_cluster(module, program):
     """HLO module names map to the TF function or cluster they came from."""
     assert program_of(module) == program
@@ -72,7 +81,9 @@ def test_attribution_matches_steps_then_order_and_adds_cache_hits():
     rows, hits = attribute_compiles(table, new, steps=(0, 8))
     assert hits == 1
     assert [(r.signature, r.step, r.cache_hit) for r in rows] == [
-        ("A", 0, False), ("B", 4, False), ("C", 6, True),
+        ("A", 0, False),
+        ("B", 4, False),
+        ("C", 6, True),
     ]
 
 
@@ -86,9 +97,15 @@ def test_attribution_without_steps_pairs_in_order():
 
 def test_report_round_trips_its_compile_table():
     """to_dict/from_dict keep the compile table and cache figures."""
-    report = CoverageReport(compilations=1, compile_table=(CompileRecord("f", "m", 0.1, 0.5, False, 2, "x: f32[8]"),
-                                                           CompileRecord("", cache_hit=True, step=5)),
-                            cache_hits=1, persistent_cache="/tmp/c")
+    report = CoverageReport(
+        compilations=1,
+        compile_table=(
+            CompileRecord("f", "m", 0.1, 0.5, False, 2, "x: f32[8]"),
+            CompileRecord("", cache_hit=True, step=5),
+        ),
+        cache_hits=1,
+        persistent_cache="/tmp/c",
+    )
     assert CoverageReport.from_dict(report.to_dict()) == report
     with pytest.raises(ValueError, match="compile_table"):
         CoverageReport.from_dict({"compile_table": [{"nope": 1}]})

@@ -28,25 +28,36 @@ def test_without_op_time_every_op_is_a_finding():
 
 def test_a_full_coverage_window_lists_no_op_row():
     """100% coverage with ten 2.4 us ops: no '0.0 ms AssignVariableOp' row, one line with their total."""
-    report = CoverageReport(xla_time_s=0.050, non_xla_op_time_s=0.000024, xla_time_fraction=0.050 / 0.050024,
-                            xla_executions=20, top_non_xla_ops=_assign_ops(10, 0.0000024))
+    report = CoverageReport(
+        xla_time_s=0.050,
+        non_xla_op_time_s=0.000024,
+        xla_time_fraction=0.050 / 0.050024,
+        xla_executions=20,
+        top_non_xla_ops=_assign_ops(10, 0.0000024),
+    )
     text = format_report(report)
     assert "AssignVariableOp" not in text
     assert text.splitlines()[-1] == (
-        "  top ops outside XLA: none is a finding (0.024 ms of plain ops, each below 1% of op time)")
+        "  top ops outside XLA: none is a finding (0.024 ms of plain ops, each below 1% of op time)"
+    )
 
 
 def test_findings_are_listed_and_the_rest_is_one_other_line():
     """Two ops above the floor are rows; the 0.3 ms below it (one op, and the table's tail) is one line."""
-    ops = (OpStat("RealDiv", "adam/truediv", 0.0179, 20), OpStat("MatMul", "dense/MatMul", 0.0144, 20),
-           OpStat("AddV2", "dense/add", 0.0002, 20))
+    ops = (
+        OpStat("RealDiv", "adam/truediv", 0.0179, 20),
+        OpStat("MatMul", "dense/MatMul", 0.0144, 20),
+        OpStat("AddV2", "dense/add", 0.0002, 20),
+    )
     report = CoverageReport(xla_time_s=0.0, non_xla_op_time_s=0.0326, top_non_xla_ops=ops)
     lines = format_report(report).splitlines()
     start = lines.index("  top ops outside XLA (self time):")
-    assert lines[start + 1:] == [
+    assert lines[start + 1 :] == [
         "       17.9 ms  x20    RealDiv              adam/truediv",
         "       14.4 ms  x20    MatMul               dense/MatMul",
         "        0.3 ms         other plain ops (each below 1% of op time)",
     ]
     # Findings beyond max_ops are not called noise.
-    assert format_report(report, max_ops=1).splitlines()[start + 2] == "       14.7 ms         other plain ops"
+    assert (
+        format_report(report, max_ops=1).splitlines()[start + 2] == "       14.7 ms         other plain ops"
+    )

@@ -31,8 +31,13 @@ def _xprof_modules(lines: dict[str, list[tuple[str, float]]]) -> list[tuple[str,
 
 
 def _stream_time_us(lines: dict[str, list[tuple[str, float]]], prefixes: tuple[str, ...]) -> float:
-    return sum(d for name, events in lines.items() if name.startswith("Stream")
-               for event, d in events if event.startswith(prefixes))
+    return sum(
+        d
+        for name, events in lines.items()
+        if name.startswith("Stream")
+        for event, d in events
+        if event.startswith(prefixes)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +86,9 @@ def test_transfers_and_plain_kernels_match_xprof(jit_trace, xprof_lines):
     """Transfer time equals xprof's copy and memset events; the plain op xprof's "Framework Ops" (1%)."""
     _, report = jit_trace
     lines = xprof_lines
-    assert report.transfer_time_s == pytest.approx(_stream_time_us(lines, ("Memcpy", "Memset")) * _US, rel=0.01)
+    assert report.transfer_time_s == pytest.approx(
+        _stream_time_us(lines, ("Memcpy", "Memset")) * _US, rel=0.01
+    )
     framework_ops = [e for name, events in lines.items() if name.startswith("Framework Ops") for e in events]
     assert {name for name, _ in framework_ops} == {"BiasAdd"}
     assert report.non_xla_op_time_s == pytest.approx(sum(d for _, d in framework_ops) * _US, rel=0.01)
@@ -94,8 +101,9 @@ def test_plain_kernel_self_time_matches_xprofs_op_stats(jit_trace):
     rows = xprof_device_op_rows(path)
     (ours,) = report.top_non_xla_ops
     row = rows[("BiasAdd", "model/dense/BiasAdd")]
-    assert ours.self_time_s / ours.count == pytest.approx(row["total_self_time"] / row["occurrences"] * _US,
-                                                          rel=0.01)
+    assert ours.self_time_s / ours.count == pytest.approx(
+        row["total_self_time"] / row["occurrences"] * _US, rel=0.01
+    )
     # xprof books the annotated H2D copy as an op of its annotation; it is a transfer here.
     assert ("IteratorGetNext", "IteratorGetNext") in rows
     assert all(o.op_type != "IteratorGetNext" for o in report.top_non_xla_ops)
@@ -107,11 +115,19 @@ def _two_programs(**kwargs) -> GpuTrace:
     for step in range(4):
         base = step * 1000.0
         trace.step(step, base, 900)
-        trace.xla_kernel(7, "a0", base + 1, base + 100, 50, module="a_mod", program=1, hlo_op="f.0", tf_op="A:A")
-        trace.xla_kernel(7, "a1", base + 2, base + 160, 50, module="a_mod", program=1, hlo_op="f.1", tf_op="A:A")
+        trace.xla_kernel(
+            7, "a0", base + 1, base + 100, 50, module="a_mod", program=1, hlo_op="f.0", tf_op="A:A"
+        )
+        trace.xla_kernel(
+            7, "a1", base + 2, base + 160, 50, module="a_mod", program=1, hlo_op="f.1", tf_op="A:A"
+        )
         trace.tf_kernel(7, "relu", base + 3, base + 215, 10, tf_op="model/relu:Relu")
-        trace.xla_kernel(7, "b0", base + 4, base + 300, 70, module="b_mod", program=2, hlo_op="g.0", tf_op="B:B")
-        trace.xla_kernel(7, "a0", base + 5, base + 400, 20, module="a_mod", program=1, hlo_op="f.0", tf_op="A:A")
+        trace.xla_kernel(
+            7, "b0", base + 4, base + 300, 70, module="b_mod", program=2, hlo_op="g.0", tf_op="B:B"
+        )
+        trace.xla_kernel(
+            7, "a0", base + 5, base + 400, 20, module="a_mod", program=1, hlo_op="f.0", tf_op="A:A"
+        )
     return trace
 
 
@@ -137,7 +153,9 @@ def test_a_trace_xprof_already_grouped_and_derived_reads_the_same(tmp_path):
     """group_id stats and derived "XLA Modules" lines from xprof change nothing: no run counted twice."""
     raw = analyze_trace(jit_fit(STEPS).write(tmp_path / "raw.xplane.pb"))
     processed = jit_fit(STEPS, group_ids=True, with_steps=False)
-    processed.derived_module_line(7, [(f"{MODULE}({PROGRAM})", s * 1000.0 + 60, 130, s) for s in range(STEPS)])
+    processed.derived_module_line(
+        7, [(f"{MODULE}({PROGRAM})", s * 1000.0 + 60, 130, s) for s in range(STEPS)]
+    )
     again = analyze_trace(processed.write(tmp_path / "processed.xplane.pb"))
     for field in ("xla_executions", "xla_time_s", "non_xla_op_time_s", "transfer_time_s", "top_non_xla_ops"):
         assert getattr(again, field) == getattr(raw, field), field
@@ -172,7 +190,9 @@ def test_plain_gpu_model_has_no_xla_and_ops_named_by_layer(tmp_path):
     report = analyze_trace(trace.write(tmp_path / "plain.xplane.pb"))
     assert (report.xla_executions, report.xla_time_s, report.xla_time_fraction) == (0, 0.0, 0.0)
     assert [(o.op_type, o.op_name, o.count) for o in report.top_non_xla_ops] == [
-        ("MatMul", "model/dense_1/MatMul", 3), ("BiasAdd", "model/dense_1/BiasAdd", 3)]
+        ("MatMul", "model/dense_1/MatMul", 3),
+        ("BiasAdd", "model/dense_1/BiasAdd", 3),
+    ]
     assert report.transfer_time_s == pytest.approx(3 * 20 * _US)
 
 
@@ -190,10 +210,15 @@ def test_module_line_beside_xla_kernels_without_a_module_is_not_added():
 
     from keras_xla_guard import analyze_xspace
 
-    space = build_space({"python": []}, extra_planes={"/device:GPU:0": {
-        "XLA Modules": [("jit_step(1)", 0, 300)],
-        "Stream #1(Kernel)": [("fusion_kernel", 0, 250, {"hlo_op": "fusion"})],
-    }})
+    space = build_space(
+        {"python": []},
+        extra_planes={
+            "/device:GPU:0": {
+                "XLA Modules": [("jit_step(1)", 0, 300)],
+                "Stream #1(Kernel)": [("fusion_kernel", 0, 250, {"hlo_op": "fusion"})],
+            }
+        },
+    )
     report = analyze_xspace(space)
     assert (report.xla_time_s, report.xla_executions) == (pytest.approx(250e-6), 0)
 
@@ -207,7 +232,9 @@ def test_a_kernel_launched_outside_every_step_joins_the_run_before_it(tmp_path):
         trace.step(step, base, 500)
         trace.xla_kernel(7, "k0", base + 10, base + 100, 50, module="m", program=4, hlo_op="f.0", tf_op="S:S")
         # Launched after the marker's end (500): no marker holds it.
-        trace.xla_kernel(7, "k1", base + 600, base + 700, 50, module="m", program=4, hlo_op="f.1", tf_op="S:S")
+        trace.xla_kernel(
+            7, "k1", base + 600, base + 700, 50, module="m", program=4, hlo_op="f.1", tf_op="S:S"
+        )
     path = trace.write(tmp_path / "late.xplane.pb")
     report = analyze_trace(path)
     modules = _xprof_modules(xprof_device_lines(path))

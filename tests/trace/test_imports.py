@@ -11,8 +11,12 @@ import keras_xla_guard.trace
 
 TRACE = Path(keras_xla_guard.trace.__file__).parent
 # What trace/ may import from the package: itself and the rooms below it.
-_ALLOWED = ("keras_xla_guard.trace", "keras_xla_guard.errors", "keras_xla_guard._checks",
-            "keras_xla_guard.signatures")
+_ALLOWED = (
+    "keras_xla_guard.trace",
+    "keras_xla_guard.errors",
+    "keras_xla_guard._checks",
+    "keras_xla_guard.signatures",
+)
 
 
 def _imports(path: Path) -> list[str]:

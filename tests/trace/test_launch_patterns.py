@@ -39,8 +39,12 @@ def _figures(space) -> tuple[int, float, float, float]:
     return r.xla_executions, r.xla_time_s, r.non_xla_op_time_s, r.xla_time_fraction
 
 
-_ONE_LAUNCH = (1, pytest.approx(_LAUNCH_US * 1e-6), pytest.approx(_PLAIN_US * 1e-6),
-               pytest.approx(_LAUNCH_US / (_LAUNCH_US + _PLAIN_US)))
+_ONE_LAUNCH = (
+    1,
+    pytest.approx(_LAUNCH_US * 1e-6),
+    pytest.approx(_PLAIN_US * 1e-6),
+    pytest.approx(_LAUNCH_US / (_LAUNCH_US + _PLAIN_US)),
+)
 
 
 @pytest.mark.parametrize("span", [*EXECUTABLE_SPANS, THUNK_SPAN])
@@ -49,18 +53,28 @@ def test_every_program_run_span_is_xla(span):
     assert classify_name(span) == Category.XLA
 
 
-@pytest.mark.parametrize("span", ["PjRtCpuClient::Compile", "ThunkExecutor::ExecuteSequential",
-                                  "CpuExecutable::Run", "PjRtCpuClient::BufferFromHostBuffer"])
+@pytest.mark.parametrize(
+    "span",
+    [
+        "PjRtCpuClient::Compile",
+        "ThunkExecutor::ExecuteSequential",
+        "CpuExecutable::Run",
+        "PjRtCpuClient::BufferFromHostBuffer",
+    ],
+)
 def test_near_misses_are_not_program_runs(span):
     """Names close to a run's span but outside every pattern are not XLA."""
     assert classify_name(span) != Category.XLA
 
 
 @pytest.mark.parametrize("span", [*EXECUTABLE_SPANS, THUNK_SPAN])
-@pytest.mark.parametrize("kernel", [
-    (_ASYNC, {"name": "StatefulPartitionedCall", "kernel_type": "StatefulPartitionedCall"}),
-    ("StatefulPartitionedCall:StatefulPartitionedCall", {}),
-])
+@pytest.mark.parametrize(
+    "kernel",
+    [
+        (_ASYNC, {"name": "StatefulPartitionedCall", "kernel_type": "StatefulPartitionedCall"}),
+        ("StatefulPartitionedCall:StatefulPartitionedCall", {}),
+    ],
+)
 def test_kernel_around_a_program_run_is_one_launch_of_its_whole_time(span, kernel):
     """The TF kernel holding a run's span is one launch; its whole time is XLA time."""
     name, stats = kernel
@@ -86,16 +100,28 @@ def test_thunk_span_outside_any_kernel_is_pool_thread_work_not_a_launch():
 @pytest.mark.parametrize("as_async", [False, True])
 def test_launch_kernel_types_launch_without_a_span(op_type, as_async):
     """`_XlaRun`, `XlaLaunch` and `XlaLaunchV2` kernels are launches by their type alone."""
-    kernel = ((_ASYNC, 0, _LAUNCH_US, {"name": "cluster_0/xla_run", "kernel_type": op_type}) if as_async
-              else (f"cluster_0/xla_run:{op_type}", 0, _LAUNCH_US))
+    kernel = (
+        (_ASYNC, 0, _LAUNCH_US, {"name": "cluster_0/xla_run", "kernel_type": op_type})
+        if as_async
+        else (f"cluster_0/xla_run:{op_type}", 0, _LAUNCH_US)
+    )
     assert _figures(build_space({"tf_Compute/1": [kernel, _PLAIN]})) == _ONE_LAUNCH
 
 
 def test_hlo_op_events_make_their_kernel_a_launch():
     """A kernel holding HLO-op events (an `hlo_module` stat) and no run span is one launch."""
-    space = build_space({"tf_Compute/1": [
-        (_ASYNC, 0, _LAUNCH_US, {"name": "StatefulPartitionedCall", "kernel_type": "StatefulPartitionedCall"}),
-        ("fusion.1", 10, 30, {"hlo_module": "a_inference_step_1__.5", "hlo_op": "fusion.1"}),
-        _PLAIN,
-    ]})
+    space = build_space(
+        {
+            "tf_Compute/1": [
+                (
+                    _ASYNC,
+                    0,
+                    _LAUNCH_US,
+                    {"name": "StatefulPartitionedCall", "kernel_type": "StatefulPartitionedCall"},
+                ),
+                ("fusion.1", 10, 30, {"hlo_module": "a_inference_step_1__.5", "hlo_op": "fusion.1"}),
+                _PLAIN,
+            ]
+        }
+    )
     assert _figures(space) == _ONE_LAUNCH

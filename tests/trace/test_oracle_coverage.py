@@ -4,8 +4,8 @@ package: parts timed on their own, the raw XSpace proto, and xprof."""
 from __future__ import annotations
 
 import pytest
-from _oracle import count_xla_runs, xprof_op_rows
 from _helpers import run_python
+from _oracle import count_xla_runs, xprof_op_rows
 
 pytestmark = pytest.mark.slow
 
@@ -72,16 +72,16 @@ print(json.dumps({{"report": r.to_dict(), "walls": walls}}))
 @pytest.fixture(scope="module")
 def split_parts():
     """A jit_compile function and a sleeping py_function, alternated under the profiler."""
-    return run_python(_SCENARIO.format(setup="", calls=CALLS, sleep=SLEEP_S,
-                                       steps="[xla_part, plain_part]"))
+    return run_python(_SCENARIO.format(setup="", calls=CALLS, sleep=SLEEP_S, steps="[xla_part, plain_part]"))
 
 
 @pytest.fixture(scope="module")
 def autoclustered():
     """One auto-clustered function holding a matmul chain and a sleeping py_function."""
     return run_python(
-        _SCENARIO.format(setup="tf.config.optimizer.set_jit(True)", calls=CALLS, sleep=SLEEP_S,
-                         steps="[mixed]"),
+        _SCENARIO.format(
+            setup="tf.config.optimizer.set_jit(True)", calls=CALLS, sleep=SLEEP_S, steps="[mixed]"
+        ),
         env={"TF_XLA_FLAGS": "--tf_xla_cpu_global_jit"},
     )
 

@@ -47,13 +47,15 @@ def test_round_trip_keeps_every_field():
     pb = xplane_pb2()
     space = pb.XSpace(errors=["e"], warnings=["w"], hostnames=["h"])
     plane = space.planes.add(id=3, name="/device:GPU:0")
-    plane.event_metadata[7].CopyFrom(pb.XEventMetadata(id=7, name="k", display_name="K", metadata=b"\x01",
-                                                       child_id=[8, 9]))
+    plane.event_metadata[7].CopyFrom(
+        pb.XEventMetadata(id=7, name="k", display_name="K", metadata=b"\x01", child_id=[8, 9])
+    )
     plane.event_metadata[7].stats.add(metadata_id=1, bytes_value=b"x")
     plane.stat_metadata[1].CopyFrom(pb.XStatMetadata(id=1, name="hlo_module", description="d"))
     plane.stats.add(metadata_id=1, ref_value=1)
-    line = plane.lines.add(id=1, display_id=2, name="Stream #1", display_name="s", timestamp_ns=5,
-                           duration_ps=6)
+    line = plane.lines.add(
+        id=1, display_id=2, name="Stream #1", display_name="s", timestamp_ns=5, duration_ps=6
+    )
     event = line.events.add(metadata_id=7, offset_ps=10, duration_ps=20)
     event.stats.add(metadata_id=1, double_value=0.5)
     event.stats.add(metadata_id=1, uint64_value=1 << 63)
@@ -64,7 +66,11 @@ def test_round_trip_keeps_every_field():
     assert again == space
     assert again.planes[0].lines[0].events[1].WhichOneof("data") == "num_occurrences"
     assert [s.WhichOneof("value") for s in again.planes[0].lines[0].events[0].stats] == [
-        "double_value", "uint64_value", "int64_value", "str_value"]
+        "double_value",
+        "uint64_value",
+        "int64_value",
+        "str_value",
+    ]
     assert again.planes[0].event_metadata[7].child_id == [8, 9]
 
 

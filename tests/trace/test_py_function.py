@@ -58,12 +58,16 @@ def test_eager_py_func_self_time_is_its_whole_span(trace):
 
 def test_eager_dispatch_inside_a_kernel_is_its_time_and_nested_ops_are_not():
     """Eager events inside a kernel stay its self time; a TF op kernel inside it is subtracted."""
-    space = build_space({"tf_Compute/1": [
-        ("m/py/EagerPyFunc:EagerPyFunc", 0, 100),
-        ("TFE_Py_FastPathExecute_C", 10, 30),
-        ("EagerExecute", 12, 20),
-        ("m/py/Tanh:Tanh", 50, 15),
-    ]})
+    space = build_space(
+        {
+            "tf_Compute/1": [
+                ("m/py/EagerPyFunc:EagerPyFunc", 0, 100),
+                ("TFE_Py_FastPathExecute_C", 10, 30),
+                ("EagerExecute", 12, 20),
+                ("m/py/Tanh:Tanh", 50, 15),
+            ]
+        }
+    )
     report = analyze_xspace(space)
     ops = {o.op_type: o.self_time_s for o in report.top_non_xla_ops}
     assert ops == {"EagerPyFunc": pytest.approx(85e-6), "Tanh": pytest.approx(15e-6)}

@@ -11,9 +11,18 @@ from keras_xla_guard import CoverageReport, Explanation, OpStat
 
 def _report() -> CoverageReport:
     return CoverageReport(
-        epoch=3, steps_profiled=4, trace_paths=("a/h.xplane.pb",), hosts=("h",),
-        xla_time_s=0.3, non_xla_op_time_s=0.1, xla_time_fraction=0.75, xla_executions=4,
-        compiled_modules=("m",), notes=("n",), distinct_signatures=1, new_signatures=0,
+        epoch=3,
+        steps_profiled=4,
+        trace_paths=("a/h.xplane.pb",),
+        hosts=("h",),
+        xla_time_s=0.3,
+        non_xla_op_time_s=0.1,
+        xla_time_fraction=0.75,
+        xla_executions=4,
+        compiled_modules=("m",),
+        notes=("n",),
+        distinct_signatures=1,
+        new_signatures=0,
         top_non_xla_ops=(OpStat("CollectiveReduceV2", "CollectiveReduceV2", 0.1, 4),),
         signature_explanations=(
             Explanation("dim_varied", "x dim 1 took 3 values", "warning", "x", 1, (5, 7, 9), 2, "pad()"),
@@ -57,21 +66,37 @@ def test_from_dict_refuses_what_is_not_a_dict():
         CoverageReport.from_dict([1])
 
 
-_TRACE_FIGURES = ("xla_time_s", "non_xla_op_time_s", "xla_time_fraction", "xla_executions", "compilations",
-                  "compile_time_s", "compile_thread_time_s", "input_pipeline_time_s", "eager_overhead_s",
-                  "tracing_time_s", "guard_op_time_s", "transfer_time_s")
+_TRACE_FIGURES = (
+    "xla_time_s",
+    "non_xla_op_time_s",
+    "xla_time_fraction",
+    "xla_executions",
+    "compilations",
+    "compile_time_s",
+    "compile_thread_time_s",
+    "input_pipeline_time_s",
+    "eager_overhead_s",
+    "tracing_time_s",
+    "guard_op_time_s",
+    "transfer_time_s",
+)
 
 
 @pytest.mark.parametrize("status", ["skipped", "failed"])
 def test_a_report_that_measured_nothing_writes_null_figures(status):
     """A skipped or failed report's JSON has None, not 0, for every trace figure; its signature figures stay."""
-    report = CoverageReport(status=status, reason="not profiled: chief only", epoch=1, distinct_signatures=2,
-                            new_signatures=1)
+    report = CoverageReport(
+        status=status, reason="not profiled: chief only", epoch=1, distinct_signatures=2, new_signatures=1
+    )
     d = report.to_dict()
     for key in _TRACE_FIGURES:
         assert d[key] is None, key
     assert (d["status"], d["reason"], d["distinct_signatures"], d["new_signatures"]) == (
-        status, "not profiled: chief only", 2, 1)
+        status,
+        "not profiled: chief only",
+        2,
+        1,
+    )
     assert CoverageReport.from_dict(json.loads(json.dumps(d))) == report
 
 

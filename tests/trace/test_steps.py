@@ -28,8 +28,11 @@ from keras_xla_guard.trace.compile_wall import union_length
 DATA = Path(__file__).resolve().parent / "data"
 _US = 1e-6
 # The spans during which an XLA program runs, as the traces name them.
-_PROGRAM_SPANS = ("CommonPjRtLoadedExecutable::ExecuteHelperOnSingleDevice", "ThunkExecutor::Execute",
-                  "CpuExecutable::ExecuteAsyncOnStream")
+_PROGRAM_SPANS = (
+    "CommonPjRtLoadedExecutable::ExecuteHelperOnSingleDevice",
+    "ThunkExecutor::Execute",
+    "CpuExecutable::ExecuteAsyncOnStream",
+)
 _LAUNCHES = ("CommonPjRtLoadedExecutable::ExecuteHelperOnSingleDevice", "CpuExecutable::ExecuteAsyncOnStream")
 
 
@@ -52,15 +55,25 @@ def _xprof_steps(path: Path) -> dict[int, dict[str, float]]:
     step_ms = {int(r["stepnum"].split()[-1]): r["stepTimeMs"] for r in rows}
     data, _ = raw_to_tool_data.xspace_to_tool_data([str(path)], "trace_viewer", {})
     events = [e for e in json.loads(data)["traceEvents"] if e.get("ph") == "X"]
-    markers = {int(e["name"].split()[-1]): (e["ts"], e["ts"] + e["dur"]) for e in events
-               if e["name"].startswith("train ")}
+    markers = {
+        int(e["name"].split()[-1]): (e["ts"], e["ts"] + e["dur"])
+        for e in events
+        if e["name"].startswith("train ")
+    }
     out = {}
     for step, (start, end) in markers.items():
-        spans = [(max(e["ts"], start), min(e["ts"] + e["dur"], end)) for e in events
-                 if e["name"] in _PROGRAM_SPANS and e["ts"] < end and e["ts"] + e["dur"] > start and e["dur"] > 0]
+        spans = [
+            (max(e["ts"], start), min(e["ts"] + e["dur"], end))
+            for e in events
+            if e["name"] in _PROGRAM_SPANS and e["ts"] < end and e["ts"] + e["dur"] > start and e["dur"] > 0
+        ]
         launches = sum(1 for e in events if e["name"] in _LAUNCHES and start <= e["ts"] < end)
-        out[step] = {"wall_us": end - start, "step_ms": step_ms.get(step), "busy_us": union_length(spans),
-                     "launches": launches}
+        out[step] = {
+            "wall_us": end - start,
+            "step_ms": step_ms.get(step),
+            "busy_us": union_length(spans),
+            "launches": launches,
+        }
     return out
 
 
@@ -119,11 +132,15 @@ def test_tensorflow_steps_match_xprof(jit_fit, plain_fit):
 
 def test_a_program_span_across_two_steps_is_split_between_them():
     """A span from 50 to 150 us over steps 0-100 and 100-200: 50 us each; its launch counts in step 0."""
-    space = build_space({"python": [
-        ("train", 0, 100, {"_r": 1, "step_num": 7}),
-        ("train", 100, 100, {"_r": 1, "step_num": 8}),
-        ("CpuExecutable::ExecuteAsyncOnStream", 50, 100),
-    ]})
+    space = build_space(
+        {
+            "python": [
+                ("train", 0, 100, {"_r": 1, "step_num": 7}),
+                ("train", 100, 100, {"_r": 1, "step_num": 8}),
+                ("CpuExecutable::ExecuteAsyncOnStream", 50, 100),
+            ]
+        }
+    )
     report = analyze_xspace(space)
     assert [(s.step, s.launches) for s in report.steps] == [(7, 1), (8, 0)]
     assert [s.busy_s for s in report.steps] == pytest.approx([50 * _US, 50 * _US])
@@ -132,11 +149,15 @@ def test_a_program_span_across_two_steps_is_split_between_them():
 
 def test_markers_need_a_root_stat_and_a_step_number():
     """Events named like markers without `_r` or `step_num` are no steps; no marker, no steps."""
-    space = build_space({"python": [
-        ("train", 0, 100, {"step_num": 1}),
-        ("train", 100, 100, {"_r": 1}),
-        ("CpuExecutable::ExecuteAsyncOnStream", 10, 20),
-    ]})
+    space = build_space(
+        {
+            "python": [
+                ("train", 0, 100, {"step_num": 1}),
+                ("train", 100, 100, {"_r": 1}),
+                ("CpuExecutable::ExecuteAsyncOnStream", 10, 20),
+            ]
+        }
+    )
     assert analyze_xspace(space).steps == ()
 
 

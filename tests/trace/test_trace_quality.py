@@ -81,7 +81,8 @@ def test_a_command_buffers_time_is_xla_time_of_its_program(graph_trace):
     assert [(o.op_type, o.op_name) for o in report.top_non_xla_ops] == [("BiasAdd", "model/dense/BiasAdd")]
     assert report.non_xla_op_time_s == pytest.approx(STEPS * 25 * _US)
     assert [(o.op_type, o.op_name, o.count) for o in report.top_xla_ops] == [
-        ("(command buffer)", LABEL, 3 * STEPS)]
+        ("(command buffer)", LABEL, 3 * STEPS)
+    ]
     assert report.top_xla_ops[0].self_time_s == pytest.approx(STEPS * 120 * _US)
     assert_consistent(report, steps=STEPS, programs=1)
 
@@ -140,7 +141,10 @@ def test_command_buffers_run_op_by_op_while_profiling_are_named(tmp_path):
     assert _codes(report) == ["command_buffers_off_while_profiling"]
     assert "--xla_enable_command_buffers_during_profiling=true" in report.trace_quality[0].remedy
     assert (report.xla_executions, report.xla_time_s, report.programs) == (
-        plain.xla_executions, plain.xla_time_s, plain.programs)
+        plain.xla_executions,
+        plain.xla_time_s,
+        plain.programs,
+    )
     assert plain.trace_quality == ()
 
 
@@ -162,7 +166,9 @@ def test_device_kernels_without_step_markers_are_an_entry(tmp_path):
 def test_group_ids_or_markers_mean_no_entry(tmp_path):
     """Steps known from the guard's markers, or from xprof's group ids, leave no `no_step_markers` entry."""
     marked = analyze_trace(jit_fit(STEPS).write(tmp_path / "marked.xplane.pb"))
-    grouped = analyze_trace(jit_fit(STEPS, with_steps=False, group_ids=True).write(tmp_path / "grouped.xplane.pb"))
+    grouped = analyze_trace(
+        jit_fit(STEPS, with_steps=False, group_ids=True).write(tmp_path / "grouped.xplane.pb")
+    )
     assert marked.trace_quality == grouped.trace_quality == ()
     assert marked.xla_executions == grouped.xla_executions == STEPS
 
@@ -196,7 +202,8 @@ def test_collectives_beside_compute_are_an_entry(collective_trace):
     assert _codes(report) == ["collectives"]
     assert report.trace_quality[0].detail == (
         f"{2 * STEPS} collective kernel(s) ran 0.600 ms on the device, 0.420 ms of it while other streams "
-        "ran other kernels")
+        "ran other kernels"
+    )
     assert "--xla_gpu_disable_async_collectives=allreduce" in report.trace_quality[0].remedy
 
 
@@ -205,8 +212,13 @@ def test_collectives_match_xprofs_stream_lines(collective_trace):
     """Collective time equals xprof's NCCL kernel events; xprof counts the program once per stream."""
     path, report = collective_trace
     lines = xprof_device_lines(path)
-    nccl = [d for name, events in lines.items() if name.startswith("Stream")
-            for event, d in events if event in (NCCL_XLA, NCCL_TF)]
+    nccl = [
+        d
+        for name, events in lines.items()
+        if name.startswith("Stream")
+        for event, d in events
+        if event in (NCCL_XLA, NCCL_TF)
+    ]
     assert report.collective_time_s == pytest.approx(sum(nccl) * _US, rel=0.01)
     modules = _modules(lines)
     compute = next(events for name, events in modules.items() if name.endswith("#7"))
@@ -224,13 +236,16 @@ def test_collectives_match_xprofs_stream_lines(collective_trace):
 def test_dropped_events_are_an_entry_read_from_the_xspace_warnings(tmp_path):
     """The collector's warning (written twice by some versions) gives one entry with its count."""
     trace = jit_fit(STEPS)
-    warning = ("Detected GPU events dropped on gpu-host: Profiler has collected 2097152 driver events and "
-               "2097152 device events. 1234 events dropped because total device(activity) events reaches max.")
+    warning = (
+        "Detected GPU events dropped on gpu-host: Profiler has collected 2097152 driver events and "
+        "2097152 device events. 1234 events dropped because total device(activity) events reaches max."
+    )
     trace.space.warnings.extend([warning, warning])
     report = analyze_trace(trace.write(tmp_path / "capped.xplane.pb"))
     assert _codes(report) == ["events_dropped"]
     assert report.trace_quality[0].detail == (
-        "the profiler dropped 1234 event(s): 1234 because total device(activity) events reaches max")
+        "the profiler dropped 1234 event(s): 1234 because total device(activity) events reaches max"
+    )
     assert "gpu_max_activity_api_events" in report.trace_quality[0].remedy
 
 
@@ -242,7 +257,8 @@ def test_a_device_plane_that_ends_early_is_an_entry(tmp_path):
     assert _codes(report) == ["device_events_missing"]
     assert report.trace_quality[0].detail == (
         f"5 of the host's {7 * STEPS} kernel, copy and graph launches have no device event; the window's "
-        "last 5 launch(es) are among them: the device plane ends early")
+        "last 5 launch(es) are among them: the device plane ends early"
+    )
     assert report.xla_time_s == pytest.approx(((STEPS - 1) * 130 + 40) * _US)
 
 
@@ -268,14 +284,19 @@ def test_top_xla_ops_are_named_by_the_richest_annotation(tmp_path, detailed):
     else:
         expected = [("fusion", "model/dense/BiasAdd", 2 * STEPS), ("fusion", "model/dense/MatMul", STEPS)]
     assert [(o.op_type, o.op_name, o.count) for o in report.top_xla_ops] == expected
-    assert [o.self_time_s for o in report.top_xla_ops] == pytest.approx([2 * STEPS * 40 * _US, STEPS * 40 * _US])
+    assert [o.self_time_s for o in report.top_xla_ops] == pytest.approx(
+        [2 * STEPS * 40 * _US, STEPS * 40 * _US]
+    )
 
 
 def test_unannotated_xla_kernels_are_named_by_their_hlo_instruction(tmp_path):
     """Without a `name` or `op_name` stat an XLA kernel is its HLO instruction, typed by its opcode."""
     report = analyze_trace(jit_fit(STEPS).write(tmp_path / "jit.xplane.pb"))
     assert [(o.op_type, o.op_name, o.count) for o in report.top_xla_ops] == [
-        ("fusion", "fusion.0", STEPS), ("fusion", "fusion.1", STEPS), ("fusion", "fusion.2", STEPS)]
+        ("fusion", "fusion.0", STEPS),
+        ("fusion", "fusion.1", STEPS),
+        ("fusion", "fusion.2", STEPS),
+    ]
 
 
 @pytest.mark.tf
@@ -283,8 +304,12 @@ def test_top_xla_ops_add_up_to_xprofs_xla_ops_line(tmp_path):
     """The XLA ops' device time equals the total of xprof's derived "XLA Ops" events (1%)."""
     path = annotated_fit(STEPS, detailed=True).write(tmp_path / "ann.xplane.pb")
     report = analyze_trace(path)
-    ops = [d for name, events in xprof_device_lines(path).items() if name.startswith("XLA Ops")
-           for _, d in events]
+    ops = [
+        d
+        for name, events in xprof_device_lines(path).items()
+        if name.startswith("XLA Ops")
+        for _, d in events
+    ]
     assert sum(o.self_time_s for o in report.top_xla_ops) == pytest.approx(sum(ops) * _US, rel=0.01)
 
 
@@ -298,7 +323,11 @@ def test_stored_host_traces_have_no_device_figures_and_no_entries(tmp_path, name
     path.write_bytes(gzip.decompress((DATA / f"{name}.xplane.pb.gz").read_bytes()))
     report = analyze_trace(path)
     assert (report.collective_time_s, report.programs, report.top_xla_ops, report.trace_quality) == (
-        None, (), (), ())
+        None,
+        (),
+        (),
+        (),
+    )
 
 
 def test_a_clean_gpu_trace_has_no_entries(tmp_path):
@@ -344,25 +373,40 @@ def test_a_scope_without_prefix_and_a_nested_hlo_op_name_the_op(tmp_path):
     """`name` without a module `prefix` is the op name as is; of an `a::b` HLO op stack the innermost is the op."""
     trace = GpuTrace()
     trace.step(0, 0, 900)
-    trace.xla_kernel(7, "k0", 1, 10, 40, module="m", program=1, hlo_op="while.2::fusion.7", tf_op="S:S",
-                     name="encoder/attention")
+    trace.xla_kernel(
+        7,
+        "k0",
+        1,
+        10,
+        40,
+        module="m",
+        program=1,
+        hlo_op="while.2::fusion.7",
+        tf_op="S:S",
+        name="encoder/attention",
+    )
     trace.xla_kernel(7, "k1", 2, 60, 30, module="m", program=1, hlo_op="while.2::copy.3", tf_op="S:S")
     report = analyze_trace(trace.write(tmp_path / "nested.xplane.pb"))
     assert [(o.op_type, o.op_name, o.count) for o in report.top_xla_ops] == [
-        ("fusion", "encoder/attention", 1), ("copy", "copy.3", 1)]
+        ("fusion", "encoder/attention", 1),
+        ("copy", "copy.3", 1),
+    ]
 
 
 def test_dropped_events_of_several_reasons_add_up_each_counted_once(tmp_path):
     """Driver and device drops in one warning, repeated: each reason counted once, the counts added."""
     trace = jit_fit(1)
-    warning = ("Detected GPU events dropped on h: Profiler has collected 10 driver events and 10 device events. "
-               "5 events dropped because total driver(callback) events reaches max; 7 events dropped because "
-               "total device(activity) events reaches max.")
+    warning = (
+        "Detected GPU events dropped on h: Profiler has collected 10 driver events and 10 device events. "
+        "5 events dropped because total driver(callback) events reaches max; 7 events dropped because "
+        "total device(activity) events reaches max."
+    )
     trace.space.warnings.extend([warning, "an unrelated warning", warning])
     report = analyze_trace(trace.write(tmp_path / "both.xplane.pb"))
     assert report.trace_quality[0].detail == (
         "the profiler dropped 12 event(s): 7 because total device(activity) events reaches max; "
-        "5 because total driver(callback) events reaches max")
+        "5 because total driver(callback) events reaches max"
+    )
 
 
 def test_the_command_buffer_entry_lists_three_programs_and_counts_the_rest(tmp_path):
@@ -371,8 +415,19 @@ def test_the_command_buffer_entry_lists_three_programs_and_counts_the_rest(tmp_p
     trace.step(0, 0, 900)
     for i in range(5):
         launch = trace.graph_launch(i + 1, i)
-        trace.graph_kernel(launch, 7, "k", 10 + 20 * i, 10, graph_id=i + 1, node=1, hlo_module=f"p{i}",
-                           program_id=i, hlo_op="call.1", tf_op="S:S")
+        trace.graph_kernel(
+            launch,
+            7,
+            "k",
+            10 + 20 * i,
+            10,
+            graph_id=i + 1,
+            node=1,
+            hlo_module=f"p{i}",
+            program_id=i,
+            hlo_op="call.1",
+            tf_op="S:S",
+        )
     report = analyze_trace(trace.write(tmp_path / "five.xplane.pb"))
     assert report.trace_quality[0].detail.endswith("in p0(0), p1(1), p2(2) and 2 more")
     assert [p.per_op for p in report.programs] == [False] * 5
@@ -387,7 +442,8 @@ def test_collectives_alone_on_the_device_overlap_nothing(tmp_path):
     trace.xla_kernel(7, "fusion", 3, 300, 50, module="m", program=1, hlo_op="fusion.2", tf_op="S:S")
     report = analyze_trace(trace.write(tmp_path / "alone.xplane.pb"))
     assert report.trace_quality[0].detail == (
-        "1 collective kernel(s) ran 0.050 ms on the device, 0.000 ms of it while other streams ran other kernels")
+        "1 collective kernel(s) ran 0.050 ms on the device, 0.000 ms of it while other streams ran other kernels"
+    )
     # Stream 12's run (100-210 us) and stream 7's (300-350 us) do not overlap: two launches.
     assert (report.xla_executions, report.xla_time_s) == (2, pytest.approx(160 * _US))
 

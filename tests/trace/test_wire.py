@@ -17,12 +17,16 @@ from keras_xla_guard.trace._wire import (
 )
 from keras_xla_guard.trace.xplane import xplane_pb2
 
-_INT64 = st.one_of(st.integers(-(2**63), 2**63 - 1), st.integers(0, 300),
-                   st.sampled_from([0, 1, 127, 128, 2**56, 2**63 - 1, -1]))
+_INT64 = st.one_of(
+    st.integers(-(2**63), 2**63 - 1),
+    st.integers(0, 300),
+    st.sampled_from([0, 1, 127, 128, 2**56, 2**63 - 1, -1]),
+)
 _STAT = st.tuples(
     st.integers(0, 300),
-    st.sampled_from(["double_value", "uint64_value", "int64_value", "str_value", "bytes_value",
-                     "ref_value", None]),
+    st.sampled_from(
+        ["double_value", "uint64_value", "int64_value", "str_value", "bytes_value", "ref_value", None]
+    ),
     st.integers(0, 2**64 - 1),
 )
 _EVENT = st.tuples(_INT64, st.one_of(_INT64, st.none()), _INT64, st.lists(_STAT, max_size=4))
@@ -48,11 +52,13 @@ def _event(pb, spec):
     return event
 
 
-@settings(max_examples=300, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow])
-@given(events=st.lists(_EVENT, min_size=1, max_size=12),
-       flips=st.lists(st.tuples(st.floats(0, 1), st.integers(1, 255)), max_size=6),
-       stat_id=st.sampled_from([-1, 0, 1, 5, 200]), second_id=st.sampled_from([-1, 1, 3, 200]))
+@settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    events=st.lists(_EVENT, min_size=1, max_size=12),
+    flips=st.lists(st.tuples(st.floats(0, 1), st.integers(1, 255)), max_size=6),
+    stat_id=st.sampled_from([-1, 0, 1, 5, 200]),
+    second_id=st.sampled_from([-1, 1, 3, 200]),
+)
 def test_decoded_columns_equal_protobufs_values(events, flips, stat_id, second_id):
     """Events (flipped bytes inside them too): values decoded are protobuf's, or the event is left to it."""
     from google.protobuf.message import DecodeError
@@ -77,16 +83,21 @@ def test_decoded_columns_equal_protobufs_values(events, flips, stat_id, second_i
         if cols["other"][i]:
             continue
         try:
-            event = pb.XEvent.FromString(bytes(data[cols["start"][i]:cols["end"][i]]))
+            event = pb.XEvent.FromString(bytes(data[cols["start"][i] : cols["end"][i]]))
         except DecodeError:
             continue
         assert (int(cols["metadata_id"][i]), int(cols["offset_ps"][i]), int(cols["duration_ps"][i])) == (
-            event.metadata_id, event.offset_ps, event.duration_ps)
+            event.metadata_id,
+            event.offset_ps,
+            event.duration_ps,
+        )
         assert bool(cols["has_stats"][0][i]) == any(s.metadata_id == stat_id for s in event.stats)
         assert bool(cols["has_stats"][1][i]) == any(s.metadata_id == second_id for s in event.stats)
         checked += 1
-    if not flips and all(e[1] is not None and e[0] >= 0 and e[1] >= 0 and e[2] >= 0 and
-                         all(s[0] > 0 for s in e[3]) for e in events):
+    if not flips and all(
+        e[1] is not None and e[0] >= 0 and e[1] >= 0 and e[2] >= 0 and all(s[0] > 0 for s in e[3])
+        for e in events
+    ):
         # Canonical events of non-negative values are all decoded here.
         assert checked == len(events)
 
@@ -95,7 +106,7 @@ def test_decoded_columns_equal_protobufs_values(events, flips, stat_id, second_i
 def test_field_walk_and_varints_fail_only_with_wire_errors(data):
     """Random bytes: the field walker and varint reader give fields in bounds or WireError."""
     try:
-        for number, wire, start, value_start, stop in iter_fields(data, 0, len(data)):
+        for number, _, start, value_start, stop in iter_fields(data, 0, len(data)):
             assert 0 <= start < value_start <= stop <= len(data) and number > 0
     except WireError:
         pass

@@ -52,8 +52,14 @@ def plain_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _assert_valid(report: Any) -> None:
     assert isinstance(report, CoverageReport)
     assert 0.0 <= report.xla_time_fraction <= 1.0
-    for value in (report.xla_time_s, report.non_xla_op_time_s, report.compile_time_s,
-                  report.input_pipeline_time_s, report.eager_overhead_s, report.tracing_time_s):
+    for value in (
+        report.xla_time_s,
+        report.non_xla_op_time_s,
+        report.compile_time_s,
+        report.input_pipeline_time_s,
+        report.eager_overhead_s,
+        report.tracing_time_s,
+    ):
         assert value >= 0.0
     assert report.xla_executions >= 0 and report.compilations >= 0
     assert all(op.self_time_s >= 0 and op.count >= 1 for op in report.top_non_xla_ops)
@@ -61,8 +67,11 @@ def _assert_valid(report: Any) -> None:
 
 def _lines(space: Any) -> list[tuple[str, str, list[tuple[int, int, int, int]]]]:
     return [
-        (plane.name, line.name,
-         [(e.metadata_id, e.offset_ps, e.duration_ps, len(e.stats)) for e in line.events])
+        (
+            plane.name,
+            line.name,
+            [(e.metadata_id, e.offset_ps, e.duration_ps, len(e.stats)) for e in line.events],
+        )
         for plane in space.planes
         for line in iter_lines(plane)
     ]
@@ -91,7 +100,8 @@ def test_analysis_of_lazy_and_parsed_trace_is_identical(jit_trace, plain_trace):
         assert lazy == eager
     jit = analyze_trace(jit_trace)
     assert (jit.xla_time_s, jit.xla_executions, jit.xla_time_fraction) == pytest.approx(
-        raw_figures(jit_trace, jit.non_xla_op_time_s), rel=RAW_REL)
+        raw_figures(jit_trace, jit.non_xla_op_time_s), rel=RAW_REL
+    )
 
 
 # ------------------------------------------------------------------ bad input
@@ -201,12 +211,12 @@ def test_dangling_metadata_in_a_lazy_line_is_a_parse_error(tmp_path, plain_trace
 
 _MUTATION = st.one_of(
     st.tuples(st.just("truncate"), st.floats(0.0, 1.0)),
-    st.tuples(st.just("flip"), st.lists(st.tuples(st.floats(0.0, 1.0), st.integers(1, 255)),
-                                        min_size=1, max_size=16)),
-    st.tuples(st.just("splice"), st.tuples(st.floats(0.0, 1.0), st.floats(0.0, 1.0),
-                                           st.floats(0.0, 1.0))),
-    st.tuples(st.just("insert"),
-              st.tuples(st.floats(0.0, 1.0), st.binary(min_size=1, max_size=64))),
+    st.tuples(
+        st.just("flip"),
+        st.lists(st.tuples(st.floats(0.0, 1.0), st.integers(1, 255)), min_size=1, max_size=16),
+    ),
+    st.tuples(st.just("splice"), st.tuples(st.floats(0.0, 1.0), st.floats(0.0, 1.0), st.floats(0.0, 1.0))),
+    st.tuples(st.just("insert"), st.tuples(st.floats(0.0, 1.0), st.binary(min_size=1, max_size=64))),
 )
 
 
@@ -225,12 +235,16 @@ def _mutate(data: bytes, mutation: tuple[str, Any]) -> bytes:
         a, b = min(a, b), max(a, b)
         return data[:c] + data[a:b] + data[c:]
     where, extra = arg
-    return data[: int(where * n)] + extra + data[int(where * n):]
+    return data[: int(where * n)] + extra + data[int(where * n) :]
 
 
 @pytest.mark.slow
-@settings(max_examples=300, deadline=5000, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=300,
+    deadline=5000,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(mutation=_MUTATION, which=st.sampled_from(["jit", "plain"]))
 def test_mutated_real_trace_gives_a_report_or_a_trace_error(
     mutation, which, jit_trace, plain_trace, tmp_path_factory
@@ -250,15 +264,23 @@ def test_mutated_real_trace_gives_a_report_or_a_trace_error(
 
 _EDIT = st.tuples(
     st.floats(0.0, 1.0),
-    st.sampled_from(["offset_ps", "duration_ps", "metadata_id", "drop_stats", "stat_ref",
-                     "num_occurrences", "drop_metadata"]),
+    st.sampled_from(
+        [
+            "offset_ps",
+            "duration_ps",
+            "metadata_id",
+            "drop_stats",
+            "stat_ref",
+            "num_occurrences",
+            "drop_metadata",
+        ]
+    ),
     st.one_of(st.integers(-(2**63), 2**63 - 1), st.sampled_from([0, -1, 1, 2**62, -(2**62)])),
 )
 
 
 @pytest.mark.slow
-@settings(max_examples=200, deadline=5000, database=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=5000, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(edits=st.lists(_EDIT, min_size=1, max_size=40))
 def test_weird_but_valid_xspace_never_breaks_the_analysis(edits, jit_trace, tmp_path_factory):
     """Odd offsets, durations, dangling ids, refs: a valid report (from a file: or TraceError)."""
@@ -300,8 +322,7 @@ _DEVICE_EVENT = st.tuples(
 
 
 @pytest.mark.slow
-@settings(max_examples=150, deadline=5000, database=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=5000, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(device_events=st.lists(_DEVICE_EVENT, max_size=30))
 def test_weird_device_plane_never_breaks_the_analysis(device_events, jit_trace):
     """A real trace plus an odd accelerator plane (any durations, labels, ids): a valid report."""
@@ -316,7 +337,8 @@ def test_weird_device_plane_never_breaks_the_analysis(device_events, jit_trace):
         if line_name not in lines:
             lines[line_name] = plane.lines.add(name=line_name)
         event = lines[line_name].events.add(
-            metadata_id=1 if stat != "dangling" else 7, offset_ps=offset, duration_ps=duration)
+            metadata_id=1 if stat != "dangling" else 7, offset_ps=offset, duration_ps=duration
+        )
         if stat == "hlo_op":
             event.stats.add(metadata_id=1, str_value=label)
         elif stat == "tf_op":
