@@ -174,3 +174,70 @@ def test_the_graph_reader_sees_lazy_and_relative_imports_but_not_type_only_ones(
 def test_cycles_are_the_components_of_more_than_one_module(graph, expected):
     """Tarjan's components: chains are free, two- and three-module loops are found."""
     assert cycles(graph) == expected
+
+
+# The layers of docs/architecture.md, lowest first: a module may import its own
+# room or a lower layer, never a higher one, and rooms sharing a layer stay out
+# of each other. The first matching prefix decides a module's layer; a room is
+# a module's first dotted part. `compare`'s pure part (its report and the
+# arithmetic on it) sits in the core, which `output/` renders; its measuring
+# modules are adapters.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("base", ("errors", "_checks", "_version", "_interrupts")),
+    ("pure data", ("signatures",)),
+    ("pure core", ("trace", "comparison.core", "comparison.report")),
+    ("private internals", ("seam",)),
+    ("framework runtime", ("backend",)),
+    ("engine", ("runtime",)),
+    ("renderers and diagnosis", ("output", "diagnose")),
+)
+_COMPARE_PACKAGE = "comparison"
+
+
+def layer_of(module: str) -> tuple[int, str]:
+    """`(layer index, room)` of a package module; adapters (everything else) are the top layer."""
+    name = module.removeprefix(_PACKAGE + ".")
+    if name == _COMPARE_PACKAGE:
+        # The package's __init__ re-exports the pure part and loads compare() lazily.
+        name = _COMPARE_PACKAGE + ".report"
+    for index, (_, prefixes) in enumerate(LAYERS):
+        if any(name == prefix or name.startswith(prefix + ".") for prefix in prefixes):
+            return index, name.split(".")[0]
+    return len(LAYERS), "adapters"
+
+
+def upward_imports(graph: Mapping[str, Iterable[str]]) -> list[str]:
+    """Each import that reaches a higher layer, or a sibling room of the same layer."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        (layer, room) = layer_of(module)
+        for target in sorted(targets):
+            (target_layer, target_room) = layer_of(target)
+            sibling = target_layer == layer < len(LAYERS) and target_room != room
+            if target_layer > layer or sibling:
+                found.append(
+                    f"{module} ({LAYERS[layer][0] if layer < len(LAYERS) else 'adapters'}) imports {target}"
+                )
+    return found
+
+
+def test_imports_go_one_way_between_the_layers():
+    """No room imports a higher layer (docs/architecture.md's drawing), nor a sibling room of its own layer."""
+    graph = import_graph()
+    assert upward_imports(graph) == []
+
+
+def test_the_layer_check_finds_an_upward_and_a_sibling_import():
+    """trace importing runtime (up) and output importing diagnose (sideways) are both reported."""
+    graph = {
+        "keras_xla_guard.trace.analysis": {"keras_xla_guard.runtime.engine", "keras_xla_guard.errors"},
+        "keras_xla_guard.output.console": {"keras_xla_guard.diagnose.advice", "keras_xla_guard.trace.report"},
+        "keras_xla_guard.callback": {"keras_xla_guard.runtime.engine", "keras_xla_guard.loop"},
+        "keras_xla_guard.comparison.runner": {"keras_xla_guard.output.compare_summaries"},
+    }
+    assert upward_imports(graph) == [
+        "keras_xla_guard.output.console (renderers and diagnosis) imports keras_xla_guard.diagnose.advice",
+        "keras_xla_guard.trace.analysis (pure core) imports keras_xla_guard.runtime.engine",
+    ]
+    assert layer_of("keras_xla_guard.comparison.runner") == (len(LAYERS), "adapters")
+    assert layer_of("keras_xla_guard.comparison") == (2, "comparison")
