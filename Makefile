@@ -5,6 +5,11 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# The other venvs, named here: make expands a rule's prerequisites when it
+# reads the rule, so a name defined below its first use would read empty.
+COMPAT ?= .venv-compat
+NO_TF ?= .venv-no-tf
+JAX_VENV ?= .venv-jax
 PYTEST_ARGS ?=
 # Two pytest workers, one test file each at a time (module fixtures stay
 # shared): much of the suite waits on subprocesses, worker pairs and the
@@ -78,7 +83,6 @@ test-quick: $(VENV)/.installed-test
 # versions setup.cfg declares and against keras-nightly, each in its own venv.
 # Only what the compat tests import is installed (no selenium/jax/notebooks),
 # to keep CI fast. Raise these pins together with setup.cfg's extras.
-COMPAT ?= .venv-compat
 COMPAT_PYTEST_ARGS ?= -q -p no:cacheprovider -n $(PYTEST_JOBS) --dist loadfile
 # Oldest declared: setup.cfg `tensorflow-cpu>=2.20`, `keras>=3.10`. Older
 # TensorFlow writes CPU traces the analysis misreads (2.16-2.17: no XLA events
@@ -151,7 +155,6 @@ test-compat: compat-venvs
 # prints exactly what it prints in .venv; that commands needing TensorFlow, and
 # --html without matplotlib, exit 2 naming the extra; and runs the trace and
 # CLI tests not marked `tf` (or `slow`) there.
-NO_TF ?= .venv-no-tf
 OLDEST_PROTOBUF ?= 4.21.1
 NO_TF_TESTS := tests/trace tests/test_cli.py
 
@@ -179,7 +182,6 @@ test-no-tf: $(NO_TF)/.installed $(VENV)/.installed-test
 # trace reading and the whole guard must work without it, and
 # tests/jax/test_callback.py checks TensorFlow is not even importable there.
 # test-jax-compat runs the same suite on the oldest declared pair.
-JAX_VENV ?= .venv-jax
 OLDEST_JAX ?= 0.6.2
 OLDEST_JAX_KERAS ?= 3.10.0
 JAX_TEST_DEPS := "pytest>=7" "pytest-xdist>=3.5" "xprof>=2.20"
