@@ -31,17 +31,21 @@ class CompilationBudget:
 
     While the block runs, each XLA compilation of a Keras model's `fit`,
     `evaluate` and `predict`, and of a custom loop's `XlaGuard`-watched
-    step, run in the thread that entered it is counted with its reason. It
-    counts what the guard predicts from input signatures, with no profiler:
-    one compilation per input signature new to a function Keras (or the
-    loop) compiles with XLA; a function not compiled with XLA counts none.
+    step, run in the thread that entered it is counted with its reason, with
+    no profiler. On TensorFlow it counts what the guard predicts from input
+    signatures: one compilation per input signature new to a function Keras
+    (or the loop) compiles with XLA; a function not compiled with XLA counts
+    none. On JAX it counts the compilations of Keras' steps that JAX reports
+    (`jax.monitoring`), each paired with the new input signature of its
+    step, or listed as one no new signature caused.
 
     Args:
         limit: Most compilations the block may cause; `None` only counts.
         fail_fast: Raise `RecompilationLimitError` from the step whose
             compilation goes over `limit` (PyTorch's
             `set_stance("fail_on_recompile")`, with the reason), instead of
-            at the end of the block. Defaults to `False`: the error at the
+            at the end of the block; on JAX once that step's batch is read
+            (the next step, or the epoch's end for its last step). Defaults to `False`: the error at the
             end lists every compilation, so one run shows every cause.
 
     Raises:
@@ -152,7 +156,8 @@ def max_compilations(limit: int | None, *, fail_fast: bool = False) -> Compilati
     reports instead), and a custom loop's `XlaGuard`-watched step reports
     itself. Each XLA compilation is counted with its function, epoch and
     step, its input signature, what changed against the closest earlier
-    signature and the fix. Only calls in the thread that entered the block
+    signature and the fix: predicted from new input signatures on
+    TensorFlow, as JAX reports it on JAX (docs/budgets.md). Only calls in the thread that entered the block
     count; blocks nest (an outer block counts the inner ones' too).
 
     Args:

@@ -418,7 +418,7 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
         self._steps_finished()
         self.engine.step_begin(batch)
         self._last_begin = batch
-        self._track(self._inputs.step, batch)
+        self._track(self._inputs.step, batch, self.engine.awaits_signatures("train"))
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         if self._peer is None and not self._ends_from_seam:
@@ -450,7 +450,8 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
     def on_test_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         feed = self._feeds["test"]
         if feed.tap is not None:
-            self._track(feed.step, batch, feed=feed)
+            self.engine.call_step("test", batch)
+            self._track(feed.step, batch, self.engine.awaits_signatures("test"), feed=feed)
 
     def on_test_end(self, logs: dict[str, Any] | None = None) -> None:
         self._end_call("test")
@@ -461,7 +462,8 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
     def on_predict_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         feed = self._feeds["predict"]
         if feed.tap is not None:
-            self._track(feed.step, batch, feed=feed)
+            self.engine.call_step("predict", batch)
+            self._track(feed.step, batch, self.engine.awaits_signatures("predict"), feed=feed)
 
     def on_predict_end(self, logs: dict[str, Any] | None = None) -> None:
         self._end_call("predict")

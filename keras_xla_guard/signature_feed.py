@@ -161,14 +161,16 @@ class SignatureFeed:
         if self.attachment is not None:
             self.attachment.arm()
 
-    def step(self, begin_step: int) -> None:
+    def step(self, begin_step: int, now: bool = False) -> None:
         """Notes the start of a train-function call; drains now and then.
 
         Args:
             begin_step: Index of the call's first step within the epoch.
+            now: Drain whatever the interval (the engine waits for the
+                signature of a step that compiled). Defaults to `False`.
         """
         self._last_begin = begin_step
-        if begin_step - self._seen < self._interval:
+        if begin_step - self._seen < self._interval and not now:
             return
         tap = self.tap
         if tap is None:

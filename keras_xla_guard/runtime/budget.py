@@ -9,6 +9,15 @@ epoch's final explanations (`report_epoch`) and input signatures it could
 not record (`report_unavailable`). The ledgers of the reporting thread keep
 them; with no budget open a report costs one thread-local lookup.
 
+An engine counts a compilation either from its input signatures (one per
+signature new to a function compiled with XLA: `report_compilation`), or,
+where the backend reports its compilations as they happen (JAX's
+`jax.monitoring`), as the backend counted it (`report_counted`): the
+compilation a new signature would cause is described when the signature
+arrives (`pending_compilation`) and counted when the backend's compilation
+of that step comes; a compilation no new signature caused is counted with
+its program's name and a hedged note.
+
 Pure: no Keras, no TensorFlow, and no engine named; the engine calls it.
 """
 
@@ -39,7 +48,9 @@ __all__ = [
     "enter_ledger",
     "leave_ledger",
     "note_unseen_history",
+    "pending_compilation",
     "report_compilation",
+    "report_counted",
     "report_epoch",
     "report_unavailable",
 ]
@@ -63,12 +74,15 @@ class BudgetCompilation:
         function: The Keras function compiled: `"train"` (also a custom
             loop's watched step), `"test"` or `"predict"`.
         epoch: The epoch it happened in; `None` when not in an epoch.
-        step: The step (of the epoch) whose new input signature caused it;
-            `None` when not known.
-        signature: That input signature.
+        step: The step (of the epoch, or of the test or predict call) whose
+            new input signature caused it, or, for a compilation the
+            backend counted, the step it happened in; `None` when not known.
+        signature: That input signature; `None` for a compilation the
+            backend counted that no new input signature caused (see `note`).
         change: What it changed against the closest signature the function
             saw before (a `"new_signature"` `Explanation`), or
-            `"first_signature"` for the function's first compilation.
+            `"first_signature"` for the function's first compilation;
+            `None` with `signature`.
         changed: `(input path, dimension)` of every dimension that differs
             from that closest earlier signature; `()` for a first
             signature or a changed structure.
@@ -79,7 +93,15 @@ class BudgetCompilation:
         uncertain: Why it may have happened before the budget instead (its
             function was built before the guard first saw it, so the
             guard cannot know which signatures it had compiled); `None`
-            when it certainly happened inside the budget.
+            when it certainly happened inside the budget (always, for a
+            compilation the backend counted).
+        program: The program the backend reported compiling (JAX's
+            `"train_step"`) when the budget counted the backend's own
+            compilations; `None` when it was predicted from a new input
+            signature.
+        note: Why, as far as the guard can tell, a compilation the backend
+            counted came without a new input signature, and how to find
+            out; `None` otherwise.
 
     Example:
 
@@ -94,16 +116,23 @@ class BudgetCompilation:
     function: str
     epoch: int | None
     step: int | None
-    signature: Signature
-    change: Explanation
+    signature: Signature | None
+    change: Explanation | None
     changed: tuple[tuple[str, int], ...] = ()
     reasons: tuple[Explanation, ...] = ()
     uncertain: str | None = None
+    program: str | None = None
+    note: str | None = None
 
     @property
     def first(self) -> bool:
         """Whether this is the function's first compilation (the one it always needs)."""
-        return self.change.kind == FIRST_SIGNATURE
+        return self.change is not None and self.change.kind == FIRST_SIGNATURE
+
+    @property
+    def measured(self) -> bool:
+        """Whether the backend counted it as it happened (JAX), rather than predicted from a signature."""
+        return self.program is not None
 
     @property
     def fix(self) -> Explanation | None:
@@ -121,6 +150,9 @@ class BudgetCompilation:
             )
             if part
         )
+        if self.change is None:
+            lines = [f"{where}: {self.program or 'its program'} compiled with no new input signature"]
+            return lines + [f"  {line}" for line in (self.note or "").splitlines()]
         lines = [f"{where}: {self.signature}", f"  {self.change}"]
         if self.uncertain is not None:
             lines.append(f"  (may have been compiled before the budget: {self.uncertain})")
@@ -135,7 +167,7 @@ class BudgetCompilation:
 
     def _generic_fix(self) -> str:
         """The fix when the epoch's explanations hold none (no bucketing saves compilations)."""
-        if not self.changed:
+        if not self.changed or self.signature is None:
             return "keep the inputs' structure, dtypes and ranks the same in every call"
         if all(dim == 0 for _, dim in self.changed):
             return "use one batch size for every step (e.g. batch with drop_remainder=True)"
@@ -236,6 +268,8 @@ class CompilationLedger:
         with self._lock:
             for index in self._by_epoch.get((source, function, epoch), ()):
                 old = self._compilations[index]
+                if old.change is None:
+                    continue
                 self._compilations[index] = replace(
                     old, reasons=_reasons(old.changed, old.first, explanations)
                 )
@@ -284,11 +318,27 @@ class CompilationLedger:
         for code, fix in codes.items():
             lines.append(f"Fix code for {fix.input} dim {fix.dim}:")
             lines += [f"    {line}" for line in code.splitlines()]
-        lines.append(
-            "(Counted from the input signatures of functions compiled with XLA, one compilation "
-            "per new signature; docs/budgets.md.)"
-        )
+        lines.append(_how_counted(found))
         return "\n".join(lines)
+
+
+def _how_counted(found: Sequence[BudgetCompilation]) -> str:
+    """The message's last line: how its compilations were counted."""
+    measured = sum(c.measured for c in found)
+    if found and measured == len(found):
+        return (
+            "(Counted as the backend compiled them (JAX's jax.monitoring), each matched to the new input "
+            "signature of its step where one came; docs/budgets.md.)"
+        )
+    if measured:
+        return (
+            "(Counted as the backend compiled them where it reports its compilations (JAX), else from "
+            "the input signatures, one compilation per new signature; docs/budgets.md.)"
+        )
+    return (
+        "(Counted from the input signatures of functions compiled with XLA, one compilation "
+        "per new signature; docs/budgets.md.)"
+    )
 
 
 def _changed(signature: Signature, near: Signature | None) -> tuple[tuple[str, int], ...]:
@@ -353,6 +403,53 @@ def note_unseen_history(source: object, function: str, reason: Callable[[], str 
         _unseen.setdefault(source, {})[function] = reason
 
 
+def pending_compilation(
+    source: object,
+    function: str,
+    tracker: SignatureTracker,
+    signature: Signature,
+    *,
+    epoch: int | None,
+    step: int | None,
+) -> BudgetCompilation | None:
+    """The compilation a signature new to `function` causes, described now; `None` with no budget open.
+
+    An engine whose backend counts its compilations (JAX) keeps it until
+    the backend's compilation of that step comes, then counts it with
+    `report_counted` (its `program` set, `uncertain` cleared: the backend
+    saw it happen).
+
+    Args:
+        source: The reporting engine.
+        function: `"train"`, `"test"` or `"predict"`.
+        tracker: The function's tracker, which just observed `signature`.
+        signature: The new input signature.
+        epoch: The epoch it happened in.
+        step: The step whose inputs had `signature`.
+
+    Returns:
+        The compilation; `report_counted` gives it its reasons.
+    """
+    if not active_ledgers():
+        return None
+    seen = tracker.seen
+    near = closest(signature, seen[: seen.index(signature)])
+    change = tracker.explain_signature(signature, step)
+    changed = _changed(signature, near)
+    with _unseen_lock:
+        unseen = _unseen.get(source, {}).get(function)
+    return BudgetCompilation(
+        function,
+        epoch,
+        step,
+        signature,
+        change,
+        changed,
+        (),
+        unseen() if unseen is not None else None,
+    )
+
+
 def report_compilation(
     source: object,
     function: str,
@@ -377,29 +474,37 @@ def report_compilation(
             goes over its limit with this compilation (after every open
             budget counted it).
     """
+    compilation = pending_compilation(source, function, tracker, signature, epoch=epoch, step=step)
+    if compilation is not None:
+        report_counted(source, compilation, tracker.current_explanations())
+
+
+def report_counted(
+    source: object, compilation: BudgetCompilation, explanations: Sequence[Explanation]
+) -> None:
+    """An engine counted one compilation (predicted, or as its backend reported it).
+
+    Args:
+        source: The reporting engine.
+        compilation: The compilation.
+        explanations: Its epoch's (or call's) explanations so far: the
+            epoch's earlier compilations get the same, newer reasons (one
+            bucketing advice for all).
+
+    Raises:
+        RecompilationLimitError: When a `fail_fast` budget of this thread
+            goes over its limit with this compilation (after every open
+            budget counted it).
+    """
     ledgers = active_ledgers()
     if not ledgers:
         return
-    seen = tracker.seen
-    near = closest(signature, seen[: seen.index(signature)])
-    change = tracker.explain_signature(signature, step)
-    changed = _changed(signature, near)
-    # The epoch so far: its earlier compilations get the same, newer reasons (one bucketing for all).
-    current = tracker.current_explanations()
-    with _unseen_lock:
-        unseen = _unseen.get(source, {}).get(function)
-    compilation = BudgetCompilation(
-        function,
-        epoch,
-        step,
-        signature,
-        change,
-        changed,
-        _reasons(changed, change.kind == FIRST_SIGNATURE, current),
-        unseen() if unseen is not None else None,
-    )
+    if compilation.change is not None:
+        compilation = replace(
+            compilation, reasons=_reasons(compilation.changed, compilation.first, explanations)
+        )
     for ledger in ledgers:
-        ledger.refine(id(source), function, epoch, current)
+        ledger.refine(id(source), compilation.function, compilation.epoch, explanations)
     errors = [ledger.add(compilation, id(source)) for ledger in ledgers]
     error = next((e for e in errors if e is not None), None)
     if error is not None:

@@ -138,9 +138,12 @@ class CompileLog:
 
     Feed it `on_phase(phase, name, seconds)` (the backend's
     `watch_compiles` callback, from any thread); tell it where training is
-    with `at(epoch, step)` and `in_function(name)`. A `"compile"` phase
-    closes one compilation with the trace and lower phases its thread
-    reported for the same program since the last one.
+    with `at(epoch, step)` and, inside a test or predict call, `at_call(step)`.
+    A `"compile"` phase closes one compilation with the trace and lower
+    phases its thread reported for the same program since the last one.
+    Besides the per-epoch rows (`take`), the compilations of Keras'
+    functions wait in `fresh()` with the step of their function they
+    happened at, for a compilation budget to count them as they come.
 
     Args:
         programs: Program name -> Keras function (`{"train_step": "train"}`);
@@ -167,6 +170,8 @@ class CompileLog:
         self._epoch: int | None = None
         self._step: int | None = None
         self._rows: list[Compilation] = []
+        self._call_step: int | None = None
+        self._fresh: list[tuple[Compilation, int | None]] = []
         # Compilations so far, the train step's and all: read every step (cheap).
         self.total = 0
 
@@ -177,7 +182,25 @@ class CompileLog:
 
     def at(self, epoch: int | None, step: int | None) -> None:
         """Training is now in `epoch`, at train `step` (`None`: between steps)."""
-        self._epoch, self._step = epoch, step
+        self._epoch, self._step, self._call_step = epoch, step, None
+
+    def at_call(self, step: int | None) -> None:
+        """A test or predict call is now at its `step` (`None`: outside its steps)."""
+        self._call_step = step
+
+    def fresh(self) -> list[tuple[Compilation, int | None]]:
+        """Removes and returns the train, test and predict compilations since the last call.
+
+        Returns:
+            `(compilation, step)` pairs in order, `step` the step of its
+            function (train step, or test or predict call step) it
+            happened at; `None` outside the function's steps.
+        """
+        if not self._fresh:
+            return []
+        with self._lock:
+            fresh, self._fresh = self._fresh, []
+        return fresh
 
     def on_phase(self, phase: str, name: str, seconds: float) -> None:
         """Takes one phase JAX reported (see `backend.jax_compiles.subscribe`)."""
@@ -200,18 +223,19 @@ class CompileLog:
             hit, pending.cache_hit = pending.cache_hit, False
             with self._lock:
                 function = self._programs.get(program, OTHER)
-                self._rows.append(
-                    Compilation(
-                        function=function,
-                        program=program,
-                        epoch=self._epoch,
-                        step=self._step if function == "train" else None,
-                        trace_s=trace,
-                        lower_s=lower,
-                        compile_s=seconds,
-                        cache_hit=hit,
-                    )
+                row = Compilation(
+                    function=function,
+                    program=program,
+                    epoch=self._epoch,
+                    step=self._step if function == "train" else None,
+                    trace_s=trace,
+                    lower_s=lower,
+                    compile_s=seconds,
+                    cache_hit=hit,
                 )
+                self._rows.append(row)
+                if function != OTHER:
+                    self._fresh.append((row, self._step if function == "train" else self._call_step))
                 self.total += 1
 
     def count(self, epoch: int | None, function: str) -> int:

@@ -30,7 +30,7 @@ from keras_xla_guard._checks import check_int
 from keras_xla_guard.backend import Backend
 from keras_xla_guard.errors import ProfilerBusyError, RecompilationLimitError, XlaGuardWarning
 from keras_xla_guard.runtime import budget
-from keras_xla_guard.runtime.compile_log import CompileLog, EpochCompilations
+from keras_xla_guard.runtime.compile_log import Compilation, CompileLog, EpochCompilations
 from keras_xla_guard.runtime.config import (
     DEFAULT_LOG_DIR,
     DEFAULT_MAX_COMPILATIONS,
@@ -71,6 +71,14 @@ _CALL_FUNCTIONS = tuple(f for f in FUNCTIONS if f != "train")
 # for the analysis it is part of.
 _THREAD_PREFIX = "keras_xla_guard"
 _F = TypeVar("_F", bound=Callable[..., Any])
+# Why a compilation the backend counted may have come without a new input signature (hedged).
+_NO_NEW_SIGNATURE = (
+    "why (not certain): no new input signature at this step, so another argument of the compiled "
+    "{program} changed: e.g. the model state placed or sharded differently (Keras 3.10 on JAX 0.6 "
+    "does so at a fit's first steps), a Python value baked into the program, or a retrace\n"
+    'find out: jax.config.update("jax_explain_cache_misses", True) logs the argument that missed '
+    "the cache"
+)
 
 
 def xla_mode_of(jit_compile: bool, backend: Backend | None = None) -> str | None:
@@ -279,6 +287,15 @@ class XlaGuardEngine:
         self._compiles_checked = 0
         self._unwatch: Callable[[], None] | None = None
         self._programs: dict[str, str] = {}
+        # A compilation budget, where the backend counts its compilations (JAX):
+        # each function's new input signatures waiting for their step's
+        # compilation, the compilations waiting for their step's signature,
+        # and the step each function's signatures have arrived up to.
+        self._budget_signatures: dict[str, dict[int | None, budget.BudgetCompilation]] = {
+            f: {} for f in FUNCTIONS
+        }
+        self._budget_rows: list[tuple[Compilation, int | None]] = []
+        self._signed_through: dict[str, int] = {}
 
     @property
     def log_dir(self) -> Path:
@@ -418,9 +435,24 @@ class XlaGuardEngine:
         """
         try:
             tracker = self._tracker if function == "train" else self._call_tracker(function)
-            if tracker.observe(signature, step=step, count=count) and tracker.xla:
-                epoch = self._epoch if function == "train" else self._open_calls[function].epoch
-                budget.report_compilation(self, function, tracker, signature, epoch=epoch, step=step)
+            new = tracker.observe(signature, step=step, count=count)
+            epoch = self._epoch if function == "train" else self._open_calls[function].epoch
+            if self._counting_log(function) is None:
+                if new and tracker.xla:
+                    budget.report_compilation(self, function, tracker, signature, epoch=epoch, step=step)
+            else:
+                # The backend counts the compilations; this signature waits for its step's.
+                if new:
+                    pending = budget.pending_compilation(
+                        self, function, tracker, signature, epoch=epoch, step=step
+                    )
+                    if pending is not None:
+                        self._budget_signatures[function][step] = pending
+                if step is not None:
+                    self._signed_through[function] = step + count
+                error = self._budget_collect()
+                if error is not None:
+                    raise error
             if function != "train":
                 return
             self._check_compilations()
@@ -450,7 +482,8 @@ class XlaGuardEngine:
         if self._signatures_unavailable is not None:
             return
         self._signatures_unavailable = reason
-        if self._xla_mode is not None:
+        # Where the backend counts the compilations, the count stands; only their reasons are missing.
+        if self._xla_mode is not None and self._counting_log("train") is None:
             budget.report_unavailable(reason)
         self._warn(
             f"input signatures are unavailable in this run: {reason}. Signature counts, "
@@ -517,7 +550,44 @@ class XlaGuardEngine:
             log = CompileLog(self._programs)
             opened.unwatch = self.backend.watch_compiles(log.on_phase)
             opened.log = log if opened.unwatch is not None else None
+        elif self._compile_log is not None:
+            self._compile_log.at_call(None)
+        self._budget_signatures[function].clear()
+        self._signed_through.pop(function, None)
         state.tracker.begin_epoch(epoch)
+
+    def awaits_signatures(self, function: str) -> bool:
+        """Whether a compilation of `function` the backend counted waits for its step's input signature.
+
+        An adapter that reads signatures every few steps reads them now,
+        so that a compilation budget counts the compilation (and a
+        `fail_fast` one raises) at the next step.
+
+        Args:
+            function: `"train"`, `"test"` or `"predict"`.
+        """
+        self._pull_compilations()
+        return any(row.function == function for row, _ in self._budget_rows)
+
+    def call_step(self, function: str, step: int) -> None:
+        """A step (or multi-step call) of the open call of `function` begins.
+
+        Optional: where the backend counts its compilations (JAX), it ties
+        each compilation of the test or predict function to its step, so
+        that a compilation budget names the step and its input signature.
+
+        Args:
+            function: `"test"` or `"predict"`.
+            step: 0-based index of the step within the call.
+        """
+        opened = self._open_calls.get(function)
+        if opened is None:
+            return
+        log = (
+            opened.log if opened.log is not None else self._compile_log if self._unwatch is not None else None
+        )
+        if log is not None:
+            log.at_call(step)
 
     @_never_raises
     def call_end(self, function: str) -> CallRecord | None:
@@ -530,9 +600,18 @@ class XlaGuardEngine:
             The call's `CallRecord`; `None` when no call of `function` is
             open.
         """
-        opened = self._open_calls.pop(function, None)
-        if opened is None:
+        if function not in self._open_calls:
             return None
+        # Before the call's figures close: its compilations get the call's explanations.
+        error = self._budget_collect(final=function)
+        record = self._finish_call(function)
+        if error is not None:
+            raise error
+        return record
+
+    def _finish_call(self, function: str) -> CallRecord:
+        """Publishes the open call of `function`; its `CallRecord`."""
+        opened = self._open_calls.pop(function)
         compiled = None
         if opened.log is not None and opened.unwatch is not None:
             opened.unwatch()
@@ -677,6 +756,7 @@ class XlaGuardEngine:
         self._in_epoch = False
         self._persistent_cache = self.backend.persistent_cache()
         self._watch_compiles()
+        self._budget_rows.clear()
         self._policy.reset()
         self._signatures_unavailable = None
         self.stop_requested = False
@@ -697,6 +777,8 @@ class XlaGuardEngine:
             self._plan_run(epoch)
             self._first_epoch = epoch
         self._tracker.begin_epoch(epoch)
+        self._budget_signatures["train"].clear()
+        self._signed_through.pop("train", None)
         if self._compile_log is not None:
             self._compile_log.at(epoch, None)
         self._stop_window()
@@ -719,11 +801,15 @@ class XlaGuardEngine:
         log = self._compile_log
         if log is not None:
             # The previous step's compilations are counted by now; the
-            # policy looks again only when there were any.
+            # policy and the budgets look again only when there were any.
+            error = None
             if log.total != self._compiles_checked:
                 self._compiles_checked = log.total
                 self._check_compilations()
+                error = self._budget_collect()
             log.at(self._epoch, step)
+            if error is not None:
+                raise error
         window = self._window
         if window is not None:
             cap = self.schedule.max_steps
@@ -1117,7 +1203,7 @@ class XlaGuardEngine:
         if opened is None or opened.unavailable is not None:
             return
         opened.unavailable = reason
-        if self._functions[function].tracker.xla:
+        if self._functions[function].tracker.xla and self._counting_log(function) is None:
             budget.report_unavailable(reason)
         if function in self._unavailable_warned:
             return
@@ -1128,6 +1214,8 @@ class XlaGuardEngine:
         )
 
     def _finish_signatures(self, epoch: int) -> None:
+        # Before the epoch's figures close: its compilations get the epoch's explanations.
+        error = self._budget_collect(final="train")
         stats: EpochSignatures | None = self._tracker.end_epoch()
         reason = self._signatures_unavailable
         if reason is not None or (stats is not None and stats.steps == 0):
@@ -1144,6 +1232,113 @@ class XlaGuardEngine:
             ready = self._epochs_open.release(self._epochs_open.end(epoch, stats, reason, compilations))
         for record in ready:
             self._publish(record)
+        if error is not None:
+            raise error
+
+    def _counting_log(self, function: str) -> CompileLog | None:
+        """The log counting `function`'s compilations as they happen (JAX); `None` where none does."""
+        if function not in self._programs.values():
+            return None
+        opened = self._open_calls.get(function)
+        if opened is not None and opened.log is not None:
+            return opened.log
+        return self._compile_log if self._unwatch is not None else None
+
+    def _budget_collect(self, final: str | None = None) -> RecompilationLimitError | None:
+        """Counts, for the budgets open in this thread, the compilations the backend reported.
+
+        A compilation waits until the input signatures of its step have
+        arrived (the feed reads them a few steps late) or its function's
+        epoch or call ends (`final`); it is then counted with the new
+        signature of its step, or as one no new signature caused. Without
+        a budget open the compilations are dropped.
+
+        Args:
+            final: The function whose epoch or call ends now: its
+                compilations are all counted, its waiting signatures
+                dropped (they compiled nothing: the backend had them).
+                Defaults to `None`.
+
+        Returns:
+            The error a `fail_fast` budget raises (after every compilation
+            ready was counted); `None` when none does.
+        """
+        self._pull_compilations()
+        error: RecompilationLimitError | None = None
+        if self._budget_rows:
+            counting = bool(budget.active_ledgers())
+            waiting = []
+            for row, step in self._budget_rows:
+                function = row.function
+                unavailable = self._unavailable(function)
+                signed = self._signed_through.get(function)
+                ready = (
+                    final == function
+                    or step is None
+                    or unavailable is not None
+                    or (signed is not None and signed >= step + self._steps_per_call)
+                )
+                if not ready:
+                    waiting.append((row, step))
+                elif counting:
+                    try:
+                        self._count_compiled(row, step, unavailable, signed is not None)
+                    except RecompilationLimitError as e:
+                        error = error or e
+            self._budget_rows = waiting
+        if final is not None:
+            self._budget_signatures[final].clear()
+            self._signed_through.pop(final, None)
+        return error
+
+    def _pull_compilations(self) -> None:
+        """Takes the train, test and predict compilations the counting logs saw since the last look."""
+        logs = [self._compile_log] if self._compile_log is not None and self._unwatch is not None else []
+        logs += [opened.log for opened in self._open_calls.values() if opened.log is not None]
+        for log in logs:
+            self._budget_rows.extend(log.fresh())
+
+    def _unavailable(self, function: str) -> str | None:
+        """Why `function`'s input signatures are not recorded now; `None` when they are."""
+        if function == "train":
+            return self._signatures_unavailable
+        opened = self._open_calls.get(function)
+        return opened.unavailable if opened is not None else None
+
+    def _count_compiled(
+        self, row: Compilation, step: int | None, unavailable: str | None, signed: bool
+    ) -> None:
+        """Counts one compilation the backend reported, with the new signature of its step if one came."""
+        function = row.function
+        waiting = self._budget_signatures[function]
+        match = None
+        if step is not None:
+            match = next(
+                (waiting.pop(s) for s in range(step, step + self._steps_per_call) if s in waiting), None
+            )
+        state = self._functions.get(function)
+        tracker = self._tracker if function == "train" else state.tracker if state is not None else None
+        explanations = tracker.current_explanations() if tracker is not None else ()
+        if match is not None:
+            budget.report_counted(
+                self, dataclasses.replace(match, program=row.program, uncertain=None), explanations
+            )
+            return
+        if unavailable is not None:
+            note = f"its input signature was not recorded ({unavailable}), so what changed is unknown"
+        elif step is None:
+            note = (
+                f"it compiled outside the {function} function's steps (e.g. warm_up), so no batch "
+                "of the run caused it"
+            )
+        elif not signed:
+            note = "the guard recorded no input signature for its step, so what changed is unknown"
+        else:
+            note = _NO_NEW_SIGNATURE.format(program=row.program)
+        compilation = budget.BudgetCompilation(
+            function, row.epoch, step, None, None, program=row.program, note=note
+        )
+        budget.report_counted(self, compilation, explanations)
 
 
 def _with_signatures(compilations: EpochCompilations, stats: EpochSignatures | None) -> EpochCompilations:

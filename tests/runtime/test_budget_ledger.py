@@ -6,18 +6,22 @@ this file's other name: pytest needs distinct basenames)."""
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from keras_xla_guard.errors import RecompilationLimitError
 from keras_xla_guard.runtime.budget import (
+    BudgetCompilation,
     CompilationLedger,
     active_ledgers,
     enter_ledger,
     leave_ledger,
     note_unseen_history,
+    pending_compilation,
     report_compilation,
+    report_counted,
     report_epoch,
     report_unavailable,
 )
@@ -245,3 +249,41 @@ def test_a_negative_limit_is_refused_naming_it():
     """CompilationLedger(-1) is a ValueError quoting the value."""
     with pytest.raises(ValueError, match=r"`limit` must be an integer >= 0 or None. Received: limit=-1"):
         CompilationLedger(-1)
+
+
+def test_counted_compilations_keep_their_program_and_one_without_a_signature_says_so(ledger):
+    """As the engine under JAX counts: a pending signature paired with its program, then one with none."""
+    tracker = SignatureTracker(xla=True)
+    tracker.begin_epoch(0)
+    sig = _sig(8, 5)
+    tracker.observe(sig, step=0)
+    pending = pending_compilation(ENGINE, "train", tracker, sig, epoch=0, step=0)
+    assert pending is not None and pending.program is None and not pending.measured
+    report_counted(ENGINE, replace(pending, program="train_step"), tracker.current_explanations())
+    bare = BudgetCompilation(
+        "train", 0, 1, None, None, program="train_step", note="why (not certain): x\nfind out: y"
+    )
+    report_counted(ENGINE, bare, tracker.current_explanations())
+    report_epoch(ENGINE, "train", tracker.end_epoch())
+    first, second = ledger.compilations
+    assert first.measured and first.first and first.signature == sig
+    assert second.measured and not second.first and second.reasons == () and second.fix is None
+    assert second.describe() == [
+        "train function, epoch 0, step 1: train_step compiled with no new input signature",
+        "  why (not certain): x",
+        "  find out: y",
+    ]
+    assert (
+        ledger.message()
+        .splitlines()[-1]
+        .startswith("(Counted as the backend compiled them (JAX's jax.monitoring)")
+    )
+
+
+def test_pending_compilation_without_an_open_ledger_is_none():
+    """No budget open: the engine keeps nothing for a new signature."""
+    tracker = SignatureTracker(xla=True)
+    tracker.begin_epoch(0)
+    sig = _sig(8, 5)
+    tracker.observe(sig, step=0)
+    assert pending_compilation(ENGINE, "train", tracker, sig, epoch=0, step=0) is None

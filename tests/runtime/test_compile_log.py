@@ -106,3 +106,22 @@ def test_epoch_compilations_round_trip_through_a_dict():
     assert value.to_dict()["counts"] == {"train": 0, "test": 1, "predict": 0, "other": 0}
     with pytest.raises(ValueError, match="not an EpochCompilations dict"):
         EpochCompilations.from_dict({"rows": []})
+
+
+def test_fresh_hands_each_functions_compilation_once_with_its_functions_step():
+    """fresh(): train rows with the train step, test rows with the call step (at_call), no "other" rows; once."""
+    log = CompileLog({"train_step": "train", "test_step": "test"})
+    log.at(0, 4)
+    log.on_phase("compile", "jit(train_step)", 0.5)
+    log.on_phase("compile", "jit(equal)", 0.01)
+    log.at_call(2)
+    log.on_phase("compile", "jit(test_step)", 0.3)
+    log.at(1, None)
+    log.on_phase("compile", "jit(test_step)", 0.2)
+    assert [(row.function, row.epoch, row.step, step) for row, step in log.fresh()] == [
+        ("train", 0, 4, 4),
+        ("test", 0, None, 2),
+        ("test", 1, None, None),
+    ]
+    assert log.fresh() == []
+    assert log.total == 4
