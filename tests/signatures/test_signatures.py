@@ -78,7 +78,7 @@ def test_signature_equality_and_hash_follow_shapes():
 
 
 def test_signature_of_specs_marks_unknown_dims():
-    """TensorSpec-like leaves keep None dims, which dynamic_dims/with_dims fill in."""
+    """TensorSpec-like leaves keep None dims, which dynamic_dims/with_dims fill in (never on an unranked leaf)."""
     import tensorflow as tf
 
     spec = ({"tokens": tf.TensorSpec((None, None), tf.int32)}, tf.TensorSpec((None, 1), tf.float32))
@@ -89,6 +89,9 @@ def test_signature_of_specs_marks_unknown_dims():
     assert Signature.of(tf.TensorSpec(None, tf.float32)).shapes == (None,)
     with pytest.raises(ValueError, match=r"values=\(1,\)"):
         sig.with_dims(sig.dynamic_dims(), (1,))
+    unranked = Signature.of(tf.TensorSpec(None, tf.float32))
+    with pytest.raises(ValueError, match=r"Leaf 0 has no known rank.*dims=\(\(0, 0\),\)"):
+        unranked.with_dims([(0, 0)], (3,))
 
 
 def test_signature_rejects_string_root_names():
