@@ -270,7 +270,7 @@ def test_printed_code_pads_inputs_varying_together_to_one_shape():
         "tf": tf,
         "dataset": tf.data.Dataset.from_generator(lambda: iter(examples), output_signature=spec),
     }
-    exec(fix.fix_code, scope)  # noqa: S102 - running the printed recommendation is the point
+    exec(fix.fix_code, scope)  # running the printed recommendation is the point
     shapes = {(tuple(x["tokens"].shape), tuple(x["mask"].shape)) for x, _ in scope["dataset"]}
     assert shapes == {((8, b), (8, b)) for b in fix.values}
 
@@ -373,7 +373,7 @@ def test_printed_tf_data_code_runs_and_yields_the_bucket_shapes():
         "tf": tf,
         "dataset": tf.data.Dataset.from_generator(lambda: iter(examples), output_signature=spec),
     }
-    exec(code, scope)  # noqa: S102 - running the printed recommendation is the point
+    exec(code, scope)  # running the printed recommendation is the point
     shapes = {tuple(x["tokens"].shape) for x, _ in scope["dataset"]}
     assert shapes == {(8, 7), (8, 13)}
 
@@ -610,7 +610,7 @@ def test_fit_guard_actions(on_violation, tmp_path):
     model = _seq_model(jit_compile=True)
     guard = _guard(tmp_path, max_compilations=3, on_violation=on_violation)
     lengths = LENGTHS * 3
-    fit = lambda: model.fit(_seq_dataset(lengths), epochs=3, callbacks=[guard], verbose=0)  # noqa: E731
+    fit = lambda: model.fit(_seq_dataset(lengths), epochs=3, callbacks=[guard], verbose=0)  # noqa: E731 - one fit, run under each branch below
     if on_violation == "raise":
         with pytest.raises(Error, match="epoch 0 caused 4 XLA compilations"):
             fit()
