@@ -1,7 +1,7 @@
 # Needs only Python 3.10+ with pip and venv (and, for `make test`, Debian's apt
 # when Chromium is missing). `make demo` and `make test` create .venv on first
 # use and reuse it afterwards; `make test-compat` builds its own venvs under
-# .venv-compat/. CI (.ci/run) calls only these targets.
+# .venv-compat/, `make lint` its own .venv-lint. CI (.ci/run) calls only these targets.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 # profiler, so two workers fit two cores. `make test PYTEST_JOBS=0` runs serially.
 PYTEST_JOBS ?= 2
 
-.PHONY: ci demo docs test test-quick test-compat test-no-tf no-tf-venv compat-venvs browser-deps bench clean \
+.PHONY: ci demo docs lint test test-quick test-compat test-no-tf no-tf-venv compat-venvs browser-deps bench clean \
 	test-jax test-jax-compat jax-venvs
 
 $(VENV)/.installed: setup.cfg pyproject.toml
@@ -76,6 +76,31 @@ test: browser-deps $(VENV)/.installed-test $(JAX_VENV)/.installed
 
 test-quick: $(VENV)/.installed-test
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+# ------------------------------------------------------------- style and types
+# ruff (the lint rules and the formatting, pyproject.toml's [tool.ruff]) over
+# the tree, then mypy over the package ([tool.mypy]: its `files`). Pinned in a
+# venv of their own, without the package or TensorFlow (mypy reads the
+# source; third-party imports count as untyped), so a new ruff or mypy
+# release cannot fail CI on unchanged code: raise the pins on purpose and fix
+# what they then report. All three run, so one call shows every problem.
+LINT_VENV ?= .venv-lint
+RUFF_VERSION ?= 0.17.6
+MYPY_VERSION ?= 2.4.1
+
+$(LINT_VENV)/.installed: Makefile
+	rm -rf $(LINT_VENV)
+	$(PYTHON) -m venv $(LINT_VENV)
+	$(LINT_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(LINT_VENV)/bin/python -m pip install --quiet "ruff==$(RUFF_VERSION)" "mypy==$(MYPY_VERSION)"
+	touch $@
+
+lint: $(LINT_VENV)/.installed
+	@rc=0; \
+	echo "== ruff check ."; $(LINT_VENV)/bin/ruff check . || rc=1; \
+	echo "== ruff format --check ."; $(LINT_VENV)/bin/ruff format --check . || rc=1; \
+	echo "== mypy"; $(LINT_VENV)/bin/mypy || rc=1; \
+	exit $$rc
 
 # ---------------------------------------------------------------- compatibility
 # The signature tap reaches into private Keras internals, so the tests marked
@@ -253,7 +278,8 @@ mutation: $(VENV)/.installed-mutation
 	$(PY) benchmarks/save_result.py benchmarks/mutation.py --rooms $(MUTATION_ROOMS)
 
 clean:
-	rm -rf $(VENV) $(COMPAT) $(NO_TF) $(JAX_VENV) logs site test-artifacts .pytest_cache mutants
+	rm -rf $(VENV) $(COMPAT) $(NO_TF) $(JAX_VENV) $(LINT_VENV) logs site test-artifacts .pytest_cache mutants \
+	  .mypy_cache .ruff_cache
 
 # GPU check (docs/jax.md): on the lent GPU machine, which has JAX (CUDA),
 # TensorBoard and protobuf but no TensorFlow and no network, with this checkout
@@ -277,13 +303,14 @@ GPU_WHEEL_ARGS ?=
 gpu-wheels:
 	$(PYTHON) -m pip download --quiet -d $(GPU_WHEELS) $(GPU_WHEEL_ARGS) "xprof>=2.20"
 
-# What CI runs (.ci/run calls only this): the suite in .venv, then the checks
-# without TensorFlow and the compat tests. Those venvs only download and
+# What CI runs (.ci/run calls only this): `make lint` first (a minute at most,
+# so a style or type error fails before the long suite), the suite in .venv,
+# then the checks without TensorFlow and the compat tests. Those venvs only download and
 # unpack, so they build in the background, one after the other, while the
 # suite runs; .venv and .venv-jax are installed first because two editable installs of one
 # source tree must not overlap.
 CI_PYTEST_ARGS ?= -q --durations=15
-ci: browser-deps $(VENV)/.installed-test $(JAX_VENV)/.installed
+ci: lint browser-deps $(VENV)/.installed-test $(JAX_VENV)/.installed
 	@$(MAKE) --no-print-directory compat-venvs no-tf-venv $(COMPAT)/jax-oldest/.installed > compat-venvs.log 2>&1 & venvs=$$!; \
 	$(MAKE) --no-print-directory test PYTEST_ARGS="$(CI_PYTEST_ARGS)"; rc=$$?; \
 	if ! wait $$venvs; then cat compat-venvs.log; exit 1; fi; \

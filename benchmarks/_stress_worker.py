@@ -43,7 +43,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
 sys.path.insert(0, str(ROOT / "tests"))
-from _multiworker import tf_config  # noqa: E402
+from _multiworker import tf_config  # noqa: E402 - from tests/, put on the path above
 
 task, ports, log_dir, mode, scenario = (int(sys.argv[1]), *sys.argv[2:6])
 profiler_ports = sys.argv[6].split(",") if len(sys.argv) > 6 else []
@@ -51,9 +51,9 @@ os.environ["TF_CONFIG"] = tf_config(task, ports)
 if scenario == "fit":
     os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
-import tensorflow as tf  # noqa: E402
+import tensorflow as tf  # noqa: E402 - after TF_CONFIG is set
 
-from keras_xla_guard import XlaGuard, XlaGuardCallback  # noqa: E402
+from keras_xla_guard import XlaGuard, XlaGuardCallback  # noqa: E402 - after TF_CONFIG is set
 
 EPOCHS, STEPS, PROFILED = 3, 6, (0, 1, 2)
 GUARDED = {"guard": "chief", "guard-all": "all"}

@@ -114,7 +114,7 @@ def main() -> None:
     from keras_xla_guard import _model_hooks
 
     class Bare:
-        def fit(self, callbacks=None):  # noqa: ANN001, ANN202
+        def fit(self, callbacks=None):
             return callbacks
 
     bare = Bare().fit

@@ -58,7 +58,7 @@ def main() -> None:
     w2 = tf.Variable(0.05 * tf.random.stateless_normal((args.width, 1), seed=(0, 2)))
 
     @tf.function(jit_compile=True)
-    def train_step(x, y):  # noqa: ANN001, ANN202 - benchmark step
+    def train_step(x, y):
         with tf.GradientTape() as tape:
             loss = tf.reduce_mean((tf.nn.relu(x @ w1) @ w2 - y) ** 2)
         g1, g2 = tape.gradient(loss, [w1, w2])

@@ -100,11 +100,11 @@ def main() -> None:
     class EpochClock(keras.callbacks.Callback):
         """Times epochs 1.. from one on_epoch_end to the next (listed last, after the guard)."""
 
-        def on_train_begin(self, logs=None):  # noqa: ANN001
+        def on_train_begin(self, logs=None):
             self.ends: list[float] = []
             self.begin = time.perf_counter()
 
-        def on_epoch_end(self, epoch, logs=None):  # noqa: ANN001
+        def on_epoch_end(self, epoch, logs=None):
             self.ends.append(time.perf_counter())
 
     tmp = tempfile.mkdtemp(prefix="xla_guard_bench_")

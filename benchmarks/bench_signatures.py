@@ -59,7 +59,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 GOAL = 1.01
 
 
-def _step_ratios(model, dataset, steps: int) -> dict[str, float]:  # noqa: ANN001
+def _step_ratios(model, dataset, steps: int) -> dict[str, float]:
     """The recording train function against Keras' own, alternating every call.
 
     Up to five arms, all called on one iterator exactly as `fit` calls
@@ -106,7 +106,7 @@ def _step_ratios(model, dataset, steps: int) -> dict[str, float]:  # noqa: ANN00
         direct = tracked.__closure__[cell].cell_contents
         keras_step = keras_function.__closure__[cell].cell_contents
 
-        def with_step(function, step):  # noqa: ANN001, ANN202
+        def with_step(function, step):
             cells = list(function.__closure__)
             cells[cell] = types.CellType(step)
             return types.FunctionType(
@@ -162,15 +162,15 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
 
 
-def _record_us(tf, dataset, repeats: int = 10) -> float:  # noqa: ANN001
+def _record_us(tf, dataset, repeats: int = 10) -> float:
     """Extra microseconds per batch of the tap's ops in a tight in-graph loop (min of alternated runs)."""
     from keras_xla_guard.seam.tap import InputTap
 
     tap = InputTap(dataset.element_spec)
 
-    def make(record: bool):  # noqa: ANN202
+    def make(record: bool):
         @tf.function
-        def loop(ds):  # noqa: ANN001, ANN202
+        def loop(ds):
             n = tf.constant(0, tf.int64)
             for element in ds:
                 if record:
@@ -229,7 +229,7 @@ def main() -> None:
 
         spent = {"setup": 0.0, "steps": 0.0}
 
-        def _track(self, method, *a):  # noqa: ANN001, ANN002, ANN202 - benchmark-only override
+        def _track(self, method, *a):
             t0 = time.perf_counter()
             try:
                 return super()._track(method, *a)
@@ -237,7 +237,7 @@ def main() -> None:
                 key = "setup" if method == self._attach_inputs else "steps"
                 Tracked.spent[key] += time.perf_counter() - t0
 
-    def untracked(**kwargs):  # noqa: ANN003, ANN202
+    def untracked(**kwargs):
         """The same guard with tracking off: the baseline."""
         return XlaGuardCallback(track_signatures=False, **kwargs)
 
@@ -246,10 +246,10 @@ def main() -> None:
             super().__init__()
             self.wall = self.cpu = 0.0
 
-        def on_epoch_begin(self, epoch, logs=None):  # noqa: ANN001
+        def on_epoch_begin(self, epoch, logs=None):
             self._t = (time.perf_counter(), time.process_time())
 
-        def on_epoch_end(self, epoch, logs=None):  # noqa: ANN001
+        def on_epoch_end(self, epoch, logs=None):
             if epoch > 0:
                 self.wall += time.perf_counter() - self._t[0]
                 self.cpu += time.process_time() - self._t[1]

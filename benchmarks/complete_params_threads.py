@@ -25,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-import _multiworker  # noqa: E402
+import _multiworker  # noqa: E402 - from tests/, put on the path above
 
 EVENT = "CompleteParams"
 

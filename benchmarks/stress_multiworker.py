@@ -29,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-import _multiworker  # noqa: E402
+import _multiworker  # noqa: E402 - from tests/, put on the path above
 
 WORKER = Path(__file__).with_name("_stress_worker.py")
 MODES = ("none", "guard", "guard-all", "raw-all", "raw-chief", "raw-level1", "raw-quiesce", "raw-server")

@@ -34,11 +34,11 @@ import os
 # the TensorFlow backend.
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import keras
+import numpy as np
+import tensorflow as tf
 
-from keras_xla_guard import XlaGuard  # noqa: E402
+from keras_xla_guard import XlaGuard
 
 PER_REPLICA_BATCH = 64
 

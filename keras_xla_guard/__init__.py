@@ -10,7 +10,8 @@ TensorFlow or Keras; the first use of a name that needs them does):
   `EpochRecord` (what a sink gets: one epoch's figures, complete) and
   `CallRecord` (one call of the test or predict function).
 - `analyze_trace`, `analyze_xspace`, `combine_reports`: pure trace analysis.
-- `CoverageReport`, `OpStat`, `ProgramStat`, `TraceQuality`, `format_report`: result types.
+- `CoverageReport`, `MeasuredFigures`, `OpStat`, `ProgramStat`, `TraceQuality`, `format_report`:
+  result types.
 - `doctor`, `explain`, `model_verdicts`: why XLA does or does not run
   (`DoctorReport`, `ExplainReport`, `Verdict`).
 - `Signature`, `SignatureTracker`, `EpochSignatures`, `recommend_buckets`,

@@ -54,6 +54,7 @@ from keras_xla_guard.trace.analysis import analyze_xspace as analyze_xspace
 from keras_xla_guard.trace.analysis import combine_reports as combine_reports
 from keras_xla_guard.trace.compiles import CompileRecord as CompileRecord
 from keras_xla_guard.trace.report import CoverageReport as CoverageReport
+from keras_xla_guard.trace.report import MeasuredFigures as MeasuredFigures
 from keras_xla_guard.trace.report import OpStat as OpStat
 from keras_xla_guard.trace.report import ProgramStat as ProgramStat
 from keras_xla_guard.trace.report import TraceQuality as TraceQuality

@@ -175,7 +175,7 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
         self._ends_from_seam = self.engine.backend.name == "jax"
         if self._ends_from_seam:
             self.async_safe = True
-            self.on_train_batch_end = keras.callbacks.Callback.on_train_batch_end.__get__(self)  # type: ignore[method-assign]
+            self.on_train_batch_end = keras.callbacks.Callback.on_train_batch_end.__get__(self)  # type: ignore[method-assign]  # why: Keras skips its own no-op hook, so this instance takes it back
         self._calls_finished = 0
         self._last_begin: int | None = None
 
@@ -234,7 +234,7 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
         own = model_verdicts(model, evidence)
         # Blockers come first: no XLA switch is worth reading before them.
         first = [v for v in own if v.code == "JIT_COMPILE_BLOCKED"]
-        low = report.xla_time_fraction < LOW_COVERAGE
+        low = report.measured().xla_time_fraction < LOW_COVERAGE
         # At a good coverage only a blocker under auto-clustering is news:
         # the step runs, and switching to jit_compile=True would break it.
         if not low and not (first and evidence.autoclustering):

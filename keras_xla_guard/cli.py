@@ -17,11 +17,14 @@ import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 from keras_xla_guard._version import __version__
 from keras_xla_guard.errors import MissingDependencyError, TraceError, XlaGuardError
 from keras_xla_guard.output.table import printable
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 __all__ = ["main"]
 
@@ -30,7 +33,7 @@ EXIT_THRESHOLD = 1
 EXIT_BAD_INPUT = 2
 
 
-def _emit(*lines: str, file: IO[str] | None = None) -> None:
+def _emit(*lines: str, file: SupportsWrite[str] | None = None) -> None:
     """Prints each of `lines` on one line, safe for any terminal and encoding.
 
     A newline inside a line is escaped like any other non-printable
@@ -47,10 +50,10 @@ def _emit(*lines: str, file: IO[str] | None = None) -> None:
 class _Parser(argparse.ArgumentParser):
     """argparse, but usage errors are one line on stderr and exit code 2."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
 
-    def _print_message(self, message: str, file: IO[str] | None = None) -> None:
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
         # Usage errors quote the user's arguments, which may hold anything.
         if message:
             _emit(*message.rstrip("\n").split("\n"), file=sys.stderr if file is None else file)

@@ -12,9 +12,10 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 
-def _build_model(jit_compile: bool | str, features: int) -> object:
+def _build_model(jit_compile: bool | str, features: int) -> Any:
     import keras
 
     model = keras.Sequential(
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).prefetch(2)
 
     log_dir = Path(args.log_dir)
-    runs = [("keras_default", "auto"), ("jit_compile", True)]
+    runs: list[tuple[str, bool | str]] = [("keras_default", "auto"), ("jit_compile", True)]
     reports = {}
     for run_name, jit in runs:
         print(f"\n== training with jit_compile={jit!r} ({args.epochs} epochs) ==", flush=True)

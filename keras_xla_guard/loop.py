@@ -14,7 +14,7 @@ import inspect
 import os
 import types
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from keras_xla_guard._adapter import GuardAdapter
 from keras_xla_guard._checks import check_int
@@ -89,7 +89,7 @@ class _EpochScope:
         self._guard._enter_epoch(self.epoch, self.steps)
         return self
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
         self._guard._exit_epoch(self.epoch, failed=exc is not None)
         # Never swallow the user's exception: it propagates as raised.
         return False
@@ -309,7 +309,7 @@ class XlaGuard(GuardAdapter):
     def __enter__(self) -> XlaGuard:
         return self
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
         if exc is not None:
             self.engine.abort()
         self.close()
@@ -355,7 +355,8 @@ class XlaGuard(GuardAdapter):
 
     def _jit_notes(self, report: CoverageReport) -> list[str]:
         """Why no XLA ran in a window, with advice its evidence supports (`diagnose/advice.py`)."""
-        if report.xla_time_s > 0 or report.non_xla_op_time_s == 0 or not self._watched_jit:
+        figures = report.measured()
+        if figures.xla_time_s > 0 or figures.non_xla_op_time_s == 0 or not self._watched_jit:
             return []
         if any(self._watched_jit) and self.engine.xla_mode == "jit_compile":
             return [

@@ -72,7 +72,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, Any, None
         return
     try:
         budget.check()
-    except Exception as error:  # noqa: BLE001 - handed to pytest as the test's failure
+    except Exception as error:  # handed to pytest as the test's failure
         force = getattr(outcome, "force_exception", None)
         if force is None:
             # pluggy < 1.1: an exception raised here is the call's.

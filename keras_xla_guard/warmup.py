@@ -414,11 +414,11 @@ def _warm_up(
         from keras_xla_guard._warmup_jax import warm_up_jax
 
         # The step is stateless under JAX: nothing is read from a dataset, nothing needs putting back.
-        signatures, seconds, notes = warm_up_jax(
+        signatures, seconds, jax_notes = warm_up_jax(
             model, shapes_or_dataset, element_spec=element_spec, steps=steps
         )
         return WarmUpReport(
-            signatures=signatures, steps=steps, seconds=seconds, batches_read=0, restored=0, notes=notes
+            signatures=signatures, steps=steps, seconds=seconds, batches_read=0, restored=0, notes=jax_notes
         )
     import tensorflow as tf
 

@@ -24,18 +24,18 @@ import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-from _multiworker import tf_config  # noqa: E402
+from _multiworker import tf_config
 
 task, ports, log_dir = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 peer_stalls = "--peer-stalls" in sys.argv[4:]
 profile_workers = "all" if "--all-workers" in sys.argv[4:] else "chief"
 os.environ["TF_CONFIG"] = tf_config(task, ports)
 
-import tensorflow as tf  # noqa: E402
-from multiworker_custom_loop import build  # noqa: E402
+import tensorflow as tf  # noqa: E402 - after TF_CONFIG is set
+from multiworker_custom_loop import build  # noqa: E402 - after TF_CONFIG is set
 
-import keras_xla_guard.distributed as distributed  # noqa: E402
-from keras_xla_guard import XlaGuard, XlaGuardWarning  # noqa: E402
+import keras_xla_guard.distributed as distributed  # noqa: E402 - after TF_CONFIG is set
+from keras_xla_guard import XlaGuard, XlaGuardWarning  # noqa: E402 - after TF_CONFIG is set
 
 EPOCHS, PROFILED = 3, (0, 2)
 # The chief waits this long for a peer's report: time for a loaded machine

@@ -32,12 +32,12 @@ os.environ["TF_CONFIG"] = tf_config(task, ports)
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from _multiworker_fit_model import build_model  # noqa: E402
+import numpy as np  # noqa: E402 - after TF_CONFIG is set
+import tensorflow as tf  # noqa: E402 - after TF_CONFIG is set
+from _multiworker_fit_model import build_model  # noqa: E402 - after TF_CONFIG is set
 
-import keras_xla_guard.distributed as distributed  # noqa: E402
-from keras_xla_guard import XlaGuardCallback, XlaGuardWarning  # noqa: E402
+import keras_xla_guard.distributed as distributed  # noqa: E402 - after TF_CONFIG is set
+from keras_xla_guard import XlaGuardCallback, XlaGuardWarning  # noqa: E402 - after TF_CONFIG is set
 
 # With --chief-only the chief waits this long for worker 1's figures.
 distributed.WORKER_TIMEOUT_S = 5.0

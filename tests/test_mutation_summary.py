@@ -10,7 +10,7 @@ from pathlib import Path
 from _helpers import REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))
-import mutation  # noqa: E402
+import mutation
 
 
 def _meta(root: Path, source: str, codes: dict[str, int | None]) -> None:

@@ -18,6 +18,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = ROOT / "notebooks" / "quickstart.ipynb"
@@ -44,7 +45,7 @@ def to_markdown() -> tuple[str, dict[str, bytes]]:
     return _INTRO + body, dict(resources.get("outputs", {}))
 
 
-def on_files(files, config):  # type: ignore[no-untyped-def]
+def on_files(files: Any, config: Any) -> Any:
     """Adds the generated page and its images to the site."""
     from mkdocs.structure.files import File
 
@@ -60,7 +61,7 @@ def on_files(files, config):  # type: ignore[no-untyped-def]
 _TF_NOISE = ("WARNING: All log messages before absl::InitializeLog()", "I0000 ", "W0000 ")
 
 
-def drop_tf_noise(nb) -> None:  # type: ignore[no-untyped-def]
+def drop_tf_noise(nb: Any) -> None:
     """Removes stderr outputs made only of TensorFlow's start-up log lines."""
     for cell in nb.cells:
         if cell.cell_type == "code":

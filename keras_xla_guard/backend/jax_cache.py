@@ -21,6 +21,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from keras_xla_guard.backend.xla_cache import PersistentCache
 
@@ -51,9 +52,10 @@ class JaxPersistentCache(PersistentCache):
         return sum(1 for p in path.iterdir() if p.name.endswith("-cache"))
 
 
-def _float(value: object, default: float) -> float:
+def _float(value: Any, default: float) -> float:
+    """`value` (a setting, of whatever type it was set with) as a float; `default` when float() refuses it."""
     try:
-        return float(value)  # type: ignore[arg-type]
+        return float(value)
     except (TypeError, ValueError):
         return default
 

@@ -81,9 +81,7 @@ def load_target(target: str) -> Any:
     found = getattr(module, function, None)
     if not callable(found):
         # A bad target is bad input (exit 2), whatever its type.
-        raise ValueError(  # noqa: TRY004
-            f"{module_name!r} has no function {function!r}. Received: target={target!r}"
-        )
+        raise ValueError(f"{module_name!r} has no function {function!r}. Received: target={target!r}")
     return found
 
 

@@ -45,7 +45,7 @@ def validate_modes(modes: Any) -> tuple[str, ...]:
     allowed = ", ".join(repr(m) for m in MODES)
     if isinstance(modes, str) or not isinstance(modes, Sequence):
         # ValueError, as for every bad argument of the package.
-        raise ValueError(  # noqa: TRY004
+        raise ValueError(
             f"`modes` must be a sequence of mode names out of {allowed}. Received: modes={modes!r}"
         )
     for mode in modes:

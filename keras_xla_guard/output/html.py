@@ -634,15 +634,15 @@ def _functions(section: RunData) -> str:
             [s for c, s in zip(section.calls, figures) if c.get("function") == function],
         )
     totals = []
-    for function, (unit, stats) in per_function.items():
-        if not stats:
+    for function, (unit, entries) in per_function.items():
+        if not entries:
             continue
-        expected = [s.get("expected_compilations") for s in stats]
-        total = None if None in expected else sum(e or 0 for e in expected)
-        steps = sum(int(s.get("steps") or 0) for s in stats)
+        each = [s.get("expected_compilations") for s in entries]
+        total = None if None in each else sum(e or 0 for e in each)
+        steps = sum(int(s.get("steps") or 0) for s in entries)
         totals.append(
             f'<tr class="function" data-function="{escape(function)}"><td>{escape(function)}</td>'
-            + _num("calls", len(stats), f"{len(stats)} {unit}{'s' if len(stats) != 1 else ''}")
+            + _num("calls", len(entries), f"{len(entries)} {unit}{'s' if len(entries) != 1 else ''}")
             + _num("steps", steps, str(steps))
             + _num("expected_compilations", total, "-" if total is None else str(total))
             + "</tr>"

@@ -105,17 +105,18 @@ def _row(run: str, host: str, report: CoverageReport) -> list[str]:
     if not report.ok:
         # Measured nothing (e.g. an incomplete window): no figure to show.
         return [run, host, report.status, *["-"] * (len(_HEADER) - 3)]
+    figures = report.measured()
     return [
         run,
         host,
-        f"{report.xla_time_fraction:.1%}",
-        format_ms(report.xla_time_s),
-        format_ms(report.non_xla_op_time_s),
-        str(report.xla_executions),
-        str(report.compilations),
-        format_ms(report.compile_time_s),
+        f"{figures.xla_time_fraction:.1%}",
+        format_ms(figures.xla_time_s),
+        format_ms(figures.non_xla_op_time_s),
+        str(figures.xla_executions),
+        str(figures.compilations),
+        format_ms(figures.compile_time_s),
         "-" if report.compile_thread_time_s is None else format_ms(report.compile_thread_time_s),
-        format_ms(report.input_pipeline_time_s),
+        format_ms(figures.input_pipeline_time_s),
         "-" if report.transfer_time_s is None else format_ms(report.transfer_time_s),
         _top_op(report),
     ]

@@ -210,9 +210,10 @@ def _jax_report_markdown(report: CoverageReport) -> str:
         if busy is not None
         else f"XLA programs ran**{steps}"
     )
+    figures = report.measured()
     parts = [
-        f"**JAX window: {share}; {report.xla_executions} program launches, {report.compilations} "
-        f"compilation(s), {report.compile_time_s * 1e3:.1f} ms.",
+        f"**JAX window: {share}; {figures.xla_executions} program launches, {figures.compilations} "
+        f"compilation(s), {figures.compile_time_s * 1e3:.1f} ms.",
     ]
     if report.steps:
         parts += [
@@ -275,12 +276,19 @@ def report_markdown(report: CoverageReport) -> str:
         if report.transfer_time_s is None
         else f"; {report.transfer_time_s * 1e3:.2f} ms device transfers, not counted"
     )
+    # A report read back from a run file may lack the thread-summed time.
+    thread = (
+        ""
+        if report.compile_thread_time_s is None
+        else f", {report.compile_thread_time_s * 1e3:.1f} ms summed over threads"
+    )
+    figures = report.measured()
     parts = [
-        f"**XLA coverage: {100 * report.xla_time_fraction:.1f}%** of op time{steps} ran inside "
-        f"XLA executables ({report.xla_time_s * 1e3:.2f} ms XLA, "
-        f"{report.non_xla_op_time_s * 1e3:.2f} ms plain TF ops; "
-        f"{report.compilations} compilation(s), {report.compile_time_s * 1e3:.1f} ms wall-clock, "
-        f"{report.compile_thread_time_s * 1e3:.1f} ms summed over threads{transfers}).",
+        f"**XLA coverage: {100 * figures.xla_time_fraction:.1f}%** of op time{steps} ran inside "
+        f"XLA executables ({figures.xla_time_s * 1e3:.2f} ms XLA, "
+        f"{figures.non_xla_op_time_s * 1e3:.2f} ms plain TF ops; "
+        f"{figures.compilations} compilation(s), {figures.compile_time_s * 1e3:.1f} ms wall-clock"
+        f"{thread}{transfers}).",
         "",
     ]
     if report.collective_time_s:
@@ -317,7 +325,7 @@ def report_markdown(report: CoverageReport) -> str:
             "",
         ]
     split = split_findings(
-        report.top_non_xla_ops, lambda op: op.self_time_s, report.xla_time_s, report.non_xla_op_time_s
+        report.top_non_xla_ops, lambda op: op.self_time_s, figures.xla_time_s, figures.non_xla_op_time_s
     )
     below = f"each below {NOISE_FLOOR:.0%} of op time, the noise floor"
     if split.findings:
@@ -354,7 +362,7 @@ def report_markdown(report: CoverageReport) -> str:
     elif report.top_non_xla_ops:
         parts.append(
             f"No plain TF op outside XLA is a finding in this window: "
-            f"{report.non_xla_op_time_s * 1e3:.3f} ms of plain ops, {below}."
+            f"{figures.non_xla_op_time_s * 1e3:.3f} ms of plain ops, {below}."
         )
     else:
         parts.append("No plain TF op ran outside XLA in this window.")
@@ -524,7 +532,8 @@ def worst_worker(reports: Mapping[str, CoverageReport]) -> str:
     Returns:
         The worst worker's name.
     """
-    return min(reports, key=lambda n: (reports[n].xla_time_fraction, -reports[n].compile_time_s, n))
+    figures = {name: report.measured() for name, report in reports.items()}
+    return min(figures, key=lambda n: (figures[n].xla_time_fraction, -figures[n].compile_time_s, n))
 
 
 def workers_markdown(reports: Mapping[str, CoverageReport]) -> str:
@@ -539,7 +548,7 @@ def workers_markdown(reports: Mapping[str, CoverageReport]) -> str:
     worst = worst_worker(reports)
     rows = []
     for name in sorted(reports, key=lambda n: (n != worst, n)):
-        r = reports[name]
+        r = reports[name].measured()
         rows.append(
             [
                 name,
@@ -553,7 +562,7 @@ def workers_markdown(reports: Mapping[str, CoverageReport]) -> str:
         )
     headline = (
         f"**Worst worker: {escape_markdown(worst)}**, "
-        f"{100 * reports[worst].xla_time_fraction:.1f}% of its op time inside XLA "
+        f"{100 * reports[worst].measured().xla_time_fraction:.1f}% of its op time inside XLA "
         f"({len(reports)} workers)."
     )
     table = markdown_table(

@@ -23,7 +23,7 @@ import warnings
 import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from keras_xla_guard import backend as backends
 from keras_xla_guard._checks import check_int
@@ -70,7 +70,8 @@ _CALL_FUNCTIONS = tuple(f for f in FUNCTIONS if f != "train")
 # The analysis thread's name prefix: reading `reports` there must not wait
 # for the analysis it is part of.
 _THREAD_PREFIX = "keras_xla_guard"
-_F = TypeVar("_F", bound=Callable[..., Any])
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 # Why a compilation the backend counted may have come without a new input signature (hedged).
 _NO_NEW_SIGNATURE = (
     "why (not certain): no new input signature at this step, so another argument of the compiled "
@@ -100,7 +101,9 @@ def xla_mode_of(jit_compile: bool, backend: Backend | None = None) -> str | None
     return (backend if backend is not None else backends.get("tensorflow")).xla_mode(jit_compile)
 
 
-def _never_raises(method: _F) -> _F:
+def _never_raises(
+    method: Callable[Concatenate[XlaGuardEngine, _P], _R],
+) -> Callable[Concatenate[XlaGuardEngine, _P], _R | None]:
     """Turns any exception inside a guard hook into a warning.
 
     The user's training must never fail because of the guard: on error the
@@ -109,7 +112,7 @@ def _never_raises(method: _F) -> _F:
     """
 
     @functools.wraps(method)
-    def wrapper(self: XlaGuardEngine, *args: Any, **kwargs: Any) -> Any:
+    def wrapper(self: XlaGuardEngine, *args: _P.args, **kwargs: _P.kwargs) -> _R | None:
         try:
             return method(self, *args, **kwargs)
         except RecompilationLimitError:
@@ -119,7 +122,7 @@ def _never_raises(method: _F) -> _F:
             self._fail(f"{method.__name__}: {type(e).__name__}: {e}")
             return None
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 def _program_ref(program: Any) -> Callable[[], Any]:
@@ -251,7 +254,7 @@ class XlaGuardEngine:
         )
         self._steps_per_call = 1
         self._xla_mode: str | None = None
-        self._trace_dir = config.log_dir
+        self._trace_dir = Path(config.log_dir)
         self._run_sinks: list[ReportSink] = []
         self._reports: dict[int, CoverageReport] = {}
         self._records: dict[int, EpochRecord] = {}
@@ -300,7 +303,8 @@ class XlaGuardEngine:
     @property
     def log_dir(self) -> Path:
         """The configured log directory (`config.log_dir`)."""
-        return self.config.log_dir
+        # Already a Path (GuardConfig converts it), but typed as the str or path the field accepts.
+        return Path(self.config.log_dir)
 
     @property
     def trace_dir(self) -> Path:
@@ -740,7 +744,7 @@ class XlaGuardEngine:
         self._steps_per_call = steps_per_call
         self._not_profiled = not_profiled
         self._skip_first_step = skip_first_step
-        self._trace_dir = Path(trace_dir) if trace_dir is not None else self.config.log_dir
+        self._trace_dir = Path(trace_dir) if trace_dir is not None else self.log_dir
         if sinks is not None:
             self._run_sinks = list(sinks)
         elif callable(self._sinks):

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import types
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -139,7 +140,9 @@ def flavour_of(model: Any) -> Flavour | None:
     from keras_xla_guard.seam import keras3, keras3_jax
 
     backend = keras_backend(model)
-    for flavour in (keras3, keras3_jax):
+    # Typed so that mypy checks each module against the Flavour protocol.
+    flavours: tuple[Flavour, ...] = (keras3, keras3_jax)
+    for flavour in flavours:
         if backend == flavour.BACKEND:
             return flavour
     return None
@@ -181,7 +184,7 @@ def all_layers(model: Any) -> list[Any]:
 
 def _fit_local(model: Any, name: str) -> Any:
     """`fit`'s local variable `name`, from a caller frame whose `self` is `model`."""
-    frame = sys._getframe(1)
+    frame: types.FrameType | None = sys._getframe(1)
     for _ in range(_MAX_FRAMES):
         if frame is None:
             return None
@@ -313,22 +316,15 @@ def attach(
     original = unwrap(getattr(owner, slot, None))
     where = f"model.{slot}" if owner_name is None else f"{owner_name}.{slot}"
     if original is None:
-        reason: str | None = f"{where} is None ({found.keras})"
-    elif function in flavour.HOST_BATCHES:
-        reason = (
-            None
-            if isinstance(dataset, tf.data.Dataset)
-            else (
+        found.reason = f"{where} is None ({found.keras})"
+        return found
+    if function in flavour.HOST_BATCHES:
+        if not isinstance(dataset, tf.data.Dataset):
+            found.reason = (
                 f"the {function} input is a {type(dataset).__name__}, not the tf.data.Dataset {found.keras} "
                 "builds"
             )
-        )
-    else:
-        reason = flavour.probe(original, bool(getattr(model, "run_eagerly", False)))
-    if reason is not None:
-        found.reason = reason
-        return found
-    if function in flavour.HOST_BATCHES:
+            return found
         tap, _ = _tapped(flavour, original, dataset.element_spec, host=True)
         bind(tap)
         recording = BatchListRecording(owner, slot, original, tap)
@@ -336,6 +332,10 @@ def attach(
         found._tap = recording
         found._undo.append(recording.restore)
         found.recording = True
+        return found
+    reason = flavour.probe(original, bool(getattr(model, "run_eagerly", False)))
+    if reason is not None:
+        found.reason = reason
         return found
     if isinstance(dataset, tf.data.Dataset):
         # Creates the ring variables now rather than in the first step,
@@ -402,7 +402,7 @@ def _attach_in_python(
         return outputs
 
     setattr(stand_in, GUARD_WRAPPER, True)
-    stand_in.__wrapped__ = original  # type: ignore[attr-defined]
+    stand_in.__wrapped__ = original  # type: ignore[attr-defined]  # why: unwrap() follows __wrapped__, which typeshed does not declare on functions
     setattr(owner, slot, stand_in)
 
     def restore() -> None:

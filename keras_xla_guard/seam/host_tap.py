@@ -25,7 +25,7 @@ def _flat_key(batch: Any) -> tuple[Any, ...] | None:
     """`(shape, dtype)` per element of a tuple of arrays (or `None`s); `None` for anything else."""
     if type(batch) is not tuple:
         return None
-    key = []
+    key: list[tuple[tuple[Any, ...], str] | None] = []
     for item in batch:
         if item is None:
             key.append(None)

@@ -36,6 +36,7 @@ Private contacts, each verified on the versions listed in `docs/compatibility.md
 from __future__ import annotations
 
 import types
+from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
@@ -59,7 +60,7 @@ _STEP_CELLS = ("multi_step_on_iterator", "one_step_on_data")
 # (fit's local variable, its attribute holding the dataset fit distributes).
 DATASET_HOLDER = ("epoch_iterator", "_distributed_dataset")
 EXIT_HOOK_HOLDER = "epoch_iterator"
-FUNCTION_HOLDERS = {
+FUNCTION_HOLDERS: Mapping[str, tuple[str | None, str]] = {
     "train": (None, "train_function"),
     "test": (None, "test_function"),
     "predict": (None, "predict_function"),

@@ -58,7 +58,7 @@ BATCHES = "python"
 DATASET_HOLDER = ("epoch_iterator", "data_adapter")
 EXIT_HOOK_HOLDER = "epoch_iterator"
 # Keras keeps each function on the model; each takes (state, iterator).
-FUNCTION_HOLDERS = {
+FUNCTION_HOLDERS: Mapping[str, tuple[str | None, str]] = {
     "train": (None, "train_function"),
     "test": (None, "test_function"),
     "predict": (None, "predict_function"),
@@ -192,9 +192,10 @@ def run_on_copy(model: Any, function: str, batches: list[Any]) -> str | None:
     # the steps read them; outside those calls the warm-up records them and
     # clears them again, as they do.
     record = getattr(model, "_record_training_state_sharding_spec", None)
-    recorded = record is not None and getattr(model, "_trainable_variable_shardings", None) is None
-    if recorded:
+    recorded = False
+    if record is not None and getattr(model, "_trainable_variable_shardings", None) is None:
         record()
+        recorded = True
     try:
         for batch in batches:
             state = jax.tree_util.tree_map(

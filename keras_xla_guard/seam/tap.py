@@ -129,7 +129,8 @@ class InputTap:
         Raises:
             RuntimeError: If the tap is static (has no ring).
         """
-        if self._ring is None:
+        # A tap has both variables or, when static, neither.
+        if self._ring is None or self._count is None:
             raise RuntimeError("a static tap records nothing")
         import tensorflow as tf
 

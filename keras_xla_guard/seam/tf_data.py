@@ -98,7 +98,7 @@ def detached_copy_unprobed(dataset: Any) -> DetachedCopy:
         return DetachedCopy(None, reason=reason)
     try:
         copy = _dataset_from(graph, dataset.element_spec)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - whatever refuses the copy, the caller is told why
         return DetachedCopy(None, reason=f"its copy could not be built ({_first_line(e)})")
     return DetachedCopy(copy, runs_python=runs_python)
 

@@ -29,6 +29,7 @@ Private contacts, each verified on the versions listed in `docs/compatibility.md
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
@@ -51,7 +52,7 @@ BACKEND = "tensorflow"
 BATCHES = "graph"
 DATASET_HOLDER = ("data_handler", "_dataset")
 EXIT_HOOK_HOLDER = "data_handler"
-FUNCTION_HOLDERS = {
+FUNCTION_HOLDERS: Mapping[str, tuple[str | None, str]] = {
     "train": (None, "train_function"),
     "test": ("test_function_runner", "_function"),
     "predict": (None, "predict_function"),

@@ -184,7 +184,8 @@ class Signature:
             The concrete signature.
 
         Raises:
-            ValueError: If `dims` and `values` differ in length.
+            ValueError: If `dims` and `values` differ in length, or a pair
+                names a leaf of unknown rank.
         """
         if len(dims) != len(values):
             raise ValueError(
@@ -192,7 +193,12 @@ class Signature:
             )
         shapes = [list(s) if s is not None else None for s in self.shapes]
         for (leaf, dim), value in zip(dims, values):
-            shapes[leaf][dim] = int(value)  # type: ignore[index]
+            shape = shapes[leaf]
+            if shape is None:
+                raise ValueError(
+                    f"Leaf {leaf} has no known rank, so none of its dims can be set. Received: dims={tuple(dims)!r}"
+                )
+            shape[dim] = int(value)
         return dataclasses.replace(self, shapes=tuple(None if s is None else tuple(s) for s in shapes))
 
     def describe_leaf(self, index: int) -> str:

@@ -350,10 +350,11 @@ class SignatureTracker:
                 if shape is None:
                     continue
                 for dim in range(len(shape)):
-                    values = {m.shapes[leaf][dim] for m in members}  # type: ignore[index]
-                    values.discard(None)
+                    # One structure means one rank, so every member has this leaf's shape.
+                    sizes = (_size(m, leaf, dim) for m in members)
+                    values = {v for v in sizes if v is not None}
                     if len(values) > 1:
-                        out.append((leaf, dim, sorted(values)))  # type: ignore[arg-type]
+                        out.append((leaf, dim, sorted(values)))
         return out
 
     def _explain(
@@ -390,10 +391,12 @@ class SignatureTracker:
             )
         if short is not None:
             last, full = short
-            leaf = next(
-                i for i, (a, b) in enumerate(zip(last.shapes, full.shapes)) if a and b and a[0] != b[0]
+            # only_batch_shrunk matched them: every dim 0 both have is known.
+            leaf, short_size, full_size = next(
+                (i, a[0], b[0])
+                for i, (a, b) in enumerate(zip(last.shapes, full.shapes))
+                if a and b and a[0] is not None and b[0] is not None and a[0] != b[0]
             )
-            short_size, full_size = last.shapes[leaf][0], full.shapes[leaf][0]  # type: ignore[index]
             found.append(
                 Explanation(
                     SHORT_LAST_BATCH,
@@ -404,7 +407,7 @@ class SignatureTracker:
                     severity="warning",
                     input=last.paths[leaf],
                     dim=0,
-                    values=(short_size, full_size),  # type: ignore[arg-type]
+                    values=(short_size, full_size),
                 )
             )
         for sig, step in self._epoch_new[:_MAX_NEW_EXPLAINED]:
@@ -435,7 +438,7 @@ class SignatureTracker:
         if any(
             s.shapes[leaf] is not None
             and s.shapes[other] is not None
-            and s.shapes[other][d] != s.shapes[leaf][dim]  # type: ignore[index]
+            and _size(s, other, d) != _size(s, leaf, dim)
             for s in sigs
             if s.structure == ref.structure
             for other, d in length_dims
@@ -450,9 +453,10 @@ class SignatureTracker:
                 continue
             shape = s.shapes[leaf]
             n = self._epoch_counts.get(s, 1)
-            if shape is None or shape[dim] is None:
+            size = _size(s, leaf, dim)
+            if shape is None or size is None:
                 continue
-            lengths[shape[dim]] = lengths.get(shape[dim], 0) + n  # type: ignore[index]
+            lengths[size] = lengths.get(size, 0) + n
             if shape[0] is not None:
                 batch_sizes[shape[0]] = batch_sizes.get(shape[0], 0) + n
         bounds = recommend_buckets(lengths, max_buckets=self.max_buckets, max_padding=self.max_padding)
@@ -481,3 +485,9 @@ class SignatureTracker:
                 together=[ref.paths[other] for other, _ in together[1:]],
             ),
         )
+
+
+def _size(sig: Signature, leaf: int, dim: int) -> int | None:
+    """The size of `sig`'s input `leaf` in dimension `dim`; `None` when unknown."""
+    shape = sig.shapes[leaf]
+    return None if shape is None else shape[dim]

@@ -387,32 +387,34 @@ class ColumnScan:
         np = self.np
         C = Category
         good = self.good & np.array([f is not None for f in facts], dtype=bool)[self.line]
+        # The lines `good` keeps, by index: the others have no facts.
+        known = {k: f for k, f in enumerate(facts) if f is not None}
         for k, first, stop in self._unions(good & (self.cat == C.COMPILE)):
             base = base_ps[k]
-            facts[k].compiles.spans.append((base + first, base + stop))  # type: ignore[union-attr]
+            known[k].compiles.spans.append((base + first, base + stop))
         for k, first, stop in self._unions(good & (self.cat == C.XLA)):
             base = base_ps[k]
-            facts[k].steps.spans.append((base + first, base + stop))  # type: ignore[union-attr]
+            known[k].steps.spans.append((base + first, base + stop))
         cache, plane, line, start = self.cache, self.plane, self.line, self.start
         for i in np.flatnonzero(good & root & step_lines[line]).tolist():
             found = marker_of(events[i], cache.root_id, cache.step_id, base_ps[line[i]] + int(start[i]))
             if found is not None:
-                facts[line[i]].steps.markers.append(found)  # type: ignore[union-attr]
+                known[line[i]].steps.markers.append(found)
         for i in np.flatnonzero(good & train).tolist():
             found = step_event(plane, events[i], cache.step_id, base_ps[line[i]] + int(start[i]))
             if found is not None:
-                facts[line[i]].compiles.steps.append(found)  # type: ignore[union-attr]
+                known[line[i]].compiles.steps.append(found)
         compiling = self.cat == C.COMPILE
         for k in np.unique(line[good & marker]).tolist():
-            self._compiles(k, facts[k], base_ps[k], compiling, marker, events)  # type: ignore[arg-type]
+            self._compiles(k, known[k], base_ps[k], compiling, marker, events)
         for k in np.unique(line[good & compiling]).tolist():
-            held = facts[k]
-            if held.early is None:  # type: ignore[union-attr]
+            held = known[k]
+            if held.early is None:
                 rows = np.flatnonzero((line == k) & compiling)
-                if held.previous_end is not None:  # type: ignore[union-attr]
-                    rows = rows[start[rows] >= held.previous_end]  # type: ignore[union-attr]
+                if held.previous_end is not None:
+                    rows = rows[start[rows] >= held.previous_end]
                 if len(rows):
-                    held.early = int(start[rows[0]])  # type: ignore[union-attr]
+                    held.early = int(start[rows[0]])
 
     def _unions(self, mask: Any) -> list[tuple[int, int, int]]:
         """`(line, start, end)` of the union of the events in `mask`, per line, in line time."""

@@ -164,9 +164,11 @@ class PlaneCache:
         md = self.metadata.get(mid)
         name = md.name if md is not None else ""
         cat = classify_name(name)
+        # classify_name calls a name KERNEL when it has split_tf_op's form.
+        parts = split_tf_op(name) if cat == Category.KERNEL else None
         op = None
-        if cat == Category.KERNEL:
-            op_name, op_type = split_tf_op(name)  # type: ignore[misc]
+        if parts is not None:
+            op_name, op_type = parts
             op = ((op_type, op_name), classify_op_type(op_type))
         launch = (
             LAUNCH

@@ -224,9 +224,9 @@ def xplane_pb2() -> XSpaceBindings:
             pool = descriptor_pool.DescriptorPool()
             pool.AddSerializedFile(file_descriptor_proto().SerializeToString())
             file = pool.FindFileByName(XPLANE_PROTO_FILE)
-            classes = [
-                _message_class(pool.FindMessageTypeByName(f"{XPLANE_PROTO_PACKAGE}.{name}"))
+            classes = {
+                name: _message_class(pool.FindMessageTypeByName(f"{XPLANE_PROTO_PACKAGE}.{name}"))
                 for name, _ in _MESSAGES
-            ]
-            _bindings = XSpaceBindings(*classes, DESCRIPTOR=file)
+            }
+            _bindings = XSpaceBindings(**classes, DESCRIPTOR=file)
     return _bindings

@@ -138,6 +138,10 @@ def _count_compile(plane: Any, event: Any, name_id: int, totals: Totals) -> None
         totals.modules.append(module)
 
 
+# A stack entry of `scan_events`: (end, owner, kernel ancestor-or-self, absorb, kernel).
+_Entry = tuple[int, list[Any], list[Any] | None, int, list[Any] | None]
+
+
 def _kernel_record(bucket: int, op: tuple[tuple[str, str], str], outer: Any, start: int) -> list[Any]:
     """A new kernel record (layout: the `_K_*` indices) for op `(key, role)`."""
     return [bucket, False, False, None, op[0], op[1], outer, start]
@@ -632,7 +636,7 @@ def scan_events(
     # None. The root entry's end lies beyond any int64 offset + duration;
     # its owner is a sink for the (meaningless) child time of top-level
     # events.
-    root = (1 << 70, [0], None, line_absorb, None)
+    root: _Entry = (1 << 70, [0], None, line_absorb, None)
     stack = [root]
     push, pop = stack.append, stack.pop
     top = root

@@ -62,14 +62,15 @@ def format_report(report: CoverageReport, *, max_ops: int = 5, max_programs: int
     wall = f", {report.window_wall_s:.2f} s wall" if report.window_wall_s is not None else ""
     if report.backend == "jax":
         return "\n".join(_jax_lines(report, where + steps + wall))
+    figures = report.measured()
     lines = [
-        f"XLA coverage ({where}{steps}{wall}): {report.xla_time_fraction:.1%} of op time ran inside XLA",
-        f"  XLA executables:   {format_ms(report.xla_time_s):>12}  ({report.xla_executions} launches)",
+        f"XLA coverage ({where}{steps}{wall}): {figures.xla_time_fraction:.1%} of op time ran inside XLA",
+        f"  XLA executables:   {format_ms(figures.xla_time_s):>12}  ({figures.xla_executions} launches)",
         *_program_lines(report, max_programs),
-        f"  plain TF ops:      {format_ms(report.non_xla_op_time_s):>12}",
-        f"  XLA compilations:  {report.compilations:>9}     ({format_ms(report.compile_time_s)} wall-clock"
+        f"  plain TF ops:      {format_ms(figures.non_xla_op_time_s):>12}",
+        f"  XLA compilations:  {figures.compilations:>9}     ({format_ms(figures.compile_time_s)} wall-clock"
         f"{_thread_compile(report)})",
-        f"  input pipeline:    {format_ms(report.input_pipeline_time_s):>12}",
+        f"  input pipeline:    {format_ms(figures.input_pipeline_time_s):>12}",
     ]
     if report.transfer_time_s is not None:
         lines.append(
@@ -167,18 +168,19 @@ def jax_busy(report: CoverageReport) -> tuple[float, float] | None:
 
 def _jax_lines(report: CoverageReport, where: str) -> list[str]:
     """A JAX window: the programs' share of the window and the host time around them."""
+    figures = report.measured()
     busy = jax_busy(report)
     over = "its steps" if report.steps else "the window"
     share = (
         f"XLA programs kept the device {busy[0]:.1%} busy over {over} "
         f"(host {format_ms(busy[1], 2)} between programs, compiles aside)"
         if busy is not None
-        else f"XLA programs ran {format_ms(report.xla_time_s or 0.0, 2)}"
+        else f"XLA programs ran {format_ms(figures.xla_time_s, 2)}"
     )
     lines = [
         f"JAX window ({where}): {share}",
-        f"  program launches:  {report.xla_executions:>9}",
-        f"  XLA compilations:  {report.compilations:>9}     ({format_ms(report.compile_time_s)} wall-clock"
+        f"  program launches:  {figures.xla_executions:>9}",
+        f"  XLA compilations:  {figures.compilations:>9}     ({format_ms(figures.compile_time_s)} wall-clock"
         f"{_thread_compile(report)})",
     ]
     if report.transfer_time_s is not None:

@@ -303,14 +303,16 @@ def combine_reports(reports: Sequence[CoverageReport], *, top_k: int = DEFAULT_T
         report's trace quality entries.
 
     Raises:
-        ValueError: If `reports` is empty.
+        ValueError: If `reports` is empty, or holds several and one of them
+            is not ok.
     """
     if not reports:
         raise ValueError("`reports` must hold at least one report. Received: []")
     if len(reports) == 1:
         return reports[0]
-    xla = sum(r.xla_time_s for r in reports)
-    non = sum(r.non_xla_op_time_s for r in reports)
+    figures = [r.measured() for r in reports]
+    xla = sum(f.xla_time_s for f in figures)
+    non = sum(f.non_xla_op_time_s for f in figures)
     walls = [r.window_wall_s for r in reports if r.window_wall_s is not None]
     transfers = [r.transfer_time_s for r in reports if r.transfer_time_s is not None]
     collectives = [r.collective_time_s for r in reports if r.collective_time_s is not None]
@@ -328,24 +330,30 @@ def combine_reports(reports: Sequence[CoverageReport], *, top_k: int = DEFAULT_T
         xla_time_s=xla,
         non_xla_op_time_s=non,
         xla_time_fraction=xla / (xla + non) if xla + non else 0.0,
-        xla_executions=sum(r.xla_executions for r in reports),
-        compilations=sum(r.compilations for r in reports),
-        compile_time_s=sum(r.compile_time_s for r in reports),
-        compile_thread_time_s=sum(r.compile_thread_time_s for r in reports),
+        xla_executions=sum(f.xla_executions for f in figures),
+        compilations=sum(f.compilations for f in figures),
+        compile_time_s=sum(f.compile_time_s for f in figures),
+        compile_thread_time_s=_total([r.compile_thread_time_s for r in reports]),
         compiled_modules=tuple(dict.fromkeys(m for r in reports for m in r.compiled_modules)),
         compile_table=tuple(c for r in reports for c in r.compile_table),
         top_non_xla_ops=_summed_ops(r.top_non_xla_ops for r in reports)[:top_k],
         top_xla_ops=_summed_ops(r.top_xla_ops for r in reports)[:top_k],
-        input_pipeline_time_s=sum(r.input_pipeline_time_s for r in reports),
-        eager_overhead_s=sum(r.eager_overhead_s for r in reports),
-        tracing_time_s=sum(r.tracing_time_s for r in reports),
-        guard_op_time_s=sum(r.guard_op_time_s for r in reports),
+        input_pipeline_time_s=sum(f.input_pipeline_time_s for f in figures),
+        eager_overhead_s=_total([r.eager_overhead_s for r in reports]),
+        tracing_time_s=_total([r.tracing_time_s for r in reports]),
+        guard_op_time_s=_total([r.guard_op_time_s for r in reports]),
         transfer_time_s=sum(transfers) if transfers else None,
         collective_time_s=sum(collectives) if collectives else None,
         programs=_by_time(programs),
         trace_quality=tuple(dict.fromkeys(q for r in reports for q in r.trace_quality)),
         notes=tuple(dict.fromkeys(n for r in reports for n in r.notes)),
     )
+
+
+def _total(values: Sequence[float | None]) -> float | None:
+    """The sum of one figure over reports; `None` when one lacks it (a report read back from a run file may)."""
+    known = [v for v in values if v is not None]
+    return sum(known) if len(known) == len(values) else None
 
 
 def _summed_ops(tables: Iterable[Iterable[OpStat]]) -> tuple[OpStat, ...]:

@@ -48,7 +48,7 @@ def compile_intervals_ps(space: Any) -> list[tuple[int, int]]:
     Returns:
         `(start, end)` pairs of events classified as compilation.
     """
-    intervals = []
+    intervals: list[tuple[int, int]] = []
     for plane in space.planes:
         if not plane.name.startswith("/host:") or plane.name == "/host:metadata":
             continue

@@ -322,19 +322,19 @@ def attribute_compiles(
         first, count = steps
         new_signatures = [(s, n) for s, n in new_signatures if n is None or first <= n < first + count]
     left = list(new_signatures)
-    rows: list[CompileRecord | None] = list(table)
+    rows = list(table)
     for i, row in enumerate(table):
         match = next((j for j, (_, n) in enumerate(left) if n is not None and n == row.step), None)
         if match is not None:
             rows[i] = dataclasses.replace(row, signature=left.pop(match)[0])
     for i, row in enumerate(rows):
-        if row is not None and row.signature is None and left:
+        if row.signature is None and left:
             signature, step = left.pop(0)
             rows[i] = dataclasses.replace(
                 row, signature=signature, step=row.step if row.step is not None else step
             )
     hits = [CompileRecord(program="", cache_hit=True, step=n, signature=s) for s, n in left]
-    merged = [r for r in rows if r is not None] + hits
+    merged = rows + hits
     order = {id(r): k for k, r in enumerate(merged)}
     merged.sort(key=lambda r: (r.step if r.step is not None else -1, order[id(r)]))
     return tuple(merged), len(hits)

@@ -12,7 +12,7 @@ from keras_xla_guard.trace.compiles import CompileRecord
 if TYPE_CHECKING:
     from keras_xla_guard.signatures.explanation import Explanation
 
-__all__ = ["CoverageReport", "OpStat", "ProgramStat", "StepStat", "TraceQuality"]
+__all__ = ["CoverageReport", "MeasuredFigures", "OpStat", "ProgramStat", "StepStat", "TraceQuality"]
 
 # The figures a profiled window measures. A report that is not ok measured
 # none of them: they are `None` (`null` in JSON), not a 0 that reads like a
@@ -149,6 +149,35 @@ class TraceQuality:
 
     def __str__(self) -> str:
         return f"{self.code}: {self.detail}"
+
+
+@dataclass(frozen=True)
+class MeasuredFigures:
+    """The figures every measured (`ok`) report holds, typed without `None`.
+
+    On a `CoverageReport` they are `float | None` (or `int | None`), since
+    a report that is not ok measured nothing; `CoverageReport.measured()`
+    returns them once the report is known to be ok, so code that reads them
+    needs no `None` check of its own. Each means what the report's
+    attribute of the same name means.
+
+    Attributes:
+        xla_time_fraction: `xla / (xla + non_xla_op)`, in [0, 1].
+        xla_time_s: Time inside XLA executables.
+        non_xla_op_time_s: Self time of plain TF op kernels outside XLA.
+        xla_executions: Number of XLA executable launches.
+        compilations: Number of XLA programs compiled in the window.
+        compile_time_s: Wall-clock time spent compiling them.
+        input_pipeline_time_s: tf.data iterator and input-op time.
+    """
+
+    xla_time_fraction: float
+    xla_time_s: float
+    non_xla_op_time_s: float
+    xla_executions: int
+    compilations: int
+    compile_time_s: float
+    input_pipeline_time_s: float
 
 
 @dataclass(frozen=True)
@@ -309,6 +338,36 @@ class CoverageReport:
     def ok(self) -> bool:
         """Whether the report holds measurements (`status == "ok"`)."""
         return self.status == "ok"
+
+    def measured(self) -> MeasuredFigures:
+        """The figures of an ok report, typed without `None`.
+
+        Returns:
+            The report's `MeasuredFigures`.
+
+        Raises:
+            ValueError: If the report is not ok (it measured nothing), or
+                is ok but was built without one of these figures.
+
+        Example:
+
+        ```python
+        from keras_xla_guard import analyze_trace
+
+        figures = analyze_trace("logs/xla_guard").measured()
+        print(f"{figures.xla_time_fraction:.0%} of op time ran under XLA")
+        ```
+        """
+        if not self.ok:
+            raise ValueError(
+                f"Only an ok report holds measured figures. Received: status={self.status!r}, "
+                f"reason={self.reason!r}"
+            )
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(MeasuredFigures)}
+        for name, value in values.items():
+            if value is None:
+                raise ValueError(f"An ok report must hold every measured figure. Received: {name}=None")
+        return MeasuredFigures(**values)
 
     def to_dict(self) -> dict[str, Any]:
         """Returns the report as a JSON-serializable dict.

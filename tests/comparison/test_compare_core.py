@@ -182,9 +182,9 @@ def test_report_is_frozen_and_round_trips_through_json():
     plain, jit = fig("plain", 0.5, compilations=0), fig("jit_compile", 0.25, per_signature=1.0)
     report = build_report([plain, jit], planned_steps=10, planned_signatures=1, wall_s=2.0)
     with pytest.raises(dataclasses.FrozenInstanceError):
-        report.best_mode = "plain"  # type: ignore[misc]
+        report.best_mode = "plain"  # type: ignore[misc]  # why: writing a frozen field is the test
     with pytest.raises(TypeError):
-        report.modes["plain"] = jit  # type: ignore[index]
+        report.modes["plain"] = jit  # type: ignore[index]  # why: writing a read-only mapping is the test
     doc = json.loads(json.dumps(report.to_dict()))
     assert doc["best_mode"] == report.best_mode and doc["wall_s"] == 2.0
     assert doc["modes"]["jit_compile"]["final_loss"] == 0.5

@@ -66,7 +66,7 @@ def test_verdict_as_note_keeps_code_lines_of_the_fix() -> None:
 def test_doctor_rejects_bad_probe_timeout(bad: object) -> None:
     """A non-positive, non-finite or non-numeric probe timeout is a ValueError quoting it."""
     with pytest.raises(ValueError, match="probe_timeout="):
-        doctor(probe_timeout=bad)  # type: ignore[arg-type]
+        doctor(probe_timeout=bad)  # type: ignore[arg-type]  # why: the bad value is the test
 
 
 @pytest.mark.slow

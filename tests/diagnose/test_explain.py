@@ -15,10 +15,10 @@ import pytest
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-import keras  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import keras
+import tensorflow as tf
 
-from keras_xla_guard.diagnose.explain import explain, model_verdicts  # noqa: E402
+from keras_xla_guard.diagnose.explain import explain, model_verdicts
 
 pytestmark = [pytest.mark.slow, pytest.mark.compat]
 

@@ -15,7 +15,7 @@ from keras_xla_guard.signatures import EpochSignatures
 
 def test_default_sinks_follow_the_config(tmp_path):
     """write_summaries adds TensorBoard and the run file in log_dir, verbose the console; tensorboard= overrides."""
-    kinds = lambda sinks: [type(s).__name__ for s in sinks]  # noqa: E731
+    kinds = lambda sinks: [type(s).__name__ for s in sinks]  # noqa: E731 - a one-line helper of this test
     assert kinds(default_sinks(GuardConfig(log_dir=tmp_path))) == [
         "TensorBoardSink",
         "RunFileSink",

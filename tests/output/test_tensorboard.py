@@ -6,6 +6,7 @@ import math
 import re
 import unicodedata
 import warnings
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -147,8 +148,8 @@ def test_markdown_table_rejects_rows_of_the_wrong_width() -> None:
         markdown_table(["a", "b"], [["a"]])
 
 
-def _report(**kwargs: object) -> CoverageReport:
-    base = dict(
+def _report(**kwargs: Any) -> CoverageReport:
+    base: dict[str, Any] = dict(
         epoch=1,
         steps_profiled=4,
         xla_time_s=0.003,
@@ -160,7 +161,7 @@ def _report(**kwargs: object) -> CoverageReport:
         input_pipeline_time_s=0.002,
     )
     base.update(kwargs)
-    return CoverageReport(**base)  # type: ignore[arg-type]
+    return CoverageReport(**base)
 
 
 def test_report_markdown_renders_ops_table_and_notes_literally() -> None:

@@ -32,7 +32,7 @@ def test_config_is_frozen():
     """A config cannot change after validation."""
     config = GuardConfig()
     with pytest.raises(AttributeError):
-        config.top_k = 3  # type: ignore[misc]
+        config.top_k = 3  # type: ignore[misc]  # why: writing a frozen field is the test
 
 
 @pytest.mark.parametrize(
@@ -88,7 +88,7 @@ def test_config_and_changed_keywords_together_are_refused(tmp_path):
     with pytest.raises(ValueError, match=r"XlaGuard takes `config` or .* Received: .* and max_steps, top_k"):
         XlaGuard(config=config, top_k=3, max_steps=5)
     with pytest.raises(ValueError, match=r"`config` must be a GuardConfig or None. Received: config='x'"):
-        XlaGuard(config="x")  # type: ignore[arg-type]
+        XlaGuard(config="x")  # type: ignore[arg-type]  # why: the wrong type is the test
     with pytest.raises(ValueError, match="XlaGuardEngine takes a GuardConfig or its fields"):
         XlaGuardEngine(config, top_k=3)
 

@@ -392,7 +392,7 @@ def test_printed_code_for_a_dataset_of_bare_arrays_runs():
             lambda: iter(examples), output_signature=tf.TensorSpec([None], tf.float32)
         ),
     }
-    exec(fix.fix_code, scope)  # noqa: S102 - running the printed recommendation is the point
+    exec(fix.fix_code, scope)  # running the printed recommendation is the point
     assert {tuple(batch.shape) for batch in scope["dataset"]} == {(4, b) for b in fix.values}
 
 

@@ -78,7 +78,7 @@ def test_signature_equality_and_hash_follow_shapes():
 
 
 def test_signature_of_specs_marks_unknown_dims():
-    """TensorSpec-like leaves keep None dims, which dynamic_dims/with_dims fill in."""
+    """TensorSpec-like leaves keep None dims, which dynamic_dims/with_dims fill in (never on an unranked leaf)."""
     import tensorflow as tf
 
     spec = ({"tokens": tf.TensorSpec((None, None), tf.int32)}, tf.TensorSpec((None, 1), tf.float32))
@@ -89,6 +89,9 @@ def test_signature_of_specs_marks_unknown_dims():
     assert Signature.of(tf.TensorSpec(None, tf.float32)).shapes == (None,)
     with pytest.raises(ValueError, match=r"values=\(1,\)"):
         sig.with_dims(sig.dynamic_dims(), (1,))
+    unranked = Signature.of(tf.TensorSpec(None, tf.float32))
+    with pytest.raises(ValueError, match=r"Leaf 0 has no known rank.*dims=\(\(0, 0\),\)"):
+        unranked.with_dims([(0, 0)], (3,))
 
 
 def test_signature_rejects_string_root_names():
@@ -267,7 +270,7 @@ def test_printed_code_pads_inputs_varying_together_to_one_shape():
         "tf": tf,
         "dataset": tf.data.Dataset.from_generator(lambda: iter(examples), output_signature=spec),
     }
-    exec(fix.fix_code, scope)  # noqa: S102 - running the printed recommendation is the point
+    exec(fix.fix_code, scope)  # running the printed recommendation is the point
     shapes = {(tuple(x["tokens"].shape), tuple(x["mask"].shape)) for x, _ in scope["dataset"]}
     assert shapes == {((8, b), (8, b)) for b in fix.values}
 
@@ -370,7 +373,7 @@ def test_printed_tf_data_code_runs_and_yields_the_bucket_shapes():
         "tf": tf,
         "dataset": tf.data.Dataset.from_generator(lambda: iter(examples), output_signature=spec),
     }
-    exec(code, scope)  # noqa: S102 - running the printed recommendation is the point
+    exec(code, scope)  # running the printed recommendation is the point
     shapes = {tuple(x["tokens"].shape) for x, _ in scope["dataset"]}
     assert shapes == {(8, 7), (8, 13)}
 
@@ -607,7 +610,7 @@ def test_fit_guard_actions(on_violation, tmp_path):
     model = _seq_model(jit_compile=True)
     guard = _guard(tmp_path, max_compilations=3, on_violation=on_violation)
     lengths = LENGTHS * 3
-    fit = lambda: model.fit(_seq_dataset(lengths), epochs=3, callbacks=[guard], verbose=0)  # noqa: E731
+    fit = lambda: model.fit(_seq_dataset(lengths), epochs=3, callbacks=[guard], verbose=0)  # noqa: E731 - one fit, run under each branch below
     if on_violation == "raise":
         with pytest.raises(Error, match="epoch 0 caused 4 XLA compilations"):
             fit()

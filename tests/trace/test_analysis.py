@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -495,6 +496,25 @@ def test_combine_reports_sums_hosts():
     assert c.top_non_xla_ops[0].op_name == "y/MatMul"
     with pytest.raises(ValueError):
         combine_reports([])
+
+
+def test_combine_reports_refuses_a_report_that_measured_nothing():
+    """Beside other reports, one that is not ok is a ValueError quoting its status, not a sum with None."""
+    ok = analyze_xspace(build_space({"t": [("x/xla_run:_XlaRun", 0, 30)]}), host="a")
+    skipped = dataclasses.replace(ok, status="skipped", reason="chief only")
+    with pytest.raises(ValueError, match="status='skipped', reason='chief only'"):
+        combine_reports([ok, skipped])
+
+
+def test_combine_reports_leaves_a_figure_one_report_lacks_unknown():
+    """An optional figure one report lacks (None, as a run file may hold it) combines to None, not a partial sum."""
+    space = build_space({"t": [("x/xla_run:_XlaRun", 0, 30), ("xla_guard_tap/Shape:Shape", 40, 5)]})
+    a = analyze_xspace(space, host="a")
+    b = dataclasses.replace(a, hosts=("b",), eager_overhead_s=None)
+    c = combine_reports([a, b])
+    assert c.eager_overhead_s is None
+    assert c.guard_op_time_s == pytest.approx(10e-6)
+    assert c.xla_time_s == pytest.approx(60e-6)
 
 
 def test_guard_tap_ops_are_booked_apart_from_the_models():

@@ -1,4 +1,4 @@
-"""`CoverageReport` and `OpStat`: the JSON round trip of a report."""
+"""`CoverageReport` and `OpStat`: the JSON round trip of a report, and its measured figures."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from keras_xla_guard import CoverageReport, Explanation, OpStat
+from keras_xla_guard import CoverageReport, Explanation, MeasuredFigures, OpStat
 
 
 def _report() -> CoverageReport:
@@ -107,3 +107,31 @@ def test_a_report_that_measured_nothing_has_none_figures_in_python(status):
     assert [getattr(report, key) for key in _TRACE_FIGURES] == [None] * len(_TRACE_FIGURES)
     ok = CoverageReport(xla_time_s=1.0, xla_time_fraction=0.5, compilations=3)
     assert (ok.xla_time_s, ok.xla_time_fraction, ok.compilations, ok.non_xla_op_time_s) == (1.0, 0.5, 3, 0.0)
+
+
+def test_measured_gives_an_ok_reports_figures():
+    """measured() returns the seven figures every ok report holds, exactly as the report has them."""
+    figures = _report().measured()
+    assert figures == MeasuredFigures(
+        xla_time_fraction=0.75,
+        xla_time_s=0.3,
+        non_xla_op_time_s=0.1,
+        xla_executions=4,
+        compilations=0,
+        compile_time_s=0.0,
+        input_pipeline_time_s=0.0,
+    )
+
+
+@pytest.mark.parametrize("status", ["skipped", "failed", "incomplete"])
+def test_measured_refuses_a_report_that_measured_nothing(status):
+    """A report that is not ok has no figures to give: a ValueError quoting its status and reason."""
+    report = CoverageReport(status=status, reason="not profiled: chief only")
+    with pytest.raises(ValueError, match=f"status='{status}', reason='not profiled: chief only'"):
+        report.measured()
+
+
+def test_measured_refuses_an_ok_report_built_without_a_figure():
+    """An ok report constructed with None for a measured figure is a ValueError naming the figure."""
+    with pytest.raises(ValueError, match="Received: compilations=None"):
+        CoverageReport(compilations=None).measured()
