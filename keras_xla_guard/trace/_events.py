@@ -20,10 +20,8 @@ from keras_xla_guard.trace._wire import decode_events
 from keras_xla_guard.trace.classify import (
     ASYNC_KERNEL_EVENT,
     COMPILE_COUNT_RE,
-    Category,
-    classify_name,
+    classify_name_and_op,
     classify_op_type,
-    split_tf_op,
 )
 from keras_xla_guard.trace.compiles import STEP_EVENT
 
@@ -45,6 +43,7 @@ __all__ = [
     "stat_index",
     "stat_str",
     "stats_str",
+    "unique_ints",
 ]
 
 # What an event's name says about launches (`PlaneCache.infos`' third
@@ -63,6 +62,22 @@ ROLE_CODES = {"op": 0, "xla_launch": 1, "xla_compile": 2, "input": 3}
 _DENSE_IDS = 1 << 20
 _THUNK_EXECUTE = "ThunkExecutor::Execute"
 _CALL_PREFIX = "EagerLocalExecute: __inference_"
+
+
+def unique_ints(np: Any, values: Any) -> Any:
+    """The distinct values of an int array, sorted.
+
+    `np.unique` would do, but numpy 2 imports `numpy.ma` on its first call
+    (to rule out masked arrays): tens of milliseconds and a megabyte of
+    memory, more than the whole analysis of a small trace.
+    """
+    ordered = np.sort(values)
+    if len(ordered) < 2:
+        return ordered
+    keep = np.empty(len(ordered), dtype=bool)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
 
 
 def stat_index(plane: Any) -> dict[str, int]:
@@ -100,6 +115,7 @@ class PlaneCache:
     """What one plane's metadata says, looked up once per analysis.
 
     Attributes:
+        names: Metadata id -> event name, as in the plane's `event_metadata`.
         infos: Metadata id -> (category, (op key, op role) or None, what
             the event says about launches: `NOT_LAUNCH`, `LAUNCH`,
             `MAYBE_LAUNCH` or `CALL`), filled as ids are met.
@@ -112,11 +128,14 @@ class PlaneCache:
     """
 
     def __init__(self, plane: Any) -> None:
-        self.metadata = plane.event_metadata
+        # One pass over the protobuf map: a plane of a model without XLA
+        # names thousands of ops, and every lookup in the map costs more
+        # than one in a dict.
+        self.names = {mid: md.name for mid, md in plane.event_metadata.items()}
         self.infos: dict[int, tuple[int, Any, int]] = {}
-        self.markers = frozenset(mid for mid, md in self.metadata.items() if COMPILE_COUNT_RE.match(md.name))
+        self.markers = frozenset(mid for mid, name in self.names.items() if COMPILE_COUNT_RE.match(name))
         self.with_stats = self.markers | frozenset(
-            mid for mid, md in self.metadata.items() if md.name == ASYNC_KERNEL_EVENT
+            mid for mid, name in self.names.items() if name == ASYNC_KERNEL_EVENT
         )
         stat_ids = stat_index(plane)
         self.name_id = stat_ids.get("name", -1)
@@ -135,7 +154,7 @@ class PlaneCache:
             | (ROLE_CODES[op[1]] << 6 if op else 0)
             | (MARKER_CODE if mid in self.markers else 0)
             | (WITH_STATS_CODE if mid in self.with_stats else 0)
-            | (TRAIN_CODE if mid in self.metadata and self.metadata[mid].name == STEP_EVENT else 0)
+            | (TRAIN_CODE if self.names.get(mid) == STEP_EVENT else 0)
         )
 
     def codes(self, np: Any, mids: Any) -> Any:
@@ -144,8 +163,9 @@ class PlaneCache:
             return np.zeros(0, dtype=np.int16)
         low, high = int(mids.min()), int(mids.max())
         if low < 0 or high >= _DENSE_IDS:
-            unique, inverse = np.unique(mids, return_inverse=True)
-            return np.array([self.code(m) for m in unique.tolist()], dtype=np.int16)[inverse]
+            unique = unique_ints(np, mids)
+            codes = np.array([self.code(m) for m in unique.tolist()], dtype=np.int16)
+            return codes[np.searchsorted(unique, mids)]
         table = self._table
         if table is None or high >= len(table):
             grown = np.full(max(high + 1, 2 * len(table) if table is not None else 0), -1, dtype=np.int16)
@@ -155,18 +175,17 @@ class PlaneCache:
         found = table[mids]
         unknown = found < 0
         if unknown.any():
-            for mid in np.unique(mids[unknown]).tolist():
+            for mid in unique_ints(np, mids[unknown]).tolist():
                 table[mid] = self.code(mid)
             found = table[mids]
         return found
 
     def info(self, mid: int) -> tuple[int, Any, int]:
-        md = self.metadata.get(mid)
-        name = md.name if md is not None else ""
-        cat = classify_name(name)
+        name = self.names.get(mid, "")
+        cat, split = classify_name_and_op(name)
         op = None
-        if cat == Category.KERNEL:
-            op_name, op_type = split_tf_op(name)  # type: ignore[misc]
+        if split is not None:
+            op_name, op_type = split
             op = ((op_type, op_name), classify_op_type(op_type))
         launch = (
             LAUNCH
