@@ -215,9 +215,19 @@ def message_events(events: Iterable[Any], cache: PlaneCache) -> Iterator[tuple[i
 
 
 def event_columns(
-    np: Any, data: bytes, heads: list[int], plane: Any, cache: PlaneCache, first: bool, source: str
+    np: Any,
+    data: bytes,
+    heads: Any,
+    plane: Any,
+    cache: PlaneCache,
+    first: bool,
+    source: str,
+    *,
+    padded: bool = False,
 ) -> tuple[Any, Any, Any, Any, Any, Any]:
-    """The serialized events at `heads` in `data` as columns.
+    """The serialized events at `heads` (a list or an int64 array) in `data` as columns.
+
+    `padded` says `data` ends with `_wire.EVENT_PADDING` (see `decode_events`).
 
     Returns:
         `(metadata_id, offset_ps, duration_ps, has_hlo, has_root, found)`:
@@ -232,7 +242,9 @@ def event_columns(
     """
     xevent = xplane_pb2().XEvent
     with trace_errors(source):
-        cols = decode_events(np, data, np.array(heads, dtype=np.int64), (cache.hlo_id, cache.root_id))
+        cols = decode_events(
+            np, data, np.asarray(heads, dtype=np.int64), (cache.hlo_id, cache.root_id), padded=padded
+        )
     mid, off, dur = cols["metadata_id"], cols["offset_ps"], cols["duration_ps"]
     has, root = cols["has_stats"]
     starts, ends = cols["start"], cols["end"]
