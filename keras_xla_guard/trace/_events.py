@@ -11,6 +11,7 @@ numpy). Pure: no Keras, no TensorFlow.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -115,7 +116,6 @@ class PlaneCache:
     """What one plane's metadata says, looked up once per analysis.
 
     Attributes:
-        names: Metadata id -> event name, as in the plane's `event_metadata`.
         infos: Metadata id -> (category, (op key, op role) or None, what
             the event says about launches: `NOT_LAUNCH`, `LAUNCH`,
             `MAYBE_LAUNCH` or `CALL`), filled as ids are met.
@@ -128,15 +128,22 @@ class PlaneCache:
     """
 
     def __init__(self, plane: Any) -> None:
-        # One pass over the protobuf map: a plane of a model without XLA
-        # names thousands of ops, and every lookup in the map costs more
-        # than one in a dict.
-        self.names = {mid: md.name for mid, md in plane.event_metadata.items()}
+        self.metadata = plane.event_metadata
         self.infos: dict[int, tuple[int, Any, int]] = {}
-        self.markers = frozenset(mid for mid, name in self.names.items() if COMPILE_COUNT_RE.match(name))
-        self.with_stats = self.markers | frozenset(
-            mid for mid, name in self.names.items() if name == ASYNC_KERNEL_EVENT
-        )
+        # One pass over the protobuf map, keeping nothing of the names: a
+        # plane of a model without XLA names thousands of ops.
+        markers, starts, train = [], [], []
+        for mid, md in self.metadata.items():
+            name = md.name
+            if name == ASYNC_KERNEL_EVENT:
+                starts.append(mid)
+            elif name == STEP_EVENT:
+                train.append(mid)
+            elif COMPILE_COUNT_RE.match(name):
+                markers.append(mid)
+        self.markers = frozenset(markers)
+        self.with_stats = self.markers | frozenset(starts)
+        self._train = frozenset(train)
         stat_ids = stat_index(plane)
         self.name_id = stat_ids.get("name", -1)
         self.type_id = stat_ids.get("kernel_type", -1)
@@ -154,7 +161,7 @@ class PlaneCache:
             | (ROLE_CODES[op[1]] << 6 if op else 0)
             | (MARKER_CODE if mid in self.markers else 0)
             | (WITH_STATS_CODE if mid in self.with_stats else 0)
-            | (TRAIN_CODE if self.names.get(mid) == STEP_EVENT else 0)
+            | (TRAIN_CODE if mid in self._train else 0)
         )
 
     def codes(self, np: Any, mids: Any) -> Any:
@@ -181,11 +188,14 @@ class PlaneCache:
         return found
 
     def info(self, mid: int) -> tuple[int, Any, int]:
-        name = self.names.get(mid, "")
+        md = self.metadata.get(mid)
+        name = md.name if md is not None else ""
         cat, split = classify_name_and_op(name)
         op = None
         if split is not None:
             op_name, op_type = split
+            # Thousands of ops share a few types: one string each.
+            op_type = sys.intern(op_type)
             op = ((op_type, op_name), classify_op_type(op_type))
         launch = (
             LAUNCH

@@ -23,7 +23,7 @@ def test_unique_ints_are_the_sorted_distinct_values():
 
 
 def test_plane_cache_reads_names_markers_and_kernels_from_the_metadata():
-    """Each id's name, the compile markers, the async kernel starts and each id's category and op."""
+    """The compile markers, the async kernel starts and each id's category and op."""
     space = build_space(
         {
             "tf_Compute/1": [
@@ -36,8 +36,7 @@ def test_plane_cache_reads_names_markers_and_kernels_from_the_metadata():
     )
     plane = next(p for p in space.planes if p.name.startswith("/host:"))
     cache = PlaneCache(plane)
-    ids = {name: mid for mid, name in cache.names.items()}
-    assert cache.names == {mid: md.name for mid, md in plane.event_metadata.items()}
+    ids = {md.name: mid for mid, md in plane.event_metadata.items()}
     assert cache.markers == {ids["CpuCompiler::RunBackend"]}
     assert cache.with_stats == {ids["CpuCompiler::RunBackend"], ids["ExecutorState::ProcessAsync::Start"]}
     assert cache.info(ids["dense/MatMul:MatMul"])[:2] == (Category.KERNEL, (("MatMul", "dense/MatMul"), "op"))
