@@ -69,8 +69,8 @@ def unique_ints(np: Any, values: Any) -> Any:
     """The distinct values of an int array, sorted.
 
     `np.unique` would do, but numpy 2 imports `numpy.ma` on its first call
-    (to rule out masked arrays): tens of milliseconds and a megabyte of
-    memory, more than the whole analysis of a small trace.
+    (to rule out masked arrays): about 8 ms and a megabyte of memory, what
+    the whole analysis of a small trace costs.
     """
     ordered = np.sort(values)
     if len(ordered) < 2:
