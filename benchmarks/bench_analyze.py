@@ -37,8 +37,11 @@ between a plain-op kernel and a transparent event). Every run of either
 contender is a fresh interpreter that imports everything first, then takes
 its memory baseline and starts the clock (`_FRESH_RUN`); the two contenders
 alternate, and each trace's figures are the best of `--corpus-rounds` runs
-(time) and the highest peak (memory). Each report is compared with the one
-the code at `--corpus-reference` gives.
+(time) and the highest peak (memory). One more run of ours first analyses a
+trace of two events: its memory rise leaves out the code pages of numpy and
+protobuf that any analysis pages in (about 1.3 MiB, the same for every
+trace; file pages, shared), which weigh most on the smallest traces. Each
+report is compared with the one the code at `--corpus-reference` gives.
 
 Usage:
 
@@ -393,9 +396,24 @@ def floor(path):
 
 
 which, path = sys.argv[1], sys.argv[2]
+if which == "warm":
+    # Page in the code an analysis runs (numpy's, protobuf's) on a trace of
+    # two events, so that the memory measured next is the trace's own.
+    import os, tempfile
+    tiny = pb.XSpace()
+    plane = tiny.planes.add(id=1, name="/host:CPU")
+    plane.event_metadata[1].name = "dense/MatMul:MatMul"
+    events = plane.lines.add(id=1, name="tf_Compute/1").events
+    events.add(metadata_id=1, offset_ps=0, duration_ps=10)
+    events.add(metadata_id=1, offset_ps=20, duration_ps=10)
+    handle, tiny_path = tempfile.mkstemp(suffix=".xplane.pb")
+    with os.fdopen(handle, "wb") as f:
+        f.write(tiny.SerializeToString())
+    analyze_trace(tiny_path)
+    os.unlink(tiny_path)
 base = high_water_kib()
 wall, cpu = time.perf_counter(), time.process_time()
-if which == "ours":
+if which in ("ours", "warm"):
     analyze_trace(path, max_bytes=1 << 31)
 else:
     floor(path)
@@ -405,7 +423,7 @@ print(json.dumps({"wall_s": wall, "cpu_s": cpu, "peak_growth_kib": high_water_ki
 
 
 def _fresh(which: str, path: Path) -> dict[str, float]:
-    """One run of `ours` or `floor` on `path` in a fresh interpreter (see `_FRESH_RUN`)."""
+    """One run of `ours`, `floor` or `warm` (ours after a warm-up) on `path` in a fresh interpreter (see `_FRESH_RUN`)."""
     out = subprocess.run(
         [sys.executable, "-c", _FRESH_RUN, which, str(path)], check=True, capture_output=True, text=True
     ).stdout
@@ -424,6 +442,7 @@ def _measure_fresh(path: Path, rounds: int) -> dict[str, Any]:
     best = {name: min(run["wall_s"] for run in rs) for name, rs in runs.items()}
     best_cpu = {name: min(run["cpu_s"] for run in rs) for name, rs in runs.items()}
     peak = max(run["peak_growth_kib"] for run in runs["ours"]) * 1024
+    warm = _fresh("warm", path)["peak_growth_kib"] * 1024
     return {
         "trace_bytes": size,
         "trace_events": _count_events(path),
@@ -440,6 +459,8 @@ def _measure_fresh(path: Path, rounds: int) -> dict[str, Any]:
         "peak_memory_mib": peak / 2**20,
         "floor_peak_memory_mib": max(run["peak_growth_kib"] for run in runs["floor"]) / 1024,
         "peak_memory_over_file_size": peak / size,
+        "peak_memory_after_warm_up_mib": warm / 2**20,
+        "peak_memory_after_warm_up_over_file_size": warm / size,
     }
 
 
@@ -536,17 +557,31 @@ def _corpus(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             "ours and the floor alternated; best (lowest) wall time of the rounds; memory the "
             "highest VmHWM rise of ours' runs"
         ),
+        "warm_up_method": (
+            "peak_memory_after_warm_up: one more fresh run of ours that first analyses a trace of "
+            "two events, so the code pages of numpy and protobuf that any analysis touches (file "
+            "pages, shared, the same for every trace) are resident before the baseline"
+        ),
         "cpus": os.cpu_count(),
         "gpu_trace": "none: this machine has no accelerator",
         "traces": measured,
         "worst_time": max(measured, key=lambda n: measured[n]["ours_over_floor"]),
         "worst_memory": max(measured, key=lambda n: measured[n]["peak_memory_over_file_size"]),
+        "worst_memory_after_warm_up": max(
+            measured, key=lambda n: measured[n]["peak_memory_after_warm_up_over_file_size"]
+        ),
     }
     if args.corpus_reference:
         result["reference"] = _same_as_reference(args.corpus_reference, traces)
+    goals = {"ours_over_floor": 1.3, "peak_memory_over_file_size": 1.0}
+    result["goals"] = goals
     result["goals_met"] = {
-        "ours_within_1_3x_of_floor": all(m["ours_over_floor"] <= 1.3 for m in measured.values()),
-        "peak_memory_under_file_size": all(m["peak_memory_over_file_size"] <= 1.0 for m in measured.values()),
+        "ours_within_1_3x_of_floor": all(
+            m["ours_over_floor"] <= goals["ours_over_floor"] for m in measured.values()
+        ),
+        "peak_memory_under_file_size": all(
+            m["peak_memory_over_file_size"] <= goals["peak_memory_over_file_size"] for m in measured.values()
+        ),
     }
     if "reference" in result:
         result["goals_met"]["reports_identical_to_reference"] = all(

@@ -187,6 +187,49 @@ def test_bench_analyze_times_all_three_contenders():
     }
 
 
+def test_bench_analyze_corpus_measures_each_trace_against_the_floor_and_the_reference(tmp_path):
+    """--corpus on a stocked corpus (a real trace as its MLP): each trace timed against the floor in
+    fresh processes, its memory with and without a warm-up, its report equal to the reference's."""
+    import gzip
+
+    sys.path.insert(0, str(BENCH))
+    import bench_analyze
+
+    where = tmp_path / "mlp"
+    where.mkdir()
+    (where / "trace.xplane.pb").write_bytes(
+        gzip.decompress((REPO / "tests" / "trace" / "data" / "mlp.xplane.pb.gz").read_bytes())
+    )
+    (where / "built.json").write_text(json.dumps(bench_analyze._corpus_key()))
+    doc = _json(
+        _run(
+            BENCH / "bench_analyze.py",
+            "--corpus",
+            "mlp",
+            "--corpus-dir",
+            tmp_path,
+            "--corpus-rounds",
+            "1",
+            "--corpus-scale-events",
+            "1000",
+            "--alternating-events",
+            "500",
+            "--corpus-reference",
+            "HEAD",
+        )
+    )
+    traces = doc["traces"]
+    assert sorted(traces) == ["mlp", "synthetic_alternating", "synthetic_mlp_1000_events"]
+    assert traces["synthetic_mlp_1000_events"]["trace_events"] == 1000
+    assert traces["synthetic_alternating"]["trace_events"] == 500
+    for m in traces.values():
+        assert len(m["wall_s"]["ours"]) == len(m["wall_s"]["floor"]) == 1
+        assert _positive(m["ours_over_floor"], m["peak_memory_over_file_size"])
+        assert m["peak_memory_after_warm_up_mib"] >= 0
+    assert doc["worst_time"] in traces and doc["worst_memory"] in traces
+    assert doc["reference"]["identical"] == dict.fromkeys(traces, True)
+
+
 def test_bench_doctor_runs_the_command_both_ways():
     """bench_doctor runs `doctor --json` with and without the probe and reports the probe's cost."""
     doc = _json(_run(BENCH / "bench_doctor.py", "--rounds", "1"))

@@ -37,6 +37,7 @@ from keras_xla_guard.trace._events import (
     ROLE_CODES,
     PlaneCache,
     stats_str,
+    unique_ints,
 )
 from keras_xla_guard.trace.classify import Category, classify_op_type, is_dispatch_only
 from keras_xla_guard.trace.compiles import CompileFacts, marker_module, step_event
@@ -405,9 +406,9 @@ class ColumnScan:
             if found is not None:
                 known[line[i]].compiles.steps.append(found)
         compiling = self.cat == C.COMPILE
-        for k in np.unique(line[good & marker]).tolist():
+        for k in unique_ints(np, line[good & marker]).tolist():
             self._compiles(k, known[k], base_ps[k], compiling, marker, events)
-        for k in np.unique(line[good & compiling]).tolist():
+        for k in unique_ints(np, line[good & compiling]).tolist():
             held = known[k]
             if held.early is None:
                 rows = np.flatnonzero((line == k) & compiling)

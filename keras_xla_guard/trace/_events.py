@@ -11,6 +11,7 @@ numpy). Pure: no Keras, no TensorFlow.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -20,10 +21,8 @@ from keras_xla_guard.trace._wire import decode_events
 from keras_xla_guard.trace.classify import (
     ASYNC_KERNEL_EVENT,
     COMPILE_COUNT_RE,
-    Category,
-    classify_name,
+    classify_name_and_op,
     classify_op_type,
-    split_tf_op,
 )
 from keras_xla_guard.trace.compiles import STEP_EVENT
 
@@ -45,6 +44,7 @@ __all__ = [
     "stat_index",
     "stat_str",
     "stats_str",
+    "unique_ints",
 ]
 
 # What an event's name says about launches (`PlaneCache.infos`' third
@@ -63,6 +63,22 @@ ROLE_CODES = {"op": 0, "xla_launch": 1, "xla_compile": 2, "input": 3}
 _DENSE_IDS = 1 << 20
 _THUNK_EXECUTE = "ThunkExecutor::Execute"
 _CALL_PREFIX = "EagerLocalExecute: __inference_"
+
+
+def unique_ints(np: Any, values: Any) -> Any:
+    """The distinct values of an int array, sorted.
+
+    `np.unique` would do, but numpy 2 imports `numpy.ma` on its first call
+    (to rule out masked arrays): about 8 ms and a megabyte of memory, what
+    the whole analysis of a small trace costs.
+    """
+    ordered = np.sort(values)
+    if len(ordered) < 2:
+        return ordered
+    keep = np.empty(len(ordered), dtype=bool)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
 
 
 def stat_index(plane: Any) -> dict[str, int]:
@@ -114,10 +130,20 @@ class PlaneCache:
     def __init__(self, plane: Any) -> None:
         self.metadata = plane.event_metadata
         self.infos: dict[int, tuple[int, Any, int]] = {}
-        self.markers = frozenset(mid for mid, md in self.metadata.items() if COMPILE_COUNT_RE.match(md.name))
-        self.with_stats = self.markers | frozenset(
-            mid for mid, md in self.metadata.items() if md.name == ASYNC_KERNEL_EVENT
-        )
+        # One pass over the protobuf map, keeping nothing of the names: a
+        # plane of a model without XLA names thousands of ops.
+        markers, starts, train = [], [], []
+        for mid, md in self.metadata.items():
+            name = md.name
+            if name == ASYNC_KERNEL_EVENT:
+                starts.append(mid)
+            elif name == STEP_EVENT:
+                train.append(mid)
+            elif COMPILE_COUNT_RE.match(name):
+                markers.append(mid)
+        self.markers = frozenset(markers)
+        self.with_stats = self.markers | frozenset(starts)
+        self._train = frozenset(train)
         stat_ids = stat_index(plane)
         self.name_id = stat_ids.get("name", -1)
         self.type_id = stat_ids.get("kernel_type", -1)
@@ -135,7 +161,7 @@ class PlaneCache:
             | (ROLE_CODES[op[1]] << 6 if op else 0)
             | (MARKER_CODE if mid in self.markers else 0)
             | (WITH_STATS_CODE if mid in self.with_stats else 0)
-            | (TRAIN_CODE if mid in self.metadata and self.metadata[mid].name == STEP_EVENT else 0)
+            | (TRAIN_CODE if mid in self._train else 0)
         )
 
     def codes(self, np: Any, mids: Any) -> Any:
@@ -144,8 +170,9 @@ class PlaneCache:
             return np.zeros(0, dtype=np.int16)
         low, high = int(mids.min()), int(mids.max())
         if low < 0 or high >= _DENSE_IDS:
-            unique, inverse = np.unique(mids, return_inverse=True)
-            return np.array([self.code(m) for m in unique.tolist()], dtype=np.int16)[inverse]
+            unique = unique_ints(np, mids)
+            codes = np.array([self.code(m) for m in unique.tolist()], dtype=np.int16)
+            return codes[np.searchsorted(unique, mids)]
         table = self._table
         if table is None or high >= len(table):
             grown = np.full(max(high + 1, 2 * len(table) if table is not None else 0), -1, dtype=np.int16)
@@ -155,7 +182,7 @@ class PlaneCache:
         found = table[mids]
         unknown = found < 0
         if unknown.any():
-            for mid in np.unique(mids[unknown]).tolist():
+            for mid in unique_ints(np, mids[unknown]).tolist():
                 table[mid] = self.code(mid)
             found = table[mids]
         return found
@@ -163,12 +190,12 @@ class PlaneCache:
     def info(self, mid: int) -> tuple[int, Any, int]:
         md = self.metadata.get(mid)
         name = md.name if md is not None else ""
-        cat = classify_name(name)
-        # classify_name calls a name KERNEL when it has split_tf_op's form.
-        parts = split_tf_op(name) if cat == Category.KERNEL else None
+        cat, split = classify_name_and_op(name)
         op = None
-        if parts is not None:
-            op_name, op_type = parts
+        if split is not None:
+            op_name, op_type = split
+            # Thousands of ops share a few types: one string each.
+            op_type = sys.intern(op_type)
             op = ((op_type, op_name), classify_op_type(op_type))
         launch = (
             LAUNCH
@@ -198,9 +225,19 @@ def message_events(events: Iterable[Any], cache: PlaneCache) -> Iterator[tuple[i
 
 
 def event_columns(
-    np: Any, data: bytes, heads: list[int], plane: Any, cache: PlaneCache, first: bool, source: str
+    np: Any,
+    data: bytes,
+    heads: Any,
+    plane: Any,
+    cache: PlaneCache,
+    first: bool,
+    source: str,
+    *,
+    padded: bool = False,
 ) -> tuple[Any, Any, Any, Any, Any, Any]:
-    """The serialized events at `heads` in `data` as columns.
+    """The serialized events at `heads` (a list or an int64 array) in `data` as columns.
+
+    `padded` says `data` ends with `_wire.EVENT_PADDING` (see `decode_events`).
 
     Returns:
         `(metadata_id, offset_ps, duration_ps, has_hlo, has_root, found)`:
@@ -215,7 +252,9 @@ def event_columns(
     """
     xevent = xplane_pb2().XEvent
     with trace_errors(source):
-        cols = decode_events(np, data, np.array(heads, dtype=np.int64), (cache.hlo_id, cache.root_id))
+        cols = decode_events(
+            np, data, np.asarray(heads, dtype=np.int64), (cache.hlo_id, cache.root_id), padded=padded
+        )
     mid, off, dur = cols["metadata_id"], cols["offset_ps"], cols["duration_ps"]
     has, root = cols["has_stats"]
     starts, ends = cols["start"], cols["end"]

@@ -28,7 +28,7 @@ from __future__ import annotations
 import threading
 from typing import Any, NamedTuple
 
-__all__ = ["XPLANE_PROTO_FILE", "XPLANE_PROTO_PACKAGE", "XSpaceBindings", "xplane_pb2"]
+__all__ = ["XPLANE_PROTO_FILE", "XPLANE_PROTO_PACKAGE", "XSpaceBindings", "plane_head", "xplane_pb2"]
 
 XPLANE_PROTO_FILE = "tsl/profiler/protobuf/xplane.proto"
 XPLANE_PROTO_PACKAGE = "tensorflow.profiler"
@@ -230,3 +230,43 @@ def xplane_pb2() -> XSpaceBindings:
             }
             _bindings = XSpaceBindings(**classes, DESCRIPTOR=file)
     return _bindings
+
+
+_PLANE_HEAD_FILE = "keras_xla_guard/trace/plane_head.proto"
+_plane_head: Any = None
+
+
+def plane_head() -> Any:
+    """The message class `PlaneHead`: an `XPlane` seen through its fields 1-3 only.
+
+    `id` (1) and `name` (2) with presence (proto2), `lines` (3) as raw
+    bytes; every other field is left unparsed. The trace reader parses a
+    plane's metadata with it to learn, in one pass in C, that no id, name
+    or line hides among thousands of metadata fields. Built in the
+    bindings' private pool, in a file of its own.
+
+    Returns:
+        The message class.
+    """
+    global _plane_head
+    if _plane_head is not None:
+        return _plane_head
+    pool = xplane_pb2().DESCRIPTOR.pool
+    with _lock:
+        if _plane_head is None:
+            from google.protobuf import descriptor_pb2
+
+            field = descriptor_pb2.FieldDescriptorProto
+            proto = descriptor_pb2.FileDescriptorProto(
+                name=_PLANE_HEAD_FILE, package="keras_xla_guard.trace", syntax="proto2"
+            )
+            message = proto.message_type.add(name="PlaneHead")
+            for name, number, kind, label in (
+                ("id", 1, field.TYPE_INT64, field.LABEL_OPTIONAL),
+                ("name", 2, field.TYPE_BYTES, field.LABEL_OPTIONAL),
+                ("lines", 3, field.TYPE_BYTES, field.LABEL_REPEATED),
+            ):
+                message.field.add(name=name, number=number, type=kind, label=label)
+            pool.AddSerializedFile(proto.SerializeToString())
+            _plane_head = _message_class(pool.FindMessageTypeByName("keras_xla_guard.trace.PlaneHead"))
+    return _plane_head

@@ -24,7 +24,7 @@ from keras_xla_guard.errors import (
     TraceParseError,
     TraceTooLargeError,
 )
-from keras_xla_guard.trace._proto import xplane_pb2
+from keras_xla_guard.trace._proto import plane_head, xplane_pb2
 from keras_xla_guard.trace._wire import EVENT_TAG, WireError, iter_fields, read_varint
 
 __all__ = [
@@ -44,8 +44,11 @@ __all__ = [
 ]
 
 # Bytes of a line read at once: large enough that the per-slice cost
-# vanishes, small enough that a slice's memory does not count.
-CHUNK_BYTES = 1 << 18
+# vanishes, small enough that a slice's memory does not count. A slice is
+# scanned with the batch it completes (`_scan.BATCH_EVENTS`): 128 KiB of
+# small events (15-35 bytes each) keeps batches near that size, where
+# 256 KiB made them up to twice as large, and their arrays' memory with them.
+CHUNK_BYTES = 1 << 17
 
 
 def check_trace_file(path: str | os.PathLike[str], max_bytes: int) -> int:
@@ -122,19 +125,75 @@ class TraceFile:
         return data
 
 
+# A plane's fields after its lines are its metadata. They are walked one by
+# one while they are large (`/host:metadata` holds an HLO module in each),
+# and checked in one protobuf parse once this many of them turn out small
+# (names of ops and stats, thousands on a host plane): walking costs per
+# field, the parse per byte (it copies what it does not know).
+_WALKED_FIELDS = 32
+_SMALL_FIELD_BYTES = 1024
+
+
 def read_plane(f: TraceFile, start: int, stop: int, source: str) -> LazyPlane:
-    """Parses a plane's metadata and notes where its lines are."""
+    """Notes where a plane's lines and metadata lie and parses its name and id.
+
+    The metadata (every field but the lines) is parsed when first used:
+    a plane the analysis never looks into (`/host:metadata`) is never
+    parsed. Name, id and metadata are what parsing all fields but the
+    lines as one `XPlane` gives, whatever the order of the fields.
+    """
+    head, runs, lines, rest = _walk_plane(f, start, stop, whole=False)
+    if rest < stop:
+        if _only_metadata(f, rest, stop):
+            runs[-1][1] = stop
+        else:
+            head, runs, lines, _ = _walk_plane(f, start, stop, whole=True)
+    names = decode(xplane_pb2().XPlane, b"".join(f.read(a, b) for a, b in head), source)
+    return LazyPlane(names.name, names.id, f.path, f.size, lines, runs, source)
+
+
+def _walk_plane(
+    f: TraceFile, start: int, stop: int, whole: bool
+) -> tuple[list[tuple[int, int]], list[list[int]], list[tuple[int, int]], int]:
+    """Walks a plane's fields: the spans of its id and name fields, of all its fields but the lines
+    (adjacent ones merged) and of its lines, and where the walk stopped.
+
+    Unless `whole`, the walk stops after `_WALKED_FIELDS` small metadata
+    fields: the rest, up to `stop`, is not in the spans.
+    """
+    head: list[tuple[int, int]] = []
     runs: list[list[int]] = []
     lines: list[tuple[int, int]] = []
+    fields = size = 0
     for number, wire, field_start, value_start, field_stop in iter_fields(f, start, stop):
         if number == 3 and wire == 2:
             lines.append((value_start, field_stop))
-        elif runs and runs[-1][1] == field_start:
+            continue
+        if runs and runs[-1][1] == field_start:
             runs[-1][1] = field_stop
         else:
             runs.append([field_start, field_stop])
-    meta = decode(xplane_pb2().XPlane, b"".join(f.read(a, b) for a, b in runs), source)
-    return LazyPlane(meta, f.path, f.size, lines, source)
+        if number in (1, 2):
+            head.append((field_start, field_stop))
+            continue
+        fields += 1
+        size += field_stop - field_start
+        if not whole and fields == _WALKED_FIELDS and size < _WALKED_FIELDS * _SMALL_FIELD_BYTES:
+            return head, runs, lines, field_stop
+    return head, runs, lines, stop
+
+
+def _only_metadata(f: TraceFile, start: int, stop: int) -> bool:
+    """Whether the plane's fields in `[start, stop)` parse and hold no id, name or line."""
+    from google.protobuf.message import DecodeError
+
+    seen = plane_head()()
+    try:
+        seen.ParseFromString(f.read(start, stop))
+    except (DecodeError, RuntimeError, ValueError):
+        # Bytes protobuf refuses: the whole walk names what is wrong.
+        return False
+    return not (seen.lines or seen.HasField("id") or seen.HasField("name"))
 
 
 class LazySpace(NamedTuple):
@@ -150,33 +209,52 @@ class LazySpace(NamedTuple):
 
 
 class LazyPlane:
-    """An XPlane's metadata, parsed, and where its lines lie in the file."""
+    """An XPlane's name and id, where its lines lie in the file, and its metadata once used.
 
-    __slots__ = (
-        "name",
-        "id",
-        "event_metadata",
-        "stat_metadata",
-        "stats",
-        "path",
-        "size",
-        "line_spans",
-        "source",
-    )
+    `event_metadata`, `stat_metadata` and `stats` are those of the `XPlane`
+    that the plane's fields other than its lines make up, parsed on first
+    use and kept.
+    """
+
+    __slots__ = ("_meta", "_runs", "id", "line_spans", "name", "path", "size", "source")
 
     def __init__(
-        self, meta: Any, path: Any, size: int, line_spans: list[tuple[int, int]], source: str
+        self,
+        name: str,
+        plane_id: int,
+        path: Any,
+        size: int,
+        line_spans: list[tuple[int, int]],
+        runs: list[list[int]],
+        source: str,
     ) -> None:
-        self.name: str = meta.name
-        self.id: int = meta.id
-        # The containers keep `meta` alive.
-        self.event_metadata = meta.event_metadata
-        self.stat_metadata = meta.stat_metadata
-        self.stats = meta.stats
+        self.name = name
+        self.id = plane_id
         self.path = path
         self.size = size
         self.line_spans = line_spans
         self.source = source
+        self._runs = runs
+        self._meta: Any = None
+
+    def _parsed(self) -> Any:
+        if self._meta is None:
+            with trace_errors(self.source), TraceFile(self.path, self.size) as f:
+                data = b"".join([f.read(a, b) for a, b in self._runs])
+            self._meta = decode(xplane_pb2().XPlane, data, self.source)
+        return self._meta
+
+    @property
+    def event_metadata(self) -> Any:
+        return self._parsed().event_metadata
+
+    @property
+    def stat_metadata(self) -> Any:
+        return self._parsed().stat_metadata
+
+    @property
+    def stats(self) -> Any:
+        return self._parsed().stats
 
 
 def read_line_chunks(

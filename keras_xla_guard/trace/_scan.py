@@ -41,6 +41,7 @@ from keras_xla_guard.trace._reader import (
     read_line_chunks,
     trace_errors,
 )
+from keras_xla_guard.trace._wire import EVENT_PADDING
 from keras_xla_guard.trace.classify import (
     Category,
     classify_op_type,
@@ -417,18 +418,19 @@ class _PlaneScan:
             parts.append(self.carry[1])
             self.carry = None
         if pieces:
-            data = pieces[0][1] if len(pieces) == 1 else b"".join(piece[1] for piece in pieces)
-            heads: list[int] = []
-            counts = []
-            offset = 0
-            for line, piece, at, _ in pieces:
-                heads.extend(at if not offset else [h + offset for h in at])
-                offset += len(piece)
-                counts.append(len(at))
+            # One copy of the slices, padded for `decode_events`; heads as
+            # arrays, each moved by where its slice begins.
+            data = b"".join([*(piece[1] for piece in pieces), EVENT_PADDING])
+            counts = [len(piece[2]) for piece in pieces]
+            begins = np.cumsum([0] + [len(piece[1]) for piece in pieces[:-1]]).tolist()
+            heads = np.concatenate(
+                [np.array(piece[2], dtype=np.int64) + begin for piece, begin in zip(pieces, begins)]
+            )
+            for line, *_ in pieces:
                 if not lines or lines[-1] is not line:
                     lines.append(line)
             mid, start, dur, hlo, root, found = event_columns(
-                np, data, heads, self.plane, self.cache, False, self.source
+                np, data, heads, self.plane, self.cache, False, self.source, padded=True
             )
             position = np.cumsum([0] + counts[:-1]).tolist()
             for (_, _, _, first), row in zip(pieces, position):

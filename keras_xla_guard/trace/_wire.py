@@ -23,11 +23,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-__all__ = ["WireError", "decode_events", "iter_fields", "read_varint", "EVENT_TAG"]
+__all__ = ["EVENT_PADDING", "EVENT_TAG", "WireError", "decode_events", "iter_fields", "read_varint"]
 
 # Field 4 (`XLine.events`), wire type 2: the one-byte tag of every event.
 EVENT_TAG = 0x22
 _MAX_VARINT = 10
+# Zeros after the events `decode_events` reads: reading a few bytes past an
+# event never leaves the buffer.
+EVENT_PADDING = bytes(32)
 
 
 class WireError(ValueError):
@@ -160,7 +163,9 @@ def _stat_has_one_id(
     return good
 
 
-def decode_events(np: Any, data: bytes, heads: Any, stat_ids: Sequence[int]) -> dict[str, Any]:
+def decode_events(
+    np: Any, data: bytes, heads: Any, stat_ids: Sequence[int], *, padded: bool = False
+) -> dict[str, Any]:
     """Reads the scalar fields of the events framed at `heads` in `data`.
 
     Args:
@@ -168,6 +173,9 @@ def decode_events(np: Any, data: bytes, heads: Any, stat_ids: Sequence[int]) -> 
         data: Bytes holding whole `XLine.events` fields.
         heads: int64 positions of the events' tags (`EVENT_TAG`).
         stat_ids: Stat metadata ids to look for (`-1`: none).
+        padded: Whether `data` ends with `EVENT_PADDING`, which is then
+            no part of the events (saves copying `data` to pad it).
+            Defaults to `False`.
 
     Returns:
         A dict of int64 arrays `metadata_id`, `offset_ps`, `duration_ps`,
@@ -180,14 +188,14 @@ def decode_events(np: Any, data: bytes, heads: Any, stat_ids: Sequence[int]) -> 
     Raises:
         WireError: If an event's length runs past the end of `data`.
     """
-    # Zero padding: reading a few bytes past an event never leaves the array.
-    b = np.frombuffer(data + bytes(32), dtype=np.uint8)
+    n_data = len(data) - len(EVENT_PADDING) if padded else len(data)
+    b = np.frombuffer(data if padded else data + EVENT_PADDING, dtype=np.uint8)
     size, hlen, ok = _varints(np, b, heads + 1, _MAX_VARINT)
     if ok is not True and not ok.all():
         raise WireError("event length is not a varint")
     s = heads + 1 + hlen
     e = s + size
-    if len(e) and ((size < 0).any() or e.max() > len(data)):
+    if len(e) and ((size < 0).any() or e.max() > n_data):
         raise WireError("event runs past the end of its line")
     other = np.zeros(len(s), dtype=bool)
     p = s

@@ -33,6 +33,7 @@ __all__ = [
     "GUARD_SCOPE",
     "Category",
     "classify_name",
+    "classify_name_and_op",
     "classify_op_type",
     "is_dispatch_only",
     "is_guard_op",
@@ -182,6 +183,28 @@ def classify_name(name: str) -> int:
     if _EAGER_RE.match(name):
         return Category.EAGER
     return Category.NONE
+
+
+def classify_name_and_op(name: str) -> tuple[int, tuple[str, str] | None]:
+    """`classify_name` and, for a TF op kernel, `split_tf_op`, with the fewest regex matches.
+
+    A trace without XLA names thousands of op kernels; each would take every
+    category's pattern before its own. No pattern tried before the TF op's
+    matches a `<op_name>:<OpType>` name (all hold `::`, a space or no colon)
+    except tracing's, which is a prefix: a TF op name is a kernel unless it
+    also starts like a tracing event.
+
+    Args:
+        name: The event's metadata name.
+
+    Returns:
+        `(classify_name(name), split_tf_op(name))` when the category is
+        `Category.KERNEL`, else `(classify_name(name), None)`.
+    """
+    m = _TF_OP_RE.match(name)
+    if m is not None and not _TRACING_RE.match(name):
+        return Category.KERNEL, (m.group(1), m.group(2))
+    return classify_name(name), None
 
 
 def classify_op_type(op_type: str) -> str:

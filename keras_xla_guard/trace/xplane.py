@@ -187,11 +187,14 @@ def open_xspace(
     """Opens one `.xplane.pb` file for analysis without reading its events.
 
     A fully parsed XSpace takes about 5-6 times the file size in memory.
-    This reader walks the file's protobuf framing instead: it parses each
-    plane's metadata and notes where its lines lie in the file; the lines
-    are read later, one at a time (`iter_lines`), or in slices of their
-    events (`keras_xla_guard.analyze_xspace`), so memory stays far below
-    the file size. Nothing of the file is held in memory between reads.
+    This reader walks the file's protobuf framing instead: it notes where
+    each plane's lines and metadata lie in the file and reads its name and
+    id. A plane's metadata is parsed when first used (the analysis never
+    uses `/host:metadata`, which holds every compiled program's HLO); the
+    lines are read later, one at a time (`iter_lines`), or in slices of
+    their events (`keras_xla_guard.analyze_xspace`), so memory stays far
+    below the file size. Nothing else of the file is held in memory
+    between reads.
 
     Args:
         path: Path of the trace file.

@@ -225,22 +225,31 @@ import tensorflow as tf
 tf.config.optimizer.set_jit(True)
 import sys; sys.path.insert(0, "tests")
 from _helpers import fit_with_guard
+from keras_xla_guard import analyze_trace, analyze_xspace
+from keras_xla_guard.trace.xplane import load_xspace
 fit = fit_with_guard("auto", tempfile.mkdtemp(), epochs=2, profile_epochs=1)
 r = fit.callback.reports[1]
+# The scan in columns (a file) against the scan one event at a time (a parsed XSpace).
+(path,) = r.trace_paths
+same = analyze_trace(path, top_k=1000) == analyze_xspace(
+    load_xspace(path), trace_path=path, host=analyze_trace(path).hosts[0], top_k=1000
+)
 print(json.dumps({"status": r.status, "fraction": r.xla_time_fraction,
                   "top": [o.op_type for o in r.top_non_xla_ops],
-                  "jit": tf.config.optimizer.get_jit()}))
+                  "jit": tf.config.optimizer.get_jit(), "same": same}))
 """
 
 
 @pytest.mark.slow
 def test_autoclustering_with_cpu_global_jit_runs_under_xla():
-    """set_jit(True) plus TF_XLA_FLAGS=--tf_xla_cpu_global_jit at import clusters ops."""
+    """set_jit(True) plus TF_XLA_FLAGS=--tf_xla_cpu_global_jit at import clusters ops; the report of
+    the scan in columns equals the one of the scan one event at a time."""
     from _helpers import run_python
 
     out = run_python(_AUTOCLUSTER, env={"TF_XLA_FLAGS": "--tf_xla_cpu_global_jit"})
     assert out["status"] == "ok"
     assert out["fraction"] > 0.5
+    assert out["same"] is True
 
 
 @pytest.mark.slow

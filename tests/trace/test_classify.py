@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from keras_xla_guard.trace.classify import Category, classify_name, classify_op_type, is_guard_op, split_tf_op
+from keras_xla_guard.trace.classify import (
+    Category,
+    classify_name,
+    classify_name_and_op,
+    classify_op_type,
+    is_guard_op,
+    split_tf_op,
+)
 
 
 @pytest.mark.parametrize(
@@ -83,3 +90,46 @@ def test_op_types_have_roles(op_type, role):
 def test_guard_ops_are_those_under_the_guard_scope(op_name, guard):
     """Only ops inside a scope named exactly xla_guard_tap are the guard's own."""
     assert is_guard_op(op_name) is guard
+
+
+_NAMES_SEEN = (
+    "CpuExecutable::ExecuteAsyncOnStream",
+    "ThunkExecutor::Execute",
+    "CpuCompiler::RunBackend",
+    "HLO passes through layout assignment",
+    "Iterator::Root::Prefetch::BatchV2",
+    "PrefetchProduce",
+    "IteratorGetNextOp::DoCompute",
+    "tf.function-graph_building",
+    "tf.function-graph_building:Foo",
+    "tf.function-tracing/x:Shape",
+    "EagerLocalExecute: __inference_multi_step_on_iterator_869",
+    "TFE_Py_FastPathExecute_C",
+    "ExecutorState::ProcessAsync::Start",
+    "StatefulPartitionedCall/adam/Add:AddV2",
+    "_send_range_0:_Send",
+    "EagerPyFunc:EagerPyFunc",
+    "Eager:Op",
+    "cluster_0_1/xla_run:_XlaRun",
+    "end: copy.1",
+    "MatMul.8",
+    "ExecutorState::Process",
+    "a:b:C",
+    "",
+)
+
+
+@pytest.mark.parametrize("name", _NAMES_SEEN)
+def test_classify_name_and_op_is_classify_name_with_the_split_of_kernels(name):
+    """The one-match shortcut gives `classify_name`'s category, and `split_tf_op`'s parts for kernels."""
+    category = classify_name(name)
+    assert classify_name_and_op(name) == (
+        category,
+        split_tf_op(name) if category == Category.KERNEL else None,
+    )
+
+
+def test_classify_name_and_op_sends_tracing_prefixed_op_names_to_tracing():
+    """A `<op_name>:<OpType>` name that starts like a tracing event is tracing, as `classify_name` says."""
+    assert classify_name_and_op("tf.function-graph_building:Foo") == (Category.TRACING, None)
+    assert classify_name_and_op("dense/MatMul:MatMul") == (Category.KERNEL, ("dense/MatMul", "MatMul"))

@@ -142,7 +142,16 @@ def test_column_scan_reports_what_the_event_scan_reports(case, tmp_path, monkeyp
 
 @pytest.mark.parametrize(
     "name",
-    ["jit", "mlp", "eager_loop", "jax_cpu", "tf220_async_launch", "tf220_lost_split_launch", "py_function"],
+    [
+        "jit",
+        "mlp",
+        "plain",
+        "eager_loop",
+        "jax_cpu",
+        "tf220_async_launch",
+        "tf220_lost_split_launch",
+        "py_function",
+    ],
 )
 @pytest.mark.parametrize("batch", [16, 1000])
 def test_real_traces_in_small_batches_report_what_the_event_scan_reports(name, batch, tmp_path, monkeypatch):

@@ -8,6 +8,7 @@ than with our own `TraceError`s.
 
 from __future__ import annotations
 
+import gzip
 import random
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,8 @@ from keras_xla_guard.trace.xplane import (
     parse_xspace,
     xplane_pb2,
 )
+
+DATA = Path(__file__).resolve().parent / "data"
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +105,97 @@ def test_analysis_of_lazy_and_parsed_trace_is_identical(jit_trace, plain_trace):
     assert (jit.xla_time_s, jit.xla_executions, jit.xla_time_fraction) == pytest.approx(
         raw_figures(jit_trace, jit.non_xla_op_time_s), rel=RAW_REL
     )
+
+
+def _planes(space: Any) -> list[tuple[str, int, int, dict[int, str], dict[int, str], int]]:
+    """Each plane's name, id, line count, event and stat metadata names and plane stats."""
+    return [
+        (
+            plane.name,
+            plane.id,
+            len(plane.line_spans) if hasattr(plane, "line_spans") else len(plane.lines),
+            {mid: md.name for mid, md in plane.event_metadata.items()},
+            {mid: md.name for mid, md in plane.stat_metadata.items()},
+            len(plane.stats),
+        )
+        for plane in space.planes
+    ]
+
+
+def test_analysis_never_parses_the_metadata_plane(tmp_path):
+    """`/host:metadata` (an HLO module per entry) is not parsed by the analysis; reading it later
+    gives what a full parse gives."""
+    path = tmp_path / "jit.xplane.pb"
+    path.write_bytes(gzip.decompress((DATA / "jit.xplane.pb.gz").read_bytes()))
+    space = open_xspace(path)
+    analyze_xspace(space, trace_path=str(path))
+    metadata_plane = next(p for p in space.planes if p.name == "/host:metadata")
+    assert metadata_plane._meta is None
+    host = next(p for p in space.planes if p.name == "/host:CPU")
+    assert host._meta is not None
+    assert _planes(space) == _planes(load_xspace(path))
+
+
+def _plane_bytes(*parts: Any) -> bytes:
+    """An XSpace of one plane whose fields are the parts' serialized fields, in that order."""
+    plane = b"".join(part if isinstance(part, bytes) else part.SerializeToString() for part in parts)
+    return b"\x0a" + _varint(len(plane)) + plane
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+@pytest.mark.parametrize(
+    ("late", "name", "plane_id", "lines"),
+    [
+        ({"name": "/host:late", "id": 7}, "/host:late", 7, 1),
+        ({"lines": 2}, "/host:CPU", 1, 3),
+        ({"raw": b"\x08\x00"}, "/host:CPU", 0, 1),
+        ({}, "/host:CPU", 1, 1),
+    ],
+    ids=["name_and_id", "lines", "explicit_zero_id", "none"],
+)
+def test_fields_after_many_small_metadata_entries_read_as_a_full_parse_reads_them(
+    tmp_path, late, name, plane_id, lines
+):
+    """A plane whose id, name or lines come after 100 small metadata entries (not how writers lay
+    them out): the same name, id, lines and metadata as a full parse, the last value winning."""
+    pb = xplane_pb2()
+    first = pb.XPlane(id=1, name="/host:CPU")
+    first.lines.add(id=1, name="tf_Compute/1").events.add(metadata_id=1, offset_ps=0, duration_ps=10)
+    metadata = pb.XPlane()
+    for mid in range(1, 101):
+        metadata.event_metadata[mid].id = mid
+        metadata.event_metadata[mid].name = f"op_{mid}:MatMul"
+        metadata.stat_metadata[mid].id = mid
+        metadata.stat_metadata[mid].name = f"stat_{mid}"
+    metadata.stats.add(metadata_id=1, int64_value=5)
+    tail = pb.XPlane(name=late.get("name", ""), id=late.get("id", 0))
+    for k in range(late.get("lines", 0)):
+        tail.lines.add(id=10 + k, name=f"tf_Compute/{10 + k}").events.add(metadata_id=2, duration_ps=5)
+    path = _write(tmp_path, _plane_bytes(first, metadata, tail, late.get("raw", b"")))
+    lazy, full = open_xspace(path), load_xspace(path)
+    assert (lazy.planes[0].name, lazy.planes[0].id, len(lazy.planes[0].line_spans)) == (name, plane_id, lines)
+    assert _planes(lazy) == _planes(full)
+    assert _lines(lazy) == _lines(full)
+
+
+def test_damaged_metadata_of_a_host_plane_is_a_parse_error_when_read(tmp_path):
+    """Metadata that does not parse raises TraceParseError, from the analysis that needs it."""
+    pb = xplane_pb2()
+    plane = pb.XPlane(id=1, name="/host:CPU")
+    plane.lines.add(id=1, name="tf_Compute/1").events.add(metadata_id=1, offset_ps=0, duration_ps=10)
+    plane.event_metadata[1].name = "op:MatMul"
+    # Field 4 (event_metadata), one entry whose payload claims more bytes than it holds.
+    path = _write(tmp_path, _plane_bytes(plane, b"\x22\x05\x0a\x09abc"))
+    with pytest.raises(TraceParseError):
+        analyze_trace(path)
 
 
 # ------------------------------------------------------------------ bad input

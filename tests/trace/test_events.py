@@ -1,0 +1,71 @@
+"""Tests for keras_xla_guard.trace._events: the plane's metadata looked up once, and what the
+analysis of a trace costs before its first event (no imports, no numpy.ma)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from _helpers import run_python
+from _xspace import build_space
+
+from keras_xla_guard.trace._events import PlaneCache, unique_ints
+from keras_xla_guard.trace.classify import Category
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def test_unique_ints_are_the_sorted_distinct_values():
+    """Distinct values, sorted, for unsorted input with repeats, one value and none."""
+    assert unique_ints(np, np.array([5, 1, 5, 3, 1, -2], dtype=np.int64)).tolist() == [-2, 1, 3, 5]
+    assert unique_ints(np, np.array([7], dtype=np.int64)).tolist() == [7]
+    assert unique_ints(np, np.array([], dtype=np.int64)).tolist() == []
+
+
+def test_plane_cache_reads_names_markers_and_kernels_from_the_metadata():
+    """The compile markers, the async kernel starts and each id's category and op."""
+    space = build_space(
+        {
+            "tf_Compute/1": [
+                ("dense/MatMul:MatMul", 0, 10),
+                ("CpuCompiler::RunBackend", 20, 10, {"name": "a_inference_f_1__.1"}),
+                ("ExecutorState::ProcessAsync::Start", 40, 10, {"kernel_type": "MatMul"}),
+                ("tf.function-graph_building", 60, 10),
+            ]
+        }
+    )
+    plane = next(p for p in space.planes if p.name.startswith("/host:"))
+    cache = PlaneCache(plane)
+    ids = {md.name: mid for mid, md in plane.event_metadata.items()}
+    assert cache.markers == {ids["CpuCompiler::RunBackend"]}
+    assert cache.with_stats == {ids["CpuCompiler::RunBackend"], ids["ExecutorState::ProcessAsync::Start"]}
+    assert cache.info(ids["dense/MatMul:MatMul"])[:2] == (Category.KERNEL, (("MatMul", "dense/MatMul"), "op"))
+    assert cache.info(ids["tf.function-graph_building"])[:2] == (Category.TRACING, None)
+    assert cache.info(10**6) == (Category.NONE, None, 0)
+
+
+def test_analysis_imports_nothing_once_the_package_and_numpy_are_loaded():
+    """Analysing every real trace of tests/trace/data loads no module: numpy 2's `np.unique` would
+    import numpy.ma (tens of ms, 1 MB), more than the whole analysis of a small trace."""
+    paths = sorted(str(p) for p in DATA.glob("*.xplane.pb.gz"))
+    assert len(paths) >= 8
+    out = run_python(
+        f"""
+        import gzip, json, sys, tempfile
+        from pathlib import Path
+        import numpy
+        from keras_xla_guard import analyze_trace
+        from keras_xla_guard.trace._proto import xplane_pb2
+        xplane_pb2()
+        folder = Path(tempfile.mkdtemp())
+        files = []
+        for path in {paths!r}:
+            files.append(folder / Path(path).name[: -len(".gz")])
+            files[-1].write_bytes(gzip.decompress(Path(path).read_bytes()))
+        before = set(sys.modules)
+        for path in files:
+            analyze_trace(path)
+        print(json.dumps({{"new": sorted(set(sys.modules) - before)}}))
+        """
+    )
+    assert out["new"] == []
