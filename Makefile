@@ -200,12 +200,12 @@ test-no-tf: $(NO_TF)/.installed $(VENV)/.installed-test
 	$(NO_TF)/bin/python -m pytest -q -p no:cacheprovider -m "not slow and not tf" $(NO_TF_TESTS)
 
 # ------------------------------------------------------------------ Keras on JAX
-# Keras fixes its backend once per process, so tests/jax runs in a pytest of its
+# Keras fixes its backend once per process, so tests/on_jax runs in a pytest of its
 # own with KERAS_BACKEND=jax (tests/conftest.py collects it only then). Its venv
 # holds the package with the `jax` and `html` extras, pytest and xprof (the
 # oracle its trace tests compare with), and NO TensorFlow: TensorBoard output,
 # trace reading and the whole guard must work without it, and
-# tests/jax/test_callback.py checks TensorFlow is not even importable there.
+# tests/on_jax/test_callback.py checks TensorFlow is not even importable there.
 # test-jax-compat runs the same suite on the oldest declared pair.
 OLDEST_JAX ?= 0.6.2
 OLDEST_JAX_KERAS ?= 3.10.0
@@ -230,11 +230,11 @@ $(COMPAT)/jax-oldest/.installed: setup.cfg pyproject.toml Makefile
 jax-venvs: $(JAX_VENV)/.installed $(COMPAT)/jax-oldest/.installed
 
 test-jax: $(JAX_VENV)/.installed
-	KERAS_BACKEND=jax $(JAX_VENV)/bin/python -m pytest $(JAX_PYTEST_ARGS) tests/jax
+	KERAS_BACKEND=jax $(JAX_VENV)/bin/python -m pytest $(JAX_PYTEST_ARGS) tests/on_jax
 
 test-jax-compat: $(COMPAT)/jax-oldest/.installed
-	@$(COMPAT)/jax-oldest/bin/python -c "import jax, keras; print('== jax', jax.__version__, '| keras', keras.__version__)"
-	KERAS_BACKEND=jax $(COMPAT)/jax-oldest/bin/python -m pytest $(JAX_PYTEST_ARGS) tests/jax
+	@KERAS_BACKEND=jax $(COMPAT)/jax-oldest/bin/python -c "import jax, keras; print('== jax', jax.__version__, '| keras', keras.__version__)"
+	KERAS_BACKEND=jax $(COMPAT)/jax-oldest/bin/python -m pytest $(JAX_PYTEST_ARGS) tests/on_jax
 
 # Every benchmark, one JSON object each (several minutes; run on a quiet machine).
 bench: $(VENV)/.installed-test
@@ -288,7 +288,7 @@ clean:
 # trace figures against xprof and jax.monitoring (exit 1 on a mismatch),
 # saving the JSON under benchmarks/results/ and the gzipped trace as the
 # GPU-plane tests' golden. Without a GPU it says so and exits 0;
-# tests/jax/test_gpu_check.py runs it on CPU with --dry-run.
+# tests/on_jax/test_gpu_check.py runs it on CPU with --dry-run.
 GPU_PYTHON ?= python3
 GPU_WHEELS ?= .gpu-wheels
 .PHONY: gpu-check gpu-wheels

@@ -22,7 +22,7 @@ Prints one JSON document; `--save` also writes it under benchmarks/results/
 and the steady window's trace, gzipped, to `--golden` (the GPU-plane tests'
 golden). Exits 0 when every check holds, 1 when one fails. Without a GPU it
 prints JSON saying so and exits 0, having trained nothing; `--dry-run` runs
-everything on CPU instead (tests/jax/test_gpu_check.py does, so the script
+everything on CPU instead (tests/on_jax/test_gpu_check.py does, so the script
 cannot rot), the device checks then `null`.
 
 Usage: PYTHONPATH=. python benchmarks/gpu_check.py [--steps 12] [--save] [--dry-run]   (or `make gpu-check`)

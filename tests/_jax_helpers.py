@@ -1,4 +1,4 @@
-"""Helpers of the JAX tests (tests/jax): a tiny Keras fit on JAX, and an oracle for its compilations.
+"""Helpers of the JAX tests (tests/on_jax): a tiny Keras fit on JAX, and an oracle for its compilations.
 
 Import only under `KERAS_BACKEND=jax`: Keras fixes its backend at import.
 """

@@ -20,10 +20,10 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-# tests/jax needs Keras on JAX, and Keras fixes its backend once per process:
+# tests/on_jax needs Keras on JAX, and Keras fixes its backend once per process:
 # `make test-jax` runs it in a pytest of its own with KERAS_BACKEND=jax (in a
 # venv without TensorFlow); every other test needs the TensorFlow backend.
-collect_ignore = [] if os.environ.get("KERAS_BACKEND") == "jax" else ["jax"]
+collect_ignore = [] if os.environ.get("KERAS_BACKEND") == "jax" else ["on_jax"]
 
 from _helpers import Fit, assert_consistent, fit_with_guard  # noqa: E402 - after the TF log level
 
