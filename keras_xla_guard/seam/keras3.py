@@ -165,6 +165,7 @@ def symbolic_build(model: Any, batch: Any) -> str | None:
                 build(data_batch=batch)
         else:
             build(data_batch=batch)
-    except TypeError as e:
+    except (TypeError, AttributeError) as e:
+        # AttributeError: an uncompiled model (a predict-only warm-up) has no `optimizer`.
         return f"Trainer._symbolic_build(data_batch=...) failed: {e}"
     return None
