@@ -42,7 +42,7 @@ class _Compiled:
         ),
         ({"steps": ("train", "fit")}, "Received: steps=('train', 'fit')"),
         ({"steps": "fit"}, "Received: steps=('fit',)"),
-        ({"max_batches": 0}, "max_batches"),
+        ({"max_batches": 0}, "`max_batches` must be an integer >= 1. Received: max_batches=0"),
         (
             {"shapes_or_dataset": {"x": (2, 3)}},
             "`shapes_or_dataset` must be a tf.data.Dataset or a list of "
@@ -376,3 +376,32 @@ def test_the_train_function_is_asked_for_with_the_element_spec_it_will_be_fed():
     report = _warm_up(model, _xy(2, 4), train_function_for=lambda spec: asked.append(spec))
     assert asked == [(tf.TensorSpec([None, 3], tf.float32), tf.TensorSpec([None, 1], tf.float32))]
     assert (len(report.signatures), int(calls.numpy())) == (2, 2)
+
+
+def test_bare_inputs_warm_predict_once_per_signature_quietly(capsys):
+    """x alone, predict only, compiled model: one pass each, no progress bar, a note on the skipped build."""
+    import keras
+
+    model, calls = _counting_model()
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        report = warm_up(model, [(2, 3), (4, 3)], steps=("predict",), max_batches=1)
+    assert [str(s) for s in report.signatures] == ["x: float32[2,3]", "x: float32[4,3]"]
+    assert int(calls.numpy()) == 2
+    assert capsys.readouterr().out == ""
+    note = (
+        f"keras {keras.__version__}: could not build the model ahead (Trainer._symbolic_build(data_batch=...) "
+        "failed: None values not supported.); variables the first step creates cannot be put back"
+    )
+    assert (report.notes, _guard_warnings(record)) == ((note,), [f"keras-xla-guard: warm_up: {note}"])
+
+
+def test_the_given_element_spec_sets_the_dtypes_fed():
+    """element_spec float64: the zeros warmed are float64, as the signatures say."""
+    import tensorflow as tf
+
+    model, calls = _counting_model()
+    spec = (tf.TensorSpec([None, 3], tf.float64), tf.TensorSpec([None, 1], tf.float64))
+    report = warm_up(model, _xy(2), element_spec=spec)
+    assert [str(s) for s in report.signatures] == ["x: float64[2,3], y: float64[2,1]"]
+    assert int(calls.numpy()) == 1
