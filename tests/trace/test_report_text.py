@@ -4,7 +4,7 @@ reports built by hand, so each figure it prints is known by construction."""
 from __future__ import annotations
 
 from keras_xla_guard import CoverageReport, Explanation, OpStat, format_report
-from keras_xla_guard.trace._text import JAX_COVERAGE_NOTE, compile_lines, quality_lines, step_lines
+from keras_xla_guard.trace._text import JAX_COVERAGE_NOTE, _op_lines, compile_lines, quality_lines, step_lines
 from keras_xla_guard.trace.compiles import CompileRecord
 from keras_xla_guard.trace.report import ProgramStat, StepStat, TraceQuality
 
@@ -260,3 +260,43 @@ def test_step_lines_list_five_steps_then_how_many_more():
 def test_quality_lines_are_empty_for_a_clean_trace():
     """No trace-quality entry: no lines (the header only comes with an entry)."""
     assert quality_lines(CoverageReport()) == []
+
+
+def test_tables_exactly_at_their_cut_have_no_more_line():
+    """3 programs at max_programs=3 and 8 compile rows at max_rows=8: no '... more' line."""
+    programs = tuple(ProgramStat(f"p({i})", 1, 0.001 * (3 - i)) for i in range(3))
+    rows = tuple(CompileRecord(f"c{i}", step=i) for i in range(8))
+    lines = format_report(CoverageReport(programs=programs, compile_table=rows, compilations=8)).splitlines()
+    assert [line for line in lines if "more" in line] == []
+    # A compiled row without a compile time shows 0.0 ms.
+    assert lines[-1] == "    step    7      0.0 ms  c7"
+
+
+def test_six_findings_show_five_by_default_and_a_table_of_only_findings_has_no_floor_label():
+    """Default max_ops is 5; the rest beside shown findings is 'other' without the floor label; no rest, no line."""
+    ops = tuple(OpStat("Op", f"op{i}", 0.001, 1) for i in range(6))
+    lines = format_report(CoverageReport(non_xla_op_time_s=0.0065, top_non_xla_ops=ops)).splitlines()
+    start = lines.index("  top ops outside XLA (self time):")
+    assert [line.split()[-1] for line in lines[start + 1 : start + 6]] == ["op0", "op1", "op2", "op3", "op4"]
+    assert lines[start + 6] == "        1.5 ms         other plain ops"
+    every = format_report(CoverageReport(non_xla_op_time_s=0.0025, top_non_xla_ops=ops[:2])).splitlines()
+    assert every[-1] == "        0.5 ms         other plain ops"
+    exact = format_report(CoverageReport(non_xla_op_time_s=0.002, top_non_xla_ops=ops[:2])).splitlines()
+    assert exact[-1] == "        1.0 ms  x1     Op                   op1"
+
+
+def test_missing_op_times_count_as_zero_for_the_floor():
+    """xla_time_s and non_xla_op_time_s None: the floor is 0, so every op is a finding and nothing is 'other'."""
+    report = CoverageReport(
+        xla_time_s=None, non_xla_op_time_s=None, top_non_xla_ops=(OpStat("A", "a", 0.001, 2),)
+    )
+    assert _op_lines(report, 5) == [
+        "  top ops outside XLA (self time):",
+        "        1.0 ms  x2     A                    a",
+    ]
+
+
+def test_signatures_without_expected_compilations_say_only_how_many_are_new():
+    """expected_compilations None: '(2 new)' and nothing more."""
+    report = CoverageReport(distinct_signatures=3, new_signatures=2)
+    assert "  input signatures:          3     (2 new)" in format_report(report).splitlines()
