@@ -263,9 +263,9 @@ stress-multiworker: $(VENV)/.installed-test
 
 # Mutation testing of trace/, signatures/ and warmup.py with the fast tests
 # (mutmut, configured in pyproject.toml): a developer target, not part of
-# `make ci` - CPU-heavy, about 2 mutants a second on two cores, so about 45
-# minutes for all three rooms; `make mutation MUTATION_ROOMS=signatures` runs
-# one. The result (mutants, killed, survivors per room) is saved under
+# `make ci` - CPU-heavy: about 10 minutes for signatures, two hours for trace
+# (6,547 mutants) and more than half an hour for warmup (real train steps) on
+# two loaded cores; `make mutation MUTATION_ROOMS=signatures` runs one. The result (mutants, killed, survivors per room) is saved under
 # benchmarks/results/; docs/testing.md lists the survivors and why each stands.
 MUTATION_ROOMS ?= trace,signatures,warmup
 

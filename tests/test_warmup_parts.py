@@ -1,11 +1,13 @@
-"""warm_up's parts that run without training: argument checks, the batches and
-element_spec it builds from shapes, putting variables and random state back,
-and its report. Fast (TensorFlow imported, no step run); the real warm-ups
-are in tests/test_warmup.py."""
+"""warm_up's parts: argument checks, the batches and element_spec it builds
+from shapes, putting variables and random state back, its report, and whole
+warm-ups of a one-layer model (about a second each, real steps on real
+TensorFlow). Fast; the warm-ups of real training runs (bit-identical fits,
+interrupts, every Keras flavour) are in tests/test_warmup.py."""
 
 from __future__ import annotations
 
 import random
+import warnings
 
 import numpy as np
 import pytest
@@ -40,7 +42,7 @@ class _Compiled:
         ),
         ({"steps": ("train", "fit")}, "Received: steps=('train', 'fit')"),
         ({"steps": "fit"}, "Received: steps=('fit',)"),
-        ({"max_batches": 0}, "max_batches"),
+        ({"max_batches": 0}, "`max_batches` must be an integer >= 1. Received: max_batches=0"),
         (
             {"shapes_or_dataset": {"x": (2, 3)}},
             "`shapes_or_dataset` must be a tf.data.Dataset or a list of "
@@ -98,8 +100,12 @@ def test_leaves_and_rebuild_walk_dicts_by_sorted_key():
     structure = ({"b": (2, 5), "a": spec}, [(2, 1)])
     assert _leaves(structure) == [spec, (2, 5), (2, 1)]
     assert _rebuild(structure, ["A", "B", "C"]) == ({"a": "A", "b": "B"}, ["C"])
-    with pytest.raises(ValueError, match="Received: 3"):
+    with pytest.raises(ValueError) as raised:
         _leaves((3, "x"))
+    assert str(raised.value) == (
+        "Each signature must be a nested structure (tuples, lists, dicts) of shapes "
+        "(tuples of ints), tf.TensorSpec or arrays. Received: 3"
+    )
 
 
 def test_batches_from_shapes_are_zeros_with_unknown_batch_and_varying_dims():
@@ -202,3 +208,200 @@ def test_report_dict_has_every_field():
         "notes": ["n"],
         "unrestored": ["v"],
     }
+
+
+def _counting_model(steps_per_execution: int = 1, compiled: bool = True):
+    """A Dense(1) model on 3 features; `calls` counts the batches its forward pass ran on.
+
+    The counter is a `tf.Variable` outside the model, so the warm-up neither
+    sees nor restores it.
+    """
+    import keras
+    import tensorflow as tf
+
+    calls = tf.Variable(0, dtype=tf.int64)
+
+    class Count(keras.layers.Layer):
+        def call(self, x):
+            calls.assign_add(1)
+            return x
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((3,)), Count(), keras.layers.Dense(1)])
+    if compiled:
+        model.compile(optimizer="sgd", loss="mse", jit_compile=False, steps_per_execution=steps_per_execution)
+    return model, calls
+
+
+def _values(model) -> list[np.ndarray]:
+    from keras_xla_guard import seam
+
+    return [np.array(v.numpy()) for v in seam.training_state(model)[0]]
+
+
+def _xy(*rows: int) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    return [((n, 3), (n, 1)) for n in rows]
+
+
+def _guard_warnings(record) -> list[str]:
+    from keras_xla_guard.errors import XlaGuardWarning
+
+    return [str(w.message) for w in record if issubclass(w.category, XlaGuardWarning)]
+
+
+def test_warm_up_from_shapes_runs_each_step_on_each_signature_and_puts_everything_back():
+    """3 signatures, train/test/predict, 2 steps per call: 9 forward passes, every variable back bit for bit."""
+    model, calls = _counting_model(steps_per_execution=2)
+    before = _values(model)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        report = warm_up(model, _xy(2, 4, 5), steps=("train", "test", "predict"))
+    # train: ceil(3 / 2) = 2 calls running 3 batches; test the same; predict 3 batches.
+    assert int(calls.numpy()) == 9
+    assert [str(s) for s in report.signatures] == [
+        "x: float32[2,3], y: float32[2,1]",
+        "x: float32[4,3], y: float32[4,1]",
+        "x: float32[5,3], y: float32[5,1]",
+    ]
+    assert (report.steps, report.batches_read, report.restored) == (("train", "test", "predict"), 0, 6)
+    assert (report.notes, report.unrestored, _guard_warnings(record)) == ((), (), [])
+    assert 0 < report.seconds < 120
+    after = _values(model)
+    assert len(after) == len(before) == 6
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(after, before))
+
+
+def test_warm_up_with_one_step_per_call_calls_the_train_function_once_per_signature():
+    """steps='test' is one step; 2 signatures at 1 step per call: 2 forward passes."""
+    model, calls = _counting_model()
+    report = warm_up(model, _xy(2, 3), steps="test")
+    assert (int(calls.numpy()), report.steps) == (2, ("test",))
+
+
+def test_warm_up_reads_a_dataset_once_per_signature_up_to_max_batches():
+    """5 rows in batches of 2: 3 batches read, 2 signatures run; max_batches=2 reads 2, runs 1."""
+    import tensorflow as tf
+
+    dataset = tf.data.Dataset.from_tensor_slices(
+        (np.zeros((5, 3), np.float32), np.zeros((5, 1), np.float32))
+    ).batch(2)
+    model, calls = _counting_model()
+    report = warm_up(model, dataset)
+    assert [str(s) for s in report.signatures] == [
+        "x: float32[2,3], y: float32[2,1]",
+        "x: float32[1,3], y: float32[1,1]",
+    ]
+    assert (report.batches_read, report.restored, report.notes, int(calls.numpy())) == (3, 6, (), 2)
+    report = warm_up(model, dataset, max_batches=2)
+    assert (len(report.signatures), report.batches_read, int(calls.numpy())) == (1, 2, 3)
+    with pytest.raises(ValueError, match=r"`shapes_or_dataset` is an empty dataset\. Received: <"):
+        warm_up(model, dataset.take(0))
+
+
+def test_a_dataset_that_writes_files_is_not_read_and_only_its_fixed_signature_is_warmed(tmp_path):
+    """snapshot(): not read; a fully known element_spec is warmed, an unknown one is not; each warned."""
+    import tensorflow as tf
+
+    rows = tf.data.Dataset.from_tensor_slices((np.zeros((4, 3), np.float32), np.zeros((4, 1), np.float32)))
+    model, calls = _counting_model()
+    because = (
+        "keras-xla-guard: warm_up: did not read the dataset, because it writes files (SnapshotDatasetV2): "
+    )
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        fixed = warm_up(model, rows.batch(2, drop_remainder=True).snapshot(str(tmp_path / "a")))
+        unknown = warm_up(model, rows.batch(2).snapshot(str(tmp_path / "b")))
+    assert [str(s) for s in fixed.signatures] == ["x: float32[2,3], y: float32[2,1]"]
+    assert (fixed.batches_read, fixed.restored, int(calls.numpy())) == (0, 6, 1)
+    assert (unknown.signatures, unknown.restored) == ((), 0)
+    assert _guard_warnings(record) == [
+        because + "warmed the one signature its element_spec fixes",
+        because + "its element_spec leaves dimensions unknown, so nothing was warmed; pass the "
+        "signatures: warm_up(model, [...], element_spec=dataset.element_spec)",
+    ]
+    assert not (tmp_path / "a").exists()
+
+
+def test_a_generator_dataset_leaves_python_and_numpy_random_state_as_it_found_them():
+    """The pipeline draws from random and np.random; after the warm-up both draw what they would have."""
+    import tensorflow as tf
+
+    def rows():
+        for n in (2, 3, 2):
+            random.random()
+            np.random.random()
+            yield np.zeros((n, 3), np.float32), np.zeros((n, 1), np.float32)
+
+    dataset = tf.data.Dataset.from_generator(
+        rows, output_signature=(tf.TensorSpec([None, 3]), tf.TensorSpec([None, 1]))
+    )
+    model, _ = _counting_model()
+    random.seed(7)
+    np.random.seed(7)
+    expected = (random.random(), np.random.random())
+    random.seed(7)
+    np.random.seed(7)
+    report = warm_up(model, dataset)
+    assert (report.batches_read, len(report.signatures)) == (3, 2)
+    assert (random.random(), np.random.random()) == expected
+
+
+def test_predict_alone_warms_an_uncompiled_model_and_says_it_could_not_build_ahead():
+    """No compile(), steps=('predict',): one forward pass, weights back, a note on the skipped build."""
+    import keras
+
+    model, calls = _counting_model(compiled=False)
+    before = _values(model)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        report = warm_up(model, [((2, 3),)], steps=("predict",))
+    note = (
+        f"keras {keras.__version__}: could not build the model ahead (Trainer._symbolic_build(data_batch=...) "
+        "failed: 'Sequential' object has no attribute 'optimizer'); variables the first step creates "
+        "cannot be put back"
+    )
+    assert (int(calls.numpy()), report.restored, report.notes) == (1, 2, (note,))
+    assert _guard_warnings(record) == [f"keras-xla-guard: warm_up: {note}"]
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(_values(model), before))
+
+
+def test_the_train_function_is_asked_for_with_the_element_spec_it_will_be_fed():
+    """train_function_for gets the spec built from the shapes; None falls back to the model's own."""
+    import tensorflow as tf
+
+    from keras_xla_guard.warmup import _warm_up
+
+    asked = []
+    model, calls = _counting_model()
+    report = _warm_up(model, _xy(2, 4), train_function_for=lambda spec: asked.append(spec))
+    assert asked == [(tf.TensorSpec([None, 3], tf.float32), tf.TensorSpec([None, 1], tf.float32))]
+    assert (len(report.signatures), int(calls.numpy())) == (2, 2)
+
+
+def test_bare_inputs_warm_predict_once_per_signature_quietly(capsys):
+    """x alone, predict only, compiled model: one pass each, no progress bar, a note on the skipped build."""
+    import keras
+
+    model, calls = _counting_model()
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        report = warm_up(model, [(2, 3), (4, 3)], steps=("predict",), max_batches=1)
+    assert [str(s) for s in report.signatures] == ["x: float32[2,3]", "x: float32[4,3]"]
+    assert int(calls.numpy()) == 2
+    assert capsys.readouterr().out == ""
+    note = (
+        f"keras {keras.__version__}: could not build the model ahead (Trainer._symbolic_build(data_batch=...) "
+        "failed: None values not supported.); variables the first step creates cannot be put back"
+    )
+    assert (report.notes, _guard_warnings(record)) == ((note,), [f"keras-xla-guard: warm_up: {note}"])
+
+
+def test_the_given_element_spec_sets_the_dtypes_fed():
+    """element_spec float64: the zeros warmed are float64, as the signatures say."""
+    import tensorflow as tf
+
+    model, calls = _counting_model()
+    spec = (tf.TensorSpec([None, 3], tf.float64), tf.TensorSpec([None, 1], tf.float64))
+    report = warm_up(model, _xy(2), element_spec=spec)
+    assert [str(s) for s in report.signatures] == ["x: float64[2,3], y: float64[2,1]"]
+    assert int(calls.numpy()) == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -62,8 +63,9 @@ def test_from_dict_refuses_a_malformed_explanation():
 
 def test_from_dict_refuses_what_is_not_a_dict():
     """Anything but a dict is a ValueError quoting it."""
-    with pytest.raises(ValueError, match=r"Received: data=\[1\]"):
+    with pytest.raises(ValueError) as raised:
         CoverageReport.from_dict([1])
+    assert str(raised.value) == "`data` must be a dict from CoverageReport.to_dict(). Received: data=[1]"
 
 
 _TRACE_FIGURES = (
@@ -135,3 +137,70 @@ def test_measured_refuses_an_ok_report_built_without_a_figure():
     """An ok report constructed with None for a measured figure is a ValueError naming the figure."""
     with pytest.raises(ValueError, match="Received: compilations=None"):
         CoverageReport(compilations=None).measured()
+
+
+def _full_report() -> CoverageReport:
+    """A report with every tuple field filled (device figures, steps, quality, compile rows)."""
+    from keras_xla_guard.trace.compiles import CompileRecord
+    from keras_xla_guard.trace.report import ProgramStat, StepStat, TraceQuality
+
+    return dataclasses.replace(
+        _report(),
+        backend="tensorflow",
+        hosts=("h", "g"),
+        programs=(ProgramStat("jit_a(1)", 3, 0.2), ProgramStat("jit_b(2)", 1, 0.1, per_op=False)),
+        top_xla_ops=(OpStat("fusion", "fusion.1", 0.2, 3),),
+        steps=(StepStat(0, 0.1, 0.08, 0.02, 1, 0.001), StepStat(1, 0.1, 0.07, 0.03, 2)),
+        trace_quality=(TraceQuality("no_step_markers", "d", "c", "r"),),
+        compile_table=(
+            CompileRecord("p", "m", 0.5, 0.25, False, 0, "x: float32[2]"),
+            CompileRecord("q", cache_hit=True),
+        ),
+        cache_hits=1,
+        persistent_cache="/tmp/c",
+    )
+
+
+def test_a_full_report_survives_the_json_round_trip_as_equal_tuples_of_its_types():
+    """Programs, XLA ops, steps, quality and compile rows come back as tuples of their own types, equal."""
+    report = _full_report()
+    again = CoverageReport.from_dict(json.loads(json.dumps(report.to_dict())))
+    assert again == report
+    assert [type(x).__name__ for x in (again.programs[0], again.steps[0], again.compile_table[0])] == [
+        "ProgramStat",
+        "StepStat",
+        "CompileRecord",
+    ]
+    assert (again.trace_paths, again.hosts, again.compiled_modules, again.notes) == (
+        ("a/h.xplane.pb",),
+        ("h", "g"),
+        ("m",),
+        ("n",),
+    )
+
+
+def test_from_dict_of_an_empty_dict_is_the_default_report():
+    """No keys: every field at its default, the tables empty tuples."""
+    assert CoverageReport.from_dict({}) == CoverageReport()
+
+
+@pytest.mark.parametrize(
+    ("key", "what", "cls"),
+    [
+        ("top_non_xla_ops", "op", "OpStat"),
+        ("top_xla_ops", "op", "OpStat"),
+        ("steps", "step", "StepStat"),
+        ("trace_quality", "entry", "TraceQuality"),
+        ("programs", "program", "ProgramStat"),
+        ("compile_table", "row", "CompileRecord"),
+    ],
+)
+def test_from_dict_names_the_malformed_table_and_quotes_the_data(key, what, cls):
+    """An entry with an unknown key: ValueError '`<table>` holds a malformed <entry> (...). Received: data=...'."""
+    data = {key: [{"bogus": 1}]}
+    with pytest.raises(ValueError) as raised:
+        CoverageReport.from_dict(data)
+    assert str(raised.value) == (
+        f"`{key}` holds a malformed {what} ({cls}.__init__() got an unexpected keyword argument 'bogus'). "
+        f"Received: data={data!r}"
+    )

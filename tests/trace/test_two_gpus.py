@@ -1,0 +1,66 @@
+"""A second GPU running the same kernels doubles every summed device figure:
+the per-plane totals add up across device planes, never overwrite.
+
+The traces are `tests/_gpu_trace.py`'s builders with their GPU plane copied
+as `/device:GPU:1`; the one-GPU report of the same builder is the oracle."""
+
+from __future__ import annotations
+
+import pytest
+from _gpu_trace import collective_fit, command_buffer_fit, jit_fit
+
+from keras_xla_guard import analyze_trace
+
+_SUMMED = ("xla_time_s", "xla_executions", "non_xla_op_time_s", "transfer_time_s", "collective_time_s")
+
+
+def _reports(make, tmp_path):
+    one = analyze_trace(make(6).write(tmp_path / "one.xplane.pb"))
+    trace = make(6)
+    second = trace.space.planes.add()
+    second.CopyFrom(trace.gpu.plane)
+    second.name, second.id = "/device:GPU:1", 2
+    return one, analyze_trace(trace.write(tmp_path / "two.xplane.pb"))
+
+
+@pytest.mark.parametrize("make", [jit_fit, collective_fit, command_buffer_fit], ids=lambda f: f.__name__)
+def test_two_gpus_double_the_summed_figures_programs_and_ops(make, tmp_path):
+    """Time, launches, op time, transfers, collectives, program runs and XLA op rows: twice one GPU's."""
+    one, two = _reports(make, tmp_path)
+    for name in _SUMMED:
+        assert getattr(two, name) == pytest.approx(2 * getattr(one, name), rel=1e-12), name
+    assert [(p.program, p.runs, p.per_op) for p in two.programs] == [
+        (p.program, 2 * p.runs, p.per_op) for p in one.programs
+    ]
+    assert [p.time_s for p in two.programs] == pytest.approx([2 * p.time_s for p in one.programs], rel=1e-12)
+    assert [(o.op_name, o.count) for o in two.top_xla_ops] == [
+        (o.op_name, 2 * o.count) for o in one.top_xla_ops
+    ]
+    assert [o.self_time_s for o in two.top_xla_ops] == pytest.approx(
+        [2 * o.self_time_s for o in one.top_xla_ops], rel=1e-12
+    )
+
+
+@pytest.mark.parametrize("make", [jit_fit, collective_fit, command_buffer_fit], ids=lambda f: f.__name__)
+def test_two_gpus_double_each_steps_launches_and_transfers_but_not_its_busy_time(make, tmp_path):
+    """Per step: launches and transfers twice; busy time the same, the two runs overlapping exactly."""
+    one, two = _reports(make, tmp_path)
+    assert [(s.step, s.wall_s, s.busy_s, s.launches) for s in two.steps] == [
+        (s.step, s.wall_s, s.busy_s, 2 * s.launches) for s in one.steps
+    ]
+    assert [s.transfer_s for s in two.steps] == pytest.approx(
+        [2 * s.transfer_s for s in one.steps], rel=1e-12
+    )
+
+
+def test_two_gpus_count_twice_the_collective_and_graph_kernels_in_quality_entries(tmp_path):
+    """The collectives entry and the command buffer entry report both planes' kernels and time."""
+    _, collectives = _reports(collective_fit, tmp_path)
+    assert [q.detail for q in collectives.trace_quality] == [
+        "24 collective kernel(s) ran 1.200 ms on the device, 0.840 ms of it while other streams ran other kernels"
+    ]
+    _, graphs = _reports(command_buffer_fit, tmp_path)
+    assert [q.detail for q in graphs.trace_quality] == [
+        "36 kernel(s), 1.440 ms of device time, ran inside CUDA graphs (XLA command buffers) in "
+        "a_inference_one_step_on_data_812__.37(37)"
+    ]
