@@ -260,6 +260,11 @@ class XlaGuardEngine:
         self._records: dict[int, EpochRecord] = {}
         self._epochs_open = EpochAssembly()
         self._lock = threading.Lock()
+        # Held from releasing an epoch's records to handing them to the sinks:
+        # the analysis thread and the training thread both release, and a
+        # sink must get epoch 1 before epoch 2 (TensorBoard reads a lower
+        # step after a higher one as a restart and drops data).
+        self._publish_lock = threading.RLock()
         self._window: _Window | None = None
         self._pending_epoch: int | None = None
         self._pending_start = 0
@@ -905,12 +910,13 @@ class XlaGuardEngine:
             self._fail(f"train_end: {type(e).__name__}: {e}")
         self._pending_epoch = None
         self.wait(timeout)
-        with self._lock:
-            # Epochs that never ended (an interrupted loop epoch) or whose
-            # analysis outlived `timeout`: published with what they have.
-            left = self._epochs_open.flush()
-        for record in left:
-            self._publish(record)
+        with self._publish_lock:
+            with self._lock:
+                # Epochs that never ended (an interrupted loop epoch) or whose
+                # analysis outlived `timeout`: published with what they have.
+                left = self._epochs_open.flush()
+            for record in left:
+                self._publish(record)
         with self._lock:
             records = dict(sorted(self._records.items()))
         for sink in self._run_sinks:
@@ -975,11 +981,12 @@ class XlaGuardEngine:
             window_wall_s=time.perf_counter() - window.started,
             trace_paths=tuple(str(f) for f in files),
         )
-        with self._lock:
-            self._reports[window.epoch] = report
-            ready = self._epochs_open.release(self._epochs_open.abandon(window.epoch, report))
-        for record in ready:
-            self._publish(record)
+        with self._publish_lock:
+            with self._lock:
+                self._reports[window.epoch] = report
+                ready = self._epochs_open.release(self._epochs_open.abandon(window.epoch, report))
+            for record in ready:
+                self._publish(record)
 
     # ------------------------------------------------------------ internals
 
@@ -1136,11 +1143,12 @@ class XlaGuardEngine:
     def _store(self, report: CoverageReport) -> None:
         """Takes an epoch's report; publishes the epoch if that completes it."""
         assert report.epoch is not None
-        with self._lock:
-            self._reports[report.epoch] = report
-            ready = self._epochs_open.release(self._epochs_open.add_report(report))
-        for record in ready:
-            self._publish(record)
+        with self._publish_lock:
+            with self._lock:
+                self._reports[report.epoch] = report
+                ready = self._epochs_open.release(self._epochs_open.add_report(report))
+            for record in ready:
+                self._publish(record)
 
     def _publish(self, record: EpochRecord) -> None:
         """Keeps an epoch's complete record and hands it to every sink, once."""
@@ -1230,12 +1238,13 @@ class XlaGuardEngine:
         if self._compile_log is not None and self._unwatch is not None:
             self._check_compilations()
             compilations = _with_signatures(self._compile_log.take(epoch), stats)
-        with self._lock:
-            if stats is not None:
-                self._signature_stats[epoch] = stats
-            ready = self._epochs_open.release(self._epochs_open.end(epoch, stats, reason, compilations))
-        for record in ready:
-            self._publish(record)
+        with self._publish_lock:
+            with self._lock:
+                if stats is not None:
+                    self._signature_stats[epoch] = stats
+                ready = self._epochs_open.release(self._epochs_open.end(epoch, stats, reason, compilations))
+            for record in ready:
+                self._publish(record)
         if error is not None:
             raise error
 

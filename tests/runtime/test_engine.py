@@ -245,3 +245,35 @@ def test_a_step_cap_ends_the_window_at_the_cap_whatever_ended(tmp_path):
     engine.epoch_end(0)
     engine.train_end()
     assert engine.reports[0].steps_profiled == 2
+
+
+def test_epochs_released_by_two_threads_reach_the_sinks_in_epoch_order(tmp_path):
+    """Epoch 1's record, released while epoch 0's is still being handed out, reaches a sink after it."""
+    import threading
+    import time
+
+    from keras_xla_guard.trace.report import CoverageReport
+
+    sink = _Recorder()
+    engine = XlaGuardEngine(log_dir=tmp_path, profile_epochs=(), sinks=[sink], verbose=0)
+    engine.train_begin(epochs=2, xla_mode="jit_compile")
+    for epoch in (0, 1):
+        engine._epochs_open.begin(epoch)
+        engine._epochs_open.analyzing(epoch, (0, 1))
+        engine._epochs_open.end(epoch, None, "not recorded")
+    analysis = threading.Thread(
+        target=engine._store, args=(CoverageReport(status="skipped", reason="r", epoch=1),)
+    )
+    publish = engine._publish
+
+    def publish_slowly(record):
+        if record.epoch == 0:
+            # The other thread completes epoch 1 while epoch 0 is on its way out.
+            analysis.start()
+            time.sleep(0.3)
+        publish(record)
+
+    engine._publish = publish_slowly
+    engine._store(CoverageReport(status="skipped", reason="r", epoch=0))
+    analysis.join()
+    assert [call[1] for call in sink.calls] == [0, 1]
