@@ -22,17 +22,23 @@ _ROOT_NAMES = ("x", "y", "sample_weight")
 
 
 def _flat_key(batch: Any) -> tuple[Any, ...] | None:
-    """`(shape, dtype)` per element of a tuple of arrays (or `None`s); `None` for anything else."""
+    """`(shape, dtype)` per element of a tuple of arrays (or `None`s); `None` for anything else.
+
+    Called once per training step: numpy and JAX arrays give their shape as
+    a tuple and a hashable dtype, which key the cache as they are; anything
+    else (a nested batch, a shape object) takes `Signature.of`'s full walk.
+    """
     if type(batch) is not tuple:
         return None
-    key: list[tuple[tuple[Any, ...], str] | None] = []
+    key: list[tuple[tuple[Any, ...], Any] | None] = []
     for item in batch:
         if item is None:
             key.append(None)
-        elif hasattr(item, "shape") and hasattr(item, "dtype") and not isinstance(item, (tuple, list, dict)):
-            key.append((tuple(item.shape), str(item.dtype)))
-        else:
+            continue
+        shape = getattr(item, "shape", None)
+        if type(shape) is not tuple:
             return None
+        key.append((shape, item.dtype))
     return tuple(key)
 
 
