@@ -220,9 +220,11 @@ def decode_events(
     # The rest of each event must be its stats, nothing else: walk them,
     # one stat of every event that has one more per round.
     live = np.flatnonzero((p < e) & ~other)
-    q = p.copy()
+    qi = p[live]
+    # Stats framed so far, checked inside in one pass at the end.
+    found: list[tuple[Any, Any, Any]] = []
     while len(live):
-        qi, ei = q[live], e[live]
+        ei = e[live]
         size, n, ok = _varints(np, b, qi + 1, _MAX_VARINT)
         ss = qi + 1 + n
         se = ss + size
@@ -230,10 +232,13 @@ def decode_events(
         if ok is not True:
             good &= ok
         if looked_for:
-            good &= _stat_has_one_id(np, b, ss, se, stat_ids, has_stats, live)
+            found.append((ss[good], se[good], live[good]))
         other[live[~good]] = True
-        q[live] = np.where(good, se, ei)
-        live = live[good & (se < ei)]
+        going = good & (se < ei)
+        live, qi = live[going], se[going]
+    if found:
+        ss, se, at = (np.concatenate(parts) for parts in zip(*found))
+        other[at[~_stat_has_one_id(np, b, ss, se, stat_ids, has_stats, at)]] = True
     return {
         "metadata_id": values[0],
         "offset_ps": values[1],

@@ -133,3 +133,35 @@ def test_event_running_past_its_line_is_a_wire_error():
     data = pb.XLine(events=[pb.XEvent(metadata_id=1, offset_ps=5, duration_ps=9)]).SerializeToString()
     with pytest.raises(WireError):
         frame_events(data[:-2], True, [])
+
+
+@pytest.mark.parametrize("name", ["mlp", "jit", "jax_cpu", "eager_loop", "tf220_async_launch"])
+def test_stats_checked_in_columns_agree_with_protobuf_on_stored_traces(name):
+    """Real lines: every event decoded (none left to protobuf), and the stats found are protobuf's."""
+    import collections
+    import gzip
+
+    from tests.trace._golden import DATA
+
+    space = xplane_pb2().XSpace.FromString(gzip.decompress((DATA / f"{name}.xplane.pb.gz").read_bytes()))
+    checked = found = 0
+    for plane in space.planes:
+        uses = collections.Counter(
+            s.metadata_id for line in plane.lines for e in line.events for s in e.stats
+        )
+        # The most and the least used stat ids of the plane, so both marks are exercised.
+        stat_ids = (uses.most_common()[0][0], uses.most_common()[-1][0]) if uses else (-1, -1)
+        for line in plane.lines:
+            data = line.SerializeToString()
+            _, heads, _ = frame_events(data, True, [])
+            if not len(heads):
+                continue
+            cols = decode_events(np, data, np.array(heads, dtype=np.int64), stat_ids)
+            assert not cols["other"].any()
+            for k, stat_id in enumerate(stat_ids):
+                want = [any(s.metadata_id == stat_id for s in e.stats) for e in line.events]
+                assert cols["has_stats"][k].tolist() == want
+                found += sum(want)
+            checked += len(heads)
+    assert checked == sum(len(line.events) for plane in space.planes for line in plane.lines)
+    assert found > 0
