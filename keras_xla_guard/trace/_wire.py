@@ -163,6 +163,19 @@ def _stat_has_one_id(
     return good
 
 
+def _check_stats(
+    np: Any,
+    b: Any,
+    pending: list[tuple[Any, Any, Any]],
+    stat_ids: Sequence[int],
+    has_stats: list[Any],
+    other: Any,
+) -> None:
+    """Checks framed stats inside (`_stat_has_one_id`); `pending` holds (starts, ends, events)."""
+    ss, se, at = (np.concatenate(parts) for parts in zip(*pending)) if len(pending) > 1 else pending[0]
+    other[at[~_stat_has_one_id(np, b, ss, se, stat_ids, has_stats, at)]] = True
+
+
 def decode_events(
     np: Any, data: bytes, heads: Any, stat_ids: Sequence[int], *, padded: bool = False
 ) -> dict[str, Any]:
@@ -221,8 +234,11 @@ def decode_events(
     # one stat of every event that has one more per round.
     live = np.flatnonzero((p < e) & ~other)
     qi = p[live]
-    # Stats framed so far, checked inside in one pass at the end.
-    found: list[tuple[Any, Any, Any]] = []
+    # Stats framed but not yet checked inside: the late rounds' few stats
+    # are checked together, never many more than one per event at once
+    # (the check's arrays are the batch's largest).
+    pending: list[tuple[Any, Any, Any]] = []
+    waiting = 0
     while len(live):
         ei = e[live]
         size, n, ok = _varints(np, b, qi + 1, _MAX_VARINT)
@@ -231,14 +247,15 @@ def decode_events(
         good = (b[qi] == EVENT_TAG) & (se <= ei) & (ss < se)
         if ok is not True:
             good &= ok
-        if looked_for:
-            found.append((ss[good], se[good], live[good]))
         other[live[~good]] = True
         going = good & (se < ei)
+        if looked_for:
+            pending.append((ss[good], se[good], live[good]))
+            waiting += len(pending[-1][0])
+            if 2 * waiting >= len(s) or not going.any():
+                _check_stats(np, b, pending, stat_ids, has_stats, other)
+                pending, waiting = [], 0
         live, qi = live[going], se[going]
-    if found:
-        ss, se, at = (np.concatenate(parts) for parts in zip(*found))
-        other[at[~_stat_has_one_id(np, b, ss, se, stat_ids, has_stats, at)]] = True
     return {
         "metadata_id": values[0],
         "offset_ps": values[1],
