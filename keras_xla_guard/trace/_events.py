@@ -282,7 +282,7 @@ def stat_events(
 
 
 def batch_events(
-    np: Any, data: bytes, heads: list[int], plane: Any, cache: PlaneCache, first: bool, source: str
+    np: Any, data: bytes, heads: Any, plane: Any, cache: PlaneCache, first: bool, source: str
 ) -> Iterator[tuple[int, int, int, Any]]:
     """The scan's view of the serialized events at `heads` in `data`.
 

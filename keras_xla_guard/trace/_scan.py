@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+from array import array
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any, NamedTuple
@@ -340,7 +341,7 @@ class _PlaneScan:
 
     def __init__(self, np: Any, plane: Any, cache: PlaneCache, totals: Totals, source: str) -> None:
         self.np, self.plane, self.cache, self.totals, self.source = np, plane, cache, totals, source
-        self.pieces: list[tuple[_Line, bytes, list[int], bool]] = []
+        self.pieces: list[tuple[_Line, bytes, array[int], bool]] = []
         self.waiting = 0
         self.carry: tuple[_Line, _Rows] | None = None
         self.summaries: list[LineSummary | None] = [None] * len(plane.line_spans)
@@ -424,8 +425,10 @@ class _PlaneScan:
             counts = [len(piece[2]) for piece in pieces]
             begins = np.cumsum([0] + [len(piece[1]) for piece in pieces[:-1]]).tolist()
             heads = np.concatenate(
-                [np.array(piece[2], dtype=np.int64) + begin for piece, begin in zip(pieces, begins)]
+                [np.frombuffer(piece[2], dtype=np.int64) + begin for piece, begin in zip(pieces, begins)]
             )
+            # The slices live on in `data`: let them go before the batch's arrays are made.
+            pieces = [(piece[0], b"", piece[2][:0], piece[3]) for piece in pieces]
             for line, *_ in pieces:
                 if not lines or lines[-1] is not line:
                     lines.append(line)
