@@ -49,6 +49,16 @@ def _worst(kind: str, key: str, scale: float = 1.0) -> Value:
     return value
 
 
+def _others(doc: dict[str, Any]) -> list[float]:
+    """bench_analyze --corpus: ours / floor of every real trace but the worst."""
+    result = doc["result"]
+    return [
+        t["ours_over_floor"]
+        for name, t in result["traces"].items()
+        if not name.startswith("synthetic") and name != result["worst_time"]
+    ]
+
+
 @dataclass(frozen=True)
 class _Figures:
     """Figures in one README phrase: each group of `pattern` is the value `values` gives.
@@ -81,6 +91,14 @@ FIGURES = (
             _at("result.trace_events", 1e3),
             _at("result.median_wall_s.ours"),
             _at("result.xprof_over_ours"),
+        ),
+    ),
+    # ... and the range of the other real traces beside it.
+    _Figures(
+        r"the other real traces are ([\d.]+)-([\d.]+)x the floor",
+        (
+            lambda doc: min(_others(doc)),
+            lambda doc: max(_others(doc)),
         ),
     ),
     # bench_analyze --corpus: the worst trace, not the best.
