@@ -294,7 +294,10 @@ def _run(
     if step == "predict":
         xs = [b[0] if isinstance(b, tuple) else b for b in batches]
         spec = element_spec[0] if isinstance(element_spec, tuple) else element_spec
-        model.predict(tf.data.Dataset.from_generator(lambda: iter(xs), output_signature=spec), verbose=0)
+        dataset = tf.data.Dataset.from_generator(lambda: iter(xs), output_signature=spec)
+        # A known length: Keras 3 warns "Your input ran out of data" when a
+        # dataset of unknown length ends under `predict`.
+        model.predict(dataset.apply(tf.data.experimental.assert_cardinality(len(xs))), verbose=0)
         return
     make = model.make_train_function if step == "train" else model.make_test_function
     make()

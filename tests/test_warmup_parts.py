@@ -405,3 +405,13 @@ def test_the_given_element_spec_sets_the_dtypes_fed():
     report = warm_up(model, _xy(2), element_spec=spec)
     assert [str(s) for s in report.signatures] == ["x: float64[2,3], y: float64[2,1]"]
     assert int(calls.numpy()) == 1
+
+
+def test_a_predict_warm_up_leaves_no_keras_warning_of_data_running_out():
+    """steps=('predict',): the batches fed are as many as Keras expects, so it does not warn they ran out."""
+    model, calls = _counting_model()
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        warm_up(model, _xy(2, 4), steps=("predict",))
+    assert int(calls.numpy()) == 2
+    assert [str(w.message) for w in record if "ran out of data" in str(w.message)] == []
