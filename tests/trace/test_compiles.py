@@ -109,3 +109,21 @@ def test_report_round_trips_its_compile_table():
     assert CoverageReport.from_dict(report.to_dict()) == report
     with pytest.raises(ValueError, match="compile_table"):
         CoverageReport.from_dict({"compile_table": [{"nope": 1}]})
+
+
+def test_attribution_keeps_a_rows_step_leaves_out_the_window_end_and_puts_unknown_steps_first():
+    """A step-5 signature is outside window (0, 5); a row keeps its own step; rows and hits without a step sort first."""
+    table = (
+        CompileRecord("f", "m1", 0.1, 0.5, step=5),
+        CompileRecord("g", "m2", 0.2, 0.5, step=None),
+        CompileRecord("h", "m3", 0.3, 0.5, step=0),
+    )
+    new = [("A", 0), ("B", 4), ("C", 5), ("D", None), ("E", None)]
+    rows, hits = attribute_compiles(table, new, steps=(0, 5))
+    assert hits == 1
+    assert rows == (
+        CompileRecord("g", "m2", 0.2, 0.5, step=None, signature="D"),
+        CompileRecord("", cache_hit=True, step=None, signature="E"),
+        CompileRecord("h", "m3", 0.3, 0.5, step=0, signature="A"),
+        CompileRecord("f", "m1", 0.1, 0.5, step=5, signature="B"),
+    )
