@@ -25,6 +25,12 @@ def test_unique_ints_are_the_sorted_distinct_values():
     assert unique_ints(np, np.array([], dtype=np.int64)).tolist() == []
 
 
+def test_unique_ints_of_two_equal_values_is_one_value():
+    """Two equal values (the shortest input that has a repeat) give the value once."""
+    assert unique_ints(np, np.array([7, 7], dtype=np.int64)).tolist() == [7]
+    assert unique_ints(np, np.array([9, 2], dtype=np.int64)).tolist() == [2, 9]
+
+
 def test_plane_cache_reads_names_markers_and_kernels_from_the_metadata():
     """The compile markers, the async kernel starts and each id's category and op."""
     space = build_space(

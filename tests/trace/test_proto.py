@@ -17,7 +17,14 @@ from typing import Any
 import pytest
 from _helpers import REPO, run_python
 
-from keras_xla_guard.trace._proto import XPLANE_PROTO_FILE, _message_class, file_descriptor_proto, xplane_pb2
+from keras_xla_guard.trace._proto import (
+    _PLANE_HEAD_FILE,
+    XPLANE_PROTO_FILE,
+    _message_class,
+    file_descriptor_proto,
+    plane_head,
+    xplane_pb2,
+)
 from keras_xla_guard.trace.xplane import open_xspace, read_line_chunks
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -180,3 +187,21 @@ def test_message_classes_come_from_the_factory_of_the_descriptors_pool_on_old_pr
     monkeypatch.setattr(message_factory, "MessageFactory", _Factory)
     assert _message_class(descriptor) is _Factory
     assert _Factory.made == [(descriptor.file.pool, "tensorflow.profiler.XSpace")]
+
+
+def test_plane_head_reads_an_xplanes_id_name_and_raw_lines_in_a_file_of_its_own():
+    """PlaneHead: id and name with presence, each line's bytes whole, other fields unread; its own .proto file."""
+    pb = xplane_pb2()
+    line = pb.XLine(id=1, name="Stream #1", timestamp_ns=5)
+    plane = pb.XPlane(id=3, name="/device:GPU:0", lines=[line, pb.XLine(id=2)])
+    plane.event_metadata[1].name = "k"
+    head = plane_head().FromString(plane.SerializeToString())
+    assert (head.HasField("id"), head.id, head.HasField("name"), head.name) == (
+        True,
+        3,
+        True,
+        b"/device:GPU:0",
+    )
+    assert list(head.lines) == [line.SerializeToString(), pb.XLine(id=2).SerializeToString()]
+    assert not plane_head()().HasField("id")
+    assert pb.DESCRIPTOR.pool.FindFileByName(_PLANE_HEAD_FILE).package == "keras_xla_guard.trace"
