@@ -526,7 +526,7 @@ def test_a_run_that_went_away_or_a_dangling_trace_link_ends_no_walk(tmp_path, mo
 
 
 def test_a_trace_removed_between_walk_and_stat_ends_no_walk(tmp_path, monkeypatch):
-    """A trace listed first whose stat finds it gone is passed over; the run listed after it is found."""
+    """A trace walked first whose stat finds it gone is passed over; the run walked after it is found."""
     from keras_xla_guard.trace import xplane
 
     for name in ("a_run", "b_run"):
@@ -538,14 +538,15 @@ def test_a_trace_removed_between_walk_and_stat_ends_no_walk(tmp_path, monkeypatc
 
     def stat(self, *args, **kwargs):
         # The first stat is `is_file`'s, which still finds the file; the second, for its mtime, does not.
-        if self == tmp_path / "a_run" / "h.xplane.pb":
+        # The walk pops b_run (listed last) first.
+        if self == tmp_path / "b_run" / "h.xplane.pb":
             calls.append(self)
             if len(calls) == 2:
                 raise FileNotFoundError(self)
         return real_stat(self, *args, **kwargs)
 
     monkeypatch.setattr(xplane.Path, "stat", stat)
-    assert find_run_dirs(tmp_path) == [tmp_path / "b_run"]
+    assert find_run_dirs(tmp_path) == [tmp_path / "a_run"]
     assert len(calls) == 2
 
 
@@ -553,7 +554,8 @@ def test_a_run_is_as_new_as_its_newest_trace_and_an_mtime_under_a_second_stays(t
     """Runs order by their newest trace, whichever the directory lists last; an mtime of 0.5 s stays 0.5 s."""
     import os
 
-    newer, older, early = tmp_path / "newer", tmp_path / "older", tmp_path / "early"
+    # Named against their time order, so that only the times can order them.
+    newer, older, early = tmp_path / "a_newer", tmp_path / "b_older", tmp_path / "z_early"
     for run in (newer, older, early):
         run.mkdir()
         for name in ("h1.xplane.pb", "h2.xplane.pb"):
@@ -566,10 +568,11 @@ def test_a_run_is_as_new_as_its_newest_trace_and_an_mtime_under_a_second_stays(t
     for name in ("h1.xplane.pb", "h2.xplane.pb"):
         os.utime(older / name, (200.0, 200.0))
         os.utime(early / name, (0.5, 0.5))
-    (tmp_path / "zz_later").mkdir()
-    (tmp_path / "zz_later" / "h.xplane.pb").write_bytes(b"x")
-    os.utime(tmp_path / "zz_later" / "h.xplane.pb", (0.75, 0.75))
-    assert find_run_dirs(tmp_path) == [early, tmp_path / "zz_later", older, newer]
+    later = tmp_path / "y_later"
+    later.mkdir()
+    (later / "h.xplane.pb").write_bytes(b"x")
+    os.utime(later / "h.xplane.pb", (0.75, 0.75))
+    assert find_run_dirs(tmp_path) == [early, later, older, newer]
 
 
 def test_a_linked_directory_is_not_walked_into(tmp_path):
