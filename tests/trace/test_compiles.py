@@ -127,3 +127,37 @@ def test_attribution_keeps_a_rows_step_leaves_out_the_window_end_and_puts_unknow
         CompileRecord("h", "m3", 0.3, 0.5, step=0, signature="A"),
         CompileRecord("f", "m1", 0.1, 0.5, step=5, signature="B"),
     )
+
+
+_MODULE = "a_inference_one_step_on_data_805__.8"
+_KERNEL = ("ExecutorState::ProcessAsync::Start", {"kernel_type": "StatefulPartitionedCall"})
+
+
+def test_a_compilation_starts_no_earlier_than_the_kernel_right_around_it():
+    """An earlier pass on the thread, outside the kernel the backend ran in, is not this compilation's."""
+    space = build_space(
+        {
+            "tf_Compute/1": [
+                ("HLO passes through layout assignment", 0, 10),
+                (_KERNEL[0], 20, 80, _KERNEL[1]),
+                ("CpuCompiler::RunBackend", 30, 30, {"name": _MODULE}),
+            ]
+        }
+    )
+    (row,) = compile_records(space)
+    assert row.compile_s == pytest.approx(30e-6, rel=1e-9)
+
+
+def test_a_kernel_starting_with_the_backend_still_holds_it():
+    """Kernel and RunBackend starting together: the kernel (the longer) is around it, the earlier pass left out."""
+    space = build_space(
+        {
+            "tf_Compute/1": [
+                ("HLO passes through layout assignment", 0, 10),
+                ("CpuCompiler::RunBackend", 20, 40, {"name": _MODULE}),
+                (_KERNEL[0], 20, 80, _KERNEL[1]),
+            ]
+        }
+    )
+    (row,) = compile_records(space)
+    assert row.compile_s == pytest.approx(40e-6, rel=1e-9)
