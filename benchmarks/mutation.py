@@ -11,10 +11,15 @@ their names) and how long the room took. `make mutation` runs it through
 It is a developer target, CPU-heavy (about 2 mutants a second on two
 cores), and not part of `make ci`.
 
-Usage: python benchmarks/mutation.py [--rooms trace,signatures,warmup] [--max-children 2] [--no-run]
+Usage: python benchmarks/mutation.py [--rooms trace,signatures,warmup] [--max-children 2] [--no-run | --resume]
 
 `--no-run` only reads the results mutmut left under `mutants/` (of a run
 stopped part-way, say): mutants not checked yet count under `other`.
+`--resume` checks only those: mutmut given a pattern (`<room>*`, what a
+plain run passes) checks every mutant it matches again, results or not.
+It reads the results as they stand, so after the code changed, `mutmut
+run` without names (which resets the changed functions' mutants and checks
+every mutant without a result, of every room) is the way to resume.
 """
 
 from __future__ import annotations
@@ -82,6 +87,16 @@ def room_results(room: str, mutants_dir: Path) -> dict[str, Any]:
     }
 
 
+def unchecked(room: str, mutants_dir: Path) -> list[str]:
+    """Names of one room's mutants that mutmut has no result for yet, from its `.meta` files."""
+    names: list[str] = []
+    for meta in sorted(mutants_dir.glob("keras_xla_guard/**/*.py.meta")):
+        if meta.relative_to(mutants_dir).as_posix().removesuffix(".meta").startswith(ROOMS[room]):
+            codes = json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"]
+            names.extend(name for name, code in codes.items() if code is None)
+    return names
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -89,13 +104,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--max-children", type=int, default=2, help="parallel mutants. Defaults to 2.")
     parser.add_argument("--no-run", action="store_true", help="only read the results under mutants/.")
+    parser.add_argument(
+        "--resume", action="store_true", help="check only the mutants without a result under mutants/."
+    )
     args = parser.parse_args(argv)
     rooms = args.rooms.split(",")
     bad = [r for r in rooms if r not in ROOMS]
-    if bad or args.max_children < 1:
+    if bad or args.max_children < 1 or (args.no_run and args.resume):
         print(
-            f"--rooms must be from {sorted(ROOMS)} and --max-children >= 1. Received: "
-            f"rooms={args.rooms!r}, max_children={args.max_children!r}",
+            f"--rooms must be from {sorted(ROOMS)}, --max-children >= 1, and --no-run and --resume "
+            f"exclude each other. Received: rooms={args.rooms!r}, max_children={args.max_children!r}, "
+            f"no_run={args.no_run!r}, resume={args.resume!r}",
             file=sys.stderr,
         )
         return 2
@@ -107,19 +126,13 @@ def main(argv: list[str] | None = None) -> int:
     }
     for room in rooms:
         started = time.perf_counter()
-        if args.no_run:
+        resume = args.resume and (ROOT / "mutants").is_dir()
+        names = unchecked(room, ROOT / "mutants") if resume else [f"{_module(room)}*"]
+        if args.no_run or not names:
             out["rooms"][room] = {**room_results(room, ROOT / "mutants"), "wall_s": None}
             continue
         proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "mutmut",
-                "run",
-                f"{_module(room)}*",
-                "--max-children",
-                str(args.max_children),
-            ],
+            [sys.executable, "-m", "mutmut", "run", *names, "--max-children", str(args.max_children)],
             cwd=ROOT,
             capture_output=True,
             text=True,

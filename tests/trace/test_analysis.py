@@ -10,7 +10,15 @@ import pytest
 from _oracle import RAW_REL, raw_figures, span_seconds
 from _xspace import build_space
 
-from keras_xla_guard import TraceNotFoundError, analyze_trace, analyze_xspace, combine_reports
+from keras_xla_guard import (
+    CoverageReport,
+    OpStat,
+    ProgramStat,
+    TraceNotFoundError,
+    analyze_trace,
+    analyze_xspace,
+    combine_reports,
+)
 from keras_xla_guard.trace.xplane import find_trace_files, load_xspace
 
 # --------------------------------------------------------------- real traces
@@ -608,3 +616,35 @@ def test_analyze_trace_rejects_a_non_path_with_value_error(path):
     """analyze_trace(None) and other non-paths raise ValueError quoting the value."""
     with pytest.raises(ValueError, match=f"Received: path={path!r}"):
         analyze_trace(path)
+
+
+def test_combine_reports_adds_each_op_and_program_over_hosts_and_ranks_ties_by_name():
+    """The same op or program on two hosts is one row with times and counts added; equal times rank by name."""
+    a = CoverageReport(
+        hosts=("a",),
+        xla_time_s=1.0,
+        non_xla_op_time_s=1.0,
+        top_non_xla_ops=(OpStat("MatMul", "d/MatMul", 0.25, 2), OpStat("Relu", "d/Relu", 0.5, 1)),
+        top_xla_ops=(OpStat("fusion", "f.1", 0.125, 3),),
+        programs=(ProgramStat("p(1)", 2, 0.5, True), ProgramStat("b(2)", 1, 0.25, True)),
+    )
+    b = CoverageReport(
+        hosts=("b",),
+        xla_time_s=1.0,
+        non_xla_op_time_s=1.0,
+        top_non_xla_ops=(OpStat("MatMul", "d/MatMul", 0.5, 4), OpStat("Add", "d/Add", 0.75, 1)),
+        top_xla_ops=(OpStat("fusion", "f.1", 0.25, 5), OpStat("fusion", "f.2", 0.375, 1)),
+        programs=(ProgramStat("z(3)", 1, 0.25, False), ProgramStat("p(1)", 1, 0.25, True)),
+    )
+    c = combine_reports([a, b])
+    assert c.top_non_xla_ops == (
+        OpStat("Add", "d/Add", 0.75, 1),
+        OpStat("MatMul", "d/MatMul", 0.75, 6),
+        OpStat("Relu", "d/Relu", 0.5, 1),
+    )
+    assert c.top_xla_ops == (OpStat("fusion", "f.1", 0.375, 8), OpStat("fusion", "f.2", 0.375, 1))
+    assert c.programs == (
+        ProgramStat("p(1)", 3, 0.75, True),
+        ProgramStat("b(2)", 1, 0.25, True),
+        ProgramStat("z(3)", 1, 0.25, False),
+    )

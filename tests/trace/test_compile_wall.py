@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from _gpu_trace import PS_PER_US, T0_NS, _Plane
 from _xspace import build_space
 
 from keras_xla_guard.trace.compile_wall import compile_intervals_ps, union_length
+from keras_xla_guard.trace.xplane import xplane_pb2
 
 
 def test_union_length_counts_overlaps_once():
@@ -25,3 +27,18 @@ def test_compile_intervals_cover_parallel_compile_threads_once():
     intervals = compile_intervals_ps(space)
     assert sorted(intervals) == [(1_000_000, 101_000_000), (51_000_000, 151_000_000)]
     assert union_length(intervals) == 150_000_000
+
+
+def test_compile_intervals_come_from_host_planes_only_whatever_their_order():
+    """A device plane, the metadata plane and a host plane without compiles before the host's are passed over."""
+    space = xplane_pb2().XSpace()
+    for name, pid, event in (
+        ("/device:GPU:0", 1, "JitCompiler::Compile"),
+        ("/host:metadata", 2, "JitCompiler::Compile"),
+        ("/host:quiet", 3, "MatMul:MatMul"),
+        ("/host:CPU", 4, "JitCompiler::Compile"),
+    ):
+        plane = _Plane(space, name, pid)
+        plane.event(plane.line(1, "python"), event, 2, 3)
+    base = T0_NS * 1000
+    assert compile_intervals_ps(space) == [(base + 2 * PS_PER_US, base + 5 * PS_PER_US)]

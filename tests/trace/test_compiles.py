@@ -109,3 +109,55 @@ def test_report_round_trips_its_compile_table():
     assert CoverageReport.from_dict(report.to_dict()) == report
     with pytest.raises(ValueError, match="compile_table"):
         CoverageReport.from_dict({"compile_table": [{"nope": 1}]})
+
+
+def test_attribution_keeps_a_rows_step_leaves_out_the_window_end_and_puts_unknown_steps_first():
+    """A step-5 signature is outside window (0, 5); a row keeps its own step; rows and hits without a step sort first."""
+    table = (
+        CompileRecord("f", "m1", 0.1, 0.5, step=5),
+        CompileRecord("g", "m2", 0.2, 0.5, step=None),
+        CompileRecord("h", "m3", 0.3, 0.5, step=0),
+    )
+    new = [("A", 0), ("B", 4), ("C", 5), ("D", None), ("E", None)]
+    rows, hits = attribute_compiles(table, new, steps=(0, 5))
+    assert hits == 1
+    assert rows == (
+        CompileRecord("g", "m2", 0.2, 0.5, step=None, signature="D"),
+        CompileRecord("", cache_hit=True, step=None, signature="E"),
+        CompileRecord("h", "m3", 0.3, 0.5, step=0, signature="A"),
+        CompileRecord("f", "m1", 0.1, 0.5, step=5, signature="B"),
+    )
+
+
+_MODULE = "a_inference_one_step_on_data_805__.8"
+_KERNEL = ("ExecutorState::ProcessAsync::Start", {"kernel_type": "StatefulPartitionedCall"})
+
+
+def test_a_compilation_starts_no_earlier_than_the_kernel_right_around_it():
+    """An earlier pass on the thread, outside the kernel the backend ran in, is not this compilation's."""
+    space = build_space(
+        {
+            "tf_Compute/1": [
+                ("HLO passes through layout assignment", 0, 10),
+                (_KERNEL[0], 20, 80, _KERNEL[1]),
+                ("CpuCompiler::RunBackend", 30, 30, {"name": _MODULE}),
+            ]
+        }
+    )
+    (row,) = compile_records(space)
+    assert row.compile_s == pytest.approx(30e-6, rel=1e-9)
+
+
+def test_a_kernel_starting_with_the_backend_still_holds_it():
+    """Kernel and RunBackend starting together: the kernel (the longer) is around it, the earlier pass left out."""
+    space = build_space(
+        {
+            "tf_Compute/1": [
+                ("HLO passes through layout assignment", 0, 10),
+                ("CpuCompiler::RunBackend", 20, 40, {"name": _MODULE}),
+                (_KERNEL[0], 20, 80, _KERNEL[1]),
+            ]
+        }
+    )
+    (row,) = compile_records(space)
+    assert row.compile_s == pytest.approx(40e-6, rel=1e-9)

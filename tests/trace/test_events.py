@@ -6,9 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 from _helpers import run_python
 from _xspace import build_space
 
+from keras_xla_guard import OpStat, analyze_trace
+from keras_xla_guard.errors import TraceParseError
 from keras_xla_guard.trace._events import PlaneCache, unique_ints
 from keras_xla_guard.trace.classify import Category
 
@@ -20,6 +23,12 @@ def test_unique_ints_are_the_sorted_distinct_values():
     assert unique_ints(np, np.array([5, 1, 5, 3, 1, -2], dtype=np.int64)).tolist() == [-2, 1, 3, 5]
     assert unique_ints(np, np.array([7], dtype=np.int64)).tolist() == [7]
     assert unique_ints(np, np.array([], dtype=np.int64)).tolist() == []
+
+
+def test_unique_ints_of_two_equal_values_is_one_value():
+    """Two equal values (the shortest input that has a repeat) give the value once."""
+    assert unique_ints(np, np.array([7, 7], dtype=np.int64)).tolist() == [7]
+    assert unique_ints(np, np.array([9, 2], dtype=np.int64)).tolist() == [2, 9]
 
 
 def test_plane_cache_reads_names_markers_and_kernels_from_the_metadata():
@@ -69,3 +78,31 @@ def test_analysis_imports_nothing_once_the_package_and_numpy_are_loaded():
         """
     )
     assert out["new"] == []
+
+
+def test_a_one_picosecond_op_counts_and_an_instant_one_does_not(tmp_path):
+    """The scan keeps every event with time, down to 1 ps, and leaves instants out of the op table."""
+    space = build_space(
+        {"t": [("dense/MatMul:MatMul", 0, 8), ("dense/Relu:Relu", 20, 1e-6), ("x/Add:Add", 30, 0)]}
+    )
+    path = tmp_path / "h.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    report = analyze_trace(path)
+    assert [(o.op_type, o.op_name, o.count) for o in report.top_non_xla_ops] == [
+        ("MatMul", "dense/MatMul", 1),
+        ("Relu", "dense/Relu", 1),
+    ]
+    assert report.top_non_xla_ops[1] == OpStat("Relu", "dense/Relu", 1e-12, 1)
+    assert report.non_xla_op_time_s == (8_000_000 + 1) * 1e-12
+
+
+def test_a_first_event_naming_undefined_metadata_is_an_error_naming_the_file(tmp_path):
+    """The scan checks a line's first event against the plane's metadata and names the file it read."""
+    space = build_space({"t": [("dense/MatMul:MatMul", 0, 8), ("dense/Relu:Relu", 20, 1)]})
+    space.planes[0].lines[0].events[0].metadata_id = 999
+    path = tmp_path / "h.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    with pytest.raises(
+        TraceParseError, match=f"^{path} is not a consistent XSpace trace: event metadata id 999"
+    ):
+        analyze_trace(path)

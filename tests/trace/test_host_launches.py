@@ -5,10 +5,12 @@ the planes it skips."""
 
 from __future__ import annotations
 
+import pytest
 from _gpu_trace import PS_PER_US, T0_NS, _Plane
 
+from keras_xla_guard.errors import TraceParseError
 from keras_xla_guard.trace._device import host_launches
-from keras_xla_guard.trace.xplane import xplane_pb2
+from keras_xla_guard.trace.xplane import open_xspace, xplane_pb2
 
 _BASE = T0_NS * 1000
 
@@ -58,3 +60,39 @@ def test_only_driver_calls_are_device_work_launches_at_their_start():
     found = host_launches(_space(), "t")
     launches = [(11, 15), (12, 50), (14, 200), (15, 300), (16, 400), (21, 1050)]
     assert found.launches == [(corr, _ps(us)) for corr, us in launches]
+
+
+def _edge_space():
+    space = xplane_pb2().XSpace(hostnames=["h"])
+    # Only Keras' legacy roots, no `_r` and no correlation id on the plane.
+    legacy = _Plane(space, "/host:legacy", 3)
+    legacy.event(legacy.line(1, "keras"), "TraceContext", 2000, 10)
+    host = _Plane(space, "/host:CPU", 0)
+    line = host.line(1, "python")
+    host.event(line, "train", 0, 100, step_num="five", _r=1)  # a step that is no integer: its index
+    host.event(line, "train", 10, 20, step_num=0, _r=1)  # step 0 is a step, not a missing one
+    host.event(line, "cuLaunchKernel", 100, 1, correlation_id=31)  # at the outer marker's very end
+    return space
+
+
+def test_legacy_roots_alone_zero_steps_and_ends_held_behind_an_inner_marker():
+    """A legacy-only plane keeps its marker; step 0 stays 0; a launch at an outer end behind an ended inner marker."""
+    found = host_launches(_edge_space(), "t")
+    assert found.markers == [(_ps(0), _ps(100), 0), (_ps(10), _ps(30), 0), (_ps(2000), _ps(2010), 2)]
+    assert found.groups == {31: 0}
+    assert found.launches == [(31, _ps(100))]
+
+
+def test_a_lazy_host_line_naming_undefined_metadata_names_the_source_in_its_error(tmp_path):
+    """A host line read from `open_xspace` whose first event names no metadata raises naming the source given."""
+    space = xplane_pb2().XSpace(hostnames=["h"])
+    host = _Plane(space, "/host:CPU", 0)
+    line = host.line(1, "python")
+    host.event(line, "train", 0, 100, step_num=1, _r=1)
+    line.events[0].metadata_id = 999
+    path = tmp_path / "host.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    with pytest.raises(
+        TraceParseError, match="^run-9 is not a consistent XSpace trace: event metadata id 999"
+    ):
+        host_launches(open_xspace(path), "run-9")

@@ -12,11 +12,19 @@ import configparser
 import gzip
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _helpers import REPO, run_python
 
-from keras_xla_guard.trace._proto import XPLANE_PROTO_FILE, file_descriptor_proto, xplane_pb2
+from keras_xla_guard.trace._proto import (
+    _PLANE_HEAD_FILE,
+    XPLANE_PROTO_FILE,
+    _message_class,
+    file_descriptor_proto,
+    plane_head,
+    xplane_pb2,
+)
 from keras_xla_guard.trace.xplane import open_xspace, read_line_chunks
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -139,3 +147,61 @@ def test_bindings_live_beside_tensorflows_in_either_import_order(order):
     result = run_python(_BOTH.format(first=first, second=second, trace=str(DATA / "jit.xplane.pb.gz")))
     assert result["same"] and result["back"]
     assert result["events"] > 1000
+
+
+class _Factory:
+    """Stands in for protobuf's `MessageFactory`, recording the pool and descriptors it is given."""
+
+    made: list[tuple[Any, str]] = []
+
+    def __init__(self, pool: Any) -> None:
+        self.pool = pool
+
+    def GetPrototype(self, descriptor: Any) -> Any:
+        _Factory.made.append((self.pool, descriptor.full_name))
+        return _Factory
+
+
+def test_message_classes_come_from_get_message_class_when_protobuf_has_it(monkeypatch):
+    """protobuf >= 4.22: `GetMessageClass` builds the class; the factory is not touched."""
+    from google.protobuf import message_factory
+
+    descriptor = xplane_pb2().XSpace.DESCRIPTOR
+    asked = []
+    _Factory.made = []
+    monkeypatch.setattr(
+        message_factory, "GetMessageClass", lambda d: asked.append(d.full_name) or dict, raising=False
+    )
+    monkeypatch.setattr(message_factory, "MessageFactory", _Factory)
+    assert _message_class(descriptor) is dict
+    assert (asked, _Factory.made) == (["tensorflow.profiler.XSpace"], [])
+
+
+def test_message_classes_come_from_the_factory_of_the_descriptors_pool_on_old_protobuf(monkeypatch):
+    """protobuf < 4.22 (no `GetMessageClass`): the factory of the descriptor's pool gives the class."""
+    from google.protobuf import message_factory
+
+    descriptor = xplane_pb2().XSpace.DESCRIPTOR
+    _Factory.made = []
+    monkeypatch.delattr(message_factory, "GetMessageClass", raising=False)
+    monkeypatch.setattr(message_factory, "MessageFactory", _Factory)
+    assert _message_class(descriptor) is _Factory
+    assert _Factory.made == [(descriptor.file.pool, "tensorflow.profiler.XSpace")]
+
+
+def test_plane_head_reads_an_xplanes_id_name_and_raw_lines_in_a_file_of_its_own():
+    """PlaneHead: id and name with presence, each line's bytes whole, other fields unread; its own .proto file."""
+    pb = xplane_pb2()
+    line = pb.XLine(id=1, name="Stream #1", timestamp_ns=5)
+    plane = pb.XPlane(id=3, name="/device:GPU:0", lines=[line, pb.XLine(id=2)])
+    plane.event_metadata[1].name = "k"
+    head = plane_head().FromString(plane.SerializeToString())
+    assert (head.HasField("id"), head.id, head.HasField("name"), head.name) == (
+        True,
+        3,
+        True,
+        b"/device:GPU:0",
+    )
+    assert list(head.lines) == [line.SerializeToString(), pb.XLine(id=2).SerializeToString()]
+    assert not plane_head()().HasField("id")
+    assert pb.DESCRIPTOR.pool.FindFileByName(_PLANE_HEAD_FILE).package == "keras_xla_guard.trace"

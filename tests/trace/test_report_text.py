@@ -4,7 +4,14 @@ reports built by hand, so each figure it prints is known by construction."""
 from __future__ import annotations
 
 from keras_xla_guard import CoverageReport, Explanation, OpStat, format_report
-from keras_xla_guard.trace._text import JAX_COVERAGE_NOTE, _op_lines, compile_lines, quality_lines, step_lines
+from keras_xla_guard.trace._text import (
+    JAX_COVERAGE_NOTE,
+    _op_lines,
+    compile_lines,
+    jax_busy,
+    quality_lines,
+    step_lines,
+)
 from keras_xla_guard.trace.compiles import CompileRecord
 from keras_xla_guard.trace.report import ProgramStat, StepStat, TraceQuality
 
@@ -300,3 +307,17 @@ def test_signatures_without_expected_compilations_say_only_how_many_are_new():
     """expected_compilations None: '(2 new)' and nothing more."""
     report = CoverageReport(distinct_signatures=3, new_signatures=2)
     assert "  input signatures:          3     (2 new)" in format_report(report).splitlines()
+
+
+def test_step_lines_at_exactly_max_rows_say_nothing_more():
+    """5 steps and max_rows 5: a header and 5 rows, no '... 0 more' line."""
+    lines = step_lines(CoverageReport(steps=(_STEPS * 3)[:5]))
+    assert len(lines) == 6
+    assert lines[-1] == "    step    0    10.00 ms    8.00 ms    2.00 ms         1  transfers 0.50 ms"
+
+
+def test_jax_busy_without_steps_or_program_time_is_all_host_time():
+    """No steps, no XLA time and no compile time over a 0.5 s window: busy share 0, host time the whole 0.5 s."""
+    assert jax_busy(CoverageReport(window_wall_s=0.5, xla_time_s=0.0, compile_time_s=0.0)) == (0.0, 0.5)
+    assert jax_busy(CoverageReport(window_wall_s=0.5, xla_time_s=0.25, compile_time_s=0.125)) == (0.5, 0.125)
+    assert jax_busy(CoverageReport(window_wall_s=None, xla_time_s=0.25)) is None

@@ -24,6 +24,8 @@ from _xspace import build_space
 
 from keras_xla_guard import analyze_trace, analyze_xspace
 from keras_xla_guard.trace.compile_wall import union_length
+from keras_xla_guard.trace.report import StepStat
+from keras_xla_guard.trace.steps import device_steps
 
 DATA = Path(__file__).resolve().parent / "data"
 _US = 1e-6
@@ -191,3 +193,15 @@ def test_steps_survive_the_run_file_round_trip(tmp_path):
     report = analyze_trace(gpu_fit(2).write(tmp_path / "gpu.xplane.pb"))
     assert report.steps and CoverageReport.from_dict(json.loads(json.dumps(report.to_dict()))) == report
     assert STEP_US == 1000.0
+
+
+def test_device_steps_come_out_in_time_order_with_their_own_runs_and_transfers():
+    """Markers given out of time order: steps sorted by start, each with the runs and transfers of its index."""
+    ps = 1_000_000_000  # 1 ms
+    markers = [(2 * ps, 3 * ps, 7), (0, ps, 6)]
+    runs = {0: [(2 * ps, 2 * ps + ps // 2)], 1: [(0, ps // 4), (ps // 2, 3 * ps // 4)]}
+    transfers = {0: ps // 8}
+    assert device_steps(markers, runs, transfers) == (
+        StepStat(step=6, wall_s=1e-3, busy_s=0.5e-3, idle_s=0.5e-3, launches=2, transfer_s=0.0),
+        StepStat(step=7, wall_s=1e-3, busy_s=0.5e-3, idle_s=0.5e-3, launches=1, transfer_s=ps // 8 * 1e-12),
+    )

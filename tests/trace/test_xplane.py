@@ -29,6 +29,7 @@ from keras_xla_guard import (
     analyze_xspace,
 )
 from keras_xla_guard.trace.xplane import (
+    find_run_dirs,
     find_trace_files,
     iter_lines,
     load_xspace,
@@ -492,3 +493,92 @@ def test_runs_moved_while_the_log_dir_is_read_are_skipped_not_an_error(tmp_path,
 
     monkeypatch.setattr(xplane.os, "scandir", scandir_while_a_guard_moves_runs)
     assert find_trace_files(tmp_path) == [kept / "host.xplane.pb"]
+
+
+def _sorted_scandir(monkeypatch, gone: set[Path] = frozenset()):
+    """Makes the walk list each directory in name order; the directories in `gone` went away."""
+    import os
+
+    from keras_xla_guard.trace import xplane
+
+    real_scandir = os.scandir
+
+    def scandir(path):
+        if Path(path) in gone:
+            raise FileNotFoundError(path)
+        with real_scandir(path) as it:
+            return sorted(it, key=lambda e: e.name)
+
+    monkeypatch.setattr(xplane.os, "scandir", scandir)
+
+
+def test_a_run_that_went_away_or_a_dangling_trace_link_ends_no_walk(tmp_path, monkeypatch):
+    """Listed first, a vanished run directory and a dangling trace link are passed over; later runs are found."""
+    import os
+
+    (tmp_path / "a.xplane.pb").symlink_to(tmp_path / "nowhere")
+    for name in ("b_run", "z_gone"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "h.xplane.pb").write_bytes(b"x")
+    os.utime(tmp_path / "b_run" / "h.xplane.pb", (5.0, 5.0))
+    _sorted_scandir(monkeypatch, gone={tmp_path / "z_gone"})
+    assert find_run_dirs(tmp_path) == [tmp_path / "b_run"]
+
+
+def test_a_trace_removed_between_walk_and_stat_ends_no_walk(tmp_path, monkeypatch):
+    """A trace walked first whose stat finds it gone is passed over; the run walked after it is found."""
+    from keras_xla_guard.trace import xplane
+
+    for name in ("a_run", "b_run"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "h.xplane.pb").write_bytes(b"x")
+    _sorted_scandir(monkeypatch)
+    real_stat = Path.stat
+    calls = []
+
+    def stat(self, *args, **kwargs):
+        # The first stat is `is_file`'s, which still finds the file; the second, for its mtime, does not.
+        # The walk pops b_run (listed last) first.
+        if self == tmp_path / "b_run" / "h.xplane.pb":
+            calls.append(self)
+            if len(calls) == 2:
+                raise FileNotFoundError(self)
+        return real_stat(self, *args, **kwargs)
+
+    monkeypatch.setattr(xplane.Path, "stat", stat)
+    assert find_run_dirs(tmp_path) == [tmp_path / "a_run"]
+    assert len(calls) == 2
+
+
+def test_a_run_is_as_new_as_its_newest_trace_and_an_mtime_under_a_second_stays(tmp_path):
+    """Runs order by their newest trace, whichever the directory lists last; an mtime of 0.5 s stays 0.5 s."""
+    import os
+
+    # Named against their time order, so that only the times can order them.
+    newer, older, early = tmp_path / "a_newer", tmp_path / "b_older", tmp_path / "z_early"
+    for run in (newer, older, early):
+        run.mkdir()
+        for name in ("h1.xplane.pb", "h2.xplane.pb"):
+            (run / name).write_bytes(b"x")
+    # The newer run's newest trace is the one its directory lists first.
+    with os.scandir(newer) as it:
+        first, last = list(it)
+    os.utime(first.path, (300.0, 300.0))
+    os.utime(last.path, (100.0, 100.0))
+    for name in ("h1.xplane.pb", "h2.xplane.pb"):
+        os.utime(older / name, (200.0, 200.0))
+        os.utime(early / name, (0.5, 0.5))
+    later = tmp_path / "y_later"
+    later.mkdir()
+    (later / "h.xplane.pb").write_bytes(b"x")
+    os.utime(later / "h.xplane.pb", (0.75, 0.75))
+    assert find_run_dirs(tmp_path) == [early, later, older, newer]
+
+
+def test_a_linked_directory_is_not_walked_into(tmp_path):
+    """A symlink to a run directory is no second run: the walk does not follow directory links."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "h.xplane.pb").write_bytes(b"x")
+    (tmp_path / "link").symlink_to(run, target_is_directory=True)
+    assert find_run_dirs(tmp_path) == [run]
