@@ -415,3 +415,38 @@ def test_a_predict_warm_up_leaves_no_keras_warning_of_data_running_out():
         warm_up(model, _xy(2, 4), steps=("predict",))
     assert int(calls.numpy()) == 2
     assert [str(w.message) for w in record if "ran out of data" in str(w.message)] == []
+
+
+def _tf_keras_model(dropout: bool):
+    """A compiled tf_keras MLP on 3 features with a compiled metric (tf_keras builds it in the first step)."""
+    import tf_keras
+
+    tf_keras.utils.set_random_seed(0)
+    layers = [tf_keras.Input((3,)), tf_keras.layers.Dense(4)]
+    if dropout:
+        layers.append(tf_keras.layers.Dropout(0.5, seed=1))
+    model = tf_keras.Sequential([*layers, tf_keras.layers.Dense(1)])
+    model.compile(optimizer="adam", loss="mse", metrics=["mae"], jit_compile=False)
+    return model
+
+
+@pytest.mark.parametrize("dropout", [False, True])
+def test_tf_keras_in_process_warm_up_resets_the_metrics_it_built_and_names_legacy_dropout(dropout):
+    """tf_keras (imported beside Keras 3): weights back bit for bit, the metric variables the first step
+    created reset to zero without a note, every other variable restored, legacy Dropout named as not restored."""
+    from keras_xla_guard import seam
+
+    model = _tf_keras_model(dropout)
+    weights = [w.tobytes() for w in model.get_weights()]
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        report = warm_up(model, _xy(2, 4), steps=("train", "test"))
+    metric_vars = [v for m in model.metrics for v in m.variables]
+    assert seam.keras_version(model).startswith("tf_keras ")
+    assert [w.tobytes() for w in model.get_weights()] == weights
+    assert len(metric_vars) == 4 and all(float(v.numpy()) == 0.0 for v in metric_vars)
+    assert report.restored == len(seam.training_state(model)[0]) - len(metric_vars)
+    assert report.unrestored == ()
+    note = "not restored: the random state of dropout (legacy stateful RNG ops)"
+    assert report.notes == ((note,) if dropout else ())
+    assert _guard_warnings(record) == ([f"keras-xla-guard: warm_up: {note}"] if dropout else [])
