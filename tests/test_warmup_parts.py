@@ -450,3 +450,35 @@ def test_tf_keras_in_process_warm_up_resets_the_metrics_it_built_and_names_legac
     note = "not restored: the random state of dropout (legacy stateful RNG ops)"
     assert report.notes == ((note,) if dropout else ())
     assert _guard_warnings(record) == ([f"keras-xla-guard: warm_up: {note}"] if dropout else [])
+
+
+def test_tf_keras_variables_only_the_train_step_creates_are_named_and_metrics_still_reset():
+    """A tf_keras layer adding a (non-trainable) variable in its first training call: one note names
+    it, the compiled metrics the same step built are reset, the rest is restored."""
+    import tf_keras
+
+    class TrainingOnly(tf_keras.layers.Layer):
+        def call(self, x, training=None):
+            if training and not hasattr(self, "scale"):
+                self.scale = self.add_weight(name="lazy_scale", shape=(), initializer="ones", trainable=False)
+            return x * self.scale if hasattr(self, "scale") else x
+
+    tf_keras.utils.set_random_seed(0)
+    # Named, so that models built before in the process do not change the variable's name.
+    model = tf_keras.Sequential(
+        [tf_keras.Input((3,)), TrainingOnly(name="lazy"), tf_keras.layers.Dense(1)], name="warm"
+    )
+    model.compile(optimizer="sgd", loss="mse", metrics=["mae"], jit_compile=False)
+    weights = [w.tobytes() for w in model.layers[1].get_weights()]
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        report = warm_up(model, _xy(2))
+    note = (
+        "1 variable(s) were created by the warm-up itself (warm/lazy/lazy_scale:0) "
+        "and keep their post-warm-up values"
+    )
+    assert report.notes == (note,)
+    assert _guard_warnings(record) == [f"keras-xla-guard: warm_up: {note}"]
+    assert [float(v.numpy()) for m in model.metrics for v in m.variables] == [0.0] * 4
+    assert float(model.layers[0].scale.numpy()) == 1.0
+    assert [w.tobytes() for w in model.layers[1].get_weights()] == weights
