@@ -483,7 +483,8 @@ def _warm_up(
                     f"post-warm-up values: {', '.join(unrestored)}"
                 )
             for note in notes:
-                warnings.warn(f"keras-xla-guard: warm_up: {note}", XlaGuardWarning, stacklevel=2)
+                # Past `_warm_up` and `warm_up`: the line of the user's call.
+                warnings.warn(f"keras-xla-guard: warm_up: {note}", XlaGuardWarning, stacklevel=3)
     return WarmUpReport(
         signatures=tuple(Signature.of(b, root_names=("x", "y", "sample_weight")) for b in batches),
         steps=steps,

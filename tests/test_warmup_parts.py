@@ -482,3 +482,26 @@ def test_tf_keras_variables_only_the_train_step_creates_are_named_and_metrics_st
     assert [float(v.numpy()) for m in model.metrics for v in m.variables] == [0.0] * 4
     assert float(model.layers[0].scale.numpy()) == 1.0
     assert [w.tobytes() for w in model.layers[1].get_weights()] == weights
+
+
+def test_warm_up_warnings_point_at_the_callers_line():
+    """A warm_up note is warned from the caller's line (stacklevel 2), not from inside warmup.py."""
+    model = _tf_keras_model(dropout=True)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        warm_up(model, _xy(2))
+    from keras_xla_guard.errors import XlaGuardWarning
+
+    [warning] = [w for w in record if issubclass(w.category, XlaGuardWarning)]
+    assert warning.filename == __file__
+
+
+def test_sample_weights_get_their_own_root_in_the_signatures():
+    """(x, y, sample_weight) shapes: the weighted step runs once per signature, named x, y, sample_weight."""
+    model, calls = _counting_model()
+    report = warm_up(model, [((2, 3), (2, 1), (2,)), ((4, 3), (4, 1), (4,))])
+    assert [str(s) for s in report.signatures] == [
+        "x: float32[2,3], y: float32[2,1], sample_weight: float32[2]",
+        "x: float32[4,3], y: float32[4,1], sample_weight: float32[4]",
+    ]
+    assert (int(calls.numpy()), report.notes) == (2, ())
