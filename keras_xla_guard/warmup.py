@@ -20,6 +20,7 @@ variable is back.
 from __future__ import annotations
 
 import random
+import sys
 import time
 import traceback
 import warnings
@@ -483,8 +484,7 @@ def _warm_up(
                     f"post-warm-up values: {', '.join(unrestored)}"
                 )
             for note in notes:
-                # Past `_warm_up` and `warm_up`: the line of the user's call.
-                warnings.warn(f"keras-xla-guard: warm_up: {note}", XlaGuardWarning, stacklevel=3)
+                _warn_at_caller(f"keras-xla-guard: warm_up: {note}")
     return WarmUpReport(
         signatures=tuple(Signature.of(b, root_names=("x", "y", "sample_weight")) for b in batches),
         steps=steps,
@@ -494,6 +494,14 @@ def _warm_up(
         notes=tuple(notes),
         unrestored=tuple(unrestored),
     )
+
+
+def _warn_at_caller(message: str) -> None:
+    """Warns from the first frame outside this package: the user's call, however deep inside it warns."""
+    frame, level = sys._getframe(1), 2
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("keras_xla_guard"):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, XlaGuardWarning, stacklevel=level)
 
 
 def _created_by_warm_up(model: Any, known: set[int]) -> list[str]:
