@@ -428,19 +428,20 @@ class _PlaneScan:
                 [np.frombuffer(piece[2], dtype=np.int64) + begin for piece, begin in zip(pieces, begins)]
             )
             # The slices live on in `data`: let them go before the batch's arrays are made.
-            pieces = [(piece[0], b"", piece[2][:0], piece[3]) for piece in pieces]
-            for line, *_ in pieces:
+            slices = [(line, first) for line, _, _, first in pieces]
+            del pieces
+            for line, _ in slices:
                 if not lines or lines[-1] is not line:
                     lines.append(line)
             mid, start, dur, hlo, root, found = event_columns(
                 np, data, heads, self.plane, self.cache, False, self.source, padded=True
             )
             position = np.cumsum([0] + counts[:-1]).tolist()
-            for (_, _, _, first), row in zip(pieces, position):
+            for (_, first), row in zip(slices, position):
                 if first:
                     check_metadata(self.plane, found[0].get(row) or _Meta(int(mid[row])), self.source)
             number = {id(line): k for k, line in enumerate(lines)}
-            line_of = np.repeat(np.array([number[id(piece[0])] for piece in pieces], dtype=np.int64), counts)
+            line_of = np.repeat(np.array([number[id(line)] for line, _ in slices], dtype=np.int64), counts)
             codes = self.cache.codes(np, mid)
             timed = dur > 0
             kept = np.flatnonzero(timed | ((codes & MARKER_CODE) != 0))
