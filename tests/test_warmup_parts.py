@@ -509,3 +509,110 @@ def test_sample_weights_get_their_own_root_in_the_signatures():
         "x: float32[4,3], y: float32[4,1], sample_weight: float32[4]",
     ]
     assert (int(calls.numpy()), report.notes) == (2, ())
+
+
+def _fail_on_write_back(variables) -> None:
+    """Makes warm_up's write-back of each of `variables` raise, as a lost device would.
+
+    Only the call from `_restore` fails (its frame's name holds `_restore`,
+    also under mutmut's renamed copies); the train step's own writes pass.
+    """
+    import sys
+
+    for variable in variables:
+
+        def assign(value, original=variable.assign):
+            if "_restore" in sys._getframe(1).f_code.co_name:
+                raise RuntimeError("device lost")
+            return original(value)
+
+        variable.assign = assign
+
+
+def test_variables_that_cannot_be_written_back_are_counted_and_named_in_one_note():
+    """Two write-backs fail: one note with the count and both names, both in `unrestored`, the others back
+    (the step moved the bias and the optimizer's count; only the bias keeps its new value)."""
+    from keras_xla_guard import seam
+
+    model, _ = _counting_model()
+    kernel, bias = model.layers[-1].kernel, model.layers[-1].bias
+    # On zero inputs and targets only a non-zero output moves a weight: the bias.
+    bias.assign(np.ones(1, np.float32))
+    _fail_on_write_back([kernel, bias])
+    variables = seam.training_state(model)[0]
+    before = _values(model)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        report = warm_up(model, _xy(2))
+    note = (
+        f"2 variable(s) could not be put back and keep their post-warm-up values: {kernel.path}, {bias.path}"
+    )
+    assert (report.unrestored, report.notes) == ((kernel.path, bias.path), (note,))
+    assert report.restored == len(variables) - 2 == 4
+    assert _guard_warnings(record) == [f"keras-xla-guard: warm_up: {note}"]
+    changed = [_name(v) for v, a, b in zip(variables, before, _values(model)) if a.tobytes() != b.tobytes()]
+    assert changed == [bias.path]
+
+
+def test_a_train_function_given_for_the_spec_is_the_one_the_warm_up_calls():
+    """train_function_for returning a function: the warm-up calls it, once per signature, not the model's."""
+    from keras_xla_guard.warmup import _warm_up
+
+    model, calls = _counting_model()
+    used = []
+
+    def train_function(iterator):
+        used.append(1)
+        return model.train_function(iterator)
+
+    _warm_up(model, _xy(2, 4, 5), train_function_for=lambda spec: train_function)
+    assert (len(used), int(calls.numpy())) == (3, 3)
+
+
+def test_tf_keras_predict_on_an_uncompiled_model_names_tf_keras_in_its_note():
+    """An uncompiled tf_keras model, predict only: the could-not-build note names tf_keras and its version."""
+    import tf_keras
+
+    tf_keras.utils.set_random_seed(0)
+    model = tf_keras.Sequential([tf_keras.Input((3,)), tf_keras.layers.Dense(1)])
+    weights = [w.tobytes() for w in model.get_weights()]
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        report = warm_up(model, [((2, 3),)], steps=("predict",))
+    note = (
+        f"tf_keras {tf_keras.__version__}: could not build the model ahead (the model has no optimizer); "
+        "variables the first step creates cannot be put back"
+    )
+    # The kernel, the bias and tf_keras' train, test and predict step counters.
+    assert (report.notes, report.restored) == ((note,), 5)
+    assert _guard_warnings(record) == [f"keras-xla-guard: warm_up: {note}"]
+    assert [w.tobytes() for w in model.get_weights()] == weights
+
+
+def test_tf_keras_six_variables_created_by_the_train_step_are_counted_and_the_first_five_named():
+    """A tf_keras layer adding six variables in its first training call: the note counts 6, names the
+    first five in sorted order, and the compiled metrics are still reset."""
+    import tf_keras
+
+    class TrainingOnly(tf_keras.layers.Layer):
+        def call(self, x, training=None):
+            if training and not hasattr(self, "scales"):
+                self.scales = [
+                    self.add_weight(name=f"s{i}", shape=(), initializer="ones", trainable=False)
+                    for i in (5, 3, 0, 4, 1, 2)
+                ]
+            return x
+
+    tf_keras.utils.set_random_seed(0)
+    model = tf_keras.Sequential(
+        [tf_keras.Input((3,)), TrainingOnly(name="lazy"), tf_keras.layers.Dense(1)], name="six"
+    )
+    model.compile(optimizer="sgd", loss="mse", metrics=["mae"], jit_compile=False)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        report = warm_up(model, _xy(2))
+    names = ", ".join(f"six/lazy/s{i}:0" for i in range(5))
+    note = f"6 variable(s) were created by the warm-up itself ({names}) and keep their post-warm-up values"
+    assert report.notes == (note,)
+    assert _guard_warnings(record) == [f"keras-xla-guard: warm_up: {note}"]
+    assert [float(v.numpy()) for m in model.metrics for v in m.variables] == [0.0] * 4
