@@ -11,7 +11,7 @@ their names) and how long the room took. `make mutation` runs it through
 It is a developer target, CPU-heavy (about 2 mutants a second on two
 cores), and not part of `make ci`.
 
-Usage: python benchmarks/mutation.py [--rooms trace,signatures,warmup] [--max-children 2] [--no-run | --resume]
+Usage: python benchmarks/mutation.py [--rooms trace,signatures,warmup] [--max-children 2] [--no-run | --resume [--survivors]]
 
 `--no-run` only reads the results mutmut left under `mutants/` (of a run
 stopped part-way, say): mutants not checked yet count under `other`.
@@ -20,6 +20,9 @@ plain run passes) checks every mutant it matches again, results or not.
 It reads the results as they stand, so after the code changed, `mutmut
 run` without names (which resets the changed functions' mutants and checks
 every mutant without a result, of every room) is the way to resume.
+`--resume --survivors` checks the survivors again too: mutmut keeps a
+result until the function's code changes, so a test added against a
+survivor counts only once the survivor is checked again.
 """
 
 from __future__ import annotations
@@ -87,13 +90,15 @@ def room_results(room: str, mutants_dir: Path) -> dict[str, Any]:
     }
 
 
-def unchecked(room: str, mutants_dir: Path) -> list[str]:
-    """Names of one room's mutants that mutmut has no result for yet, from its `.meta` files."""
+def unchecked(room: str, mutants_dir: Path, survivors: bool = False) -> list[str]:
+    """Names of one room's mutants that mutmut has no result for yet (and, if `survivors`, those that
+    survived), from its `.meta` files."""
+    wanted = {None, 0} if survivors else {None}
     names: list[str] = []
     for meta in sorted(mutants_dir.glob("keras_xla_guard/**/*.py.meta")):
         if meta.relative_to(mutants_dir).as_posix().removesuffix(".meta").startswith(ROOMS[room]):
             codes = json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"]
-            names.extend(name for name, code in codes.items() if code is None)
+            names.extend(name for name, code in codes.items() if code in wanted)
     return names
 
 
@@ -107,14 +112,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--resume", action="store_true", help="check only the mutants without a result under mutants/."
     )
+    parser.add_argument(
+        "--survivors", action="store_true", help="with --resume: check the survivors again too."
+    )
     args = parser.parse_args(argv)
     rooms = args.rooms.split(",")
     bad = [r for r in rooms if r not in ROOMS]
-    if bad or args.max_children < 1 or (args.no_run and args.resume):
+    if bad or args.max_children < 1 or (args.no_run and args.resume) or (args.survivors and not args.resume):
         print(
-            f"--rooms must be from {sorted(ROOMS)}, --max-children >= 1, and --no-run and --resume "
-            f"exclude each other. Received: rooms={args.rooms!r}, max_children={args.max_children!r}, "
-            f"no_run={args.no_run!r}, resume={args.resume!r}",
+            f"--rooms must be from {sorted(ROOMS)}, --max-children >= 1, --no-run and --resume "
+            "exclude each other, and --survivors needs --resume. "
+            f"Received: rooms={args.rooms!r}, max_children={args.max_children!r}, "
+            f"no_run={args.no_run!r}, resume={args.resume!r}, survivors={args.survivors!r}",
             file=sys.stderr,
         )
         return 2
@@ -127,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     for room in rooms:
         started = time.perf_counter()
         resume = args.resume and (ROOT / "mutants").is_dir()
-        names = unchecked(room, ROOT / "mutants") if resume else [f"{_module(room)}*"]
+        names = unchecked(room, ROOT / "mutants", args.survivors) if resume else [f"{_module(room)}*"]
         if args.no_run or not names:
             out["rooms"][room] = {**room_results(room, ROOT / "mutants"), "wall_s": None}
             continue

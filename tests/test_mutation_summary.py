@@ -52,16 +52,28 @@ def test_unknown_rooms_exit_2_naming_them(capsys):
 
 
 def test_unchecked_names_the_rooms_mutants_without_a_result(tmp_path):
-    """Only mutants whose exit code is still None, of that room's files, in file order."""
+    """Only mutants whose exit code is still None (with survivors=True, also 0), of that room's files,
+    in file order."""
     _meta(tmp_path, "keras_xla_guard/trace/xplane.py", {"x.a__mutmut_1": None, "x.a__mutmut_2": 0})
     _meta(tmp_path, "keras_xla_guard/trace/_device.py", {"d.b__mutmut_1": 1, "d.b__mutmut_2": None})
     _meta(tmp_path, "keras_xla_guard/warmup.py", {"w.c__mutmut_1": None})
     assert mutation.unchecked("trace", tmp_path) == ["d.b__mutmut_2", "x.a__mutmut_1"]
     assert mutation.unchecked("warmup", tmp_path) == ["w.c__mutmut_1"]
     assert mutation.unchecked("signatures", tmp_path) == []
+    assert mutation.unchecked("trace", tmp_path, survivors=True) == [
+        "d.b__mutmut_2",
+        "x.a__mutmut_1",
+        "x.a__mutmut_2",
+    ]
 
 
 def test_no_run_and_resume_together_exit_2(capsys):
     """--no-run reads results and --resume runs: asking for both is a usage error naming both values."""
     assert mutation.main(["--no-run", "--resume"]) == 2
     assert "no_run=True, resume=True" in capsys.readouterr().err
+
+
+def test_survivors_without_resume_exit_2(capsys):
+    """--survivors only adds to --resume's names: alone it is a usage error naming the value."""
+    assert mutation.main(["--survivors"]) == 2
+    assert "survivors=True" in capsys.readouterr().err
