@@ -165,3 +165,35 @@ def test_stats_checked_in_columns_agree_with_protobuf_on_stored_traces(name):
             checked += len(heads)
     assert checked == sum(len(line.events) for plane in space.planes for line in plane.lines)
     assert found > 0
+
+
+def _stat_field(stat: bytes) -> bytes:
+    """An `XEvent.stats` field (tag 0x22) holding the hand-written XStat bytes `stat`."""
+    return bytes([0x22, len(stat)]) + stat
+
+
+@pytest.mark.parametrize("stat_ids", [(3, 5), (5, 3)])
+def test_stats_of_other_layouts_leave_their_event_to_protobuf(stat_ids):
+    """A stat that is not "id, then at most one value" (its id twice, a value before its id, two values)
+    marks its event `other`; a plain stat beside it in another event does not."""
+    pb = xplane_pb2()
+    head = bytes([0x08, 0x01, 0x10, 0x0A, 0x18, 0x05])
+    stats = [
+        bytes([0x08, 0x03, 0x20, 0x07]),  # id 3, int64 7: decoded here
+        bytes([0x08, 0x05, 0x08, 0x03]),  # id 5 then id 3: protobuf keeps 3
+        bytes([0x20, 0x07, 0x08, 0x03]),  # the value before the id
+        bytes([0x08, 0x03, 0x20, 0x01, 0x20, 0x02]),  # two values: protobuf keeps the last
+        bytes([0x08, 0x05]),  # id 5, no value: decoded here
+    ]
+    payloads = [head + _stat_field(s) for s in stats]
+    data = b"".join(bytes([0x22, len(p)]) + p for p in payloads)
+    _, heads, _ = frame_events(data, True, [])
+    cols = decode_events(np, data, np.array(heads, dtype=np.int64), stat_ids)
+    assert cols["other"].tolist() == [False, True, True, True, False]
+    events = [pb.XEvent.FromString(p) for p in payloads]
+    assert [e.stats[0].metadata_id for e in events] == [3, 3, 3, 3, 5]
+    for k, stat_id in enumerate(stat_ids):
+        decoded = [i for i in range(len(events)) if not cols["other"][i]]
+        assert [bool(cols["has_stats"][k][i]) for i in decoded] == [
+            events[i].stats[0].metadata_id == stat_id for i in decoded
+        ]
