@@ -425,7 +425,7 @@ def _tf_keras_model(dropout: bool):
     tf_keras.utils.set_random_seed(0)
     layers = [tf_keras.Input((3,)), tf_keras.layers.Dense(4)]
     if dropout:
-        layers.append(tf_keras.layers.Dropout(0.5, seed=1))
+        layers.append(tf_keras.layers.Dropout(0.5, seed=1, name="dropout"))
     model = tf_keras.Sequential([*layers, tf_keras.layers.Dense(1)])
     model.compile(optimizer="adam", loss="mse", metrics=["mae"], jit_compile=False)
     return model
