@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -143,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
         proc = subprocess.run(
             [sys.executable, "-m", "mutmut", "run", *names, "--max-children", str(args.max_children)],
             cwd=ROOT,
+            # tests/conftest.py: hypothesis properties skip shrinking a failing example.
+            env={**os.environ, "HYPOTHESIS_PROFILE": "mutation"},
             capture_output=True,
             text=True,
             check=False,

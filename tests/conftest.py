@@ -20,6 +20,14 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+if os.environ.get("HYPOTHESIS_PROFILE") == "mutation":
+    # benchmarks/mutation.py: a mutant needs only whether a property fails,
+    # not its smallest failing example; shrinking one took seconds per kill.
+    from hypothesis import Phase, settings
+
+    settings.register_profile("mutation", phases=[Phase.explicit, Phase.reuse, Phase.generate])
+    settings.load_profile("mutation")
+
 # tests/on_jax needs Keras on JAX, and Keras fixes its backend once per process:
 # `make test-jax` runs it in a pytest of its own with KERAS_BACKEND=jax (in a
 # venv without TensorFlow); every other test needs the TensorFlow backend.
