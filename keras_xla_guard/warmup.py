@@ -421,6 +421,8 @@ def _warm_up(
         signatures, seconds, jax_notes = warm_up_jax(
             model, shapes_or_dataset, element_spec=element_spec, steps=steps
         )
+        for jax_note in jax_notes:
+            _warn_at_caller(f"keras-xla-guard: warm_up: {jax_note}")
         return WarmUpReport(
             signatures=signatures, steps=steps, seconds=seconds, batches_read=0, restored=0, notes=jax_notes
         )

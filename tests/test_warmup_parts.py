@@ -621,3 +621,77 @@ def test_tf_keras_six_variables_created_by_the_train_step_are_counted_and_the_fi
     assert report.notes == (note,)
     assert _guard_warnings(record) == [f"keras-xla-guard: warm_up: {note}"]
     assert [float(v.numpy()) for m in model.metrics for v in m.variables] == [0.0] * 4
+
+
+_ON_JAX = """
+import json, warnings
+import keras
+from keras_xla_guard import warm_up
+
+def run(model, signatures, **kwargs):
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        try:
+            report = warm_up(model, signatures, **kwargs)
+        except ValueError as e:
+            return {"error": str(e)}
+    out = {k: v for k, v in report.to_dict().items() if k != "seconds"}
+    return {**out, "warnings": [str(w.message) for w in record]}
+
+keras.utils.set_random_seed(0)
+model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+model.compile(optimizer="sgd", loss="mse")
+bare = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+print(json.dumps([
+    run(model, [((2, 3), (2, 1)), ((4, 3), (4, 1))], steps=("train", "predict")),
+    run(model, [((2, 3), (2, 1))], element_spec=((2, 3),)),
+    run(bare, [((2, 3),)], steps=("predict",)),
+]))
+"""
+
+
+def test_keras_on_jax_gets_the_jax_warm_up_and_its_report():
+    """Keras on JAX (a subprocess, KERAS_BACKEND=jax): warm_up hands the model, signatures, element_spec and
+    steps to the JAX warm-up and reports what it did - nothing read or restored, its notes warned."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import keras
+
+    import keras_xla_guard
+
+    # The package this test imported (under mutmut, its mutated copy), and the mutant it runs, if any.
+    env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": str(Path(keras_xla_guard.__file__).parents[1])}
+    proc = subprocess.run(
+        [sys.executable, "-c", _ON_JAX], env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trained, refused, bare = json.loads(proc.stdout.splitlines()[-1])
+    assert trained == {
+        "signatures": ["x: float32[2,3], y: float32[2,1]", "x: float32[4,3], y: float32[4,1]"],
+        "steps": ["train", "predict"],
+        "batches_read": 0,
+        "restored": 0,
+        "notes": [],
+        "unrestored": [],
+        "warnings": [],
+    }
+    assert refused == {
+        "error": "`element_spec` is a tf.data notion; under JAX give the signatures' arrays or shapes. "
+        "Received: element_spec=((2, 3),)"
+    }
+    note = (
+        f"keras {keras.__version__}: could not build the model ahead (Trainer._symbolic_build(data_batch=...) "
+        "failed: 'Sequential' object has no attribute 'optimizer')"
+    )
+    assert bare == {
+        "signatures": ["x: float32[2,3]"],
+        "steps": ["predict"],
+        "batches_read": 0,
+        "restored": 0,
+        "notes": [note],
+        "unrestored": [],
+        "warnings": [f"keras-xla-guard: warm_up: {note}"],
+    }

@@ -59,3 +59,22 @@ def test_warm_up_under_jax_refuses_a_dataset_and_element_spec():
         warm_up(model, "x")
     with pytest.raises(ValueError, match="element_spec"):
         warm_up(model, SIGNATURES, element_spec=((BATCH, 16),))
+
+
+def test_warm_up_notes_under_jax_are_warned_as_under_tensorflow():
+    """A predict-only warm-up of an uncompiled model: the could-not-build note is in the report and warned."""
+    import warnings
+
+    import keras
+
+    from keras_xla_guard.errors import XlaGuardWarning
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        report = warm_up(model, [((2, 3),)], steps=("predict",))
+    [note] = report.notes
+    assert note.startswith(f"keras {keras.__version__}: could not build the model ahead (")
+    assert [str(w.message) for w in record if issubclass(w.category, XlaGuardWarning)] == [
+        f"keras-xla-guard: warm_up: {note}"
+    ]
