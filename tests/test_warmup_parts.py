@@ -652,7 +652,8 @@ print(json.dumps([
 
 def test_keras_on_jax_gets_the_jax_warm_up_and_its_report():
     """Keras on JAX (a subprocess, KERAS_BACKEND=jax): warm_up hands the model, signatures, element_spec and
-    steps to the JAX warm-up and reports what it did - nothing read or restored, its notes warned."""
+    steps to the JAX warm-up and reports what it did - the signatures and steps the same warm-up reports on
+    TensorFlow (run here too), nothing read or restored, its notes warned."""
     import json
     import os
     import subprocess
@@ -669,6 +670,10 @@ def test_keras_on_jax_gets_the_jax_warm_up_and_its_report():
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     trained, refused, bare = json.loads(proc.stdout.splitlines()[-1])
+    model, _ = _counting_model()
+    on_tf = warm_up(model, _xy(2, 4), steps=("train", "predict"))
+    assert trained["signatures"] == [str(s) for s in on_tf.signatures]
+    assert trained["steps"] == list(on_tf.steps)
     assert trained == {
         "signatures": ["x: float32[2,3], y: float32[2,1]", "x: float32[4,3], y: float32[4,1]"],
         "steps": ["train", "predict"],
