@@ -161,3 +161,65 @@ def test_a_kernel_starting_with_the_backend_still_holds_it():
     )
     (row,) = compile_records(space)
     assert row.compile_s == pytest.approx(40e-6, rel=1e-9)
+
+
+def test_without_name_or_step_num_stats_a_compilation_has_no_module_and_no_step(tmp_path):
+    """A plane with neither a `name` nor a `step_num` stat: no module and no step, though stat id 1
+    (`kernel_type` here, a string on RunBackend and an integer on `train`) is on both events."""
+    from keras_xla_guard import analyze_trace
+    from keras_xla_guard.trace.analysis import analyze_xspace
+
+    space = build_space(
+        {
+            "tf_Compute/1": [
+                ("ExecutorState::ProcessAsync::Start", 0, 100, {"kernel_type": 7}),
+                ("HLO passes through layout assignment", 10, 10),
+                ("CpuCompiler::RunBackend", 25, 45, {"kernel_type": "a_inference_one_step_on_data_805__.8"}),
+                ("CpuExecutable::ExecuteAsyncOnStream", 75, 5),
+            ],
+            "python": [("train", 0, 150, {"kernel_type": 3})],
+        }
+    )
+    assert space.planes[0].stat_metadata[1].name == "kernel_type"
+    want = (
+        CompileRecord(program="?", module="", start_s=11e-6, compile_s=55e-6, cache_hit=False, step=None),
+    )
+    assert compile_records(space) == want
+    assert analyze_xspace(space).compile_table == want
+    path = tmp_path / "t.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    assert analyze_trace(path).compile_table == want
+
+
+def test_a_one_picosecond_backend_run_is_one_compilation(tmp_path):
+    """RunBackend lasting 1 ps (the shortest the profiler writes) is still a compilation, of 1 ps."""
+    from keras_xla_guard import analyze_trace
+    from keras_xla_guard.trace.analysis import analyze_xspace
+
+    module = "a_inference_one_step_on_data_805__.8"
+    space = build_space(
+        {
+            "tf_Compute/1": [
+                ("ExecutorState::ProcessAsync::Start", 0, 100, {"kernel_type": "StatefulPartitionedCall"}),
+                ("CpuCompiler::RunBackend", 25, 1e-6, {"name": module}),
+                ("CpuExecutable::ExecuteAsyncOnStream", 75, 5),
+            ]
+        }
+    )
+    assert space.planes[0].lines[0].events[1].duration_ps == 1
+    # The line starts at 1 us (build_space's timestamp_ns=1000).
+    want = (
+        CompileRecord(
+            program="one_step_on_data",
+            module=module,
+            start_s=26e-6,
+            compile_s=1e-12,
+            cache_hit=False,
+            step=None,
+        ),
+    )
+    assert compile_records(space) == want
+    assert analyze_xspace(space).compile_table == want
+    path = tmp_path / "t.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    assert analyze_trace(path).compile_table == want
