@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -188,14 +189,16 @@ def test_fields_after_many_small_metadata_entries_read_as_a_full_parse_reads_the
 
 
 def test_damaged_metadata_of_a_host_plane_is_a_parse_error_when_read(tmp_path):
-    """Metadata that does not parse raises TraceParseError, from the analysis that needs it."""
+    """Metadata that does not parse raises TraceParseError naming the file, from the analysis that needs it."""
     pb = xplane_pb2()
     plane = pb.XPlane(id=1, name="/host:CPU")
     plane.lines.add(id=1, name="tf_Compute/1").events.add(metadata_id=1, offset_ps=0, duration_ps=10)
     plane.event_metadata[1].name = "op:MatMul"
     # Field 4 (event_metadata), one entry whose payload claims more bytes than it holds.
     path = _write(tmp_path, _plane_bytes(plane, b"\x22\x05\x0a\x09abc"))
-    with pytest.raises(TraceParseError):
+    with pytest.raises(
+        TraceParseError, match=f"^{re.escape(str(path))} is not a valid XSpace trace \\(protobuf"
+    ):
         analyze_trace(path)
 
 
