@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 import keras_xla_guard.trace._reader as reader
 import keras_xla_guard.trace._scan as scan
 from keras_xla_guard import analyze_trace, analyze_xspace
+from keras_xla_guard.errors import TraceParseError
 from keras_xla_guard.trace._columns import OpSums, _tree, top_level_cut
 from keras_xla_guard.trace.xplane import load_xspace, xplane_pb2
 
@@ -241,3 +242,53 @@ def test_compilations_begin_after_the_previous_one_ended_across_batches(batch, t
     assert [round(row.start_s * 1e6 - 1, 6) for row in table] == [10, 110, 140]
     assert [round(row.compile_s * 1e6, 6) for row in table] == [20, 20, 25]
     assert table == analyze_xspace(load_xspace(path)).compile_table
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _field(tag: int, payload: bytes) -> bytes:
+    return bytes([tag]) + _varint(len(payload)) + payload
+
+
+# Damage the batched read never reaches on a line it gave up early; only the re-read meets it.
+_LATE_DAMAGE = {
+    # An event whose length runs past the line's end.
+    "framing": b"\x22\x7f\x08\x01",
+    # An event holding a field of wire type 7, which protobuf refuses.
+    "event": _field(0x22, b"\x08\x01\x10\x05\x18\x03\x0f"),
+    # The line's name (field 2), after its events, not UTF-8.
+    "header": _field(0x12, b"\xff\xfe"),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(_LATE_DAMAGE))
+def test_damage_only_the_rescan_of_a_failed_line_meets_names_the_file(damage, tmp_path, monkeypatch):
+    """A line whose events overlap without nesting is given up after its first batch and read again from
+    its start, one event at a time: it reports what the parsed trace does (its 1 ps events too), and damage
+    further on is a TraceParseError naming the file."""
+    monkeypatch.setattr(scan, "BATCH_EVENTS", 2)
+    monkeypatch.setattr(reader, "CHUNK_BYTES", 40)
+    pb = xplane_pb2()
+    plane = pb.XPlane(id=1, name="/host:CPU")
+    plane.event_metadata[1].name = "dense/MatMul:MatMul"
+    line = pb.XLine(id=1, name="tf_Compute/1", timestamp_ns=1000)
+    for k in range(200):
+        # In order, most 150 ps long and the next starting 100 ps later; every tenth 1 ps long.
+        line.events.add(metadata_id=1, offset_ps=k * 100, duration_ps=1 if k % 10 == 0 else 150)
+    path = tmp_path / "t.xplane.pb"
+    path.write_bytes(_field(0x0A, plane.SerializeToString() + _field(0x1A, line.SerializeToString())))
+    parsed = analyze_xspace(load_xspace(path), trace_path=str(path), host="t").to_dict()
+    assert analyze_trace(path).to_dict() == parsed
+    assert [op["count"] for op in parsed["top_non_xla_ops"]] == [200]
+    damaged = line.SerializeToString() + _LATE_DAMAGE[damage]
+    path.write_bytes(_field(0x0A, plane.SerializeToString() + _field(0x1A, damaged)))
+    with pytest.raises(TraceParseError) as raised:
+        analyze_trace(path)
+    assert str(raised.value).startswith(f"{path} is not a valid XSpace trace (protobuf decode failed: ")
