@@ -636,16 +636,21 @@ def run(model, signatures, **kwargs):
         except ValueError as e:
             return {"error": str(e)}
     out = {k: v for k, v in report.to_dict().items() if k != "seconds"}
-    return {**out, "warnings": [str(w.message) for w in record]}
+    return {**out, "warnings": [str(w.message) for w in record], "timed": report.seconds > 0}
 
 keras.utils.set_random_seed(0)
 model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
 model.compile(optimizer="sgd", loss="mse")
 bare = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+# tf_keras runs on TensorFlow whatever Keras 3's backend: its warm-up is TensorFlow's.
+import tf_keras
+legacy = tf_keras.Sequential([tf_keras.Input((3,)), tf_keras.layers.Dense(1)])
+legacy.compile(optimizer="sgd", loss="mse")
 print(json.dumps([
     run(model, [((2, 3), (2, 1)), ((4, 3), (4, 1))], steps=("train", "predict")),
     run(model, [((2, 3), (2, 1))], element_spec=((2, 3),)),
     run(bare, [((2, 3),)], steps=("predict",)),
+    run(legacy, [((2, 3), (2, 1))]),
 ]))
 """
 
@@ -653,7 +658,8 @@ print(json.dumps([
 def test_keras_on_jax_gets_the_jax_warm_up_and_its_report():
     """Keras on JAX (a subprocess, KERAS_BACKEND=jax): warm_up hands the model, signatures, element_spec and
     steps to the JAX warm-up and reports what it did - the signatures and steps the same warm-up reports on
-    TensorFlow (run here too), nothing read or restored, its notes warned."""
+    TensorFlow (run here too), nothing read or restored, its time, its notes warned. A tf_keras model in that
+    process still gets TensorFlow's warm-up, restoring what it does here."""
     import json
     import os
     import subprocess
@@ -669,7 +675,7 @@ def test_keras_on_jax_gets_the_jax_warm_up_and_its_report():
         [sys.executable, "-c", _ON_JAX], env=env, capture_output=True, text=True, timeout=300, check=False
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    trained, refused, bare = json.loads(proc.stdout.splitlines()[-1])
+    trained, refused, bare, legacy = json.loads(proc.stdout.splitlines()[-1])
     model, _ = _counting_model()
     on_tf = warm_up(model, _xy(2, 4), steps=("train", "predict"))
     assert trained["signatures"] == [str(s) for s in on_tf.signatures]
@@ -682,6 +688,7 @@ def test_keras_on_jax_gets_the_jax_warm_up_and_its_report():
         "notes": [],
         "unrestored": [],
         "warnings": [],
+        "timed": True,
     }
     assert refused == {
         "error": "`element_spec` is a tf.data notion; under JAX give the signatures' arrays or shapes. "
@@ -699,4 +706,22 @@ def test_keras_on_jax_gets_the_jax_warm_up_and_its_report():
         "notes": [note],
         "unrestored": [],
         "warnings": [f"keras-xla-guard: warm_up: {note}"],
+        "timed": True,
+    }
+    import tf_keras
+
+    from keras_xla_guard import seam
+
+    here = tf_keras.Sequential([tf_keras.Input((3,)), tf_keras.layers.Dense(1)])
+    here.compile(optimizer="sgd", loss="mse")
+    seam.build_for_training(here, (np.zeros((2, 3), np.float32), np.zeros((2, 1), np.float32)))
+    assert legacy == {
+        "signatures": ["x: float32[2,3], y: float32[2,1]"],
+        "steps": ["train"],
+        "batches_read": 0,
+        "restored": len(seam.training_state(here)[0]),
+        "notes": [],
+        "unrestored": [],
+        "warnings": [],
+        "timed": True,
     }
