@@ -292,3 +292,24 @@ def test_damage_only_the_rescan_of_a_failed_line_meets_names_the_file(damage, tm
     with pytest.raises(TraceParseError) as raised:
         analyze_trace(path)
     assert str(raised.value).startswith(f"{path} is not a valid XSpace trace (protobuf decode failed: ")
+
+
+@pytest.mark.parametrize("name", ["tf_data_private_threadpool/1", "tf_Compute/1"])
+def test_a_line_named_after_its_events_reports_what_the_parsed_trace_does(name, tmp_path, monkeypatch):
+    """A line whose name (field 2) comes after its events - a `tf_data` thread's time is input pipeline
+    time, another's op time - and whose events overlap: its figures are the parsed trace's."""
+    monkeypatch.setattr(scan, "BATCH_EVENTS", 2)
+    monkeypatch.setattr(reader, "CHUNK_BYTES", 40)
+    pb = xplane_pb2()
+    plane = pb.XPlane(id=1, name="/host:CPU")
+    plane.event_metadata[1].name = "dense/MatMul:MatMul"
+    events = pb.XLine(id=1, timestamp_ns=1000)
+    for k in range(50):
+        events.events.add(metadata_id=1, offset_ps=k * 100, duration_ps=150)
+    line_bytes = events.SerializeToString() + pb.XLine(name=name).SerializeToString()
+    path = tmp_path / "t.xplane.pb"
+    path.write_bytes(_field(0x0A, plane.SerializeToString() + _field(0x1A, line_bytes)))
+    parsed = analyze_xspace(load_xspace(path), trace_path=str(path), host="t").to_dict()
+    assert load_xspace(path).planes[0].lines[0].name == name
+    assert (parsed["input_pipeline_time_s"] > 0) == name.startswith("tf_data")
+    assert analyze_trace(path).to_dict() == parsed
