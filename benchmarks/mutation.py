@@ -8,8 +8,9 @@ mutmut's per-file results under `mutants/` and prints, per room, how many
 mutants there were, how many the tests killed, how many survived (with
 their names) and how long the room took. `make mutation` runs it through
 `save_result.py`; docs/testing.md lists the survivors and why each stands.
-It is a developer target, CPU-heavy (about 2 mutants a second on two
-cores), and not part of `make ci`.
+It is a developer target, CPU-heavy (on two loaded cores about one
+mutant a second in signatures and warmup, half that in trace: hours for
+the three), and not part of `make ci`.
 
 Usage: python benchmarks/mutation.py [--rooms trace,signatures,warmup] [--max-children 2] [--no-run | --resume [--survivors]]
 

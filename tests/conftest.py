@@ -22,7 +22,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 if os.environ.get("HYPOTHESIS_PROFILE") == "mutation":
     # benchmarks/mutation.py: a mutant needs only whether a property fails,
-    # not its smallest failing example; shrinking one took seconds per kill.
+    # not its smallest failing example, and shrinking one can take seconds.
     from hypothesis import Phase, settings
 
     settings.register_profile("mutation", phases=[Phase.explicit, Phase.reuse, Phase.generate])
