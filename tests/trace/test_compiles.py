@@ -14,6 +14,20 @@ from keras_xla_guard.trace.compiles import CompileRecord, attribute_compiles, co
 from keras_xla_guard.trace.report import CoverageReport
 
 
+def _table(space, tmp_path):
+    """The compile table of `space` read three ways - parsed (`compile_records`), scanned
+    (`analyze_xspace`) and streamed from a file (`analyze_trace`) - which must agree."""
+    from keras_xla_guard import analyze_trace
+    from keras_xla_guard.trace.analysis import analyze_xspace
+
+    rows = compile_records(space)
+    assert analyze_xspace(space).compile_table == rows
+    path = tmp_path / "t.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    assert analyze_trace(path).compile_table == rows
+    return rows
+
+
 def _kernel(start, dur, step_module="a_inference_one_step_on_data_805__.8"):
     """A jit step kernel at `start` (us) that compiles for 60 us, then runs."""
     return [
@@ -24,7 +38,7 @@ def _kernel(start, dur, step_module="a_inference_one_step_on_data_805__.8"):
     ]
 
 
-def test_one_record_per_run_backend_from_first_pass_to_backend_end():
+def test_one_record_per_run_backend_from_first_pass_to_backend_end(tmp_path):
     """A compilation spans its first HLO pass to RunBackend's end, minus gaps no thread compiled in."""
     space = build_space(
         {
@@ -32,7 +46,7 @@ def test_one_record_per_run_backend_from_first_pass_to_backend_end():
             "python": [("train", 0, 150, {"step_num": 3}), ("train", 190, 150, {"step_num": 4})],
         }
     )
-    rows = compile_records(space)
+    rows = _table(space, tmp_path)
     assert [r.program for r in rows] == ["one_step_on_data", "one_step_on_data"]
     # 10 us of passes + 45 us backend; the 5 us gap between them is not compile time.
     assert [r.compile_s for r in rows] == [pytest.approx(55e-6), pytest.approx(55e-6)]
@@ -40,7 +54,7 @@ def test_one_record_per_run_backend_from_first_pass_to_backend_end():
     assert rows[1].start_s > rows[0].start_s
 
 
-def test_compile_work_on_other_threads_counts_once():
+def test_compile_work_on_other_threads_counts_once(tmp_path):
     """Codegen threads working while the backend runs add nothing; work in its gaps adds its length."""
     space = build_space(
         {
@@ -48,7 +62,7 @@ def test_compile_work_on_other_threads_counts_once():
             "tf_xla-cpu-codegen/1": [("FusionCompiler::Compile", 30, 20), ("FusionCompiler::Compile", 21, 3)],
         }
     )
-    (row,) = compile_records(space)
+    (row,) = _table(space, tmp_path)
     assert row.compile_s == pytest.approx(58e-6)
     assert row.step is None
 
@@ -133,7 +147,7 @@ _MODULE = "a_inference_one_step_on_data_805__.8"
 _KERNEL = ("ExecutorState::ProcessAsync::Start", {"kernel_type": "StatefulPartitionedCall"})
 
 
-def test_a_compilation_starts_no_earlier_than_the_kernel_right_around_it():
+def test_a_compilation_starts_no_earlier_than_the_kernel_right_around_it(tmp_path):
     """An earlier pass on the thread, outside the kernel the backend ran in, is not this compilation's."""
     space = build_space(
         {
@@ -144,11 +158,11 @@ def test_a_compilation_starts_no_earlier_than_the_kernel_right_around_it():
             ]
         }
     )
-    (row,) = compile_records(space)
+    (row,) = _table(space, tmp_path)
     assert row.compile_s == pytest.approx(30e-6, rel=1e-9)
 
 
-def test_a_kernel_starting_with_the_backend_still_holds_it():
+def test_a_kernel_starting_with_the_backend_still_holds_it(tmp_path):
     """Kernel and RunBackend starting together: the kernel (the longer) is around it, the earlier pass left out."""
     space = build_space(
         {
@@ -159,7 +173,7 @@ def test_a_kernel_starting_with_the_backend_still_holds_it():
             ]
         }
     )
-    (row,) = compile_records(space)
+    (row,) = _table(space, tmp_path)
     assert row.compile_s == pytest.approx(40e-6, rel=1e-9)
 
 
