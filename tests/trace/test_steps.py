@@ -205,3 +205,37 @@ def test_device_steps_come_out_in_time_order_with_their_own_runs_and_transfers()
         StepStat(step=6, wall_s=1e-3, busy_s=0.5e-3, idle_s=0.5e-3, launches=2, transfer_s=0.0),
         StepStat(step=7, wall_s=1e-3, busy_s=0.5e-3, idle_s=0.5e-3, launches=1, transfer_s=ps // 8 * 1e-12),
     )
+
+
+@pytest.mark.parametrize("kind", ["int64_value", "uint64_value", "str_value"])
+def test_a_step_number_is_an_integer_of_either_kind(kind, tmp_path):
+    """`step_num` written as int64 (TensorFlow) or uint64 makes the same two steps, parsed or streamed;
+    written as a string it makes no step."""
+    space = build_space(
+        {
+            "python": [
+                ("train", 0, 100, {"_r": 1, "step_num": 3}),
+                ("train", 100, 100, {"_r": 1, "step_num": 4}),
+                ("CpuExecutable::ExecuteAsyncOnStream", 10, 20),
+            ]
+        }
+    )
+    plane = space.planes[0]
+    step_id = next(i for i, m in plane.stat_metadata.items() if m.name == "step_num")
+    for event in plane.lines[0].events:
+        for stat in event.stats:
+            if stat.metadata_id == step_id:
+                value = stat.int64_value
+                stat.ClearField("int64_value")
+                setattr(stat, kind, str(value) if kind == "str_value" else value)
+    path = tmp_path / "t.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    for steps in (analyze_xspace(space).steps, analyze_trace(path).steps):
+        if kind == "str_value":
+            assert steps == ()
+            continue
+        assert [(s.step, s.launches, s.transfer_s) for s in steps] == [(3, 1, None), (4, 0, None)]
+        assert [(s.wall_s, s.busy_s, s.idle_s) for s in steps] == [
+            pytest.approx((100 * _US, 20 * _US, 80 * _US), rel=1e-12),
+            pytest.approx((100 * _US, 0.0, 100 * _US), rel=1e-12),
+        ]
