@@ -237,3 +237,31 @@ def test_a_one_picosecond_backend_run_is_one_compilation(tmp_path):
     path = tmp_path / "t.xplane.pb"
     path.write_bytes(space.SerializeToString())
     assert analyze_trace(path).compile_table == want
+
+
+def test_kernels_that_compile_then_run_count_every_run_and_all_compile_time(tmp_path):
+    """Two runs, then two kernels that compile (each with a plain op nested, TF's constant folding) and
+    run: four executions, and both compilations' time with their nested ops - parsed and streamed alike."""
+    from keras_xla_guard import analyze_trace
+    from keras_xla_guard.trace.analysis import analyze_xspace
+
+    def compiling(start):
+        return [
+            (_KERNEL[0], start, 200, _KERNEL[1]),
+            ("dense/MatMul:MatMul", start + 2, 6),
+            ("HLO passes through layout assignment", start + 10, 10),
+            ("CpuCompiler::RunBackend", start + 25, 45, {"name": _MODULE}),
+            ("CpuExecutable::ExecuteAsyncOnStream", start + 80, 20),
+        ]
+
+    def running(start):
+        return [(_KERNEL[0], start, 100, _KERNEL[1]), ("CpuExecutable::ExecuteAsyncOnStream", start + 10, 20)]
+
+    space = build_space({"tf_Compute/1": running(0) + running(200) + compiling(400) + compiling(700)})
+    path = tmp_path / "t.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    parsed = analyze_xspace(space, trace_path=str(path), host="t")
+    assert analyze_trace(path).to_dict() == parsed.to_dict()
+    assert parsed.xla_executions == 4
+    # A compiling kernel's time is compile time, all but its XLA run: 200 - 20 us, twice.
+    assert parsed.compile_thread_time_s == pytest.approx(2 * (200 - 20) * 1e-6, rel=1e-9)
