@@ -265,3 +265,37 @@ def test_kernels_that_compile_then_run_count_every_run_and_all_compile_time(tmp_
     assert parsed.xla_executions == 4
     # A compiling kernel's time is compile time, all but its XLA run: 200 - 20 us, twice.
     assert parsed.compile_thread_time_s == pytest.approx(2 * (200 - 20) * 1e-6, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("value", "module", "program"),
+    [
+        ("inline", _MODULE, "one_step_on_data"),
+        ("ref", _MODULE, "one_step_on_data"),
+        ("dangling_ref", "", "?"),
+        ("none", "", "?"),
+    ],
+)
+def test_the_module_name_is_read_inline_or_through_a_reference(value, module, program, tmp_path):
+    """RunBackend's `name` stat as a string, as a reference to a stat metadata name (how the profiler
+    stores repeated strings), as a reference to nothing, or with no value at all."""
+    space = build_space(
+        {
+            "tf_Compute/1": [
+                (_KERNEL[0], 0, 100, _KERNEL[1]),
+                ("CpuCompiler::RunBackend", 25, 45, {"name": _MODULE}),
+                ("CpuExecutable::ExecuteAsyncOnStream", 75, 5),
+            ]
+        }
+    )
+    plane = space.planes[0]
+    [stat] = plane.lines[0].events[1].stats
+    if value != "inline":
+        stat.ClearField("str_value")
+    if value in ("ref", "dangling_ref"):
+        stat.ref_value = 99
+        if value == "ref":
+            plane.stat_metadata[99].id = 99
+            plane.stat_metadata[99].name = _MODULE
+    [row] = _table(space, tmp_path)
+    assert (row.module, row.program) == (module, program)
