@@ -299,3 +299,45 @@ def test_the_module_name_is_read_inline_or_through_a_reference(value, module, pr
             plane.stat_metadata[99].name = _MODULE
     [row] = _table(space, tmp_path)
     assert (row.module, row.program) == (module, program)
+
+
+def _compile_at(start, module=_MODULE):
+    """A kernel at `start` (us) whose compilation begins at `start + 10` and ends at `start + 70`."""
+    return [
+        (_KERNEL[0], start, 100, _KERNEL[1]),
+        ("HLO passes through layout assignment", start + 10, 10),
+        ("CpuCompiler::RunBackend", start + 25, 45, {"name": module}),
+    ]
+
+
+@pytest.mark.parametrize("first", ["/host:metadata", "/device:GPU:0"])
+def test_planes_before_the_host_plane_do_not_end_the_search(first, tmp_path):
+    """A metadata or device plane first (neither compiles): the host plane's compilations are still found."""
+    space = build_space({}, plane_name=first, extra_planes={"/host:CPU": {"tf_Compute/1": _compile_at(0)}})
+    assert [p.name for p in space.planes] == [first, "/host:CPU"]
+    assert [row.module for row in _table(space, tmp_path)] == [_MODULE]
+
+
+def test_a_compilation_belongs_to_the_step_whose_start_or_end_it_begins_at(tmp_path):
+    """Step bounds are inclusive: a compilation beginning at a step's first or last instant is that step's."""
+    space = build_space(
+        {
+            "tf_Compute/1": _compile_at(400) + _compile_at(700),
+            "python": [
+                ("train", 410, 40, {"_r": 1, "step_num": 5}),
+                ("train", 600, 110, {"_r": 1, "step_num": 6}),
+            ],
+        }
+    )
+    rows = _table(space, tmp_path)
+    assert [row.step for row in rows] == [5, 6]
+    assert [row.start_s for row in rows] == pytest.approx([411e-6, 711e-6], rel=1e-12)
+
+
+def test_programs_compiled_at_the_same_time_on_two_threads_keep_their_line_order(tmp_path):
+    """Two compilations with the same bounds on two threads: two rows, in line order, the shared time once."""
+    other = "a_inference_test_step_9__.3"
+    space = build_space({"tf_Compute/1": _compile_at(0), "tf_Compute/2": _compile_at(0, other)})
+    rows = _table(space, tmp_path)
+    assert [(row.module, row.start_s) for row in rows] == [(_MODULE, 11e-6), (other, 11e-6)]
+    assert [row.compile_s for row in rows] == [pytest.approx(55e-6, rel=1e-9), 0.0]
