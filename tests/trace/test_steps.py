@@ -239,3 +239,16 @@ def test_a_step_number_is_an_integer_of_either_kind(kind, tmp_path):
             pytest.approx((100 * _US, 20 * _US, 80 * _US), rel=1e-12),
             pytest.approx((100 * _US, 0.0, 100 * _US), rel=1e-12),
         ]
+
+
+def test_device_steps_keep_runs_past_the_marker_and_steps_without_runs():
+    """Device time is not clipped to the host marker: a run outlasting its step is all busy, none idle;
+    a step busy from first to last instant is idle 0; a step with no run is all idle."""
+    ps = 1e-12
+    markers = [(0, 100, 1), (200, 300, 2), (400, 500, 3)]
+    steps = device_steps(markers, {0: [(10, 150)], 1: [(200, 300)]}, {1: 7})
+    assert steps == (
+        StepStat(step=1, wall_s=100 * ps, busy_s=140 * ps, idle_s=0.0, launches=1, transfer_s=0.0),
+        StepStat(step=2, wall_s=100 * ps, busy_s=100 * ps, idle_s=0.0, launches=1, transfer_s=7 * ps),
+        StepStat(step=3, wall_s=100 * ps, busy_s=0.0, idle_s=100 * ps, launches=0, transfer_s=0.0),
+    )
