@@ -230,7 +230,7 @@ def test_random_bytes_are_a_parse_error(tmp_path, loader):
 @pytest.mark.tf
 @pytest.mark.parametrize("loader", [load_xspace, open_xspace, analyze_trace])
 def test_a_graphdef_is_not_a_trace(tmp_path, loader):
-    """A serialized tf GraphDef (another protobuf) raises TraceParseError."""
+    """A serialized tf GraphDef (another protobuf) raises TraceParseError naming the file."""
     import tensorflow as tf
 
     @tf.autograph.experimental.do_not_convert
@@ -239,7 +239,7 @@ def test_a_graphdef_is_not_a_trace(tmp_path, loader):
 
     graph = tf.function(f).get_concrete_function(tf.TensorSpec([2])).graph.as_graph_def()
     path = _write(tmp_path, graph.SerializeToString())
-    with pytest.raises(TraceParseError):
+    with pytest.raises(TraceParseError, match=f"^{re.escape(str(path))} "):
         loader(path)
 
 
@@ -585,3 +585,36 @@ def test_a_linked_directory_is_not_walked_into(tmp_path):
     (run / "h.xplane.pb").write_bytes(b"x")
     (tmp_path / "link").symlink_to(run, target_is_directory=True)
     assert find_run_dirs(tmp_path) == [run]
+
+
+def test_errors_of_lines_read_one_by_one_name_the_source_given_or_the_default(tmp_path):
+    """parse_xspace and iter_lines (over a lazily read plane) name their `source`, or `<bytes>` and
+    `<trace>` when none is given, in the error of a first event naming undefined metadata, of planes
+    that are no profiler's, or of a line that does not decode."""
+    pb = xplane_pb2()
+    plane = pb.XPlane(id=1, name="/host:CPU")
+    plane.event_metadata[1].name = "op:MatMul"
+    plane.lines.add(id=1, name="tf_Compute/1").events.add(metadata_id=7, offset_ps=0, duration_ps=10)
+    dangling = _write(tmp_path, pb.XSpace(planes=[plane]).SerializeToString(), "dangling.xplane.pb")
+    undefined = "is not a consistent XSpace trace: event metadata id 7 is undefined in plane '/host:CPU'."
+    for source, call in [
+        ("given", lambda: parse_xspace(dangling.read_bytes(), source="given")),
+        ("<bytes>", lambda: parse_xspace(dangling.read_bytes())),
+        ("given", lambda: list(iter_lines(open_xspace(dangling).planes[0], source="given"))),
+        ("<trace>", lambda: list(iter_lines(open_xspace(dangling).planes[0]))),
+    ]:
+        with pytest.raises(TraceParseError) as raised:
+            call()
+        assert str(raised.value) == f"{source} {undefined}"
+    foreign = pb.XSpace(planes=[pb.XPlane(id=1, name="foo")]).SerializeToString()
+    with pytest.raises(TraceParseError) as raised:
+        parse_xspace(foreign, source="given")
+    assert str(raised.value) == (
+        "given is not a TF profiler trace: it has no /host: or /device: plane (plane names: ['foo'])."
+    )
+    # A line holding a field of wire type 7, which protobuf refuses.
+    plane.ClearField("lines")
+    damaged = _write(tmp_path, _plane_bytes(plane, b"\x1a\x03\x08\x01\x0f"), "damaged.xplane.pb")
+    for source, kwargs in [("given", {"source": "given"}), ("<trace>", {})]:
+        with pytest.raises(TraceParseError, match=f"^{re.escape(source)} is not a valid XSpace trace \\("):
+            list(iter_lines(open_xspace(damaged).planes[0], **kwargs))
