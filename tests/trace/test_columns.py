@@ -313,3 +313,25 @@ def test_a_line_named_after_its_events_reports_what_the_parsed_trace_does(name, 
     assert load_xspace(path).planes[0].lines[0].name == name
     assert (parsed["input_pipeline_time_s"] > 0) == name.startswith("tf_data")
     assert analyze_trace(path).to_dict() == parsed
+
+
+def test_ops_with_metadata_ids_beyond_the_dense_table_are_counted_and_timed(tmp_path):
+    """Metadata ids from 1 << 21 up (past the id-indexed table, summed in a dict instead), beside small
+    ones: each op's count and time, streamed as parsed."""
+    pb = xplane_pb2()
+    plane = pb.XPlane(id=1, name="/host:CPU")
+    ids = {3: "dense/MatMul:MatMul", 1 << 21: "dense/BiasAdd:BiasAdd", (1 << 40) + 7: "relu/Relu:Relu"}
+    for mid, name in ids.items():
+        plane.event_metadata[mid].name = name
+    line = plane.lines.add(id=1, name="tf_Compute/1", timestamp_ns=1000)
+    for k in range(30):
+        line.events.add(metadata_id=list(ids)[k % 3], offset_ps=k * 100, duration_ps=10 + k % 3)
+    path = tmp_path / "t.xplane.pb"
+    path.write_bytes(pb.XSpace(planes=[plane]).SerializeToString())
+    report = analyze_trace(path, top_k=10)
+    assert report.to_dict() == analyze_xspace(load_xspace(path), trace_path=str(path), host="t").to_dict()
+    assert sorted((op.op_name, op.count, round(op.self_time_s * 1e12)) for op in report.top_non_xla_ops) == [
+        ("dense/BiasAdd", 10, 110),
+        ("dense/MatMul", 10, 100),
+        ("relu/Relu", 10, 120),
+    ]
