@@ -252,3 +252,25 @@ def test_device_steps_keep_runs_past_the_marker_and_steps_without_runs():
         StepStat(step=2, wall_s=100 * ps, busy_s=100 * ps, idle_s=0.0, launches=1, transfer_s=7 * ps),
         StepStat(step=3, wall_s=100 * ps, busy_s=0.0, idle_s=100 * ps, launches=0, transfer_s=0.0),
     )
+
+
+def test_a_launch_half_a_microsecond_into_a_step_is_that_steps(tmp_path):
+    """Launch times are on the trace's clock (line start + offset, in ps) as markers are: a launch
+    0.5 us after the marker's start belongs to it, parsed and streamed; one 500 ps before does not."""
+    space = build_space(
+        {
+            "python": [
+                ("train", 10, 100, {"_r": 1, "step_num": 1}),
+                ("train", 200, 100, {"_r": 1, "step_num": 2}),
+            ],
+            "tf_Compute/1": [
+                ("CpuExecutable::ExecuteAsyncOnStream", 10.5, 20),
+                ("CpuExecutable::ExecuteAsyncOnStream", 199.9995, 20),
+            ],
+        }
+    )
+    assert space.planes[0].lines[1].events[1].offset_ps == 199_999_500
+    path = tmp_path / "t.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    for steps in (analyze_xspace(space).steps, analyze_trace(path).steps):
+        assert [(s.step, s.launches) for s in steps] == [(1, 1), (2, 0)]
