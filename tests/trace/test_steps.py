@@ -256,7 +256,8 @@ def test_device_steps_keep_runs_past_the_marker_and_steps_without_runs():
 
 def test_a_launch_half_a_microsecond_into_a_step_is_that_steps(tmp_path):
     """Launch times are on the trace's clock (line start + offset, in ps) as markers are: a launch
-    0.5 us after the marker's start belongs to it, parsed and streamed; one 500 ps before does not."""
+    0.5 us after the marker's start belongs to it, parsed and streamed; one at its end, or 500 ps before
+    the next one's start, belongs to no step."""
     space = build_space(
         {
             "python": [
@@ -265,11 +266,12 @@ def test_a_launch_half_a_microsecond_into_a_step_is_that_steps(tmp_path):
             ],
             "tf_Compute/1": [
                 ("CpuExecutable::ExecuteAsyncOnStream", 10.5, 20),
+                ("CpuExecutable::ExecuteAsyncOnStream", 110, 20),
                 ("CpuExecutable::ExecuteAsyncOnStream", 199.9995, 20),
             ],
         }
     )
-    assert space.planes[0].lines[1].events[1].offset_ps == 199_999_500
+    assert space.planes[0].lines[1].events[2].offset_ps == 199_999_500
     path = tmp_path / "t.xplane.pb"
     path.write_bytes(space.SerializeToString())
     for steps in (analyze_xspace(space).steps, analyze_trace(path).steps):
