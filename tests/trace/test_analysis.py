@@ -648,3 +648,97 @@ def test_combine_reports_adds_each_op_and_program_over_hosts_and_ranks_ties_by_n
         ProgramStat("b(2)", 1, 0.25, True),
         ProgramStat("z(3)", 1, 0.25, False),
     )
+
+
+def test_combining_real_host_reports_and_a_device_report_gives_each_figure_its_rule(tmp_path):
+    """Two stored real host traces (jit, plain) and a raw GPU trace combined: every figure computed here
+    from the three by its rule - sums, the largest window, concatenated paths, hosts, compile rows,
+    de-duplicated modules and quality entries, the device's time base, transfers and collectives of
+    the reports that have them, the fraction recomputed - and the rest taken from the first report."""
+    import gzip
+
+    from _gpu_trace import jit_fit as gpu_fit
+
+    from tests.trace._golden import DATA
+
+    paths = []
+    for name in ("jit", "plain"):
+        path = tmp_path / f"{name}.xplane.pb"
+        path.write_bytes(gzip.decompress((DATA / f"{name}.xplane.pb.gz").read_bytes()))
+        paths.append(path)
+    paths.append(gpu_fit(3).write(tmp_path / "gpu.xplane.pb"))
+    reports = [analyze_trace(p, top_k=1000) for p in paths]
+    a, b, g = reports
+    assert (a.time_base, b.time_base, g.time_base) == ("host", "host", "device")
+    assert a.transfer_time_s is None and g.transfer_time_s > 0
+    assert [r.window_wall_s is None for r in reports] == [False, False, True]
+    c = combine_reports(reports, top_k=1000)
+
+    def total(field):
+        values = [getattr(r, field) for r in reports]
+        return None if None in values else sum(values)
+
+    def ordered(field):
+        return tuple(dict.fromkeys(x for r in reports for x in getattr(r, field)))
+
+    xla, non = sum(r.xla_time_s for r in reports), sum(r.non_xla_op_time_s for r in reports)
+    want = {
+        **{f.name: getattr(a, f.name) for f in dataclasses.fields(a)},
+        "trace_paths": tuple(str(p) for p in paths),
+        "hosts": tuple(h for r in reports for h in r.hosts),
+        "time_base": "device",
+        "window_wall_s": max(r.window_wall_s for r in reports if r.window_wall_s is not None),
+        "xla_time_s": xla,
+        "non_xla_op_time_s": non,
+        "xla_time_fraction": xla / (xla + non),
+        "compile_table": tuple(row for r in reports for row in r.compile_table),
+        "compiled_modules": ordered("compiled_modules"),
+        "trace_quality": ordered("trace_quality"),
+        "notes": ordered("notes"),
+        "transfer_time_s": g.transfer_time_s,
+        "collective_time_s": g.collective_time_s,
+        "top_non_xla_ops": c.top_non_xla_ops,
+        "top_xla_ops": c.top_xla_ops,
+        "programs": c.programs,
+    }
+    for field in (
+        "xla_executions",
+        "compilations",
+        "compile_time_s",
+        "compile_thread_time_s",
+        "input_pipeline_time_s",
+        "eager_overhead_s",
+        "tracing_time_s",
+        "guard_op_time_s",
+    ):
+        want[field] = total(field)
+    assert a.hosts == ("jit",) and len(c.compile_table) == len(a.compile_table) > 0
+    assert {f.name: getattr(c, f.name) for f in dataclasses.fields(c)} == want
+    # The op tables: each op once, its time and count the sums over the reports.
+    sums: dict = {}
+    for r in reports:
+        for op in r.top_non_xla_ops:
+            t, n = sums.get((op.op_type, op.op_name), (0.0, 0))
+            sums[(op.op_type, op.op_name)] = (t + op.self_time_s, n + op.count)
+    combined = {(o.op_type, o.op_name): (o.self_time_s, o.count) for o in c.top_non_xla_ops}
+    assert sorted(combined) == sorted(sums)
+    assert [combined[k][1] for k in sorted(sums)] == [sums[k][1] for k in sorted(sums)]
+    assert [combined[k][0] for k in sorted(sums)] == pytest.approx(
+        [sums[k][0] for k in sorted(sums)], rel=1e-12
+    )
+    # Two host reports: host time, and no transfers or collectives to add.
+    h = combine_reports([a, b])
+    assert (h.time_base, h.transfer_time_s, h.collective_time_s) == ("host", None, None)
+    # Equal XLA and op time: half; no time at all: 0, not a division by zero.
+    even = CoverageReport(hosts=("x",), xla_time_s=1.0, non_xla_op_time_s=1.0)
+    idle = CoverageReport(hosts=("x",), xla_time_s=0.0, non_xla_op_time_s=0.0)
+    assert (
+        combine_reports([even, even]).xla_time_fraction,
+        combine_reports([idle, idle]).xla_time_fraction,
+    ) == (
+        0.5,
+        0.0,
+    )
+    with pytest.raises(ValueError) as raised:
+        combine_reports([])
+    assert str(raised.value) == "`reports` must hold at least one report. Received: []"
