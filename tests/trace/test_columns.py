@@ -335,3 +335,32 @@ def test_ops_with_metadata_ids_beyond_the_dense_table_are_counted_and_timed(tmp_
         ("dense/MatMul", 10, 100),
         ("relu/Relu", 10, 120),
     ]
+
+
+@pytest.mark.parametrize(
+    ("offset", "duration"),
+    [(-5_000, 300), ((1 << 61) + 5, 300), (1_000, (1 << 61) + 3), ((1 << 62) - 10, 20)],
+)
+def test_lines_with_times_out_of_the_usual_range_report_what_the_parsed_trace_does(
+    offset, duration, tmp_path
+):
+    """A negative start, a start or a duration near the int64 range, beside an ordinary line in the same
+    batch (whose lines are laid apart in time to keep them from nesting): the parsed trace's figures."""
+    pb = xplane_pb2()
+    plane = pb.XPlane(id=1, name="/host:CPU")
+    plane.event_metadata[1].name = "dense/MatMul:MatMul"
+    plane.event_metadata[2].name = "dense/Relu:Relu"
+    odd = plane.lines.add(id=1, name="tf_Compute/1", timestamp_ns=1000)
+    odd.events.add(metadata_id=1, offset_ps=offset, duration_ps=duration)
+    odd.events.add(metadata_id=2, offset_ps=offset + 10, duration_ps=5)
+    usual = plane.lines.add(id=2, name="tf_Compute/2", timestamp_ns=1000)
+    for k in range(4):
+        usual.events.add(metadata_id=2, offset_ps=k * 100, duration_ps=40)
+    path = tmp_path / "t.xplane.pb"
+    path.write_bytes(pb.XSpace(planes=[plane]).SerializeToString())
+    parsed = analyze_xspace(load_xspace(path), trace_path=str(path), host="t", top_k=100).to_dict()
+    assert analyze_trace(path, top_k=100).to_dict() == parsed
+    assert sorted((op["op_name"], op["count"]) for op in parsed["top_non_xla_ops"]) == [
+        ("dense/MatMul", 1),
+        ("dense/Relu", 5),
+    ]
