@@ -64,3 +64,18 @@ def build_space(
                     else:
                         s.int64_value = int(value)
     return space
+
+
+def varint(value: int) -> bytes:
+    """`value` as a protobuf varint."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def pb_field(tag: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field: its tag byte, `payload`'s length and `payload`."""
+    return bytes([tag]) + varint(len(payload)) + payload

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _xspace import pb_field
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -244,27 +245,14 @@ def test_compilations_begin_after_the_previous_one_ended_across_batches(batch, t
     assert table == analyze_xspace(load_xspace(path)).compile_table
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _field(tag: int, payload: bytes) -> bytes:
-    return bytes([tag]) + _varint(len(payload)) + payload
-
-
 # Damage the batched read never reaches on a line it gave up early; only the re-read meets it.
 _LATE_DAMAGE = {
     # An event whose length runs past the line's end.
     "framing": b"\x22\x7f\x08\x01",
     # An event holding a field of wire type 7, which protobuf refuses.
-    "event": _field(0x22, b"\x08\x01\x10\x05\x18\x03\x0f"),
+    "event": pb_field(0x22, b"\x08\x01\x10\x05\x18\x03\x0f"),
     # The line's name (field 2), after its events, not UTF-8.
-    "header": _field(0x12, b"\xff\xfe"),
+    "header": pb_field(0x12, b"\xff\xfe"),
 }
 
 
@@ -283,12 +271,12 @@ def test_damage_only_the_rescan_of_a_failed_line_meets_names_the_file(damage, tm
         # In order, most 150 ps long and the next starting 100 ps later; every tenth 1 ps long.
         line.events.add(metadata_id=1, offset_ps=k * 100, duration_ps=1 if k % 10 == 0 else 150)
     path = tmp_path / "t.xplane.pb"
-    path.write_bytes(_field(0x0A, plane.SerializeToString() + _field(0x1A, line.SerializeToString())))
+    path.write_bytes(pb_field(0x0A, plane.SerializeToString() + pb_field(0x1A, line.SerializeToString())))
     parsed = analyze_xspace(load_xspace(path), trace_path=str(path), host="t").to_dict()
     assert analyze_trace(path).to_dict() == parsed
     assert [op["count"] for op in parsed["top_non_xla_ops"]] == [200]
     damaged = line.SerializeToString() + _LATE_DAMAGE[damage]
-    path.write_bytes(_field(0x0A, plane.SerializeToString() + _field(0x1A, damaged)))
+    path.write_bytes(pb_field(0x0A, plane.SerializeToString() + pb_field(0x1A, damaged)))
     with pytest.raises(TraceParseError) as raised:
         analyze_trace(path)
     assert str(raised.value).startswith(f"{path} is not a valid XSpace trace (protobuf decode failed: ")
@@ -308,7 +296,7 @@ def test_a_line_named_after_its_events_reports_what_the_parsed_trace_does(name, 
         events.events.add(metadata_id=1, offset_ps=k * 100, duration_ps=150)
     line_bytes = events.SerializeToString() + pb.XLine(name=name).SerializeToString()
     path = tmp_path / "t.xplane.pb"
-    path.write_bytes(_field(0x0A, plane.SerializeToString() + _field(0x1A, line_bytes)))
+    path.write_bytes(pb_field(0x0A, plane.SerializeToString() + pb_field(0x1A, line_bytes)))
     parsed = analyze_xspace(load_xspace(path), trace_path=str(path), host="t").to_dict()
     assert load_xspace(path).planes[0].lines[0].name == name
     assert (parsed["input_pipeline_time_s"] > 0) == name.startswith("tf_data")

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from _oracle import RAW_REL, raw_figures
 from _traces import profiled_fit
+from _xspace import pb_field
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -141,16 +142,7 @@ def test_analysis_never_parses_the_metadata_plane(tmp_path):
 def _plane_bytes(*parts: Any) -> bytes:
     """An XSpace of one plane whose fields are the parts' serialized fields, in that order."""
     plane = b"".join(part if isinstance(part, bytes) else part.SerializeToString() for part in parts)
-    return b"\x0a" + _varint(len(plane)) + plane
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+    return pb_field(0x0A, plane)
 
 
 @pytest.mark.parametrize(
