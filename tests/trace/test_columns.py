@@ -352,3 +352,38 @@ def test_lines_with_times_out_of_the_usual_range_report_what_the_parsed_trace_do
         ("dense/MatMul", 1),
         ("dense/Relu", 5),
     ]
+
+
+@pytest.mark.parametrize("batch", [1, 2, 3, 4, 5, 8192])
+def test_compilations_after_a_stray_pass_begin_where_the_rule_says_across_batches(batch, tmp_path, monkeypatch):
+    """A pass before a kernel holding two compilations, then a compiling wrapper around a marker:
+    each begins with the first pass after the later of the previous end and its kernel's start,
+    whichever event a batch starts with."""
+    from _xspace import build_space
+
+    monkeypatch.setattr(scan, "BATCH_EVENTS", batch)
+    monkeypatch.setattr(reader, "CHUNK_BYTES", 40)
+    space = build_space(
+        {
+            "tf_Compute/1": [
+                ("CpuCompiler::RunHloPasses", 0, 10),
+                ("StatefulPartitionedCall:StatefulPartitionedCall", 20, 80),
+                ("CpuCompiler::RunHloPasses", 25, 10),
+                ("CpuCompiler::RunBackend", 40, 10, {"name": "a_inference_f_1__.1"}),
+                ("CpuCompiler::RunHloPasses", 55, 5),
+                ("CpuCompiler::RunBackend", 70, 10, {"name": "a_inference_g_2__.2"}),
+                ("CpuCompiler::RunHloPasses", 102, 5),
+                ("XlaCompilationCache::Compile", 110, 40),
+                ("CpuCompiler::RunBackend", 130, 10, {"name": "a_inference_h_3__.3"}),
+            ]
+        }
+    )
+    path = tmp_path / "t.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    table = analyze_trace(path).compile_table
+    assert [row.program for row in table] == ["f", "g", "h"]
+    # The line starts at 1000 ns; times in us.
+    assert [round(row.start_s * 1e6 - 1, 6) for row in table] == [25, 55, 102]
+    # Compile time is the compile events' union from begin to marker end (the wrapper clipped at 140).
+    assert [round(row.compile_s * 1e6, 6) for row in table] == [20, 15, 35]
+    assert table == analyze_xspace(load_xspace(path)).compile_table
