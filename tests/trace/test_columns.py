@@ -355,7 +355,9 @@ def test_lines_with_times_out_of_the_usual_range_report_what_the_parsed_trace_do
 
 
 @pytest.mark.parametrize("batch", [1, 2, 3, 4, 5, 8192])
-def test_compilations_after_a_stray_pass_begin_where_the_rule_says_across_batches(batch, tmp_path, monkeypatch):
+def test_compilations_after_a_stray_pass_begin_where_the_rule_says_across_batches(
+    batch, tmp_path, monkeypatch
+):
     """A pass before a kernel holding two compilations, then a compiling wrapper around a marker:
     each begins with the first pass after the later of the previous end and its kernel's start,
     whichever event a batch starts with."""
@@ -387,3 +389,93 @@ def test_compilations_after_a_stray_pass_begin_where_the_rule_says_across_batche
     # Compile time is the compile events' union from begin to marker end (the wrapper clipped at 140).
     assert [round(row.compile_s * 1e6, 6) for row in table] == [20, 15, 35]
     assert table == analyze_xspace(load_xspace(path)).compile_table
+
+
+_FIGURES = ("xla_time_s", "non_xla_op_time_s", "compile_thread_time_s", "xla_executions")
+
+# Nested lines the batched scan books (figures in us; a figure not named is 0).
+_NESTED = {
+    # A plain op in a kernel that compiled is compile time, the kernel first in its batch.
+    "plain_op_in_a_compiling_kernel_that_starts_the_batch": (
+        {
+            "t": [
+                ("b/Mean:Mean", 0, 90),
+                ("CpuCompiler::RunHloPasses", 10, 20),
+                ("dense/MatMul:MatMul", 40, 10),
+            ]
+        },
+        {"compile_thread_time_s": 90},
+    ),
+    # The compiling kernel is the inner one: its op is compile time, the outer kernel's own 110 us an op.
+    "compiling_kernel_inside_a_plain_one": (
+        {
+            "t": [
+                ("a/Sum:Sum", 0, 200),
+                ("b/Mean:Mean", 10, 90),
+                ("CpuCompiler::RunHloPasses", 20, 20),
+                ("dense/MatMul:MatMul", 50, 10),
+            ]
+        },
+        {"non_xla_op_time_s": 110, "compile_thread_time_s": 90},
+    ),
+    # A py_function's eager call recorded no launch, but pool-thread spans ran inside it: one
+    # launch, its XLA time the spans' extent (20 to 45 us); the kernel keeps its whole 100 us.
+    "eager_call_inside_a_kernel_without_a_launch": (
+        {
+            "t": [("a/EagerPyFunc:EagerPyFunc", 0, 100), ("EagerLocalExecute: __inference_step_12", 10, 70)],
+            "tf_numa_-1_Eigen/3": [("ThunkExecutor::Execute", 20, 10), ("ThunkExecutor::Execute", 40, 5)],
+        },
+        {"xla_time_s": 25, "non_xla_op_time_s": 100, "xla_executions": 1},
+    ),
+}
+
+
+@pytest.mark.parametrize("batch", [1, 2, 8192])
+@pytest.mark.parametrize("case", sorted(_NESTED))
+def test_nested_kernels_are_booked_as_worked_out_by_hand(case, batch, tmp_path, monkeypatch):
+    """Kernels in kernels and calls in kernels: each figure as worked out by hand, on both read paths."""
+    from _xspace import build_space
+
+    monkeypatch.setattr(scan, "BATCH_EVENTS", batch)
+    lines, given = _NESTED[case]
+    space = build_space(lines)
+    path = tmp_path / "t.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    expected = {
+        name: given.get(name, 0)
+        if name == "xla_executions"
+        else pytest.approx(given.get(name, 0) * 1e-6, rel=1e-12)
+        for name in _FIGURES
+    }
+    for report in (analyze_trace(path), analyze_xspace(space)):
+        assert {name: getattr(report, name) for name in _FIGURES} == expected
+
+
+@pytest.mark.parametrize("batch", [1, 2, 3, 8192])
+def test_a_pass_starting_where_the_previous_compilation_ended_begins_the_next(batch, tmp_path, monkeypatch):
+    """A compile pass starting exactly at the previous marker's end opens the next compilation,
+    the next marker in this batch or a later one."""
+    from _xspace import build_space
+
+    monkeypatch.setattr(scan, "BATCH_EVENTS", batch)
+    space = build_space(
+        {
+            "tf_Compute/1": [
+                ("CpuCompiler::RunHloPasses", 10, 10),
+                ("CpuCompiler::RunBackend", 20, 10, {"name": "a_inference_f_1__.1"}),
+                ("CpuCompiler::RunHloPasses", 30, 10),
+                ("CpuCompiler::RunBackend", 50, 10, {"name": "a_inference_g_2__.2"}),
+            ]
+        }
+    )
+    path = tmp_path / "t.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    table = analyze_trace(path).compile_table
+    # The line starts at 1000 ns; times in us.
+    assert [
+        (row.program, round(row.start_s * 1e6 - 1, 6), round(row.compile_s * 1e6, 6)) for row in table
+    ] == [
+        ("f", 10, 20),
+        ("g", 30, 20),
+    ]
+    assert table == analyze_xspace(space).compile_table
