@@ -21,9 +21,10 @@ plain run passes) checks every mutant it matches again, results or not.
 It reads the results as they stand, so after the code changed, `mutmut
 run` without names (which resets the changed functions' mutants and checks
 every mutant without a result, of every room) is the way to resume.
-`--resume --survivors` checks the survivors again too: mutmut keeps a
-result until the function's code changes, so a test added against a
-survivor counts only once the survivor is checked again.
+`--resume --survivors` checks the survivors, and the mutants that had no
+test, again too: mutmut keeps a result until the function's code changes,
+so a test added against a survivor (or a function's first fast test)
+counts only once the mutant is checked again.
 """
 
 from __future__ import annotations
@@ -94,8 +95,8 @@ def room_results(room: str, mutants_dir: Path) -> dict[str, Any]:
 
 def unchecked(room: str, mutants_dir: Path, survivors: bool = False) -> list[str]:
     """Names of one room's mutants that mutmut has no result for yet (and, if `survivors`, those that
-    survived), from its `.meta` files."""
-    wanted = {None, 0} if survivors else {None}
+    survived or had no test: a function's tests are recorded again each run), from its `.meta` files."""
+    wanted = {None, 0, 5, 33} if survivors else {None}
     names: list[str] = []
     for meta in sorted(mutants_dir.glob("keras_xla_guard/**/*.py.meta")):
         if meta.relative_to(mutants_dir).as_posix().removesuffix(".meta").startswith(ROOMS[room]):
