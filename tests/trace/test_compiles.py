@@ -10,7 +10,13 @@ from __future__ import annotations
 import pytest
 from _xspace import build_space
 
-from keras_xla_guard.trace.compiles import CompileRecord, attribute_compiles, compile_records, program_of
+from keras_xla_guard.trace.compiles import (
+    CompileFacts,
+    CompileRecord,
+    attribute_compiles,
+    compile_records,
+    program_of,
+)
 from keras_xla_guard.trace.report import CoverageReport
 
 
@@ -310,9 +316,9 @@ def _compile_at(start, module=_MODULE):
     ]
 
 
-@pytest.mark.parametrize("first", ["/host:metadata", "/device:GPU:0"])
+@pytest.mark.parametrize("first", ["/host:metadata", "/device:GPU:0", "/host:quiet"])
 def test_planes_before_the_host_plane_do_not_end_the_search(first, tmp_path):
-    """A metadata or device plane first (neither compiles): the host plane's compilations are still found."""
+    """A metadata, device or host plane first (none compiles): the host plane's compilations are still found."""
     space = build_space({}, plane_name=first, extra_planes={"/host:CPU": {"tf_Compute/1": _compile_at(0)}})
     assert [p.name for p in space.planes] == [first, "/host:CPU"]
     assert [row.module for row in _table(space, tmp_path)] == [_MODULE]
@@ -341,3 +347,26 @@ def test_programs_compiled_at_the_same_time_on_two_threads_keep_their_line_order
     rows = _table(space, tmp_path)
     assert [(row.module, row.start_s) for row in rows] == [(_MODULE, 11e-6), (other, 11e-6)]
     assert [row.compile_s for row in rows] == [pytest.approx(55e-6, rel=1e-9), 0.0]
+
+
+def test_compile_records_reads_only_the_lines_asked_for_and_takes_known_facts_as_given():
+    """`lines` limits the lines read (a plane not named: none); `known` lines are taken, not read again."""
+    space = build_space(
+        {
+            "tf_Compute/1": _compile_at(0, "a_inference_f_1__.1"),
+            "tf_Compute/2": _compile_at(200, "a_inference_g_2__.2"),
+        }
+    )
+    assert [row.program for row in compile_records(space)] == ["f", "g"]
+    assert [row.program for row in compile_records(space, lines={"/host:CPU": {1}})] == ["g"]
+    assert compile_records(space, lines={"/host:other": {0, 1}}) == ()
+    # Line 0's facts as if an analysis found them: a compilation the line does not hold (the
+    # line starts at 1000 ns: 1_000_000 ps on the trace's clock).
+    fake = CompileFacts(
+        spans=[(1_000_000, 3_000_000)], steps=[], found=[(1_000_000, 3_000_000, "a_inference_h_3__.3")]
+    )
+    rows = compile_records(space, lines={"/host:CPU": {0, 1}}, known={"/host:CPU": {0: fake}})
+    assert [(row.program, row.start_s, row.compile_s) for row in rows] == [
+        ("h", pytest.approx(1e-6, rel=1e-12), pytest.approx(2e-6, rel=1e-12)),
+        ("g", pytest.approx(211e-6, rel=1e-12), pytest.approx(55e-6, rel=1e-12)),
+    ]
