@@ -10,7 +10,7 @@ import pytest
 from _helpers import run_python
 from _xspace import build_space
 
-from keras_xla_guard import OpStat, analyze_trace
+from keras_xla_guard import OpStat, analyze_trace, analyze_xspace
 from keras_xla_guard.errors import TraceParseError
 from keras_xla_guard.trace._events import PlaneCache, unique_ints
 from keras_xla_guard.trace.classify import Category
@@ -106,3 +106,29 @@ def test_a_first_event_naming_undefined_metadata_is_an_error_naming_the_file(tmp
         TraceParseError, match=f"^{path} is not a consistent XSpace trace: event metadata id 999"
     ):
         analyze_trace(path)
+
+
+@pytest.mark.parametrize("value", ["dangling_ref", "int"])
+def test_a_kernel_type_that_is_no_string_names_no_op(value, tmp_path):
+    """An async kernel whose `kernel_type` is a reference to no stat metadata, or an integer, is no op:
+    its time books no op on either read path, while a string type beside it does."""
+    space = build_space(
+        {
+            "t": [
+                ("ExecutorState::ProcessAsync::Start", 0, 10, {"kernel_type": 0}),
+                ("ExecutorState::ProcessAsync::Start", 20, 5, {"kernel_type": "MatMul"}),
+            ]
+        }
+    )
+    plane = space.planes[0]
+    stat = plane.lines[0].events[0].stats[0]
+    if value == "dangling_ref":
+        stat.ref_value = 999
+        assert 999 not in plane.stat_metadata
+    else:
+        stat.int64_value = 7
+    path = tmp_path / "h.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    for report in (analyze_xspace(space), analyze_trace(path)):
+        assert [(o.op_type, o.op_name, o.count) for o in report.top_non_xla_ops] == [("MatMul", "MatMul", 1)]
+        assert report.non_xla_op_time_s == 5_000_000 * 1e-12

@@ -276,3 +276,29 @@ def test_a_launch_half_a_microsecond_into_a_step_is_that_steps(tmp_path):
     path.write_bytes(space.SerializeToString())
     for steps in (analyze_xspace(space).steps, analyze_trace(path).steps):
         assert [(s.step, s.launches) for s in steps] == [(1, 1), (2, 0)]
+
+
+# Two events overlapping without nesting send the line to the scan one event at a time.
+@pytest.mark.parametrize(
+    "between",
+    [[], [("ExecutorState::Process", 150, 20), ("ExecutorState::Process", 160, 20)]],
+    ids=["nested", "overlapping"],
+)
+def test_a_one_picosecond_marker_is_a_step_and_a_one_picosecond_program_run_is_busy_time(between, tmp_path):
+    """Durations count down to 1 ps: a 1 ps marker is a step, a 1 ps program run 1 ps of its step's busy time."""
+    space = build_space(
+        {
+            "python": [
+                ("train", 0, 100, {"_r": 1, "step_num": 1}),
+                ("CpuExecutable::ExecuteAsyncOnStream", 10, 1e-6),
+                *between,
+                ("train", 200, 1e-6, {"_r": 1, "step_num": 2}),
+            ]
+        }
+    )
+    path = tmp_path / "h.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    for report in (analyze_xspace(space), analyze_trace(path)):
+        assert [(s.step, s.launches) for s in report.steps] == [(1, 1), (2, 0)]
+        assert [s.wall_s for s in report.steps] == pytest.approx([100 * _US, 1e-12], rel=1e-9, abs=0)
+        assert [s.busy_s for s in report.steps] == pytest.approx([1e-12, 0.0], rel=1e-9, abs=0)
