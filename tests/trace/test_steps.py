@@ -302,3 +302,27 @@ def test_a_one_picosecond_marker_is_a_step_and_a_one_picosecond_program_run_is_b
         assert [(s.step, s.launches) for s in report.steps] == [(1, 1), (2, 0)]
         assert [s.wall_s for s in report.steps] == pytest.approx([100 * _US, 1e-12], rel=1e-9, abs=0)
         assert [s.busy_s for s in report.steps] == pytest.approx([1e-12, 0.0], rel=1e-9, abs=0)
+
+
+def test_program_runs_on_other_threads_are_their_steps_busy_time(tmp_path):
+    """Markers on the Python thread, runs on two compute threads: each step's busy time is the union
+    of the runs inside it, whichever thread ran them."""
+    space = build_space(
+        {
+            "python": [
+                ("train", 0, 100, {"_r": 1, "step_num": 1}),
+                ("train", 100, 100, {"_r": 1, "step_num": 2}),
+            ],
+            "tf_Compute/1": [
+                ("CpuExecutable::ExecuteAsyncOnStream", 10, 30),
+                ("CpuExecutable::ExecuteAsyncOnStream", 120, 10),
+            ],
+            "tf_Compute/2": [("CpuExecutable::ExecuteAsyncOnStream", 30, 20)],
+        }
+    )
+    path = tmp_path / "h.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    for report in (analyze_xspace(space), analyze_trace(path)):
+        assert [(s.step, s.launches) for s in report.steps] == [(1, 2), (2, 1)]
+        # Step 1: [10, 40) and [30, 50) make 40 us; step 2: 10 us.
+        assert [s.busy_s for s in report.steps] == pytest.approx([40 * _US, 10 * _US], rel=1e-9, abs=0)
