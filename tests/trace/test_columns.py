@@ -479,3 +479,22 @@ def test_a_pass_starting_where_the_previous_compilation_ended_begins_the_next(ba
         ("g", 30, 20),
     ]
     assert table == analyze_xspace(space).compile_table
+
+
+@pytest.mark.parametrize(
+    "depth",
+    [
+        np.random.default_rng(0).integers(0, 4, 5000),
+        np.random.default_rng(1).integers(-3, 40000, 5000),
+        np.array([40000, 0, 40000, 1, 32768, -40000, -32768, 2, 32767, 0]),
+        np.array([3, -40000, 0, 1, -40000, 2]),
+        np.array([32768, 0, -32768, 1, 32767, 0]),
+    ],
+    ids=["small", "past_int16", "edges", "below_int16", "one_past_int16"],
+)
+def test_by_depth_is_the_stable_order_by_depth_for_any_depths(depth):
+    """Events ordered by depth, ties by position - what the parent search needs - for depths in
+    int16's range (the radix sort) and out of it, at its exact bounds."""
+    from keras_xla_guard.trace._columns import _by_depth
+
+    assert _by_depth(np, depth).tolist() == sorted(range(len(depth)), key=lambda i: int(depth[i]))
