@@ -247,6 +247,23 @@ def test_dropped_events_are_an_entry_read_from_the_xspace_warnings(tmp_path):
         "the profiler dropped 1234 event(s): 1234 because total device(activity) events reaches max"
     )
     assert "gpu_max_activity_api_events" in report.trace_quality[0].remedy
+    assert report.trace_quality[0].cost == (
+        "every device figure of the window reads low: the dropped events' time and launches are missing"
+    )
+
+
+@pytest.mark.parametrize("counts", [(5, 9), (9, 5)])
+def test_one_reason_in_two_warnings_counts_the_larger_number(counts, tmp_path):
+    """The same reason with two counts (two collectors' exports): the larger is the count, in either order."""
+    trace = jit_fit(1)
+    trace.space.warnings.extend(
+        f"Detected GPU events dropped on h: {n} events dropped because total device(activity) events reaches max."
+        for n in counts
+    )
+    report = analyze_trace(trace.write(tmp_path / "twice.xplane.pb"))
+    assert report.trace_quality[0].detail == (
+        "the profiler dropped 9 event(s): 9 because total device(activity) events reaches max"
+    )
 
 
 def test_a_device_plane_that_ends_early_is_an_entry(tmp_path):
@@ -268,8 +285,28 @@ def test_profiler_errors_are_an_entry(tmp_path):
     trace.space.errors.append("CUPTI_ERROR_INSUFFICIENT_PRIVILEGES: profiling is restricted to admins")
     report = analyze_trace(trace.write(tmp_path / "errors.xplane.pb"))
     assert _codes(report) == ["profiler_errors"]
-    assert "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES" in report.trace_quality[0].detail
+    assert report.trace_quality[0].detail == (
+        "the profiler reported: CUPTI_ERROR_INSUFFICIENT_PRIVILEGES: profiling is restricted to admins"
+    )
+    assert report.trace_quality[0].cost == (
+        "device planes may be missing or partial: with CUPTI unavailable the figures are host times only"
+    )
     assert "NVreg_RestrictProfilingToAdminUsers=0" in report.trace_quality[0].remedy
+
+
+@pytest.mark.parametrize("length", [299, 300, 301])
+def test_profiler_errors_are_quoted_once_each_and_cut_after_300_characters(length, tmp_path):
+    """Distinct errors joined by "; " (repeats and blank ones left out), the quote cut to 300
+    characters with "..." only when longer."""
+    trace = jit_fit(1)
+    first = "E1: " + "x" * (length - 8)
+    trace.space.errors.extend([first, "  ", first, "E2"])
+    report = analyze_trace(trace.write(tmp_path / "errors.xplane.pb"))
+    text = f"{first}; E2"
+    assert len(text) == length
+    assert report.trace_quality[0].detail == "the profiler reported: " + (
+        text if length <= 300 else text[:300] + "..."
+    )
 
 
 # ----------------------------------------------------------------- richer annotations
