@@ -432,6 +432,21 @@ def test_loose_spans_in_a_call_that_launched_are_its_split_work():
     assert r.xla_time_s == pytest.approx(130e-6)
 
 
+def test_a_launch_at_a_calls_very_end_is_its_launch_and_calls_without_spans_stop_nothing():
+    """Call 1 has no launch and no loose span, call 2 launched at its last instant, call 3 only ran
+    loose spans: its one launch, their extent as XLA time; call 2's loose span adds nothing."""
+    space = build_space(
+        {
+            "python": [(_STEP, 0, 100), (_STEP, 200, 100), (_STEP, 400, 100)],
+            "tf_Compute/1": [("x/xla_run:_XlaRun", 300, 20)],
+            "tf_numa_-1_Eigen/2": [("ThunkExecutor::Execute", 250, 10), ("ThunkExecutor::Execute", 420, 30)],
+        }
+    )
+    r = analyze_xspace(space)
+    assert r.xla_executions == 2
+    assert r.xla_time_s == 50_000_000 * 1e-12
+
+
 def test_loose_spans_outside_any_call_are_not_launches():
     """Without the eager call around them (e.g. a trace without Python events), loose spans count nothing."""
     space = build_space(
