@@ -250,10 +250,32 @@ def test_directory_without_traces_is_not_found(tmp_path):
     """A directory holding no *.xplane.pb raises TraceNotFoundError."""
     (tmp_path / "plugins" / "profile" / "run").mkdir(parents=True)
     (tmp_path / "events.out.tfevents.1").write_bytes(b"x")
-    with pytest.raises(TraceNotFoundError, match="No \\*.xplane.pb trace found"):
+    with pytest.raises(TraceNotFoundError) as caught:
         analyze_trace(tmp_path)
-    with pytest.raises(TraceNotFoundError):
+    assert str(caught.value) == (
+        f"No *.xplane.pb trace found under {str(tmp_path)!r}. Traces are written to "
+        "<log_dir>/plugins/profile/<run>/<host>.xplane.pb."
+    )
+    with pytest.raises(TraceNotFoundError) as caught:
         find_trace_files(tmp_path / "missing")
+    assert str(caught.value) == f"No such file or directory: {str(tmp_path / 'missing')!r}."
+
+
+def test_a_path_that_is_neither_file_nor_directory_or_no_path_is_refused_by_name(tmp_path):
+    """A FIFO is no trace (TraceNotFoundError quoting it); a path of the wrong type a ValueError quoting it."""
+    import os
+
+    fifo = tmp_path / "pipe.xplane.pb"
+    os.mkfifo(fifo)
+    with pytest.raises(TraceNotFoundError) as caught:
+        find_trace_files(fifo)
+    assert str(caught.value) == f"Expected an .xplane.pb file or a directory. Received: {str(fifo)!r}."
+    with pytest.raises(ValueError) as refused:
+        find_trace_files(3)
+    assert str(refused.value) == (
+        "`path` must be an .xplane.pb file, a run directory or a log directory (a str or os.PathLike). "
+        "Received: path=3"
+    )
 
 
 @pytest.mark.parametrize("loader", [load_xspace, open_xspace, analyze_trace])
@@ -610,3 +632,17 @@ def test_errors_of_lines_read_one_by_one_name_the_source_given_or_the_default(tm
     for source, kwargs in [("given", {"source": "given"}), ("<trace>", {})]:
         with pytest.raises(TraceParseError, match=f"^{re.escape(source)} is not a valid XSpace trace \\("):
             list(iter_lines(open_xspace(damaged).planes[0], **kwargs))
+
+
+def test_profiler_notes_that_are_no_utf8_are_read_with_replacement_characters(tmp_path):
+    """An error string that is not UTF-8 (field 2 of the XSpace, written after the planes) is quoted with
+    U+FFFD where its bad bytes were, not a failed analysis."""
+    space = xplane_pb2().XSpace()
+    plane = space.planes.add(id=1, name="/host:CPU")
+    plane.event_metadata[1].id = 1
+    plane.event_metadata[1].name = "dense/MatMul:MatMul"
+    plane.lines.add(id=1, name="t").events.add(metadata_id=1, offset_ps=0, duration_ps=5)
+    path = tmp_path / "h.xplane.pb"
+    path.write_bytes(space.SerializeToString() + pb_field(0x12, b"bad \xff byte"))
+    [entry] = analyze_trace(path).trace_quality
+    assert (entry.code, entry.detail) == ("profiler_errors", "the profiler reported: bad \ufffd byte")
