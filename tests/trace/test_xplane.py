@@ -646,3 +646,20 @@ def test_profiler_notes_that_are_no_utf8_are_read_with_replacement_characters(tm
     path.write_bytes(space.SerializeToString() + pb_field(0x12, b"bad \xff byte"))
     [entry] = analyze_trace(path).trace_quality
     assert (entry.code, entry.detail) == ("profiler_errors", "the profiler reported: bad \ufffd byte")
+
+
+def test_a_trace_that_shrank_after_it_was_opened_is_an_error_naming_the_file(tmp_path):
+    """A file cut short between `open_xspace` and reading its lines (the profiler rewriting it) raises
+    TraceParseError saying the file ended early, never a short read taken as the line."""
+    path = tmp_path / "h.xplane.pb"
+    path.write_bytes(gzip.decompress((DATA / "mlp.xplane.pb.gz").read_bytes()))
+    space = open_xspace(path)
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    with pytest.raises(TraceParseError) as caught:
+        for plane in space.planes:
+            for _ in iter_lines(plane, source=str(path)):
+                pass
+    assert (
+        str(caught.value)
+        == f"{path} is not a valid XSpace trace (protobuf decode failed: the file ended early)."
+    )
