@@ -757,3 +757,35 @@ def test_combining_real_host_reports_and_a_device_report_gives_each_figure_its_r
     with pytest.raises(ValueError) as raised:
         combine_reports([])
     assert str(raised.value) == "`reports` must hold at least one report. Received: []"
+
+
+def test_equal_xla_and_op_time_is_half_and_top_k_zero_lists_no_op(tmp_path):
+    """10 us of XLA beside 10 us of plain ops is a fraction of exactly 0.5; `top_k=0` is allowed and
+    lists no op, XLA or plain."""
+    space = build_space({"t": [("cluster_0/_XlaRun:_XlaRun", 0, 10), ("dense/MatMul:MatMul", 20, 10)]})
+    report = analyze_xspace(space)
+    assert (report.xla_time_fraction, report.xla_executions) == (0.5, 1)
+    assert [o.op_type for o in report.top_non_xla_ops] == ["MatMul"]
+    none = analyze_xspace(space, top_k=0)
+    assert (none.top_non_xla_ops, none.top_xla_ops, none.xla_time_fraction) == ((), (), 0.5)
+
+
+def test_top_k_bounds_the_tables_of_a_run_of_several_hosts(tmp_path):
+    """`analyze_trace` of a run directory whose two hosts ran different ops keeps `top_k` rows in the
+    combined table, the largest of both hosts' rows."""
+    import gzip
+
+    run = tmp_path / "plugins" / "profile" / "run1"
+    run.mkdir(parents=True)
+    for host, name in (("a", "plain"), ("b", "py_function")):
+        data = gzip.decompress(
+            (Path(__file__).resolve().parent / "data" / f"{name}.xplane.pb.gz").read_bytes()
+        )
+        (run / f"{host}.xplane.pb").write_bytes(data)
+    rows = [
+        op for host in ("a", "b") for op in analyze_trace(run / f"{host}.xplane.pb", top_k=2).top_non_xla_ops
+    ]
+    assert len({(o.op_type, o.op_name) for o in rows}) == 4
+    two = analyze_trace(run, top_k=2)
+    assert two.hosts == ("a", "b")
+    assert two.top_non_xla_ops == tuple(sorted(rows, key=lambda o: -o.self_time_s)[:2])
