@@ -498,3 +498,28 @@ def test_by_depth_is_the_stable_order_by_depth_for_any_depths(depth):
     from keras_xla_guard.trace._columns import _by_depth
 
     assert _by_depth(np, depth).tolist() == sorted(range(len(depth)), key=lambda i: int(depth[i]))
+
+
+def test_a_line_with_no_name_and_no_timestamp_is_read_as_the_parsed_trace_reads_it(tmp_path):
+    """Proto3 leaves an empty name and a zero timestamp out of the file: the streamed line still starts
+    at 0 with no name (no absorbing category), as the parsed trace has it."""
+    from _xspace import build_space
+
+    space = build_space(
+        {
+            "": [
+                ("dense/MatMul:MatMul", 0, 10),
+                ("CpuCompiler::RunHloPasses", 20, 10),
+                ("CpuCompiler::RunBackend", 30, 10, {"name": "a_inference_f_1__.1"}),
+                ("dense/Relu:Relu", 50, 5),
+            ]
+        }
+    )
+    space.planes[0].lines[0].timestamp_ns = 0
+    path = tmp_path / "t.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    streamed, parsed = analyze_trace(path), analyze_xspace(load_xspace(path))
+    assert streamed.non_xla_op_time_s == parsed.non_xla_op_time_s == 15_000_000 * 1e-12
+    assert streamed.xla_time_s == parsed.xla_time_s == 0.0
+    assert [(row.program, row.start_s) for row in streamed.compile_table] == [("f", 20_000_000 * 1e-12)]
+    assert streamed.compile_table == parsed.compile_table
