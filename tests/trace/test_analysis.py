@@ -789,3 +789,12 @@ def test_top_k_bounds_the_tables_of_a_run_of_several_hosts(tmp_path):
     two = analyze_trace(run, top_k=2)
     assert two.hosts == ("a", "b")
     assert two.top_non_xla_ops == tuple(sorted(rows, key=lambda o: -o.self_time_s)[:2])
+
+
+def test_a_report_of_a_space_given_no_path_or_host_names_none():
+    """`analyze_xspace` without `trace_path` or `host` leaves both tuples empty; given, each holds one."""
+    space = build_space({"t": [("dense/MatMul:MatMul", 0, 10)]})
+    plain = analyze_xspace(space)
+    assert (plain.trace_paths, plain.hosts) == ((), ())
+    named = analyze_xspace(space, trace_path="a/h.xplane.pb", host="h")
+    assert (named.trace_paths, named.hosts) == (("a/h.xplane.pb",), ("h",))

@@ -347,6 +347,10 @@ def test_programs_compiled_at_the_same_time_on_two_threads_keep_their_line_order
     rows = _table(space, tmp_path)
     assert [(row.module, row.start_s) for row in rows] == [(_MODULE, 11e-6), (other, 11e-6)]
     assert [row.compile_s for row in rows] == [pytest.approx(55e-6, rel=1e-9), 0.0]
+    from keras_xla_guard.trace.analysis import analyze_xspace
+
+    # The report's compile time is the rows' sum: the shared time once.
+    assert analyze_xspace(space).compile_time_s == rows[0].compile_s
 
 
 def test_compile_records_reads_only_the_lines_asked_for_and_takes_known_facts_as_given():
