@@ -111,6 +111,22 @@ def test_a_report_that_measured_nothing_has_none_figures_in_python(status):
     assert (ok.xla_time_s, ok.xla_time_fraction, ok.compilations, ok.non_xla_op_time_s) == (1.0, 0.5, 3, 0.0)
 
 
+@pytest.mark.parametrize("status", ["skipped", "failed"])
+def test_a_report_that_measured_nothing_has_empty_trace_tables(status):
+    """Programs, XLA ops, steps and trace-quality entries of a report that is not ok are empty, even when given."""
+    from keras_xla_guard.trace.report import ProgramStat, StepStat, TraceQuality
+
+    tables = {
+        "programs": (ProgramStat("m(1)", 2, 1.0),),
+        "top_xla_ops": (OpStat("fusion", "m", 1.0, 2),),
+        "steps": (StepStat(1, 1.0, 0.5, 0.5, 1),),
+        "trace_quality": (TraceQuality("profiler_errors", "d", "c", "r"),),
+    }
+    report = CoverageReport(status=status, reason="x", **tables)
+    assert {name: getattr(report, name) for name in tables} == dict.fromkeys(tables, ())
+    assert {name: getattr(CoverageReport(**tables), name) for name in tables} == tables
+
+
 def test_measured_gives_an_ok_reports_figures():
     """measured() returns the seven figures every ok report holds, exactly as the report has them."""
     figures = _report().measured()

@@ -286,6 +286,40 @@ def test_file_beyond_the_size_cap_is_refused_before_reading(tmp_path, loader):
         loader(path, max_bytes=1000)
 
 
+def test_file_errors_name_the_file_word_for_word(tmp_path):
+    """A missing file, a directory, a name too long to look up, an empty file and one over the cap each
+    raise their own error quoting the path; a one-byte file fits a one-byte cap."""
+    from keras_xla_guard.errors import TraceError
+    from keras_xla_guard.trace._reader import check_trace_file
+
+    missing, folder, long = tmp_path / "missing.xplane.pb", tmp_path / "d.xplane.pb", tmp_path / ("x" * 300)
+    folder.mkdir()
+    empty, big = _write(tmp_path, b""), tmp_path / "big.xplane.pb"
+    big.write_bytes(b"\0" * 2048)
+    expected = {
+        missing: (TraceNotFoundError, f"No such trace file: {str(missing)!r}."),
+        folder: (TraceNotFoundError, f"Not a file: {str(folder)!r}."),
+        empty: (TraceParseError, f"Trace file {str(empty)!r} is empty."),
+        big: (
+            TraceTooLargeError,
+            f"Trace file {str(big)!r} is 2048 bytes, above the cap of 1000 bytes. Raise `max_bytes` "
+            "(CLI: --max-bytes) to analyze it anyway.",
+        ),
+    }
+    for path, (cls, message) in expected.items():
+        with pytest.raises(cls) as caught:
+            open_xspace(path, max_bytes=1000)
+        assert str(caught.value) == message
+    with pytest.raises(TraceError) as caught:
+        open_xspace(long)
+    assert str(caught.value).startswith(
+        f"Cannot read trace file {str(long)!r}: [Errno 36] File name too long"
+    )
+    one = tmp_path / "one.xplane.pb"
+    one.write_bytes(b"\0")
+    assert check_trace_file(one, max_bytes=1) == 1
+
+
 @pytest.mark.parametrize("max_bytes", [0, -1, 1.5, True, "1G"])
 def test_invalid_size_cap_is_a_value_error(tmp_path, max_bytes):
     """max_bytes must be a positive int; the error quotes the value."""
