@@ -132,3 +132,29 @@ def test_a_kernel_type_that_is_no_string_names_no_op(value, tmp_path):
     for report in (analyze_xspace(space), analyze_trace(path)):
         assert [(o.op_type, o.op_name, o.count) for o in report.top_non_xla_ops] == [("MatMul", "MatMul", 1)]
         assert report.non_xla_op_time_s == 5_000_000 * 1e-12
+
+
+def test_stats_a_plane_does_not_define_are_never_read_from_another_id(tmp_path):
+    """No `kernel_type` and no `_r` stat in the plane while stat id 1 is `name`: an async kernel with a
+    `name` names no op, and a `train` event with a `name` and a `step_num` is no step marker, on both
+    read paths."""
+    space = build_space(
+        {
+            "python": [
+                ("train", 0, 100, {"name": "train_function", "step_num": 3}),
+                ("CpuExecutable::ExecuteAsyncOnStream", 10, 20),
+            ],
+            "t": [
+                ("ExecutorState::ProcessAsync::Start", 0, 10, {"name": "x/MatMul"}),
+                ("dense/MatMul:MatMul", 20, 5),
+            ],
+        }
+    )
+    assert {md.id: md.name for md in space.planes[0].stat_metadata.values()} == {1: "name", 2: "step_num"}
+    path = tmp_path / "h.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    for report in (analyze_xspace(space), analyze_trace(path)):
+        assert [(o.op_type, o.op_name, o.count) for o in report.top_non_xla_ops] == [
+            ("MatMul", "dense/MatMul", 1)
+        ]
+        assert report.steps == ()

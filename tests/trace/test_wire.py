@@ -197,3 +197,33 @@ def test_stats_of_other_layouts_leave_their_event_to_protobuf(stat_ids):
         assert [bool(cols["has_stats"][k][i]) for i in decoded] == [
             events[i].stats[0].metadata_id == stat_id for i in decoded
         ]
+
+
+def test_field_walk_gives_each_wire_types_bounds():
+    """A varint, a fixed64, a length-delimited and a fixed32 field: each one's number, wire type and
+    bounds, the value start after the tag (and the length, for wire type 2)."""
+    data = b"\x08\x96\x01" + b"\x11" + bytes(range(8)) + b"\x1a\x03abc" + b"\x25" + bytes(4)
+    assert list(iter_fields(data, 0, len(data))) == [
+        (1, 0, 0, 1, 3),
+        (2, 1, 3, 4, 12),
+        (3, 2, 12, 14, 17),
+        (4, 5, 17, 18, 22),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"\x00\x01", "field number 0"),
+        (b"\x0f\x01", "unsupported wire type 7"),
+        (b"\x0b\x01", "unsupported wire type 3"),
+        (b"\x0a\x05abc", "field runs past the end of its message"),
+        (b"\x09" + bytes(7), "field runs past the end of its message"),
+    ],
+    ids=["number_0", "wire_7", "group", "length", "fixed64"],
+)
+def test_field_walk_errors_say_what_is_wrong(data, message):
+    """Each malformed field raises WireError with its own message (quoted in the TraceParseError)."""
+    with pytest.raises(WireError) as caught:
+        list(iter_fields(data, 0, len(data)))
+    assert str(caught.value) == message
