@@ -227,3 +227,50 @@ def test_field_walk_errors_say_what_is_wrong(data, message):
     with pytest.raises(WireError) as caught:
         list(iter_fields(data, 0, len(data)))
     assert str(caught.value) == message
+
+
+def test_events_of_other_stat_layouts_keep_their_xla_and_step_marks_end_to_end(tmp_path):
+    """A step marker whose `_r` stat and an HLO op whose `hlo_module` stat are written value first (left
+    to protobuf): still a step of 100 us and 20 us of XLA time, streamed as parsed."""
+    from _xspace import build_space, pb_field, varint
+
+    from keras_xla_guard import analyze_trace, analyze_xspace
+    from keras_xla_guard.trace.xplane import load_xspace
+
+    space = build_space(
+        {"python": [("train", 0, 100, {"_r": 1, "step_num": 3}), ("fusion.1", 10, 20, {"hlo_module": "m"})]}
+    )
+    plane = space.planes[0]
+    sid = {md.name: md.id for md in plane.stat_metadata.values()}
+    mid = {md.name: md.id for md in plane.event_metadata.values()}
+
+    def event(name: str, start_us: int, dur_us: int, stats: list[bytes]) -> bytes:
+        head = (
+            b"\x08"
+            + varint(mid[name])
+            + b"\x10"
+            + varint(start_us * 10**6)
+            + b"\x18"
+            + varint(dur_us * 10**6)
+        )
+        return pb_field(0x22, head + b"".join(pb_field(0x22, s) for s in stats))
+
+    line = (
+        b"\x12\x06python\x18"
+        + varint(1000)
+        + event(
+            "train",
+            0,
+            100,
+            [b"\x20\x01\x08" + varint(sid["_r"]), b"\x08" + varint(sid["step_num"]) + b"\x20\x03"],
+        )
+        + event("fusion.1", 10, 20, [pb_field(0x2A, b"m") + b"\x08" + varint(sid["hlo_module"])])
+    )
+    del plane.lines[:]
+    data = pb_field(0x0A, plane.SerializeToString() + pb_field(0x1A, line))
+    path = tmp_path / "h.xplane.pb"
+    path.write_bytes(data)
+    streamed, parsed = analyze_trace(path), analyze_xspace(load_xspace(path))
+    assert streamed.xla_time_s == parsed.xla_time_s == 20_000_000 * 1e-12
+    assert [(s.step, s.wall_s) for s in streamed.steps] == [(3, 100_000_000 * 1e-12)]
+    assert streamed.steps == parsed.steps
