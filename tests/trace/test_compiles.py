@@ -374,3 +374,14 @@ def test_compile_records_reads_only_the_lines_asked_for_and_takes_known_facts_as
         ("h", pytest.approx(1e-6, rel=1e-12), pytest.approx(2e-6, rel=1e-12)),
         ("g", pytest.approx(211e-6, rel=1e-12), pytest.approx(55e-6, rel=1e-12)),
     ]
+
+
+def test_rows_are_in_the_order_compilations_began_whatever_their_lines_order(tmp_path):
+    """Thread 2 began compiling 1 us before thread 1, the two overlapping: thread 2's row first."""
+    first, second = "a_inference_first_1__.1", "a_inference_second_2__.2"
+    space = build_space({"tf_Compute/1": _compile_at(1, second), "tf_Compute/2": _compile_at(0, first)})
+    rows = _table(space, tmp_path)
+    assert [(row.module, row.start_s) for row in rows] == [
+        (first, pytest.approx(11e-6, rel=1e-12)),
+        (second, pytest.approx(12e-6, rel=1e-12)),
+    ]
