@@ -274,3 +274,18 @@ def test_events_of_other_stat_layouts_keep_their_xla_and_step_marks_end_to_end(t
     assert streamed.xla_time_s == parsed.xla_time_s == 20_000_000 * 1e-12
     assert [(s.step, s.wall_s) for s in streamed.steps] == [(3, 100_000_000 * 1e-12)]
     assert streamed.steps == parsed.steps
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"\x22" + b"\xff" * 10 + b"\x01", "event length is not a varint"),
+        (b"\x22\x05\x08\x01", "event runs past the end of its line"),
+    ],
+    ids=["length", "past_the_end"],
+)
+def test_events_framed_wrongly_are_wire_errors_saying_what_is_wrong(data, message):
+    """An event whose length is no varint, or runs past its line, raises WireError with its own message."""
+    with pytest.raises(WireError) as caught:
+        decode_events(np, data, np.array([0], dtype=np.int64), (-1, -1))
+    assert str(caught.value) == message
