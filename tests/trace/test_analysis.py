@@ -798,3 +798,38 @@ def test_a_report_of_a_space_given_no_path_or_host_names_none():
     assert (plain.trace_paths, plain.hosts) == ((), ())
     named = analyze_xspace(space, trace_path="a/h.xplane.pb", host="h")
     assert (named.trace_paths, named.hosts) == (("a/h.xplane.pb",), ("h",))
+
+
+def test_combine_reports_adds_compile_figures_and_keeps_the_first_reports_own_fields():
+    """Two hosts that both compiled: counts and times added, modules and notes once each in order, rows
+    of both, the longer window; fields not summed (the epoch) are the first report's."""
+    from keras_xla_guard.trace.compiles import CompileRecord
+
+    a = CoverageReport(
+        epoch=1,
+        window_wall_s=2.0,
+        compilations=2,
+        compile_time_s=0.5,
+        compile_thread_time_s=0.75,
+        compiled_modules=("m1", "m2"),
+        compile_table=(CompileRecord("f", "m1", 0.1, 0.2), CompileRecord("g", "m2", 0.4, 0.3)),
+        notes=("n1", "n2"),
+        hosts=("a",),
+    )
+    b = CoverageReport(
+        epoch=2,
+        window_wall_s=3.0,
+        compilations=3,
+        compile_time_s=0.25,
+        compile_thread_time_s=1.0,
+        compiled_modules=("m2", "m3"),
+        compile_table=(CompileRecord("h", "m3", 0.2, 0.25),),
+        notes=("n2", "n3"),
+        hosts=("b",),
+    )
+    c = combine_reports([a, b])
+    assert (c.epoch, c.hosts, c.window_wall_s) == (1, ("a", "b"), 3.0)
+    assert (c.compilations, c.compile_time_s, c.compile_thread_time_s) == (5, 0.75, 1.75)
+    assert c.compiled_modules == ("m1", "m2", "m3")
+    assert c.compile_table == a.compile_table + b.compile_table
+    assert c.notes == ("n1", "n2", "n3")

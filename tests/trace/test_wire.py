@@ -131,8 +131,17 @@ def test_event_running_past_its_line_is_a_wire_error():
     """A line whose last event claims more bytes than there are raises WireError."""
     pb = xplane_pb2()
     data = pb.XLine(events=[pb.XEvent(metadata_id=1, offset_ps=5, duration_ps=9)]).SerializeToString()
-    with pytest.raises(WireError):
+    with pytest.raises(WireError) as caught:
         frame_events(data[:-2], True, [])
+    assert str(caught.value) == "event runs past the end of its line"
+
+
+@pytest.mark.parametrize("data", [b"\xff" * 11, b"\x80"], ids=["over_long", "truncated"])
+def test_a_bad_varint_is_a_wire_error_saying_so(data):
+    """A varint of more than 10 bytes, or cut off, raises WireError with its message."""
+    with pytest.raises(WireError) as caught:
+        read_varint(data, 0, len(data))
+    assert str(caught.value) == "truncated or over-long varint"
 
 
 @pytest.mark.parametrize("name", ["mlp", "jit", "jax_cpu", "eager_loop", "tf220_async_launch"])
