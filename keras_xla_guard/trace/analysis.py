@@ -9,6 +9,7 @@ module drives it over a trace's planes and assembles the report.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import os
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -25,7 +26,7 @@ from keras_xla_guard.trace._scan import (
     scan_lazy_plane,
     scan_line,
 )
-from keras_xla_guard.trace.classify import Category, is_guard_op
+from keras_xla_guard.trace.classify import GUARD_SCOPE, Category, is_guard_op
 from keras_xla_guard.trace.compiles import STEP_THREAD, CompileFacts, compile_records
 from keras_xla_guard.trace.report import CoverageReport, OpStat, ProgramStat, StepStat, TraceQuality
 from keras_xla_guard.trace.steps import StepFacts, device_steps, host_steps
@@ -101,12 +102,12 @@ def _report_from_totals(
     guard_ps = 0
     user_ops = []
     for (t, n), rec in totals.ops.items():
-        if is_guard_op(n):
+        # The substring test first: most names hold no guard scope at all.
+        if GUARD_SCOPE in n and is_guard_op(n):
             guard_ps += rec[0]
         else:
-            user_ops.append(OpStat(op_type=t, op_name=n, self_time_s=rec[0] * _PS, count=rec[1]))
+            user_ops.append((-(rec[0] * _PS), t, n, rec[1]))
     op_ps = ps[Category.OP] - guard_ps
-    ops = _ranked(user_ops)
     notes: list[str] = []
     if xla_ps == 0 and op_ps == 0:
         notes.append("the trace holds no op execution: nothing to measure")
@@ -123,7 +124,7 @@ def _report_from_totals(
         compile_time_s=0.0,
         compile_thread_time_s=ps[Category.COMPILE] * _PS,
         compiled_modules=tuple(dict.fromkeys(totals.modules)),
-        top_non_xla_ops=tuple(ops[:top_k]),
+        top_non_xla_ops=_top(user_ops, top_k),
         input_pipeline_time_s=ps[Category.INPUT] * _PS,
         eager_overhead_s=ps[Category.EAGER] * _PS,
         tracing_time_s=ps[Category.TRACING] * _PS,
@@ -140,15 +141,20 @@ def _report_from_totals(
         ),
         top_xla_ops=()
         if device is None
-        else _ranked(OpStat(t, n, ps * _PS, count) for (t, n), (ps, count) in device.xla_ops.items())[:top_k],
+        else _top([(-(ps * _PS), t, n, count) for (t, n), (ps, count) in device.xla_ops.items()], top_k),
         trace_quality=quality,
         notes=tuple(notes),
     )
 
 
-def _ranked(ops: Iterable[OpStat]) -> tuple[OpStat, ...]:
-    """Ops by self time, longest first (ties by type and name)."""
-    return tuple(sorted(ops, key=lambda o: (-o.self_time_s, o.op_type, o.op_name)))
+def _top(ops: Iterable[tuple[float, str, str, int]], top_k: int) -> tuple[OpStat, ...]:
+    """The `top_k` ops of `(-seconds, type, name, count)` rows: longest self time first, ties by type and name.
+
+    Rows are compared as tuples (one row per type and name, so the count
+    never decides) and only those kept become `OpStat`s: a trace without
+    XLA has thousands of ops.
+    """
+    return tuple(OpStat(t, n, -minus_s, count) for minus_s, t, n, count in heapq.nsmallest(top_k, ops))
 
 
 def _by_time(programs: dict[str, tuple[int, float, bool]]) -> tuple[ProgramStat, ...]:
@@ -336,8 +342,8 @@ def combine_reports(reports: Sequence[CoverageReport], *, top_k: int = DEFAULT_T
         compile_thread_time_s=_total([r.compile_thread_time_s for r in reports]),
         compiled_modules=tuple(dict.fromkeys(m for r in reports for m in r.compiled_modules)),
         compile_table=tuple(c for r in reports for c in r.compile_table),
-        top_non_xla_ops=_summed_ops(r.top_non_xla_ops for r in reports)[:top_k],
-        top_xla_ops=_summed_ops(r.top_xla_ops for r in reports)[:top_k],
+        top_non_xla_ops=_summed_ops((r.top_non_xla_ops for r in reports), top_k),
+        top_xla_ops=_summed_ops((r.top_xla_ops for r in reports), top_k),
         input_pipeline_time_s=sum(f.input_pipeline_time_s for f in figures),
         eager_overhead_s=_total([r.eager_overhead_s for r in reports]),
         tracing_time_s=_total([r.tracing_time_s for r in reports]),
@@ -356,15 +362,15 @@ def _total(values: Sequence[float | None]) -> float | None:
     return sum(known) if len(known) == len(values) else None
 
 
-def _summed_ops(tables: Iterable[Iterable[OpStat]]) -> tuple[OpStat, ...]:
-    """Op tables of several reports, one row per (type, name) with times and counts added."""
+def _summed_ops(tables: Iterable[Iterable[OpStat]], top_k: int) -> tuple[OpStat, ...]:
+    """The `top_k` rows of op tables of several reports, one per (type, name) with times and counts added."""
     ops: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0])
     for table in tables:
         for op in table:
             rec = ops[(op.op_type, op.op_name)]
             rec[0] += op.self_time_s
             rec[1] += op.count
-    return _ranked(OpStat(t, n, rec[0], int(rec[1])) for (t, n), rec in ops.items())
+    return _top([(-rec[0], t, n, int(rec[1])) for (t, n), rec in ops.items()], top_k)
 
 
 def analyze_trace(
