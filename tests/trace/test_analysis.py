@@ -518,6 +518,44 @@ def test_top_k_limits_and_validates():
         analyze_xspace(build_space({"t": events}), top_k=-1)
 
 
+def test_top_ops_rank_ties_by_type_then_name_and_keep_a_zero_self_time_positive():
+    """Equal self times rank by op type, then name, top_k cutting inside the tie; an op whose child
+    fills it has self time +0.0; a name holding the guard scope only as a word or as the op itself is
+    a user op."""
+    import math
+
+    events = [
+        ("b/x:Relu", 0, 4),
+        ("a/x:Relu", 10, 4),
+        ("c/x:Add", 20, 4),
+        ("my_xla_guard_tap_2/y:Mul", 30, 9),
+        ("scope/xla_guard_tap:Neg", 40, 1),
+        ("outer:Tanh", 50, 2),
+        ("outer/inner:Sign", 50, 2),
+    ]
+    r = analyze_xspace(build_space({"t": events}), top_k=10)
+    assert [(o.op_type, o.op_name, o.self_time_s) for o in r.top_non_xla_ops] == [
+        ("Mul", "my_xla_guard_tap_2/y", pytest.approx(9e-6, rel=1e-12)),
+        ("Add", "c/x", pytest.approx(4e-6, rel=1e-12)),
+        ("Relu", "a/x", pytest.approx(4e-6, rel=1e-12)),
+        ("Relu", "b/x", pytest.approx(4e-6, rel=1e-12)),
+        ("Sign", "outer/inner", pytest.approx(2e-6, rel=1e-12)),
+        ("Neg", "scope/xla_guard_tap", pytest.approx(1e-6, rel=1e-12)),
+        ("Tanh", "outer", 0.0),
+    ]
+    assert math.copysign(1.0, r.top_non_xla_ops[-1].self_time_s) == 1.0
+    assert r.guard_op_time_s == 0.0
+    cut = analyze_xspace(build_space({"t": events}), top_k=3)
+    assert [o.op_name for o in cut.top_non_xla_ops] == ["my_xla_guard_tap_2/y", "c/x", "a/x"]
+    both = combine_reports([r, r], top_k=3)
+    assert [(o.op_name, o.count) for o in both.top_non_xla_ops] == [
+        ("my_xla_guard_tap_2/y", 2),
+        ("c/x", 2),
+        ("a/x", 2),
+    ]
+    assert math.copysign(1.0, combine_reports([r, r]).top_non_xla_ops[-1].self_time_s) == 1.0
+
+
 def test_combine_reports_sums_hosts():
     """Combining two host reports sums times and recomputes the fraction."""
     a = analyze_xspace(build_space({"t": [("x/xla_run:_XlaRun", 0, 30)]}), host="a")
