@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-from array import array
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -26,7 +25,7 @@ from keras_xla_guard.errors import (
     TraceTooLargeError,
 )
 from keras_xla_guard.trace._proto import plane_head, xplane_pb2
-from keras_xla_guard.trace._wire import EVENT_TAG, WireError, iter_fields, read_varint
+from keras_xla_guard.trace._wire import EVENT_TAG, WireError, frame_run, iter_fields, read_varint
 
 __all__ = [
     "CHUNK_BYTES",
@@ -260,7 +259,7 @@ class LazyPlane:
 
 def read_line_chunks(
     plane: LazyPlane, span: tuple[int, int], header: list[bytes], source: str
-) -> Iterator[tuple[bytes, array[int]]]:
+) -> Iterator[tuple[bytes, Any]]:
     """Walks one line of an `open_xspace` plane in slices of whole events.
 
     Args:
@@ -291,7 +290,7 @@ def read_line_chunks(
                 want = max(want, need)
                 continue
             pos += used
-            if heads:
+            if len(heads):
                 yield data, heads
             del data
 
@@ -309,17 +308,27 @@ def trace_errors(source: str) -> Iterator[None]:
         raise TraceError(f"Cannot read trace file {source!r}: {e}") from None
 
 
-def frame_events(data: bytes, last: bool, header: list[bytes]) -> tuple[int, array[int], int]:
+# Runs of events are framed in numpy (`frame_run`) from this many bytes on:
+# below, numpy's cost per call weighs more than the walk's per event.
+_RUN_BYTES = 1 << 13
+# Runs tried per slice: one after a line's first fields does in traces
+# protobuf writes; a few more for what breaks a run (an event without
+# `offset_ps`), each then walked field by field.
+_RUNS = 4
+
+
+def frame_events(data: bytes, last: bool, header: list[bytes]) -> tuple[int, Any, int]:
     """Splits `data` (part of a line) into whole fields.
 
     Returns how many bytes held whole fields, the positions of the event
     fields among them (the other fields go to `header`), and, when not
-    even one field fit, the size needed. The positions are an int64
-    `array.array`: 8 bytes an event while slices wait for their batch,
-    where a list of ints holds 36, and numpy reads it without a copy.
-    (Appending to a list, then converting it once, is faster than
-    appending to the array.)
+    even one field fit, the size needed. The positions are an int64 numpy
+    array (8 bytes an event while slices wait for their batch). Long runs
+    of events are framed in numpy (`frame_run`), the rest field by field.
     """
+    import numpy as np
+
+    parts: list[Any] = []
     heads: list[int] = []
     add = heads.append
     tag = EVENT_TAG
@@ -328,17 +337,27 @@ def frame_events(data: bytes, last: bool, header: list[bytes]) -> tuple[int, arr
     fast = n - 130
     # Leave room for any tag and length unless this is the line's end.
     limit = n if last else n - 24
+    runs = 0
     i = 0
     while True:
-        # The common case in few steps: an event under 128 bytes.
-        while i < fast:
-            if data[i] != tag:
-                break
-            size = data[i + 1]
-            if size & 0x80:
-                break
-            add(i)
-            i += 2 + size
+        if runs < _RUNS and limit - i >= _RUN_BYTES and data[i] == tag:
+            runs += 1
+            run, i = frame_run(np, data, i, limit)
+            if len(run):
+                if heads:
+                    parts.append(np.array(heads, dtype=np.int64))
+                    heads.clear()
+                parts.append(run)
+        else:
+            # The common case in few steps: an event under 128 bytes.
+            while i < fast:
+                if data[i] != tag:
+                    break
+                size = data[i + 1]
+                if size & 0x80:
+                    break
+                add(i)
+                i += 2 + size
         if i >= limit:
             break
         if data[i] == EVENT_TAG and i + 1 < n:
@@ -347,7 +366,7 @@ def frame_events(data: bytes, last: bool, header: list[bytes]) -> tuple[int, arr
             if end > n:
                 if last:
                     raise WireError("event runs past the end of its line")
-                return i, array("q", heads), end - i
+                return i, _positions(np, parts, heads), end - i
             add(i)
             i = end
             continue
@@ -358,10 +377,19 @@ def frame_events(data: bytes, last: bool, header: list[bytes]) -> tuple[int, arr
             if last:
                 raise
             # A field longer than the slice (or cut by its end): read more.
-            return i, array("q", heads), 2 * n
+            return i, _positions(np, parts, heads), 2 * n
         header.append(data[i:end])
         i = end
-    return i, array("q", heads), 0
+    return i, _positions(np, parts, heads), 0
+
+
+def _positions(np: Any, parts: list[Any], heads: list[int]) -> Any:
+    """The positions of `parts` (arrays, in order) then of `heads`, as one int64 array."""
+    if heads:
+        parts.append(np.array(heads, dtype=np.int64))
+    if not parts:
+        return np.zeros(0, dtype=np.int64)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def check_planes(space: Any, source: str) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from array import array
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any, NamedTuple
@@ -341,7 +340,7 @@ class _PlaneScan:
 
     def __init__(self, np: Any, plane: Any, cache: PlaneCache, totals: Totals, source: str) -> None:
         self.np, self.plane, self.cache, self.totals, self.source = np, plane, cache, totals, source
-        self.pieces: list[tuple[_Line, bytes, array[int], bool]] = []
+        self.pieces: list[tuple[_Line, bytes, Any, bool]] = []
         self.waiting = 0
         self.carry: tuple[_Line, _Rows] | None = None
         self.summaries: list[LineSummary | None] = [None] * len(plane.line_spans)
@@ -424,9 +423,7 @@ class _PlaneScan:
             data = b"".join([*(piece[1] for piece in pieces), EVENT_PADDING])
             counts = [len(piece[2]) for piece in pieces]
             begins = np.cumsum([0] + [len(piece[1]) for piece in pieces[:-1]]).tolist()
-            heads = np.concatenate(
-                [np.frombuffer(piece[2], dtype=np.int64) + begin for piece, begin in zip(pieces, begins)]
-            )
+            heads = np.concatenate([piece[2] + begin for piece, begin in zip(pieces, begins)])
             # The slices live on in `data`: let them go before the batch's arrays are made.
             slices = [(line, first) for line, _, _, first in pieces]
             del pieces

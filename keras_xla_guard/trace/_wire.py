@@ -23,7 +23,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-__all__ = ["EVENT_PADDING", "EVENT_TAG", "WireError", "decode_events", "iter_fields", "read_varint"]
+__all__ = [
+    "EVENT_PADDING",
+    "EVENT_TAG",
+    "WireError",
+    "decode_events",
+    "frame_run",
+    "iter_fields",
+    "read_varint",
+]
 
 # Field 4 (`XLine.events`), wire type 2: the one-byte tag of every event.
 EVENT_TAG = 0x22
@@ -124,6 +132,65 @@ def _varints(np: Any, b: Any, p: Any, width: int) -> tuple[Any, Any, Any]:
     ok = np.ones(len(p), dtype=bool)
     ok[going] = False
     return value.view(np.int64), length, ok
+
+
+def frame_run(np: Any, data: bytes, pos: int, limit: int) -> tuple[Any, int]:
+    """Frames the run of events that starts at `pos` of `data`, in numpy.
+
+    The run is what a field-by-field walk from `pos` takes while it meets
+    events, each starting where the one before ends, before `limit` and
+    before the last 8 bytes of `data`, with a length of at most 3 varint
+    bytes (2 MiB) that ends inside `data`. The walk is not done event by
+    event: every tag byte (`EVENT_TAG`) whose payload begins as protobuf
+    writes an event (`metadata_id`, then `offset_ps`) is taken for one,
+    which a stat inside an event (same tag, then an id and a value) never
+    is, and bytes inside an event taken before are not; then the guess is
+    checked, each event starting where the one before ends, and kept up to
+    the first break. A break (an event without `offset_ps`, bytes that
+    read as an event reaching past the one they lie in) only ends the run
+    early, where the field-by-field walk takes over: what is returned is
+    always that walk's.
+
+    Args:
+        np: The numpy module.
+        data: Bytes of a line.
+        pos: Where the run starts, at a field's tag.
+        limit: No event of the run starts here or later.
+
+    Returns:
+        `(heads, stop)`: the int64 positions of the run's event tags, in
+        order (empty when no run starts at `pos`), and where the walk goes
+        on: after the run's last event, or `pos`.
+    """
+    n = len(data)
+    b = np.frombuffer(data, dtype=np.uint8)
+    tags = np.flatnonzero(b[pos : min(limit, n - 8)] == EVENT_TAG)
+    if not len(tags) or tags[0]:
+        return np.zeros(0, dtype=np.int64), pos
+    tags += pos
+    # Every read below stays inside `data`: the furthest is 8 bytes past a tag.
+    size, length, ok = _varints(np, b, tags + 1, 3)
+    body = tags + 1 + length
+    after = body + size
+    # Where `offset_ps`' tag stands after a `metadata_id` of 1, 2 or 3 bytes.
+    at = np.where(b[body + 1] < 0x80, body + 2, np.where(b[body + 2] < 0x80, body + 3, body + 4))
+    like = (b[body] == 0x08) & (b[at] == 0x10) & (after <= n)
+    if ok is not True:
+        like &= ok
+    if not (after[0] <= n and (ok is True or ok[0])):
+        return np.zeros(0, dtype=np.int64), pos
+    # The event at `pos` is the walk's whatever its payload holds.
+    like[0] = True
+    taken = np.flatnonzero(like)
+    heads, ends = tags[taken], after[taken]
+    # A guess inside an event guessed before it is a stat's bytes, not one.
+    inside = np.zeros(len(heads), dtype=bool)
+    inside[1:] = heads[1:] < np.maximum.accumulate(ends)[:-1]
+    if inside.any():
+        heads, ends = heads[~inside], ends[~inside]
+    breaks = np.flatnonzero(heads[1:] != ends[:-1])
+    kept = int(breaks[0]) + 1 if len(breaks) else len(heads)
+    return heads[:kept], int(ends[kept - 1])
 
 
 # XStat value fields by tag: double 2 (0x11, fixed64); uint64 3, int64 4,

@@ -298,3 +298,185 @@ def test_events_framed_wrongly_are_wire_errors_saying_what_is_wrong(data, messag
     with pytest.raises(WireError) as caught:
         decode_events(np, data, np.array([0], dtype=np.int64), (-1, -1))
     assert str(caught.value) == message
+
+
+def _walk(data: bytes, last: bool) -> tuple[int, list[int], list[bytes], int]:
+    """The field-by-field walk `frame_events` must agree with: (used, heads, header, need)."""
+    heads: list[int] = []
+    header: list[bytes] = []
+    n = len(data)
+    limit = n if last else n - 24
+    i = 0
+    while i < limit:
+        if data[i] == 0x22 and i + 1 < n:
+            size, end = read_varint(data, i + 1, n)
+            end += size
+            if end > n:
+                if last:
+                    raise WireError("event runs past the end of its line")
+                return i, heads, header, end - i
+            heads.append(i)
+            i = end
+            continue
+        try:
+            *_, end = next(iter_fields(data, i, n))
+        except WireError:
+            if last:
+                raise
+            return i, heads, header, 2 * n
+        header.append(data[i:end])
+        i = end
+    return i, heads, header, 0
+
+
+def _framed(data: bytes, last: bool) -> tuple[int, list[int], list[bytes], int]:
+    header: list[bytes] = []
+    used, heads, need = frame_events(data, last, header)
+    assert isinstance(heads, np.ndarray) and heads.dtype == np.int64
+    return used, heads.tolist(), header, need
+
+
+# Payloads that trip the numpy run: an event without `offset_ps` (its `metadata_id` is followed by
+# `duration_ps`), a `metadata_id` of 4 varint bytes, and stats whose bytes look like events.
+_ODD_EVENT = st.sampled_from(
+    [
+        {"metadata_id": 3, "duration_ps": 7},
+        {"metadata_id": 2**21, "offset_ps": 5, "duration_ps": 1},
+        {"metadata_id": 0, "offset_ps": 9},
+        {"metadata_id": 1, "offset_ps": 0x22, "duration_ps": 0x22},
+    ]
+)
+_LOOKALIKE_STR = st.sampled_from(
+    [
+        bytes([0x22, 0x04, 0x08, 0x01, 0x10, 0x02]).decode("latin-1"),
+        bytes([0x22, 0x7F, 0x08, 0x05, 0x10]).decode("latin-1"),
+        "\x22\x02\x08\x10",
+    ]
+)
+
+
+@settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    count=st.integers(1, 900),
+    odd=st.lists(st.tuples(st.floats(0, 1), _ODD_EVENT), max_size=4),
+    lookalikes=st.lists(st.tuples(st.floats(0, 1), _LOOKALIKE_STR), max_size=4),
+    fields=st.lists(
+        st.tuples(st.floats(0, 1), st.sampled_from([b"\x12\x03abc", b"\x48\x05", b"\x08\x07"])), max_size=3
+    ),
+    cut=st.one_of(st.none(), st.floats(0, 1)),
+    big=st.integers(0, 2),
+)
+def test_framing_in_numpy_gives_the_field_by_field_walk(count, odd, lookalikes, fields, cut, big):
+    """Lines of up to 900 events (the numpy run framing from 8 KiB on), with events and stats that
+    look like events or break the run, other fields between events, 2-3 byte lengths and a cut end:
+    positions, header fields, bytes used and bytes needed are the field-by-field walk's."""
+    pb = xplane_pb2()
+    events = [
+        pb.XEvent(
+            metadata_id=1 + k % 40,
+            offset_ps=1000 + 37 * k,
+            duration_ps=5 + k % 300,
+            stats=[pb.XStat(metadata_id=2, int64_value=k), pb.XStat(metadata_id=3, ref_value=0x22 + k % 3)],
+        )
+        for k in range(count)
+    ]
+    for where, spec in odd:
+        events[int(where * (count - 1))] = pb.XEvent(**spec)
+    for where, text in lookalikes:
+        events[int(where * (count - 1))].stats.add(metadata_id=4, str_value=text)
+    if big:
+        # Lengths of 2 (a 200-byte event) and 3 varint bytes (a 20,000-byte one).
+        events[count // 2].stats.add(metadata_id=5, str_value="x" * (200 if big == 1 else 20000))
+    pieces = [bytes([0x08, 0x01, 0x12, 0x01, 0x6E])]
+    pieces += [pb.XLine(events=[e]).SerializeToString() for e in events]
+    for where, field in fields:
+        pieces.insert(1 + int(where * count), field)
+    data = b"".join(pieces)
+    if cut is None:
+        assert _framed(data, True) == _walk(data, True)
+    else:
+        part = data[: max(1, int(cut * len(data)))]
+        assert _framed(part, False) == _walk(part, False)
+        try:
+            want = _walk(part, True)
+        except WireError as e:
+            with pytest.raises(WireError, match=str(e)):
+                frame_events(part, True, [])
+        else:
+            assert _framed(part, True) == want
+
+
+def test_a_run_breaks_where_an_event_has_no_offset_and_the_walk_goes_on(monkeypatch):
+    """3,000 events of 9 bytes with one of 6 (no `offset_ps`) at 600: the first run stops before it,
+    the walk takes it, a second run starts after it and frames the rest."""
+    from keras_xla_guard.trace import _reader
+
+    pb = xplane_pb2()
+    # Offsets 200-3199 are 2 varint bytes: every event but the odd one is 9 bytes, tag and length included.
+    events = [pb.XEvent(metadata_id=1, offset_ps=200 + k, duration_ps=3) for k in range(3000)]
+    events[600] = pb.XEvent(metadata_id=1, duration_ps=3)
+    data = pb.XLine(events=events).SerializeToString()
+    runs = []
+    real = _reader.frame_run
+
+    def spy(np_, data_, pos, limit):
+        heads, stop = real(np_, data_, pos, limit)
+        runs.append((pos, len(heads), stop))
+        return heads, stop
+
+    monkeypatch.setattr(_reader, "frame_run", spy)
+    used, heads, need = frame_events(data, True, [])
+    assert (used, need, len(data)) == (len(data), 0, 2999 * 9 + 6)
+    assert heads.tolist() == [9 * k - (3 if k > 600 else 0) for k in range(3000)]
+    assert runs == [(0, 600, 5400), (5406, 2399, len(data))]
+
+
+def test_a_stat_that_looks_like_an_event_does_not_end_the_run_early():
+    """An event whose stat's bytes read as a whole event: the guess takes it, the check drops it,
+    and every real event is framed by the run itself."""
+    from keras_xla_guard.trace._wire import frame_run
+
+    pb = xplane_pb2()
+    events = [pb.XEvent(metadata_id=1, offset_ps=10 + k, duration_ps=3) for k in range(1000)]
+    events[10].stats.add(metadata_id=2, str_value="\x22\x04\x08\x01\x10\x02")
+    data = pb.XLine(events=events).SerializeToString()
+    heads, stop = frame_run(np, data, 0, len(data))
+    assert heads.tolist() == _walk(data, True)[1][: len(heads)]
+    assert (len(heads), stop) == (1000, len(data))
+
+
+@pytest.mark.parametrize("name", ["mlp", "jit", "jax_cpu", "eager_loop", "tf220_async_launch"])
+def test_framing_real_lines_in_slices_gives_the_walk(name, monkeypatch):
+    """Every line of the stored traces, framed whole and in 16 KiB slices as the reader cuts them:
+    the field-by-field walk's positions, with numpy runs framing most events of the long lines."""
+    import gzip
+
+    from keras_xla_guard.trace import _reader
+    from tests.trace._golden import DATA
+
+    framed_in_runs = []
+    real = _reader.frame_run
+
+    def spy(np_, data_, pos, limit):
+        heads, stop = real(np_, data_, pos, limit)
+        framed_in_runs.append(len(heads))
+        return heads, stop
+
+    monkeypatch.setattr(_reader, "frame_run", spy)
+    space = xplane_pb2().XSpace.FromString(gzip.decompress((DATA / f"{name}.xplane.pb.gz").read_bytes()))
+    total = 0
+    for plane in space.planes:
+        for line in plane.lines:
+            data = line.SerializeToString()
+            assert _framed(data, True) == _walk(data, True)
+            pos, heads = 0, []
+            while pos < len(data):
+                end = min(len(data), pos + (1 << 14))
+                used, part, header, need = _framed(data[pos:end], end == len(data))
+                assert (used, part, header, need) == _walk(data[pos:end], end == len(data))
+                assert used, f"a field of {need} bytes does not fit a 16 KiB slice"
+                heads += [pos + h for h in part]
+                pos += used
+            assert heads == _walk(data, True)[1]
+            total += len(heads)
+    assert sum(framed_in_runs) > total
