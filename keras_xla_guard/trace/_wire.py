@@ -120,6 +120,8 @@ def _varints(np: Any, b: Any, p: Any, width: int) -> tuple[Any, Any, Any]:
     if not len(going):
         return byte.astype(np.int64), 1, True
     value = (byte & 0x7F).astype(np.uint64)
+    if 4 * len(going) >= len(p):
+        return _long_varints(np, b, p, width, value, byte >= 0x80)
     length = np.ones(len(p), dtype=np.int64)
     k = 1
     while len(going) and k < width:
@@ -132,6 +134,22 @@ def _varints(np: Any, b: Any, p: Any, width: int) -> tuple[Any, Any, Any]:
     ok = np.ones(len(p), dtype=bool)
     ok[going] = False
     return value.view(np.int64), length, ok
+
+
+def _long_varints(np: Any, b: Any, p: Any, width: int, value: Any, live: Any) -> tuple[Any, Any, Any]:
+    """`_varints` where many varints are longer than a byte (`offset_ps`, 5-6 bytes): each round
+    over all of them, masked, which costs less than gathering and scattering those still going."""
+    length = np.ones(len(p), dtype=np.int64)
+    zero = np.uint64(0)
+    for k in range(1, width):
+        byte = b[p + k]
+        if k < 9:
+            value |= np.where(live, (byte & 0x7F).astype(np.uint64) << np.uint64(7 * k), zero)
+        length += live
+        live &= byte >= 0x80
+        if not live.any():
+            return value.view(np.int64), length, True
+    return value.view(np.int64), length, ~live
 
 
 def frame_run(np: Any, data: bytes, pos: int, limit: int) -> tuple[Any, int]:

@@ -480,3 +480,37 @@ def test_framing_real_lines_in_slices_gives_the_walk(name, monkeypatch):
             assert heads == _walk(data, True)[1]
             total += len(heads)
     assert sum(framed_in_runs) > total
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(
+    values=st.lists(
+        st.one_of(st.integers(0, 127), st.integers(128, 2**21), st.integers(0, 2**64 - 1)),
+        min_size=1,
+        max_size=40,
+    ),
+    width=st.sampled_from([3, 9, 10]),
+    spare=st.integers(0, 3),
+)
+def test_varints_read_as_the_one_at_a_time_reader_does(values, width, spare):
+    """Varints of 1-10 bytes, few or most of them longer than a byte (the masked path): each length,
+    and each value up to 9 bytes, is `read_varint`'s; `ok` is False exactly where one is longer than `width`."""
+    from keras_xla_guard.trace._wire import _varints
+
+    pb = xplane_pb2()
+    # As int64 ids: values from 2**63 on are negative, 10 varint bytes.
+    encoded = [
+        pb.XEvent(metadata_id=v if v < 2**63 else v - 2**64).SerializeToString()[1:] or b"\x00"
+        for v in values
+    ]
+    data = b"".join(encoded) + bytes(16 + spare)
+    starts = np.cumsum([0] + [len(e) for e in encoded[:-1]])
+    value, length, ok = _varints(np, np.frombuffer(data, dtype=np.uint8), starts.astype(np.int64), width)
+    for k, start in enumerate(starts.tolist()):
+        want, end = read_varint(data, start, len(data))
+        fits = end - start <= width
+        assert (ok is True or bool(ok[k])) == fits
+        if fits:
+            assert (length if isinstance(length, int) else int(length[k])) == end - start
+        if fits and end - start <= 9:
+            assert int(value[k]) % 2**64 == want
