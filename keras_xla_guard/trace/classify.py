@@ -26,7 +26,7 @@ in `tests/trace/test_classify.py` and by the real-trace tests):
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import Final, cast
 
 __all__ = [
     "COMPILE_COUNT_RE",
@@ -103,6 +103,27 @@ _EAGER_RE: Final = re.compile(
     r"^(?:Eager|TFE_|KernelAndDeviceFunc::Run$|FunctionRun$|convert_to_tensor$"
     r"|tf\.constant$|ValidateInputTypeAndPlacement$)"
 )
+# The patterns above as one, tried in this order (the first that matches
+# names the category): one match per name, where a name of none of them
+# (most of a jit-compiled model's, its HLO ops) took six. The TF op
+# pattern comes before the eager names: `EagerPyFunc:EagerPyFunc` (a
+# `tf.py_function`) is an op kernel whose type merely starts with "Eager".
+_CATEGORY_OF: Final = {
+    "xla": Category.XLA,
+    "compile": Category.COMPILE,
+    "input": Category.INPUT,
+    "tracing": Category.TRACING,
+    "kernel": Category.KERNEL,
+    "eager": Category.EAGER,
+}
+_CATEGORY_RE: Final = re.compile(
+    "|".join(
+        f"(?P<{group}>{pattern.pattern.removeprefix('^')})"
+        for group, pattern in zip(
+            _CATEGORY_OF, (_XLA_EXEC_RE, _COMPILE_RE, _INPUT_RE, _TRACING_RE, _TF_OP_RE, _EAGER_RE)
+        )
+    )
+)
 ASYNC_KERNEL_EVENT: Final = "ExecutorState::ProcessAsync::Start"
 # Collectives (the gradient all-reduce under tf.distribute) start on a compute
 # thread and run on a collective thread, where their own `<name>:<OpType>`
@@ -168,21 +189,9 @@ def classify_name(name: str) -> int:
     """
     if name == ASYNC_KERNEL_EVENT:
         return Category.ASYNC_KERNEL
-    if _XLA_EXEC_RE.match(name):
-        return Category.XLA
-    if _COMPILE_RE.match(name):
-        return Category.COMPILE
-    if _INPUT_RE.match(name):
-        return Category.INPUT
-    if _TRACING_RE.match(name):
-        return Category.TRACING
-    # Before the eager names: `EagerPyFunc:EagerPyFunc` (a `tf.py_function`)
-    # is an op kernel whose type merely starts with "Eager".
-    if _TF_OP_RE.match(name):
-        return Category.KERNEL
-    if _EAGER_RE.match(name):
-        return Category.EAGER
-    return Category.NONE
+    m = _CATEGORY_RE.match(name)
+    # Every alternative is a named group: a match always names one.
+    return Category.NONE if m is None else _CATEGORY_OF[cast(str, m.lastgroup)]
 
 
 def classify_name_and_op(name: str) -> tuple[int, tuple[str, str] | None]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from keras_xla_guard.trace.classify import (
     Category,
@@ -133,3 +135,60 @@ def test_classify_name_and_op_sends_tracing_prefixed_op_names_to_tracing():
     """A `<op_name>:<OpType>` name that starts like a tracing event is tracing, as `classify_name` says."""
     assert classify_name_and_op("tf.function-graph_building:Foo") == (Category.TRACING, None)
     assert classify_name_and_op("dense/MatMul:MatMul") == (Category.KERNEL, ("dense/MatMul", "MatMul"))
+
+
+def _category_one_pattern_at_a_time(name: str) -> int:
+    """`classify_name` as a chain of the separate patterns, in the documented order."""
+    from keras_xla_guard.trace import classify as c
+
+    if name == c.ASYNC_KERNEL_EVENT:
+        return Category.ASYNC_KERNEL
+    for pattern, category in (
+        (c._XLA_EXEC_RE, Category.XLA),
+        (c._COMPILE_RE, Category.COMPILE),
+        (c._INPUT_RE, Category.INPUT),
+        (c._TRACING_RE, Category.TRACING),
+        (c._TF_OP_RE, Category.KERNEL),
+        (c._EAGER_RE, Category.EAGER),
+    ):
+        if pattern.match(name):
+            return category
+    return Category.NONE
+
+
+_FRAGMENTS = (
+    "Eager",
+    "TFE_",
+    "tf.function-tracing",
+    "tf.function-graph_building",
+    "Iterator::",
+    "MakeIterator::",
+    "Cpu",
+    "Executable::Execute",
+    "ThunkExecutor::Execute",
+    "PjRtCpu::Execute",
+    "Compiler::RunBackend",
+    "Compiler::Compile",
+    "HLO passes ",
+    "Produce",
+    "Consume",
+    "FunctionRun",
+    "tf.constant",
+    ":",
+    "/",
+    "MatMul",
+    "_Send",
+    "x",
+    " ",
+    "::",
+    ".1",
+)
+
+
+@settings(max_examples=400, deadline=None, database=None)
+@given(st.lists(st.sampled_from(_FRAGMENTS), max_size=5).map("".join))
+def test_the_one_pattern_classify_name_gives_the_chain_of_patterns(name):
+    """Names made of pieces several patterns match (an op named like an eager or tracing event, an
+    executable with a suffix): the one alternation's category is the first separate pattern's."""
+    assert classify_name(name) == _category_one_pattern_at_a_time(name)
+    assert classify_name_and_op(name)[0] == classify_name(name)
