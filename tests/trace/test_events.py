@@ -53,6 +53,34 @@ def test_plane_cache_reads_names_markers_and_kernels_from_the_metadata():
     assert cache.info(10**6) == (Category.NONE, None, 0)
 
 
+def test_stat_ids_are_each_names_lowest_id_and_only_of_names_defined():
+    """`find_stat_ids`: the asked names a plane defines (a name given twice: its lowest id, whatever
+    the map's order), nothing for names it lacks; `PlaneCache` takes its five ids from it."""
+    from keras_xla_guard.trace._events import find_stat_ids
+    from keras_xla_guard.trace.xplane import xplane_pb2
+
+    plane = xplane_pb2().XPlane(name="/host:CPU")
+    for mid, name in [
+        (900, "name"),
+        (7, "kernel_type"),
+        (3, "name"),
+        (5000, "step_num"),
+        (12, "_r"),
+        (40, "x"),
+    ]:
+        plane.stat_metadata[mid].id = mid
+        plane.stat_metadata[mid].name = name
+    assert find_stat_ids(plane, {"name", "_r", "step_num", "hlo_module"}) == {
+        "name": 3,
+        "_r": 12,
+        "step_num": 5000,
+    }
+    assert find_stat_ids(plane, {"x"}) == {"x": 40}
+    assert find_stat_ids(plane, set()) == {}
+    cache = PlaneCache(plane)
+    assert (cache.name_id, cache.type_id, cache.hlo_id, cache.root_id, cache.step_id) == (3, 7, -1, 12, 5000)
+
+
 def test_analysis_imports_nothing_once_the_package_and_numpy_are_loaded():
     """Analysing every real trace of tests/trace/data loads no module: numpy 2's `np.unique` would
     import numpy.ma (tens of ms, 1 MB), more than the whole analysis of a small trace."""
