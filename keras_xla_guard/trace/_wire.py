@@ -113,17 +113,25 @@ def _varints(np: Any, b: Any, p: Any, width: int) -> tuple[Any, Any, Any]:
     Returns `(value, length, ok)`; `ok` is False where the varint is longer
     than `width` bytes. Values are exact for lengths up to 9 bytes (every
     non-negative int64); callers hand longer ones to protobuf. One round
-    per byte, each over the varints still going: most are 1-3 bytes long.
+    per byte: while a quarter of the varints or more are still going (an
+    `offset_ps` takes 5-6 bytes), over all of them, masked, which costs
+    less than gathering and scattering those going; then over those left.
     """
     byte = b[p]
-    going = np.flatnonzero(byte >= 0x80)
-    if not len(going):
+    live = byte >= 0x80
+    if not live.any():
         return byte.astype(np.int64), 1, True
     value = (byte & 0x7F).astype(np.uint64)
-    if 4 * len(going) >= len(p):
-        return _long_varints(np, b, p, width, value, byte >= 0x80)
     length = np.ones(len(p), dtype=np.int64)
     k = 1
+    while k < width and 4 * np.count_nonzero(live) >= len(p):
+        byte = b[p + k]
+        if k < 9:
+            value |= np.where(live, (byte & 0x7F).astype(np.uint64) << np.uint64(7 * k), np.uint64(0))
+        length += live
+        live &= byte >= 0x80
+        k += 1
+    going = np.flatnonzero(live)
     while len(going) and k < width:
         byte = b[p[going] + k]
         if k < 9:
@@ -131,25 +139,11 @@ def _varints(np: Any, b: Any, p: Any, width: int) -> tuple[Any, Any, Any]:
         length[going] += 1
         going = going[byte >= 0x80]
         k += 1
+    if not len(going):
+        return value.view(np.int64), length, True
     ok = np.ones(len(p), dtype=bool)
     ok[going] = False
     return value.view(np.int64), length, ok
-
-
-def _long_varints(np: Any, b: Any, p: Any, width: int, value: Any, live: Any) -> tuple[Any, Any, Any]:
-    """`_varints` where many varints are longer than a byte (`offset_ps`, 5-6 bytes): each round
-    over all of them, masked, which costs less than gathering and scattering those still going."""
-    length = np.ones(len(p), dtype=np.int64)
-    zero = np.uint64(0)
-    for k in range(1, width):
-        byte = b[p + k]
-        if k < 9:
-            value |= np.where(live, (byte & 0x7F).astype(np.uint64) << np.uint64(7 * k), zero)
-        length += live
-        live &= byte >= 0x80
-        if not live.any():
-            return value.view(np.int64), length, True
-    return value.view(np.int64), length, ~live
 
 
 def frame_run(np: Any, data: bytes, pos: int, limit: int) -> tuple[Any, int]:
