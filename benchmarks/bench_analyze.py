@@ -42,6 +42,8 @@ trace of two events: its memory rise leaves out the code pages of numpy and
 protobuf that any analysis pages in (about 1.3 MiB, the same for every
 trace; file pages, shared), which weigh most on the smallest traces. Each
 report is compared with the one the code at `--corpus-reference` gives.
+`--batch-events N` runs ours with the scan's batches of N events instead of
+the package's, to weigh time against memory.
 
 Usage:
 
@@ -396,6 +398,11 @@ def floor(path):
 
 
 which, path = sys.argv[1], sys.argv[2]
+if len(sys.argv) > 3:
+    # --batch-events: the scan's batch size for this run (time against memory).
+    import keras_xla_guard.trace._scan as scan
+
+    scan.BATCH_EVENTS = int(sys.argv[3])
 if which == "warm":
     # Page in the code an analysis runs (numpy's, protobuf's) on a trace of
     # two events, so that the memory measured next is the trace's own.
@@ -422,27 +429,37 @@ print(json.dumps({"wall_s": wall, "cpu_s": cpu, "peak_growth_kib": high_water_ki
 """
 
 
-def _fresh(which: str, path: Path) -> dict[str, float]:
-    """One run of `ours`, `floor` or `warm` (ours after a warm-up) on `path` in a fresh interpreter (see `_FRESH_RUN`)."""
+def _fresh(which: str, path: Path, batch_events: int = 0) -> dict[str, float]:
+    """One run of `ours`, `floor` or `warm` (ours after a warm-up) on `path` in a fresh interpreter (see `_FRESH_RUN`).
+
+    A `batch_events` other than 0 sets the scan's batch size for the run.
+    """
+    extra = [str(batch_events)] if batch_events else []
     out = subprocess.run(
-        [sys.executable, "-c", _FRESH_RUN, which, str(path)], check=True, capture_output=True, text=True
+        [sys.executable, "-c", _FRESH_RUN, which, str(path), *extra],
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
-def _measure_fresh(path: Path, rounds: int) -> dict[str, Any]:
-    """Ours against the floor on one trace, each run in a fresh process, alternated."""
+def _measure_fresh(path: Path, rounds: int, batch_events: int = 0) -> dict[str, Any]:
+    """Ours against the floor on one trace, each run in a fresh process, alternated.
+
+    A `batch_events` other than 0 sets the scan's batch size in ours' runs.
+    """
     path.read_bytes()  # the page cache, for every run alike
     load_before = os.getloadavg()[0]
     runs: dict[str, list[dict[str, float]]] = {"ours": [], "floor": []}
     for r in range(rounds):
         for which in ("ours", "floor") if r % 2 == 0 else ("floor", "ours"):
-            runs[which].append(_fresh(which, path))
+            runs[which].append(_fresh(which, path, batch_events if which == "ours" else 0))
     size = path.stat().st_size
     best = {name: min(run["wall_s"] for run in rs) for name, rs in runs.items()}
     best_cpu = {name: min(run["cpu_s"] for run in rs) for name, rs in runs.items()}
     peak = max(run["peak_growth_kib"] for run in runs["ours"]) * 1024
-    warm = _fresh("warm", path)["peak_growth_kib"] * 1024
+    warm = _fresh("warm", path, batch_events)["peak_growth_kib"] * 1024
     return {
         "trace_bytes": size,
         "trace_events": _count_events(path),
@@ -528,6 +545,13 @@ def _alternating(out: Path, events: int) -> None:
     out.write_bytes(space.SerializeToString())
 
 
+def _package_batch_events() -> int:
+    """The scan's own batch size (`keras_xla_guard.trace._scan.BATCH_EVENTS`)."""
+    from keras_xla_guard.trace import _scan
+
+    return _scan.BATCH_EVENTS
+
+
 def _corpus(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     """Measures every trace of the corpus and the synthetic ones; see the module docstring."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -549,7 +573,9 @@ def _corpus(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             check=True,
         )
         traces[f"synthetic_mlp_{count}_events"] = path
-    measured = {name: _measure_fresh(path, args.corpus_rounds) for name, path in traces.items()}
+    measured = {
+        name: _measure_fresh(path, args.corpus_rounds, args.batch_events) for name, path in traces.items()
+    }
     result: dict[str, Any] = {
         "mode": "corpus",
         "method": (
@@ -563,6 +589,7 @@ def _corpus(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             "pages, shared, the same for every trace) are resident before the baseline"
         ),
         "cpus": os.cpu_count(),
+        "batch_events": args.batch_events or _package_batch_events(),
         "gpu_trace": "none: this machine has no accelerator",
         "traces": measured,
         "worst_time": max(measured, key=lambda n: measured[n]["ours_over_floor"]),
@@ -682,12 +709,23 @@ def main(argv: list[str] | None = None) -> int:
         default=1_000_000,
         help="events of the synthetic alternating-names trace; 0: none (default: %(default)s)",
     )
+    parser.add_argument(
+        "--batch-events",
+        type=int,
+        default=0,
+        help="with --corpus: the scan's batch size in ours' runs, to weigh time against memory; "
+        "0: the package's (default: %(default)s)",
+    )
     parser.add_argument("--build-into", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--replicate", nargs=2, type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--events", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--bytes", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--xprof-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.batch_events < 0 or (args.batch_events and not args.corpus):
+        parser.error(
+            f"--batch-events takes a count >= 0, with --corpus only. Received: {args.batch_events!r}"
+        )
     if args.xprof_worker:
         _xprof_worker()
         return 0
