@@ -514,3 +514,39 @@ def test_varints_read_as_the_one_at_a_time_reader_does(values, width, spare):
             assert (length if isinstance(length, int) else int(length[k])) == end - start
         if fits and end - start <= 9:
             assert int(value[k]) % 2**64 == want
+
+
+def test_frame_run_edges_each_give_the_walks_positions():
+    """`frame_run` itself: no run where no event starts or the first is cut (an empty int64 array and
+    the start back), a run of one event ending at the data's end, events whose `metadata_id` takes 1, 2
+    or 3 varint bytes all in the run, and an event of 2 MiB (a 4-byte length) ending it before itself."""
+    from keras_xla_guard.trace._wire import frame_run
+
+    pb = xplane_pb2()
+
+    def line(*events):
+        return pb.XLine(events=list(events)).SerializeToString()
+
+    small = [pb.XEvent(metadata_id=1, offset_ps=10 + k, duration_ps=3) for k in range(500)]
+    data = b"\x12\x01n" + line(*small)
+    # A name field, not an event, at 0; the events from 3 on.
+    heads, at = frame_run(np, data, 0, len(data))
+    assert (heads.dtype, heads.tolist(), at) == (np.int64, [], 0)
+    heads, at = frame_run(np, data, 3, len(data))
+    assert (heads.tolist(), at) == (_walk(data, True)[1], len(data))
+    whole = line(pb.XEvent(metadata_id=1, offset_ps=5, stats=[pb.XStat(metadata_id=2, str_value="x" * 9000)]))
+    assert [h.tolist() if k == 0 else h for k, h in enumerate(frame_run(np, whole, 0, len(whole)))] == [
+        [0],
+        len(whole),
+    ]
+    cut = whole[:-1]
+    heads, at = frame_run(np, cut, 0, len(cut))
+    assert (heads.dtype, heads.tolist(), at) == (np.int64, [], 0)
+    wide = line(*(pb.XEvent(metadata_id=mid, offset_ps=7, duration_ps=1) for mid in [5, 300, 70000] * 400))
+    heads, at = frame_run(np, wide, 0, len(wide))
+    assert (heads.tolist(), at) == (_walk(wide, True)[1], len(wide))
+    big = pb.XEvent(metadata_id=1, offset_ps=9, stats=[pb.XStat(metadata_id=2, bytes_value=bytes(1 << 21))])
+    data = line(*small, big, *small)
+    heads, at = frame_run(np, data, 0, len(data))
+    walked = _walk(data, True)[1]
+    assert (heads.tolist(), at) == (walked[:500], walked[500])
