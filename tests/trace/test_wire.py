@@ -519,7 +519,8 @@ def test_varints_read_as_the_one_at_a_time_reader_does(values, width, spare):
 def test_frame_run_edges_each_give_the_walks_positions():
     """`frame_run` itself: no run where no event starts or the first is cut (an empty int64 array and
     the start back), a run of one event ending at the data's end, events whose `metadata_id` takes 1, 2
-    or 3 varint bytes all in the run, and an event of 2 MiB (a 4-byte length) ending it before itself."""
+    or 3 varint bytes all in the run, and an event of 2 MiB (a 4-byte length) ending it before itself,
+    or giving no run when it comes first."""
     from keras_xla_guard.trace._wire import frame_run
 
     pb = xplane_pb2()
@@ -542,7 +543,10 @@ def test_frame_run_edges_each_give_the_walks_positions():
     cut = whole[:-1]
     heads, at = frame_run(np, cut, 0, len(cut))
     assert (heads.dtype, heads.tolist(), at) == (np.int64, [], 0)
-    wide = line(*(pb.XEvent(metadata_id=mid, offset_ps=7, duration_ps=1) for mid in [5, 300, 70000] * 400))
+    # 16384 is 0x80 0x80 0x01: a middle byte that only continues.
+    wide = line(
+        *(pb.XEvent(metadata_id=mid, offset_ps=7, duration_ps=1) for mid in [5, 300, 70000, 16384] * 300)
+    )
     heads, at = frame_run(np, wide, 0, len(wide))
     assert (heads.tolist(), at) == (_walk(wide, True)[1], len(wide))
     big = pb.XEvent(metadata_id=1, offset_ps=9, stats=[pb.XStat(metadata_id=2, bytes_value=bytes(1 << 21))])
@@ -550,3 +554,8 @@ def test_frame_run_edges_each_give_the_walks_positions():
     heads, at = frame_run(np, data, 0, len(data))
     walked = _walk(data, True)[1]
     assert (heads.tolist(), at) == (walked[:500], walked[500])
+    # A short stat first: the tag byte after the big event's own is a field whose length is short.
+    big.stats.insert(0, pb.XStat(metadata_id=3, int64_value=1))
+    first_big = line(big, *small)
+    heads, at = frame_run(np, first_big, 0, len(first_big))
+    assert (heads.tolist(), at) == ([], 0)
