@@ -230,6 +230,54 @@ def test_bench_analyze_corpus_measures_each_trace_against_the_floor_and_the_refe
     assert doc["reference"]["identical"] == dict.fromkeys(traces, True)
 
 
+def test_bench_analyze_corpus_batch_size_is_set_in_ours_runs_and_changes_no_report(tmp_path):
+    """--batch-events 64: recorded in the result, each report still the reference's (the batch size
+    changes the cost, never a figure); without --corpus, or below 0, a usage error naming it."""
+    import gzip
+
+    sys.path.insert(0, str(BENCH))
+    import bench_analyze
+
+    where = tmp_path / "mlp"
+    where.mkdir()
+    (where / "trace.xplane.pb").write_bytes(
+        gzip.decompress((REPO / "tests" / "trace" / "data" / "mlp.xplane.pb.gz").read_bytes())
+    )
+    (where / "built.json").write_text(json.dumps(bench_analyze._corpus_key()))
+    doc = _json(
+        _run(
+            BENCH / "bench_analyze.py",
+            "--corpus",
+            "mlp",
+            "--corpus-dir",
+            tmp_path,
+            "--corpus-rounds",
+            "1",
+            "--corpus-scale-events",
+            "",
+            "--alternating-events",
+            "0",
+            "--corpus-reference",
+            "HEAD",
+            "--batch-events",
+            "64",
+        )
+    )
+    assert doc["batch_events"] == 64
+    assert doc["reference"]["identical"] == {"mlp": True}
+    for argv in (["--batch-events", "64"], ["--corpus", "mlp", "--batch-events", "-1"]):
+        proc = subprocess.run(
+            [sys.executable, str(BENCH / "bench_analyze.py"), *argv],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert proc.returncode == 2
+        assert (
+            f"--batch-events takes a count >= 0, with --corpus only. Received: {int(argv[-1])}" in proc.stderr
+        )
+
+
 def test_bench_doctor_runs_the_command_both_ways():
     """bench_doctor runs `doctor --json` with and without the probe and reports the probe's cost."""
     doc = _json(_run(BENCH / "bench_doctor.py", "--rounds", "1"))
