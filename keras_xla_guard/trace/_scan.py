@@ -510,6 +510,9 @@ class _PlaneScan:
         """Books the batch's rows before `stop`, line by line in order."""
         np = self.np
         timed = np.flatnonzero(rows.dur[:stop] > 0)
+        # Most often every row has a duration (compile markers are few):
+        # then views, so the batch's columns are not held twice while it is scanned.
+        take = slice(0, stop) if len(timed) == stop else timed
         parsed = np.array(sorted(rows.events), dtype=np.int64)
         inside = parsed[parsed < stop]
         at = np.searchsorted(timed, inside)
@@ -520,22 +523,22 @@ class _PlaneScan:
             np,
             self.plane,
             self.cache,
-            rows.line[timed],
-            rows.mid[timed],
-            rows.start[timed],
-            rows.dur[timed],
-            rows.hlo[timed],
+            rows.line[take],
+            rows.mid[take],
+            rows.start[take],
+            rows.dur[take],
+            rows.hlo[take],
             events,
             np.array([line.absorb for line in lines], dtype=np.int64),
         )
         bad = set(scan.bad_lines)
         for k in bad:
             lines[k].fail()
-        code = rows.code[timed]
+        code = rows.code[take]
         scan.facts(
             [line.facts for line in lines],
             [line.base_ps for line in lines],
-            rows.root[timed],
+            rows.root[take],
             np.array([line.name == STEP_THREAD for line in lines], dtype=bool),
             (code & TRAIN_CODE) != 0,
             (code & MARKER_CODE) != 0,
