@@ -85,7 +85,7 @@ def unique_ints(np: Any, values: Any) -> Any:
 
 
 def stat_index(plane: Any) -> dict[str, int]:
-    """Stat metadata name -> id (the last id of a name given twice)."""
+    """Stat metadata name -> id (of a name given twice, the id the map gives last)."""
     # Keys then lookups: a third faster than `.items()`, which protobuf's
     # maps serve through `collections.abc`, and a plane may define
     # thousands of stats (every string a `ref_value` points to).
