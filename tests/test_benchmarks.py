@@ -187,20 +187,26 @@ def test_bench_analyze_times_all_three_contenders():
     }
 
 
-def test_bench_analyze_corpus_measures_each_trace_against_the_floor_and_the_reference(tmp_path):
-    """--corpus on a stocked corpus (a real trace as its MLP): each trace timed against the floor in
-    fresh processes, its memory with and without a warm-up, its report equal to the reference's."""
+def _stock_corpus_mlp(corpus_dir: Path) -> None:
+    """Stocks `corpus_dir` as bench_analyze's corpus with one trace: the stored real MLP trace as `mlp`,
+    marked built for the installed frameworks so that nothing is trained."""
     import gzip
 
     sys.path.insert(0, str(BENCH))
     import bench_analyze
 
-    where = tmp_path / "mlp"
+    where = corpus_dir / "mlp"
     where.mkdir()
     (where / "trace.xplane.pb").write_bytes(
         gzip.decompress((REPO / "tests" / "trace" / "data" / "mlp.xplane.pb.gz").read_bytes())
     )
     (where / "built.json").write_text(json.dumps(bench_analyze._corpus_key()))
+
+
+def test_bench_analyze_corpus_measures_each_trace_against_the_floor_and_the_reference(tmp_path):
+    """--corpus on a stocked corpus (a real trace as its MLP): each trace timed against the floor in
+    fresh processes, its memory with and without a warm-up, its report equal to the reference's."""
+    _stock_corpus_mlp(tmp_path)
     doc = _json(
         _run(
             BENCH / "bench_analyze.py",
@@ -233,17 +239,7 @@ def test_bench_analyze_corpus_measures_each_trace_against_the_floor_and_the_refe
 def test_bench_analyze_corpus_batch_size_is_set_in_ours_runs_and_changes_no_report(tmp_path):
     """--batch-events 64: recorded in the result, each report still the reference's (the batch size
     changes the cost, never a figure); without --corpus, or below 0, a usage error naming it."""
-    import gzip
-
-    sys.path.insert(0, str(BENCH))
-    import bench_analyze
-
-    where = tmp_path / "mlp"
-    where.mkdir()
-    (where / "trace.xplane.pb").write_bytes(
-        gzip.decompress((REPO / "tests" / "trace" / "data" / "mlp.xplane.pb.gz").read_bytes())
-    )
-    (where / "built.json").write_text(json.dumps(bench_analyze._corpus_key()))
+    _stock_corpus_mlp(tmp_path)
     doc = _json(
         _run(
             BENCH / "bench_analyze.py",
