@@ -175,12 +175,18 @@ test-compat: compat-venvs
 # `report` reads traces with the package's own XSpace bindings, so it must work
 # where only the package's dependencies are installed (a CI box that only gates
 # on traces, a JAX user). This venv holds those, the `html` extra and the test
-# runner, with the oldest protobuf setup.cfg declares; no TensorFlow, no Keras.
+# runner, with the oldest protobuf and numpy setup.cfg declares; no TensorFlow,
+# no Keras.
 # test-no-tf checks that `report`, with every flag, on the stored real traces
 # prints exactly what it prints in .venv; that commands needing TensorFlow, and
 # --html without matplotlib, exit 2 naming the extra; and runs the trace and
 # CLI tests not marked `tf` (or `slow`) there.
 OLDEST_PROTOBUF ?= 4.21.1
+# And the oldest numpy declared (setup.cfg `numpy>=1.23.5`, the oldest with
+# wheels for Python 3.10 and 3.11); newer Pythons have no wheel that old, so
+# there it is the oldest numpy released for them.
+OLDEST_NUMPY ?= $(shell $(PYTHON) -c "import sys; print({(3, 10): '1.23.5', (3, 11): '1.23.5', \
+  (3, 12): '1.26.0', (3, 13): '2.1.0'}.get(sys.version_info[:2], '2.3.2'))")
 NO_TF_TESTS := tests/trace tests/test_cli.py
 
 $(NO_TF)/.installed: setup.cfg pyproject.toml Makefile
@@ -188,7 +194,7 @@ $(NO_TF)/.installed: setup.cfg pyproject.toml Makefile
 	$(PYTHON) -m venv $(NO_TF)
 	$(NO_TF)/bin/python -m pip install --quiet --upgrade pip
 	$(NO_TF)/bin/python -m pip install --quiet -e ".[html]" "pytest>=7" "hypothesis>=6" \
-	  "protobuf==$(OLDEST_PROTOBUF)"
+	  "protobuf==$(OLDEST_PROTOBUF)" "numpy==$(OLDEST_NUMPY)"
 	touch $@
 
 no-tf-venv: $(NO_TF)/.installed

@@ -1,8 +1,9 @@
-"""The built wheel carries the license setup.cfg declares and the public API's table."""
+"""The built wheel carries the license setup.cfg declares and the public API's table; the oldest numpy declared is tested."""
 
 from __future__ import annotations
 
 import configparser
+import re
 import shutil
 import subprocess
 import sys
@@ -69,3 +70,36 @@ def test_license_file_is_apache_2_and_ships_in_the_wheel(tmp_path: Path) -> None
         assert dict(entry_points["pytest11"]) == {
             "keras_xla_guard.pytest_plugin": "keras_xla_guard.pytest_plugin"
         }
+
+
+def test_no_tf_venv_installs_the_oldest_numpy_declared() -> None:
+    """`make test-no-tf` installs the oldest numpy setup.cfg declares on Python 3.10-3.11, and none older on any Python."""
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO / "setup.cfg")
+    declared = re.search(r"^numpy>=(\S+)$", cfg["options"]["install_requires"], re.M)
+    assert declared is not None
+    table = re.search(
+        r"^OLDEST_NUMPY \?= .*?print\((\{.*?\})\.get\(sys\.version_info\[:2\], '([\d.]+)'\)",
+        (REPO / "Makefile").read_text(),
+        re.M | re.S,
+    )
+    assert table is not None
+    by_python = {
+        python: version for python, version in re.findall(r"\((3, \d+)\): '([\d.]+)'", table.group(1))
+    }
+    assert by_python["3, 10"] == by_python["3, 11"] == declared.group(1)
+
+    def as_tuple(version: str) -> tuple[int, ...]:
+        return tuple(int(part) for part in version.split("."))
+
+    assert all(as_tuple(v) >= as_tuple(declared.group(1)) for v in [*by_python.values(), table.group(2)])
+    # What make itself installs with this Python (`-B`: even where the venv is built).
+    recipe = subprocess.run(
+        ["make", "-nB", "--no-print-directory", "no-tf-venv", f"PYTHON={sys.executable}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    here = by_python.get(f"3, {sys.version_info[1]}", table.group(2))
+    assert re.findall(r'"numpy==(\S+)"', recipe) == [here]
