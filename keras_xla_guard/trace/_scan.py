@@ -48,6 +48,7 @@ from keras_xla_guard.trace.classify import (
     is_dispatch_only,
 )
 from keras_xla_guard.trace.compiles import STEP_THREAD
+from keras_xla_guard.trace.steps import StepFacts, marker_of
 
 __all__ = [
     "LineSummary",
@@ -118,13 +119,16 @@ class LineSummary(NamedTuple):
 
     `facts` are what the line holds for the compile table and the steps,
     when the scan gathered them (the scan in columns does); else the
-    analysis reads the line again for them.
+    analysis reads the line again for them. `steps` are its step facts
+    where only those were gathered (a line the scan in columns held whole
+    but scanned one event at a time).
     """
 
     name: str
     compiled: bool
     ran_xla: bool
     facts: LineFacts | None = None
+    steps: StepFacts | None = None
 
     @classmethod
     def of(cls, name: str, part: Totals) -> LineSummary:
@@ -329,8 +333,10 @@ def scan_lazy_plane(np: Any, plane: Any, cache: PlaneCache, totals: Totals, sour
     `BATCH_EVENTS` events, which `_columns.ColumnScan` books at once; a
     line longer than a batch is cut after its last finished tree, the rest
     carried to the next batch. Lines that do not nest or come unsorted,
-    and those whose framing is odd, are scanned by `scan_lazy_line`.
-    Figures are exactly those of `scan_line` on each line, in order.
+    and those whose framing is odd, are scanned one event at a time: from
+    the batch's rows when it holds the whole line and its events come
+    sorted, else read again by `scan_lazy_line`. Figures are exactly those
+    of `scan_line` on each line, in order.
     """
     return _PlaneScan(np, plane, cache, totals, source).run()
 
@@ -532,6 +538,9 @@ class _PlaneScan:
             np.array([line.absorb for line in lines], dtype=np.int64),
         )
         bad = set(scan.bad_lines)
+        # A line that any batch before held has a part (it spanned batches):
+        # these lines are wholly in this one.
+        whole = {k for k in bad if lines[k].done and not lines[k].failed and lines[k].part is None}
         for k in bad:
             lines[k].fail()
         code = rows.code[take]
@@ -552,7 +561,9 @@ class _PlaneScan:
             line = lines[k]
             if line.failed or k in bad:
                 line.fail()
-                if line.done:
+                if k in whole:
+                    self.rescan(line, rows, np.flatnonzero(rows.line[:stop] == k))
+                elif line.done:
                     self.fallback(line)
                 k += 1
                 continue
@@ -591,6 +602,36 @@ class _PlaneScan:
                             lines[j].facts,
                         )
             k = run
+
+    def rescan(self, line: _Line, rows: _Rows, own: Any) -> None:
+        """Scans a line the batch holds whole, its rows `own`, one event at a time (`scan_events`).
+
+        What `scan_lazy_line` would find, without reading the line again;
+        its step facts too, as `steps.line_step_facts` finds them (markers
+        only on the Python thread, as the analysis reads them). Events out
+        of order are left to `scan_lazy_line`, which sorts them.
+        """
+        np, cache = self.np, self.cache
+        code = rows.code[own]
+        xs = rows.hlo[own].tolist()
+        for j in np.flatnonzero((code & WITH_STATS_CODE) != 0).tolist():
+            xs[j] = rows.events[int(own[j])]
+        start, dur = rows.start[own].tolist(), rows.dur[own].tolist()
+        part = Totals()
+        part.base_ps = base = line.base_ps
+        if not scan_events(self.plane, zip(rows.mid[own].tolist(), start, dur, xs), line.absorb, cache, part):
+            self.fallback(line)
+            return
+        self.totals.add(part)
+        markers = []
+        if line.name == STEP_THREAD:
+            for j in np.flatnonzero(rows.root[own]).tolist():
+                found = marker_of(rows.events[int(own[j])], cache.root_id, cache.step_id, base + start[j])
+                if found is not None:
+                    markers.append(found)
+        xla = np.flatnonzero((code & 15) == Category.XLA).tolist()
+        spans = [(base + start[j], base + start[j] + dur[j]) for j in xla if dur[j] > 0]
+        self.summaries[line.index] = LineSummary.of(line.name, part)._replace(steps=StepFacts(markers, spans))
 
 
 class _Meta(NamedTuple):

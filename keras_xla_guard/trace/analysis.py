@@ -255,6 +255,8 @@ def analyze_xspace(
                 if line.facts is not None:
                     step_facts.setdefault(plane.name, {})[index] = line.facts.steps
                     compile_facts.setdefault(plane.name, {})[index] = line.facts.compiles
+                elif line.steps is not None:
+                    step_facts.setdefault(plane.name, {})[index] = line.steps
     adopt_loose_launches(host_totals)
     if device.active:
         totals, base = _device_totals(device, host_totals), "device"

@@ -2,7 +2,9 @@
 lines whose events overlap without nesting (both read paths hand such lines to
 it), each figure worked out by hand from the rule in `scan_events`' docstring:
 an event's time beyond its parent's end still counts, to its own owner or, for
-an event without a category or inside an absorbing one, to its parent's."""
+an event without a category or inside an absorbing one, to its parent's; and
+which such lines are scanned from the batch that holds them (with their step
+facts) and which are read again."""
 
 from __future__ import annotations
 
@@ -107,3 +109,111 @@ def test_overlapping_events_are_booked_by_the_nesting_rule_on_both_read_paths(ca
     expected = _expected(given)
     assert _figures(analyze_xspace(space)) == expected
     assert _figures(analyze_trace(path)) == expected
+
+
+# A Python thread whose XLA span outlasts its step marker: the line does not
+# nest. Times in us; the line starts at 1 us (`build_space`).
+_NOT_NESTED_STEPS = {
+    "python": [
+        ("train", 0, 100, {"_r": 1, "step_num": 7}),
+        ("EagerExecute", 10, 20),
+        ("CpuExecutable::ExecuteAsyncOnStream", 50, 100),
+        ("train", 100, 100, {"_r": 1, "step_num": 8}),
+        ("ExecutorState::ProcessAsync::Start", 210, 10, _ASYNC_MATMUL),
+        ("fusion.3", 230, 5, {"hlo_module": "m"}),
+        ("train", 240, 0, {"_r": 1, "step_num": 9}),
+    ],
+    "tf_Compute/1": [("dense/MatMul:MatMul", 0, 10), ("dense/Relu:Relu", 2, 3)],
+}
+
+
+def _not_read_again(monkeypatch: Any) -> None:
+    """Makes reading a line a second time, for its figures or its steps, fail the test."""
+    import keras_xla_guard.trace._scan as scan
+    import keras_xla_guard.trace.steps as steps
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a line was read again")
+
+    monkeypatch.setattr(scan, "scan_lazy_line", refuse)
+    monkeypatch.setattr(steps, "iter_lines", refuse)
+
+
+def test_a_line_that_does_not_nest_held_whole_by_a_batch_is_scanned_from_it(tmp_path, monkeypatch):
+    """A whole line that does not nest is scanned one event at a time from the batch's rows, never read
+    again (nor for its steps): the parsed trace's figures and steps, its async kernel's stats read."""
+    space = build_space(_NOT_NESTED_STEPS)
+    path = tmp_path / "h.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    parsed = analyze_xspace(space, trace_path=str(path), host="h").to_dict()
+    _not_read_again(monkeypatch)
+    report = analyze_trace(path)
+    assert report.to_dict() == parsed
+    # The marker of step 9 has no duration: two steps. The span [50, 150) is half in each.
+    assert [(s.step, s.launches) for s in report.steps] == [(7, 1), (8, 0)]
+    assert [s.busy_s for s in report.steps] == pytest.approx([50e-6, 50e-6], rel=1e-12, abs=0)
+    # 10 us of the async MatMul (from its stats), 10 of the tf_Compute MatMul with the Relu inside it.
+    assert report.non_xla_op_time_s == pytest.approx(20e-6, rel=1e-12, abs=0)
+    assert report.eager_overhead_s == pytest.approx(20e-6, rel=1e-12, abs=0)
+
+
+def test_a_line_scanned_from_its_batch_keeps_the_step_facts_of_the_parsed_line(tmp_path):
+    """Its summary holds the step facts `line_step_facts` finds on the parsed line and no other facts;
+    a line that nests keeps all its facts from the scan in columns."""
+    import numpy as np
+
+    from keras_xla_guard.trace._events import PlaneCache
+    from keras_xla_guard.trace._scan import Totals, scan_lazy_plane
+    from keras_xla_guard.trace.steps import line_step_facts
+    from keras_xla_guard.trace.xplane import open_xspace
+
+    space = build_space(_NOT_NESTED_STEPS)
+    path = tmp_path / "h.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    plane = next(p for p in open_xspace(path).planes if p.name == "/host:CPU")
+    python, compute = scan_lazy_plane(np, plane, PlaneCache(plane), Totals(), str(path))
+    assert python.facts is None
+    assert python.steps == line_step_facts(space.planes[0], space.planes[0].lines[0])
+    # By hand: the line starts at 1 us; markers (start, end, step) and the one XLA span, in ps.
+    assert python.steps.markers == [(1_000_000, 101_000_000, 7), (101_000_000, 201_000_000, 8)]
+    assert python.steps.spans == [(51_000_000, 151_000_000)]
+    assert compute.facts is not None and compute.steps is None
+
+
+def _spy_line_reads(monkeypatch: Any) -> list[Any]:
+    """Records the span (in the file) of each line `scan_lazy_line` reads again."""
+    import keras_xla_guard.trace._scan as scan
+
+    reads: list[Any] = []
+    real = scan.scan_lazy_line
+
+    def spy(np: Any, plane: Any, span: Any, *args: Any) -> Any:
+        reads.append(span)
+        return real(np, plane, span, *args)
+
+    monkeypatch.setattr(scan, "scan_lazy_line", spy)
+    return reads
+
+
+@pytest.mark.parametrize(
+    ("batch", "events"),
+    [
+        # Out of order (and so not nesting): read again to be scanned sorted.
+        (8192, [("dense/MatMul:MatMul", 20, 10), ("dense/Relu:Relu", 0, 30), ("EagerExecute", 5, 50)]),
+        # Not nesting, spread over batches of two events: its first batch booked part of it.
+        (2, [("dense/MatMul:MatMul", 0, 10), ("dense/Relu:Relu", 20, 10), ("EagerExecute", 25, 50)]),
+    ],
+    ids=["out_of_order", "spanning_batches"],
+)
+def test_a_line_out_of_order_or_over_several_batches_is_read_again(batch, events, tmp_path, monkeypatch):
+    """Such a line is not scanned from the batch: it is read again, once, and reports what the parsed
+    trace does."""
+    import keras_xla_guard.trace._scan as scan
+
+    monkeypatch.setattr(scan, "BATCH_EVENTS", batch)
+    space = build_space({"tf_Compute/1": events})
+    path = tmp_path / "h.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    reads = _spy_line_reads(monkeypatch)
+    assert analyze_trace(path).to_dict() == analyze_xspace(space, trace_path=str(path), host="h").to_dict()
+    assert len(reads) == 1
