@@ -629,8 +629,9 @@ class _PlaneScan:
                 found = marker_of(rows.events[int(own[j])], cache.root_id, cache.step_id, base + start[j])
                 if found is not None:
                     markers.append(found)
+        # Every row has a duration but the compile markers, none of them XLA.
         xla = np.flatnonzero((code & 15) == Category.XLA).tolist()
-        spans = [(base + start[j], base + start[j] + dur[j]) for j in xla if dur[j] > 0]
+        spans = [(base + start[j], base + start[j] + dur[j]) for j in xla]
         self.summaries[line.index] = LineSummary.of(line.name, part)._replace(steps=StepFacts(markers, spans))
 
 

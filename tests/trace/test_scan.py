@@ -124,7 +124,24 @@ _NOT_NESTED_STEPS = {
         ("train", 240, 0, {"_r": 1, "step_num": 9}),
     ],
     "tf_Compute/1": [("dense/MatMul:MatMul", 0, 10), ("dense/Relu:Relu", 2, 3)],
+    # On a tf.data thread every event is input pipeline time, past its parent's end too.
+    "tf_data_iterator/2": [("dense/MatMul:MatMul", 0, 10), ("ExecutorState::Process", 5, 10)],
 }
+
+
+def _not_nested_space() -> Any:
+    """`_NOT_NESTED_STEPS`, the async kernel's type given as a reference to stat metadata, as TF writes it."""
+    space = build_space(_NOT_NESTED_STEPS)
+    plane = space.planes[0]
+    ref = max(plane.stat_metadata) + 1
+    plane.stat_metadata[ref].id = ref
+    plane.stat_metadata[ref].name = "MatMul"
+    type_id = next(mid for mid, m in plane.stat_metadata.items() if m.name == "kernel_type")
+    for event in plane.lines[0].events:
+        for stat in event.stats:
+            if stat.metadata_id == type_id:
+                stat.ref_value = ref
+    return space
 
 
 def _not_read_again(monkeypatch: Any) -> None:
@@ -141,8 +158,9 @@ def _not_read_again(monkeypatch: Any) -> None:
 
 def test_a_line_that_does_not_nest_held_whole_by_a_batch_is_scanned_from_it(tmp_path, monkeypatch):
     """A whole line that does not nest is scanned one event at a time from the batch's rows, never read
-    again (nor for its steps): the parsed trace's figures and steps, its async kernel's stats read."""
-    space = build_space(_NOT_NESTED_STEPS)
+    again (nor for its steps): the parsed trace's figures and steps, its async kernel's stats read (its
+    type by reference), a tf.data thread's time all input pipeline time."""
+    space = _not_nested_space()
     path = tmp_path / "h.xplane.pb"
     path.write_bytes(space.SerializeToString())
     parsed = analyze_xspace(space, trace_path=str(path), host="h").to_dict()
@@ -155,6 +173,7 @@ def test_a_line_that_does_not_nest_held_whole_by_a_batch_is_scanned_from_it(tmp_
     # 10 us of the async MatMul (from its stats), 10 of the tf_Compute MatMul with the Relu inside it.
     assert report.non_xla_op_time_s == pytest.approx(20e-6, rel=1e-12, abs=0)
     assert report.eager_overhead_s == pytest.approx(20e-6, rel=1e-12, abs=0)
+    assert report.input_pipeline_time_s == pytest.approx(15e-6, rel=1e-12, abs=0)
 
 
 def test_a_line_scanned_from_its_batch_keeps_the_step_facts_of_the_parsed_line(tmp_path):
@@ -167,11 +186,11 @@ def test_a_line_scanned_from_its_batch_keeps_the_step_facts_of_the_parsed_line(t
     from keras_xla_guard.trace.steps import line_step_facts
     from keras_xla_guard.trace.xplane import open_xspace
 
-    space = build_space(_NOT_NESTED_STEPS)
+    space = _not_nested_space()
     path = tmp_path / "h.xplane.pb"
     path.write_bytes(space.SerializeToString())
     plane = next(p for p in open_xspace(path).planes if p.name == "/host:CPU")
-    python, compute = scan_lazy_plane(np, plane, PlaneCache(plane), Totals(), str(path))
+    python, compute, _ = scan_lazy_plane(np, plane, PlaneCache(plane), Totals(), str(path))
     assert python.facts is None
     assert python.steps == line_step_facts(space.planes[0], space.planes[0].lines[0])
     # By hand: the line starts at 1 us; markers (start, end, step) and the one XLA span, in ps.
