@@ -80,7 +80,9 @@ def warm_up_jax(
 
     batches = [_zeros(item, floatx) for item in shapes]
     notes = []
-    reason = seam.build_for_training(model, batches[0])
+    # As on TensorFlow: a predict step creates no variables of its own.
+    trains = any(step != "predict" for step in steps)
+    reason = seam.build_for_training(model, batches[0]) if trains else None
     if reason is not None:
         notes.append(f"{seam.keras_version(model)}: could not build the model ahead ({reason})")
     for step in steps:

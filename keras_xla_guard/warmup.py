@@ -459,7 +459,11 @@ def _warm_up(
                 batches, spec = _batches_from_shapes(shapes_or_dataset, element_spec)
             gate.check()
             if batches:
-                reason = seam.build_for_training(model, batches[0])
+                # Only train and test steps create variables of their own (the
+                # optimizer's, the metrics'): a predict step changes none, so a
+                # predict-only warm-up has nothing to build ahead.
+                trains = any(step != "predict" for step in steps)
+                reason = seam.build_for_training(model, batches[0]) if trains else None
                 if reason is not None:
                     notes.append(
                         f"{seam.keras_version(model)}: could not build the model ahead ({reason}); "

@@ -347,23 +347,42 @@ def test_a_generator_dataset_leaves_python_and_numpy_random_state_as_it_found_th
     assert (random.random(), np.random.random()) == expected
 
 
-def test_predict_alone_warms_an_uncompiled_model_and_says_it_could_not_build_ahead():
-    """No compile(), steps=('predict',): one forward pass, weights back, a note on the skipped build."""
-    import keras
-
+def test_predict_alone_warms_an_uncompiled_model_with_nothing_to_build_ahead():
+    """No compile(), steps=('predict',): one forward pass, weights back, no note (a predict step creates
+    no variables of its own, so nothing is built ahead)."""
     model, calls = _counting_model(compiled=False)
     before = _values(model)
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         report = warm_up(model, [((2, 3),)], steps=("predict",))
-    note = (
-        f"keras {keras.__version__}: could not build the model ahead (Trainer._symbolic_build(data_batch=...) "
-        "failed: 'Sequential' object has no attribute 'optimizer'); variables the first step creates "
-        "cannot be put back"
-    )
-    assert (int(calls.numpy()), report.restored, report.notes) == (1, 2, (note,))
-    assert _guard_warnings(record) == [f"keras-xla-guard: warm_up: {note}"]
+    assert (int(calls.numpy()), report.restored, report.notes) == (1, 2, ())
+    assert _guard_warnings(record) == []
     assert all(a.tobytes() == b.tobytes() for a, b in zip(_values(model), before))
+
+
+def test_a_keras_without_symbolic_build_warms_up_with_its_optimizer_built_and_a_note(monkeypatch):
+    """Keras 3 without `Trainer._symbolic_build` (the seam's probe fails), a train warm-up: the optimizer is
+    built through its public `build` instead and put back with the weights, and the could-not-build note
+    names this Keras and what it lacks, warned at the caller."""
+    import keras
+
+    from keras_xla_guard import seam
+
+    model, calls = _counting_model()
+    weights = [w.tobytes() for w in model.get_weights()]
+    monkeypatch.setattr(model, "_symbolic_build", None, raising=False)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        report = warm_up(model, _xy(2, 4))
+    note = (
+        f"keras {keras.__version__}: could not build the model ahead (this Keras has no "
+        "Trainer._symbolic_build); variables the first step creates cannot be put back"
+    )
+    assert (report.notes, int(calls.numpy()), model.optimizer.built) == ((note,), 2, True)
+    assert _guard_warnings(record) == [f"keras-xla-guard: warm_up: {note}"]
+    # The weights, the optimizer's variables and the metrics' state, each put back.
+    assert report.restored == len(seam.training_state(model)[0])
+    assert [w.tobytes() for w in model.get_weights()] == weights
 
 
 def test_the_train_function_is_asked_for_with_the_element_spec_it_will_be_fed():
@@ -380,9 +399,8 @@ def test_the_train_function_is_asked_for_with_the_element_spec_it_will_be_fed():
 
 
 def test_bare_inputs_warm_predict_once_per_signature_quietly(capsys):
-    """x alone, predict only, compiled model: one pass each, no progress bar, a note on the skipped build."""
-    import keras
-
+    """x alone, predict only, compiled model: one pass each, no progress bar, no note, and the optimizer
+    left unbuilt (training would need a `y` to build it ahead; predict needs nothing built)."""
     model, calls = _counting_model()
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
@@ -390,11 +408,8 @@ def test_bare_inputs_warm_predict_once_per_signature_quietly(capsys):
     assert [str(s) for s in report.signatures] == ["x: float32[2,3]", "x: float32[4,3]"]
     assert int(calls.numpy()) == 2
     assert capsys.readouterr().out == ""
-    note = (
-        f"keras {keras.__version__}: could not build the model ahead (Trainer._symbolic_build(data_batch=...) "
-        "failed: None values not supported.); variables the first step creates cannot be put back"
-    )
-    assert (report.notes, _guard_warnings(record)) == ((note,), [f"keras-xla-guard: warm_up: {note}"])
+    assert (report.notes, _guard_warnings(record)) == ((), [])
+    assert model.optimizer.built is False
 
 
 def test_the_given_element_spec_sets_the_dtypes_fed():
@@ -574,8 +589,8 @@ def test_a_train_function_given_for_the_spec_is_the_one_the_warm_up_calls():
     assert (len(used), int(calls.numpy())) == (3, 3)
 
 
-def test_tf_keras_predict_on_an_uncompiled_model_names_tf_keras_in_its_note():
-    """An uncompiled tf_keras model, predict only: the could-not-build note names tf_keras and its version."""
+def test_tf_keras_predict_alone_on_an_uncompiled_model_needs_no_optimizer_and_warns_nothing():
+    """An uncompiled tf_keras model (no optimizer), predict only: warmed with no note, every variable back."""
     import tf_keras
 
     tf_keras.utils.set_random_seed(0)
@@ -584,13 +599,9 @@ def test_tf_keras_predict_on_an_uncompiled_model_names_tf_keras_in_its_note():
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         report = warm_up(model, [((2, 3),)], steps=("predict",))
-    note = (
-        f"tf_keras {tf_keras.__version__}: could not build the model ahead (the model has no optimizer); "
-        "variables the first step creates cannot be put back"
-    )
     # The kernel, the bias and tf_keras' train, test and predict step counters.
-    assert (report.notes, report.restored) == ((note,), 5)
-    assert _guard_warnings(record) == [f"keras-xla-guard: warm_up: {note}"]
+    assert (report.notes, report.restored) == ((), 5)
+    assert _guard_warnings(record) == []
     assert [w.tobytes() for w in model.get_weights()] == weights
 
 
@@ -658,14 +669,13 @@ print(json.dumps([
 def test_keras_on_jax_gets_the_jax_warm_up_and_its_report():
     """Keras on JAX (a subprocess, KERAS_BACKEND=jax): warm_up hands the model, signatures, element_spec and
     steps to the JAX warm-up and reports what it did - the signatures and steps the same warm-up reports on
-    TensorFlow (run here too), nothing read or restored, its time, its notes warned. A tf_keras model in that
-    process still gets TensorFlow's warm-up, restoring what it does here."""
+    TensorFlow (run here too), nothing read or restored, its time, no note for an uncompiled model warmed for
+    predict alone (nothing to build ahead). A tf_keras model in that process still gets TensorFlow's warm-up,
+    restoring what it does here."""
     import json
     import os
     import subprocess
     import sys
-
-    import keras
 
     import keras_xla_guard
 
@@ -694,18 +704,14 @@ def test_keras_on_jax_gets_the_jax_warm_up_and_its_report():
         "error": "`element_spec` is a tf.data notion; under JAX give the signatures' arrays or shapes. "
         "Received: element_spec=((2, 3),)"
     }
-    note = (
-        f"keras {keras.__version__}: could not build the model ahead (Trainer._symbolic_build(data_batch=...) "
-        "failed: 'Sequential' object has no attribute 'optimizer')"
-    )
     assert bare == {
         "signatures": ["x: float32[2,3]"],
         "steps": ["predict"],
         "batches_read": 0,
         "restored": 0,
-        "notes": [note],
+        "notes": [],
         "unrestored": [],
-        "warnings": [f"keras-xla-guard: warm_up: {note}"],
+        "warnings": [],
         "timed": True,
     }
     import tf_keras

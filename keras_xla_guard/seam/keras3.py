@@ -167,8 +167,7 @@ def symbolic_build(model: Any, batch: Any) -> str | None:
         else:
             build(data_batch=batch)
     except (TypeError, AttributeError, ValueError) as e:
-        # A predict-only warm-up: an uncompiled model has no `optimizer`
-        # (AttributeError); a compiled one given x alone has no `y` for its
-        # loss (ValueError).
+        # An uncompiled model has no `optimizer` (AttributeError); a compiled
+        # one given x alone has no `y` for its loss (ValueError).
         return f"Trainer._symbolic_build(data_batch=...) failed: {e}"
     return None
