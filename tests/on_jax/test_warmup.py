@@ -63,8 +63,9 @@ def test_warm_up_under_jax_refuses_a_dataset_and_element_spec():
 
 def test_warm_up_notes_under_jax_are_warned_as_under_tensorflow(monkeypatch):
     """A Keras without `Trainer._get_jax_state` (the seam's probe fails): the step is not warmed, and the
-    note naming what is missing is in the report and warned; a predict-only warm-up of an uncompiled model
-    has nothing to build ahead and notes nothing."""
+    note naming what is missing is in the report and warned; one without `Trainer._symbolic_build`: the
+    train step warmed, its optimizer built by its public `build`, a note naming this Keras; a predict-only
+    warm-up of an uncompiled model has nothing to build ahead and notes nothing."""
     import warnings
 
     import keras
@@ -78,6 +79,15 @@ def test_warm_up_notes_under_jax_are_warned_as_under_tensorflow(monkeypatch):
         monkeypatch.setattr(model, "_get_jax_state", None, raising=False)
         report = warm_up(model, [((2, 3),)], steps=("predict",))
     assert report.notes == ("predict not warmed: this Keras has no Trainer._get_jax_state",)
-    assert [str(w.message) for w in record if issubclass(w.category, XlaGuardWarning)] == [
-        "keras-xla-guard: warm_up: predict not warmed: this Keras has no Trainer._get_jax_state"
+    compiled = make_model()
+    monkeypatch.setattr(compiled, "_symbolic_build", None, raising=False)
+    with warnings.catch_warnings(record=True) as more:
+        warnings.simplefilter("always")
+        trained = warm_up(compiled, SIGNATURES[:1])
+    note = f"keras {keras.__version__}: could not build the model ahead (this Keras has no Trainer._symbolic_build)"
+    assert (trained.notes, compiled.optimizer.built) == ((note,), True)
+    warned = [str(w.message) for w in [*record, *more] if issubclass(w.category, XlaGuardWarning)]
+    assert warned == [
+        "keras-xla-guard: warm_up: predict not warmed: this Keras has no Trainer._get_jax_state",
+        f"keras-xla-guard: warm_up: {note}",
     ]
