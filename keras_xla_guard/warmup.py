@@ -378,7 +378,8 @@ def warm_up(
 
     Raises:
         ValueError: If `steps`, `max_batches` or the signatures are
-            invalid, or the model is not compiled.
+            invalid, or the model is not compiled (with an optimizer for
+            `"train"`; `"predict"` alone runs an uncompiled model).
         KeyboardInterrupt: On Ctrl-C, once every variable is put back.
 
     Example:
@@ -413,6 +414,11 @@ def _warm_up(
     if getattr(model, "optimizer", None) is None and "train" in steps:
         raise ValueError(
             f"`model` must be compiled with an optimizer before warm_up. Received: model={model!r}"
+        )
+    if "test" in steps and seam.is_compiled(model) is False:
+        # Else the test step fails deep inside Keras (tf_keras: a `None` loss called).
+        raise ValueError(
+            f"`model` must be compiled (with a loss) before warm_up of its test step. Received: model={model!r}"
         )
     if seam.keras_backend(model) == "jax":
         from keras_xla_guard._warmup_jax import warm_up_jax

@@ -605,6 +605,29 @@ def test_tf_keras_predict_alone_on_an_uncompiled_model_needs_no_optimizer_and_wa
     assert [w.tobytes() for w in model.get_weights()] == weights
 
 
+def test_the_test_step_of_an_uncompiled_model_is_refused_naming_the_model():
+    """steps=('test',) on an uncompiled Keras 3 or tf_keras model: a ValueError naming the model, not the
+    step's failure deep inside Keras; a Keras 3 model compiled with a loss and no optimizer warms its test
+    step."""
+    import keras
+    import tf_keras
+
+    for model in (
+        keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)]),
+        tf_keras.Sequential([tf_keras.Input((3,)), tf_keras.layers.Dense(1)]),
+    ):
+        with pytest.raises(ValueError) as raised:
+            warm_up(model, _xy(2), steps=("test",))
+        assert str(raised.value) == (
+            "`model` must be compiled (with a loss) before warm_up of its test step. "
+            f"Received: model={model!r}"
+        )
+    model, calls = _counting_model(compiled=False)
+    model.compile(optimizer=None, loss="mse", jit_compile=False)
+    report = warm_up(model, _xy(2), steps=("test",))
+    assert (report.steps, report.notes, int(calls.numpy())) == (("test",), (), 1)
+
+
 def test_tf_keras_six_variables_created_by_the_train_step_are_counted_and_the_first_five_named():
     """A tf_keras layer adding six variables in its first training call: the note counts 6, names the
     first five in sorted order, and the compiled metrics are still reset."""
@@ -653,6 +676,10 @@ keras.utils.set_random_seed(0)
 model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
 model.compile(optimizer="sgd", loss="mse")
 bare = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+# A Keras without Trainer._symbolic_build (the seam's probe fails): a note, warned.
+unbuilt = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+unbuilt.compile(optimizer="sgd", loss="mse")
+unbuilt._symbolic_build = None
 # tf_keras runs on TensorFlow whatever Keras 3's backend: its warm-up is TensorFlow's.
 import tf_keras
 legacy = tf_keras.Sequential([tf_keras.Input((3,)), tf_keras.layers.Dense(1)])
@@ -661,6 +688,7 @@ print(json.dumps([
     run(model, [((2, 3), (2, 1)), ((4, 3), (4, 1))], steps=("train", "predict")),
     run(model, [((2, 3), (2, 1))], element_spec=((2, 3),)),
     run(bare, [((2, 3),)], steps=("predict",)),
+    run(unbuilt, [((2, 3), (2, 1))]),
     run(legacy, [((2, 3), (2, 1))]),
 ]))
 """
@@ -670,12 +698,15 @@ def test_keras_on_jax_gets_the_jax_warm_up_and_its_report():
     """Keras on JAX (a subprocess, KERAS_BACKEND=jax): warm_up hands the model, signatures, element_spec and
     steps to the JAX warm-up and reports what it did - the signatures and steps the same warm-up reports on
     TensorFlow (run here too), nothing read or restored, its time, no note for an uncompiled model warmed for
-    predict alone (nothing to build ahead). A tf_keras model in that process still gets TensorFlow's warm-up,
-    restoring what it does here."""
+    predict alone (nothing to build ahead), the could-not-build note of a Keras without `_symbolic_build`
+    in the report and warned. A tf_keras model in that process still gets TensorFlow's warm-up, restoring
+    what it does here."""
     import json
     import os
     import subprocess
     import sys
+
+    import keras
 
     import keras_xla_guard
 
@@ -685,7 +716,7 @@ def test_keras_on_jax_gets_the_jax_warm_up_and_its_report():
         [sys.executable, "-c", _ON_JAX], env=env, capture_output=True, text=True, timeout=300, check=False
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    trained, refused, bare, legacy = json.loads(proc.stdout.splitlines()[-1])
+    trained, refused, bare, unbuilt, legacy = json.loads(proc.stdout.splitlines()[-1])
     model, _ = _counting_model()
     on_tf = warm_up(model, _xy(2, 4), steps=("train", "predict"))
     assert trained["signatures"] == [str(s) for s in on_tf.signatures]
@@ -712,6 +743,20 @@ def test_keras_on_jax_gets_the_jax_warm_up_and_its_report():
         "notes": [],
         "unrestored": [],
         "warnings": [],
+        "timed": True,
+    }
+    note = (
+        f"keras {keras.__version__}: could not build the model ahead (this Keras has no "
+        "Trainer._symbolic_build)"
+    )
+    assert unbuilt == {
+        "signatures": ["x: float32[2,3], y: float32[2,1]"],
+        "steps": ["train"],
+        "batches_read": 0,
+        "restored": 0,
+        "notes": [note],
+        "unrestored": [],
+        "warnings": [f"keras-xla-guard: warm_up: {note}"],
         "timed": True,
     }
     import tf_keras

@@ -54,6 +54,7 @@ __all__ = [
     "compiled_programs",
     "keras_function",
     "flavour_of",
+    "is_compiled",
     "keras_backend",
     "keras_version",
     "steps_per_execution",
@@ -92,6 +93,17 @@ def keras_version(model: Any = None) -> str:
     except ImportError:
         return "keras (not importable)"
     return f"keras {getattr(keras, '__version__', '?')}"
+
+
+def is_compiled(model: Any) -> bool | None:
+    """Whether `model.compile()` was called, or `None` when this Keras does not say.
+
+    Keras 3: `Trainer.compiled`; tf_keras: `Model._is_compiled` (private).
+    A Keras that no longer has them gives `None`: callers then skip their
+    check and let Keras' own error speak.
+    """
+    value = getattr(model, "_is_compiled" if _is_tf_keras(model) else "compiled", None)
+    return value if isinstance(value, bool) else None
 
 
 def keras_backend(model: Any = None) -> str:

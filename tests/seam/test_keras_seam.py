@@ -37,6 +37,22 @@ def test_fit_locals_are_not_found_outside_fit():
     assert seam._fit_local(object(), "epoch_iterator") is None
 
 
+def test_is_compiled_reads_keras_3_and_tf_keras_and_is_none_when_unknown():
+    """`compile()` turns it on for a Keras 3 and a tf_keras model; an object of neither kind gives None."""
+    import keras
+    import tf_keras
+
+    from keras_xla_guard import seam
+
+    new = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    legacy = tf_keras.Sequential([tf_keras.Input((2,)), tf_keras.layers.Dense(1)])
+    assert (seam.is_compiled(new), seam.is_compiled(legacy)) == (False, False)
+    new.compile(loss="mse")
+    legacy.compile(loss="mse")
+    assert (seam.is_compiled(new), seam.is_compiled(legacy)) == (True, True)
+    assert seam.is_compiled(object()) is None
+
+
 def test_keras_version_names_the_installed_keras():
     """keras_version() names the Keras that is imported, with its version."""
     import keras
