@@ -212,9 +212,13 @@ test-no-tf: $(NO_TF)/.installed $(VENV)/.installed-test
 # oracle its trace tests compare with), and NO TensorFlow: TensorBoard output,
 # trace reading and the whole guard must work without it, and
 # tests/on_jax/test_callback.py checks TensorFlow is not even importable there.
-# test-jax-compat runs the same suite on the oldest declared pair.
+# test-jax-compat runs the same suite on the oldest declared jax, Keras and
+# tensorboard.
 OLDEST_JAX ?= 0.6.2
 OLDEST_JAX_KERAS ?= 3.10.0
+# And the oldest tensorboard declared: without TensorFlow, the guard's
+# TensorBoard output is tensorboard's own writer, under numpy 2.
+OLDEST_TENSORBOARD ?= 2.17.1
 JAX_TEST_DEPS := "pytest>=7" "pytest-xdist>=3.5" "xprof>=2.20"
 JAX_PYTEST_ARGS ?= -q -p no:cacheprovider
 
@@ -230,7 +234,8 @@ $(COMPAT)/jax-oldest/.installed: setup.cfg pyproject.toml Makefile
 	$(PYTHON) -m venv $(COMPAT)/jax-oldest
 	$(COMPAT)/jax-oldest/bin/python -m pip install --quiet --upgrade pip
 	$(COMPAT)/jax-oldest/bin/python -m pip install --quiet -e ".[html]" $(JAX_TEST_DEPS) \
-	  "jax==$(OLDEST_JAX)" "jaxlib==$(OLDEST_JAX)" "keras==$(OLDEST_JAX_KERAS)"
+	  "jax==$(OLDEST_JAX)" "jaxlib==$(OLDEST_JAX)" "keras==$(OLDEST_JAX_KERAS)" \
+	  "tensorboard==$(OLDEST_TENSORBOARD)"
 	touch $@
 
 jax-venvs: $(JAX_VENV)/.installed $(COMPAT)/jax-oldest/.installed
@@ -239,7 +244,7 @@ test-jax: $(JAX_VENV)/.installed
 	KERAS_BACKEND=jax $(JAX_VENV)/bin/python -m pytest $(JAX_PYTEST_ARGS) tests/on_jax
 
 test-jax-compat: $(COMPAT)/jax-oldest/.installed
-	@KERAS_BACKEND=jax $(COMPAT)/jax-oldest/bin/python -c "import jax, keras; print('== jax', jax.__version__, '| keras', keras.__version__)"
+	@KERAS_BACKEND=jax $(COMPAT)/jax-oldest/bin/python -c "import jax, keras, tensorboard, numpy; print('== jax', jax.__version__, '| keras', keras.__version__, '| tensorboard', tensorboard.__version__, '| numpy', numpy.__version__)"
 	KERAS_BACKEND=jax $(COMPAT)/jax-oldest/bin/python -m pytest $(JAX_PYTEST_ARGS) tests/on_jax
 
 # Every benchmark, one JSON object each (several minutes; run on a quiet machine).

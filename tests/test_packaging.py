@@ -103,3 +103,22 @@ def test_no_tf_venv_installs_the_oldest_numpy_declared() -> None:
     ).stdout
     here = by_python.get(f"3, {sys.version_info[1]}", table.group(2))
     assert re.findall(r'"numpy==(\S+)"', recipe) == [here]
+
+
+def test_jax_compat_venv_installs_the_oldest_tensorboard_declared() -> None:
+    """`make test-jax-compat` (the guard without TensorFlow, on numpy 2) installs exactly the oldest
+    tensorboard setup.cfg allows."""
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO / "setup.cfg")
+    declared = re.search(r"^tensorboard>=(\S+)$", cfg["options"]["install_requires"], re.M)
+    pinned = re.search(r"^OLDEST_TENSORBOARD \?= (\S+)$", (REPO / "Makefile").read_text(), re.M)
+    assert declared is not None and pinned is not None
+    assert declared.group(1) == pinned.group(1)
+    recipe = subprocess.run(
+        ["make", "-nB", "--no-print-directory", ".venv-compat/jax-oldest/.installed", "COMPAT=.venv-compat"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert re.findall(r'"tensorboard==(\S+)"', recipe) == [declared.group(1)]
