@@ -175,26 +175,30 @@ test-compat: compat-venvs
 # `report` reads traces with the package's own XSpace bindings, so it must work
 # where only the package's dependencies are installed (a CI box that only gates
 # on traces, a JAX user). This venv holds those, the `html` extra and the test
-# runner, with the oldest protobuf and numpy setup.cfg declares; no TensorFlow,
-# no Keras.
+# runner, with the oldest protobuf, numpy and matplotlib setup.cfg declares; no
+# TensorFlow, no Keras.
 # test-no-tf checks that `report`, with every flag, on the stored real traces
 # prints exactly what it prints in .venv; that commands needing TensorFlow, and
-# --html without matplotlib, exit 2 naming the extra; and runs the trace and
-# CLI tests not marked `tf` (or `slow`) there.
+# --html without matplotlib, exit 2 naming the extra; and runs the trace, CLI
+# and HTML report tests not marked `tf` (or `slow`) there.
 OLDEST_PROTOBUF ?= 4.21.1
 # And the oldest numpy declared (setup.cfg `numpy>=1.23.5`, the oldest with
 # wheels for Python 3.10 and 3.11); newer Pythons have no wheel that old, so
 # there it is the oldest numpy released for them.
 OLDEST_NUMPY ?= $(shell $(PYTHON) -c "import sys; print({(3, 10): '1.23.5', (3, 11): '1.23.5', \
   (3, 12): '1.26.0', (3, 13): '2.1.0'}.get(sys.version_info[:2], '2.3.2'))")
-NO_TF_TESTS := tests/trace tests/test_cli.py
+# And the oldest matplotlib the `html` extra declares, on the Pythons whose
+# oldest numpy it runs with (3.8 predates numpy 2); elsewhere the newest.
+OLDEST_MATPLOTLIB ?= $(shell $(PYTHON) -c "import sys; print({(3, 10): '3.8.0', (3, 11): '3.8.0'}.get(sys.version_info[:2], ''))")
+NO_TF_TESTS := tests/trace tests/test_cli.py tests/output/test_html.py tests/output/test_figures_agree.py
 
 $(NO_TF)/.installed: setup.cfg pyproject.toml Makefile
 	rm -rf $(NO_TF)
 	$(PYTHON) -m venv $(NO_TF)
 	$(NO_TF)/bin/python -m pip install --quiet --upgrade pip
 	$(NO_TF)/bin/python -m pip install --quiet -e ".[html]" "pytest>=7" "hypothesis>=6" \
-	  "protobuf==$(OLDEST_PROTOBUF)" "numpy==$(OLDEST_NUMPY)"
+	  "protobuf==$(OLDEST_PROTOBUF)" "numpy==$(OLDEST_NUMPY)" \
+	  $(if $(OLDEST_MATPLOTLIB),"matplotlib==$(OLDEST_MATPLOTLIB)")
 	touch $@
 
 no-tf-venv: $(NO_TF)/.installed

@@ -7,10 +7,10 @@ oldest protobuf declared), checking that each case gives exactly the same
 there. The no-TF run also checks that commands that need TensorFlow, and
 `--html` without matplotlib, exit 2 with one line naming the extra.
 
-The no-TF venv holds the oldest numpy declared too, which pulls an older
-matplotlib: plots are drawn by matplotlib, so where the two venvs' versions
-differ the pages are compared with each plot's SVG left out (the plots must
-still be the same ones, in the same places).
+The no-TF venv holds the oldest numpy and matplotlib declared too: plots are
+drawn by matplotlib, so where the two venvs' versions differ the pages are
+compared with each plot's SVG left out (the plots must still be the same
+ones, in the same places).
 
 ```
 .venv/bin/python tests/_cli_outputs.py write OUT

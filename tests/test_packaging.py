@@ -122,3 +122,31 @@ def test_jax_compat_venv_installs_the_oldest_tensorboard_declared() -> None:
         check=True,
     ).stdout
     assert re.findall(r'"tensorboard==(\S+)"', recipe) == [declared.group(1)]
+
+
+def test_no_tf_venv_installs_the_oldest_matplotlib_declared_beside_the_oldest_numpy() -> None:
+    """`make test-no-tf` installs the oldest matplotlib the `html` extra declares where it installs the
+    oldest numpy (Python 3.10-3.11, numpy 1: matplotlib 3.8 predates numpy 2); elsewhere it pins none."""
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO / "setup.cfg")
+    declared = re.search(r"^matplotlib>=(\S+)$", cfg["options.extras_require"]["html"], re.M)
+    assert declared is not None
+    table = re.search(
+        r"^OLDEST_MATPLOTLIB \?= .*?print\((\{.*?\})\.get\(sys\.version_info\[:2\], ''\)",
+        (REPO / "Makefile").read_text(),
+        re.M | re.S,
+    )
+    assert table is not None
+    by_python = dict(re.findall(r"\((3, \d+)\): '([\d.]+)'", table.group(1)))
+    assert set(by_python) == {"3, 10", "3, 11"}
+    # setup.cfg spells the floor `3.8`; pip's release is 3.8.0.
+    assert set(by_python.values()) == {declared.group(1) + ".0"}
+    recipe = subprocess.run(
+        ["make", "-nB", "--no-print-directory", "no-tf-venv", f"PYTHON={sys.executable}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    here = by_python.get(f"3, {sys.version_info[1]}")
+    assert re.findall(r'"matplotlib==(\S+)"', recipe) == ([here] if here else [])
