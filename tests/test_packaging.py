@@ -1,4 +1,5 @@
-"""The built wheel carries the license setup.cfg declares and the public API's table; the oldest numpy declared is tested."""
+"""The built wheel carries the license setup.cfg declares and the public API's table; the venvs that
+test the oldest dependencies declared install exactly those."""
 
 from __future__ import annotations
 
@@ -72,81 +73,74 @@ def test_license_file_is_apache_2_and_ships_in_the_wheel(tmp_path: Path) -> None
         }
 
 
-def test_no_tf_venv_installs_the_oldest_numpy_declared() -> None:
-    """`make test-no-tf` installs the oldest numpy setup.cfg declares on Python 3.10-3.11, and none older on any Python."""
+def _floor(name: str, section: str = "options", key: str = "install_requires") -> str:
+    """The oldest version of `name` setup.cfg declares (`name>=...`)."""
     cfg = configparser.ConfigParser()
     cfg.read(REPO / "setup.cfg")
-    declared = re.search(r"^numpy>=(\S+)$", cfg["options"]["install_requires"], re.M)
+    declared = re.search(rf"^{name}>=(\S+)$", cfg[section][key], re.M)
     assert declared is not None
+    return declared.group(1)
+
+
+def _by_python(variable: str) -> tuple[dict[str, str], str]:
+    """The Makefile's table for `variable`: Python `"3, N"` -> version, and the version for any other."""
     table = re.search(
-        r"^OLDEST_NUMPY \?= .*?print\((\{.*?\})\.get\(sys\.version_info\[:2\], '([\d.]+)'\)",
+        rf"^{variable} \?= .*?print\((\{{.*?\}})\.get\(sys\.version_info\[:2\], '([\d.]*)'\)",
         (REPO / "Makefile").read_text(),
         re.M | re.S,
     )
     assert table is not None
-    by_python = {
-        python: version for python, version in re.findall(r"\((3, \d+)\): '([\d.]+)'", table.group(1))
-    }
-    assert by_python["3, 10"] == by_python["3, 11"] == declared.group(1)
+    return dict(re.findall(r"\((3, \d+)\): '([\d.]+)'", table.group(1))), table.group(2)
 
-    def as_tuple(version: str) -> tuple[int, ...]:
-        return tuple(int(part) for part in version.split("."))
 
-    assert all(as_tuple(v) >= as_tuple(declared.group(1)) for v in [*by_python.values(), table.group(2)])
-    # What make itself installs with this Python (`-B`: even where the venv is built).
+def _pins(name: str, target: str, *assignments: str) -> list[str]:
+    """The versions of `name` that make pins building `target` with this Python (`-nB`: even when built)."""
     recipe = subprocess.run(
-        ["make", "-nB", "--no-print-directory", "no-tf-venv", f"PYTHON={sys.executable}"],
+        ["make", "-nB", "--no-print-directory", target, f"PYTHON={sys.executable}", *assignments],
         cwd=REPO,
         capture_output=True,
         text=True,
         check=True,
     ).stdout
-    here = by_python.get(f"3, {sys.version_info[1]}", table.group(2))
-    assert re.findall(r'"numpy==(\S+)"', recipe) == [here]
+    return re.findall(rf'"{name}==(\S+)"', recipe)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
+def test_no_tf_venv_installs_the_oldest_protobuf_declared() -> None:
+    """`make test-no-tf` installs exactly the oldest protobuf setup.cfg allows (the XSpace bindings are
+    built at run time, `trace/_proto.py`)."""
+    floor = _floor("protobuf")
+    assert re.findall(r"^OLDEST_PROTOBUF \?= (\S+)$", (REPO / "Makefile").read_text(), re.M) == [floor]
+    assert _pins("protobuf", "no-tf-venv") == [floor]
+
+
+def test_no_tf_venv_installs_the_oldest_numpy_declared() -> None:
+    """`make test-no-tf` installs the oldest numpy setup.cfg declares on Python 3.10-3.11, and on newer
+    Pythons (no wheel that old) none older."""
+    floor = _floor("numpy")
+    by_python, other = _by_python("OLDEST_NUMPY")
+    assert by_python["3, 10"] == by_python["3, 11"] == floor
+    assert all(_version(v) >= _version(floor) for v in [*by_python.values(), other])
+    assert _pins("numpy", "no-tf-venv") == [by_python.get(f"3, {sys.version_info[1]}", other)]
 
 
 def test_jax_compat_venv_installs_the_oldest_tensorboard_declared() -> None:
     """`make test-jax-compat` (the guard without TensorFlow, on numpy 2) installs exactly the oldest
     tensorboard setup.cfg allows."""
-    cfg = configparser.ConfigParser()
-    cfg.read(REPO / "setup.cfg")
-    declared = re.search(r"^tensorboard>=(\S+)$", cfg["options"]["install_requires"], re.M)
-    pinned = re.search(r"^OLDEST_TENSORBOARD \?= (\S+)$", (REPO / "Makefile").read_text(), re.M)
-    assert declared is not None and pinned is not None
-    assert declared.group(1) == pinned.group(1)
-    recipe = subprocess.run(
-        ["make", "-nB", "--no-print-directory", ".venv-compat/jax-oldest/.installed", "COMPAT=.venv-compat"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    assert re.findall(r'"tensorboard==(\S+)"', recipe) == [declared.group(1)]
+    floor = _floor("tensorboard")
+    assert re.findall(r"^OLDEST_TENSORBOARD \?= (\S+)$", (REPO / "Makefile").read_text(), re.M) == [floor]
+    assert _pins("tensorboard", ".venv-compat/jax-oldest/.installed", "COMPAT=.venv-compat") == [floor]
 
 
 def test_no_tf_venv_installs_the_oldest_matplotlib_declared_beside_the_oldest_numpy() -> None:
     """`make test-no-tf` installs the oldest matplotlib the `html` extra declares where it installs the
     oldest numpy (Python 3.10-3.11, numpy 1: matplotlib 3.8 predates numpy 2); elsewhere it pins none."""
-    cfg = configparser.ConfigParser()
-    cfg.read(REPO / "setup.cfg")
-    declared = re.search(r"^matplotlib>=(\S+)$", cfg["options.extras_require"]["html"], re.M)
-    assert declared is not None
-    table = re.search(
-        r"^OLDEST_MATPLOTLIB \?= .*?print\((\{.*?\})\.get\(sys\.version_info\[:2\], ''\)",
-        (REPO / "Makefile").read_text(),
-        re.M | re.S,
-    )
-    assert table is not None
-    by_python = dict(re.findall(r"\((3, \d+)\): '([\d.]+)'", table.group(1)))
-    assert set(by_python) == {"3, 10", "3, 11"}
+    floor = _floor("matplotlib", "options.extras_require", "html")
+    by_python, other = _by_python("OLDEST_MATPLOTLIB")
     # setup.cfg spells the floor `3.8`; pip's release is 3.8.0.
-    assert set(by_python.values()) == {declared.group(1) + ".0"}
-    recipe = subprocess.run(
-        ["make", "-nB", "--no-print-directory", "no-tf-venv", f"PYTHON={sys.executable}"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    assert (set(by_python), set(by_python.values()), other) == ({"3, 10", "3, 11"}, {floor + ".0"}, "")
     here = by_python.get(f"3, {sys.version_info[1]}")
-    assert re.findall(r'"matplotlib==(\S+)"', recipe) == ([here] if here else [])
+    assert _pins("matplotlib", "no-tf-venv") == ([here] if here else [])

@@ -3,19 +3,18 @@
 They must read real traces without TensorFlow, equal TensorFlow's own
 `xplane_pb2` field for field, and live beside it in one process in either
 import order. `make test-no-tf` runs the tests not marked `tf` with the
-oldest protobuf setup.cfg declares.
+oldest protobuf setup.cfg declares (`tests/test_packaging.py` checks it
+installs exactly that one).
 """
 
 from __future__ import annotations
 
-import configparser
 import gzip
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _helpers import REPO, run_python
+from _helpers import run_python
 
 from keras_xla_guard.trace._proto import (
     _PLANE_HEAD_FILE,
@@ -97,16 +96,6 @@ def test_bindings_stay_out_of_protobufs_default_pool():
         print(json.dumps({{"in_default_pool": found}}))
     """)
     assert result == {"in_default_pool": False}
-
-
-def test_oldest_protobuf_tested_is_the_declared_minimum():
-    """`make test-no-tf` installs exactly the oldest protobuf setup.cfg allows."""
-    setup = configparser.ConfigParser()
-    setup.read(REPO / "setup.cfg")
-    declared = re.search(r"^protobuf>=(\S+)$", setup["options"]["install_requires"], re.M)
-    pinned = re.search(r"^OLDEST_PROTOBUF \?= (\S+)$", (REPO / "Makefile").read_text(), re.M)
-    assert declared is not None and pinned is not None
-    assert declared.group(1) == pinned.group(1)
 
 
 @pytest.mark.tf
