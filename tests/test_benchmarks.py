@@ -203,27 +203,29 @@ def _stock_corpus_mlp(corpus_dir: Path) -> None:
     (where / "built.json").write_text(json.dumps(bench_analyze._corpus_key()))
 
 
-def test_bench_analyze_corpus_measures_each_trace_against_the_floor_and_the_reference(tmp_path):
-    """--corpus on a stocked corpus (a real trace as its MLP): each trace timed against the floor in
-    fresh processes, its memory with and without a warm-up, its report equal to the reference's."""
-    _stock_corpus_mlp(tmp_path)
-    doc = _json(
+def _corpus_mlp_run(corpus_dir: Path, *args: str) -> dict[str, Any]:
+    """bench_analyze --corpus on `_stock_corpus_mlp`'s corpus, one round against HEAD, with `args` after."""
+    _stock_corpus_mlp(corpus_dir)
+    return _json(
         _run(
             BENCH / "bench_analyze.py",
             "--corpus",
             "mlp",
             "--corpus-dir",
-            tmp_path,
+            corpus_dir,
             "--corpus-rounds",
             "1",
-            "--corpus-scale-events",
-            "1000",
-            "--alternating-events",
-            "500",
             "--corpus-reference",
             "HEAD",
+            *args,
         )
     )
+
+
+def test_bench_analyze_corpus_measures_each_trace_against_the_floor_and_the_reference(tmp_path):
+    """--corpus on a stocked corpus (a real trace as its MLP): each trace timed against the floor in
+    fresh processes, its memory with and without a warm-up, its report equal to the reference's."""
+    doc = _corpus_mlp_run(tmp_path, "--corpus-scale-events", "1000", "--alternating-events", "500")
     traces = doc["traces"]
     assert sorted(traces) == ["mlp", "synthetic_alternating", "synthetic_mlp_1000_events"]
     assert traces["synthetic_mlp_1000_events"]["trace_events"] == 1000
@@ -239,25 +241,8 @@ def test_bench_analyze_corpus_measures_each_trace_against_the_floor_and_the_refe
 def test_bench_analyze_corpus_batch_size_is_set_in_ours_runs_and_changes_no_report(tmp_path):
     """--batch-events 64: recorded in the result, each report still the reference's (the batch size
     changes the cost, never a figure); without --corpus, or below 0, a usage error naming it."""
-    _stock_corpus_mlp(tmp_path)
-    doc = _json(
-        _run(
-            BENCH / "bench_analyze.py",
-            "--corpus",
-            "mlp",
-            "--corpus-dir",
-            tmp_path,
-            "--corpus-rounds",
-            "1",
-            "--corpus-scale-events",
-            "",
-            "--alternating-events",
-            "0",
-            "--corpus-reference",
-            "HEAD",
-            "--batch-events",
-            "64",
-        )
+    doc = _corpus_mlp_run(
+        tmp_path, "--corpus-scale-events", "", "--alternating-events", "0", "--batch-events", "64"
     )
     assert doc["batch_events"] == 64
     assert doc["reference"]["identical"] == {"mlp": True}
