@@ -61,9 +61,9 @@ import re
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from keras_xla_guard.trace._events import stat_index, stat_str, stats_str
+from keras_xla_guard.trace._events import stat_str, stats_str
 from keras_xla_guard.trace.classify import split_tf_op
-from keras_xla_guard.trace.xplane import iter_lines
+from keras_xla_guard.trace.xplane import iter_lines, stat_index
 
 __all__ = ["COMMAND_BUFFER", "DeviceTotals", "HostLaunches", "host_launches", "scan_device_plane"]
 

@@ -42,7 +42,6 @@ __all__ = [
     "has_stat",
     "message_events",
     "stat_events",
-    "stat_index",
     "stat_str",
     "stats_str",
     "unique_ints",
@@ -82,15 +81,6 @@ def unique_ints(np: Any, values: Any) -> Any:
     keep[0] = True
     np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
     return ordered[keep]
-
-
-def stat_index(plane: Any) -> dict[str, int]:
-    """Stat metadata name -> id (of a name given twice, the id the map gives last)."""
-    # Keys then lookups: a third faster than `.items()`, which protobuf's
-    # maps serve through `collections.abc`, and a plane may define
-    # thousands of stats (every string a `ref_value` points to).
-    metadata = plane.stat_metadata
-    return {metadata[mid].name: mid for mid in metadata}
 
 
 def find_stat_ids(plane: Any, names: Collection[str]) -> dict[str, int]:

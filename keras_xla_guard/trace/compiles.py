@@ -25,7 +25,7 @@ from typing import Any, Final, NamedTuple
 
 from keras_xla_guard.trace.classify import COMPILE_COUNT_RE, Category, classify_name
 from keras_xla_guard.trace.compile_wall import union_length
-from keras_xla_guard.trace.xplane import iter_lines
+from keras_xla_guard.trace.xplane import iter_lines, stat_index
 
 __all__ = [
     "STEP_EVENT",
@@ -156,7 +156,7 @@ class _PlaneIds(NamedTuple):
     @classmethod
     def of(cls, plane: Any) -> _PlaneIds:
         metadata = plane.event_metadata
-        stat_ids = {m.name: mid for mid, m in plane.stat_metadata.items()}
+        stat_ids = stat_index(plane)
         return cls(
             {mid for mid, md in metadata.items() if COMPILE_COUNT_RE.match(md.name)},
             {mid for mid, md in metadata.items() if classify_name(md.name) == Category.COMPILE},

@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 from keras_xla_guard.trace.classify import Category, classify_name
 from keras_xla_guard.trace.compile_wall import union_length
 from keras_xla_guard.trace.report import StepStat
-from keras_xla_guard.trace.xplane import iter_lines
+from keras_xla_guard.trace.xplane import iter_lines, stat_index
 
 __all__ = [
     "Marker",
@@ -68,7 +68,7 @@ def step_markers(plane: Any, line: Any) -> list[Marker]:
     Returns:
         `(start, end, step)` of each marker, in picoseconds on the trace's clock.
     """
-    ids = {m.name: mid for mid, m in plane.stat_metadata.items()}
+    ids = stat_index(plane)
     root, step_id = ids.get(_ROOT_STAT, -1), ids.get(_STEP_STAT, -1)
     if root < 0 or step_id < 0:
         return []

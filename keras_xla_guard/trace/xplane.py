@@ -40,6 +40,7 @@ __all__ = [
     "open_xspace",
     "parse_xspace",
     "read_line_chunks",
+    "stat_index",
     "trace_errors",
     "xplane_pb2",
 ]
@@ -278,6 +279,29 @@ def iter_lines(
         if line.events:
             check_metadata(plane, line.events[0], source)
         yield line
+
+
+def stat_index(plane: Any) -> dict[str, int]:
+    """Maps each stat metadata name of a plane to its id.
+
+    Every reader of a plane's stats goes through this map or the scan's
+    `find_stat_ids`, which agree: a name that a (hand-edited) trace defines
+    twice gets its lowest id in both, so no two figures of one report read
+    different stats.
+
+    Args:
+        plane: An `XPlane` of a parsed XSpace or of `open_xspace`.
+
+    Returns:
+        A dict of stat name -> metadata id, a name given twice mapped to
+        its lowest id.
+    """
+    # Keys then lookups: a third faster than `.items()`, which protobuf's
+    # maps serve through `collections.abc`, and a plane may define
+    # thousands of stats (every string a `ref_value` points to). Highest
+    # first, so that a name's lowest id is the one written last.
+    metadata = plane.stat_metadata
+    return {metadata[mid].name: mid for mid in sorted(metadata, reverse=True)}
 
 
 def parse_xspace(data: bytes, *, source: str = "<bytes>") -> Any:

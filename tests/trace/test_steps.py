@@ -326,3 +326,33 @@ def test_program_runs_on_other_threads_are_their_steps_busy_time(tmp_path):
         assert [(s.step, s.launches) for s in report.steps] == [(1, 2), (2, 1)]
         # Step 1: [10, 40) and [30, 50) make 40 us; step 2: 10 us.
         assert [s.busy_s for s in report.steps] == pytest.approx([40 * _US, 10 * _US], rel=1e-9, abs=0)
+
+
+def test_a_stat_name_defined_twice_is_read_at_its_lowest_id_by_every_reader(tmp_path):
+    """A hand-edited plane naming a second, unused stat `step_num`: the markers (scan, parsed or
+    streamed, and `step_markers`) and the compile table all read the first id, so the steps stay."""
+    from keras_xla_guard.trace.steps import step_markers
+    from keras_xla_guard.trace.xplane import stat_index
+
+    space = build_space(
+        {
+            "python": [
+                ("train", 0, 100, {"_r": 1, "step_num": 3}),
+                ("train", 100, 100, {"_r": 1, "step_num": 4}),
+                ("CpuExecutable::ExecuteAsyncOnStream", 10, 20),
+                ("CpuCompiler::RunBackend", 120, 30, {"name": "a_inference_f_1__.1"}),
+            ]
+        }
+    )
+    plane = space.planes[0]
+    first = stat_index(plane)["step_num"]
+    for duplicate in (first + 100, first + 50):
+        plane.stat_metadata[duplicate].id = duplicate
+        plane.stat_metadata[duplicate].name = "step_num"
+    assert stat_index(plane)["step_num"] == first
+    assert [step for _, _, step in step_markers(plane, plane.lines[0])] == [3, 4]
+    path = tmp_path / "t.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    for report in (analyze_xspace(space), analyze_trace(path)):
+        assert [(s.step, s.launches) for s in report.steps] == [(3, 1), (4, 0)]
+        assert [row.step for row in report.compile_table] == [4]
