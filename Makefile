@@ -123,6 +123,9 @@ NIGHTLY_TF ?= 2.21.0
 # What the compat tests need besides TensorFlow and Keras (matplotlib: the `html`
 # extra, for the guards' write_html tests).
 COMPAT_TEST_DEPS := "pytest>=7" "pytest-xdist>=3.5" "hypothesis>=6" "xprof>=2.20" "matplotlib>=3.8"
+# And the oldest xprof the `profile` extra declares (TensorBoard's Profile tab),
+# pinned in the oldest venv: the tab's end-to-end tests run in both venvs.
+OLDEST_XPROF ?= 2.20.0
 # The non-TensorFlow backend test needs jax (Keras' numpy backend imports it
 # too): a `test` extra left out of the compat venvs; `make test` runs it.
 COMPAT_DESELECT := --deselect tests/test_callback.py::test_other_keras_backends_are_refused_at_construction
@@ -131,13 +134,16 @@ COMPAT_DESELECT := --deselect tests/test_callback.py::test_other_keras_backends_
 # and so does the raw-trace oracle test: it counts TF 2.21's
 # `CpuExecutable::ExecuteAsyncOnStream` spans, which TF 2.20 does not emit.
 COMPAT_MIRRORED := tests/test_distributed.py -k "mirrored and not multiworker and not raw_trace"
+# A real fit served by a real tensorboard, the Profile tab's op table (xprof)
+# included; not the raw-trace oracle test, for the reason above.
+COMPAT_PROFILE_TAB := tests/output/test_tensorboard_e2e.py -k "not raw_trace"
 
 $(COMPAT)/oldest/.installed: setup.cfg pyproject.toml Makefile
 	rm -rf $(COMPAT)/oldest
 	$(PYTHON) -m venv $(COMPAT)/oldest
 	$(COMPAT)/oldest/bin/python -m pip install --quiet --upgrade pip
 	$(COMPAT)/oldest/bin/python -m pip install --quiet -e . $(COMPAT_TEST_DEPS) \
-	  "tensorflow-cpu==$(OLDEST_TF)" "keras==$(OLDEST_KERAS)"
+	  "tensorflow-cpu==$(OLDEST_TF)" "keras==$(OLDEST_KERAS)" "xprof==$(OLDEST_XPROF)"
 	# As in .venv: tf_keras would pull the full `tensorflow` wheel otherwise.
 	$(COMPAT)/oldest/bin/python -m pip install --quiet --no-deps "tf_keras==$(OLDEST_TF_KERAS)"
 	touch $@
@@ -169,6 +175,7 @@ test-compat: compat-venvs
 	  $(COMPAT)/$$v/bin/python -c "import tensorflow as tf, keras; print('   tensorflow', tf.__version__, '| keras', keras.__version__)" 2>/dev/null; \
 	  $(COMPAT)/$$v/bin/python -m pytest -m compat $(COMPAT_DESELECT) $(COMPAT_PYTEST_ARGS) || rc=1; \
 	  $(COMPAT)/$$v/bin/python -m pytest $(COMPAT_MIRRORED) $(COMPAT_PYTEST_ARGS) || rc=1; \
+	  $(COMPAT)/$$v/bin/python -m pytest $(COMPAT_PROFILE_TAB) $(COMPAT_PYTEST_ARGS) || rc=1; \
 	done; exit $$rc
 
 # ------------------------------------------------------------ without TensorFlow

@@ -135,6 +135,14 @@ def test_jax_compat_venv_installs_the_oldest_tensorboard_declared() -> None:
     assert _pins("tensorboard", ".venv-compat/jax-oldest/.installed", "COMPAT=.venv-compat") == [floor]
 
 
+def test_oldest_compat_venv_installs_the_oldest_xprof_declared() -> None:
+    """`make test-compat` serves TensorBoard's Profile tab with exactly the oldest xprof the `profile`
+    extra allows, beside the oldest TensorFlow and Keras."""
+    floor = _floor("xprof", "options.extras_require", "profile")
+    assert re.findall(r"^OLDEST_XPROF \?= (\S+)$", (REPO / "Makefile").read_text(), re.M) == [floor + ".0"]
+    assert _pins("xprof", ".venv-compat/oldest/.installed", "COMPAT=.venv-compat") == [floor + ".0"]
+
+
 def test_no_tf_venv_installs_the_oldest_matplotlib_declared_beside_the_oldest_numpy() -> None:
     """`make test-no-tf` installs the oldest matplotlib the `html` extra declares where it installs the
     oldest numpy (Python 3.10-3.11, numpy 1: matplotlib 3.8 predates numpy 2); elsewhere it pins none."""
