@@ -80,11 +80,12 @@ _CLOCK_SLACK_S = 5.0
 # Said once per process: the risk is TensorFlow's, not one run's.
 _crash_risk_told = False
 # What `profile_workers="all"` costs, measured by
-# benchmarks/stress_multiworker.py (result:
-# benchmarks/results/stress_multiworker-20261204T151407Z.json): (runs in
+# benchmarks/stress_multiworker.py (its newest `guard-all` result:
+# benchmarks/results/stress_multiworker-20261205T191632Z.json): (runs in
 # which a worker aborted natively, guarded 2-worker runs), per scenario;
-# docs/multiworker.md has the table.
-ALL_WORKERS_CRASHES = {"loop": (1, 10), "fit": (1, 10)}
+# docs/multiworker.md has the table, tests/test_distributed.py keeps these
+# equal to that result.
+ALL_WORKERS_CRASHES = {"loop": (11, 30), "fit": (2, 30)}
 # The start of the reason a worker's report gives when it did not profile.
 NOT_PROFILED = "not profiled"
 
