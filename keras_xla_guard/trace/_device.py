@@ -347,7 +347,11 @@ def scan_device_plane(
                 elif sid == ids.program:
                     program = _int_value(stat)
                 elif sid == ids.group:
+                    # xprof's groups are non-negative integers; negative
+                    # ones stand for host markers (`_resolve_groups`), so
+                    # any other value is no group at all.
                     group = _int_value(stat)
+                    group = group if group >= 0 else None
                 elif sid == ids.corr:
                     corr = _int_value(stat)
                 elif sid in ids.transfer:

@@ -232,6 +232,18 @@ def test_host_grouped_runs_land_in_their_markers_step_at_absolute_picoseconds():
     assert (totals.runs, totals.xla_kernels, totals.unmarked_kernels) == (3, 3, 0)
 
 
+@pytest.mark.parametrize("group", [("group_id", "str", "7"), ("group_id", "int", -1)])
+def test_a_group_id_that_is_no_xprof_group_is_no_group(group):
+    """A `group_id` written as a string or a negative integer puts its kernel in no step: before, it
+    read as -1, the key of the host's first step marker."""
+    device = _Device()
+    line = device.line(1, "Stream #1(Kernel)")
+    device.event(line, "a", 0, 10, ("hlo_module", "str", "jit_step"), ("hlo_op", "str", "fusion"), group)
+    totals = _scan(device)
+    assert totals.step_runs == {}
+    assert (totals.runs, totals.xla_kernels, totals.unmarked_kernels) == (1, 1, 1)
+
+
 def test_kernels_no_marker_holds_count_as_unmarked_on_every_plane():
     """Two planes whose kernels no host marker holds: their XLA kernels add up, all unmarked."""
     first, second = _Device(), _Device(name="/device:GPU:1", pid=2)
