@@ -144,11 +144,13 @@ def test_oldest_compat_venv_installs_the_oldest_xprof_declared() -> None:
 
 
 def test_no_tf_venv_installs_the_oldest_matplotlib_declared_beside_the_oldest_numpy() -> None:
-    """`make test-no-tf` installs the oldest matplotlib the `html` extra declares where it installs the
-    oldest numpy (Python 3.10-3.11, numpy 1: matplotlib 3.8 predates numpy 2); elsewhere it pins none."""
+    """`make test-no-tf` installs the oldest matplotlib the `html` extra declares beside numpy 1 (Python
+    3.10-3.12), and on 3.13 none older than the floor; on other Pythons it pins none."""
     floor = _floor("matplotlib", "options.extras_require", "html")
     by_python, other = _by_python("OLDEST_MATPLOTLIB")
     # setup.cfg spells the floor `3.8`; pip's release is 3.8.0.
-    assert (set(by_python), set(by_python.values()), other) == ({"3, 10", "3, 11"}, {floor + ".0"}, "")
+    assert by_python["3, 10"] == by_python["3, 11"] == by_python["3, 12"] == floor + ".0"
+    assert set(by_python) == {"3, 10", "3, 11", "3, 12", "3, 13"} and other == ""
+    assert _version(by_python["3, 13"]) >= _version(floor + ".0")
     here = by_python.get(f"3, {sys.version_info[1]}")
     assert _pins("matplotlib", "no-tf-venv") == ([here] if here else [])
