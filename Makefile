@@ -122,10 +122,11 @@ OLDEST_TF_KERAS ?= 2.20.1
 NIGHTLY_TF ?= 2.21.0
 # What the compat tests need besides TensorFlow and Keras (matplotlib: the `html`
 # extra, for the guards' write_html tests).
-COMPAT_TEST_DEPS := "pytest>=7" "pytest-xdist>=3.5" "hypothesis>=6" "xprof>=2.20" "matplotlib>=3.8"
+COMPAT_TEST_DEPS := "pytest>=7" "pytest-xdist>=3.5" "hypothesis>=6" "xprof>=2.24.1" "matplotlib>=3.8"
 # And the oldest xprof the `profile` extra declares (TensorBoard's Profile tab),
-# pinned in the oldest venv: the tab's end-to-end tests run in both venvs.
-OLDEST_XPROF ?= 2.20.0
+# pinned in the oldest venv: the tab's end-to-end tests run in both venvs, and
+# tests/test_loop.py checks its step analysis sees the guard's step markers.
+OLDEST_XPROF ?= 2.24.1
 # The non-TensorFlow backend test needs jax (Keras' numpy backend imports it
 # too): a `test` extra left out of the compat venvs; `make test` runs it.
 COMPAT_DESELECT := --deselect tests/test_callback.py::test_other_keras_backends_are_refused_at_construction
@@ -233,7 +234,7 @@ OLDEST_JAX_KERAS ?= 3.10.0
 # And the oldest tensorboard declared: without TensorFlow, the guard's
 # TensorBoard output is tensorboard's own writer, under numpy 2.
 OLDEST_TENSORBOARD ?= 2.17.1
-JAX_TEST_DEPS := "pytest>=7" "pytest-xdist>=3.5" "xprof>=2.20"
+JAX_TEST_DEPS := "pytest>=7" "pytest-xdist>=3.5" "xprof>=2.24.1"
 JAX_PYTEST_ARGS ?= -q -p no:cacheprovider
 
 $(JAX_VENV)/.installed: setup.cfg pyproject.toml Makefile
@@ -326,7 +327,7 @@ gpu-check:
 # Python on the GPU machine: GPU_WHEEL_ARGS="--python-version 3.12 --only-binary=:all:".
 GPU_WHEEL_ARGS ?=
 gpu-wheels:
-	$(PYTHON) -m pip download --quiet -d $(GPU_WHEELS) $(GPU_WHEEL_ARGS) "xprof>=2.20"
+	$(PYTHON) -m pip download --quiet -d $(GPU_WHEELS) $(GPU_WHEEL_ARGS) "xprof>=2.24.1"
 
 # What CI runs (.ci/run calls only this): `make lint` first (a minute at most,
 # so a style or type error fails before the long suite), the suite in .venv,
