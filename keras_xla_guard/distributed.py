@@ -83,7 +83,7 @@ _crash_risk_told = False
 # benchmarks/stress_multiworker.py (its newest `guard-all` result:
 # benchmarks/results/stress_multiworker-20261205T191632Z.json): (runs in
 # which a worker aborted natively, guarded 2-worker runs), per scenario;
-# docs/multiworker.md has the table, tests/test_distributed.py keeps these
+# docs/multiworker.md has the table, tests/test_measured_constants.py keeps these
 # equal to that result.
 ALL_WORKERS_CRASHES = {"loop": (11, 30), "fit": (2, 30)}
 # The start of the reason a worker's report gives when it did not profile.
