@@ -8,35 +8,71 @@ structures of arrays, tensors or specs into `Signature`s and compares them.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["Signature", "closest", "differences", "flatten_leaves", "input_name", "only_batch_shrunk"]
 
 Shape = tuple[int | None, ...] | None
-PathKey = str | int
+# A path step: a position, a string key or field name, or any other dict key tagged with its type.
+PathKey = str | int | tuple[type, Any]
 
 
-def _is_leaf(value: Any) -> bool:
-    return hasattr(value, "shape") and hasattr(value, "dtype")
+_MISSING = object()
+_Leaf = tuple[tuple[PathKey, ...], Any, Any, Any]
 
 
-def _flatten(structure: Any, path: tuple[PathKey, ...] = ()) -> Iterator[tuple[tuple[PathKey, ...], Any]]:
-    """Yields `(path, leaf)` in `tf.nest` order (dict keys sorted)."""
+def _flatten(structure: Any) -> list[_Leaf]:
+    """Returns `(path, leaf, shape, dtype)` per leaf, in `tf.nest` order (dict keys sorted).
+
+    A leaf is anything with a `shape` and a `dtype`.
+    """
+    out: list[_Leaf] = []
+    _walk(structure, (), out)
+    return out
+
+
+def _mapping_key(key: Any) -> tuple[PathKey]:
+    """A dict key as a path holds it: a string as is, any other key tagged with its type.
+
+    Positions are plain ints. Tagged, `{1.0: a}` and `{True: a}` keep paths
+    apart from `{1: a}` (equal keys, shown differently) in `_RENDERED`.
+    """
+    return (key,) if type(key) is str else ((type(key), key),)
+
+
+def _walk(structure: Any, path: tuple[PathKey, ...], out: list[_Leaf]) -> None:
+    # A plain recursion filling one list, each leaf's `shape` and `dtype`
+    # read once: every watched step pays for this walk, and a generator
+    # chain or a second read of a tensor's properties costs microseconds.
+    # Plain dicts, lists and tuples first: they have no `shape` to look for.
+    kind = type(structure)
+    if kind is dict:
+        for key in sorted(structure):
+            _walk(structure[key], path + _mapping_key(key), out)
+        return
+    if kind is tuple or kind is list:
+        for i, item in enumerate(structure):
+            _walk(item, path + (i,), out)
+        return
     if structure is None:
         return
-    if _is_leaf(structure):
-        yield path, structure
-    elif isinstance(structure, Mapping):
+    shape = getattr(structure, "shape", _MISSING)
+    if shape is not _MISSING:
+        dtype = getattr(structure, "dtype", _MISSING)
+        if dtype is not _MISSING:
+            out.append((path, structure, shape, dtype))
+            return
+    if isinstance(structure, Mapping):
         for key in sorted(structure):
-            yield from _flatten(structure[key], path + (key,))
+            _walk(structure[key], path + _mapping_key(key), out)
     elif isinstance(structure, tuple) and hasattr(structure, "_fields"):
         for name in structure._fields:
-            yield from _flatten(getattr(structure, name), path + (name,))
+            _walk(getattr(structure, name), path + (name,), out)
     elif isinstance(structure, (list, tuple)):
         for i, item in enumerate(structure):
-            yield from _flatten(item, path + (i,))
+            _walk(item, path + (i,), out)
 
 
 def flatten_leaves(structure: Any) -> list[Any]:
@@ -49,7 +85,27 @@ def flatten_leaves(structure: Any) -> list[Any]:
     Returns:
         The leaves, in the order `Signature.of` lists them.
     """
-    return [leaf for _, leaf in _flatten(structure)]
+    return [leaf for _, leaf, _, _ in _flatten(structure)]
+
+
+# Rendered paths by (paths, root names, whether the top is a sequence): the
+# structure of a step's inputs rarely changes, their rendering is per leaf.
+# Bounded, in case the keys of some input change every step.
+_RENDERED: dict[tuple[Any, ...], tuple[str, ...]] = {}
+_RENDERED_MAX = 256
+
+
+def _rendered_paths(
+    paths: tuple[tuple[PathKey, ...], ...], root_names: Sequence[str] | None, top_is_seq: bool
+) -> tuple[str, ...]:
+    """The display paths of a structure's leaves (`_render_path` of each), cached."""
+    key = (paths, None if root_names is None else tuple(root_names), top_is_seq)
+    rendered = _RENDERED.get(key)
+    if rendered is None:
+        if len(_RENDERED) >= _RENDERED_MAX:
+            _RENDERED.clear()
+        rendered = _RENDERED[key] = tuple([_render_path(path, root_names, top_is_seq) for path in paths])
+    return rendered
 
 
 def _render_path(path: tuple[PathKey, ...], root_names: Sequence[str] | None, top_is_seq: bool) -> str:
@@ -61,24 +117,49 @@ def _render_path(path: tuple[PathKey, ...], root_names: Sequence[str] | None, to
         parts.append(root_names[path[0]])
         rest = path[1:]
     for key in rest:
+        if isinstance(key, tuple):
+            key = key[1]
         parts.append(f"[{key}]" if isinstance(key, int) else f"[{key!r}]")
     return "".join(parts)
 
 
-def _shape_of(leaf: Any) -> Shape:
-    shape = leaf.shape
-    if getattr(shape, "rank", 0) is None:
-        return None
-    dims = []
+def _shape_of(shape: Any) -> Shape:
+    if type(shape) is not tuple:
+        if getattr(shape, "rank", 0) is None:
+            return None
+        # A `tf.TensorShape` lists its dims in one call; iterating it runs
+        # a generator, several times slower on every watched step.
+        as_list = getattr(shape, "as_list", None)
+        if as_list is not None:
+            shape = as_list()
+    dims: list[int | None] = []
     for d in shape:
-        d = getattr(d, "value", d)
-        dims.append(None if d is None else int(d))
+        # Plain ints (NumPy, TF 2 and Keras shapes) as they are; TF 1
+        # `Dimension`s and NumPy integers by value.
+        if type(d) is not int:
+            d = getattr(d, "value", d)
+            if d is not None:
+                d = int(d)
+        dims.append(d)
     return tuple(dims)
 
 
-def _dtype_of(leaf: Any) -> str:
-    dtype = leaf.dtype
-    return str(getattr(dtype, "name", dtype))
+# Dtype names by the dtype object's id. Each entry holds the object, so
+# no other object can have that id while the entry lives. A tensor's
+# `dtype.name` costs about a microsecond, and a step reads the same few
+# dtype objects every time. Bounded, for dtypes made anew on every read.
+_DTYPE_NAMES: dict[int, tuple[Any, str]] = {}
+_DTYPE_NAMES_MAX = 64
+
+
+def _dtype_name(dtype: Any) -> str:
+    known = _DTYPE_NAMES.get(id(dtype))
+    if known is not None:
+        return known[1]
+    name = str(getattr(dtype, "name", dtype))
+    if len(_DTYPE_NAMES) < _DTYPE_NAMES_MAX:
+        _DTYPE_NAMES[id(dtype)] = (dtype, name)
+    return name
 
 
 def _dim(d: int | None) -> str:
@@ -124,6 +205,20 @@ class Signature:
     shapes: tuple[Shape, ...]
     dtypes: tuple[str, ...]
 
+    def __post_init__(self) -> None:
+        # Hashed once: a watched step looks its signature up several times
+        # (the run's and the epoch's counts), each hash a walk of three
+        # nested tuples.
+        object.__setattr__(self, "_hash", hash((self.paths, self.shapes, self.dtypes)))
+
+    def __hash__(self) -> int:
+        return self._hash  # type: ignore[attr-defined]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt through `__init__`, so an unpickled copy never carries a
+        # hash of another process (string hashes differ between processes).
+        return (type(self), (self.paths, self.shapes, self.dtypes))
+
     @classmethod
     def of(cls, structure: Any, *, root_names: Sequence[str] | None = None) -> Signature:
         """Builds the signature of a nested structure of arrays or tensors.
@@ -149,12 +244,12 @@ class Signature:
                 f"`root_names` must be a sequence of names, not a string. Received: root_names={root_names!r}"
             )
         top_is_seq = isinstance(structure, (list, tuple)) and not hasattr(structure, "_fields")
-        paths, shapes, dtypes = [], [], []
-        for path, leaf in _flatten(structure):
-            paths.append(_render_path(path, root_names, top_is_seq))
-            shapes.append(_shape_of(leaf))
-            dtypes.append(_dtype_of(leaf))
-        return cls(tuple(paths), tuple(shapes), tuple(dtypes))
+        leaves = _flatten(structure)
+        return cls(
+            _rendered_paths(tuple([leaf[0] for leaf in leaves]), root_names, top_is_seq),
+            tuple([_shape_of(leaf[2]) for leaf in leaves]),
+            tuple([_dtype_name(leaf[3]) for leaf in leaves]),
+        )
 
     @property
     def structure(self) -> tuple[tuple[str, str, int | None], ...]:

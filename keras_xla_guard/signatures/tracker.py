@@ -115,6 +115,9 @@ class EpochSignatures:
 
 @dataclass
 class _SigStats:
+    # The run's first copy of the signature: later steps' equal copies are
+    # swapped for it, so the epoch's lookups match by identity.
+    signature: Signature
     count: int = 0
     last_of_epoch: int = 0
 
@@ -231,9 +234,11 @@ class SignatureTracker:
         stats = self._stats.get(signature)
         new = stats is None
         if stats is None:
-            stats = self._stats[signature] = _SigStats()
+            stats = self._stats[signature] = _SigStats(signature)
             self._order.append(signature)
             self._epoch_new.append((signature, step))
+        else:
+            signature = stats.signature
         stats.count += count
         self._epoch_counts[signature] = self._epoch_counts.get(signature, 0) + count
         self._epoch_steps += count

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import os
 import warnings
 from pathlib import Path
 
@@ -92,6 +93,75 @@ def test_signature_of_specs_marks_unknown_dims():
     unranked = Signature.of(tf.TensorSpec(None, tf.float32))
     with pytest.raises(ValueError, match=r"Leaf 0 has no known rank.*dims=\(\(0, 0\),\)"):
         unranked.with_dims([(0, 0)], (3,))
+
+
+def test_equal_dict_keys_of_different_types_keep_their_own_paths():
+    """`{1: a}`, `{1.0: a}` and `{True: a}` render their keys as written, in any order, despite the path cache."""
+    leaf = np.zeros(2)
+    for _ in range(2):
+        for key, path in ((True, "[True]"), (1.0, "[1.0]"), (1, "[1]"), (np.int64(1), f"[{np.int64(1)!r}]")):
+            assert Signature.of({"x": {key: leaf}}).paths == (f"['x']{path}",)
+    assert Signature.of({("a", 1): leaf}).paths == ("[('a', 1)]",)
+
+
+def test_path_and_dtype_caches_stay_bounded_and_right():
+    """Thousands of distinct structures and fresh dtype objects each get their own paths and names; the caches stay bounded."""
+    from keras_xla_guard.signatures import signature as module
+
+    class Dtype:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+    class Leaf:
+        def __init__(self, dtype: Dtype) -> None:
+            self.shape = (2,)
+            self.dtype = dtype
+
+    for i in range(1000):
+        sig = Signature.of({f"k{i}": Leaf(Dtype(f"d{i}"))}, root_names=["unused"])
+        assert (sig.paths, sig.dtypes) == ((f"['k{i}']",), (f"d{i}",))
+    assert len(module._RENDERED) <= module._RENDERED_MAX
+    assert len(module._DTYPE_NAMES) <= module._DTYPE_NAMES_MAX
+
+
+def test_a_signature_unpickled_from_another_process_is_found_by_its_equal():
+    """A signature pickled where string hashes differ is rehashed on load: it finds its equal in a dict."""
+    import pickle
+    import subprocess
+    import sys
+
+    code = (
+        "import pickle, sys, numpy as np\n"
+        "from keras_xla_guard.signatures import Signature\n"
+        "sig = Signature.of({'tokens': np.zeros((8, 5), 'int32')}, root_names=('x',))\n"
+        "sys.stdout.buffer.write(pickle.dumps(sig))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "PYTHONHASHSEED": "1"},
+    ).stdout
+    loaded = pickle.loads(out)
+    here = Signature.of({"tokens": np.zeros((8, 5), "int32")}, root_names=("x",))
+    assert loaded == here
+    assert {here: "found"}.get(loaded) == "found"
+
+
+def test_tf_shapes_and_tf1_dimensions_read_as_ints():
+    """TensorShapes (listed), TF 1 Dimensions and NumPy integers in a shape all give plain ints or None."""
+    import tensorflow as tf
+
+    class Leaf:
+        def __init__(self, shape: object) -> None:
+            self.shape = shape
+            self.dtype = "float32"
+
+    dims = (tf.compat.v1.Dimension(3), tf.compat.v1.Dimension(None), np.int64(4), 5)
+    sig = Signature.of([tf.zeros((2, 3)), Leaf(dims), Leaf(tf.TensorShape([None, 7]))])
+    assert sig.shapes == ((2, 3), (3, None, 4, 5), (None, 7))
+    assert all(type(d) is int for shape in sig.shapes for d in shape if d is not None)
+    assert sig.dtypes == ("float32", "float32", "float32")
 
 
 def test_signature_rejects_string_root_names():
