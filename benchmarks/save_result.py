@@ -3,7 +3,8 @@
 The saved document wraps the benchmark's own JSON (`result`) with what a
 reader needs to judge it: the command, when it ran and for how long, and
 the machine (CPU count, 1-minute load average before and after, Python,
-TensorFlow and Keras versions). docs/benchmarks.md and the README cite these files.
+TensorFlow and Keras versions) and the code (commit, and the tracked files
+changed since when it ran on uncommitted code). docs/benchmarks.md and the README cite these files.
 
 Usage: python benchmarks/save_result.py [--results-dir DIR] benchmarks/bench_fix.py [its args...]
 """
@@ -30,6 +31,26 @@ def _version(package: str) -> str | None:
         return version(package)
     except PackageNotFoundError:
         return None
+
+
+def code_state() -> dict[str, Any] | None:
+    """The commit the benchmark ran at and the tracked files changed since, or `None` outside git.
+
+    A result measured on uncommitted code says so: its figures belong to
+    the commit plus those changes, not to the commit.
+    """
+    root = Path(__file__).resolve().parent.parent
+
+    def git(*argv: str) -> str:
+        return subprocess.run(["git", *argv], cwd=root, capture_output=True, text=True, check=True).stdout
+
+    try:
+        commit = git("rev-parse", "--short", "HEAD").strip()
+        # Not stripped: each line's status starts with a space or a letter.
+        changed = git("status", "--porcelain", "--untracked-files=no").splitlines()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return {"commit": commit, "changed_files": sorted(line[3:] for line in changed)}
 
 
 def last_json_object(text: str) -> dict[str, Any]:
@@ -79,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
             # keras-nightly installs the same `keras` module under another name.
             "keras": _version("keras") or _version("keras-nightly"),
         },
+        "code": code_state(),
         "result": result,
     }
     args.results_dir.mkdir(parents=True, exist_ok=True)

@@ -78,6 +78,17 @@ def test_bench_fix_counts_each_arms_compilations_in_traces(tmp_path):
         "python",
     }
     assert doc["args"][:2] == ["--rounds", "1"]
+
+    def git(*argv: str) -> str:
+        return subprocess.run(["git", *argv], cwd=REPO, capture_output=True, text=True, check=True).stdout
+
+    # The code the result belongs to: the commit, and what was changed on top.
+    assert doc["code"] == {
+        "commit": git("rev-parse", "--short", "HEAD").strip(),
+        "changed_files": sorted(
+            line[3:] for line in git("status", "--porcelain", "--untracked-files=no").splitlines()
+        ),
+    }
     result = doc["result"]
     assert (result["benchmark"], result["rounds"], result["epochs"]) == ("fix_pays", 1, 1)
     arms = result["arms"]
@@ -111,7 +122,7 @@ def test_bench_overhead_has_aa_controls_for_both_ratios():
 
 
 def test_bench_loop_has_an_aa_control():
-    """bench_loop times the watched, bare and bare-again arms and prints the A/A ratio."""
+    """bench_loop times the watched, bare and bare-again arms, prints the A/A ratio and the guard's own cost per call."""
     doc = _json(_run(BENCH / "bench_loop.py", "--rounds", "1", "--batches", "4", "--width", "16"))
     assert (doc["benchmark"], doc["rounds"], doc["steps_per_epoch"], doc["hidden_units"]) == (
         "custom_loop_watch_overhead",
@@ -122,6 +133,10 @@ def test_bench_loop_has_an_aa_control():
     assert set(doc["epoch_ms_median"]) == {"watched", "bare", "bare_again"}
     assert _positive(doc["ratio"], doc["aa_ratio"], doc["cpu_ratio"])
     assert set(doc["machine"]) >= {"cpus", "tensorflow", "keras", "load_avg_1m"}
+    assert isinstance(doc["guard_us_per_call"], float)
+    assert doc["guard_share_of_bare_step"] == pytest.approx(
+        doc["guard_us_per_call"] / doc["step_us_median"]["bare"], rel=0.01, abs=2e-4
+    )
 
 
 def test_bench_signatures_runs_both_variants():
