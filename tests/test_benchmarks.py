@@ -137,6 +137,9 @@ def test_bench_loop_has_an_aa_control():
     assert doc["guard_share_of_bare_step"] == pytest.approx(
         doc["guard_us_per_call"] / doc["step_us_median"]["bare"], rel=0.01, abs=2e-4
     )
+    assert doc["epoch_scope_ms"] > 0
+    # Both rounded: the milliseconds to 0.01 (1.25 us a step of 4), the microseconds to 0.1.
+    assert doc["epoch_scope_us_per_step"] == pytest.approx(1e3 * doc["epoch_scope_ms"] / 4, abs=1.3)
 
 
 def test_bench_signatures_runs_both_variants():
