@@ -124,6 +124,34 @@ def test_path_and_dtype_caches_stay_bounded_and_right():
     assert len(module._DTYPE_NAMES) <= module._DTYPE_NAMES_MAX
 
 
+def test_containers_and_leaves_off_the_fast_paths_read_as_before():
+    """Mappings other than dict, list subclasses, odd shapes and dtypes take the general walk and give the same figures."""
+    import types
+
+    class Leaf:
+        def __init__(self, shape: object, dtype: object = "float32") -> None:
+            self.shape = shape
+            self.dtype = dtype
+
+    class Shapeless:
+        shape = (3,)
+
+    class Items(list):
+        pass
+
+    class Size(tuple):
+        pass
+
+    a, b = np.zeros((2, 3), "int32"), np.zeros(4, "float32")
+    plain = Signature.of({"b": b, "a": a})
+    for mapping in (collections.OrderedDict(b=b, a=a), types.MappingProxyType({"b": b, "a": a})):
+        assert Signature.of(mapping) == plain
+    assert Signature.of(Items([a, Shapeless(), b])).paths == ("[0]", "[2]")
+    sig = Signature.of([Leaf([2, 3]), Leaf(Size((5,))), Leaf((1,), None)])
+    assert (sig.shapes, sig.dtypes) == (((2, 3), (5,), (1,)), ("float32", "float32", "None"))
+    assert Signature.of((a, b), root_names=("x",)).paths == ("x", "[1]")
+
+
 def test_a_signature_unpickled_from_another_process_is_found_by_its_equal():
     """A signature pickled where string hashes differ is rehashed on load: it finds its equal in a dict."""
     import pickle
@@ -145,6 +173,7 @@ def test_a_signature_unpickled_from_another_process_is_found_by_its_equal():
     loaded = pickle.loads(out)
     here = Signature.of({"tokens": np.zeros((8, 5), "int32")}, root_names=("x",))
     assert loaded == here
+    assert pickle.loads(pickle.dumps(here)) == here
     assert {here: "found"}.get(loaded) == "found"
 
 
