@@ -34,7 +34,7 @@ def _version(package: str) -> str | None:
 
 
 def code_state() -> dict[str, Any] | None:
-    """The commit the benchmark ran at and the tracked files changed since, or `None` outside git.
+    """The commit checked out and the tracked files changed since, or `None` outside git.
 
     A result measured on uncommitted code says so: its figures belong to
     the commit plus those changes, not to the commit.
@@ -74,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("args", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     started = dt.datetime.now(dt.UTC)
+    # Before the run: a long benchmark may outlive the commit it measured.
+    code = code_state()
     load_before = os.getloadavg()[0]
     t0 = time.perf_counter()
     proc = subprocess.run(
@@ -100,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
             # keras-nightly installs the same `keras` module under another name.
             "keras": _version("keras") or _version("keras-nightly"),
         },
-        "code": code_state(),
+        "code": code,
         "result": result,
     }
     args.results_dir.mkdir(parents=True, exist_ok=True)
