@@ -381,7 +381,6 @@ class ColumnScan:
         facts: list[LineFacts | None],
         base_ps: list[int],
         root: Any,
-        step_lines: Any,
         train: Any,
         marker: Any,
         events: dict[int, Any],
@@ -392,12 +391,10 @@ class ColumnScan:
             facts: Per line of the batch, its facts, or `None` to skip it.
             base_ps: Per line, its start on the trace's clock (ps).
             root: Per event, whether it carries the `_r` stat.
-            step_lines: Per line, whether its step markers count (the
-                Python thread's).
             train: Per event, whether it is a `train` step event.
             marker: Per event, whether it is a compile marker.
             events: Event index -> the parsed `XEvent`, for the events of
-                `root` (on `step_lines`), `train` and `marker`.
+                `root`, `train` and `marker`.
         """
         np = self.np
         C = Category
@@ -411,7 +408,7 @@ class ColumnScan:
             base = base_ps[k]
             known[k].steps.spans.append((base + first, base + stop))
         cache, plane, line, start = self.cache, self.plane, self.line, self.start
-        for i in np.flatnonzero(good & root & step_lines[line]).tolist():
+        for i in np.flatnonzero(good & root).tolist():
             found = marker_of(events[i], cache.root_id, cache.step_id, base_ps[line[i]] + int(start[i]))
             if found is not None:
                 known[line[i]].steps.markers.append(found)

@@ -47,7 +47,6 @@ from keras_xla_guard.trace.classify import (
     classify_op_type,
     is_dispatch_only,
 )
-from keras_xla_guard.trace.compiles import STEP_THREAD
 from keras_xla_guard.trace.steps import StepFacts, marker_of
 
 __all__ = [
@@ -448,13 +447,11 @@ class _PlaneScan:
             codes = self.cache.codes(np, mid)
             timed = dur > 0
             kept = np.flatnonzero(timed | ((codes & MARKER_CODE) != 0))
-            step_lines = np.array([line.name == STEP_THREAD for line in lines], dtype=bool)
+            # Step markers may stand on any thread (see `steps`): every
+            # timed event with the `_r` stat is parsed.
             wanted = kept[
                 ((codes[kept] & WITH_STATS_CODE) != 0)
-                | (
-                    timed[kept]
-                    & (((codes[kept] & TRAIN_CODE) != 0) | (root[kept] & step_lines[line_of[kept]]))
-                )
+                | (timed[kept] & (((codes[kept] & TRAIN_CODE) != 0) | root[kept]))
             ]
             parsed = stat_events(data, wanted.tolist(), found, self.source)
             at = np.searchsorted(kept, wanted).tolist()
@@ -548,7 +545,6 @@ class _PlaneScan:
             [line.facts for line in lines],
             [line.base_ps for line in lines],
             rows.root[take],
-            np.array([line.name == STEP_THREAD for line in lines], dtype=bool),
             (code & TRAIN_CODE) != 0,
             (code & MARKER_CODE) != 0,
             events,
@@ -607,9 +603,8 @@ class _PlaneScan:
         """Scans a line the batch holds whole, its rows `own`, one event at a time (`scan_events`).
 
         What `scan_lazy_line` would find, without reading the line again;
-        its step facts too, as `steps.line_step_facts` finds them (markers
-        only on the Python thread, as the analysis reads them). Events out
-        of order are left to `scan_lazy_line`, which sorts them.
+        its step facts too, as `steps.line_step_facts` finds them. Events
+        out of order are left to `scan_lazy_line`, which sorts them.
         """
         np, cache = self.np, self.cache
         code = rows.code[own]
@@ -624,11 +619,10 @@ class _PlaneScan:
             return
         self.totals.add(part)
         markers = []
-        if line.name == STEP_THREAD:
-            for j in np.flatnonzero(rows.root[own]).tolist():
-                found = marker_of(rows.events[int(own[j])], cache.root_id, cache.step_id, base + start[j])
-                if found is not None:
-                    markers.append(found)
+        for j in np.flatnonzero(rows.root[own]).tolist():
+            found = marker_of(rows.events[int(own[j])], cache.root_id, cache.step_id, base + start[j])
+            if found is not None:
+                markers.append(found)
         # Every row has a duration but the compile markers, none of them XLA.
         xla = np.flatnonzero((code & 15) == Category.XLA).tolist()
         spans = [(base + start[j], base + start[j] + dur[j]) for j in xla]

@@ -27,9 +27,9 @@ from keras_xla_guard.trace._scan import (
     scan_line,
 )
 from keras_xla_guard.trace.classify import GUARD_SCOPE, Category, is_guard_op
-from keras_xla_guard.trace.compiles import STEP_THREAD, CompileFacts, compile_records
+from keras_xla_guard.trace.compiles import PYTHON_THREAD, CompileFacts, compile_records
 from keras_xla_guard.trace.report import CoverageReport, OpStat, ProgramStat, StepStat, TraceQuality
-from keras_xla_guard.trace.steps import StepFacts, device_steps, host_steps
+from keras_xla_guard.trace.steps import StepFacts, device_steps, host_steps, read_step_facts
 from keras_xla_guard.trace.xplane import (
     DEFAULT_MAX_TRACE_BYTES,
     find_trace_files,
@@ -224,12 +224,19 @@ def analyze_xspace(
             launches.append(host_launches(space, source))
         return launches[0]
 
-    # Plane name -> indices of the lines that compiled, of the Python
-    # thread's (the step markers) and of those that ran XLA work, for the
-    # compile table and the steps.
+    # Plane name -> indices of the lines that compiled, of the step
+    # markers' (`python`, and any other that holds markers) and of those
+    # that ran XLA work, for the compile table and the steps. Markers are
+    # found by their stats on any thread: the one that writes them
+    # (Python's main thread) is named after the program that runs it
+    # (`python3`, a console script, a `setproctitle` title), not always
+    # `python`.
     compiling: dict[str, set[int]] = {}
     step_lines: dict[str, set[int]] = {}
     xla_lines: dict[str, set[int]] = {}
+    # Lines the scan found no step facts of, in planes that name the
+    # markers' stats: read for their markers after the scan.
+    unknown: dict[str, set[int]] = {}
     # What the scan found of them already, so they are not read again.
     step_facts: dict[str, dict[int, StepFacts]] = {}
     compile_facts: dict[str, dict[int, CompileFacts]] = {}
@@ -248,15 +255,22 @@ def analyze_xspace(
             for index, line in enumerate(scanned):
                 if line.compiled and cache.markers:
                     compiling.setdefault(plane.name, set()).add(index)
-                if line.name == STEP_THREAD:
-                    step_lines.setdefault(plane.name, set()).add(index)
                 if line.ran_xla:
                     xla_lines.setdefault(plane.name, set()).add(index)
+                facts = line.facts.steps if line.facts is not None else line.steps
+                if facts is not None:
+                    step_facts.setdefault(plane.name, {})[index] = facts
                 if line.facts is not None:
-                    step_facts.setdefault(plane.name, {})[index] = line.facts.steps
                     compile_facts.setdefault(plane.name, {})[index] = line.facts.compiles
-                elif line.steps is not None:
-                    step_facts.setdefault(plane.name, {})[index] = line.steps
+                if line.name == PYTHON_THREAD or facts is not None and facts.markers:
+                    step_lines.setdefault(plane.name, set()).add(index)
+                elif facts is None and cache.root_id >= 0 and cache.step_id >= 0:
+                    unknown.setdefault(plane.name, set()).add(index)
+    for plane_name, indices in unknown.items():
+        for index, facts in read_step_facts(space, plane_name, indices, source).items():
+            step_facts.setdefault(plane_name, {})[index] = facts
+            if facts.markers:
+                step_lines.setdefault(plane_name, set()).add(index)
     adopt_loose_launches(host_totals)
     if device.active:
         totals, base = _device_totals(device, host_totals), "device"

@@ -28,8 +28,8 @@ from keras_xla_guard.trace.compile_wall import union_length
 from keras_xla_guard.trace.xplane import iter_lines, stat_index
 
 __all__ = [
+    "PYTHON_THREAD",
     "STEP_EVENT",
-    "STEP_THREAD",
     "CompileFacts",
     "CompileRecord",
     "attribute_compiles",
@@ -42,8 +42,9 @@ __all__ = [
 
 _PS = 1e-12
 STEP_EVENT: Final = "train"
-# The guard marks steps on the thread that calls `step_begin`: Python's.
-STEP_THREAD: Final = "python"
+# The line of Python's main thread when the program runs as `python`: its
+# `train` events date compiles even without the `_r` stat of a marker.
+PYTHON_THREAD: Final = "python"
 _FUNCTION_MODULE_RE: Final = re.compile(r"^a_inference_(.+?)_\d+__")
 _CLUSTER_MODULE_RE: Final = re.compile(r"^(cluster_\d+)_")
 
@@ -236,7 +237,7 @@ def compile_records(
         space: A parsed `xplane_pb2.XSpace` (or a lazily read one).
         source: Names the trace in errors. Defaults to `"<trace>"`.
         lines: Plane name -> indices of the lines to read: those that hold
-            compile events and the Python thread's (step markers), when
+            compile events and those that hold step markers, when
             known (the analysis finds them); other lines are not even
             decoded. Defaults to `None` (every line is read).
         known: Plane name -> line index -> the line's facts, where the

@@ -42,6 +42,7 @@ __all__ = [
     "host_steps",
     "line_step_facts",
     "marker_of",
+    "read_step_facts",
     "step_markers",
 ]
 
@@ -160,7 +161,7 @@ def host_steps(
     Args:
         space: The trace (parsed, or of `open_xspace`).
         marker_lines: Plane name -> indices of the lines that may hold
-            step markers (the Python thread's); read first.
+            step markers; read first.
         xla_lines: Plane name -> indices of the lines that ran XLA work;
             read only when there are markers.
         launch_starts: When each XLA launch began (ps), as the scan found them.
@@ -213,12 +214,31 @@ def _facts(
     found = [have[i] for i in sorted(wanted) if i in have]
     missing = {i for i in wanted if i not in have}
     if missing:
-        plane = _plane(space, plane_name)
-        xla = _xla_ids(plane)
-        found.extend(
-            line_step_facts(plane, line, xla) for line in iter_lines(plane, source=source, indices=missing)
-        )
+        found.extend(read_step_facts(space, plane_name, missing, source).values())
     return found
+
+
+def read_step_facts(
+    space: Any, plane_name: str, indices: set[int], source: str = "<trace>"
+) -> dict[int, StepFacts]:
+    """Reads the step facts of a plane's lines at `indices` (`line_step_facts`), by line index, in plane order.
+
+    Args:
+        space: The trace (parsed, or of `open_xspace`).
+        plane_name: The plane's name.
+        indices: Positions of the lines to read.
+        source: Names the trace in errors. Defaults to `"<trace>"`.
+
+    Returns:
+        Line index -> its `StepFacts`.
+
+    Raises:
+        TraceParseError: If a lazily read line does not decode.
+    """
+    plane = _plane(space, plane_name)
+    xla = _xla_ids(plane)
+    lines = iter_lines(plane, source=source, indices=indices)
+    return {index: line_step_facts(plane, line, xla) for index, line in zip(sorted(indices), lines)}
 
 
 def _plane(space: Any, name: str) -> Any:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from _gpu_trace import jit_fit as gpu_fit
 from _xspace import build_space
 
 from keras_xla_guard import analyze_trace, analyze_xspace
+from keras_xla_guard.trace._proto import xplane_pb2
 from keras_xla_guard.trace.compile_wall import union_length
 from keras_xla_guard.trace.report import StepStat
 from keras_xla_guard.trace.steps import device_steps
@@ -130,6 +132,86 @@ def test_tensorflow_steps_match_xprof(jit_fit, plain_fit):
                 assert s.wall_s == pytest.approx(oracle[s.step]["step_ms"] * 1e-3, rel=1e-6)
             assert s.busy_s == pytest.approx(oracle[s.step]["busy_us"] * _US, rel=0.01)
         assert (sum(s.busy_s for s in report.steps) > 0) == bool(launches)
+
+
+def _renamed(path: Path, out: Path, name: str) -> int:
+    """Writes `path` with every line that holds a step marker renamed `name`; returns how many were."""
+    pb = xplane_pb2()
+    space = pb.XSpace.FromString(path.read_bytes())
+    renamed = 0
+    for plane in space.planes:
+        ids = {m.name: m.id for m in plane.stat_metadata.values()}
+        for line in plane.lines:
+            if any(ids.get("_r") in {s.metadata_id for s in e.stats} for e in line.events):
+                line.name = name
+                renamed += 1
+    out.write_bytes(space.SerializeToString())
+    return renamed
+
+
+@pytest.mark.parametrize("name", ["python3", "python3.11", "train-cli", "[pytest-xdist r"])
+def test_jax_steps_do_not_depend_on_the_python_threads_name(jax_trace, tmp_path, name):
+    """The main thread's line is named after the program (`python3`, a console script, a `setproctitle`
+    title): renamed in the real JAX trace, it gives the same steps in both readers."""
+    path, report = jax_trace
+    out = tmp_path / "renamed.xplane.pb"
+    assert _renamed(path, out, name) == 1
+    assert len(report.steps) == 4
+    assert analyze_trace(out).steps == report.steps
+    assert analyze_xspace(xplane_pb2().XSpace.FromString(out.read_bytes())).steps == report.steps
+
+
+@pytest.mark.slow
+def test_tensorflow_steps_and_compiles_do_not_depend_on_the_python_threads_name(jit_fit, tmp_path):
+    """On the guard's own TF trace, the markers' thread renamed `python3` keeps every step and the
+    compile table's step of each compile (the markers carry `_r`, so they are found on any thread)."""
+    report = jit_fit.callback.reports[1]
+    original = analyze_trace(report.trace_paths[0])
+    out = tmp_path / "renamed.xplane.pb"
+    assert _renamed(Path(report.trace_paths[0]), out, "python3") == 1
+    renamed = analyze_trace(out)
+    assert len(original.steps) == report.steps_profiled
+    assert renamed.steps == original.steps
+    assert renamed.compile_table == original.compile_table
+    assert renamed.xla_time_fraction == original.xla_time_fraction
+
+
+_NAMED_THREAD_PROBE = """
+import ctypes, sys
+# What setproctitle and a console script do: the main thread gets another name.
+ctypes.CDLL(None).prctl(15, b"train-cli", 0, 0, 0)
+import tensorflow as tf
+
+f = tf.function(lambda x: tf.reduce_sum(x * 2.0), jit_compile=True)
+f(tf.ones((4, 4)))
+tf.profiler.experimental.start(sys.argv[1])
+for step in range(3):
+    with tf.profiler.experimental.Trace("train", step_num=step, _r=1):
+        f(tf.ones((4, 4))).numpy()
+tf.profiler.experimental.stop()
+"""
+
+
+@pytest.mark.slow
+def test_tensorflow_names_the_python_line_after_the_thread_and_steps_are_still_found(tmp_path):
+    """TF names a host line after its OS thread: a main thread named `train-cli` (as `setproctitle` or a
+    console script names it) writes its markers on a `train-cli` line, where the steps are found."""
+    import subprocess
+    import sys
+
+    subprocess.run(
+        [sys.executable, "-c", _NAMED_THREAD_PROBE, str(tmp_path / "logs")],
+        check=True,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
+    (path,) = (tmp_path / "logs").rglob("*.xplane.pb")
+    space = xplane_pb2().XSpace.FromString(path.read_bytes())
+    names = {line.name for plane in space.planes for line in plane.lines}
+    assert "train-cli" in names
+    assert "python" not in names
+    report = analyze_trace(path)
+    assert [s.step for s in report.steps] == [0, 1, 2]
+    assert [s.launches for s in report.steps] == [1, 1, 1]
 
 
 def test_a_program_span_across_two_steps_is_split_between_them():
