@@ -146,6 +146,33 @@ def _varints(np: Any, b: Any, p: Any, width: int) -> tuple[Any, Any, Any]:
     return value.view(np.int64), length, ok
 
 
+def _varint_lengths(np: Any, b: Any, p: Any, width: int) -> tuple[Any, Any]:
+    """The lengths of the varints starting at positions `p` of the padded bytes `b`.
+
+    Returns `(length, ok)` as `_varints` gives them, without their values:
+    half the work per byte, for varints only stepped over.
+    """
+    live = b[p] >= 0x80
+    if not live.any():
+        return np.ones(len(p), dtype=np.int64), True
+    length = np.ones(len(p), dtype=np.int64)
+    k = 1
+    while k < width and 4 * np.count_nonzero(live) >= len(p):
+        length += live
+        live &= b[p + k] >= 0x80
+        k += 1
+    going = np.flatnonzero(live)
+    while len(going) and k < width:
+        length[going] += 1
+        going = going[b[p[going] + k] >= 0x80]
+        k += 1
+    if not len(going):
+        return length, True
+    ok = np.ones(len(p), dtype=bool)
+    ok[going] = False
+    return length, ok
+
+
 def frame_run(np: Any, data: bytes, pos: int, limit: int) -> tuple[Any, int]:
     """Frames the run of events that starts at `pos` of `data`, in numpy.
 
@@ -225,17 +252,17 @@ def _stat_has_one_id(
     if ok is not True:
         good &= ok
     t = b[r]
-    vlen, n, vok = _varints(np, b, r + 1, _MAX_VARINT)
+    n, vok = _varint_lengths(np, b, r + 1, _MAX_VARINT)
     after = np.where(
-        t == _STAT_FIXED64_TAG,
-        r + 9,
-        np.where(
-            (t == 0x18) | (t == 0x20) | (t == 0x38),
-            r + 1 + n,
-            np.where((t == 0x2A) | (t == 0x32), r + 1 + n + vlen, -1),
-        ),
+        t == _STAT_FIXED64_TAG, r + 9, np.where((t == 0x18) | (t == 0x20) | (t == 0x38), r + 1 + n, -1)
     )
-    good &= (r == se) | ((after == se) & vok & (vlen >= 0))
+    # Only a string's or bytes' length is read as a value: the other
+    # varints are stepped over.
+    text = np.flatnonzero((t == 0x2A) | (t == 0x32))
+    if len(text):
+        vlen, _, _ = _varints(np, b, r[text] + 1, _MAX_VARINT)
+        after[text] = r[text] + 1 + n[text] + vlen
+    good &= (r == se) | ((after == se) & vok)
     for stat_id, has_stat in zip(stat_ids, has_stats):
         if stat_id >= 0:
             has_stat[live[good & (mid == stat_id)]] = True

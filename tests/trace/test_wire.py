@@ -494,8 +494,9 @@ def test_framing_real_lines_in_slices_gives_the_walk(name, monkeypatch):
 )
 def test_varints_read_as_the_one_at_a_time_reader_does(values, width, spare):
     """Varints of 1-10 bytes, few or most of them longer than a byte (the masked path): each length,
-    and each value up to 9 bytes, is `read_varint`'s; `ok` is False exactly where one is longer than `width`."""
-    from keras_xla_guard.trace._wire import _varints
+    and each value up to 9 bytes, is `read_varint`'s; `ok` is False exactly where one is longer than `width`;
+    `_varint_lengths` gives the same lengths and `ok` without the values."""
+    from keras_xla_guard.trace._wire import _varint_lengths, _varints
 
     pb = xplane_pb2()
     # As int64 ids: values from 2**63 on are negative, 10 varint bytes.
@@ -505,13 +506,18 @@ def test_varints_read_as_the_one_at_a_time_reader_does(values, width, spare):
     ]
     data = b"".join(encoded) + bytes(16 + spare)
     starts = np.cumsum([0] + [len(e) for e in encoded[:-1]])
-    value, length, ok = _varints(np, np.frombuffer(data, dtype=np.uint8), starts.astype(np.int64), width)
+    b = np.frombuffer(data, dtype=np.uint8)
+    value, length, ok = _varints(np, b, starts.astype(np.int64), width)
+    only_length, only_ok = _varint_lengths(np, b, starts.astype(np.int64), width)
+    assert len(only_length) == len(values)
     for k, start in enumerate(starts.tolist()):
         want, end = read_varint(data, start, len(data))
         fits = end - start <= width
         assert (ok is True or bool(ok[k])) == fits
+        assert (only_ok is True or bool(only_ok[k])) == fits
         if fits:
             assert (length if isinstance(length, int) else int(length[k])) == end - start
+            assert int(only_length[k]) == end - start
         if fits and end - start <= 9:
             assert int(value[k]) % 2**64 == want
 
