@@ -333,7 +333,10 @@ def _compare(path: Path, rounds: int, xprof: _XprofProcess | None, warm_up: bool
 
 _REFERENCE_RUN = """
 import json, sys
+import keras_xla_guard
 from keras_xla_guard.trace.analysis import analyze_trace
+# Which code ran: the caller checks it is the reference's, not the checkout's.
+print(json.dumps(keras_xla_guard.__file__))
 for path in sys.argv[1:]:
     print(json.dumps(analyze_trace(path, top_k=1000, max_bytes=1 << 31).to_dict()))
 """
@@ -344,8 +347,6 @@ def _same_as_reference(commit: str, paths: dict[str, Path]) -> dict:
     import io
     import tarfile
 
-    from keras_xla_guard.trace.analysis import analyze_trace
-
     repo = Path(__file__).resolve().parent.parent
     archive = subprocess.run(
         ["git", "-C", str(repo), "archive", commit, "keras_xla_guard"], capture_output=True, check=False
@@ -355,18 +356,38 @@ def _same_as_reference(commit: str, paths: dict[str, Path]) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench_analyze_ref_") as old:
         with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
             tar.extractall(old, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
-        out = subprocess.run(
-            [sys.executable, "-c", _REFERENCE_RUN, *map(str, paths.values())],
-            capture_output=True,
-            text=True,
-            check=True,
-            env=dict(os.environ, PYTHONPATH=old),
-        ).stdout.splitlines()
+        return {"commit": commit, **_same_as_tree(Path(old), paths)}
+
+
+def _same_as_tree(tree: Path, paths: dict[str, Path]) -> dict:
+    """Whether our reports equal those of the package in `tree` (a directory holding `keras_xla_guard`).
+
+    The reference runs in `tree`: a subprocess started in the checkout
+    would import the checkout's package (the script's directory, or the
+    working directory of `python -c`, comes before `PYTHONPATH`), and
+    compare this code with itself. It says which package it imported;
+    any other than `tree`'s is an error.
+    """
+    from keras_xla_guard.trace.analysis import analyze_trace
+
+    # Absolute: the reference runs elsewhere, and a report names its trace.
+    paths = {name: path.resolve() for name, path in paths.items()}
+    out = subprocess.run(
+        [sys.executable, "-c", _REFERENCE_RUN, *map(str, paths.values())],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tree,
+        env=dict(os.environ, PYTHONPATH=str(tree)),
+    ).stdout.splitlines()
+    imported = Path(json.loads(out[0])).resolve()
+    if not imported.is_relative_to(tree.resolve()):
+        raise SystemExit(f"bench_analyze: the reference run imported {imported}, not the package in {tree}")
     identical = {}
-    for (name, path), line in zip(paths.items(), out):
+    for (name, path), line in zip(paths.items(), out[1:]):
         ours = analyze_trace(path, top_k=1000, max_bytes=1 << 31).to_dict()
         identical[name] = json.loads(json.dumps(ours)) == json.loads(line)
-    return {"commit": commit, "top_k": 1000, "identical": identical}
+    return {"top_k": 1000, "identical": identical}
 
 
 _FRESH_RUN = """

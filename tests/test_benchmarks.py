@@ -256,6 +256,33 @@ def test_bench_analyze_corpus_measures_each_trace_against_the_floor_and_the_refe
     assert doc["reference"]["identical"] == dict.fromkeys(traces, True)
 
 
+def test_bench_analyze_reference_runs_the_reference_code_not_the_checkouts(tmp_path, monkeypatch):
+    """The reference comparison imports the package of the reference tree, even when started from the
+    checkout: a tree whose reports differ is found different, an unchanged copy identical."""
+    import gzip
+    import shutil
+
+    sys.path.insert(0, str(BENCH))
+    import bench_analyze
+
+    trace = tmp_path / "mlp.xplane.pb"
+    trace.write_bytes(gzip.decompress((REPO / "tests" / "trace" / "data" / "mlp.xplane.pb.gz").read_bytes()))
+    same, changed = tmp_path / "same", tmp_path / "changed"
+    for tree in (same, changed):
+        shutil.copytree(
+            REPO / "keras_xla_guard", tree / "keras_xla_guard", ignore=shutil.ignore_patterns("__pycache__")
+        )
+    with (changed / "keras_xla_guard" / "trace" / "analysis.py").open("a") as f:
+        f.write(
+            "\n_unchanged = analyze_trace\n\n\n"
+            "def analyze_trace(*args, **kwargs):\n"
+            "    return dataclasses.replace(_unchanged(*args, **kwargs), hosts=('reference',))\n"
+        )
+    monkeypatch.chdir(REPO)
+    assert bench_analyze._same_as_tree(same, {"mlp": trace})["identical"] == {"mlp": True}
+    assert bench_analyze._same_as_tree(changed, {"mlp": trace})["identical"] == {"mlp": False}
+
+
 def test_bench_analyze_corpus_batch_size_is_set_in_ours_runs_and_changes_no_report(tmp_path):
     """--batch-events 64: recorded in the result, each report still the reference's (the batch size
     changes the cost, never a figure); without --corpus, or below 0, a usage error naming it."""
