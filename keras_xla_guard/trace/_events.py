@@ -142,6 +142,8 @@ class PlaneCache:
         markers: Metadata ids of events that each count one compilation.
         with_stats: Metadata ids of events whose stats the scan reads
             (async kernel starts and compile markers).
+        train: Metadata ids of `train` events (step markers, and the
+            events that date compiles).
         name_id, type_id, hlo_id, root_id, step_id: Stat metadata ids
             of `name`, `kernel_type`, `hlo_module`, `_r` and `step_num`;
             -1 when the plane has none.
@@ -164,7 +166,7 @@ class PlaneCache:
                 markers.append(mid)
         self.markers = frozenset(markers)
         self.with_stats = self.markers | frozenset(starts)
-        self._train = frozenset(train)
+        self.train = frozenset(train)
         stat_ids = find_stat_ids(plane, _SCAN_STATS)
         self.name_id = stat_ids.get("name", -1)
         self.type_id = stat_ids.get("kernel_type", -1)
@@ -182,7 +184,7 @@ class PlaneCache:
             | (ROLE_CODES[op[1]] << 6 if op else 0)
             | (MARKER_CODE if mid in self.markers else 0)
             | (WITH_STATS_CODE if mid in self.with_stats else 0)
-            | (TRAIN_CODE if mid in self._train else 0)
+            | (TRAIN_CODE if mid in self.train else 0)
         )
 
     def codes(self, np: Any, mids: Any) -> Any:

@@ -27,7 +27,7 @@ from keras_xla_guard.trace._scan import (
     scan_line,
 )
 from keras_xla_guard.trace.classify import GUARD_SCOPE, Category, is_guard_op
-from keras_xla_guard.trace.compiles import PYTHON_THREAD, CompileFacts, compile_records
+from keras_xla_guard.trace.compiles import CompileFacts, compile_records, read_compile_facts
 from keras_xla_guard.trace.report import CoverageReport, OpStat, ProgramStat, StepStat, TraceQuality
 from keras_xla_guard.trace.steps import StepFacts, device_steps, host_steps, read_step_facts
 from keras_xla_guard.trace.xplane import (
@@ -225,18 +225,22 @@ def analyze_xspace(
         return launches[0]
 
     # Plane name -> indices of the lines that compiled, of the step
-    # markers' (`python`, and any other that holds markers) and of those
-    # that ran XLA work, for the compile table and the steps. Markers are
-    # found by their stats on any thread: the one that writes them
-    # (Python's main thread) is named after the program that runs it
-    # (`python3`, a console script, a `setproctitle` title), not always
-    # `python`.
+    # markers', of those whose `train` events date compiles and of those
+    # that ran XLA work, for the compile table and the steps. Markers and
+    # `train` events are found by their stats and names on any thread: the
+    # one that writes them (Python's main thread) is named after the
+    # program that runs it (`python3`, a console script, a `setproctitle`
+    # title), not always `python`.
     compiling: dict[str, set[int]] = {}
     step_lines: dict[str, set[int]] = {}
+    dating: dict[str, set[int]] = {}
     xla_lines: dict[str, set[int]] = {}
     # Lines the scan found no step facts of, in planes that name the
     # markers' stats: read for their markers after the scan.
     unknown: dict[str, set[int]] = {}
+    # Lines the scan found no compile facts of, in planes that name `train`
+    # events and `step_num`: read for them if the plane compiled.
+    unread: dict[str, set[int]] = {}
     # What the scan found of them already, so they are not read again.
     step_facts: dict[str, dict[int, StepFacts]] = {}
     compile_facts: dict[str, dict[int, CompileFacts]] = {}
@@ -262,7 +266,11 @@ def analyze_xspace(
                     step_facts.setdefault(plane.name, {})[index] = facts
                 if line.facts is not None:
                     compile_facts.setdefault(plane.name, {})[index] = line.facts.compiles
-                if line.name == PYTHON_THREAD or facts is not None and facts.markers:
+                    if line.facts.compiles.steps:
+                        dating.setdefault(plane.name, set()).add(index)
+                elif cache.train and cache.step_id >= 0:
+                    unread.setdefault(plane.name, set()).add(index)
+                if facts is not None and facts.markers:
                     step_lines.setdefault(plane.name, set()).add(index)
                 elif facts is None and cache.root_id >= 0 and cache.step_id >= 0:
                     unknown.setdefault(plane.name, set()).add(index)
@@ -302,10 +310,19 @@ def analyze_xspace(
     report = dataclasses.replace(report, steps=steps)
     if not compiling:
         return report
-    # A second pass, over the threads that compiled and the step markers'
-    # only: the table needs every compile interval, which the scan above
-    # does not keep.
-    wanted = {name: found | step_lines.get(name, set()) for name, found in compiling.items()}
+    for plane_name, found in compiling.items():
+        rest = unread.get(plane_name, set()) - found
+        if rest:
+            read = read_compile_facts(space, plane_name, rest, source)
+            compile_facts.setdefault(plane_name, {}).update(read)
+            dating.setdefault(plane_name, set()).update(i for i, f in read.items() if f.steps)
+    # A second pass, over the threads that compiled, the step markers' and
+    # those that date compiles only: the table needs every compile
+    # interval, which the scan above does not keep.
+    wanted = {
+        name: found | step_lines.get(name, set()) | dating.get(name, set())
+        for name, found in compiling.items()
+    }
     table = compile_records(space, source=source, lines=wanted, known=compile_facts)
     return dataclasses.replace(
         report, compile_table=table, compile_time_s=sum(row.compile_s or 0.0 for row in table)

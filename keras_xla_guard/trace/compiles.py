@@ -28,7 +28,6 @@ from keras_xla_guard.trace.compile_wall import union_length
 from keras_xla_guard.trace.xplane import iter_lines, stat_index
 
 __all__ = [
-    "PYTHON_THREAD",
     "STEP_EVENT",
     "CompileFacts",
     "CompileRecord",
@@ -37,14 +36,12 @@ __all__ = [
     "line_compile_facts",
     "marker_module",
     "program_of",
+    "read_compile_facts",
     "step_event",
 ]
 
 _PS = 1e-12
 STEP_EVENT: Final = "train"
-# The line of Python's main thread when the program runs as `python`: its
-# `train` events date compiles even without the `_r` stat of a marker.
-PYTHON_THREAD: Final = "python"
 _FUNCTION_MODULE_RE: Final = re.compile(r"^a_inference_(.+?)_\d+__")
 _CLUSTER_MODULE_RE: Final = re.compile(r"^(cluster_\d+)_")
 
@@ -224,6 +221,40 @@ def line_compile_facts(plane: Any, line: Any, ids: _PlaneIds) -> CompileFacts:
     return CompileFacts(spans, steps, found)
 
 
+def read_compile_facts(
+    space: Any, plane_name: str, indices: set[int], source: str
+) -> dict[int, CompileFacts]:
+    """Reads the compile table's facts of some lines of one plane.
+
+    For lines the analysis's scan gathered no facts of, which it must read
+    to know whether their `train` events date compiles.
+
+    Args:
+        space: The trace (parsed, or of `open_xspace`).
+        plane_name: The plane's name.
+        indices: Positions of the lines to read.
+        source: Names the trace in errors.
+
+    Returns:
+        Line index -> its `CompileFacts`.
+
+    Raises:
+        TraceParseError: If a lazily read line does not decode.
+    """
+    plane = next(plane for plane in space.planes if plane.name == plane_name)
+    return _read_facts(plane, indices, source)
+
+
+def _read_facts(plane: Any, indices: set[int] | None, source: str) -> dict[int, CompileFacts]:
+    """`CompileFacts` of the lines at `indices` of `plane` (`None`: every line), by index."""
+    ids = _PlaneIds.of(plane)
+    numbers = sorted(indices) if indices is not None else itertools.count()
+    return {
+        index: line_compile_facts(plane, line, ids)
+        for index, line in zip(numbers, iter_lines(plane, source=source, indices=indices))
+    }
+
+
 def compile_records(
     space: Any,
     *,
@@ -258,10 +289,7 @@ def compile_records(
         wanted = None if lines is None else lines.get(plane.name, set())
         missing = None if wanted is None else wanted - set(facts)
         if missing is None or missing:
-            ids = _PlaneIds.of(plane)
-            numbers = sorted(missing) if missing is not None else itertools.count()
-            for index, line in zip(numbers, iter_lines(plane, source=source, indices=missing)):
-                facts[index] = line_compile_facts(plane, line, ids)
+            facts.update(_read_facts(plane, missing, source))
         chosen = sorted(facts) if wanted is None else sorted(wanted)
         intervals = [span for index in chosen for span in facts[index].spans]
         steps = [step for index in chosen for step in facts[index].steps]

@@ -149,6 +149,40 @@ def _renamed(path: Path, out: Path, name: str) -> int:
     return renamed
 
 
+def _renamed_without_root(path: Path, out: Path, name: str) -> None:
+    """Writes `path` with its `python` line renamed `name` and the `_r` stat taken off its events."""
+    pb = xplane_pb2()
+    space = pb.XSpace.FromString(path.read_bytes())
+    (plane,) = [p for p in space.planes if p.name == "/host:CPU"]
+    root = next(m.id for m in plane.stat_metadata.values() if m.name == "_r")
+    (line,) = [line for line in plane.lines if line.name == "python"]
+    line.name = name
+    for event in line.events:
+        kept = [s for s in event.stats if s.metadata_id != root]
+        del event.stats[:]
+        event.stats.extend(kept)
+    out.write_bytes(space.SerializeToString())
+
+
+@pytest.mark.parametrize("name", ["python", "python3", "train-cli"])
+def test_train_events_without_a_root_stat_date_compiles_whatever_the_threads_name(tmp_path, name):
+    """`train` events with a `step_num` but no `_r` (a custom loop's own markers) are no steps, yet
+    date the compiles of other threads: in the real TF 2.20 trace, compiled on a `tf_Compute` thread,
+    the compile's step is found on the markers' line whatever it is named, in both readers."""
+    original = analyze_trace(_stored(tmp_path, "tf220_async_launch"))
+    (row,) = original.compile_table
+    assert row.step == 0
+    out = tmp_path / "edited.xplane.pb"
+    _renamed_without_root(_stored(tmp_path, "tf220_async_launch"), out, name)
+    edited = analyze_trace(out)
+    assert edited.steps == ()
+    assert edited.compile_table == original.compile_table
+    assert (
+        analyze_xspace(xplane_pb2().XSpace.FromString(out.read_bytes())).compile_table
+        == original.compile_table
+    )
+
+
 @pytest.mark.parametrize("name", ["python3", "python3.11", "train-cli", "[pytest-xdist r"])
 def test_jax_steps_do_not_depend_on_the_python_threads_name(jax_trace, tmp_path, name):
     """The main thread's line is named after the program (`python3`, a console script, a `setproctitle`
@@ -212,6 +246,58 @@ def test_tensorflow_names_the_python_line_after_the_thread_and_steps_are_still_f
     report = analyze_trace(path)
     assert [s.step for s in report.steps] == [0, 1, 2] == sorted(_xprof_steps(path))
     assert [s.launches for s in report.steps] == [1, 1, 1]
+
+
+_UNROOTED_MARKERS_PROBE = """
+import ctypes, sys
+ctypes.CDLL(None).prctl(15, b"train-cli", 0, 0, 0)
+import tensorflow as tf
+
+inner = tf.function(lambda x: tf.reduce_sum(x * 2.0), jit_compile=True)
+batches = iter(tf.data.Dataset.from_tensor_slices(tf.ones((6, 4))).batch(2).repeat())
+
+
+@tf.function
+def step_fn(it):
+    return inner(next(it))
+
+
+tf.profiler.experimental.start(sys.argv[1])
+for step in range(3):
+    # A custom loop's own step marker, without `_r`: not a step to xprof.
+    with tf.profiler.experimental.Trace("train", step_num=step):
+        step_fn(batches).numpy()
+tf.profiler.experimental.stop()
+"""
+
+
+@pytest.mark.slow
+def test_tensorflow_compile_on_another_thread_takes_its_step_from_a_renamed_main_thread(tmp_path):
+    """A real TF custom loop whose main thread is `train-cli` and whose `train` markers lack `_r`:
+    the jit function compiles on a `tf_Compute` thread, and the compile table still gives step 0."""
+    import subprocess
+    import sys
+
+    subprocess.run(
+        [sys.executable, "-c", _UNROOTED_MARKERS_PROBE, str(tmp_path / "logs")],
+        check=True,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
+    (path,) = (tmp_path / "logs").rglob("*.xplane.pb")
+    space = xplane_pb2().XSpace.FromString(path.read_bytes())
+    (plane,) = [p for p in space.planes if p.name == "/host:CPU"]
+    names = {m.id: m.name for m in plane.event_metadata.values()}
+    holding = {
+        line.name
+        for line in plane.lines
+        for e in line.events
+        if names[e.metadata_id] == "train" or names[e.metadata_id].endswith("Compiler::RunBackend")
+    }
+    assert "train-cli" in holding and any(n.startswith("tf_Compute") for n in holding)
+    report = analyze_trace(path)
+    assert report.steps == ()
+    assert [(row.program, row.step) for row in report.compile_table] == [("_lambda_", 0)]
+    assert analyze_xspace(space).compile_table == report.compile_table
 
 
 def test_a_program_span_across_two_steps_is_split_between_them():
