@@ -123,16 +123,15 @@ class LineSummary(NamedTuple):
     but scanned one event at a time).
     """
 
-    name: str
     compiled: bool
     ran_xla: bool
     facts: LineFacts | None = None
     steps: StepFacts | None = None
 
     @classmethod
-    def of(cls, name: str, part: Totals) -> LineSummary:
+    def of(cls, part: Totals) -> LineSummary:
         ps = part.ps
-        return cls(name, ps[Category.COMPILE] > 0, ps[Category.XLA] + ps[Category.XLA_WORKER] > 0)
+        return cls(ps[Category.COMPILE] > 0, ps[Category.XLA] + ps[Category.XLA_WORKER] > 0)
 
 
 def _count_compile(plane: Any, event: Any, name_id: int, totals: Totals) -> None:
@@ -207,12 +206,11 @@ def scan_line(plane: Any, line: Any, cache: PlaneCache, totals: Totals) -> LineS
     not (an edited or foreign trace) is scanned again in sorted order.
 
     Returns:
-        The line's name, whether it spent time compiling and whether it
-        ran XLA work.
+        Whether the line spent time compiling and whether it ran XLA work.
     """
     events = line.events
     if not events:
-        return LineSummary(line.name, False, False)
+        return LineSummary(False, False)
     # Everything on a tf.data thread is input-pipeline work, including the
     # TF kernels of `Dataset.map` functions that run there.
     line_absorb = Category.INPUT if line.name.startswith("tf_data") else 0
@@ -224,7 +222,7 @@ def scan_line(plane: Any, line: Any, cache: PlaneCache, totals: Totals) -> LineS
         ordered = sorted(message_events(events, cache), key=lambda e: (e[1], -e[2]))
         scan_events(plane, ordered, line_absorb, cache, part)
     totals.add(part)
-    return LineSummary.of(line.name, part)
+    return LineSummary.of(part)
 
 
 def scan_lazy_line(
@@ -263,7 +261,7 @@ def scan_lazy_line(
         ):
             if first is not None:
                 totals.add(part)
-            return LineSummary.of(name, part)
+            return LineSummary.of(part)
     with trace_errors(source), TraceFile(plane.path, plane.size) as f:
         data = f.read(*span)
     return scan_line(plane, decode(xline, data, source), cache, totals)
@@ -410,7 +408,7 @@ class _PlaneScan:
         if line.part is not None:
             line.sums.drain(self.np, part.ops, self.cache.infos)
             self.totals.add(part)
-        self.summaries[line.index] = LineSummary.of(line.name, part)._replace(facts=line.facts)
+        self.summaries[line.index] = LineSummary.of(part)._replace(facts=line.facts)
 
     def rows(self) -> tuple[list[_Line], _Rows]:
         """Decodes the waiting slices (after the carried rows) into one batch's rows."""
@@ -592,7 +590,6 @@ class _PlaneScan:
                     else:
                         ps = scan.line_ps(j)
                         self.summaries[lines[j].index] = LineSummary(
-                            lines[j].name,
                             ps[Category.COMPILE] > 0,
                             ps[Category.XLA] + ps[Category.XLA_WORKER] > 0,
                             lines[j].facts,
@@ -626,7 +623,7 @@ class _PlaneScan:
         # Every row has a duration but the compile markers, none of them XLA.
         xla = np.flatnonzero((code & 15) == Category.XLA).tolist()
         spans = [(base + start[j], base + start[j] + dur[j]) for j in xla]
-        self.summaries[line.index] = LineSummary.of(line.name, part)._replace(steps=StepFacts(markers, spans))
+        self.summaries[line.index] = LineSummary.of(part)._replace(steps=StepFacts(markers, spans))
 
 
 class _Meta(NamedTuple):
