@@ -149,31 +149,40 @@ def _renamed(path: Path, out: Path, name: str) -> int:
     return renamed
 
 
-def _renamed_without_root(path: Path, out: Path, name: str) -> None:
-    """Writes `path` with its `python` line renamed `name` and the `_r` stat taken off its events."""
+def _renamed_without_root(path: Path, out: Path, name: str, reverse: bool) -> None:
+    """Writes `path` with its `python` line renamed `name` and the `_r` stat taken off its events
+    (`reverse`: and those events in reverse order, which the streaming reader scans one at a time)."""
     pb = xplane_pb2()
     space = pb.XSpace.FromString(path.read_bytes())
     (plane,) = [p for p in space.planes if p.name == "/host:CPU"]
     root = next(m.id for m in plane.stat_metadata.values() if m.name == "_r")
     (line,) = [line for line in plane.lines if line.name == "python"]
     line.name = name
+    events = []
     for event in line.events:
-        kept = [s for s in event.stats if s.metadata_id != root]
-        del event.stats[:]
-        event.stats.extend(kept)
+        copy = pb.XEvent()
+        copy.CopyFrom(event)
+        kept = [s for s in copy.stats if s.metadata_id != root]
+        del copy.stats[:]
+        copy.stats.extend(kept)
+        events.append(copy)
+    del line.events[:]
+    line.events.extend(events[::-1] if reverse else events)
     out.write_bytes(space.SerializeToString())
 
 
+@pytest.mark.parametrize("reverse", [False, True], ids=["in_order", "reversed"])
 @pytest.mark.parametrize("name", ["python", "python3", "train-cli"])
-def test_train_events_without_a_root_stat_date_compiles_whatever_the_threads_name(tmp_path, name):
+def test_train_events_without_a_root_stat_date_compiles_whatever_the_threads_name(tmp_path, name, reverse):
     """`train` events with a `step_num` but no `_r` (a custom loop's own markers) are no steps, yet
     date the compiles of other threads: in the real TF 2.20 trace, compiled on a `tf_Compute` thread,
-    the compile's step is found on the markers' line whatever it is named, in both readers."""
+    the compile's step is found on the markers' line whatever it is named, in both readers, also
+    where the line is out of order (scanned one event at a time, then read again for its facts)."""
     original = analyze_trace(_stored(tmp_path, "tf220_async_launch"))
     (row,) = original.compile_table
     assert row.step == 0
     out = tmp_path / "edited.xplane.pb"
-    _renamed_without_root(_stored(tmp_path, "tf220_async_launch"), out, name)
+    _renamed_without_root(_stored(tmp_path, "tf220_async_launch"), out, name, reverse)
     edited = analyze_trace(out)
     assert edited.steps == ()
     assert edited.compile_table == original.compile_table
