@@ -41,7 +41,9 @@ alternate, and each trace's figures are the best of `--corpus-rounds` runs
 trace of two events: its memory rise leaves out the code pages of numpy and
 protobuf that any analysis pages in (about 1.3 MiB, the same for every
 trace; file pages, shared), which weigh most on the smallest traces. Each
-report is compared with the one the code at `--corpus-reference` gives.
+report is compared with the one the code at `--corpus-reference` gives,
+and each run of ours records the batch size it ran with and what it
+computed (`report_sha256`: one digest when every run agrees).
 `--batch-events N` runs ours with the scan's batches of N events instead of
 the package's, to weigh time against memory.
 
@@ -384,10 +386,31 @@ def _same_as_tree(tree: Path, paths: dict[str, Path]) -> dict:
     if not imported.is_relative_to(tree.resolve()):
         raise SystemExit(f"bench_analyze: the reference run imported {imported}, not the package in {tree}")
     identical = {}
+    unshared: set[str] = set()
     for (name, path), line in zip(paths.items(), out[1:]):
-        ours = analyze_trace(path, top_k=1000, max_bytes=1 << 31).to_dict()
-        identical[name] = json.loads(json.dumps(ours)) == json.loads(line)
-    return {"top_k": 1000, "identical": identical}
+        ours = json.loads(json.dumps(analyze_trace(path, top_k=1000, max_bytes=1 << 31).to_dict()))
+        identical[name] = _same_fields(ours, json.loads(line), "", unshared)
+    return {"top_k": 1000, "identical": identical, "fields_not_in_both": sorted(unshared)}
+
+
+def _same_fields(ours: Any, reference: Any, where: str, unshared: set[str]) -> bool:
+    """Whether two reports (JSON values) are equal on every field both have, at any depth.
+
+    A report gains fields as the package grows (an op row's `layer`, say):
+    those only one side has are added to `unshared` (as dotted paths, list
+    positions left out) instead of making every older reference differ.
+    """
+    if isinstance(ours, dict) and isinstance(reference, dict):
+        unshared.update(f"{where}{key}" for key in ours.keys() ^ reference.keys())
+        return all(
+            _same_fields(ours[key], reference[key], f"{where}{key}.", unshared)
+            for key in ours.keys() & reference.keys()
+        )
+    if isinstance(ours, list) and isinstance(reference, list):
+        return len(ours) == len(reference) and all(
+            _same_fields(a, b, where, unshared) for a, b in zip(ours, reference)
+        )
+    return bool(ours == reference)
 
 
 _FRESH_RUN = """
@@ -442,15 +465,31 @@ if which == "warm":
 base = high_water_kib()
 wall, cpu = time.perf_counter(), time.process_time()
 if which in ("ours", "warm"):
-    analyze_trace(path, max_bytes=1 << 31)
+    report = analyze_trace(path, max_bytes=1 << 31)
 else:
     floor(path)
 wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-print(json.dumps({"wall_s": wall, "cpu_s": cpu, "peak_growth_kib": high_water_kib() - base}))
+out = {"wall_s": wall, "cpu_s": cpu, "peak_growth_kib": high_water_kib() - base}
+if which in ("ours", "warm"):
+    # After the clock and the memory: what this run computed, and with which batch size.
+    import keras_xla_guard.trace._scan as scan
+
+    out["batch_events"] = scan.BATCH_EVENTS
+    out["report"] = report.to_dict()
+print(json.dumps(out))
 """
 
 
-def _fresh(which: str, path: Path, batch_events: int = 0) -> dict[str, float]:
+def report_digest(report: dict[str, Any]) -> str:
+    """sha256 of a report's JSON (`CoverageReport.to_dict()`) without the trace's path: equal for
+    equal figures on any copy of a trace."""
+    import hashlib
+
+    kept = {key: value for key, value in report.items() if key != "trace_paths"}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()
+
+
+def _fresh(which: str, path: Path, batch_events: int = 0) -> dict[str, Any]:
     """One run of `ours`, `floor` or `warm` (ours after a warm-up) on `path` in a fresh interpreter (see `_FRESH_RUN`).
 
     A `batch_events` other than 0 sets the scan's batch size for the run.
@@ -472,7 +511,7 @@ def _measure_fresh(path: Path, rounds: int, batch_events: int = 0) -> dict[str, 
     """
     path.read_bytes()  # the page cache, for every run alike
     load_before = os.getloadavg()[0]
-    runs: dict[str, list[dict[str, float]]] = {"ours": [], "floor": []}
+    runs: dict[str, list[dict[str, Any]]] = {"ours": [], "floor": []}
     for r in range(rounds):
         for which in ("ours", "floor") if r % 2 == 0 else ("floor", "ours"):
             runs[which].append(_fresh(which, path, batch_events if which == "ours" else 0))
@@ -480,7 +519,9 @@ def _measure_fresh(path: Path, rounds: int, batch_events: int = 0) -> dict[str, 
     best = {name: min(run["wall_s"] for run in rs) for name, rs in runs.items()}
     best_cpu = {name: min(run["cpu_s"] for run in rs) for name, rs in runs.items()}
     peak = max(run["peak_growth_kib"] for run in runs["ours"]) * 1024
-    warm = _fresh("warm", path, batch_events)["peak_growth_kib"] * 1024
+    warm_run = _fresh("warm", path, batch_events)
+    warm = warm_run["peak_growth_kib"] * 1024
+    ours_runs = [*runs["ours"], warm_run]
     return {
         "trace_bytes": size,
         "trace_events": _count_events(path),
@@ -499,6 +540,9 @@ def _measure_fresh(path: Path, rounds: int, batch_events: int = 0) -> dict[str, 
         "peak_memory_over_file_size": peak / size,
         "peak_memory_after_warm_up_mib": warm / 2**20,
         "peak_memory_after_warm_up_over_file_size": warm / size,
+        # What ours' runs computed (one digest when every run agrees) and their batch sizes.
+        "report_sha256": sorted({report_digest(run["report"]) for run in ours_runs}),
+        "batch_events_used": sorted({run["batch_events"] for run in ours_runs}),
     }
 
 
