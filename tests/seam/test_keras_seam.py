@@ -53,6 +53,45 @@ def test_is_compiled_reads_keras_3_and_tf_keras_and_is_none_when_unknown():
     assert seam.is_compiled(object()) is None
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("flavour", ["keras", "tf_keras"])
+def test_training_state_holds_every_variable_tensorflows_object_graph_reaches(flavour):
+    """An oracle independent of the seam (what warm_up restores and its tests compare): of the
+    variables TF's checkpoint tracking reaches from a fitted model (BatchNormalization statistics,
+    Adam's step and slots, the metrics'), those not in `training_state` are ones a train step
+    leaves as they are (tf_keras' learning rate), in Keras 3 and tf_keras."""
+    import importlib
+
+    import tensorflow as tf
+
+    from keras_xla_guard import seam
+
+    k = importlib.import_module(flavour)
+    k.utils.set_random_seed(0)
+    tokens = k.Input((None,), dtype="int32")
+    norm = k.layers.BatchNormalization()
+    h = norm(k.layers.Embedding(50, 8)(tokens))
+    h = k.layers.Dropout(0.3)(k.layers.GlobalAveragePooling1D()(h))
+    model = k.Model(tokens, k.layers.Dense(1)(h))
+    model.compile(k.optimizers.Adam(1e-2), "mse", metrics=["mae"])
+    model.fit(np.ones((8, 5), "int32"), np.ones((8, 1)), epochs=1, verbose=0)
+    kinds = (tf.Variable, k.Variable) if hasattr(k, "Variable") else (tf.Variable,)
+    reached = [d for d in tf.train.TrackableView(model).descendants() if isinstance(d, kinds)]
+    held = {id(v) for v in seam.training_state(model)[0]}
+    # The oracle reaches what matters most to a restore; a tf_keras variable tracks as itself.
+    assert {id(model.optimizer.iterations), id(norm.moving_mean)} <= {id(v) for v in reached}
+    outside = [v for v in reached if id(v) not in held]
+    before = [np.array(v.numpy()) for v in outside]
+    model.train_on_batch(np.full((8, 5), 3, "int32"), np.zeros((8, 1)))
+    changed = [
+        getattr(v, "path", v.name) for v, b in zip(outside, before) if not np.array_equal(v.numpy(), b)
+    ]
+    assert changed == []
+    assert [getattr(v, "path", v.name) for v in outside] == (
+        [] if flavour == "keras" else ["learning_rate:0"]
+    )
+
+
 def test_keras_version_names_the_installed_keras():
     """keras_version() names the Keras that is imported, with its version."""
     import keras
