@@ -37,7 +37,9 @@ class CompilationBudget:
     (or the loop) compiles with XLA; a function not compiled with XLA counts
     none. On JAX it counts the compilations of Keras' steps that JAX reports
     (`jax.monitoring`), each paired with the new input signature of its
-    step, or listed as one no new signature caused.
+    step, or listed as one no new signature caused; a program loaded from
+    JAX's persistent compilation cache counts too (marked as loaded), so
+    the verdict does not depend on a warm cache.
 
     Args:
         limit: Most compilations the block may cause; `None` only counts.

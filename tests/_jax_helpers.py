@@ -76,6 +76,14 @@ def make_model(seed: int = 0) -> Any:
     return model
 
 
+def fit_evaluate_predict(model: Any, epochs: int = 3) -> None:
+    """A fit with validation, an evaluate and a predict of `model` (tests/on_jax/test_budget.py's `CAUSED`)."""
+    x, y = make_data()
+    model.fit(x, y, batch_size=BATCH, epochs=epochs, validation_split=0.2, verbose=0, shuffle=False)
+    model.evaluate(x[:50], y[:50], batch_size=BATCH, verbose=0)
+    model.predict(x[:40], batch_size=BATCH, verbose=0)
+
+
 @dataclass
 class JaxFit:
     """A finished fit on JAX: the model, its guard (or `None`), what the oracle counted."""

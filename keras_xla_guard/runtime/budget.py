@@ -102,6 +102,11 @@ class BudgetCompilation:
         note: Why, as far as the guard can tell, a compilation the backend
             counted came without a new input signature, and how to find
             out; `None` otherwise.
+        cache_hit: Whether the backend loaded the program from its
+            persistent compilation cache instead of compiling it (JAX's
+            `jax_compilation_cache_dir`). It counts all the same: the step
+            needed a program it had not run before, and a budget's verdict
+            must not depend on whether the cache is warm.
 
     Example:
 
@@ -123,6 +128,7 @@ class BudgetCompilation:
     uncertain: str | None = None
     program: str | None = None
     note: str | None = None
+    cache_hit: bool = False
 
     @property
     def first(self) -> bool:
@@ -150,10 +156,16 @@ class BudgetCompilation:
             )
             if part
         )
+        loaded = (
+            ["  (loaded from JAX's persistent compilation cache, not compiled)"] if self.cache_hit else []
+        )
         if self.change is None:
-            lines = [f"{where}: {self.program or 'its program'} compiled with no new input signature"]
+            lines = [
+                f"{where}: {self.program or 'its program'} compiled with no new input signature",
+                *loaded,
+            ]
             return lines + [f"  {line}" for line in (self.note or "").splitlines()]
-        lines = [f"{where}: {self.signature}", f"  {self.change}"]
+        lines = [f"{where}: {self.signature}", *loaded, f"  {self.change}"]
         if self.uncertain is not None:
             lines.append(f"  (may have been compiled before the budget: {self.uncertain})")
         if self.first:
@@ -325,15 +337,22 @@ class CompilationLedger:
 def _how_counted(found: Sequence[BudgetCompilation]) -> str:
     """The message's last line: how its compilations were counted."""
     measured = sum(c.measured for c in found)
+    hits = sum(c.cache_hit for c in found)
+    loaded = (
+        f"; {hits} of them JAX loaded from its persistent compilation cache (they count all the same, "
+        "so that the verdict does not depend on a warm cache)"
+        if hits
+        else ""
+    )
     if found and measured == len(found):
         return (
             "(Counted as the backend compiled them (JAX's jax.monitoring), each matched to the new input "
-            "signature of its step where one came; docs/budgets.md.)"
+            f"signature of its step where one came{loaded}; docs/budgets.md.)"
         )
     if measured:
         return (
             "(Counted as the backend compiled them where it reports its compilations (JAX), else from "
-            "the input signatures, one compilation per new signature; docs/budgets.md.)"
+            f"the input signatures, one compilation per new signature{loaded}; docs/budgets.md.)"
         )
     return (
         "(Counted from the input signatures of functions compiled with XLA, one compilation "

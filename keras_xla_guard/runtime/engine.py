@@ -1334,7 +1334,9 @@ class XlaGuardEngine:
         explanations = tracker.current_explanations() if tracker is not None else ()
         if match is not None:
             budget.report_counted(
-                self, dataclasses.replace(match, program=row.program, uncertain=None), explanations
+                self,
+                dataclasses.replace(match, program=row.program, uncertain=None, cache_hit=row.cache_hit),
+                explanations,
             )
             return
         if unavailable is not None:
@@ -1349,7 +1351,7 @@ class XlaGuardEngine:
         else:
             note = _NO_NEW_SIGNATURE.format(program=row.program)
         compilation = budget.BudgetCompilation(
-            function, row.epoch, step, None, None, program=row.program, note=note
+            function, row.epoch, step, None, None, program=row.program, note=note, cache_hit=row.cache_hit
         )
         budget.report_counted(self, compilation, explanations)
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from _jax_helpers import BATCH, make_data, make_model, monitoring_oracle
+from _helpers import run_python
+from _jax_helpers import BATCH, fit_evaluate_predict, make_data, make_model, monitoring_oracle
 
 pytestmark = pytest.mark.slow
 
 # Keras' step programs: the compilations a budget counts (the small eager ones are not steps).
 STEPS = ("jit(train_step)", "jit(test_step)", "jit(predict_step)")
-# The new input signatures of `_calls` by construction, (function, epoch, step, signature):
+# The new input signatures of `fit_evaluate_predict` by construction, (function, epoch, step, signature):
 # fit: 80 training examples in batches of 32, 32, 16 and one validation batch of 20;
 # evaluate: 50 examples in 32 and 18; predict: 40 in 32 and 8.
 CAUSED = {
@@ -23,28 +24,20 @@ CAUSED = {
 }
 
 
-def _calls(model, epochs: int = 3) -> None:
-    """A fit with validation, an evaluate and a predict of the same model."""
-    x, y = make_data()
-    model.fit(x, y, batch_size=BATCH, epochs=epochs, validation_split=0.2, verbose=0, shuffle=False)
-    model.evaluate(x[:50], y[:50], batch_size=BATCH, verbose=0)
-    model.predict(x[:40], batch_size=BATCH, verbose=0)
-
-
 def _steps_compiled(oracle, start: int = 0) -> int:
     return sum(name in STEPS for name in oracle.compiles[start:])
 
 
 @pytest.fixture(scope="module")
 def counted():
-    """`_calls` inside a counting budget, with the test's own jax.monitoring listener beside it."""
+    """`fit_evaluate_predict` inside a counting budget, with the test's own jax.monitoring listener beside it."""
     import keras_xla_guard
 
     model = make_model()
     with monitoring_oracle().counting() as oracle:
         start = len(oracle.compiles)
         with keras_xla_guard.max_compilations(None) as budget:
-            _calls(model)
+            fit_evaluate_predict(model)
         compiled = list(oracle.compiles[start:])
     return budget, compiled
 
@@ -91,7 +84,7 @@ def test_over_budget_the_block_raises_listing_function_step_signature_and_fix():
         start = len(oracle.compiles)
         with pytest.raises(RecompilationLimitError) as info:
             with keras_xla_guard.max_compilations(2):
-                _calls(model, epochs=2)
+                fit_evaluate_predict(model, epochs=2)
         compiled = _steps_compiled(oracle, start)
     message = str(info.value)
     assert (
@@ -115,7 +108,7 @@ def test_within_budget_the_block_passes_with_jaxs_count():
     with monitoring_oracle().counting() as oracle:
         start = len(oracle.compiles)
         with keras_xla_guard.max_compilations(20) as budget:
-            _calls(model, epochs=1)
+            fit_evaluate_predict(model, epochs=1)
         compiled = _steps_compiled(oracle, start)
     assert not budget.exceeded and budget.count == compiled >= len(CAUSED)
 
@@ -156,3 +149,135 @@ def test_fail_fast_raises_in_the_epoch_of_the_compilation_over_the_limit():
     # epoch's last train step (whose batch the guard reads at the epoch's end), so JAX may be one ahead.
     assert len(budget.compilations) == 2 and compiled in (2, 3)
     assert all(c.epoch == 0 for c in budget.compilations)
+
+
+_DUMP_ORACLE = """
+import json, os, sys
+from collections import Counter
+sys.path.insert(0, "tests")
+import keras
+import keras_xla_guard
+from _helpers import run_python
+from _jax_helpers import BATCH, fit_evaluate_predict, make_data, make_model
+
+dump = os.environ["XLA_FLAGS"].split("=", 1)[1]
+os.makedirs(dump, exist_ok=True)
+SUFFIX = ".before_optimizations.txt"
+
+
+def dumped():
+    # module_0012.jit_train_step.before_optimizations.txt: one file per module XLA compiled.
+    return Counter(n.split(".", 1)[1][: -len(SUFFIX)] for n in os.listdir(dump) if n.endswith(SUFFIX))
+
+
+def steps(counts):
+    return {k: v for k, v in counts.items() if k in ("jit_train_step", "jit_test_step", "jit_predict_step")}
+
+
+out = {}
+model = make_model()
+for block, call in (("first", lambda: fit_evaluate_predict(model)), ("again", lambda: fit_evaluate_predict(model, 2))):
+    before = dumped()
+    with keras_xla_guard.max_compilations(None) as budget:
+        call()
+    out[block] = {
+        "counted": dict(Counter("jit_" + c.program for c in budget.compilations)),
+        "dumped": steps(dumped() - before),
+    }
+
+x, y = make_data()
+window = []
+mark = keras.callbacks.LambdaCallback(
+    on_train_begin=lambda logs=None: window.append(dumped()),
+    on_train_end=lambda logs=None: window.append(dumped()),
+)
+guard = keras_xla_guard.XlaGuardCallback(log_dir=sys.argv[1], verbose=0)
+make_model().fit(x, y, batch_size=BATCH, epochs=3, validation_split=0.2, verbose=0, shuffle=False,
+                 callbacks=[mark, guard])
+rows = [r for c in guard.engine.compilations.values() for r in c.rows]
+out["callback"] = {"counted": dict(Counter("jit_" + r.program for r in rows)), "dumped": dict(window[1] - window[0])}
+print(json.dumps(out))
+"""
+
+
+def test_the_counts_equal_the_modules_xla_dumped(tmp_path):
+    """An oracle apart from jax.monitoring: per program, the budget and the callback count the modules XLA dumped.
+
+    In a fresh process with `--xla_dump_to` (XLA writes one module per
+    compilation; JAX's cache hits write none): a budget over
+    `fit_evaluate_predict`, a second budget over the same model's calls
+    again, and a guarded fit of a new model, each program's count against
+    the `jit_<program>` modules dumped meanwhile. An event counted that XLA
+    did not compile (a cache hit, a second listener) fails it, as does one
+    missed.
+    """
+    dump = tmp_path / "xla_dump"
+    out = run_python(
+        _DUMP_ORACLE.replace("sys.argv[1]", repr(str(tmp_path / "xla_guard"))),
+        env={"XLA_FLAGS": f"--xla_dump_to={dump}", "KERAS_BACKEND": "jax"},
+    )
+    first, again, callback = out["first"], out["again"], out["callback"]
+    assert first["counted"] == first["dumped"]
+    assert sum(first["dumped"].values()) >= len(CAUSED)
+    assert first["dumped"]["jit_predict_step"] == 2
+    assert again["counted"] == again["dumped"]
+    assert callback["counted"] == callback["dumped"]
+    assert callback["dumped"]["jit_train_step"] >= 2 and callback["dumped"]["jit_test_step"] == 1
+
+
+_CACHE_ORACLE = """
+import json, os, sys
+sys.path.insert(0, "tests")
+import keras_xla_guard
+from _jax_helpers import fit_evaluate_predict, make_model
+
+dump = os.environ["XLA_FLAGS"].split("=", 1)[1]
+os.makedirs(dump, exist_ok=True)
+model = make_model()
+try:
+    with keras_xla_guard.max_compilations(2) as budget:
+        fit_evaluate_predict(model)
+except keras_xla_guard.RecompilationLimitError as error:
+    message = str(error)
+steps = ("jit_train_step.", "jit_test_step.", "jit_predict_step.")
+print(json.dumps({
+    "counted": [[c.program, c.cache_hit] for c in budget.compilations],
+    "dumped": sum(n.endswith(".before_optimizations.txt") and n.split(".", 1)[1].startswith(steps)
+                  for n in os.listdir(dump)),
+    "message": message,
+}))
+"""
+
+
+def test_programs_loaded_from_jaxs_persistent_cache_count_and_say_so(tmp_path):
+    """A warm persistent cache: XLA dumps no step module, the budget counts as many as cold, each marked loaded.
+
+    Two fresh processes share `JAX_COMPILATION_CACHE_DIR` (every program
+    cached): the first compiles (no cache hit, as many counted as dumped),
+    the second loads them all. The budget's verdict is the same either way.
+    """
+    runs = []
+    for name in ("cold", "warm"):
+        runs.append(
+            run_python(
+                _CACHE_ORACLE,
+                env={
+                    "XLA_FLAGS": f"--xla_dump_to={tmp_path / name}",
+                    "KERAS_BACKEND": "jax",
+                    "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "cache"),
+                    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+                },
+            )
+        )
+    cold, warm = runs
+    assert [hit for _, hit in cold["counted"]] == [False] * cold["dumped"]
+    assert cold["dumped"] >= len(CAUSED)
+    assert warm["dumped"] == 0
+    assert warm["counted"] == [[program, True] for program, _ in cold["counted"]]
+    count = len(warm["counted"])
+    assert f"{count} XLA compilation(s) inside max_compilations(2), {count - 2} more" in warm["message"]
+    assert warm["message"].count("(loaded from JAX's persistent compilation cache, not compiled)") == count
+    assert (
+        f"; {count} of them JAX loaded from its persistent compilation cache (they count" in warm["message"]
+    )
+    assert "persistent" not in cold["message"]

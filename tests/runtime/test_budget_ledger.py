@@ -280,6 +280,46 @@ def test_counted_compilations_keep_their_program_and_one_without_a_signature_say
     )
 
 
+def test_programs_loaded_from_the_persistent_cache_count_and_each_says_so():
+    """Cache hits count against the limit like compilations; each is marked, and the last line says how many."""
+    tracker = SignatureTracker(xla=True)
+    tracker.begin_epoch(0)
+    opened = CompilationLedger(1)
+    enter_ledger(opened)
+    try:
+        for step, length in enumerate((5, 7)):
+            sig = _sig(8, length)
+            tracker.observe(sig, step=step)
+            pending = pending_compilation(ENGINE, "train", tracker, sig, epoch=0, step=step)
+            assert pending is not None
+            loaded = replace(pending, program="train_step", cache_hit=step == 1)
+            report_counted(ENGINE, loaded, tracker.current_explanations())
+        bare = BudgetCompilation("train", 0, 2, None, None, program="train_step", note="n", cache_hit=True)
+        report_counted(ENGINE, bare, tracker.current_explanations())
+    finally:
+        leave_ledger(opened)
+    assert [c.cache_hit for c in opened.compilations] == [False, True, True]
+    assert opened.certain == 3 and opened.exceeded
+    first, loaded, bare = opened.compilations
+    marker = "  (loaded from JAX's persistent compilation cache, not compiled)"
+    assert marker not in first.describe()
+    assert loaded.describe()[:2] == [
+        "train function, epoch 0, step 1: x['tokens']: int32[8,7], y: float32[8,1]",
+        marker,
+    ]
+    assert bare.describe()[:2] == [
+        "train function, epoch 0, step 2: train_step compiled with no new input signature",
+        marker,
+    ]
+    message = opened.message()
+    assert message.startswith("keras-xla-guard: 3 XLA compilation(s) inside max_compilations(1), 2 more")
+    assert message.splitlines()[-1] == (
+        "(Counted as the backend compiled them (JAX's jax.monitoring), each matched to the new input "
+        "signature of its step where one came; 2 of them JAX loaded from its persistent compilation cache "
+        "(they count all the same, so that the verdict does not depend on a warm cache); docs/budgets.md.)"
+    )
+
+
 def test_pending_compilation_without_an_open_ledger_is_none():
     """No budget open: the engine keeps nothing for a new signature."""
     tracker = SignatureTracker(xla=True)
