@@ -48,7 +48,16 @@ def _emit(*lines: str, file: SupportsWrite[str] | None = None) -> None:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but usage errors are one line on stderr and exit code 2."""
+    """argparse, but usage errors are one line on stderr and exit code 2.
+
+    Abbreviated options are refused: `--max-compilation 3` taken as
+    `--max-compilations 3` would change meaning the day another option
+    shares the prefix, in a CI gate's script.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
@@ -100,14 +109,33 @@ def _fraction(text: str) -> float:
     return value
 
 
-def _count(text: str) -> int:
+def _count(text: str, minimum: int = 0) -> int:
     try:
         value = int(text)
     except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+        value = minimum - 1
+    if value < minimum:
+        kind = "a positive" if minimum == 1 else "a non-negative"
+        raise argparse.ArgumentTypeError(f"expected {kind} integer, got {text!r}")
     return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
+def _path(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            f"expected an .xplane.pb file, a profile run dir or a log dir, got {text!r}"
+        )
+    return text
 
 
 def _byte_size(text: str) -> int:
@@ -268,7 +296,11 @@ def _read_compare(path: str | None) -> dict[str, Any] | None:
     if path is None:
         return None
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise ValueError(f"--compare cannot read {path!r}: {e.strerror or e}") from None
+    try:
+        doc = json.loads(text)
     except RecursionError:
         raise ValueError(
             f"--compare must name the JSON `compare --json` prints (nested too deep). Received: {path!r}"
@@ -437,7 +469,7 @@ def _add_report_parser(sub: Any) -> None:
         description="Measure XLA coverage in existing TF profiler traces. Exit code 0: "
         "ok, 1: a threshold was violated, 2: bad input.",
     )
-    report.add_argument("path", help="an .xplane.pb file, a profile run dir or a log dir")
+    report.add_argument("path", type=_path, help="an .xplane.pb file, a profile run dir or a log dir")
     report.add_argument(
         "--json",
         action="store_true",
@@ -496,10 +528,7 @@ COMPARE_SCHEMA_VERSION = 1
 
 
 def _positive(text: str) -> int:
-    value = _count(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+    return _count(text, minimum=1)
 
 
 def _run_compare(args: argparse.Namespace) -> int:
@@ -576,7 +605,7 @@ def _add_compare_parser(sub: Any) -> None:
     )
     compare.add_argument(
         "--timeout",
-        type=float,
+        type=_seconds,
         default=DEFAULT_TIMEOUT_S,
         metavar="SECONDS",
         help=f"time limit of each mode's process (default: {DEFAULT_TIMEOUT_S:g})",
@@ -607,7 +636,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--no-probe", action="store_true", help="skip the measured auto-clustering probe")
     doctor.add_argument(
         "--probe-timeout",
-        type=float,
+        type=_seconds,
         default=120.0,
         metavar="SECONDS",
         help="time limit of the probe process (default: 120)",

@@ -217,6 +217,7 @@ BAD_PATHS = {
     "random bytes": ["report", "{noise}"],
     "dir without traces": ["report", "{bare}"],
     "missing path argument": ["report"],
+    "empty path argument": ["report", ""],
     "no subcommand": [],
 }
 
@@ -268,6 +269,14 @@ BAD_OPTIONS = {
     ),
     "bad top-k": (["--top-k", "many"], f"{_ARG} --top-k: expected a non-negative integer, got 'many'"),
     "unknown option": (["--colour"], "keras-xla-guard: error: unrecognized arguments: --colour"),
+    "abbreviated option": (
+        ["--max-compilation", "3"],
+        "keras-xla-guard: error: unrecognized arguments: --max-compilation 3",
+    ),
+    "unreadable --compare": (
+        ["--compare", "no_such_compare.json"],
+        "keras-xla-guard: error: --compare cannot read 'no_such_compare.json': No such file or directory",
+    ),
 }
 
 

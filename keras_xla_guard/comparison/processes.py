@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import subprocess
 import sys
@@ -74,7 +75,8 @@ def compare_in_processes(
 
     Raises:
         ValueError: On a bad argument, or when a mode's process failed
-            (the message holds its error).
+            (the message holds its error). `timeout_s` must be a positive,
+            finite number.
     """
     from keras_xla_guard.comparison._worker import parse_target
 
@@ -88,6 +90,10 @@ def compare_in_processes(
         ("planned_steps_per_epoch", planned_steps_per_epoch),
     ):
         check_int(name, value, minimum=1, allow_none=True)
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s < math.inf:
+        raise ValueError(
+            f"`timeout_s` must be a positive number of seconds. Received: timeout_s={timeout_s!r}"
+        )
     figures, planned = [], None
     with tempfile.TemporaryDirectory(prefix="kxg-compare-") as work:
         for mode in modes:

@@ -128,7 +128,21 @@ def test_cli_writes_tensorboard_beside_the_guards_runs(compared):
         (["compare", "no_colon"], "the target must be `module_or_file:function`"),
         (["compare", "missing.py:build"], "no such file 'missing.py'"),
         (["compare", "target.py:build", "--modes", "plain"], "at least two different modes"),
-        (["compare", "target.py:build", "--steps", "0"], "expected a positive integer, got '0'"),
+        (["compare", "target.py:build", "--steps", "0"], "--steps: expected a positive integer, got '0'"),
+        (["compare", "target.py:build", "--steps", "-1"], "--steps: expected a positive integer, got '-1'"),
+        (
+            ["compare", "target.py:build", "--batch-size", "x"],
+            "--batch-size: expected a positive integer, got 'x'",
+        ),
+        (
+            ["compare", "target.py:build", "--timeout", "nan"],
+            "--timeout: expected a positive number of seconds, got 'nan'",
+        ),
+        (
+            ["compare", "target.py:build", "--timeout", "0"],
+            "--timeout: expected a positive number of seconds, got '0'",
+        ),
+        (["compare", "target.py:build", "--step", "5"], "unrecognized arguments: --step 5"),
         (["compare", "target.py:build", "--modes", "plain", "xla"], "invalid choice: 'xla'"),
     ],
 )
@@ -164,3 +178,18 @@ def test_worker_reports_a_target_that_does_not_return_a_pair(tmp_path, monkeypat
     assert json.loads((tmp_path / "plain.json").read_text()) == {
         "error": "ValueError: odd.py:build must return (model, data). Received: int"
     }
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf"), True, "60"])
+def test_compare_in_processes_refuses_a_bad_timeout_before_starting_a_process(bad, target, monkeypatch):
+    """timeout_s must be a positive finite number of seconds: a ValueError naming it, no mode started."""
+    from keras_xla_guard.comparison.processes import compare_in_processes
+
+    monkeypatch.chdir(target.parent)
+    started = []
+    monkeypatch.setattr("subprocess.run", lambda *a, **k: started.append(a))
+    with pytest.raises(
+        ValueError, match=r"`timeout_s` must be a positive number of seconds\. Received: timeout_s="
+    ):
+        compare_in_processes("target.py:build", timeout_s=bad)
+    assert started == []

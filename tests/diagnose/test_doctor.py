@@ -307,8 +307,23 @@ def test_read_only_cache_never_writes_and_an_unwritable_one_is_no_error(tmp_path
     "args, expected",
     [
         (("doctor", "--bogus"), "unrecognized arguments: --bogus"),
-        (("doctor", "--probe-timeout", "soon"), "invalid float value: 'soon'"),
-        (("doctor", "--probe-timeout", "-1"), "probe_timeout=-1.0"),
+        (
+            ("doctor", "--probe-timeout", "soon"),
+            "--probe-timeout: expected a positive number of seconds, got 'soon'",
+        ),
+        (
+            ("doctor", "--probe-timeout", "-1"),
+            "--probe-timeout: expected a positive number of seconds, got '-1'",
+        ),
+        (
+            ("doctor", "--probe-timeout", "nan"),
+            "--probe-timeout: expected a positive number of seconds, got 'nan'",
+        ),
+        (
+            ("doctor", "--probe-timeout", "inf"),
+            "--probe-timeout: expected a positive number of seconds, got 'inf'",
+        ),
+        (("doctor", "--probe-t", "5"), "unrecognized arguments: --probe-t 5"),
     ],
 )
 def test_cli_doctor_bad_usage_exits_2_with_one_line(args: tuple[str, ...], expected: str) -> None:
