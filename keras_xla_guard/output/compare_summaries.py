@@ -15,11 +15,9 @@ from pathlib import Path
 from keras_xla_guard.comparison.report import CompareReport
 from keras_xla_guard.output.runfile import COMPARE_FILE
 from keras_xla_guard.output.tensorboard import SummaryWriter, escape_markdown, markdown_table
+from keras_xla_guard.trace.xplane import COMPARE_SUBDIR
 
 __all__ = ["COMPARE_SUBDIR", "write_summaries"]
-
-# Beside the guard's runs (`<log_dir>/plugins/profile`, its event files).
-COMPARE_SUBDIR = "compare"
 
 
 def write_summaries(report: CompareReport, log_dir: str | os.PathLike[str]) -> Path:

@@ -30,6 +30,7 @@ from keras_xla_guard.trace._reader import (
 from keras_xla_guard.trace._wire import iter_fields
 
 __all__ = [
+    "COMPARE_SUBDIR",
     "DEFAULT_MAX_TRACE_BYTES",
     "TRACE_SUFFIX",
     "find_run_dirs",
@@ -49,6 +50,10 @@ TRACE_SUFFIX = ".xplane.pb"
 # 2 GiB is protobuf's own hard limit for one message; stay well below it so a
 # runaway trace fails fast with a clear message instead of exhausting memory.
 DEFAULT_MAX_TRACE_BYTES = 1 << 30
+# `compare` profiles each mode under `<log_dir>/compare/<mode>/plugins/profile/
+# <time>_<mode>/`, beside the guard's own runs: a log dir's runs are the
+# guard's, so its newest run is never a compare pass.
+COMPARE_SUBDIR = "compare"
 
 
 def host_of(path: str | os.PathLike[str]) -> str:
@@ -70,7 +75,10 @@ def find_run_dirs(log_dir: str | os.PathLike[str]) -> list[Path]:
     A run directory is any directory that directly holds `*.xplane.pb`
     files; TensorFlow writes them as `<log_dir>/plugins/profile/<run>/`.
     Runs are ordered by the newest trace file they hold (then by name), so
-    "newest" means the run written last.
+    "newest" means the run written last. The profiles `compare` writes
+    below `log_dir` (`compare/<mode>/plugins/profile/<time>_<mode>/`) are
+    not the log dir's runs: pass `<log_dir>/compare` (or a mode's
+    directory) to list them.
 
     Args:
         log_dir: A directory to search recursively.
@@ -109,10 +117,24 @@ def _walk_traces(root: Path) -> list[Path]:
             continue
         for entry in entries:
             if entry.is_dir(follow_symlinks=False):
-                stack.append(Path(entry.path))
+                if entry.name != COMPARE_SUBDIR or not _holds_compare_runs(Path(entry.path)):
+                    stack.append(Path(entry.path))
             elif entry.name.endswith(TRACE_SUFFIX):
                 found.append(Path(entry.path))
     return found
+
+
+def _holds_compare_runs(directory: Path) -> bool:
+    """Whether `directory` (named `compare`) holds `compare`'s profiles: `<mode>/plugins/profile/<time>_<mode>/`."""
+    try:
+        modes = [entry for entry in os.scandir(directory) if entry.is_dir(follow_symlinks=False)]
+        for mode in modes:
+            profile = Path(mode.path) / "plugins" / "profile"
+            if profile.is_dir() and any(run.name.endswith(f"_{mode.name}") for run in profile.iterdir()):
+                return True
+    except OSError:
+        return False
+    return False
 
 
 def find_trace_files(path: str | os.PathLike[str], *, all_runs: bool = False) -> list[Path]:
@@ -146,9 +168,16 @@ def find_trace_files(path: str | os.PathLike[str], *, all_runs: bool = False) ->
         raise TraceNotFoundError(f"Expected an .xplane.pb file or a directory. Received: {str(p)!r}.")
     runs = find_run_dirs(p)
     if not runs:
+        compared = p / COMPARE_SUBDIR
+        hint = (
+            f" Only compare's profiles are there, which are not a log dir's runs: pass {str(compared)!r} "
+            "to read them."
+            if _holds_compare_runs(compared)
+            else ""
+        )
         raise TraceNotFoundError(
             f"No *{TRACE_SUFFIX} trace found under {str(p)!r}. Traces are "
-            "written to <log_dir>/plugins/profile/<run>/<host>.xplane.pb."
+            f"written to <log_dir>/plugins/profile/<run>/<host>.xplane.pb.{hint}"
         )
     selected = runs if all_runs else runs[-1:]
     return [f for run in selected for f in sorted(run.glob("*" + TRACE_SUFFIX)) if f.is_file()]

@@ -193,3 +193,28 @@ def test_compare_in_processes_refuses_a_bad_timeout_before_starting_a_process(ba
     ):
         compare_in_processes("target.py:build", timeout_s=bad)
     assert started == []
+
+
+@pytest.mark.slow
+def test_report_on_the_log_dir_leaves_compares_profiles_out(compared, tmp_path, capsys):
+    """After a real compare, `report LOG_DIR` reads the guard's run, not a newer compare pass; compare/ reads both modes."""
+    import shutil
+
+    _, logs = compared
+    copy = tmp_path / "logs"
+    shutil.copytree(logs, copy)
+    traces = sorted((copy / "compare").glob("*/plugins/profile/*/*.xplane.pb"))
+    assert [t.parents[3].name for t in traces] == ["autoclustering", "plain"]
+    assert main(["report", str(copy)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"pass {str(copy / 'compare')!r} to read them" in err
+    assert main(["report", str(copy / "compare"), "--all"]) == 0
+    out = capsys.readouterr().out
+    assert all(t.parent.name in out for t in traces)
+    guard_run = copy / "plugins" / "profile" / "2020_01_01_00_00_00_epoch1"
+    guard_run.mkdir(parents=True)
+    shutil.copy(traces[0], guard_run / "vm.xplane.pb")
+    os.utime(guard_run / "vm.xplane.pb", (0, 0))
+    assert main(["report", str(copy), "--all"]) == 0
+    rows = capsys.readouterr().out.splitlines()[1:]
+    assert [row.split()[0] for row in rows if row.strip()] == ["2020_01_01_00_00_00_epoch1"]

@@ -664,6 +664,41 @@ def test_newest_run_is_chosen(tmp_path):
     assert Path(newest[0]).exists()
 
 
+def test_compares_profiles_are_not_the_log_dirs_runs_but_a_users_compare_dir_is(tmp_path):
+    """`compare/<mode>/plugins/profile/<time>_<mode>/` is left out of a log dir, even when newer; read when named."""
+    import os
+    import time
+
+    def run(directory: Path, op: str, age: int) -> Path:
+        directory.mkdir(parents=True)
+        f = directory / "host.xplane.pb"
+        f.write_bytes(build_space({"t": [(f"{op}:Relu", 0, 1)]}).SerializeToString())
+        os.utime(f, (time.time() - age, time.time() - age))
+        return f
+
+    logs = tmp_path / "logs"
+    guard = run(logs / "plugins" / "profile" / "2026_01_01_00_00_00_epoch1", "guard", 100)
+    plain = run(logs / "compare" / "plain" / "plugins" / "profile" / "2026_01_02_00_00_00_plain", "plain", 10)
+    jit = run(
+        logs / "compare" / "jit_compile" / "plugins" / "profile" / "2026_01_02_00_00_01_jit_compile", "jit", 5
+    )
+    assert find_trace_files(logs) == [guard]
+    assert find_trace_files(logs, all_runs=True) == [guard]
+    assert analyze_trace(logs).top_non_xla_ops[0].op_name == "guard"
+    assert find_trace_files(logs / "compare", all_runs=True) == [plain, jit]
+    assert find_trace_files(logs / "compare" / "plain") == [plain]
+    guard.unlink()
+    with pytest.raises(TraceNotFoundError) as caught:
+        find_trace_files(logs)
+    assert str(caught.value).endswith(
+        "Only compare's profiles are there, which are not a log dir's runs: "
+        f"pass {str(logs / 'compare')!r} to read them."
+    )
+    # A directory of the user's own named `compare`, runs not named after their mode's directory: read.
+    own = run(tmp_path / "mine" / "compare" / "a" / "plugins" / "profile" / "2026_01_03_00_00_00", "own", 1)
+    assert find_trace_files(tmp_path / "mine") == [own]
+
+
 @pytest.mark.parametrize("path", [None, 3, b"logs"])
 def test_analyze_trace_rejects_a_non_path_with_value_error(path):
     """analyze_trace(None) and other non-paths raise ValueError quoting the value."""
