@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from keras_xla_guard.trace._text import format_ms
+from keras_xla_guard.trace.findings import split_findings
 from keras_xla_guard.trace.report import CoverageReport
 
 __all__ = ["coverage_table", "format_ms", "printable", "text_table"]
@@ -95,9 +96,16 @@ def text_table(header: Sequence[str], rows: Sequence[Sequence[str]], left: Seque
 
 
 def _top_op(report: CoverageReport) -> str:
-    if not report.top_non_xla_ops:
+    """The biggest plain op, if it is a finding: below the noise floor it is no lead (`trace.findings`)."""
+    split = split_findings(
+        report.top_non_xla_ops[:1],
+        lambda op: op.self_time_s,
+        report.xla_time_s or 0.0,
+        report.non_xla_op_time_s or 0.0,
+    )
+    if not split.findings:
         return "-"
-    op = report.top_non_xla_ops[0]
+    op = split.findings[0]
     return f"{op.op_type} ({format_ms(op.self_time_s)})"
 
 
