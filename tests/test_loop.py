@@ -293,6 +293,53 @@ def test_plain_step_has_no_xla(plain_run: XlaGuard) -> None:
 
 
 @pytest.mark.slow
+def test_an_eager_step_is_named_as_eager_with_the_fix(tmp_path: Path) -> None:
+    """A step that is no tf.function: 0% XLA, and the note names the op types the raw trace ran eagerly."""
+    import tensorflow as tf
+
+    init = tf.random.stateless_normal
+    w1 = tf.Variable(0.1 * init((FEATURES, 64), seed=(0, 1)))
+    w2 = tf.Variable(0.1 * init((64, 1), seed=(0, 2)))
+
+    def train_step(x: Any, y: Any) -> Any:
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((tf.nn.relu(x @ w1) @ w2 - y) ** 2)
+        g1, g2 = tape.gradient(loss, [w1, w2])
+        w1.assign_sub(0.01 * g1)
+        w2.assign_sub(0.01 * g2)
+        return loss
+
+    guard = XlaGuard(log_dir=tmp_path, profile_epochs=(1,), verbose=0)
+    _train(guard, train_step, epochs=2)
+    report = guard.reports[1]
+    assert report.ok, report.reason
+    assert (report.xla_time_s, report.non_xla_op_time_s, report.xla_time_fraction) == (0.0, 0.0, 0.0)
+    # The oracle: the op types of the raw trace's eager op spans, read with the proto alone.
+    eager = sorted(
+        {
+            m.name[len("EagerLocalExecute: ") :]
+            for trace in report.trace_paths
+            for plane in load_xspace(trace).planes
+            if plane.name == "/host:CPU"
+            for m in plane.event_metadata.values()
+            if m.name.startswith("EagerLocalExecute: ") and "__inference_" not in m.name
+        }
+    )
+    assert "MatMul" in eager and len(eager) > 5
+    (note,) = report.notes
+    assert note.startswith(
+        "no TF op kernel or XLA program ran in this window: its ops ran eagerly, one at a time from Python "
+        f"({', '.join(eager[:5])} and {len(eager) - 5} more), which XLA never compiles"
+    )
+    assert f"(their time is part of eager_overhead_s, {report.eager_overhead_s:.3f} s)" in note
+    assert report.eager_overhead_s > 0
+    assert note.endswith(
+        "wrap the train step in tf.function(jit_compile=True) - whether XLA pays on this "
+        "machine is not measured here: measure it first with keras_xla_guard.compare"
+    )
+
+
+@pytest.mark.slow
 def test_close_prints_reports_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """With verbose=1, closing prints each report once; closing again does nothing."""
     import tensorflow as tf

@@ -12,7 +12,7 @@ import dataclasses
 import heapq
 import os
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from keras_xla_guard._checks import check_int
@@ -86,6 +86,45 @@ def _device_totals(device: DeviceTotals, host: Totals) -> Totals:
     return totals
 
 
+# An op run eagerly (not a `tf.function` call, `EagerLocalExecute:
+# __inference_*`): TensorFlow 2.21's profiler records it as this span on the
+# calling thread, with no `<name>:<type>` kernel event (xprof's op stats
+# leave it out too).
+_EAGER_OP_PREFIX = "EagerLocalExecute: "
+_FUNCTION_CALL_PREFIX = "EagerLocalExecute: __inference_"
+# Eager op types a note names; the rest are counted.
+_EAGER_OPS_NAMED = 5
+
+
+def _eager_op_types(space: Any) -> list[str]:
+    """The op types the host planes of `space` ran eagerly, sorted (their events' names)."""
+    found: set[str] = set()
+    for plane in space.planes:
+        if not _is_host_plane(plane.name):
+            continue
+        metadata = plane.event_metadata
+        for mid in metadata:
+            name = metadata[mid].name
+            if name.startswith(_EAGER_OP_PREFIX) and not name.startswith(_FUNCTION_CALL_PREFIX):
+                found.add(name[len(_EAGER_OP_PREFIX) :])
+    return sorted(found)
+
+
+def _no_op_note(eager_ops: Sequence[str], eager_s: float) -> str:
+    """Why a window without op or XLA time measured nothing, and, when its ops ran eagerly, what to do."""
+    if not eager_ops:
+        return "the trace holds no op execution: nothing to measure"
+    named = ", ".join(eager_ops[:_EAGER_OPS_NAMED])
+    more = f" and {len(eager_ops) - _EAGER_OPS_NAMED} more" if len(eager_ops) > _EAGER_OPS_NAMED else ""
+    return (
+        f"no TF op kernel or XLA program ran in this window: its ops ran eagerly, one at a time from "
+        f"Python ({named}{more}), which XLA never compiles and the profiler records without op events "
+        f"(their time is part of eager_overhead_s, {eager_s:.3f} s). XLA runs only inside a function: "
+        "wrap the train step in tf.function(jit_compile=True) - whether XLA pays on this machine is not "
+        "measured here: measure it first with keras_xla_guard.compare"
+    )
+
+
 def _report_from_totals(
     totals: Totals,
     *,
@@ -96,6 +135,7 @@ def _report_from_totals(
     wall_s: float | None,
     device: DeviceTotals | None = None,
     quality: tuple[TraceQuality, ...] = (),
+    eager_ops: Callable[[], Sequence[str]] = list,
 ) -> CoverageReport:
     ps = totals.ps
     xla_ps = ps[Category.XLA] or ps[Category.XLA_WORKER]
@@ -110,7 +150,8 @@ def _report_from_totals(
     op_ps = ps[Category.OP] - guard_ps
     notes: list[str] = []
     if xla_ps == 0 and op_ps == 0:
-        notes.append("the trace holds no op execution: nothing to measure")
+        # Read only here: a window that ran ops never lists the plane's names again.
+        notes.append(_no_op_note(eager_ops(), ps[Category.EAGER] * _PS))
     return CoverageReport(
         trace_paths=trace_paths,
         hosts=hosts,
@@ -306,6 +347,7 @@ def analyze_xspace(
         wall_s=_profile_wall_s(space),
         device=device if device.active else None,
         quality=tuple(quality + space_quality(space)),
+        eager_ops=lambda: _eager_op_types(space),
     )
     report = dataclasses.replace(report, steps=steps)
     if not compiling:

@@ -10,7 +10,7 @@ so that a frozen figure is checked against truth, not only against itself.
 from __future__ import annotations
 
 import pytest
-from _golden import TOP_K, load_golden, load_oracle, oracle, report_dict, variants
+from _golden import EAGER_NOTE_START, TOP_K, load_golden, load_oracle, oracle, report_dict, variants
 
 from keras_xla_guard import analyze_trace, analyze_xspace
 from keras_xla_guard.trace.xplane import load_xspace
@@ -93,3 +93,25 @@ def test_golden_and_current_figures_agree_with_the_oracle(trace_files, name):
 def test_oracle_values_are_what_the_oracle_reads_from_the_trace(trace_files, name):
     """The stored oracle values are the oracle's reading of the trace today (TensorFlow's proto, xprof)."""
     assert oracle(trace_files[name], _GOLDEN[name], name) == _ORACLE[name]
+
+
+def test_the_eager_loops_note_names_the_op_types_its_raw_trace_ran_eagerly(trace_files):
+    """The stored eager loop (no kernel, no XLA): the note names the eager op spans' types, read from the proto alone."""
+    trace = trace_files["eager_loop"]
+    eager = sorted(
+        {
+            m.name[len("EagerLocalExecute: ") :]
+            for plane in load_xspace(trace).planes
+            if plane.name == "/host:CPU"
+            for m in plane.event_metadata.values()
+            if m.name.startswith("EagerLocalExecute: ")
+            and not m.name.startswith("EagerLocalExecute: __inference_")
+        }
+    )
+    assert "MatMul" in eager and len(eager) > 5
+    for report in (analyze_trace(trace), analyze_xspace(load_xspace(trace))):
+        (note,) = report.notes
+        assert note.startswith(
+            f"{EAGER_NOTE_START}, one at a time from Python ({', '.join(eager[:5])} and {len(eager) - 5} more)"
+        )
+        assert f"eager_overhead_s, {report.eager_overhead_s:.3f} s)" in note and report.eager_overhead_s > 0
