@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import os
 import re
 import sys
 from collections.abc import Sequence
@@ -411,14 +410,9 @@ def _doctor_backend(requested: str | None) -> str:
     """
     if requested is not None:
         return requested
-    configured = os.environ.get("KERAS_BACKEND")
-    if configured is None:
-        home = os.environ.get("KERAS_HOME") or os.path.join(os.path.expanduser("~"), ".keras")
-        try:
-            with open(os.path.join(home, "keras.json"), encoding="utf-8") as f:
-                configured = json.load(f).get("backend")
-        except (OSError, ValueError, AttributeError):
-            configured = None
+    from keras_xla_guard.diagnose.doctor import keras_backend_setting
+
+    configured = keras_backend_setting()
     if configured is not None:
         return "jax" if configured == "jax" else "tensorflow"
     if importlib.util.find_spec("tensorflow") is None and importlib.util.find_spec("jax") is not None:

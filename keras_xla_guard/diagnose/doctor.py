@@ -19,6 +19,7 @@ With a trace, the compile-cost verdicts (`compile_cost.py`) are added.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 import platform
@@ -248,11 +249,38 @@ def _device_checks() -> tuple[DeviceCheck, ...]:
     return tuple(checks)
 
 
+def keras_backend_setting() -> str | None:
+    """The backend Keras is configured with, read as Keras reads it, without importing Keras.
+
+    Returns:
+        `KERAS_BACKEND`, else `"backend"` in `$KERAS_HOME/keras.json`
+        (`~/.keras/keras.json`); `None` when neither sets one.
+    """
+    configured = os.environ.get("KERAS_BACKEND")
+    if configured is not None:
+        return configured
+    home = os.environ.get("KERAS_HOME") or os.path.join(os.path.expanduser("~"), ".keras")
+    try:
+        with open(os.path.join(home, "keras.json"), encoding="utf-8") as f:
+            backend = json.load(f).get("backend")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return backend if isinstance(backend, str) else None
+
+
 def _keras_facts(resolve: bool) -> tuple[str | None, str | None, bool | None]:
     try:
         import keras
     except ImportError:
-        return None, None, None
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            installed = version("keras")
+        except PackageNotFoundError:
+            return None, None, None
+        # Installed, but the backend it is configured with cannot start
+        # (KERAS_BACKEND=torch without torch): that backend is the finding.
+        return installed, keras_backend_setting(), None
     backend = keras.backend.backend()
     if backend != "tensorflow" or not resolve:
         return keras.__version__, backend, None

@@ -182,6 +182,25 @@ def test_probe_that_times_out_is_a_verdict_not_an_error(clean_switches: None) ->
 
 
 @pytest.mark.slow
+def test_keras_configured_for_a_backend_that_cannot_start_is_named_not_called_missing(tmp_path: Path) -> None:
+    """KERAS_BACKEND=torch (torch installed or not): Keras' version and 'torch' are reported, with the verdict."""
+    from importlib.metadata import version
+
+    env = dict(os.environ, KERAS_BACKEND="torch", KERAS_HOME=str(tmp_path))
+    proc = _cli("doctor", "--json", "--no-probe", env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = json.loads(proc.stdout)
+    assert (data["keras_version"], data["keras_backend"]) == (version("keras"), "torch")
+    (verdict,) = [v for v in data["verdicts"] if v["code"] == "KERAS_BACKEND_NOT_TENSORFLOW"]
+    assert verdict["message"] == "Keras runs on backend='torch'; TensorFlow's XLA switches do not apply."
+    # keras.json sets it the same way when the variable is unset.
+    env.pop("KERAS_BACKEND")
+    (tmp_path / "keras.json").write_text('{"backend": "torch"}')
+    data = json.loads(_cli("doctor", "--json", "--no-probe", env=env).stdout)
+    assert data["keras_backend"] == "torch"
+
+
+@pytest.mark.slow
 def test_cli_doctor_json_with_cpu_flag_set_before_import() -> None:
     """`doctor --json` with the flags set at process start: auto-clustering measured effective."""
     flags = f"--tf_xla_auto_jit=2 {_CPU_FLAG}"
