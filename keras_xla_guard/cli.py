@@ -246,8 +246,9 @@ def _violations(args: argparse.Namespace, runs: list[_Run]) -> list[dict[str, An
                     "check": "min_coverage",
                     "threshold": args.min_coverage,
                     "value": fraction,
-                    "message": f"run {name}: XLA share {fraction:.1%} is below "
-                    f"--min-coverage {args.min_coverage:.1%}",
+                    "message": "run {}: XLA share {} is below --min-coverage {}".format(
+                        name, *_distinct_percents(fraction, args.min_coverage)
+                    ),
                 }
             )
         if args.max_compilations is not None and compilations > args.max_compilations:
@@ -262,6 +263,15 @@ def _violations(args: argparse.Namespace, runs: list[_Run]) -> list[dict[str, An
                 }
             )
     return found
+
+
+def _distinct_percents(value: float, threshold: float) -> tuple[str, str]:
+    """`value` and `threshold` as percentages with the fewest decimals (from 1) that tell them apart."""
+    for digits in range(1, 8):
+        shown = f"{value:.{digits}%}", f"{threshold:.{digits}%}"
+        if shown[0] != shown[1]:
+            return shown
+    return f"{value!r}", f"{threshold!r}"
 
 
 def _report_document(

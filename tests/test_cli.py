@@ -723,3 +723,19 @@ def test_bad_run_file_exits_2_with_one_line_naming_the_file_and_the_field(
         f"keras-xla-guard: error: {str(path)!r} is not a readable run file: {RUN_FILE_CASES[case]}\n"
     )
     assert not page.exists()
+
+
+@pytest.mark.parametrize(
+    ("value", "threshold", "shown"),
+    [
+        (0.0, 0.5, ("0.0%", "50.0%")),
+        (0.99996, 0.99999, ("99.996%", "99.999%")),
+        (0.99996, 1.0, ("99.996%", "100.000%")),
+        (0.5, 0.5000000001, ("0.5", "0.5000000001")),
+    ],
+)
+def test_a_failed_min_coverage_never_prints_the_share_equal_to_the_threshold(value, threshold, shown):
+    """The FAILED line's two percentages get the fewest decimals (from 1) that tell them apart."""
+    from keras_xla_guard.cli import _distinct_percents
+
+    assert _distinct_percents(value, threshold) == shown
