@@ -66,9 +66,25 @@ _FITS = textwrap.dedent("""
 """)
 
 
+@pytest.fixture(scope="module")
+def frameworks_loaded() -> None:
+    """TensorFlow and Keras imported before `pytester` snapshots `sys.modules`.
+
+    At its teardown pytester takes out of `sys.modules` every module imported
+    since its snapshot: TensorFlow imported first inside an in-process run
+    would be imported a second time by the next test in this process, which
+    aborts it (`PyExceptionRegistry::Init() already called`, SIGABRT; seen
+    with tests/test_budget.py next in the same worker).
+    """
+    import keras  # noqa: F401
+    import tensorflow  # noqa: F401
+
+
 @pytest.mark.slow
 @pytest.mark.compat
-def test_the_marker_fails_a_test_over_budget_with_every_compilation_and_passes_one_within(pytester):
+def test_the_marker_fails_a_test_over_budget_with_every_compilation_and_passes_one_within(
+    frameworks_loaded, pytester
+):
     """An inner session: within budget passes, over budget fails with the listing, fail_fast stops fit."""
     pytester.syspathinsert(REPO / "tests")
     pytester.makepyfile(test_fits=_FITS)

@@ -95,8 +95,11 @@ def test_mid_range_fraction_matches_the_parts_timed_on_their_own(split_parts):
     # (0.1-0.5 ms of 17-25 ms calls here, 1-3% of either side) and any
     # preemption on the shared machine; 0.05 covers that, while booking the
     # py_function anywhere but plain op time moves the share to about 1.0,
-    # and missing the XLA part moves it to 0.
-    assert 0.2 < oracle < 0.8
+    # and missing the XLA part moves it to 0: both more than 0.05 away from
+    # an oracle inside (0.1, 0.9). (On a loaded 2-core machine the XLA part
+    # took 4x the 20 ms sleep: an oracle of 0.80, outside the (0.2, 0.8)
+    # this once required.)
+    assert 0.1 < oracle < 0.9
     assert report["xla_time_fraction"] == pytest.approx(oracle, abs=0.05)
 
 
