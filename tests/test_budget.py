@@ -158,10 +158,14 @@ def test_nested_budgets_count_alike_and_the_inner_error_comes_out():
 
 def test_a_fit_in_another_thread_is_not_counted_and_gets_no_guard():
     """While the main thread's budget is open, a fit in another thread goes straight to Keras."""
+    from keras_xla_guard import _model_hooks
+
     added = []
+    models = []
 
     def fit_in_thread() -> None:
-        history = _fit(_seq_model(True))
+        models.append(_seq_model(True))
+        history = _fit(models[0])
         added.append(len(history.history["loss"]))
 
     with max_compilations(None) as budget:
@@ -170,6 +174,8 @@ def test_a_fit_in_another_thread_is_not_counted_and_gets_no_guard():
         thread.join()
     assert added == [1]
     assert budget.count == 0
+    # No guard was made for the other thread's model (its fit went straight to Keras).
+    assert models[0] not in _model_hooks._guards
 
 
 def test_a_budget_in_a_thread_counts_that_threads_fit():
@@ -367,3 +373,38 @@ def test_tf_keras_fits_are_counted_too(tmp_path):
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["steps"] == NEW_AT
     assert out["unwrapped"].startswith("tf_keras.")  # its own fit is back in place
+
+
+def test_over_the_limit_with_more_uncounted_raises_the_limit_error_and_names_both():
+    """Counted compilations over the limit win over 'could not count': RecompilationLimitError, the rest noted."""
+    import numpy as np
+
+    from keras_xla_guard.runtime.budget import report_compilation, report_unavailable
+    from keras_xla_guard.signatures import Signature, SignatureTracker
+
+    class Engine:
+        """Stands for the reporting engine."""
+
+    engine, tracker = Engine(), SignatureTracker(xla=True)
+    tracker.begin_epoch(0)
+    with pytest.raises(RecompilationLimitError) as raised:
+        with max_compilations(1):
+            report_unavailable("the test function's signatures were not recorded")
+            for step, length in enumerate((5, 7)):
+                sig = Signature.of((np.zeros((8, length), "int32"),), root_names=("x",))
+                tracker.observe(sig, step=step)
+                report_compilation(engine, "train", tracker, sig, epoch=0, step=step)
+    message = str(raised.value)
+    assert message.startswith("keras-xla-guard: 2 XLA compilation(s) inside max_compilations(1), 1 more")
+    assert message.endswith(
+        "\nMore may have happened uncounted: the test function's signatures were not recorded."
+    )
+
+
+def test_a_budget_is_entered_once():
+    """Entering a used budget again is a RuntimeError naming the fix (a new max_compilations())."""
+    budget = max_compilations(None)
+    with budget:
+        pass
+    with pytest.raises(RuntimeError, match=r"entered once; make a new one with max_compilations\(\)"):
+        budget.__enter__()

@@ -63,6 +63,27 @@ _FITS = textwrap.dedent("""
     @pytest.mark.max_compilations(-1)
     def test_bad_limit():
         pass
+
+
+    @pytest.fixture
+    def fitted():
+        model = _seq_model(True)
+        model.fit(_seq_dataset(LENGTHS), epochs=1, verbose=0)
+        return model
+
+
+    @pytest.mark.max_compilations(0)
+    def test_a_fixtures_fit_is_not_counted(fitted):
+        pass
+
+
+    def test_the_fixture_counts_the_body_not_the_fixtures_set_up_after_it(xla_compilations, fitted):
+        assert xla_compilations.count == 0
+
+
+    @pytest.mark.max_compilations(0)
+    def test_a_fit_of_a_model_a_fixture_fitted_cannot_be_counted(fitted):
+        fitted.fit(_seq_dataset(LENGTHS), epochs=1, verbose=0)
 """)
 
 
@@ -89,7 +110,7 @@ def test_the_marker_fails_a_test_over_budget_with_every_compilation_and_passes_o
     pytester.syspathinsert(REPO / "tests")
     pytester.makepyfile(test_fits=_FITS)
     result = pytester.runpytest("-p", PLUGIN, "--strict-markers", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=4, failed=3)
+    result.assert_outcomes(passed=6, failed=4)
     outcomes = {
         r.nodeid.split("::")[1]: r.outcome
         for r in result.reprec.getreports("pytest_runtest_logreport")
@@ -103,6 +124,11 @@ def test_the_marker_fails_a_test_over_budget_with_every_compilation_and_passes_o
         "test_fixture_is_the_markers_budget": "passed",
         "test_unmarked_runs_without_a_budget": "passed",
         "test_bad_limit": "failed",
+        # Only the body is counted: the fixture's 5 compilations are not the test's.
+        "test_a_fixtures_fit_is_not_counted": "passed",
+        "test_the_fixture_counts_the_body_not_the_fixtures_set_up_after_it": "passed",
+        # Those the fixture compiled may be the body's: the marker cannot count, so it fails.
+        "test_a_fit_of_a_model_a_fixture_fitted_cannot_be_counted": "failed",
     }
     text = result.stdout.str()
     assert (
@@ -114,6 +140,10 @@ def test_the_marker_fails_a_test_over_budget_with_every_compilation_and_passes_o
     assert "budget.check()" not in text and "pytest_pyfunc_call" not in text
     assert "XLA compilation 3 inside max_compilations(2) goes over it (fail_fast=True)" in text
     assert "ValueError: `limit` must be an integer >= 0 or None. Received: limit=-1" in text
+    assert (
+        "E   keras_xla_guard.errors.CompilationsUnknownError: keras-xla-guard: max_compilations(0) could not "
+        "count the XLA compilations inside it: "
+    ) in text
 
 
 def test_importing_the_plugin_imports_neither_tensorflow_nor_keras():

@@ -327,3 +327,69 @@ def test_pending_compilation_without_an_open_ledger_is_none():
     sig = _sig(8, 5)
     tracker.observe(sig, step=0)
     assert pending_compilation(ENGINE, "train", tracker, sig, epoch=0, step=0) is None
+
+
+def test_a_test_or_predict_compilation_outside_an_epoch_is_listed_under_its_function_without_an_epoch(ledger):
+    """`evaluate` outside fit: 'test function, step 1: ...', no epoch; a predict one: 'predict function, step 0'."""
+    tracker = SignatureTracker(xla=True)
+    tracker.begin_epoch(None)
+    for function, step, length in (("test", 1, 5), ("predict", 0, 7)):
+        sig = _sig(8, length)
+        tracker.observe(sig, step=step)
+        report_compilation(ENGINE, function, tracker, sig, epoch=None, step=step)
+    test, predict = ledger.compilations
+    assert test.describe()[0] == "test function, step 1: x['tokens']: int32[8,5], y: float32[8,1]"
+    assert predict.describe()[0] == "predict function, step 0: x['tokens']: int32[8,7], y: float32[8,1]"
+
+
+def test_a_fail_fast_budget_outside_another_raises_once_both_having_counted():
+    """fail_fast on the outer budget: the inner one counts the compilation too; later ones raise no more."""
+    strict = CompilationLedger(0, fail_fast=True)
+    inner = CompilationLedger(None)
+    enter_ledger(strict)
+    enter_ledger(inner)
+    tracker = SignatureTracker(xla=True)
+    try:
+        with pytest.raises(RecompilationLimitError) as raised:
+            _feed(tracker, [(8, 5)])
+        # A loop that catches the error and goes on: the budget raised already.
+        _feed(tracker, [(8, 7), (8, 9)], epoch=1)
+    finally:
+        leave_ledger(inner)
+        leave_ledger(strict)
+    assert str(raised.value).startswith(
+        "keras-xla-guard: XLA compilation 1 inside max_compilations(0) goes over it"
+    )
+    assert len(inner.compilations) == len(strict.compilations) == 3
+
+
+def test_leaving_an_outer_budget_first_keeps_the_inner_one_open():
+    """Budgets left out of order: leaving the outer one leaves the inner one receiving reports."""
+    outer, inner = CompilationLedger(None), CompilationLedger(None)
+    enter_ledger(outer)
+    enter_ledger(inner)
+    leave_ledger(outer)
+    try:
+        assert active_ledgers() == (inner,)
+        _feed(SignatureTracker(xla=True), [(8, 5)])
+    finally:
+        leave_ledger(inner)
+    assert (len(outer.compilations), len(inner.compilations)) == (0, 1)
+
+
+def test_fail_fast_numbers_the_certain_compilation_that_goes_over(ledger):
+    """An uncertain compilation first: fail_fast names certain compilation 2 (of 3 counted) as the one over 1."""
+    tracker = SignatureTracker(xla=True)
+    strict = CompilationLedger(1, fail_fast=True)
+    enter_ledger(strict)
+    try:
+        note_unseen_history(ENGINE, "train", lambda: "built before")
+        _feed(tracker, [(8, 5)])
+        note_unseen_history(ENGINE, "train", lambda: None)
+        with pytest.raises(RecompilationLimitError) as raised:
+            _feed(tracker, [(8, 5), (8, 7), (8, 9)], epoch=1)
+    finally:
+        leave_ledger(strict)
+    message = str(raised.value)
+    assert message.startswith("keras-xla-guard: XLA compilation 2 inside max_compilations(1) goes over it")
+    assert [c.uncertain for c in strict.compilations] == ["built before", None, None]
