@@ -24,15 +24,17 @@ BATCHES = 8
 LENGTHS = [4, 6, 8, 4, 6, 10, 8, 4]
 
 
-def _make_step(jit_compile: bool, seed: int = 0) -> tuple[Any, list[Any]]:
-    """A raw-variable MLP train step: forward, gradients, SGD update."""
+def _make_step(jit_compile: bool | None, seed: int = 0) -> tuple[Any, list[Any]]:
+    """A raw-variable MLP train step: forward, gradients, SGD update.
+
+    `jit_compile=None` gives the step as plain Python, run eagerly (no `tf.function`).
+    """
     import tensorflow as tf
 
     init = tf.random.stateless_normal
     w1 = tf.Variable(0.1 * init((FEATURES, 64), seed=(seed, 1)))
     w2 = tf.Variable(0.1 * init((64, 1), seed=(seed, 2)))
 
-    @tf.function(jit_compile=jit_compile)
     def train_step(x: Any, y: Any) -> Any:
         """One SGD step."""
         with tf.GradientTape() as tape:
@@ -42,7 +44,9 @@ def _make_step(jit_compile: bool, seed: int = 0) -> tuple[Any, list[Any]]:
         w2.assign_sub(0.01 * g2)
         return loss
 
-    return train_step, [w1, w2]
+    if jit_compile is None:
+        return train_step, [w1, w2]
+    return tf.function(train_step, jit_compile=jit_compile), [w1, w2]
 
 
 def _dataset() -> Any:
@@ -295,20 +299,7 @@ def test_plain_step_has_no_xla(plain_run: XlaGuard) -> None:
 @pytest.mark.slow
 def test_an_eager_step_is_named_as_eager_with_the_fix(tmp_path: Path) -> None:
     """A step that is no tf.function: 0% XLA, and the note names the op types the raw trace ran eagerly."""
-    import tensorflow as tf
-
-    init = tf.random.stateless_normal
-    w1 = tf.Variable(0.1 * init((FEATURES, 64), seed=(0, 1)))
-    w2 = tf.Variable(0.1 * init((64, 1), seed=(0, 2)))
-
-    def train_step(x: Any, y: Any) -> Any:
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_mean((tf.nn.relu(x @ w1) @ w2 - y) ** 2)
-        g1, g2 = tape.gradient(loss, [w1, w2])
-        w1.assign_sub(0.01 * g1)
-        w2.assign_sub(0.01 * g2)
-        return loss
-
+    train_step, _ = _make_step(jit_compile=None)
     guard = XlaGuard(log_dir=tmp_path, profile_epochs=(1,), verbose=0)
     _train(guard, train_step, epochs=2)
     report = guard.reports[1]
