@@ -8,9 +8,12 @@ open budget gets a signature-only `XlaGuardCallback` (no profiler, no
 files, no console; one per model, reused by its later calls so that a
 function Keras keeps compiled is not counted again) appended to its
 `callbacks`, unless one of the user's is already there; a call from any
-other thread goes straight to Keras. The wrappers are removed when the
-last budget closes, and a class attribute someone else set meanwhile is
-left alone.
+other thread goes straight to Keras. `train_on_batch`, `test_on_batch` and
+`predict_on_batch` take no callbacks, so nothing can read their batches: a
+call of one on a model that compiles with XLA leaves the budgets' count
+unknown (they then cannot pass) instead of a silent 0. The wrappers are
+removed when the last budget closes, and a class attribute someone else
+set meanwhile is left alone.
 
 These are public Keras methods: nothing here is a private internal.
 """
@@ -33,6 +36,8 @@ from keras_xla_guard.runtime import budget
 __all__ = ["acquire", "release", "wrapped_classes"]
 
 _ENTRY_POINTS = ("fit", "evaluate", "predict")
+# They take no callbacks: a budget can only say that it missed them.
+_UNOBSERVED = ("train_on_batch", "test_on_batch", "predict_on_batch")
 _lock = threading.Lock()
 _users = 0
 _undo: list[Callable[[], None]] = []
@@ -49,7 +54,7 @@ def acquire() -> None:
         if _users == 0:
             try:
                 for cls in _model_classes():
-                    for name in _ENTRY_POINTS:
+                    for name in (*_ENTRY_POINTS, *_UNOBSERVED):
                         _undo.append(_wrap(cls, name))
                     _wrapped.append(cls)
             except BaseException:
@@ -99,19 +104,29 @@ def _wrap(cls: type, name: str) -> Callable[[], None]:
     own = name in vars(cls)
     before = vars(cls).get(name)
     original = getattr(cls, name)
-    signature = inspect.signature(original)
 
-    @functools.wraps(original)
-    def entry(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if not budget.active_ledgers():
+    if name in _UNOBSERVED:
+
+        @functools.wraps(original)
+        def entry(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if budget.active_ledgers():
+                _report_unobserved(self, name)
             return original(self, *args, **kwargs)
-        args, kwargs, guard = _with_guard(self, name, signature, args, kwargs)
-        try:
-            return original(self, *args, **kwargs)
-        finally:
-            if guard is not None:
-                # The guard outlives the call (a later call of the model reuses it), not the model.
-                guard.set_model(None)
+
+    else:
+        signature = inspect.signature(original)
+
+        @functools.wraps(original)
+        def entry(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if not budget.active_ledgers():
+                return original(self, *args, **kwargs)
+            args, kwargs, guard = _with_guard(self, name, signature, args, kwargs)
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                if guard is not None:
+                    # The guard outlives the call (a later call of the model reuses it), not the model.
+                    guard.set_model(None)
 
     setattr(cls, name, entry)
 
@@ -161,6 +176,26 @@ def _with_guard(
         )
         return args, kwargs, None
     return bound.args[1:], bound.kwargs, guard
+
+
+def _report_unobserved(model: Any, name: str) -> None:
+    """Tells the open budgets that `model.<name>()` may compile with XLA uncounted.
+
+    Without XLA (no `jit_compile`, no auto-clustering) it compiles nothing,
+    and 0 is the true count. Never raises: the user's call must go on.
+    """
+    from keras_xla_guard import backend
+
+    try:
+        mode = backend.select(model).xla_mode(getattr(model, "jit_compile", False) is True)
+    except Exception:  # noqa: BLE001 - a model no backend runs: say it was missed
+        mode = "unknown"
+    if mode is None:
+        return
+    budget.report_unavailable(
+        f"{type(model).__name__}.{name}() was called, which takes no callbacks, so no guard could read "
+        "its batches; count with fit/evaluate/predict, or a custom loop's XlaGuard-watched step"
+    )
 
 
 def _guard_for(model: Any) -> Any:

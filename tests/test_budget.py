@@ -8,6 +8,7 @@ steps 0, 1, 2, 4 and 6, by construction. No callback is passed to `fit`; no prof
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -37,7 +38,9 @@ def _keras_untouched() -> bool:
     from keras_xla_guard import _model_hooks
 
     return (
-        not any(name in vars(keras.Model) for name in ("fit", "evaluate", "predict"))
+        not any(
+            name in vars(keras.Model) for name in (*_model_hooks._ENTRY_POINTS, *_model_hooks._UNOBSERVED)
+        )
         and _model_hooks.wrapped_classes() == ()
     )
 
@@ -408,3 +411,118 @@ def test_a_budget_is_entered_once():
         pass
     with pytest.raises(RuntimeError, match=r"entered once; make a new one with max_compilations\(\)"):
         budget.__enter__()
+
+
+def test_ctrl_c_while_keras_is_put_back_is_held_until_it_is_back(monkeypatch):
+    """Two Ctrl-Cs while the last budget unwraps keras.Model: every method goes back, then one KeyboardInterrupt."""
+    from keras_xla_guard import _model_hooks
+
+    unwrap = _model_hooks._unwrap
+    left = []
+
+    def interrupted_unwrap() -> None:
+        # The second signal is the one a gate that does not hold passes on at once.
+        signal.raise_signal(signal.SIGINT)
+        signal.raise_signal(signal.SIGINT)
+        left.append(tuple(_model_hooks._wrapped))  # release() holds the hooks' lock
+        unwrap()
+
+    monkeypatch.setattr(_model_hooks, "_unwrap", interrupted_unwrap)
+    with pytest.raises(KeyboardInterrupt):
+        with max_compilations(None):
+            pass
+    assert len(left) == 1 and left[0] != ()  # the signals came while Keras was still wrapped
+    assert _keras_untouched()
+
+
+def test_warm_up_before_the_block_leaves_the_fits_compilations_uncertain():
+    """warm_up outside the block builds the train function: the fit's 5 compilations are uncertain, no pass."""
+    model = _seq_model(True)
+    assert len(keras_xla_guard.warm_up(model, _seq_dataset(LENGTHS)).signatures) == 5
+    with pytest.raises(CompilationsUnknownError, match="train function was built before a budget first saw"):
+        with max_compilations(5) as budget:
+            _fit(model)
+    assert [(c.step, c.uncertain is not None) for c in budget.compilations] == [(s, True) for s in NEW_AT]
+
+
+def test_a_guard_that_warms_up_inside_the_block_counts_each_warmed_signature_once():
+    """XlaGuardCallback(warm_up=True) inside the block: 5 compilations, each at the step that first runs it."""
+    model = _seq_model(True)
+    guard = keras_xla_guard.XlaGuardCallback(
+        profile_epochs=(), write_summaries=False, verbose=0, warm_up=True
+    )
+    with max_compilations(5) as budget:
+        _fit(model, epochs=2, callbacks=[guard])
+    assert len(guard.warm_up_report.signatures) == 5
+    assert [(c.function, c.epoch, c.step) for c in budget.compilations] == [("train", 0, s) for s in NEW_AT]
+    assert budget.unknown is None
+
+
+def test_a_keras_the_signature_seam_does_not_fit_leaves_the_count_unknown(monkeypatch):
+    """No flavour fits the installed Keras (a release the seam does not know): no count, an error naming it."""
+    import keras
+
+    from keras_xla_guard import XlaGuardWarning, seam
+
+    monkeypatch.setattr(seam, "flavour_of", lambda model: None)
+    with pytest.warns(XlaGuardWarning, match=f"keras {keras.__version__}"):
+        with pytest.raises(CompilationsUnknownError) as raised:
+            with max_compilations(5) as budget:
+                _fit(_seq_model(True))
+    assert (
+        f"could not count the XLA compilations inside it: keras {keras.__version__} on backend "
+        f"'{keras.backend.backend()}' is not a Keras this guard knows how to record."
+    ) in str(raised.value)
+    assert budget.count is None
+
+
+def _train_on_batches(model: Any) -> None:
+    for x, y in _seq_batches(LENGTHS):
+        model.train_on_batch(x, y)
+
+
+@pytest.mark.parametrize("jit_compile", [True, False])
+def test_train_on_batch_is_not_counted_and_says_so_when_xla_compiles(jit_compile):
+    """train_on_batch takes no callbacks: with XLA the budget cannot pass (not a silent 0); without, 0 is true."""
+    model = _seq_model(jit_compile)
+    if jit_compile:
+        with pytest.raises(CompilationsUnknownError) as raised:
+            with max_compilations(5) as budget:
+                _train_on_batches(model)
+        assert str(raised.value).count("train_on_batch() was called, which takes no callbacks") == 1
+        assert budget.count is None
+    else:
+        with max_compilations(0) as budget:
+            _train_on_batches(model)
+        assert budget.count == 0
+    assert _keras_untouched()
+
+
+def test_test_and_predict_on_batch_are_not_counted_and_say_so():
+    """test_on_batch and predict_on_batch of a jit-compiled model: both named, the count unknown."""
+    model = _seq_model(True)
+    (x, y), *_ = _seq_batches(LENGTHS)
+    with pytest.raises(CompilationsUnknownError) as raised:
+        with max_compilations(None):
+            model.test_on_batch(x, y)
+            model.predict_on_batch(x)
+    assert "Functional.test_on_batch() was called" in str(raised.value)
+    assert "Functional.predict_on_batch() was called" in str(raised.value)
+
+
+def test_a_subclass_fit_that_skips_super_fit_is_not_counted_and_says_so():
+    """A subclass's own fit looping over train_on_batch: the budget cannot see it and does not pass."""
+    import keras
+
+    class OwnFit(keras.Model):
+        def fit(self, batches: Any, **kwargs: Any) -> None:
+            for x, y in batches:
+                self.train_on_batch(x, y)
+
+    tokens = keras.Input((None,), dtype="int32", name="tokens")
+    hidden = keras.layers.GlobalAveragePooling1D()(keras.layers.Embedding(50, 8)(tokens))
+    model = OwnFit({"tokens": tokens}, keras.layers.Dense(1)(hidden))
+    model.compile("adam", "mse", jit_compile=True)
+    with pytest.raises(CompilationsUnknownError, match=r"OwnFit.train_on_batch\(\) was called"):
+        with max_compilations(5):
+            model.fit(_seq_batches(LENGTHS))

@@ -86,6 +86,33 @@ _FITS = textwrap.dedent("""
         fitted.fit(_seq_dataset(LENGTHS), epochs=1, verbose=0)
 """)
 
+# Markers on a module and a class apply to each of their tests; the closest one is the limit.
+_SCOPED = textwrap.dedent("""
+    import pytest
+    from _fit_helpers import LENGTHS, _seq_dataset, _seq_model
+
+    pytestmark = pytest.mark.max_compilations(4)
+
+
+    def _fit():
+        _seq_model(True).fit(_seq_dataset(LENGTHS), epochs=1, verbose=0)
+
+
+    def test_the_module_marker_applies():
+        _fit()
+
+
+    class TestGrouped:
+        pytestmark = pytest.mark.max_compilations(5)
+
+        def test_the_class_marker_is_closer(self):
+            _fit()
+
+        @pytest.mark.max_compilations(3)
+        def test_the_functions_marker_is_closest(self, xla_compilations):
+            assert xla_compilations.limit == 3
+""")
+
 
 @pytest.fixture(scope="module")
 def frameworks_loaded() -> None:
@@ -106,17 +133,20 @@ def frameworks_loaded() -> None:
 def test_the_marker_fails_a_test_over_budget_with_every_compilation_and_passes_one_within(
     frameworks_loaded, pytester
 ):
-    """An inner session: within budget passes, over budget fails with the listing, fail_fast stops fit."""
+    """An inner session: within budget passes, over budget fails with the listing, fail_fast stops fit; module and class markers apply, the closest wins."""
     pytester.syspathinsert(REPO / "tests")
-    pytester.makepyfile(test_fits=_FITS)
+    pytester.makepyfile(test_fits=_FITS, test_scoped=_SCOPED)
     result = pytester.runpytest("-p", PLUGIN, "--strict-markers", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=6, failed=4)
+    result.assert_outcomes(passed=8, failed=5)
     outcomes = {
-        r.nodeid.split("::")[1]: r.outcome
+        "::".join(r.nodeid.split("::")[1:]): r.outcome
         for r in result.reprec.getreports("pytest_runtest_logreport")
         if r.when == "call"
     }
     assert outcomes == {
+        "test_the_module_marker_applies": "failed",
+        "TestGrouped::test_the_class_marker_is_closer": "passed",
+        "TestGrouped::test_the_functions_marker_is_closest": "passed",
         "test_within": "passed",
         "test_over": "failed",
         "test_fail_fast": "failed",
@@ -136,6 +166,8 @@ def test_the_marker_fails_a_test_over_budget_with_every_compilation_and_passes_o
         "inside max_compilations(4), 1 more than it allows. Each one, with what changed and the fix:"
     ) in text
     assert "      5. train function, epoch 0, step 6: x['tokens']: int32[8,13], y: float32[8,1]" in text
+    # test_over and the module-marked test, each over 4.
+    assert text.count("inside max_compilations(4), 1 more than it allows") == 2
     # The failure is the budget's verdict: the plugin's and the budget's own frames are not shown.
     assert "budget.check()" not in text and "pytest_pyfunc_call" not in text
     assert "XLA compilation 3 inside max_compilations(2) goes over it (fail_fast=True)" in text

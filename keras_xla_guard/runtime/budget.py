@@ -289,7 +289,9 @@ class CompilationLedger:
     def mark_unknown(self, reason: str) -> None:
         """Notes that compilations may have happened that could not be counted."""
         with self._lock:
-            self._unknown.append(reason)
+            # A call missed in a loop must not grow the ledger with every step.
+            if reason not in self._unknown:
+                self._unknown.append(reason)
 
     def message(self, *, now: bool = False) -> str:
         """Every compilation with its reason, the fix code once, and the verdict.

@@ -130,6 +130,21 @@ def test_a_model_fitted_before_the_block_is_counted_for_certain():
     assert all(c.uncertain is None and c.measured for c in budget.compilations)
 
 
+def test_train_on_batch_compiles_uncounted_and_the_block_says_so():
+    """train_on_batch on JAX compiles the step with no guard to see it: the count is unknown, not 0."""
+    import keras_xla_guard
+
+    model = make_model()
+    x, y = make_data()
+    with monitoring_oracle().counting() as oracle:
+        start = len(oracle.compiles)
+        with pytest.raises(keras_xla_guard.CompilationsUnknownError, match=r"train_on_batch\(\) was called"):
+            with keras_xla_guard.max_compilations(None) as budget:
+                model.train_on_batch(x[:BATCH], y[:BATCH])
+        compiled = _steps_compiled(oracle, start)
+    assert compiled == 1 and budget.count is None
+
+
 def test_fail_fast_raises_in_the_epoch_of_the_compilation_over_the_limit():
     """max_compilations(1, fail_fast=True): the fit stops in epoch 0, once the second compilation is counted."""
     import keras_xla_guard
