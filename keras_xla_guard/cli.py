@@ -622,6 +622,9 @@ def _add_compare_parser(sub: Any) -> None:
     compare.set_defaults(run=_run_compare)
 
 
+_COMMANDS = ("report", "doctor", "compare")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Builds the argument parser (exposed for documentation and tests).
 
@@ -633,7 +636,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Measure whether XLA really runs your TensorFlow training.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    # Not `required=True`: argparse would say "the following arguments are required: command".
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
     _add_report_parser(sub)
     doctor = sub.add_parser("doctor", help="diagnose whether and why XLA runs on this machine")
     doctor.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -684,6 +688,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command is None:
+        parser.error(
+            f"no command given; choose one of: {', '.join(_COMMANDS)} (keras-xla-guard --help describes them)"
+        )
     try:
         return int(args.run(args))
     except ModuleNotFoundError as e:

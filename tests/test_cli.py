@@ -739,3 +739,18 @@ def test_a_failed_min_coverage_never_prints_the_share_equal_to_the_threshold(val
     from keras_xla_guard.cli import _distinct_percents
 
     assert _distinct_percents(value, threshold) == shown
+
+
+def test_no_command_lists_every_command_the_parser_has(capsys):
+    """`keras-xla-guard` alone: exit 2, one line naming each subcommand (the parser's own list) and --help."""
+    import argparse
+
+    from keras_xla_guard.cli import build_parser
+
+    (sub,) = (a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    code, out, err = run_cli(capsys)
+    assert (code, out) == (2, "")
+    assert err == (
+        f"keras-xla-guard: error: no command given; choose one of: {', '.join(sub.choices)} "
+        "(keras-xla-guard --help describes them)\n"
+    )

@@ -238,10 +238,14 @@ class CompileLog:
                     self._fresh.append((row, self._step if function == "train" else self._call_step))
                 self.total += 1
 
-    def count(self, epoch: int | None, function: str) -> int:
-        """Compilations of `function` so far in `epoch`."""
+    def count(self, epoch: int | None, function: str, *, cache_hits: bool = False) -> int:
+        """Compilations of `function` so far in `epoch`; with `cache_hits`, only those loaded from the cache."""
         with self._lock:
-            return sum(1 for row in self._rows if row.epoch == epoch and row.function == function)
+            return sum(
+                1
+                for row in self._rows
+                if row.epoch == epoch and row.function == function and (row.cache_hit or not cache_hits)
+            )
 
     def take(self, epoch: int | None) -> EpochCompilations:
         """Removes and returns `epoch`'s compilations (those before any epoch go with the first)."""

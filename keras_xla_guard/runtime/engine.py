@@ -1184,7 +1184,10 @@ class XlaGuardEngine:
         measured = log.count(self._epoch, "train") if log is not None and self._unwatch is not None else None
         if self._xla_mode is None or (self._signatures_unavailable is not None and measured is None):
             return
-        for action in self._policy.check(self._tracker, self._epoch, self._xla_mode, measured=measured):
+        loaded = log.count(self._epoch, "train", cache_hits=True) if measured is not None and log else 0
+        for action in self._policy.check(
+            self._tracker, self._epoch, self._xla_mode, measured=measured, loaded=loaded
+        ):
             self._violation = action.message
             if action.kind == "raise":
                 error = RecompilationLimitError(f"keras-xla-guard: {action.message}")

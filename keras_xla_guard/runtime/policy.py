@@ -54,7 +54,12 @@ class CompilationPolicy:
         self._violation_epoch: int | None = None
 
     def check(
-        self, tracker: SignatureTracker, epoch: int | None, xla_mode: str, measured: int | None = None
+        self,
+        tracker: SignatureTracker,
+        epoch: int | None,
+        xla_mode: str,
+        measured: int | None = None,
+        loaded: int = 0,
     ) -> list[PolicyAction]:
         """What the run's signatures (or its counted compilations) so far call for.
 
@@ -66,6 +71,10 @@ class CompilationPolicy:
             measured: The train function's compilations in `epoch` as the
                 backend counted them (JAX); the limit applies to them
                 instead of the new signatures. Defaults to `None`.
+            loaded: How many of `measured` the backend loaded from its
+                persistent compilation cache instead of compiling; they
+                count all the same (the step needed a program it had not
+                run), and the message says so. Defaults to `0`.
 
         Returns:
             The megamorphic warning (once per run) and the limit's action
@@ -80,9 +89,14 @@ class CompilationPolicy:
             return actions
         self._violation_epoch = epoch
         what = tracker.current_explanations()
-        counted = (
-            "new input signatures" if measured is None else "of the train step, counted as they happened"
-        )
+        if measured is None:
+            counted = "new input signatures"
+        else:
+            counted = "of the train step, counted as they happened" + (
+                f"; {loaded} of them loaded from the persistent compilation cache, not compiled"
+                if loaded
+                else ""
+            )
         message = (
             f"epoch {epoch} caused {new} XLA compilations ({counted}), more than "
             f"max_compilations={self.max_compilations}"

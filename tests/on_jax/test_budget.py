@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from _helpers import run_python
 from _jax_helpers import BATCH, fit_evaluate_predict, make_data, make_model, monitoring_oracle
@@ -241,10 +243,10 @@ def test_the_counts_equal_the_modules_xla_dumped(tmp_path):
 
 
 _CACHE_ORACLE = """
-import json, os, sys
+import json, os, sys, warnings
 sys.path.insert(0, "tests")
 import keras_xla_guard
-from _jax_helpers import fit_evaluate_predict, make_model
+from _jax_helpers import BATCH, fit_evaluate_predict, make_data, make_model
 
 dump = os.environ["XLA_FLAGS"].split("=", 1)[1]
 os.makedirs(dump, exist_ok=True)
@@ -255,11 +257,20 @@ try:
 except keras_xla_guard.RecompilationLimitError as error:
     message = str(error)
 steps = ("jit_train_step.", "jit_test_step.", "jit_predict_step.")
+dumped = sum(n.endswith(".before_optimizations.txt") and n.split(".", 1)[1].startswith(steps)
+             for n in os.listdir(dump))
+# The callback's per-epoch limit over a model with the same programs: the cache holds them now.
+x, y = make_data()
+guard = keras_xla_guard.XlaGuardCallback(profile_epochs=(), write_summaries=False, verbose=0,
+                                         max_compilations=1)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    make_model().fit(x, y, batch_size=BATCH, epochs=1, verbose=0, callbacks=[guard])
 print(json.dumps({
     "counted": [[c.program, c.cache_hit] for c in budget.compilations],
-    "dumped": sum(n.endswith(".before_optimizations.txt") and n.split(".", 1)[1].startswith(steps)
-                  for n in os.listdir(dump)),
+    "dumped": dumped,
     "message": message,
+    "epoch_limit": [str(w.message) for w in caught if "more than max_compilations=1" in str(w.message)],
 }))
 """
 
@@ -270,6 +281,7 @@ def test_programs_loaded_from_jaxs_persistent_cache_count_and_say_so(tmp_path):
     Two fresh processes share `JAX_COMPILATION_CACHE_DIR` (every program
     cached): the first compiles (no cache hit, as many counted as dumped),
     the second loads them all. The budget's verdict is the same either way.
+    The callback's per-epoch limit message counts the loaded ones apart.
     """
     runs = []
     for name in ("cold", "warm"):
@@ -296,3 +308,17 @@ def test_programs_loaded_from_jaxs_persistent_cache_count_and_say_so(tmp_path):
         f"; {count} of them JAX loaded from its persistent compilation cache (they count" in warm["message"]
     )
     assert "persistent" not in cold["message"]
+    # The guard's own per-epoch limit says it too. Its fit of all 100 examples runs batches of 32
+    # and 4: the first process's budget (80 examples) cached the program for 32, not for 4; the
+    # second process finds both.
+    loaded = []
+    for run in runs:
+        (limit,) = run["epoch_limit"]
+        caused = re.search(
+            r"epoch 0 caused (\d+) XLA compilations \(of the train step, counted as they happened; "
+            r"(\d+) of them loaded from the persistent compilation cache, not compiled\)",
+            limit,
+        )
+        assert caused is not None, limit
+        loaded.append((int(caused[1]), int(caused[2])))
+    assert loaded == [(2, 1), (2, 2)]

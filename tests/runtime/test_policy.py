@@ -52,3 +52,16 @@ def test_megamorphic_warning_comes_once_and_names_the_mode():
     assert policy.check(tracker, 0, "autoclustering") == []
     (jit,) = CompilationPolicy(None, "warn").check(tracker, 0, "jit_compile")
     assert "TensorFlow never gives up" in jit.message
+
+
+def test_counted_compilations_say_how_many_were_loaded_from_the_cache():
+    """A backend's count (JAX) over the limit: the message says which of them the persistent cache supplied."""
+    tracker = SignatureTracker(xla=True)
+    _observe(tracker, [5])
+    (action,) = CompilationPolicy(1, "warn").check(tracker, 0, "jit_compile", measured=3, loaded=2)
+    assert action.message.startswith(
+        "epoch 0 caused 3 XLA compilations (of the train step, counted as they happened; 2 of them loaded "
+        "from the persistent compilation cache, not compiled), more than max_compilations=1"
+    )
+    (fresh,) = CompilationPolicy(1, "warn").check(tracker, 0, "jit_compile", measured=3)
+    assert "counted as they happened), more than" in fresh.message
