@@ -221,6 +221,13 @@ def test_an_unavailable_report_marks_every_open_ledger_unknown(ledger):
     report_unavailable("keras 9.9 is not a Keras this guard knows how to record")
     report_unavailable("keras 9.9 is not a Keras this guard knows how to record")
     assert ledger.unknown == "keras 9.9 is not a Keras this guard knows how to record"
+    # A call missed at every step of a loop (train_on_batch) is held once, not once per step.
+    for _ in range(1000):
+        report_unavailable("Functional.train_on_batch() was called")
+    assert ledger._unknown == [
+        "keras 9.9 is not a Keras this guard knows how to record",
+        "Functional.train_on_batch() was called",
+    ]
 
 
 def test_compilations_of_a_function_with_unseen_history_are_uncertain_until_it_changes(ledger):
