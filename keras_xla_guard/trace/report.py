@@ -223,7 +223,12 @@ class CoverageReport:
         compiled_modules: Names of the compiled HLO modules.
         top_non_xla_ops: Up to `top_k` plain TF ops by self time.
         input_pipeline_time_s: tf.data iterator and input-op time.
-        eager_overhead_s: Python/eager dispatch time (`Eager*`, `TFE_*`).
+        eager_overhead_s: Self time of eager execution spans (`Eager*`,
+            `TFE_*`) on their threads. A `tf.function` call is such a span
+            on the calling thread while the function's ops run on
+            TensorFlow's pool threads, so this includes the time the
+            caller waits for them, not dispatch cost alone. Ops run
+            eagerly are booked here.
         tracing_time_s: tf.function tracing (graph building) time.
         guard_op_time_s: Time of the guard's own signature-recording ops
             (the `xla_guard_tap` name scope), kept out of
