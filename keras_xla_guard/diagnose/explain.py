@@ -47,7 +47,8 @@ _FIX_UNSUPPORTED = (
 _FIX_DYNAMIC = (
     "Pad this dimension to a fixed length (or a few bucket lengths), e.g. "
     "dataset.padded_batch(batch_size, padded_shapes=...) with a fixed size, so XLA "
-    "compiles once per shape instead of once per new length"
+    "compiles once per shape instead of once per new length; mask the padding "
+    "(Embedding(mask_zero=True), Masking) so that it does not change the outputs"
 )
 
 
@@ -459,8 +460,11 @@ def explain(model: Any, sample_batch: Any) -> ExplainReport:
                     "DYNAMIC_BATCH_DIM",
                     MODEL,
                     INFO,
-                    f"Input {dim.input_name!r} has a dynamic batch dimension{seen}: a short "
-                    "last batch makes XLA compile the step once more.",
+                    f"Input {dim.input_name!r} has a dynamic batch dimension{seen}: with XLA, a "
+                    "short last batch makes it compile the train step once more.",
+                    "# Only for training data whose size is not a multiple of batch_size: it leaves\n"
+                    "# the short last batch's examples out of every epoch (never for evaluate or predict).\n"
+                    "# In place of your .batch(batch_size) call:\n"
                     "dataset = dataset.batch(batch_size, drop_remainder=True)",
                 )
             )

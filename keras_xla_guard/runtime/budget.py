@@ -182,7 +182,16 @@ class BudgetCompilation:
         if not self.changed or self.signature is None:
             return "keep the inputs' structure, dtypes and ranks the same in every call"
         if all(dim == 0 for _, dim in self.changed):
-            return "use one batch size for every step (e.g. batch with drop_remainder=True)"
+            if self.function != "train":
+                # Dropping would leave examples out of the metrics or predictions.
+                return (
+                    "use one batch size for every step, but keep every example: drop_remainder=True would "
+                    "leave a short last batch's examples out of the results"
+                )
+            return (
+                "use one batch size for every step (e.g. batch with drop_remainder=True, which leaves a short "
+                "last batch's examples out of the epoch)"
+            )
         path, dim = next((p, d) for p, d in self.changed if d > 0)
         index = self.signature.paths.index(path)
         return (

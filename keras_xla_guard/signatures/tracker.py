@@ -406,10 +406,8 @@ class SignatureTracker:
                 Explanation(
                     SHORT_LAST_BATCH,
                     f"short last batch: {input_name(last, leaf)} dim 0 was {short_size} "
-                    f"in the last batch only (other batches: {full_size}); "
-                    "it costs one extra compilation per run - batch with drop_remainder=True "
-                    "or make the number of examples a multiple of the batch size",
-                    severity="warning",
+                    f"in the last batch only (other batches: {full_size}); {self._short_batch_cost(short_size)}",
+                    severity="warning" if self.xla else "info",
                     input=last.paths[leaf],
                     dim=0,
                     values=(short_size, full_size),
@@ -423,11 +421,34 @@ class SignatureTracker:
                 Explanation(MORE_NEW_SIGNATURES, f"... and {hidden} more new signature(s) in this epoch")
             )
         # The fix belongs to the epochs that compiled: an epoch of shapes
-        # seen before repeats no "instead of N".
-        fix = self._recommendation(regular, varying) if self._epoch_new else None
+        # seen before repeats no "instead of N". Without XLA nothing compiles
+        # per shape, and padding would only add work; the bucketing code
+        # drops each bucket's short last batch, which a validation or
+        # prediction must not lose.
+        fix = (
+            self._recommendation(regular, varying)
+            if self._epoch_new and self.xla and self.function == "train"
+            else None
+        )
         if fix is not None:
             found.append(fix)
         return found
+
+    def _short_batch_cost(self, short_size: int) -> str:
+        """What a short last batch costs this function, and the fix where dropping it is harmless."""
+        if not self.xla:
+            return "without XLA it compiles nothing"
+        if self.function != "train":
+            results = "metrics" if self.function == "test" else "predictions"
+            return (
+                "it costs one extra compilation per run; drop_remainder=True would leave those "
+                f"{short_size} examples out of the {results}, so keep it"
+            )
+        return (
+            "it costs one extra compilation per run - batch with drop_remainder=True (which leaves "
+            f"those {short_size} examples out of every epoch) or make the number of examples a multiple "
+            "of the batch size"
+        )
 
     def _recommendation(
         self, sigs: Sequence[Signature], varying: list[tuple[int, int, list[int]]]

@@ -373,3 +373,13 @@ def test_callback_explain_true_warns_when_jit_step_cannot_compile(tmp_path: Any)
     assert any("EagerPyFunc in layer 'py_layer'" in m for m in messages)
     assert guard.explain_report is not None and not guard.explain_report.with_loss
     guard.on_train_end()
+
+
+def test_the_batch_dim_fix_says_what_it_drops_and_where_it_must_not_be_used() -> None:
+    """DYNAMIC_BATCH_DIM's fix names its cost (examples left out) and keeps evaluate/predict data whole."""
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile("adam", "mse", jit_compile=True)
+    (batch_dim,) = (v for v in explain(model, _batch(8, 4)).verdicts if v.code == "DYNAMIC_BATCH_DIM")
+    assert "leaves\n# the short last batch's examples out of every epoch" in batch_dim.fix
+    assert "(never for evaluate or predict)" in batch_dim.fix
+    assert batch_dim.fix.endswith("\ndataset = dataset.batch(batch_size, drop_remainder=True)")

@@ -10,6 +10,7 @@ mutation` measures how many such changes the fast tests catch.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 import pytest
@@ -76,6 +77,10 @@ dataset = dataset.bucket_by_sequence_length(
     pad_to_bucket_boundary=True,  # pads to boundary - 1
     drop_remainder=True,
 )
+# Drops each bucket's short last batch: up to 14 examples an epoch
+#   (drop_remainder=False keeps them, at one more shape per bucket).
+# An element longer than 13 fails the pipeline: make 13 the longest your data has.
+# Padding changes an unmasked model's outputs: mask it (Embedding(mask_zero=True), Masking).
 # or, with keras-xla-guard:
 # from keras_xla_guard import pad_to_buckets
 # dataset = pad_to_buckets(dataset, (7, 13), batch_size=8)"""
@@ -143,7 +148,7 @@ def test_an_epoch_of_five_lengths_is_recorded_field_by_field():
 
 def test_three_new_signatures_are_explained_and_the_fourth_only_counted():
     """With exactly 3 new signatures no 'more' line appears; steps unknown leave 'at step' out."""
-    stats = _epoch(SignatureTracker(max_buckets=1), 0, [_tokens(n) for n in (5, 6, 7)], steps=False)
+    stats = _epoch(SignatureTracker(xla=True, max_buckets=1), 0, [_tokens(n) for n in (5, 6, 7)], steps=False)
     kinds = [e.kind for e in stats.explanations]
     assert kinds == ["dim_varied", "first_signature", "new_signature", "new_signature", "bucketing_fix"]
     assert stats.explanations[1].message == "first signature: x['tokens']: int32[8,5], y: float32[8,1]"
@@ -155,24 +160,24 @@ def test_three_new_signatures_are_explained_and_the_fourth_only_counted():
 
 def test_more_than_ten_values_are_listed_ten_then_an_ellipsis():
     """A dimension with 11 values lists the first 10 and '...'; with 10 it lists all."""
-    eleven = _epoch(SignatureTracker(), 0, [_tokens(n) for n in range(1, 12)]).explanations[0]
+    eleven = _epoch(SignatureTracker(xla=True), 0, [_tokens(n) for n in range(1, 12)]).explanations[0]
     assert (
         eleven.message == "input 'tokens' dim 1 varied across 11 values (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, ...)"
     )
     assert eleven.values == tuple(range(1, 12))
-    ten = _epoch(SignatureTracker(), 0, [_tokens(n) for n in range(1, 11)]).explanations[0]
+    ten = _epoch(SignatureTracker(xla=True), 0, [_tokens(n) for n in range(1, 11)]).explanations[0]
     assert ten.message == "input 'tokens' dim 1 varied across 10 values (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)"
 
 
 def test_short_last_batch_is_explained_in_full():
     """The short last batch's explanation: kind, words, severity, input, dim and the two sizes."""
-    stats = _epoch(SignatureTracker(), 0, [_tokens(5)] * 3 + [_tokens(5, batch=3)])
+    stats = _epoch(SignatureTracker(xla=True), 0, [_tokens(5)] * 3 + [_tokens(5, batch=3)])
     (short,) = stats.explanations[:1]
     assert short.to_dict() == {
         "kind": "short_last_batch",
         "message": "short last batch: input 'tokens' dim 0 was 3 in the last batch only (other batches: 8); "
-        "it costs one extra compilation per run - batch with drop_remainder=True or make the number "
-        "of examples a multiple of the batch size",
+        "it costs one extra compilation per run - batch with drop_remainder=True (which leaves those 3 "
+        "examples out of every epoch) or make the number of examples a multiple of the batch size",
         "severity": "warning",
         "input": "x['tokens']",
         "dim": 0,
@@ -184,6 +189,48 @@ def test_short_last_batch_is_explained_in_full():
     assert [e.kind for e in stats.explanations] == ["short_last_batch", "first_signature", "new_signature"]
 
 
+@pytest.mark.parametrize(
+    ("xla", "function", "cost", "severity"),
+    [
+        (
+            True,
+            "test",
+            "drop_remainder=True would leave those 3 examples out of the metrics, so keep it",
+            "warning",
+        ),
+        (
+            True,
+            "predict",
+            "drop_remainder=True would leave those 3 examples out of the predictions",
+            "warning",
+        ),
+        (False, "train", "without XLA it compiles nothing", "info"),
+        (False, "predict", "without XLA it compiles nothing", "info"),
+    ],
+)
+def test_short_last_batch_advises_dropping_examples_only_for_training_with_xla(xla, function, cost, severity):
+    """Evaluate/predict keep their last batch (dropping it loses results); without XLA it costs nothing."""
+    tracker = SignatureTracker(xla=xla, function=function)
+    (short,) = _epoch(tracker, 0, [_tokens(5)] * 3 + [_tokens(5, batch=3)]).explanations[:1]
+    assert short.kind == "short_last_batch" and short.severity == severity
+    assert short.message.startswith(
+        "short last batch: input 'tokens' dim 0 was 3 in the last batch only (other batches: 8); "
+    )
+    assert cost in short.message
+    assert "batch with drop_remainder" not in short.message
+
+
+@pytest.mark.parametrize(("xla", "function"), [(False, "train"), (True, "test"), (True, "predict")])
+def test_no_bucketing_fix_without_xla_or_outside_training(xla, function):
+    """Padding pays only where XLA compiles per shape, and the bucketing code drops batches results need."""
+    lengths = [5, 6, 7, 8, 13, 14, 15, 16]
+    stats = _epoch(SignatureTracker(xla=xla, function=function), 0, [_tokens(n) for n in lengths])
+    assert "bucketing_fix" not in [e.kind for e in stats.explanations]
+    assert stats.explanations[0].message.startswith("input 'tokens' dim 1 varied across 8 values")
+    trained = _epoch(SignatureTracker(xla=True), 0, [_tokens(n) for n in lengths])
+    assert trained.explanations[-1].kind == "bucketing_fix"  # the control: the same epoch, training with XLA
+
+
 def test_short_last_batch_names_the_input_whose_batch_shrank():
     """When an unbatched input comes first, the explanation names the batched input that shrank."""
 
@@ -193,14 +240,14 @@ def test_short_last_batch_names_the_input_whose_batch_shrank():
             root_names=("x",),
         )
 
-    stats = _epoch(SignatureTracker(), 0, [sig(8), sig(8), sig(3)])
+    stats = _epoch(SignatureTracker(xla=True), 0, [sig(8), sig(8), sig(3)])
     assert stats.short_last_batch is True
     assert (stats.explanations[0].input, stats.explanations[0].values) == ("x['tokens']", (3, 8))
 
 
 def test_a_changed_structure_is_explained_in_full():
     """A dtype change: the structure explanation, its severity, and the difference it names."""
-    stats = _epoch(SignatureTracker(), 0, [_tokens(5), _tokens(5, dtype="int64")])
+    stats = _epoch(SignatureTracker(xla=True), 0, [_tokens(5), _tokens(5, dtype="int64")])
     assert stats.explanations[0].to_dict() == {
         "kind": "structure_changed",
         "message": "the input structure itself changed: 2 different structures (paths, dtypes or ranks) in this "
@@ -233,7 +280,7 @@ def test_fix_code_reads_the_length_from_the_element_as_the_dataset_yields_it(pat
         sigs = [Signature.of(np.zeros((4, n), "float32")) for n in (3, 6, 9, 12, 30)]
     else:
         sigs = [_tokens(n, batch=4) for n in (3, 6, 9, 12, 30)]
-    fix = _epoch(SignatureTracker(), 0, sigs).explanations[-1]
+    fix = _epoch(SignatureTracker(xla=True), 0, sigs).explanations[-1]
     assert fix.kind == "bucketing_fix"
     assert f"element_length_func=lambda {lambda_args}: tf.shape({access})[0]," in fix.fix_code
     assert "bucket_batch_sizes=[4, 4, 4, 4]," in fix.fix_code
@@ -248,14 +295,14 @@ def test_fix_code_of_a_dataset_with_sample_weights_takes_three_roots():
             root_names=("x", "y", "sample_weight"),
         )
 
-    fix = _epoch(SignatureTracker(), 0, [sig(n) for n in (3, 6, 9, 12, 30)]).explanations[-1]
+    fix = _epoch(SignatureTracker(xla=True), 0, [sig(n) for n in (3, 6, 9, 12, 30)]).explanations[-1]
     assert "element_length_func=lambda x, y, sample_weight: tf.shape(x)[0]," in fix.fix_code
 
 
 def test_fix_batch_size_is_the_most_common_one():
     """The printed batch size is the one most batches had, not the first seen."""
     sigs = [_tokens(5, batch=4)] + [_tokens(n, batch=16) for n in (5, 7, 9, 11, 13, 5, 7, 9)]
-    fix = _epoch(SignatureTracker(), 0, sigs).explanations[-1]
+    fix = _epoch(SignatureTracker(xla=True), 0, sigs).explanations[-1]
     assert fix.kind == "bucketing_fix" and "batch_size=16)" in fix.fix_code
 
 
@@ -383,7 +430,7 @@ def test_printed_code_for_a_dataset_of_bare_arrays_runs():
 
     lengths = (3, 6, 9, 12, 30)
     fix = _epoch(
-        SignatureTracker(), 0, [Signature.of(np.zeros((4, n), "float32")) for n in lengths]
+        SignatureTracker(xla=True), 0, [Signature.of(np.zeros((4, n), "float32")) for n in lengths]
     ).explanations[-1]
     examples = [np.ones(n, "float32") for n in lengths * 4]
     scope = {
@@ -396,6 +443,56 @@ def test_printed_code_for_a_dataset_of_bare_arrays_runs():
     assert {tuple(batch.shape) for batch in scope["dataset"]} == {(4, b) for b in fix.values}
 
 
+def test_what_the_printed_code_says_it_drops_and_refuses_is_what_it_does():
+    """Run as printed: each bucket's short last batch is dropped (within the bound it names); longer fails."""
+    import tensorflow as tf
+
+    fix_code = bucketing_code("x", 1, (7, 13), 8, root_count=1)
+    assert "up to 14 examples an epoch" in fix_code and "longer than 13 fails" in fix_code
+
+    def run(lengths: list[int]) -> list[Any]:
+        scope = {
+            "tf": tf,
+            "dataset": tf.data.Dataset.from_generator(
+                lambda: (np.ones(n, "float32") for n in lengths),
+                output_signature=tf.TensorSpec([None], tf.float32),
+            ),
+        }
+        exec(fix_code, scope)  # running the printed recommendation is the point
+        return list(scope["dataset"])
+
+    # 8 + 7 examples of bucket 7, 8 + 7 of bucket 13: the two short batches of 7 go.
+    batches = run([5] * 15 + [10] * 15)
+    assert sorted(tuple(b.shape) for b in batches) == [(8, 7), (8, 13)]
+    assert 30 - sum(b.shape[0] for b in batches) == 14
+    with pytest.raises(tf.errors.OpError):
+        run([5] * 8 + [14])
+
+
+@pytest.mark.slow
+def test_padding_changes_an_unmasked_models_output_and_the_mask_the_code_names_keeps_it():
+    """The printed caveat: zero-padding 7 -> 13 moves an unmasked pooled model's output; mask_zero=True does not."""
+    import keras
+
+    tokens = np.array([[3, 5, 7, 9, 11, 13, 15]], "int32")
+    padded = np.pad(tokens, ((0, 0), (0, 6)))
+    outputs = {}
+    for mask in (False, True):
+        keras.utils.set_random_seed(0)
+        model = keras.Sequential(
+            [
+                keras.Input((None,), dtype="int32"),
+                keras.layers.Embedding(20, 4, mask_zero=mask),
+                keras.layers.GlobalAveragePooling1D(),
+                keras.layers.Dense(1),
+            ]
+        )
+        outputs[mask] = [float(model.predict(x, verbose=0)[0, 0]) for x in (tokens, padded)]
+    unpadded, with_padding = outputs[False]
+    assert abs(unpadded - with_padding) > 1e-3
+    assert outputs[True][0] == pytest.approx(outputs[True][1], abs=1e-6)
+
+
 def test_tracker_defaults_and_its_argument_checks():
     """XLA off by default (no expected compilations); bad max_buckets or max_padding refused at once."""
     tracker = SignatureTracker()
@@ -405,36 +502,40 @@ def test_tracker_defaults_and_its_argument_checks():
     assert tracker.executions == 3
     assert tracker.end_epoch().expected_compilations is None
     with pytest.raises(ValueError, match="max_buckets=0"):
-        SignatureTracker(max_buckets=0)
+        SignatureTracker(xla=True, max_buckets=0)
     with pytest.raises(ValueError, match="max_padding=1.0"):
-        SignatureTracker(max_padding=1.0)
+        SignatureTracker(xla=True, max_padding=1.0)
 
 
 def test_an_epoch_ended_without_a_beginning_is_epoch_0():
     """end_epoch before any begin_epoch gives an empty epoch numbered 0."""
-    stats = SignatureTracker().end_epoch()
+    stats = SignatureTracker(xla=True).end_epoch()
     assert (stats.epoch, stats.steps, stats.distinct_signatures, stats.explanations) == (0, 0, 0, ())
 
 
 def test_four_new_signatures_leave_one_to_the_more_line():
     """The fourth new signature of an epoch is counted in '... and 1 more', not explained."""
-    stats = _epoch(SignatureTracker(), 0, [_tokens(n) for n in (5, 6, 7, 8)])
+    stats = _epoch(SignatureTracker(xla=True), 0, [_tokens(n) for n in (5, 6, 7, 8)])
     assert stats.explanations[-2].message == "... and 1 more new signature(s) in this epoch"
 
 
 def test_the_trackers_bucket_limits_shape_the_fix():
     """max_buckets caps the fix's buckets; with no padding allowed there is no fix at all."""
     lengths = (5, 7, 9, 11, 13)
-    one = _epoch(SignatureTracker(max_buckets=1), 0, [_tokens(n) for n in lengths]).explanations[-1]
+    one = _epoch(SignatureTracker(xla=True, max_buckets=1), 0, [_tokens(n) for n in lengths]).explanations[-1]
     assert (
         one.message
         == "fix: pad input 'tokens' dim 1 to 1 bucket length(s) (13,) -> at most 1 compilation(s) "
         "instead of 5"
     )
     # As many buckets as lengths once no padding is allowed: nothing to gain, no fix.
-    exact = _epoch(SignatureTracker(max_buckets=5, max_padding=0.0), 0, [_tokens(n) for n in lengths])
+    exact = _epoch(
+        SignatureTracker(xla=True, max_buckets=5, max_padding=0.0), 0, [_tokens(n) for n in lengths]
+    )
     assert [e.kind for e in exact.explanations if e.kind == "bucketing_fix"] == []
-    padded = _epoch(SignatureTracker(max_buckets=5), 0, [_tokens(n) for n in lengths]).explanations[-1]
+    padded = _epoch(SignatureTracker(xla=True, max_buckets=5), 0, [_tokens(n) for n in lengths]).explanations[
+        -1
+    ]
     assert (padded.kind, padded.values) == ("bucketing_fix", (5, 9, 13))
 
 
@@ -442,5 +543,5 @@ def test_fix_without_a_known_batch_size_prints_batches_of_32():
     """When no batch size is known (dimension 0 unknown everywhere) the code batches by 32."""
     sigs = [_unknown_batch(_tokens(n)) for n in (5, 7, 9, 11, 13)]
     sigs = [dataclasses.replace(s, shapes=(s.shapes[0], (None, 1))) for s in sigs]
-    fix = _epoch(SignatureTracker(), 0, sigs).explanations[-1]
+    fix = _epoch(SignatureTracker(xla=True), 0, sigs).explanations[-1]
     assert fix.kind == "bucketing_fix" and "bucket_batch_sizes=[32, 32, 32, 32]," in fix.fix_code

@@ -311,7 +311,7 @@ def test_short_last_batch_is_recognised_only_as_last_batch():
     assert _epoch(tracker, 1, [_sig(5)] * 4 + [_sig(5, batch=3)]).short_last_batch is True
 
     # The same small batch in the middle of an epoch is a varying batch size.
-    mid = _epoch(SignatureTracker(), 0, [_sig(5), _sig(5, batch=3), _sig(5)])
+    mid = _epoch(SignatureTracker(xla=True), 0, [_sig(5), _sig(5, batch=3), _sig(5)])
     assert mid.short_last_batch is False
     assert mid.explanations[0].message == "input 'tokens' dim 0 varied across 2 values (3, 8)"
 
@@ -321,7 +321,7 @@ def test_structure_change_is_explained():
     other = Signature.of(
         ({"tokens": np.zeros((8, 5), "int64")}, np.zeros((8, 1), "float32")), root_names=("x", "y")
     )
-    stats = _epoch(SignatureTracker(), 0, [_sig(5), other])
+    stats = _epoch(SignatureTracker(xla=True), 0, [_sig(5), other])
     assert stats.explanations[0].kind == "structure_changed"
     assert stats.explanations[0].message.startswith("the input structure itself changed: 2 different")
     assert "the input structure (paths, dtypes or ranks) changed" in stats.explanations[-1].message
@@ -335,7 +335,7 @@ def _two_inputs(tokens: int, other: tuple[int, ...], name: str = "mask") -> Sign
 
 def test_two_inputs_varying_together_pad_the_first_in_path_order():
     """Tokens and their mask vary together: the fix keys on the first input in path order and names both."""
-    stats = _epoch(SignatureTracker(), 0, [_two_inputs(n, (n,)) for n in LENGTHS])
+    stats = _epoch(SignatureTracker(xla=True), 0, [_two_inputs(n, (n,)) for n in LENGTHS])
     varied = [(e.input, e.dim, e.values) for e in stats.explanations if e.kind == "dim_varied"]
     assert varied == [
         ("x['mask']", 1, tuple(sorted(set(LENGTHS)))),
@@ -355,7 +355,7 @@ def test_printed_code_pads_inputs_varying_together_to_one_shape():
     """Run as printed on tokens and mask of one length, the fix yields both at the bucket shapes only."""
     import tensorflow as tf
 
-    fix = _epoch(SignatureTracker(), 0, [_two_inputs(n, (n,)) for n in LENGTHS]).explanations[-1]
+    fix = _epoch(SignatureTracker(xla=True), 0, [_two_inputs(n, (n,)) for n in LENGTHS]).explanations[-1]
     rng = np.random.default_rng(3)
     examples = [
         ({"tokens": rng.integers(1, 50, n).astype("int32"), "mask": np.ones(n, "float32")}, np.float32(n))
@@ -398,7 +398,7 @@ def test_printed_code_pads_inputs_varying_together_to_one_shape():
 )
 def test_dimensions_varying_apart_get_no_bucketing_code(signatures, varied):
     """Two dimensions varying on their own: each is explained, and no fix pads one to the other."""
-    stats = _epoch(SignatureTracker(), 0, signatures)
+    stats = _epoch(SignatureTracker(xla=True), 0, signatures)
     assert [(e.input, e.dim) for e in stats.explanations if e.kind == "dim_varied"] == varied
     assert not [e for e in stats.explanations if e.kind == "bucketing_fix"]
     assert stats.distinct_signatures == len(signatures)
