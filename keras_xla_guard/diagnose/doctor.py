@@ -62,7 +62,12 @@ __all__ = [
 DEFAULT_PROBE_TIMEOUT_S = 120.0
 _CPU_FLAG = "--tf_xla_cpu_global_jit"
 _FIX_CPU_FLAG = (
-    "# Set the flag before TensorFlow is imported (first lines of your script):\n"
+    # The user asked for auto-clustering, but XLA on a CPU is often slower: the fix makes the
+    # request effective only after saying how to check that it pays (advice.measure_first).
+    "# Whether auto-clustering pays on this CPU is not measured: measure it first\n"
+    "# (keras-xla-guard compare module:fn --modes plain autoclustering),\n"
+    "# or stop asking for it (tf.config.optimizer.set_jit(False)). To make it take effect,\n"
+    "# set the flag before TensorFlow is imported (first lines of your script):\n"
     "import os\n"
     'os.environ["TF_XLA_FLAGS"] = (os.environ.get("TF_XLA_FLAGS", "") + '
     '" --tf_xla_cpu_global_jit").strip()\n'
