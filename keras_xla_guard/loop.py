@@ -377,8 +377,15 @@ class XlaGuard(GuardAdapter):
         except ValueError:
             compare = None
         autoclustering = self.engine.xla_mode == "autoclustering"
+        # The window's own trace says where the step ran: the CPU's measured slowdowns
+        # are no evidence for a step on an accelerator.
+        accelerator = report.time_base == "device"
         evidence = JitEvidence(
-            blockers=blocker_names(trace_blockers(report)), autoclustering=autoclustering, compare=compare
+            blockers=blocker_names(trace_blockers(report)),
+            autoclustering=autoclustering,
+            compare=compare,
+            accelerator=accelerator,
+            device="XLA_GPU_JIT" if accelerator else "XLA_CPU_JIT",
         )
         switch = "train_step = tf.function(train_step, jit_compile=True)"
         if not autoclustering:
@@ -393,6 +400,7 @@ class XlaGuard(GuardAdapter):
             + (
                 ""
                 if blocked is not None
-                else f". tf.function(jit_compile=True) on the train step needs neither switch. {measure_first()}"
+                else ". tf.function(jit_compile=True) on the train step needs neither switch. "
+                f"{measure_first(accelerator)}"
             )
         ]

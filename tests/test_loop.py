@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -294,6 +295,13 @@ def test_plain_step_has_no_xla(plain_run: XlaGuard) -> None:
     assert note.index("keras_xla_guard.compare(") < note.index(
         "train_step = tf.function(train_step, jit_compile=True)  # only if compare says jit_compile pays"
     )
+    # A window whose trace holds accelerator planes: the CPU's slowdowns are no evidence there.
+    (gpu_note,) = [
+        n
+        for n in plain_run._jit_notes(dataclasses.replace(report, time_base="device"))
+        if n.startswith("JIT_COMPILE_OFF")
+    ]
+    assert measure_first(accelerator=True) in gpu_note and measure_first() not in gpu_note
 
 
 @pytest.mark.slow
