@@ -8,6 +8,7 @@ hence its fresh interpreter.
 from __future__ import annotations
 
 import json
+import warnings
 
 import pytest
 from _helpers import make_data, make_model, run_python
@@ -66,6 +67,42 @@ def test_a_compare_saved_in_the_log_dir_decides(tmp_path):
         f"JIT_COMPILE_OFF: {_WHAT} compare measured in this log dir that jit_compile does not pay "
         f"here: {compare['verdict'].rstrip('.')}. Keep it off."
     )
+
+
+@pytest.mark.parametrize("same", [True, False])
+def test_a_compare_of_another_model_is_not_taken_as_evidence(tmp_path, same):
+    """A saved compare that says XLA pays: used for the model it measured; for another, a warning and the hedge."""
+    from _helpers import REPO
+
+    from keras_xla_guard import XlaGuardWarning
+    from keras_xla_guard.comparison.report import describe_model
+
+    saved = REPO / "benchmarks" / "results" / "bench_compare-20261203T162056Z.json"
+    compare = next(
+        c["compare"] for c in json.loads(saved.read_text())["result"]["cases"] if c["case"] == "xla_pays"
+    )
+    assert compare["best_mode"] == "jit_compile"
+    ours = describe_model(make_model("auto"))
+    compare["model"] = ours if same else {**ours, "name": "deep_mlp", "params": ours["params"] + 1000}
+    (tmp_path / "compare").mkdir()
+    (tmp_path / "compare" / "compare_report.json").write_text(json.dumps(compare))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        notes = _plain_fit_notes(tmp_path)
+    (off,) = [n for n in notes if n.startswith("JIT_COMPILE_OFF")]
+    mismatch = [str(w.message) for w in caught if "measured another model" in str(w.message)]
+    if same:
+        assert off.startswith(f"JIT_COMPILE_OFF: {_WHAT} compare measured in this log dir that XLA pays: ")
+        assert mismatch == []
+    else:
+        assert off.startswith(f"JIT_COMPILE_OFF: {_WHAT} {measure_first()}. Fix: ")
+        (message,) = mismatch
+        assert (
+            f"measured another model (Sequential 'deep_mlp' ({ours['params'] + 1000:,} parameters)" in message
+        )
+        assert all(
+            issubclass(w.category, XlaGuardWarning) for w in caught if "another model" in str(w.message)
+        )
 
 
 _AUTOCLUSTERING = """

@@ -95,6 +95,7 @@ def split_data(data: Any) -> tuple[Any, Any]:
 def _run(args: argparse.Namespace) -> dict[str, Any]:
     from keras_xla_guard.comparison.batches import Batches, planned_run, take_batches
     from keras_xla_guard.comparison.measure import measure_mode
+    from keras_xla_guard.comparison.report import describe_model
 
     built = load_target(args.target)()
     if not isinstance(built, tuple) or len(built) != 2:
@@ -113,7 +114,7 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
             pickle.dump(batches, f)
     figures = measure_mode(model, batches.batches, args.mode, Path(args.log_dir) / args.mode)
     planned = planned_run(batches, args.steps, args.planned_epochs, args.planned_steps_per_epoch)
-    return {"figures": figures.to_dict(), "planned": list(planned)}
+    return {"figures": figures.to_dict(), "planned": list(planned), "model": describe_model(model)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -94,7 +94,7 @@ def compare_in_processes(
         raise ValueError(
             f"`timeout_s` must be a positive number of seconds. Received: timeout_s={timeout_s!r}"
         )
-    figures, planned = [], None
+    figures, planned, model = [], None, None
     with tempfile.TemporaryDirectory(prefix="kxg-compare-") as work:
         for mode in modes:
             argv = [
@@ -132,10 +132,11 @@ def compare_in_processes(
                 raise ValueError(f"mode {mode!r} failed: {doc['error']}")
             figures.append(ModeFigures.from_dict(doc["figures"]))
             planned = planned or doc["planned"]
+            model = doc.get("model")
     assert planned is not None
     report = build_report(
         figures, planned_steps=planned[0], planned_signatures=planned[1], signatures_counted_from=planned[2]
     )
-    report = dataclasses.replace(report, wall_s=time.perf_counter() - started)
+    report = dataclasses.replace(report, wall_s=time.perf_counter() - started, model=model)
     write_summaries(report, log_dir)
     return report

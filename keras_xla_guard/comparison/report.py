@@ -8,7 +8,14 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["CompareReport", "ModeFigures", "format_compare", "format_duration"]
+__all__ = [
+    "CompareReport",
+    "ModeFigures",
+    "describe_model",
+    "format_compare",
+    "format_duration",
+    "same_model",
+]
 
 
 @dataclass(frozen=True)
@@ -113,6 +120,10 @@ class CompareReport:
             modes' losses on the same batch.
         verdict: One sentence with the numbers.
         wall_s: Wall time `compare` itself took.
+        model: What was compared (`describe_model`): its class, name and
+            parameter count, so that a guard reading the saved result
+            can tell whether it measured the model it trains; `None` when
+            unknown (results saved before it was recorded).
     """
 
     best_mode: str
@@ -126,11 +137,14 @@ class CompareReport:
     max_loss_divergence: float
     verdict: str
     wall_s: float = 0.0
+    model: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         # Frozen all the way down: the mappings are read-only views of copies.
         object.__setattr__(self, "modes", MappingProxyType(dict(self.modes)))
         object.__setattr__(self, "projected_run_s", MappingProxyType(dict(self.projected_run_s)))
+        if self.model is not None:
+            object.__setattr__(self, "model", MappingProxyType(dict(self.model)))
 
     def to_dict(self) -> dict[str, Any]:
         """Returns the report as a JSON-serializable dict."""
@@ -146,6 +160,7 @@ class CompareReport:
             "max_loss_divergence": self.max_loss_divergence,
             "verdict": self.verdict,
             "wall_s": self.wall_s,
+            "model": dict(self.model) if self.model is not None else None,
         }
 
     def __str__(self) -> str:
@@ -213,3 +228,49 @@ def format_compare(report: CompareReport) -> str:
     )
     lines.append(report.verdict)
     return "\n".join(lines)
+
+
+def describe_model(model: Any) -> dict[str, Any] | None:
+    """A model's class, name and parameter count: what a saved `compare` result is matched on.
+
+    Args:
+        model: A built Keras model (Keras 3 or tf_keras).
+
+    Returns:
+        `{"class": ..., "name": ..., "params": ...}`, or `None` when the
+        model cannot say (not built yet).
+    """
+    try:
+        params = int(model.count_params())
+    except Exception:  # noqa: BLE001 - an unbuilt model has no parameter count yet
+        return None
+    return {"class": type(model).__name__, "name": str(getattr(model, "name", "")), "params": params}
+
+
+def same_model(saved: Any, model: Any) -> tuple[bool, str]:
+    """Whether a saved `compare` result measured `model`, and what it measured.
+
+    Matched on class and parameter count (a model's name changes from
+    process to process: `sequential_3`). A result that recorded no model
+    (saved by an older keras-xla-guard) or a model that cannot say is
+    taken as a match.
+
+    Args:
+        saved: `CompareReport.to_dict()` as read back.
+        model: The model a guard trains.
+
+    Returns:
+        `(match, description)`: the description names what the result
+        measured, e.g. `"Sequential 'mlp' (1,234 parameters)"`.
+    """
+    recorded = saved.get("model") if isinstance(saved, Mapping) else None
+    here = describe_model(model)
+    if not isinstance(recorded, Mapping) or here is None:
+        return True, ""
+    params = recorded.get("params")
+    description = (
+        f"{recorded.get('class')} {recorded.get('name')!r} ({params:,} parameters)"
+        if isinstance(params, int)
+        else f"{recorded.get('class')} {recorded.get('name')!r}"
+    )
+    return (recorded.get("class") == here["class"] and params == here["params"]), description

@@ -23,7 +23,7 @@ from keras_xla_guard.comparison.measure import (
     autoclustering_refusal,
     measure_side_by_side,
 )
-from keras_xla_guard.comparison.report import CompareReport
+from keras_xla_guard.comparison.report import CompareReport, describe_model
 from keras_xla_guard.output.compare_summaries import COMPARE_SUBDIR, write_summaries
 
 __all__ = ["compare"]
@@ -110,6 +110,6 @@ def compare(
         planned_signatures=planned_signatures,
         signatures_counted_from=counted_from,
     )
-    report = dataclasses.replace(report, wall_s=time.perf_counter() - started)
+    report = dataclasses.replace(report, wall_s=time.perf_counter() - started, model=describe_model(model))
     write_summaries(report, log_dir)
     return report

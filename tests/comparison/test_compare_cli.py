@@ -110,6 +110,8 @@ def test_json_projects_the_planned_run_from_the_data(compared):
     assert (doc["planned_steps"], doc["planned_signatures"], doc["signatures_counted_from"]) == (6, 2, "data")
     assert doc["best_mode"] == min(doc["projected_run_s"], key=doc["projected_run_s"].get)
     assert doc["verdict"].startswith(doc["best_mode"]) and doc["wall_s"] > 0
+    # The target's model, from the mode processes: Dense 8 -> 16 (144) and 16 -> 1 (17).
+    assert doc["model"] == {"class": "Sequential", "name": "sequential", "params": 161}
 
 
 @pytest.mark.slow

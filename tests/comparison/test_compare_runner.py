@@ -302,3 +302,10 @@ def test_result_is_saved_for_the_html_report(compared):
 
     assert find_compare(compared.log_dir) == json.loads(json.dumps(compared.report.to_dict()))
     assert compared.report.wall_s > 0
+    # What was measured, so that a guard on another model does not take it as evidence.
+    params = compared.model.count_params()
+    assert find_compare(compared.log_dir)["model"] == {
+        "class": "Functional",
+        "name": compared.model.name,
+        "params": params,
+    }
