@@ -55,24 +55,11 @@ from keras_xla_guard import XlaGuardCallback, XlaGuardWarning
 from keras_xla_guard.diagnose.strategy import strategy_verdicts
 
 
-class ReplicaXla(keras.Sequential):
-    @tf.function(jit_compile=True)
-    def _xla_step(self, x, y):
-        with tf.GradientTape() as tape:
-            y_pred = self(x, training=True)
-            loss = self.compute_loss(x=x, y=y, y_pred=y_pred)
-        return y_pred, loss, tape.gradient(loss, self.trainable_variables)
-
-    def train_step(self, data):
-        x, y = data
-        y_pred, loss, grads = self._xla_step(x, y)
-        self.optimizer.apply(grads, self.trainable_variables)
-        for metric in self.metrics:
-            if metric.name == "loss":
-                metric.update_state(loss * self.distribute_strategy.num_replicas_in_sync)
-            else:
-                metric.update_state(y, y_pred)
-        return self.get_metrics_result()
+# The recipe the guard prints, run as printed (the class is named MyModel there).
+from keras_xla_guard.diagnose.strategy import _PER_REPLICA_FIX
+recipe = {"keras": keras, "tf": tf}
+exec(_PER_REPLICA_FIX, recipe)
+ReplicaXla = recipe["MyModel"]
 
 
 strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
@@ -88,9 +75,15 @@ dataset = tf.data.Dataset.from_tensor_slices((x, x[:, :1] * 0.3)).batch(64)
 guard = XlaGuardCallback(log_dir=os.environ["LOG_DIR"], profile_epochs=(0, 1), skip_steps=0,
                          verbose=0)
 history = model.fit(dataset, epochs=2, callbacks=[guard], verbose=0)
+# The recipe takes (x, y, sample_weight) batches too: rows that weigh nothing give a loss of 0
+# and no gradient (plain SGD: the weights stay as they were).
+unweighted = tf.data.Dataset.from_tensor_slices((x[:128], x[:128, :1] * 0.3, np.zeros(128, "float32")))
+before = model.get_weights()
+zero_weight_loss = model.fit(unweighted.batch(64), epochs=1, verbose=0).history["loss"][0]
+zero_weight_moved = any(not np.array_equal(a, b) for a, b in zip(before, model.get_weights()))
 out = {"replicas": strategy.num_replicas_in_sync, "report": guard.reports[1].to_dict(),
        "first_epoch": guard.reports[0].to_dict(),
-       "loss": history.history["loss"],
+       "loss": history.history["loss"], "zero_weight": [zero_weight_loss, zero_weight_moved],
        "verdicts": [v.code for v in strategy_verdicts(model)]}
 
 # compile(jit_compile=True) under the same strategy: TensorFlow rejects the
@@ -252,10 +245,12 @@ def test_mirrored_signatures_are_tracked_through_the_distributed_dataset(mirrore
 
 
 def test_mirrored_per_replica_recipe_trains_and_reports_its_loss(mirrored):
-    """The per-replica XLA step from the guard's advice trains and reports a real loss."""
+    """The per-replica XLA step the guard prints, run as printed, trains, reports its loss, weighs samples."""
     loss = mirrored["loss"]
     assert 0 < loss[1] < loss[0]
     assert mirrored["verdicts"] == ["STRATEGY_XLA_PER_REPLICA"]
+    # Sample weights reach the loss: all-zero weights give 0 and leave the weights as they were.
+    assert mirrored["zero_weight"] == [0.0, False]
 
 
 def test_jit_compile_under_mirrored_strategy_is_explained_before_it_fails(mirrored):

@@ -94,7 +94,9 @@ def compile_cost_verdicts(
             "COMPILE_COST_HIGH",
             EFFECTIVENESS,
             WARNING,
-            f"{share}. TensorFlow's persistent compilation cache would let the next run load them, "
+            f"{share}. TensorFlow's persistent compilation cache would let a rerun of the same script "
+            "load them (its key holds the traced function's name, so a process that traces other "
+            "functions first misses; the directory grows with every program, prune it yourself), "
             "and keras_xla_guard.warm_up compiles them before the first epoch.",
             fix=f"{recommended_flags(env=env)}  # before starting Python",
         )

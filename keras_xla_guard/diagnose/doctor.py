@@ -319,9 +319,12 @@ def _runtime_verdicts(
                     ERROR,
                     f"XLA could not compile or run a jit_compile=True function on "
                     f"{check.device}: {check.error}",
-                    "# This TensorFlow build has no working XLA backend for the device.\n"
-                    "# Install an official build, e.g.:\n"
-                    "pip install --upgrade tensorflow  # or tensorflow[and-cuda] for GPUs",
+                    "# The error above says why. If it names a missing XLA backend or kernel, this\n"
+                    "# TensorFlow build lacks one: install an official build of the same version\n"
+                    "# (keeps Keras, tf_keras and CUDA matched), e.g.:\n"
+                    "#   pip install tensorflow==<your version>  # tensorflow[and-cuda]==... on GPUs\n"
+                    "# If it names ptxas, libdevice, memory or the driver, fix that instead:\n"
+                    "# reinstalling TensorFlow does not.",
                 )
             )
     if cache_verdict is not None:
