@@ -411,3 +411,20 @@ def test_doctor_text_shows_a_shared_fix_once(clean_switches: None) -> None:
     text = str(report)
     assert text.count("keras-xla-guard compare module:fn") == 1
     assert "    fix: the same as XLA_NOT_REQUESTED's above" in text.splitlines()
+
+
+@pytest.mark.slow
+def test_a_probe_that_logged_nothing_says_when_the_log_level_hid_it(
+    clean_switches: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/diagnosis.md: with TF_CPP_MIN_LOG_LEVEL >= 1 TensorFlow hides its XLA lines, and doctor says so."""
+    import dataclasses
+
+    from keras_xla_guard.diagnose.doctor import format_doctor_report
+
+    report = doctor(check_devices=False)
+    assert report.probe is not None and report.probe.ran
+    quiet = dataclasses.replace(report, probe=dataclasses.replace(report.probe, log_lines=()))
+    for level, said in (("2", " (TF_CPP_MIN_LOG_LEVEL=2 hides its INFO lines)."), ("0", ".")):
+        monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", level)
+        assert f"  TensorFlow logged nothing about XLA{said}" in format_doctor_report(quiet).splitlines()
