@@ -292,18 +292,16 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
                 stacklevel=3,
             )
         if self._compare is not None:
-            from keras_xla_guard.comparison.report import describe_model, same_model
+            from keras_xla_guard.comparison.report import same_model
 
             # The default log dir is shared by every script of a project: another model's
             # measurement is no evidence for this one.
-            match, measured = same_model(self._compare, self._fit_model)
+            match, measured, here = same_model(self._compare, self._fit_model)
             if not match:
                 self._compare = None
-                here = describe_model(self._fit_model) or {}
                 warnings.warn(
                     f"keras-xla-guard: the compare result in {self.log_dir!r} measured another model "
-                    f"({measured}; this fit trains {here.get('class')} {here.get('name')!r}, "
-                    f"{here.get('params', 0):,} parameters): it is not used as evidence. Run compare on this "
+                    f"({measured}; this fit trains {here}): it is not used as evidence. Run compare on this "
                     "model, or give each model its own log_dir.",
                     XlaGuardWarning,
                     stacklevel=3,

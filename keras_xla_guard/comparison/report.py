@@ -247,8 +247,8 @@ def describe_model(model: Any) -> dict[str, Any] | None:
     return {"class": type(model).__name__, "name": str(getattr(model, "name", "")), "params": params}
 
 
-def same_model(saved: Any, model: Any) -> tuple[bool, str]:
-    """Whether a saved `compare` result measured `model`, and what it measured.
+def same_model(saved: Any, model: Any) -> tuple[bool, str, str]:
+    """Whether a saved `compare` result measured `model`, and what each is.
 
     Matched on class and parameter count (a model's name changes from
     process to process: `sequential_3`). A result that recorded no model
@@ -260,17 +260,19 @@ def same_model(saved: Any, model: Any) -> tuple[bool, str]:
         model: The model a guard trains.
 
     Returns:
-        `(match, description)`: the description names what the result
-        measured, e.g. `"Sequential 'mlp' (1,234 parameters)"`.
+        `(match, measured, here)`: whether they match, and both models
+        described, e.g. `"Sequential 'mlp' (1,234 parameters)"` (`""` when
+        unknown).
     """
     recorded = saved.get("model") if isinstance(saved, Mapping) else None
     here = describe_model(model)
     if not isinstance(recorded, Mapping) or here is None:
-        return True, ""
-    params = recorded.get("params")
-    description = (
-        f"{recorded.get('class')} {recorded.get('name')!r} ({params:,} parameters)"
-        if isinstance(params, int)
-        else f"{recorded.get('class')} {recorded.get('name')!r}"
-    )
-    return (recorded.get("class") == here["class"] and params == here["params"]), description
+        return True, "", ""
+    match = recorded.get("class") == here["class"] and recorded.get("params") == here["params"]
+    return match, _described(recorded), _described(here)
+
+
+def _described(model: Mapping[str, Any]) -> str:
+    params = model.get("params")
+    counted = f" ({params:,} parameters)" if isinstance(params, int) else ""
+    return f"{model.get('class')} {model.get('name')!r}{counted}"

@@ -216,3 +216,26 @@ def test_validate_modes_names_the_bad_value(modes, message):
     with pytest.raises(ValueError, match=message) as info:
         validate_modes(modes)
     assert "'jit_compile'" in str(info.value) and f"Received: modes={modes!r}" in str(info.value)
+
+
+def test_a_saved_result_matches_a_model_by_class_and_parameter_count():
+    """same_model: class and parameter count decide (names differ per process); no record matches."""
+    from keras_xla_guard.comparison.report import same_model
+
+    class Sequential:
+        """Stands for a built Keras model: what describe_model reads."""
+
+        name = "sequential_7"
+
+        def count_params(self) -> int:
+            return 161
+
+    saved = {"model": {"class": "Sequential", "name": "sequential", "params": 161}}
+    assert same_model(saved, Sequential()) == (
+        True,
+        "Sequential 'sequential' (161 parameters)",
+        "Sequential 'sequential_7' (161 parameters)",
+    )
+    other = {"model": {"class": "Sequential", "name": "deep", "params": 1161}}
+    assert same_model(other, Sequential())[0] is False
+    assert same_model({"verdict": "saved before models were recorded"}, Sequential()) == (True, "", "")
