@@ -308,9 +308,10 @@ def test_programs_loaded_from_jaxs_persistent_cache_count_and_say_so(tmp_path):
         f"; {count} of them JAX loaded from its persistent compilation cache (they count" in warm["message"]
     )
     assert "persistent" not in cold["message"]
-    # The guard's own per-epoch limit says it too. Its fit of all 100 examples runs batches of 32
-    # and 4: the first process's budget (80 examples) cached the program for 32, not for 4; the
-    # second process finds both.
+    # The guard's own per-epoch limit says it too, with the count at the step it went over 1.
+    # The first process's budget cached its programs, so the guard's fit there loads some (its
+    # batches of 32; on Keras 3.10 / JAX 0.6 the limit fires at the state-placement recompile of
+    # those, before the batch of 4 compiles); the second process loads every one.
     loaded = []
     for run in runs:
         (limit,) = run["epoch_limit"]
@@ -321,4 +322,6 @@ def test_programs_loaded_from_jaxs_persistent_cache_count_and_say_so(tmp_path):
         )
         assert caused is not None, limit
         loaded.append((int(caused[1]), int(caused[2])))
-    assert loaded == [(2, 1), (2, 2)]
+    (cold_caused, cold_loaded), (warm_caused, warm_loaded) = loaded
+    assert cold_caused == warm_caused == 2
+    assert 1 <= cold_loaded <= 2 and warm_loaded == 2
