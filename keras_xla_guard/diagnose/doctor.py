@@ -77,6 +77,15 @@ _FIX_CPU_FLAG = (
 )
 
 
+_FIX_XLA_DEVICES_FLAG = (
+    "# Whether XLA pays on this CPU is not measured: measure it first\n"
+    "# (keras-xla-guard compare module:fn --modes plain jit_compile), then ask for XLA\n"
+    "# per model rather than through this flag, which nothing else needs:\n"
+    "model.compile(optimizer, loss, jit_compile=False)  # True where compare measured that it pays\n"
+    "# and drop --tf_xla_enable_xla_devices from TF_XLA_FLAGS."
+)
+
+
 def _fix_jit_compile(evidence: JitEvidence) -> str:
     """The fix of a finding that XLA is off: measured or hedged (`advice.switch_fix`)."""
     fix = switch_fix(evidence)
@@ -493,16 +502,33 @@ def _switch_verdicts(
             )
         )
     if tf_xla_flags and "--tf_xla_enable_xla_devices" in tf_xla_flags:
-        verdicts.append(
-            Verdict(
-                "XLA_DEVICES_FLAG_OBSOLETE",
-                SWITCHES,
-                INFO,
-                "--tf_xla_enable_xla_devices only makes TensorFlow list XLA_CPU/XLA_GPU devices; "
-                "current TensorFlow compiles with XLA without them, so the flag changes nothing "
-                "about coverage.",
+        if keras_auto_jit_compile and not has_accelerator:
+            # Measured (TF 2.21, Keras 3.15): Keras' "auto" asks whether any physical
+            # device is not a CPU, and the flag's XLA_CPU device is not.
+            verdicts.append(
+                Verdict(
+                    "XLA_DEVICES_FLAG_SWITCHES_KERAS_AUTO",
+                    SWITCHES,
+                    WARNING,
+                    "--tf_xla_enable_xla_devices makes TensorFlow list an XLA_CPU device, which Keras "
+                    "takes for an accelerator: on this machine without GPU/TPU it is why "
+                    "model.compile(jit_compile='auto'), the default, resolves to True, so every "
+                    "Keras model trains under XLA. jit_compile=True and auto-clustering do not need "
+                    "the flag.",
+                    _FIX_XLA_DEVICES_FLAG,
+                )
             )
-        )
+        else:
+            verdicts.append(
+                Verdict(
+                    "XLA_DEVICES_FLAG_OBSOLETE",
+                    SWITCHES,
+                    INFO,
+                    "--tf_xla_enable_xla_devices only makes TensorFlow list XLA_CPU/XLA_GPU devices; "
+                    "jit_compile=True and auto-clustering compile with XLA without them, and here "
+                    "Keras' jit_compile='auto' does not depend on them either.",
+                )
+            )
     verdicts.append(
         Verdict(
             "ONEDNN_UNRELATED",
@@ -697,7 +723,8 @@ def _doctor(
     import tensorflow as tf
 
     physical = tf.config.list_physical_devices()
-    has_accelerator = any(d.device_type != "CPU" for d in physical)
+    # --tf_xla_enable_xla_devices adds XLA_CPU (and XLA_GPU beside a GPU): no accelerator.
+    has_accelerator = any(d.device_type != "CPU" and not d.device_type.startswith("XLA_") for d in physical)
     checks = _device_checks() if check_devices else ()
     get_jit = str(tf.config.optimizer.get_jit() or "")
     tf_xla_flags = os.environ.get("TF_XLA_FLAGS")

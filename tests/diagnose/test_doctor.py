@@ -232,6 +232,79 @@ def test_cli_doctor_json_with_cpu_flag_set_before_import() -> None:
     assert data["seconds"] > 0  # measured, not bounded: a wall-time bound would test the machine
 
 
+@pytest.mark.slow
+def test_xla_devices_flag_on_a_cpu_is_why_keras_auto_resolves_true_and_the_fix_measures_first() -> None:
+    """--tf_xla_enable_xla_devices on a CPU-only machine: Keras' "auto" turns True, named as the flag's doing."""
+    data = _doctor_json(flags="--tf_xla_enable_xla_devices")
+    verdicts = {v["code"]: v for v in data["verdicts"]}
+    assert list(verdicts) == [
+        "XLA_BACKEND_OK",
+        "XLA_NOT_REQUESTED",
+        "JIT_COMPILE_AUTO_RESOLVES_TRUE",
+        "XLA_DEVICES_FLAG_SWITCHES_KERAS_AUTO",
+        "ONEDNN_UNRELATED",
+        "AUTOJIT_OFF",
+    ]
+    assert data["keras_auto_jit_compile"] is True
+    # The flag's XLA_CPU device is no accelerator: the advice stays the CPU's.
+    assert [d.split(":")[0] for d in data["physical_devices"]] == ["CPU", "XLA_CPU"]
+    assert "on a CPU it often does not" in verdicts["XLA_NOT_REQUESTED"]["fix"]
+    flag = verdicts["XLA_DEVICES_FLAG_SWITCHES_KERAS_AUTO"]
+    assert flag["status"] == "warning"
+    assert "--modes plain jit_compile" in flag["fix"] and "jit_compile=False" in flag["fix"]
+
+
+def test_keras_auto_resolves_true_on_a_cpu_only_machine_exactly_when_the_xla_devices_flag_is_set() -> None:
+    """What the verdict rests on, measured in two fresh processes: the flag alone flips a default model to XLA."""
+    code = (
+        "import numpy as np, keras\n"
+        "m = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])\n"
+        "m.compile('sgd', 'mse')\n"
+        "m.fit(np.ones((8, 4)), np.ones((8, 3)), verbose=0)\n"
+        "print(m.jit_compile)"
+    )
+    results = []
+    for flags in ("", "--tf_xla_enable_xla_devices"):
+        env = dict(os.environ, TF_XLA_FLAGS=flags, KERAS_BACKEND="tensorflow", CUDA_VISIBLE_DEVICES="")
+        proc = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=180, env=env, check=False
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        results.append(proc.stdout.split()[-1])
+    assert results == ["False", "True"]
+
+
+@pytest.mark.parametrize(
+    ("keras_auto", "accelerator", "code"),
+    [
+        (True, False, "XLA_DEVICES_FLAG_SWITCHES_KERAS_AUTO"),
+        (True, True, "XLA_DEVICES_FLAG_OBSOLETE"),
+        (False, False, "XLA_DEVICES_FLAG_OBSOLETE"),
+        (None, False, "XLA_DEVICES_FLAG_OBSOLETE"),
+    ],
+)
+def test_the_xla_devices_flag_is_blamed_for_keras_auto_only_on_a_machine_without_accelerator(
+    keras_auto: bool | None, accelerator: bool, code: str
+) -> None:
+    """With a GPU/TPU Keras' "auto" is True without the flag; with "auto" False or no Keras 3, the flag changes nothing."""
+    from keras_xla_guard.diagnose.doctor import _switch_verdicts
+
+    verdicts = _switch_verdicts(
+        get_jit="",
+        env_auto_jit=None,
+        env_cpu_global_jit=False,
+        tf_cpu_global_jit=False,
+        keras_backend="tensorflow",
+        keras_auto_jit_compile=keras_auto,
+        in_strategy=False,
+        has_accelerator=accelerator,
+        tf_xla_flags="--tf_xla_enable_xla_devices",
+        onednn_opts=None,
+        jit_fix="fix",
+    )
+    assert [v.code for v in verdicts if v.code.startswith("XLA_DEVICES_FLAG")] == [code]
+
+
 def _doctor_json(*args: str, flags: str) -> dict[str, Any]:
     """`keras-xla-guard doctor --json` in a fresh process started with `TF_XLA_FLAGS=flags`."""
     proc = _cli("doctor", "--json", *args, env=dict(os.environ, TF_XLA_FLAGS=flags))
