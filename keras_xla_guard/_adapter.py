@@ -80,7 +80,12 @@ class GuardAdapter:
         """
         self.config = GuardConfig.of(config, fields, owner)
         self.engine = XlaGuardEngine(
-            self.config, sinks=default_sinks, notes=[*notes, compile_cost_notes], backend=backend
+            self.config,
+            sinks=default_sinks,
+            notes=notes,
+            # After the signatures are joined: it tells compilations no new signature caused.
+            epoch_notes=[compile_cost_notes],
+            backend=backend,
         )
         self.worker = None
 

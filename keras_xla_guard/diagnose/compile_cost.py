@@ -41,6 +41,10 @@ def compile_cost_verdicts(
             Defaults to `"tensorflow"`.
 
     Returns:
+        `RECOMPILED_WITHOUT_NEW_SIGNATURE` first when, with signatures
+        tracked on TensorFlow, a `tf.function` program compiled at a
+        training step whose input signature was not new (no cache serves
+        those, so they are left out of the cost below); then
         `COMPILE_COST_HIGH` or nothing: a warning whose fix is the exact
         `export` line when the cache is off, or read-only (TensorFlow then
         stores nothing, so every run compiles the same programs again);
@@ -57,12 +61,60 @@ def compile_cost_verdicts(
     """
     wall = report.window_wall_s
     table = [c for c in report.compile_table if not c.cache_hit]
+    unexplained = _unexplained(report, table) if backend != "jax" else []
+    verdicts = [_unexplained_verdict(unexplained)] if unexplained else []
+    table = [c for c in table if all(c is not u for u in unexplained)]
     compile_s = sum(c.compile_s or 0.0 for c in table) if table else 0.0
     if not table or not wall or compile_s < COMPILE_SHARE_THRESHOLD * wall:
-        return []
+        return verdicts
     share = f"{len(table)} XLA compilation(s) took {compile_s:.2f} s, {compile_s / wall:.0%} of the window"
     if backend == "jax":
         return [_jax_verdict(share, env)]
+    return verdicts + _tf_cost_verdicts(share, env)
+
+
+def _unexplained(report: Any, table: list[Any]) -> list[Any]:
+    """Compilations of a `tf.function` program at a training step no new input signature caused.
+
+    Only where signatures were tracked (`expected_compilations` known): the
+    guard then gave every new signature of the window its compilation, so a
+    row left without one compiled for something else. Auto-clustering's
+    `cluster_*` programs are left out: TensorFlow compiles a cluster lazily,
+    after it has run a few times, at a step with no new signature.
+    """
+    if getattr(report, "expected_compilations", None) is None:
+        return []
+    return [
+        c
+        for c in table
+        if c.signature is None and c.step is not None and not c.program.startswith("cluster_")
+    ]
+
+
+def _unexplained_verdict(rows: list[Any]) -> Verdict:
+    steps = ", ".join(str(c.step) for c in rows[:8]) + (", ..." if len(rows) > 8 else "")
+    programs = ", ".join(dict.fromkeys(c.program for c in rows))
+    seconds = sum(c.compile_s or 0.0 for c in rows)
+    return Verdict(
+        "RECOMPILED_WITHOUT_NEW_SIGNATURE",
+        EFFECTIVENESS,
+        WARNING,
+        f"{len(rows)} XLA compilation(s) of {programs} ({seconds:.2f} s) came at training steps whose "
+        f"input signature was not new (steps {steps}): something other than the batch's shapes and "
+        "dtypes keyed a new program. Most often an op takes a size or shape computed from the "
+        "batch's values (or a variable's), which XLA must know at compile time, so TensorFlow "
+        "compiles once per value; else the train function was traced again (model.compile called "
+        "again). Neither warm_up nor the persistent compilation cache serves such programs.",
+        fix=(
+            "# Name the op (VALUE_DEPENDENT_COMPILE) with one batch of your training data:\n"
+            "from keras_xla_guard import explain\n"
+            "print(explain(model, (x_batch, y_batch)))"
+        ),
+    )
+
+
+def _tf_cost_verdicts(share: str, env: Mapping[str, str] | None) -> list[Verdict]:
+    """`COMPILE_COST_HIGH` on TensorFlow, as its persistent cache's setting calls for."""
     cache = persistent_cache(env)
     if cache is not None and cache.read_only:
         flags = (env if env is not None else os.environ).get("TF_XLA_FLAGS", "")

@@ -7,6 +7,11 @@ metric changes. When lowering fails, every op of the traced graph (nested
 functions such as `while` bodies included) is checked against the XLA kernel
 registry, so all unsupported ops are named, not just the first one
 TensorFlow reports, each with the Keras layer whose name scope holds it.
+When it succeeds, the step is lowered once more from the sample's shapes
+alone (`tf.TensorSpec`s): an op whose size or shape argument XLA must know
+at compile time but which comes from the batch's values (or a variable's)
+lowers only with the values, and TensorFlow then compiles the step once per
+value, so it is named too.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from keras_xla_guard.diagnose.scopes import scopes_are_suffixed as _scopes_are_s
 from keras_xla_guard.diagnose.verdict import ERROR, INFO, MODEL, OK, WARNING, Verdict
 
 __all__ = [
+    "ConstantInputOp",
     "DynamicDim",
     "ExplainReport",
     "UnsupportedOp",
@@ -35,6 +41,16 @@ __all__ = [
 _UNSUPPORTED_RE = re.compile(
     r"No registered '(?P<type>[^']+)' OpKernel for (?P<device>\S+) devices compatible with "
     r"node \{\{node (?P<name>[^}]+)\}\}"
+)
+# TensorFlow's message when a shape argument depends on the computation's parameters.
+_CONSTANT_RE = re.compile(
+    r"Input (?P<input>\d+) to node `(?P<name>[^`]+)` with op (?P<type>\w+) must be a compile-time constant"
+)
+_FIX_CONSTANT = (
+    "# Give that argument a value XLA knows from shapes alone: a fixed maximum size with a\n"
+    "# mask over the unused part, or a size read from tf.shape(...). Otherwise move the op\n"
+    "# into the input pipeline (dataset.map), or keep this model off XLA:\n"
+    "model.compile(optimizer, loss, jit_compile=False)"
 )
 # Graph plumbing the XLA bridge handles itself rather than through kernels.
 _PLUMBING = frozenset({"Placeholder", "NoOp", "_Arg", "_Retval", "_DeviceArg", "_DeviceRetval"})
@@ -77,6 +93,33 @@ class UnsupportedOp:
 
 
 @dataclass(frozen=True)
+class ConstantInputOp:
+    """An op with an argument XLA must know at compile time that the data decides.
+
+    TensorFlow lowers such a step only with the argument's value folded in,
+    so under `jit_compile=True` it compiles the step again for every new
+    value: with a value computed from each batch, at nearly every step.
+
+    Attributes:
+        op_type: The TF op type, e.g. `"Fill"` (`tf.zeros` of a computed size).
+        op_name: The op's name in the traced step, e.g.
+            `"functional_1/my_layer_1/zeros"`.
+        layer: Name of the Keras layer whose name scope holds the op;
+            `None` when no layer matches.
+        input_index: Which of the op's inputs must be a constant.
+    """
+
+    op_type: str
+    op_name: str
+    layer: str | None
+    input_index: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the op as a JSON-serializable dict."""
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
 class DynamicDim:
     """An input dimension whose size is not fixed in the model's input spec.
 
@@ -108,6 +151,9 @@ class ExplainReport:
         error: First line of TensorFlow's compile error; `""` when
             compilable.
         unsupported_ops: Ops without an XLA kernel for `jit_device`.
+        constant_inputs: Ops of a compilable step whose compile-time
+            argument the data decides (TensorFlow names the first), so the
+            step compiles once per value.
         dynamic_dims: Input dimensions that are `None` in the model's spec.
         layers_without_jit: Layers declaring `supports_jit = False` (Keras
             then turns `jit_compile=True` off for the whole model).
@@ -120,6 +166,7 @@ class ExplainReport:
     with_loss: bool
     error: str = ""
     unsupported_ops: tuple[UnsupportedOp, ...] = ()
+    constant_inputs: tuple[ConstantInputOp, ...] = ()
     dynamic_dims: tuple[DynamicDim, ...] = ()
     layers_without_jit: tuple[str, ...] = ()
     hlo_chars: int = 0
@@ -134,6 +181,7 @@ class ExplainReport:
         """Returns the report as a JSON-serializable dict."""
         d = dataclasses.asdict(self)
         d["unsupported_ops"] = [op.to_dict() for op in self.unsupported_ops]
+        d["constant_inputs"] = [op.to_dict() for op in self.constant_inputs]
         d["dynamic_dims"] = [dim.to_dict() for dim in self.dynamic_dims]
         d["layers_without_jit"] = list(self.layers_without_jit)
         d["verdicts"] = [v.to_dict() for v in self.verdicts]
@@ -291,6 +339,29 @@ def _unsupported_ops(
     return tuple(found.values())
 
 
+def _constant_inputs(
+    tf: Any, step: Any, args: tuple[Any, ...], concrete: Any, layer_names: frozenset[str]
+) -> tuple[ConstantInputOp, ...]:
+    """The ops the step lowers only with the sample's values, from a lowering with its shapes alone."""
+    specs = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), args)
+    try:
+        step.experimental_get_compiler_ir(*specs)(stage="hlo")
+    except Exception as e:  # noqa: BLE001 - only TensorFlow's constant message is a finding
+        found = list(_CONSTANT_RE.finditer(str(e)))
+    else:
+        return ()
+    suffixed = _scopes_are_suffixed((name for _, name, _ in _graph_nodes(concrete)), layer_names)
+    return tuple(
+        ConstantInputOp(
+            m.group("type"),
+            m.group("name"),
+            _owner_layer(m.group("name"), layer_names, suffixed),
+            int(m.group("input")),
+        )
+        for m in found
+    )
+
+
 def _dynamic_dims(model: Any, x: Any) -> tuple[DynamicDim, ...]:
     import tensorflow as tf
 
@@ -381,7 +452,14 @@ def explain(model: Any, sample_batch: Any) -> ExplainReport:
     compiled_loss = bool(getattr(model, "compiled", False)) and bool(getattr(model, "loss", None))
     with_loss = y is not None and compiled_loss
 
-    def loss_and_gradients(x: Any, y: Any, sample_weight: Any) -> Any:
+    # Only the parts the sample has are arguments: lowering from TensorSpecs
+    # takes no `None` beside them.
+    present = (True, y is not None, sample_weight is not None)
+    args = tuple(a for a, given in zip((x, y, sample_weight), present) if given)
+
+    def loss_and_gradients(*given: Any) -> Any:
+        parts = iter(given)
+        x, y, sample_weight = (next(parts) if p else None for p in present)
         with tf.GradientTape() as tape:
             y_pred = model(x, training=True)
             if with_loss:
@@ -397,15 +475,18 @@ def explain(model: Any, sample_batch: Any) -> ExplainReport:
     hlo_chars = 0
     # Tracing errors (a sample that does not fit the model) propagate as they
     # are; only the lowering to HLO is the experiment.
-    concrete = step.get_concrete_function(x, y, sample_weight)
+    concrete = step.get_concrete_function(*args)
     try:
-        hlo_chars = len(step.experimental_get_compiler_ir(x, y, sample_weight)(stage="hlo"))
+        hlo_chars = len(step.experimental_get_compiler_ir(*args)(stage="hlo"))
     except Exception as e:  # noqa: BLE001 - any compile failure is the finding
         error = str(e)
     layer_names = frozenset(layer.name for layer in _all_layers(model))
     unsupported: tuple[UnsupportedOp, ...] = ()
+    constants: tuple[ConstantInputOp, ...] = ()
     if error:
         unsupported = _unsupported_ops(concrete, error, device, layer_names)
+    else:
+        constants = _constant_inputs(tf, step, args, concrete, layer_names)
     dynamic = _dynamic_dims(model, x)
     blockers = _layers_without_jit(model)
 
@@ -439,6 +520,21 @@ def explain(model: Any, sample_batch: Any) -> ExplainReport:
                 ERROR,
                 f"{op.op_type} op {op.op_name!r} in {where} has no XLA kernel on {device}.",
                 _fix_for(op.op_type),
+            )
+        )
+    for const in constants:
+        where = f"layer {const.layer!r}" if const.layer else "no Keras layer (loss or step code)"
+        verdicts.append(
+            Verdict(
+                "VALUE_DEPENDENT_COMPILE",
+                MODEL,
+                WARNING,
+                f"{const.op_type} op {const.op_name!r} in {where} takes a size or shape (input "
+                f"{const.input_index}) computed from the batch's values or a variable's: XLA must know "
+                "it at compile time, so with jit_compile=True TensorFlow compiles the train step again "
+                "for every new value (a value computed from each batch is new at nearly every step), "
+                "which neither warm_up nor the persistent compilation cache can serve.",
+                _FIX_CONSTANT,
             )
         )
     if error and not unsupported:
@@ -485,6 +581,7 @@ def explain(model: Any, sample_batch: Any) -> ExplainReport:
         with_loss=with_loss,
         error=_first_line(error),
         unsupported_ops=unsupported,
+        constant_inputs=constants,
         dynamic_dims=dynamic,
         layers_without_jit=blockers,
         hlo_chars=hlo_chars,

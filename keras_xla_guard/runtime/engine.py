@@ -196,7 +196,13 @@ class XlaGuardEngine:
             loop guard use). Defaults to `None`: no sinks; the figures are
             in `reports` and `signatures`.
         notes: Callables `report -> list[str]` adding notes to each
-            finished report (e.g. why coverage is low). Defaults to `()`.
+            finished report (e.g. why coverage is low), called where the
+            window is analyzed. Defaults to `()`.
+        epoch_notes: Callables like `notes`, called once the epoch's
+            signature figures are joined to its report (each compilation
+            named with the new signature that caused it), on the thread
+            that completes the epoch (often the training thread): keep
+            them cheap and pure. Defaults to `()`.
         backend: The `Backend` whose profiler, step markers and cache
             flags the engine uses. Defaults to `None`: TensorFlow's (the
             backend of `tf.function` train steps); the Keras callback
@@ -232,6 +238,7 @@ class XlaGuardEngine:
         *,
         sinks: Sequence[ReportSink] | SinkFactory | None = None,
         notes: Sequence[NoteProvider] = (),
+        epoch_notes: Sequence[NoteProvider] = (),
         backend: Backend | None = None,
         **fields: Any,
     ) -> None:
@@ -248,6 +255,7 @@ class XlaGuardEngine:
             () if sinks is None else sinks if callable(sinks) else list(sinks)
         )
         self._notes = tuple(notes)
+        self._epoch_notes = tuple(epoch_notes)
         self.schedule = config.schedule
         self._policy = CompilationPolicy(
             config.max_compilations, config.on_violation, megamorphic=self.backend.name == "tensorflow"
@@ -258,7 +266,7 @@ class XlaGuardEngine:
         self._run_sinks: list[ReportSink] = []
         self._reports: dict[int, CoverageReport] = {}
         self._records: dict[int, EpochRecord] = {}
-        self._epochs_open = EpochAssembly()
+        self._epochs_open = EpochAssembly(self._add_epoch_notes)
         self._lock = threading.Lock()
         # Held from releasing an epoch's records to handing them to the sinks:
         # the analysis thread and the training thread both release, and a
@@ -989,6 +997,18 @@ class XlaGuardEngine:
                 self._publish(record)
 
     # ------------------------------------------------------------ internals
+
+    def _add_epoch_notes(self, report: CoverageReport) -> CoverageReport:
+        """`report` with the `epoch_notes` providers' notes; one that fails is a warning, not an error."""
+        if not report.ok or not self._epoch_notes:
+            return report
+        notes = list(report.notes)
+        for provider in self._epoch_notes:
+            try:
+                notes.extend(provider(report))
+            except Exception as e:  # noqa: BLE001 - a note must not break training
+                self._warn(f"a note on epoch {report.epoch} failed: {type(e).__name__}: {e}")
+        return dataclasses.replace(report, notes=tuple(dict.fromkeys(notes)))
 
     def _warn(self, message: str) -> None:
         warnings.warn(f"keras-xla-guard: {message}", XlaGuardWarning, stacklevel=3)

@@ -10,6 +10,7 @@ one place, so sinks never merge anything. Pure: no TensorFlow, no I/O.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from keras_xla_guard.runtime.compile_log import EpochCompilations
@@ -44,9 +45,14 @@ class EpochAssembly:
     outstanding. Each method returns the record that the call completed,
     or `None`; a record with nothing in it (no report, no steps observed)
     is never returned. Not thread-safe: the engine calls it under its lock.
+
+    Args:
+        finish: Called with each complete report, its signatures joined;
+            what it returns is the record's report. Defaults to `None`.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, finish: Callable[[CoverageReport], CoverageReport] | None = None) -> None:
+        self._finish = finish
         self._parts: dict[int, _Parts] = {}
         self._held: dict[int, EpochRecord] = {}
 
@@ -129,6 +135,8 @@ class EpochAssembly:
                 report = join_signatures(report, parts.signatures, parts.window)
             elif parts.unavailable is not None:
                 report = dataclasses.replace(report, signatures_unavailable=parts.unavailable)
+            if self._finish is not None:
+                report = self._finish(report)
         if (
             report is None
             and parts.signatures is None

@@ -59,6 +59,58 @@ def test_compile_cost_with_a_read_only_cache_says_nothing_is_stored(flag: str) -
     assert writable.message.endswith("(a first run fills it).")
 
 
+def _tracked(*rows: CompileRecord, wall: float = 2.0) -> CoverageReport:
+    return CoverageReport(
+        compilations=len(rows), compile_table=rows, window_wall_s=wall, expected_compilations=1
+    )
+
+
+def test_compilations_at_steps_with_no_new_signature_are_named_and_left_out_of_the_cache_advice() -> None:
+    """A tf.function row at a step with no new signature is a RECOMPILED verdict; the cache advice counts the rest."""
+    new = CompileRecord("one_step_on_data", "m", 0.0, 0.2, step=0, signature="x: float32[8,4]")
+    again = [CompileRecord("one_step_on_data", "m", 0.0, 0.3, step=n) for n in (2, 3, 4)]
+    (verdict,) = compile_cost_verdicts(_tracked(new, *again), env={})
+    assert (verdict.code, verdict.status) == ("RECOMPILED_WITHOUT_NEW_SIGNATURE", "warning")
+    assert verdict.message.startswith(
+        "3 XLA compilation(s) of one_step_on_data (0.90 s) came at training steps whose input "
+        "signature was not new (steps 2, 3, 4): "
+    )
+    assert "Neither warm_up nor the persistent compilation cache serves such programs." in verdict.message
+    assert "print(explain(model, (x_batch, y_batch)))" in verdict.fix
+    # The explained compilation alone is over 20 % of a 0.5 s window: the cache advice is about it only.
+    recompiled, cost = compile_cost_verdicts(_tracked(new, *again, wall=0.5), env={})
+    assert (recompiled.code, cost.code) == ("RECOMPILED_WITHOUT_NEW_SIGNATURE", "COMPILE_COST_HIGH")
+    assert cost.message.startswith("1 XLA compilation(s) took 0.20 s, 40% of the window.")
+
+
+@pytest.mark.parametrize(
+    ("row", "expected"),
+    [
+        # Auto-clustering compiles a cluster lazily, after it ran a few times.
+        (CompileRecord("cluster_0", "m", 0.0, 1.0, step=3), ["COMPILE_COST_HIGH"]),
+        # Outside any training step (validation, a function of the user's own).
+        (CompileRecord("one_step_on_data", "m", 0.0, 1.0, step=None), ["COMPILE_COST_HIGH"]),
+        # No cache serves it, so no cache advice either.
+        (CompileRecord("one_step_on_data", "m", 0.0, 1.0, step=3), ["RECOMPILED_WITHOUT_NEW_SIGNATURE"]),
+    ],
+)
+def test_only_tf_function_programs_at_a_training_step_count_as_recompiled(
+    row: CompileRecord, expected: list[str]
+) -> None:
+    """Clusters and compilations outside training steps are not the signature's to explain."""
+    assert [v.code for v in compile_cost_verdicts(_tracked(row), env={})] == expected
+
+
+def test_without_tracked_signatures_or_on_jax_no_compilation_is_called_unexplained() -> None:
+    """Untracked signatures (a trace on its own) prove nothing; JAX says it with its own counts."""
+    row = CompileRecord("one_step_on_data", "m", 0.0, 1.0, step=3)
+    untracked = CoverageReport(compilations=1, compile_table=(row,), window_wall_s=2.0)
+    assert [v.code for v in compile_cost_verdicts(untracked, env={})] == ["COMPILE_COST_HIGH"]
+    assert [v.code for v in compile_cost_verdicts(_tracked(row), env={}, backend="jax")] == [
+        "COMPILE_COST_HIGH"
+    ]
+
+
 def test_compile_cost_imports_neither_tensorflow_nor_keras() -> None:
     """The rule is pure: importing and running it loads neither TensorFlow nor Keras."""
     code = (

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import os
+import re
 import warnings
 from typing import Any
 
@@ -383,3 +384,75 @@ def test_the_batch_dim_fix_says_what_it_drops_and_where_it_must_not_be_used() ->
     assert "leaves\n# the short last batch's examples out of every epoch" in batch_dim.fix
     assert "(never for evaluate or predict)" in batch_dim.fix
     assert batch_dim.fix.endswith("\ndataset = dataset.batch(batch_size, drop_remainder=True)")
+
+
+class DataSizedLayer(keras.layers.Layer):
+    """Adds the sum of a `tf.zeros` whose size the batch's values decide (a Fill XLA must size at compile time)."""
+
+    def call(self, x: Any) -> Any:
+        return x + tf.reduce_sum(tf.zeros([tf.cast(tf.reduce_sum(x), tf.int32)]))
+
+
+def test_a_size_the_batch_decides_is_named_and_the_guard_counts_a_compilation_per_batch(
+    tmp_path: Any,
+) -> None:
+    """explain names the Fill (VALUE_DEPENDENT_COMPILE); in fit each batch compiles and the window says why, not 'cache it'."""
+    from keras_xla_guard import XlaGuardCallback
+
+    inputs = keras.Input((4,))
+    outputs = keras.layers.Dense(1)(DataSizedLayer(name="data_sized")(inputs))
+    model = keras.Model(inputs, outputs)
+    model.compile("sgd", "mse", jit_compile=True)
+    # Batch k holds (k + 1)s: each batch's sum, hence the Fill's size, is its own (32, 64, ...).
+    x = np.repeat(np.arange(1, 7, dtype=np.float32), 8)[:, None] * np.ones((1, 4), np.float32)
+    y = np.zeros((48, 1), np.float32)
+    report = explain(model, (x[:8], y[:8]))
+    assert report.compilable
+    assert [(op.op_type, op.layer, op.input_index) for op in report.constant_inputs] == [
+        ("Fill", "data_sized", 0)
+    ]
+    assert report.codes == ("JIT_COMPILE_ON", "STEP_COMPILES", "VALUE_DEPENDENT_COMPILE", "DYNAMIC_BATCH_DIM")
+
+    guard = XlaGuardCallback(
+        log_dir=str(tmp_path), profile_epochs=(0,), skip_steps=1, max_steps=4, verbose=0, async_analysis=False
+    )
+    model.fit(x, y, epochs=1, batch_size=8, shuffle=False, callbacks=[guard], verbose=0)
+    window = guard.reports[0]
+    assert window.ok and window.steps_profiled == 4
+    # The epoch's one signature compiled at step 0, before the window: each compilation in it is a new value's.
+    assert (window.distinct_signatures, window.expected_compilations, window.compilations) == (1, 1, 4)
+    assert [(c.step, c.signature) for c in window.compile_table] == [
+        (1, None),
+        (2, None),
+        (3, None),
+        (4, None),
+    ]
+    (note,) = [n for n in window.notes if "compil" in n.lower()]
+    assert (
+        note.startswith("RECOMPILED_WITHOUT_NEW_SIGNATURE: 4 XLA compilation(s) of one_step_on_data (")
+        and "(steps 1, 2, 3, 4)" in note
+    )
+
+
+class RandomSizedLayer(keras.layers.Layer):
+    """Adds the sum of a `tf.zeros` whose size is drawn at random: no value makes it a compile-time constant."""
+
+    def call(self, x: Any) -> Any:
+        return x + tf.reduce_sum(tf.zeros([tf.random.uniform((), 1, 5, dtype=tf.int32)]))
+
+
+def test_a_size_no_value_fixes_is_a_step_that_does_not_compile_as_fit_then_finds() -> None:
+    """A random size: STEP_DOES_NOT_COMPILE naming TensorFlow's node, and fit(jit_compile=True) fails at that node."""
+    inputs = keras.Input((4,))
+    outputs = keras.layers.Dense(1)(RandomSizedLayer(name="random_sized")(inputs))
+    model = keras.Model(inputs, outputs)
+    model.compile("sgd", "mse", jit_compile=True)
+    x, y = _batch(8, 4)
+    report = explain(model, (x, y))
+    assert not report.compilable and report.unsupported_ops == () and report.constant_inputs == ()
+    assert report.codes == ("JIT_COMPILE_ON", "STEP_DOES_NOT_COMPILE", "DYNAMIC_BATCH_DIM")
+    (verdict,) = [v for v in report.verdicts if v.code == "STEP_DOES_NOT_COMPILE"]
+    node = re.search(r"node `([^`]+)` with op Fill must be a compile-time constant", verdict.message)
+    assert verdict.status == "error" and node is not None and "random_sized" in node.group(1)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape(node.group(1))):
+        model.fit(x, y, verbose=0)
