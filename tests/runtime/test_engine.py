@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from keras_xla_guard import XlaGuardEngine, XlaGuardWarning
+from keras_xla_guard import CoverageReport, XlaGuardEngine, XlaGuardWarning
 from keras_xla_guard.output.console import ConsoleSink
 from keras_xla_guard.output.runfile import RunFileSink
 from keras_xla_guard.output.tensorboard import TensorBoardSink
@@ -277,3 +277,18 @@ def test_epochs_released_by_two_threads_reach_the_sinks_in_epoch_order(tmp_path)
     engine._store(CoverageReport(status="skipped", reason="r", epoch=0))
     analysis.join()
     assert [call[1] for call in sink.calls] == [0, 1]
+
+
+def test_an_epoch_note_that_fails_is_a_warning_and_the_others_still_note(tmp_path):
+    """A failing `epoch_notes` provider never reaches training: a warning naming it, the other notes kept."""
+
+    def boom(report):
+        raise RuntimeError("boom")
+
+    engine = XlaGuardEngine(log_dir=tmp_path, profile_epochs=(), epoch_notes=[boom, lambda r: ["kept"]])
+    with pytest.warns(XlaGuardWarning, match="a note on epoch 3 failed: RuntimeError: boom"):
+        report = engine._add_epoch_notes(CoverageReport(epoch=3, notes=("analysis",)))
+    assert report.notes == ("analysis", "kept")
+    # A report that measured nothing gets no note.
+    skipped = CoverageReport(status="skipped", reason="r", epoch=4)
+    assert engine._add_epoch_notes(skipped) is skipped

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from keras_xla_guard import CompileRecord, CoverageReport, Signature, SignatureTracker
@@ -116,3 +118,26 @@ def test_flush_gives_held_and_open_records_in_epoch_order():
     assembly.release(assembly.end(1, _stats()))
     assembly.release(assembly.end(2, _stats()))
     assert [r.epoch for r in assembly.flush()] == [1, 2]
+
+
+def test_finish_sees_each_complete_report_with_its_signatures_joined_in_either_order():
+    """The finish hook (the engine's epoch notes) gets the joined report, once, and its result is the record's."""
+    width_4 = str(Signature.of(np.zeros((2, 4))))
+    for report_first in (True, False):
+        seen: list[list[str | None]] = []
+
+        def finish(report, seen=seen):
+            seen.append([c.signature for c in report.compile_table if not c.cache_hit])
+            return dataclasses.replace(report, notes=("finished",))
+
+        assembly = EpochAssembly(finish)
+        assembly.begin(1)
+        assembly.analyzing(1, (0, 3))
+        if report_first:
+            assembly.add_report(_report())
+            record = assembly.end(1, _stats())
+        else:
+            assembly.end(1, _stats())
+            record = assembly.add_report(_report())
+        assert record is not None and record.report.notes == ("finished",)
+        assert seen == [[width_4]]
