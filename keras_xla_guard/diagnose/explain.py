@@ -390,7 +390,10 @@ def explain(model: Any, sample_batch: Any) -> ExplainReport:
 
     The forward pass (`training=True`), the compiled loss and the gradients
     are traced into a `tf.function(jit_compile=True)` and lowered to HLO;
-    the optimizer update is not part of it. Nothing executes, so weights,
+    the optimizer update is not part of it. A step that lowers is lowered
+    once more from the sample's shapes alone, which names an op whose
+    compile-time size the batch's values decide (`VALUE_DEPENDENT_COMPILE`:
+    TensorFlow compiles such a step once per value). Nothing executes, so weights,
     optimizer variables and metrics are left exactly as they were. When the
     sample has no targets, or the model has no compiled loss (a subclassed
     model whose `train_step` computes its own; then `LOSS_NOT_CHECKED`
