@@ -343,8 +343,8 @@ def _constant_inputs(
     tf: Any, step: Any, args: tuple[Any, ...], concrete: Any, layer_names: frozenset[str]
 ) -> tuple[ConstantInputOp, ...]:
     """The ops the step lowers only with the sample's values, from a lowering with its shapes alone."""
-    specs = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), args)
     try:
+        specs = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), args)
         step.experimental_get_compiler_ir(*specs)(stage="hlo")
     except Exception as e:  # noqa: BLE001 - only TensorFlow's constant message is a finding
         found = list(_CONSTANT_RE.finditer(str(e)))
