@@ -78,16 +78,22 @@ def _unexplained(report: Any, table: list[Any]) -> list[Any]:
 
     Only where signatures were tracked (`expected_compilations` known): the
     guard then gave every new signature of the window its compilation, so a
-    row left without one compiled for something else. Auto-clustering's
-    `cluster_*` programs are left out: TensorFlow compiles a cluster lazily,
-    after it has run a few times, at a step with no new signature.
+    row left without one, at a step that brought no new signature at all,
+    compiled for something else (a step with a new signature may compile
+    several functions of a custom loop). Auto-clustering's `cluster_*`
+    programs are left out: TensorFlow compiles a cluster lazily, after it
+    has run a few times, at a step with no new signature.
     """
     if getattr(report, "expected_compilations", None) is None:
         return []
+    new_at = {c.step for c in report.compile_table if c.signature is not None}
     return [
         c
         for c in table
-        if c.signature is None and c.step is not None and not c.program.startswith("cluster_")
+        if c.signature is None
+        and c.step is not None
+        and c.step not in new_at
+        and not c.program.startswith("cluster_")
     ]
 
 

@@ -90,6 +90,8 @@ def test_compilations_at_steps_with_no_new_signature_are_named_and_left_out_of_t
         (CompileRecord("cluster_0", "m", 0.0, 1.0, step=3), ["COMPILE_COST_HIGH"]),
         # Outside any training step (validation, a function of the user's own).
         (CompileRecord("one_step_on_data", "m", 0.0, 1.0, step=None), ["COMPILE_COST_HIGH"]),
+        # A second function compiled at a step whose new signature the first took (a custom loop).
+        (CompileRecord("eval_step", "m", 0.0, 1.0, step=0), ["COMPILE_COST_HIGH"]),
         # No cache serves it, so no cache advice either.
         (CompileRecord("one_step_on_data", "m", 0.0, 1.0, step=3), ["RECOMPILED_WITHOUT_NEW_SIGNATURE"]),
     ],
@@ -97,8 +99,9 @@ def test_compilations_at_steps_with_no_new_signature_are_named_and_left_out_of_t
 def test_only_tf_function_programs_at_a_training_step_count_as_recompiled(
     row: CompileRecord, expected: list[str]
 ) -> None:
-    """Clusters and compilations outside training steps are not the signature's to explain."""
-    assert [v.code for v in compile_cost_verdicts(_tracked(row), env={})] == expected
+    """Clusters, compilations outside training steps and a new signature's step are not called recompiled."""
+    first = CompileRecord("one_step_on_data", "m", 0.0, 0.1, step=0, signature="x: float32[8,4]")
+    assert [v.code for v in compile_cost_verdicts(_tracked(first, row), env={})] == expected
 
 
 def test_without_tracked_signatures_or_on_jax_no_compilation_is_called_unexplained() -> None:
