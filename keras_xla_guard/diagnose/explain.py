@@ -7,11 +7,11 @@ metric changes. When lowering fails, every op of the traced graph (nested
 functions such as `while` bodies included) is checked against the XLA kernel
 registry, so all unsupported ops are named, not just the first one
 TensorFlow reports, each with the Keras layer whose name scope holds it.
-When it succeeds, the step is lowered once more from the sample's shapes
-alone (`tf.TensorSpec`s): an op whose size or shape argument XLA must know
-at compile time but which comes from the batch's values (or a variable's)
-lowers only with the values, and TensorFlow then compiles the step once per
-value, so it is named too.
+The step is lowered from the sample's shapes (`tf.TensorSpec`s), and again
+with its values only when that fails: an op whose size or shape argument
+XLA must know at compile time but which comes from the batch's values (or
+a variable's) lowers only with the values, and TensorFlow then compiles the
+step once per value, so it is named too.
 """
 
 from __future__ import annotations
@@ -339,16 +339,28 @@ def _unsupported_ops(
     return tuple(found.values())
 
 
-def _constant_inputs(
-    tf: Any, step: Any, args: tuple[Any, ...], concrete: Any, layer_names: frozenset[str]
-) -> tuple[ConstantInputOp, ...]:
-    """The ops the step lowers only with the sample's values, from a lowering with its shapes alone."""
+def _lower(step: Any, args: Any) -> tuple[int, str]:
+    """`(HLO text size, "")` when the step lowers from `args`, else `(0, TensorFlow's error)`."""
     try:
-        specs = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), args)
-        step.experimental_get_compiler_ir(*specs)(stage="hlo")
-    except Exception as e:  # noqa: BLE001 - only TensorFlow's constant message is a finding
-        found = list(_CONSTANT_RE.finditer(str(e)))
-    else:
+        return len(step.experimental_get_compiler_ir(*args)(stage="hlo")), ""
+    except Exception as e:  # noqa: BLE001 - any compile failure is the finding
+        return 0, str(e)
+
+
+def _specs(tf: Any, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """The sample's shapes and dtypes as `TensorSpec`s; `None` for parts that make none."""
+    try:
+        return tuple(tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), args))
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
+def _constant_inputs(
+    shapes_error: str, concrete: Any, layer_names: frozenset[str]
+) -> tuple[ConstantInputOp, ...]:
+    """The ops TensorFlow named as needing a compile-time constant when the step lowered from shapes alone."""
+    found = list(_CONSTANT_RE.finditer(shapes_error))
+    if not found:
         return ()
     suffixed = _scopes_are_suffixed((name for _, name, _ in _graph_nodes(concrete)), layer_names)
     return tuple(
@@ -389,9 +401,9 @@ def explain(model: Any, sample_batch: Any) -> ExplainReport:
     """Checks whether the model's train step compiles with XLA on this machine.
 
     The forward pass (`training=True`), the compiled loss and the gradients
-    are traced into a `tf.function(jit_compile=True)` and lowered to HLO;
-    the optimizer update is not part of it. A step that lowers is lowered
-    once more from the sample's shapes alone, which names an op whose
+    are traced into a `tf.function(jit_compile=True)` and lowered to HLO
+    from the sample's shapes; the optimizer update is not part of it. A step
+    that lowers only with the sample's values folded in has an op whose
     compile-time size the batch's values decide (`VALUE_DEPENDENT_COMPILE`:
     TensorFlow compiles such a step once per value). Nothing executes, so weights,
     optimizer variables and metrics are left exactly as they were. When the
@@ -475,21 +487,23 @@ def explain(model: Any, sample_batch: Any) -> ExplainReport:
     step = tf.function(loss_and_gradients, jit_compile=True)
     device = _jit_device()
     error = ""
-    hlo_chars = 0
     # Tracing errors (a sample that does not fit the model) propagate as they
     # are; only the lowering to HLO is the experiment.
     concrete = step.get_concrete_function(*args)
-    try:
-        hlo_chars = len(step.experimental_get_compiler_ir(*args)(stage="hlo"))
-    except Exception as e:  # noqa: BLE001 - any compile failure is the finding
-        error = str(e)
+    # From the shapes alone first, as fit compiles a new signature; only a
+    # step that fails there is lowered again with the sample's values, which
+    # TensorFlow folds into arguments XLA must know at compile time.
+    specs = _specs(tf, args)
+    hlo_chars, shapes_error = _lower(step, specs) if specs is not None else (0, "")
+    if specs is None or shapes_error:
+        hlo_chars, error = _lower(step, args)
     layer_names = frozenset(layer.name for layer in _all_layers(model))
     unsupported: tuple[UnsupportedOp, ...] = ()
     constants: tuple[ConstantInputOp, ...] = ()
     if error:
         unsupported = _unsupported_ops(concrete, error, device, layer_names)
-    else:
-        constants = _constant_inputs(tf, step, args, concrete, layer_names)
+    elif shapes_error:
+        constants = _constant_inputs(shapes_error, concrete, layer_names)
     dynamic = _dynamic_dims(model, x)
     blockers = _layers_without_jit(model)
 
