@@ -169,6 +169,24 @@ def _ours(compared: Compared, mode: str) -> tuple[_FitSeen, list[float], float]:
 
 
 @pytest.mark.slow
+def test_the_modes_timed_passes_alternate_chunk_by_chunk(compared):
+    """6 batches in chunks of ceil(6 / 5) = 2: each mode fits each chunk in turn, the order reversed every other chunk."""
+    timed = sorted(
+        (fit.called_at, mode, len(fit.steps_s))
+        for mode in compared.report.modes
+        for fit in compared.watch.of(mode)[1][1:]
+    )
+    assert [(mode, steps) for _, mode, steps in timed] == [
+        ("plain", 2),
+        ("jit_compile", 2),
+        ("jit_compile", 2),
+        ("plain", 2),
+        ("plain", 2),
+        ("jit_compile", 2),
+    ]
+
+
+@pytest.mark.slow
 def test_step_times_are_the_steps_timed_from_outside(compared):
     """Every timed step, and their median, is the test's own timing of that step."""
     for mode, figures in compared.report.modes.items():
