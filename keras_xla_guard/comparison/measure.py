@@ -398,7 +398,8 @@ def measure_side_by_side(
     """Measures several modes in one process, their timed steps interleaved.
 
     Each mode's compile pass runs in turn; then the timed steps go in
-    `TIMED_CHUNKS` consecutive chunks, every mode training on a chunk before
+    consecutive chunks of `ceil(len(batches) / TIMED_CHUNKS)` batches (at
+    most `TIMED_CHUNKS` chunks), every mode training on a chunk before
     the next chunk starts (the order of the modes alternating), so that a
     change in the machine's load falls on every mode alike and the step
     time ratios stay fair on a busy machine.
