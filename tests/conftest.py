@@ -15,6 +15,8 @@ figures in their tests.
 from __future__ import annotations
 
 import os
+import signal
+from collections.abc import Iterator
 
 import pytest
 
@@ -64,6 +66,22 @@ def _measured_reports_agree():
     _MEASURED.clear()
     for report in reports:
         assert_consistent(report)
+
+
+@pytest.fixture
+def python_sigint() -> Iterator[None]:
+    """SIGINT handled by Python's own handler for the test, as in a terminal.
+
+    A shell that starts pytest in the background without job control (`make
+    test &` in a script, `nohup`) hands it SIGINT ignored, and Python then
+    raises no KeyboardInterrupt: tests that pin what a Ctrl-C does set the
+    handler a user at a terminal has, and put the one they found back.
+    """
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 @pytest.fixture(scope="session")

@@ -413,6 +413,7 @@ def test_a_budget_is_entered_once():
         budget.__enter__()
 
 
+@pytest.mark.usefixtures("python_sigint")
 def test_ctrl_c_while_keras_is_put_back_is_held_until_it_is_back(monkeypatch):
     """Two Ctrl-Cs while the last budget unwraps keras.Model: every method goes back, then one KeyboardInterrupt."""
     from keras_xla_guard import _model_hooks

@@ -11,6 +11,9 @@ import pytest
 
 from keras_xla_guard._interrupts import InterruptGate
 
+# Each test pins what the gate does with Python's own SIGINT handler installed.
+pytestmark = pytest.mark.usefixtures("python_sigint")
+
 
 def _send(signum: int = signal.SIGINT) -> None:
     os.kill(os.getpid(), signum)
@@ -117,3 +120,16 @@ def test_gate_outside_the_main_thread_leaves_handlers_alone():
     thread.start()
     thread.join()
     assert seen == [signal.default_int_handler]
+
+
+def test_gate_leaves_an_ignored_sigint_ignored():
+    """Under nohup (SIGINT ignored) the gate installs nothing: a SIGINT stays ignored, no KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    reached = []
+    with InterruptGate() as gate:
+        gate.hold()
+        _send()
+        reached.append("after the signal")
+    gate.check()
+    assert reached == ["after the signal"]
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN

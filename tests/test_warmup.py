@@ -454,6 +454,7 @@ def _sigint():
     os.kill(os.getpid(), signal.SIGINT)
 
 
+@pytest.mark.usefixtures("python_sigint")
 @pytest.mark.parametrize("which", [("kernel",), ("moving_mean", "iterations")])
 def test_sigints_inside_the_restore_are_raised_once_after_every_variable_is_back(which):
     """Real SIGINTs sent while warm_up writes variables back: the restore finishes, then one
