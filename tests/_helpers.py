@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+BENCH = REPO / "benchmarks"
 
 
 @dataclass
@@ -152,3 +153,38 @@ def _approx(value: float) -> Any:
     import pytest
 
     return pytest.approx(value, rel=1e-9, abs=1e-12)
+
+
+def run_script(*argv: Any, timeout: float = 300) -> str:
+    """Runs a script (or `-m module`) with this interpreter, the checkout's package first; returns stdout.
+
+    The benchmark smoke tests (`tests/benchmarks/`) run each script with tiny
+    arguments and pin only what such a run fixes by construction (steps, arms,
+    compile counts, keys); timing ratios of tiny runs mean nothing and are
+    only checked to be positive numbers (`all_positive`).
+    """
+    env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run(
+        [sys.executable, *map(str, argv)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=str(REPO),
+        env=env,
+        check=False,
+    )
+    assert proc.returncode == 0, f"{argv} exited {proc.returncode}:\n{proc.stderr[-4000:]}"
+    return proc.stdout
+
+
+def script_json(stdout: str) -> dict[str, Any]:
+    """The last JSON object a benchmark script printed (as `benchmarks/save_result.py` finds it)."""
+    sys.path.insert(0, str(BENCH))
+    from save_result import last_json_object
+
+    return last_json_object(stdout)
+
+
+def all_positive(*values: Any) -> bool:
+    """Whether every value is a float above 0 (a timing of a tiny run: only its sign means anything)."""
+    return all(isinstance(v, float) and v > 0 for v in values)
