@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 # profiler, so two workers fit two cores. `make test PYTEST_JOBS=0` runs serially.
 PYTEST_JOBS ?= 2
 
-.PHONY: ci demo docs lint test test-quick test-compat test-no-tf no-tf-venv compat-venvs browser-deps bench clean \
+.PHONY: ci demo docs lint test test-main test-quick test-compat test-no-tf no-tf-venv compat-venvs browser-deps bench clean \
 	test-jax test-jax-compat jax-venvs
 
 $(VENV)/.installed: setup.cfg pyproject.toml
@@ -71,8 +71,13 @@ docs: $(VENV)/.installed-test
 # browser-deps first: without root and Chromium it fails before the long install.
 # The JAX suite runs after the TensorFlow one, in its own venv (see test-jax).
 test: browser-deps $(VENV)/.installed-test $(JAX_VENV)/.installed
-	$(PY) -m pytest -n $(PYTEST_JOBS) --dist loadfile $(PYTEST_ARGS)
+	@$(MAKE) --no-print-directory test-main
 	@$(MAKE) --no-print-directory test-jax
+
+# The suite in .venv alone (`make test` runs tests/on_jax after it; CI builds
+# .venv-jax in the background meanwhile).
+test-main: browser-deps $(VENV)/.installed-test
+	$(PY) -m pytest -n $(PYTEST_JOBS) --dist loadfile $(PYTEST_ARGS)
 
 test-quick: $(VENV)/.installed-test
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
@@ -331,16 +336,18 @@ gpu-wheels:
 
 # What CI runs (.ci/run calls only this): `make lint` first (a minute at most,
 # so a style or type error fails before the long suite), the suite in .venv,
-# then the checks without TensorFlow and the compat tests. Those venvs only download and
-# unpack, so they build in the background, one after the other, while the
-# suite runs; .venv and .venv-jax are installed first because two editable installs of one
-# source tree must not overlap.
+# then tests/on_jax, the checks without TensorFlow and the compat tests. The
+# venvs those need only download and unpack, so they build in the background,
+# one after the other, while the suite runs (.venv-jax first); .venv is
+# installed before because two editable installs of one source tree must not
+# overlap.
 CI_PYTEST_ARGS ?= -q --durations=15
-ci: lint browser-deps $(VENV)/.installed-test $(JAX_VENV)/.installed
-	@$(MAKE) --no-print-directory compat-venvs no-tf-venv $(COMPAT)/jax-oldest/.installed > compat-venvs.log 2>&1 & venvs=$$!; \
-	$(MAKE) --no-print-directory test PYTEST_ARGS="$(CI_PYTEST_ARGS)"; rc=$$?; \
+ci: lint browser-deps $(VENV)/.installed-test
+	@$(MAKE) --no-print-directory $(JAX_VENV)/.installed compat-venvs no-tf-venv $(COMPAT)/jax-oldest/.installed > compat-venvs.log 2>&1 & venvs=$$!; \
+	$(MAKE) --no-print-directory test-main PYTEST_ARGS="$(CI_PYTEST_ARGS)"; rc=$$?; \
 	if ! wait $$venvs; then cat compat-venvs.log; exit 1; fi; \
 	[ $$rc -eq 0 ] || exit $$rc; \
+	$(MAKE) --no-print-directory test-jax || rc=1; \
 	$(MAKE) --no-print-directory test-no-tf || rc=1; \
 	$(MAKE) --no-print-directory test-compat || rc=1; \
 	$(MAKE) --no-print-directory test-jax-compat || rc=1; \
