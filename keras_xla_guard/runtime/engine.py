@@ -931,6 +931,12 @@ class XlaGuardEngine:
             self._to_sink(sink, "close", records)
         self._run_sinks = []
         self._unwatch_compiles()
+        if self._executor is not None:
+            # Its thread would otherwise idle for as long as the guard lives; an
+            # analysis that outlived `timeout` still finishes (a next run starts
+            # a new executor).
+            self._executor.shutdown(wait=False)
+            self._executor = None
         self._running = False
         self._in_epoch = False
         self._ended = True

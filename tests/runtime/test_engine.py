@@ -141,6 +141,32 @@ def test_xla_mode_rule_is_shared():
 
 
 @pytest.mark.slow
+def test_each_run_ends_its_analysis_thread_and_the_next_run_starts_one(tmp_path):
+    """An asynchronous analysis thread lives from a run's first window to its train_end, not as long as the guard."""
+    import threading
+
+    import tensorflow as tf
+
+    def analysis_threads():
+        return [t for t in threading.enumerate() if t.name.startswith("keras_xla_guard_")]
+
+    before = analysis_threads()
+    engine = XlaGuardEngine(log_dir=tmp_path, profile_epochs=(0,), skip_steps=0, max_steps=2, sinks=[])
+    for run in range(2):
+        engine.train_begin(epochs=1)
+        engine.epoch_begin(0, steps=2)
+        for s in range(2):
+            engine.step_begin(s)
+            tf.reduce_sum(tf.ones((4, 4)))
+        engine.epoch_end(0)
+        (thread,) = [t for t in analysis_threads() if t not in before]
+        engine.train_end()
+        thread.join(timeout=30)
+        assert not thread.is_alive(), f"run {run}: the analysis thread outlived train_end"
+        assert engine.reports[0] is not None and engine.reports[0].status == "ok", engine.reports[0]
+
+
+@pytest.mark.slow
 def test_a_profiled_jit_step_reaches_a_custom_sink_with_exact_counts(tmp_path):
     """A real profiled window of 6 jit_compile steps: the sink's report counts 6 XLA launches."""
     import tensorflow as tf
