@@ -30,7 +30,8 @@ from tensorboard_server import (
 from keras_xla_guard.output.tensorboard import SCALAR_TAGS, layout_proto, report_markdown
 from keras_xla_guard.trace.findings import split_findings
 
-pytestmark = pytest.mark.slow
+# compat: the Profile tab's tests run with the oldest xprof declared too.
+pytestmark = [pytest.mark.slow, pytest.mark.compat]
 
 
 @pytest.fixture(scope="module")
