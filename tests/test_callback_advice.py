@@ -92,7 +92,10 @@ def test_a_compare_of_another_model_is_not_taken_as_evidence(tmp_path, same):
     (off,) = [n for n in notes if n.startswith("JIT_COMPILE_OFF")]
     mismatch = [str(w.message) for w in caught if "measured another model" in str(w.message)]
     if same:
-        assert off.startswith(f"JIT_COMPILE_OFF: {_WHAT} compare measured in this log dir that XLA pays: ")
+        assert off.startswith(
+            f"JIT_COMPILE_OFF: {_WHAT} compare measured Sequential {ours['name']!r} ({ours['params']:,} "
+            "parameters) in this log dir that XLA pays: "
+        )
         assert mismatch == []
     else:
         assert off.startswith(f"JIT_COMPILE_OFF: {_WHAT} {measure_first()}. Fix: ")

@@ -305,6 +305,33 @@ def test_plain_step_has_no_xla(plain_run: XlaGuard) -> None:
 
 
 @pytest.mark.slow
+def test_a_saved_compare_is_quoted_with_the_model_it_measured(tmp_path: Path) -> None:
+    """A loop guard has no model to match a saved compare with: its note names the model compare measured."""
+    import json
+
+    from _helpers import REPO
+
+    saved = REPO / "benchmarks" / "results" / "bench_compare-20261203T162056Z.json"
+    compare = next(
+        c["compare"]
+        for c in json.loads(saved.read_text())["result"]["cases"]
+        if c["case"] == "xla_does_not_pay"
+    )
+    compare["model"] = {"class": "Functional", "name": "seq_model", "params": 12345}
+    (tmp_path / "compare").mkdir()
+    (tmp_path / "compare" / "compare_report.json").write_text(json.dumps(compare))
+    guard = XlaGuard(log_dir=tmp_path, profile_epochs=(0,), verbose=0)
+    train_step, _ = _make_step(jit_compile=False)
+    _train(guard, train_step, epochs=1)
+    (note,) = [n for n in guard.reports[0].notes if n.startswith("JIT_COMPILE_OFF")]
+    assert note == (
+        "JIT_COMPILE_OFF: XLA is not requested: the watched train step is not a tf.function(jit_compile=True). "
+        "compare measured Functional 'seq_model' (12,345 parameters) in this log dir that jit_compile does "
+        f"not pay here: {compare['verdict'].rstrip('.')}. Keep it off."
+    )
+
+
+@pytest.mark.slow
 def test_an_eager_step_is_named_as_eager_with_the_fix(tmp_path: Path) -> None:
     """A step that is no tf.function: 0% XLA, and the note names the op types the raw trace ran eagerly."""
     train_step, _ = _make_step(jit_compile=None)

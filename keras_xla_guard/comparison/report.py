@@ -14,6 +14,7 @@ __all__ = [
     "describe_model",
     "format_compare",
     "format_duration",
+    "model_description",
     "same_model",
 ]
 
@@ -269,10 +270,18 @@ def same_model(saved: Any, model: Any) -> tuple[bool, str, str]:
     if not isinstance(recorded, Mapping) or here is None:
         return True, "", ""
     match = recorded.get("class") == here["class"] and recorded.get("params") == here["params"]
-    return match, _described(recorded), _described(here)
+    return match, model_description(recorded), model_description(here)
 
 
-def _described(model: Mapping[str, Any]) -> str:
+def model_description(model: Mapping[str, Any]) -> str:
+    """A model as `describe_model` recorded it, in words.
+
+    Args:
+        model: `describe_model`'s dict (as saved in a `compare` result).
+
+    Returns:
+        E.g. `"Sequential 'mlp' (1,234 parameters)"`.
+    """
     params = model.get("params")
     counted = f" ({params:,} parameters)" if isinstance(params, int) else ""
     return f"{model.get('class')} {model.get('name')!r}{counted}"

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from keras_xla_guard.comparison.report import model_description
 from keras_xla_guard.diagnose.verdict import INFO, MODEL, WARNING, Verdict
 
 __all__ = [
@@ -108,6 +109,19 @@ class JitEvidence:
     device: str = "XLA_CPU_JIT"
 
 
+def _compare_measured(compare: Mapping[str, Any]) -> str:
+    """Where a saved `compare` verdict comes from, naming the model it measured when it recorded one.
+
+    The callback checks that model is the one it trains (`same_model`);
+    the loop guard and `doctor --trace` have no model to check it
+    against: the name lets the reader see whether the result applies.
+    """
+    recorded = compare.get("model")
+    if not isinstance(recorded, Mapping):
+        return "compare measured in this log dir"
+    return f"compare measured {model_description(recorded)} in this log dir"
+
+
 def measure_first(accelerator: bool = False) -> str:
     """The hedge every unmeasured XLA advice carries, with the measured figures.
 
@@ -149,8 +163,8 @@ def switch_fix(evidence: JitEvidence | None = None, switch: str = KERAS_SWITCH) 
     if compare is not None:
         measured = str(compare.get("verdict") or "").rstrip(".")
         if compare.get("best_mode") == "jit_compile":
-            return f"# compare measured in this log dir: {measured}\n{switch}"
-        return f"# compare measured in this log dir that jit_compile does not pay here: {measured}"
+            return f"# {_compare_measured(compare)}: {measured}\n{switch}"
+        return f"# {_compare_measured(compare)} that jit_compile does not pay here: {measured}"
     hedge = textwrap.wrap(
         measure_first(evidence.accelerator) + ".", 96, break_on_hyphens=False, break_long_words=False
     )
@@ -221,14 +235,14 @@ def jit_off_verdict(evidence: JitEvidence, what: str, switch: str = KERAS_SWITCH
                 "JIT_COMPILE_OFF",
                 MODEL,
                 WARNING,
-                f"{what} compare measured in this log dir that XLA pays: {measured}.",
+                f"{what} {_compare_measured(compare)} that XLA pays: {measured}.",
                 f"{switch}  # compare measured that it pays",
             )
         return Verdict(
             "JIT_COMPILE_OFF",
             MODEL,
             INFO,
-            f"{what} compare measured in this log dir that jit_compile does not pay here: {measured}. "
+            f"{what} {_compare_measured(compare)} that jit_compile does not pay here: {measured}. "
             "Keep it off.",
         )
     return Verdict(

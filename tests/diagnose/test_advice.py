@@ -77,6 +77,16 @@ def test_a_saved_compare_decides() -> None:
         pays.message == f"{WHAT} compare measured in this log dir that XLA pays: {JIT_PAYS['verdict'][:-1]}."
     )
     assert pays.fix == "model.compile(optimizer, loss, jit_compile=True)  # compare measured that it pays"
+    # A result that recorded its model names it (the loop guard cannot check it is the run's).
+    named = {**JIT_PAYS, "model": {"class": "Sequential", "name": "mlp", "params": 1234}}
+    assert jit_off_verdict(JitEvidence(compare=named), WHAT).message == (
+        f"{WHAT} compare measured Sequential 'mlp' (1,234 parameters) in this log dir that XLA pays: "
+        f"{JIT_PAYS['verdict'][:-1]}."
+    )
+    assert switch_fix(JitEvidence(compare=named)) == (
+        f"# compare measured Sequential 'mlp' (1,234 parameters) in this log dir: {JIT_PAYS['verdict'][:-1]}\n"
+        "model.compile(optimizer, loss, jit_compile=True)"
+    )
     loses = jit_off_verdict(JitEvidence(compare=PLAIN_WINS), WHAT)
     assert (loses.status, loses.fix) == ("info", "")
     assert loses.message.endswith(
