@@ -529,7 +529,7 @@ def explain(model: Any, sample_batch: Any) -> ExplainReport:
             )
         )
     for op in unsupported:
-        where = f"layer {op.layer!r}" if op.layer else "no Keras layer (loss or step code)"
+        where = _where(op.layer)
         verdicts.append(
             Verdict(
                 "XLA_UNSUPPORTED_OP",
@@ -540,7 +540,7 @@ def explain(model: Any, sample_batch: Any) -> ExplainReport:
             )
         )
     for const in constants:
-        where = f"layer {const.layer!r}" if const.layer else "no Keras layer (loss or step code)"
+        where = _where(const.layer)
         verdicts.append(
             Verdict(
                 "VALUE_DEPENDENT_COMPILE",
@@ -655,6 +655,11 @@ def blocker_names(ops: Iterable[UnsupportedOp]) -> tuple[str, ...]:
         f"{op.op_type} in layer {op.layer!r}" if op.layer else f"{op.op_type} ({op.op_name!r})" for op in ops
     )
     return tuple(dict.fromkeys(names))
+
+
+def _where(layer: str | None) -> str:
+    """Where an op of the step sits, as a verdict says it: its Keras layer, or none."""
+    return f"layer {layer!r}" if layer else "no Keras layer (loss or step code)"
 
 
 def _fix_for(op_type: str) -> str:
