@@ -13,11 +13,13 @@ import functools
 import inspect
 import os
 import types
+import warnings
 from collections.abc import Callable
 from typing import Any, Literal
 
 from keras_xla_guard._adapter import GuardAdapter
 from keras_xla_guard._checks import check_int
+from keras_xla_guard.errors import XlaGuardWarning
 from keras_xla_guard.runtime.config import DEFAULT_LOG_DIR, GuardConfig, config_args_doc
 from keras_xla_guard.runtime.engine import xla_mode_of
 from keras_xla_guard.trace.report import CoverageReport
@@ -126,6 +128,13 @@ class XlaGuard(GuardAdapter):
             `guard.worker` then holds the worker's `WorkerInfo`. Defaults
             to `None`: the strategy whose `scope()` is active when the
             first epoch begins, else the cluster in `TF_CONFIG`.
+        model: The Keras model the loop trains, if it trains one. Its
+            advice then names the layer each op without an XLA kernel sits
+            in, and a result `keras_xla_guard.compare` saved in `log_dir`
+            counts as evidence only when it measured this model (same
+            class and parameter count); one of another model is set aside
+            with an `XlaGuardWarning`. Defaults to `None`: a saved result
+            is quoted with the model it measured, unmatched.
 
     Raises:
         ValueError: If an argument is invalid.
@@ -163,11 +172,18 @@ class XlaGuard(GuardAdapter):
         *,
         config: GuardConfig | None = None,
         strategy: Any = None,
+        model: Any = None,
         **fields: Any,
     ) -> None:
         if strategy is not None and not hasattr(strategy, "extended"):
             raise ValueError(
                 f"`strategy` must be a tf.distribute.Strategy or None. Received: strategy={strategy!r}"
+            )
+        if model is not None and not (
+            callable(getattr(model, "count_params", None)) and hasattr(model, "layers")
+        ):
+            raise ValueError(
+                f"`model` must be the Keras model the loop trains, or None. Received: model={model!r}"
             )
         self._init_guard("XlaGuard", config, {"log_dir": log_dir, **fields}, notes=[self._jit_notes])
         # One flag per watched step: whether it runs compiled by XLA.
@@ -177,6 +193,8 @@ class XlaGuard(GuardAdapter):
         self._step = 0
         self._inputs: Any = None
         self._strategy = strategy
+        self._model = model
+        self._compare_set_aside = False
 
     @property
     def stop_requested(self) -> bool:
@@ -353,6 +371,33 @@ class XlaGuard(GuardAdapter):
         else:
             self.engine.observe_inputs(watched._inputs(args, kwargs), step=step)
 
+    def _saved_compare(self) -> Any:
+        """The result `compare` saved in the log dir, unless it measured another model than `model`."""
+        from keras_xla_guard.output.runfile import find_compare
+
+        try:
+            compare = find_compare(self.config.log_dir)
+        except (OSError, ValueError):
+            return None
+        if compare is None or self._model is None:
+            return compare
+        from keras_xla_guard.comparison.report import same_model
+
+        match, measured, here = same_model(compare, self._model)
+        if match:
+            return compare
+        if not self._compare_set_aside:
+            # Once per guard: every profiled window reads the log dir again.
+            self._compare_set_aside = True
+            warnings.warn(
+                f"keras-xla-guard: the compare result in {self.log_dir!r} measured another model "
+                f"({measured}; this loop trains {here}): it is not used as evidence. Run compare on this "
+                "model, or give each model its own log_dir.",
+                XlaGuardWarning,
+                stacklevel=2,
+            )
+        return None
+
     def _jit_notes(self, report: CoverageReport) -> list[str]:
         """Why no XLA ran in a window, with advice its evidence supports (`diagnose/advice.py`)."""
         figures = report.measured()
@@ -370,18 +415,14 @@ class XlaGuard(GuardAdapter):
             measure_first,
         )
         from keras_xla_guard.diagnose.explain import blocker_names, trace_blockers
-        from keras_xla_guard.output.runfile import find_compare
 
-        try:
-            compare = find_compare(self.config.log_dir)
-        except ValueError:
-            compare = None
+        compare = self._saved_compare()
         autoclustering = self.engine.xla_mode == "autoclustering"
         # The window's own trace says where the step ran: the CPU's measured slowdowns
         # are no evidence for a step on an accelerator.
         accelerator = report.time_base == "device"
         evidence = JitEvidence(
-            blockers=blocker_names(trace_blockers(report)),
+            blockers=blocker_names(trace_blockers(report, self._model)),
             autoclustering=autoclustering,
             compare=compare,
             accelerator=accelerator,

@@ -174,6 +174,13 @@ def test_constructor_validates_like_the_callback(tmp_path: Path) -> None:
         XlaGuard(log_dir="")
 
 
+@pytest.mark.parametrize("model", ["mlp", 42, [1, 2]])
+def test_model_must_be_a_keras_model(tmp_path: Path, model: Any) -> None:
+    """A `model` that is not a Keras model raises ValueError quoting it."""
+    with pytest.raises(ValueError, match=rf"Received: model={model!r}".replace("[", r"\[")):
+        XlaGuard(log_dir=tmp_path, model=model)
+
+
 def test_strategy_must_be_a_tf_distribute_strategy(tmp_path: Path) -> None:
     """A `strategy` that is not a tf.distribute.Strategy raises ValueError quoting it."""
     with pytest.raises(ValueError, match=r"Received: strategy='mirrored'"):
@@ -328,6 +335,110 @@ def test_a_saved_compare_is_quoted_with_the_model_it_measured(tmp_path: Path) ->
         "JIT_COMPILE_OFF: XLA is not requested: the watched train step is not a tf.function(jit_compile=True). "
         "compare measured Functional 'seq_model' (12,345 parameters) in this log dir that jit_compile does "
         f"not pay here: {compare['verdict'].rstrip('.')}. Keep it off."
+    )
+
+
+def _keras_step(model: Any) -> Any:
+    """A plain (no XLA) `tf.function` train step of a Keras model, with SGD."""
+    import keras
+    import tensorflow as tf
+
+    optimizer = keras.optimizers.SGD(0.01)
+
+    @tf.function(jit_compile=False)
+    def train_step(x: Any, y: Any) -> Any:
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((model(x, training=True) - y) ** 2)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    return train_step
+
+
+def _keras_mlp(*middle: Any) -> Any:
+    import keras
+
+    return keras.Sequential(
+        [
+            keras.Input((FEATURES,)),
+            keras.layers.Dense(8, name="dense"),
+            *middle,
+            keras.layers.Dense(1, name="head"),
+        ],
+        name="loop_mlp",
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("same", [True, False])
+def test_a_saved_compare_counts_only_for_the_model_given(tmp_path: Path, same: bool) -> None:
+    """With `model=`, a saved compare of that model decides the advice; one of another model is set aside, warned once."""
+    import json
+    import warnings
+
+    from _helpers import REPO
+
+    from keras_xla_guard import XlaGuardWarning
+    from keras_xla_guard.comparison.report import describe_model
+    from keras_xla_guard.diagnose.advice import measure_first
+
+    model = _keras_mlp()
+    saved = REPO / "benchmarks" / "results" / "bench_compare-20261203T162056Z.json"
+    compare = next(
+        c["compare"] for c in json.loads(saved.read_text())["result"]["cases"] if c["case"] == "xla_pays"
+    )
+    ours = describe_model(model)
+    assert ours == {"class": "Sequential", "name": "loop_mlp", "params": FEATURES * 8 + 8 + 8 + 1}
+    compare["model"] = ours if same else {**ours, "name": "deep_mlp", "params": ours["params"] + 1000}
+    (tmp_path / "compare").mkdir()
+    (tmp_path / "compare" / "compare_report.json").write_text(json.dumps(compare))
+    guard = XlaGuard(log_dir=tmp_path, profile_epochs=(0, 1), verbose=0, model=model)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _train(guard, _keras_step(model), epochs=2)
+    what = "JIT_COMPILE_OFF: XLA is not requested: the watched train step is not a tf.function(jit_compile=True)."
+    mismatch = [w for w in caught if "measured another model" in str(w.message)]
+    for epoch in (0, 1):
+        (note,) = [n for n in guard.reports[epoch].notes if n.startswith("JIT_COMPILE_OFF")]
+        if same:
+            assert note.startswith(
+                f"{what} compare measured Sequential 'loop_mlp' ({ours['params']:,} parameters) in this log dir "
+                "that XLA pays: "
+            )
+        else:
+            assert note.startswith(f"{what} {measure_first()}. Fix: ")
+    if same:
+        assert mismatch == []
+    else:
+        (warning,) = mismatch
+        assert issubclass(warning.category, XlaGuardWarning)
+        assert (
+            f"measured another model (Sequential 'deep_mlp' ({ours['params'] + 1000:,} parameters); "
+            f"this loop trains Sequential 'loop_mlp' ({ours['params']:,} parameters))"
+        ) in str(warning.message)
+
+
+@pytest.mark.slow
+def test_the_model_given_names_the_layer_of_an_op_without_an_xla_kernel(tmp_path: Path) -> None:
+    """With `model=`, JIT_COMPILE_BLOCKED names the Keras layer of an op XLA cannot compile, as the callback does."""
+    import keras
+    import tensorflow as tf
+
+    class PyFunctionLayer(keras.layers.Layer):
+        def call(self, x: Any) -> Any:
+            y = tf.py_function(lambda t: t * 2.0, [x], x.dtype)
+            y.set_shape(x.shape)
+            return y
+
+    model = _keras_mlp(PyFunctionLayer(name="py_layer"))
+    guard = XlaGuard(log_dir=tmp_path, profile_epochs=(0,), verbose=0, model=model)
+    _train(guard, _keras_step(model), epochs=1)
+    (note,) = [n for n in guard.reports[0].notes if n.startswith("JIT_COMPILE_BLOCKED")]
+    assert note == (
+        "JIT_COMPILE_BLOCKED: XLA is not requested: the watched train step is not a tf.function(jit_compile=True). "
+        "The train step runs ops without an XLA kernel on XLA_CPU_JIT: EagerPyFunc in layer 'py_layer'. "
+        "jit_compile=True on the train step would fail because of them."
     )
 
 

@@ -112,9 +112,10 @@ class JitEvidence:
 def _compare_measured(compare: Mapping[str, Any]) -> str:
     """Where a saved `compare` verdict comes from, naming the model it measured when it recorded one.
 
-    The callback checks that model is the one it trains (`same_model`);
-    the loop guard and `doctor --trace` have no model to check it
-    against: the name lets the reader see whether the result applies.
+    The callback, and the loop guard given its model, check that model is
+    the one trained (`same_model`); a loop guard without one and `doctor
+    --trace` have no model to check it against: the name lets the reader
+    see whether the result applies.
     """
     recorded = compare.get("model")
     if not isinstance(recorded, Mapping):
