@@ -137,6 +137,7 @@ def assert_consistent(report: Any, *, steps: int | None = None, programs: int | 
         report.guard_op_time_s,
     )
     assert min(times) >= 0
+    assert 0 <= report.eager_op_time_s <= report.eager_overhead_s * (1 + 1e-9)
     total = report.xla_time_s + report.non_xla_op_time_s
     assert report.xla_time_fraction == _approx(report.xla_time_s / total if total else 0.0)
     assert (report.transfer_time_s is not None) == (report.time_base == "device")

@@ -204,3 +204,54 @@ def raw_figures(trace: str | Path, non_xla_op_time_s: float) -> tuple[float, int
 
 # The tolerance of `raw_figures` comparisons: float rounding, nothing more.
 RAW_REL = 1e-9
+
+
+# What the oracle takes for an op run eagerly: TF 2.21's span of an eager
+# execution, named for an op type, less function calls (`__inference_*`),
+# Python functions, calls and the iterator plumbing around a loop.
+_EAGER_SPAN = "EagerLocalExecute: "
+_NOT_EAGER_OPS = frozenset(
+    {
+        "PartitionedCall",
+        "StatefulPartitionedCall",
+        "EagerPyFunc",
+        "PyFunc",
+        "PyFuncStateless",
+        "IteratorGetNext",
+        "AnonymousIteratorV3",
+        "MakeIterator",
+        "DeleteIterator",
+        "OptionalGetValue",
+        "OptionalHasValue",
+        "IteratorGetNextAsOptional",
+    }
+)
+
+
+def raw_eager_ops(trace: str | Path) -> tuple[int, dict[str, int]]:
+    """The ops `trace` ran eagerly, from the raw proto: their spans' total duration (ps) and calls by type.
+
+    Spans inside another counted span are not counted again.
+    """
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    space = xplane_pb2.XSpace()
+    space.ParseFromString(Path(trace).read_bytes())
+    total, calls = 0, {}
+    for plane in space.planes:
+        if plane.name != "/host:CPU":
+            continue
+        types = {
+            i: m.name[len(_EAGER_SPAN) :]
+            for i, m in plane.event_metadata.items()
+            if m.name.startswith(_EAGER_SPAN)
+        }
+        types = {i: t for i, t in types.items() if not t.startswith("__") and t not in _NOT_EAGER_OPS}
+        for line in plane.lines:
+            end = -1
+            for e in sorted(line.events, key=lambda e: (e.offset_ps, -e.duration_ps)):
+                if e.metadata_id in types and e.offset_ps >= end:
+                    total += e.duration_ps
+                    calls[types[e.metadata_id]] = calls.get(types[e.metadata_id], 0) + 1
+                    end = e.offset_ps + e.duration_ps
+    return total, calls

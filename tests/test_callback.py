@@ -47,6 +47,19 @@ def test_trace_holds_one_step_marker_per_profiled_step(jit_fit):
     assert _step_markers(jit_fit.callback.reports[1].trace_path) == list(range(2, 16))
 
 
+@pytest.mark.parametrize("name", ["jit_fit", "plain_fit"])
+def test_a_fits_own_eager_ops_are_timed_but_not_noted(name, request):
+    """Keras runs a variable read and an Identity eagerly once an epoch: eager_op_time_s is their raw
+    spans' time, and, fewer than the steps, they get no eager-op note."""
+    from _oracle import raw_eager_ops
+
+    report = request.getfixturevalue(name).callback.reports[1]
+    total_ps, calls = raw_eager_ops(report.trace_path)
+    assert report.eager_op_time_s == pytest.approx(total_ps * 1e-12, rel=1e-12, abs=1e-15)
+    assert calls and max(calls.values()) < report.steps_profiled == len(report.steps)
+    assert not any("ran eagerly" in note for note in report.notes)
+
+
 def test_step_cap_bounds_the_window_and_windows_repeat(tmp_path):
     """max_steps caps each window; profile_every gives one trace per epoch."""
     fit = fit_with_guard(True, tmp_path, epochs=3, profile_every=1, skip_steps=1, max_steps=3)

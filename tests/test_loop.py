@@ -443,6 +443,57 @@ def test_the_model_given_names_the_layer_of_an_op_without_an_xla_kernel(tmp_path
 
 
 @pytest.mark.slow
+def test_ops_run_eagerly_beside_a_compiled_step_are_timed_and_noted(tmp_path: Path) -> None:
+    """A jit step plus eager ops in every step: the XLA share stays 1.0, eager_op_time_s is the raw trace's
+    eager op spans, and the note gives their calls and the share counting them."""
+    import tensorflow as tf
+    from _oracle import raw_eager_ops
+
+    train_step, _ = _make_step(jit_compile=True)
+    total = tf.Variable(0.0)
+
+    def step_and_log(x: Any, y: Any) -> Any:
+        loss = step(x, y)
+        # A loss log kept the slow way: eager ops after each compiled step.
+        total.assign_add(tf.reduce_sum(tf.square(x @ tf.transpose(x))))
+        return loss
+
+    guard = XlaGuard(log_dir=tmp_path, profile_epochs=(1,), verbose=0)
+    step = guard.watch(train_step)
+    with guard:
+        for epoch in range(2):
+            with guard.epoch(epoch):
+                for x, y in _dataset():
+                    step_and_log(x, y)
+    report = guard.reports[1]
+    total_ps, calls = raw_eager_ops(report.trace_path)
+    steps = report.steps_profiled
+    assert steps == len(report.steps) == BATCHES - 2
+    assert {
+        op: calls[op] for op in ("MatMul", "Transpose", "Square", "Sum", "AssignAddVariableOp")
+    } == dict.fromkeys(("MatMul", "Transpose", "Square", "Sum", "AssignAddVariableOp"), steps)
+    assert report.eager_op_time_s == pytest.approx(total_ps * 1e-12, rel=1e-12)
+    assert report.xla_time_fraction == 1.0 and report.non_xla_op_time_s == 0.0
+    # The package's parse of the file books the same.
+    from keras_xla_guard import analyze_xspace
+
+    assert analyze_xspace(load_xspace(report.trace_path)).eager_op_time_s == report.eager_op_time_s
+    ordered = sorted(((op, n) for op, n in calls.items() if n >= steps), key=lambda item: (-item[1], item[0]))
+    named = ", ".join(f"{op} x{n}" for op, n in ordered[:5]) + (
+        f" and {len(ordered) - 5} more" if len(ordered) > 5 else ""
+    )
+    counted = report.xla_time_s / (report.xla_time_s + report.eager_op_time_s)
+    (note,) = [n for n in report.notes if "ran eagerly" in n]
+    assert note == (
+        f"ops also ran eagerly, one at a time from Python, beside the functions, as often as the steps or more "
+        f"({named} in {steps} steps): the ops run eagerly took {report.eager_op_time_s:.3f} s (eager_op_time_s), "
+        "which the XLA share leaves out (it counts op time inside functions); counting them, "
+        f"{counted:.1%} of op time ran inside XLA. XLA never compiles an op run eagerly: move the step's "
+        "eager ops into the compiled train step - whether compiling them pays is not measured here"
+    )
+
+
+@pytest.mark.slow
 def test_an_eager_step_is_named_as_eager_with_the_fix(tmp_path: Path) -> None:
     """A step that is no tf.function: 0% XLA, and the note names the op types the raw trace ran eagerly."""
     train_step, _ = _make_step(jit_compile=None)

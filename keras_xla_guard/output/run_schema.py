@@ -253,6 +253,7 @@ _REPORT = _object(
         "top_non_xla_ops": _list(_OP),
         "input_pipeline_time_s": _optional(_seconds),
         "eager_overhead_s": _optional(_seconds),
+        "eager_op_time_s": _optional(_seconds),
         "tracing_time_s": _optional(_seconds),
         "guard_op_time_s": _optional(_seconds),
         "notes": _strings,

@@ -39,7 +39,13 @@ from keras_xla_guard.trace._events import (
     stats_str,
     unique_ints,
 )
-from keras_xla_guard.trace.classify import Category, classify_op_type, is_dispatch_only
+from keras_xla_guard.trace.classify import (
+    CATEGORIES,
+    Category,
+    classify_op_type,
+    eager_op_type,
+    is_dispatch_only,
+)
 from keras_xla_guard.trace.compiles import CompileFacts, marker_module, step_event
 from keras_xla_guard.trace.steps import StepFacts, marker_of
 
@@ -47,7 +53,7 @@ __all__ = ["ColumnScan", "LineFacts", "OpSums", "top_level_cut"]
 
 # Kernel roles (`classify_op_type`, `ROLE_CODES`) as small ints.
 _OP, _XLA_LAUNCH, _XLA_COMPILE, _INPUT_ROLE = 0, 1, 2, 3
-_NCAT = Category.OTHER + 1
+_NCAT = CATEGORIES
 # Times this large could overflow int64 once lines are moved apart.
 _TIME_LIMIT = 1 << 61
 # Metadata ids up to this are summed in arrays indexed by id.
@@ -252,7 +258,10 @@ class ColumnScan:
                 p = self.parent[rows]
                 pa, pk, po = e_abs[p], kernel[p], owner[p]
             absorbed = pa != 0
-            c = np.where(~absorbed & (c == C.EAGER) & (pk >= 0), np.where(hlo[rows], C.XLA, C.NONE), c)
+            eager = (c == C.EAGER) | (c == C.EAGER_OP)
+            c = np.where(~absorbed & eager & (pk >= 0), np.where(hlo[rows], C.XLA, C.NONE), c)
+            # The dispatch and kernel run of an op run eagerly are that op's time.
+            c = np.where(~absorbed & (c == C.EAGER) & (po == -1 - C.EAGER_OP), C.EAGER_OP, c)
             c = np.where(~absorbed & (c == C.XLA) & (pk < 0) & (launch[rows] != LAUNCH), C.XLA_WORKER, c)
             kern = ~absorbed & (c == C.KERNEL)
             trans = ~absorbed & (c == C.NONE)
@@ -351,6 +360,13 @@ class ColumnScan:
         calls = np.flatnonzero(self.calls[span]) + lo
         at = self._clock(calls, base_ps)
         totals.calls.extend(zip(at, [a + d for a, d in zip(at, self.dur[calls].tolist())]))
+        eager = self.mid[span][
+            self.good[span] & (self.eff[span] == Category.EAGER_OP) & (self.cat[span] == Category.EAGER_OP)
+        ]
+        if len(eager):
+            metadata = self.cache.metadata
+            for mid, n in zip(*(a.tolist() for a in np.unique(eager, return_counts=True))):
+                totals.eager_calls[eager_op_type(metadata[mid].name)] += n
         first, last = np.searchsorted(self.op_rows, [lo, hi])
         rows, time = self.op_rows[first:last], self.op_time[first:last]
         if not len(rows):

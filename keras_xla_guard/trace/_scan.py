@@ -43,8 +43,10 @@ from keras_xla_guard.trace._reader import (
 )
 from keras_xla_guard.trace._wire import EVENT_PADDING
 from keras_xla_guard.trace.classify import (
+    CATEGORIES,
     Category,
     classify_op_type,
+    eager_op_type,
     is_dispatch_only,
 )
 from keras_xla_guard.trace.steps import StepFacts, marker_of
@@ -70,7 +72,7 @@ _ABSORBING = frozenset(
     {Category.XLA, Category.XLA_WORKER, Category.COMPILE, Category.INPUT, Category.TRACING}
 )
 # Per category: the absorb value an event of that category hands its children.
-_ABSORB_OF = tuple(cat if cat in _ABSORBING else 0 for cat in range(Category.OTHER + 1))
+_ABSORB_OF = tuple(cat if cat in _ABSORBING else 0 for cat in range(CATEGORIES))
 
 # A kernel's pending record: [bucket_ps, has_xla, has_compile, pending, key,
 # role, outer, start_ps] where `key` is (op_type, op_name), `pending` a list
@@ -83,7 +85,7 @@ class Totals:
     """Mutable accumulator for one analysis (picoseconds)."""
 
     def __init__(self) -> None:
-        self.ps = [0] * 11
+        self.ps = [0] * CATEGORIES
         self.ops: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
         self.executions = 0
         self.compilations = 0
@@ -96,6 +98,8 @@ class Totals:
         self.calls: list[tuple[int, int]] = []
         # Device memory copies and memsets (device planes only).
         self.transfer_ps = 0
+        # Ops run eagerly (`Category.EAGER_OP` spans): calls by op type.
+        self.eager_calls: defaultdict[str, int] = defaultdict(int)
 
     def add(self, other: Totals) -> None:
         """Adds another accumulator's sums into this one."""
@@ -108,6 +112,8 @@ class Totals:
             rec[0] += t
             rec[1] += n
         self.transfer_ps += other.transfer_ps
+        for op_type, n in other.eager_calls.items():
+            self.eager_calls[op_type] += n
         self.executions += other.executions
         self.compilations += other.compilations
         self.modules.extend(other.modules)
@@ -664,11 +670,14 @@ def scan_events(
     infos, markers = cache.infos, cache.markers
     NONE, XLA, KERNEL = Category.NONE, Category.XLA, Category.KERNEL
     ASYNC_KERNEL, INPUT, EAGER = Category.ASYNC_KERNEL, Category.INPUT, Category.EAGER
+    EAGER_OP = Category.EAGER_OP
     holders = [[0] for _ in range(len(totals.ps))]
+    eager_op = holders[EAGER_OP]
     other = holders[Category.OTHER]
     # Self time and count of leaf plain-op kernels outside other kernels,
     # by metadata id: the bulk of a trace without XLA, booked cheaply.
     leaves: defaultdict[int, list[int]] = defaultdict(lambda: [0, 0])
+    eager_calls: defaultdict[int, int] = defaultdict(int)
     # Stack entries are tuples (end, owner, kernel ancestor-or-self, absorb,
     # kernel): `owner` is the list whose [0] collects the entry's self time
     # (a category holder or a kernel record), `kernel` a kernel record or
@@ -744,11 +753,16 @@ def scan_events(
             leaf_end, leaf_dur, leaf_mid, leaf_op, leaf_outer = end, dur, mid, op, top[2]
             continue
         if cat >= INPUT:
-            # INPUT, TRACING, EAGER (the categories `classify_name` gives from
-            # INPUT up): booked to their own category.
+            # INPUT, TRACING, EAGER, EAGER_OP (the categories `classify_name`
+            # gives from INPUT up): booked to their own category.
             if launch == CALL:
                 totals.calls.append((totals.base_ps + start, totals.base_ps + end))
-            if cat != EAGER or top[2] is None:
+            if (cat != EAGER and cat != EAGER_OP) or top[2] is None:
+                if cat == EAGER_OP:
+                    eager_calls[mid] += 1
+                elif cat == EAGER and parent_owner is eager_op:
+                    # The dispatch and kernel run of an op run eagerly are that op's time.
+                    cat = EAGER_OP
                 parent_owner[0] -= (end if end < top_end else top_end) - start
                 owner = holders[cat]
                 owner[0] += dur
@@ -821,6 +835,8 @@ def scan_events(
         rec = ops[infos[mid][1][0]]
         rec[0] += t
         rec[1] += n
+    for mid, n in eager_calls.items():
+        totals.eager_calls[eager_op_type(cache.metadata[mid].name)] += n
     return True
 
 

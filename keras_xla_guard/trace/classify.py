@@ -18,6 +18,10 @@ in `tests/trace/test_classify.py` and by the real-trace tests):
 * Input pipeline: tf.data iterator events and iterator/optional kernels.
 * Tracing: `tf.function-graph_building` (Python tracing, constant folding).
 * Eager/Python overhead: `Eager*`, `TFE_*` and friends on the Python thread.
+  Of it, ops run eagerly: an `EagerLocalExecute: <OpType>` span of an op
+  that is no function call, XLA launch, Python function or input plumbing,
+  with the eager spans it holds (its kernel's run: TensorFlow 2.21 records
+  no `<name>:<OpType>` event for an op run eagerly).
 * The guard's own ops: the signature tap records each batch with a few TF ops
   under the `xla_guard_tap` name scope; they are the guard's cost, not the
   user's model, and are booked apart from plain TF op time.
@@ -29,12 +33,14 @@ import re
 from typing import Final, cast
 
 __all__ = [
+    "CATEGORIES",
     "COMPILE_COUNT_RE",
     "GUARD_SCOPE",
     "Category",
     "classify_name",
     "classify_name_and_op",
     "classify_op_type",
+    "eager_op_type",
     "is_dispatch_only",
     "is_guard_op",
     "split_tf_op",
@@ -55,6 +61,11 @@ class Category:
     EAGER: Final = 8
     OP: Final = 9  # a resolved plain (non-XLA) TF op kernel
     OTHER: Final = 10
+    EAGER_OP: Final = 11  # an op run eagerly: a part of EAGER, booked apart
+
+
+# How many categories there are: the size of the scan's sums.
+CATEGORIES: Final = Category.EAGER_OP + 1
 
 
 XLA_LAUNCH_TYPES: Final = frozenset({"_XlaRun", "XlaLaunch", "XlaLaunchV2"})
@@ -124,6 +135,14 @@ _CATEGORY_RE: Final = re.compile(
         )
     )
 )
+# An op run eagerly is this span, named for its type; a `tf.function` call
+# is one too, named for its function (`__inference_<name>_<n>`).
+_EAGER_EXECUTE: Final = "EagerLocalExecute: "
+# Op types whose eager span runs more than one kernel, each booked as it is:
+# calls of functions and Python functions (whose Python runs ops of its own).
+_CALL_TYPES: Final = frozenset(
+    {"PartitionedCall", "StatefulPartitionedCall", "EagerPyFunc", "PyFunc", "PyFuncStateless"}
+)
 ASYNC_KERNEL_EVENT: Final = "ExecutorState::ProcessAsync::Start"
 # Collectives (the gradient all-reduce under tf.distribute) start on a compute
 # thread and run on a collective thread, where their own `<name>:<OpType>`
@@ -190,8 +209,15 @@ def classify_name(name: str) -> int:
     if name == ASYNC_KERNEL_EVENT:
         return Category.ASYNC_KERNEL
     m = _CATEGORY_RE.match(name)
+    if m is None:
+        return Category.NONE
     # Every alternative is a named group: a match always names one.
-    return Category.NONE if m is None else _CATEGORY_OF[cast(str, m.lastgroup)]
+    cat = _CATEGORY_OF[cast(str, m.lastgroup)]
+    if cat == Category.EAGER and name.startswith(_EAGER_EXECUTE):
+        op_type = name[len(_EAGER_EXECUTE) :]
+        if not op_type.startswith("__") and op_type not in _CALL_TYPES and classify_op_type(op_type) == "op":
+            return Category.EAGER_OP
+    return cat
 
 
 def classify_name_and_op(name: str) -> tuple[int, tuple[str, str] | None]:
@@ -214,6 +240,19 @@ def classify_name_and_op(name: str) -> tuple[int, tuple[str, str] | None]:
     if m is not None and not _TRACING_RE.match(name):
         return Category.KERNEL, (m.group(1), m.group(2))
     return classify_name(name), None
+
+
+def eager_op_type(name: str) -> str:
+    """The op type of an op run eagerly, from its event's name.
+
+    Args:
+        name: The name of an event of `Category.EAGER_OP`, e.g.
+            `"EagerLocalExecute: MatMul"`.
+
+    Returns:
+        The op type, e.g. `"MatMul"`.
+    """
+    return name[len(_EAGER_EXECUTE) :]
 
 
 def classify_op_type(op_type: str) -> str:

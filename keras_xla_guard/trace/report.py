@@ -27,6 +27,7 @@ _MEASURED_FIELDS = (
     "compile_thread_time_s",
     "input_pipeline_time_s",
     "eager_overhead_s",
+    "eager_op_time_s",
     "tracing_time_s",
     "guard_op_time_s",
     "transfer_time_s",
@@ -228,7 +229,15 @@ class CoverageReport:
             on the calling thread while the function's ops run on
             TensorFlow's pool threads, so this includes the time the
             caller waits for them, not dispatch cost alone. Ops run
-            eagerly are booked here.
+            eagerly are booked here too (`eager_op_time_s`).
+        eager_op_time_s: Of `eager_overhead_s`, the time of ops run
+            eagerly, one at a time from Python (`EagerLocalExecute: <op>`
+            spans of ops other than function calls and input plumbing,
+            with their dispatch and kernel run; host thread time). The XLA
+            share leaves them out, as xprof's op tables do: a window where
+            they take 5% of the op time or more, counting them, gets a
+            note. `None` where it was not measured (a report saved before
+            the figure existed).
         tracing_time_s: tf.function tracing (graph building) time.
         guard_op_time_s: Time of the guard's own signature-recording ops
             (the `xla_guard_tap` name scope), kept out of
@@ -308,6 +317,8 @@ class CoverageReport:
     top_non_xla_ops: tuple[OpStat, ...] = ()
     input_pipeline_time_s: float | None = 0.0
     eager_overhead_s: float | None = 0.0
+    # None by default: a report saved before the figure existed did not measure it.
+    eager_op_time_s: float | None = None
     tracing_time_s: float | None = 0.0
     guard_op_time_s: float | None = 0.0
     transfer_time_s: float | None = None

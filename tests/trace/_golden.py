@@ -70,6 +70,7 @@ NEW_FIELDS = (
     "top_xla_ops",
     "steps",
     "trace_quality",
+    "eager_op_time_s",
 )
 
 

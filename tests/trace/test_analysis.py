@@ -830,6 +830,7 @@ def test_combining_real_host_reports_and_a_device_report_gives_each_figure_its_r
         "compile_thread_time_s",
         "input_pipeline_time_s",
         "eager_overhead_s",
+        "eager_op_time_s",
         "tracing_time_s",
         "guard_op_time_s",
     ):

@@ -61,6 +61,17 @@ def test_from_dict_refuses_a_malformed_explanation():
         CoverageReport.from_dict(data)
 
 
+def test_a_report_saved_before_eager_op_time_reads_it_as_unmeasured():
+    """A saved report without `eager_op_time_s` (older versions) reads it as None, not 0; a saved 0 stays 0."""
+    saved = CoverageReport(
+        xla_time_s=0.9, non_xla_op_time_s=0.1, xla_time_fraction=0.9, eager_op_time_s=0.0
+    ).to_dict()
+    assert CoverageReport.from_dict(saved).eager_op_time_s == 0.0
+    del saved["eager_op_time_s"]
+    older = CoverageReport.from_dict(saved)
+    assert (older.eager_op_time_s, older.xla_time_s) == (None, 0.9)
+
+
 def test_from_dict_refuses_what_is_not_a_dict():
     """Anything but a dict is a ValueError quoting it."""
     with pytest.raises(ValueError) as raised:
@@ -78,6 +89,7 @@ _TRACE_FIGURES = (
     "compile_thread_time_s",
     "input_pipeline_time_s",
     "eager_overhead_s",
+    "eager_op_time_s",
     "tracing_time_s",
     "guard_op_time_s",
     "transfer_time_s",
