@@ -173,6 +173,8 @@ class ColumnScan:
         role = (codes >> 6) & 3
         cat = codes & 15
         self.cat = cat
+        # Most batches hold no op run eagerly: their scan skips that category's steps.
+        self.eager_ops = bool((cat == Category.EAGER_OP).any())
         base = np.where((cat == Category.NONE) & hlo, Category.XLA, cat)
         keys: dict[int, tuple[str, str]] = {}
         for i in np.flatnonzero(cat == Category.ASYNC_KERNEL).tolist():
@@ -258,10 +260,13 @@ class ColumnScan:
                 p = self.parent[rows]
                 pa, pk, po = e_abs[p], kernel[p], owner[p]
             absorbed = pa != 0
-            eager = (c == C.EAGER) | (c == C.EAGER_OP)
-            c = np.where(~absorbed & eager & (pk >= 0), np.where(hlo[rows], C.XLA, C.NONE), c)
-            # The dispatch and kernel run of an op run eagerly are that op's time.
-            c = np.where(~absorbed & (c == C.EAGER) & (po == -1 - C.EAGER_OP), C.EAGER_OP, c)
+            if self.eager_ops:
+                eager = (c == C.EAGER) | (c == C.EAGER_OP)
+                c = np.where(~absorbed & eager & (pk >= 0), np.where(hlo[rows], C.XLA, C.NONE), c)
+                # The dispatch and kernel run of an op run eagerly are that op's time.
+                c = np.where(~absorbed & (c == C.EAGER) & (po == -1 - C.EAGER_OP), C.EAGER_OP, c)
+            else:
+                c = np.where(~absorbed & (c == C.EAGER) & (pk >= 0), np.where(hlo[rows], C.XLA, C.NONE), c)
             c = np.where(~absorbed & (c == C.XLA) & (pk < 0) & (launch[rows] != LAUNCH), C.XLA_WORKER, c)
             kern = ~absorbed & (c == C.KERNEL)
             trans = ~absorbed & (c == C.NONE)
@@ -360,12 +365,20 @@ class ColumnScan:
         calls = np.flatnonzero(self.calls[span]) + lo
         at = self._clock(calls, base_ps)
         totals.calls.extend(zip(at, [a + d for a, d in zip(at, self.dur[calls].tolist())]))
-        eager = self.mid[span][
-            self.good[span] & (self.eff[span] == Category.EAGER_OP) & (self.cat[span] == Category.EAGER_OP)
-        ]
+        eager = (
+            self.mid[span][
+                self.good[span]
+                & (self.eff[span] == Category.EAGER_OP)
+                & (self.cat[span] == Category.EAGER_OP)
+            ]
+            if self.eager_ops
+            else ()
+        )
         if len(eager):
             metadata = self.cache.metadata
-            for mid, n in zip(*(a.tolist() for a in np.unique(eager, return_counts=True))):
+            ids = unique_ints(np, eager)
+            counts = np.bincount(np.searchsorted(ids, eager), minlength=len(ids))
+            for mid, n in zip(ids.tolist(), counts.tolist()):
                 totals.eager_calls[eager_op_type(metadata[mid].name)] += n
         first, last = np.searchsorted(self.op_rows, [lo, hi])
         rows, time = self.op_rows[first:last], self.op_time[first:last]
