@@ -128,3 +128,16 @@ def test_a_function_calls_time_stays_eager_overhead(tmp_path):
     report = _both(build_space({"python": events}), tmp_path)
     assert report.eager_op_time_s == 0.0
     assert report.eager_overhead_s == pytest.approx((50.0 - 40.0 + 20.0) * 1e-6, rel=1e-12)
+
+
+def test_a_device_trace_keeps_the_host_figure_and_no_note(tmp_path):
+    """On a GPU trace the ops run eagerly are host time: eager_op_time_s counts them, no note (their kernels are device op time)."""
+    from _gpu_trace import STEP_US, jit_fit
+
+    trace = jit_fit(steps=6)
+    for step in range(6):
+        trace.host.event(trace.python, "EagerLocalExecute: Sum", step * STEP_US + 400, 300)
+    report = analyze_trace(trace.write(tmp_path / "gpu.xplane.pb"))
+    assert (report.time_base, len(report.steps)) == ("device", 6)
+    assert report.eager_op_time_s == pytest.approx(6 * 300e-6, rel=1e-12)
+    assert not any("ran eagerly" in note for note in report.notes)
