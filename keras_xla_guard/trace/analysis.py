@@ -83,6 +83,7 @@ def _device_totals(device: DeviceTotals, host: Totals) -> Totals:
     totals.modules = host.modules
     for cat in (Category.COMPILE, Category.INPUT, Category.EAGER, Category.EAGER_OP, Category.TRACING):
         totals.ps[cat] = host.ps[cat]
+    totals.eager_calls = host.eager_calls
     return totals
 
 
