@@ -24,16 +24,31 @@ from keras_xla_guard.output.page import write_html_at_end, write_run_html
 from keras_xla_guard.output.sinks import default_sinks
 from keras_xla_guard.runtime.compile_log import EpochCompilations
 from keras_xla_guard.runtime.config import GuardConfig
-from keras_xla_guard.runtime.engine import NoteProvider, XlaGuardEngine
+from keras_xla_guard.runtime.engine import NoteProvider, OpLayers, XlaGuardEngine
 from keras_xla_guard.signatures.tracker import EpochSignatures
 from keras_xla_guard.trace.report import CoverageReport
 
-__all__ = ["GuardAdapter", "compile_cost_notes"]
+__all__ = ["GuardAdapter", "compile_cost_notes", "model_op_layers"]
 
 
 def compile_cost_notes(report: CoverageReport) -> list[str]:
     """The compile-cost rule as report notes (e.g. the persistent cache's `export` line)."""
     return [v.as_note() for v in compile_cost_verdicts(report, backend=report.backend or "tensorflow")]
+
+
+def model_op_layers(model: Any) -> OpLayers:
+    """The model's layer of each op name (an op table's "layer" column), or `None` for each without a model."""
+
+    def op_layers_of(op_names: Sequence[str]) -> tuple[str | None, ...]:
+        from keras_xla_guard import seam
+        from keras_xla_guard.diagnose.scopes import op_layers
+
+        if model is None:
+            return (None,) * len(op_names)
+        optimizer = getattr(getattr(model, "optimizer", None), "name", None)
+        return op_layers(op_names, (layer.name for layer in seam.all_layers(model)), optimizer=optimizer)
+
+    return op_layers_of
 
 
 class GuardAdapter:

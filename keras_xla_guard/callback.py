@@ -6,13 +6,12 @@ import os
 import threading
 import warnings
 import weakref
-from collections.abc import Sequence
 from typing import Any
 
 import keras
 
 from keras_xla_guard import backend as backends
-from keras_xla_guard._adapter import GuardAdapter
+from keras_xla_guard._adapter import GuardAdapter, model_op_layers
 from keras_xla_guard.backend import Backend
 from keras_xla_guard.diagnose.advice import JitEvidence
 from keras_xla_guard.diagnose.strategy import strategy_verdicts
@@ -414,7 +413,7 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
             xla_mode=self._xla_mode(),
             steps_per_call=seam.steps_per_execution(self._fit_model),
             program=seam.keras_function(self._fit_model, "train") if self._track_signatures else None,
-            op_layers=self._op_layers,
+            op_layers=model_op_layers(self._fit_model),
         )
         self._track(self._attach_inputs, params.get("steps"))
         self.engine.set_programs(seam.compiled_programs(self._fit_model))
@@ -502,17 +501,6 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
         _guarding.discard(self)
         self._track(self._inputs.detach)
         self._end_engine_run()
-
-    def _op_layers(self, op_names: Sequence[str]) -> tuple[str | None, ...]:
-        """The model's layer of each op name (the HTML page's "layer" column)."""
-        from keras_xla_guard import seam
-        from keras_xla_guard.diagnose.scopes import op_layers
-
-        model = self._fit_model
-        if model is None:
-            return (None,) * len(op_names)
-        optimizer = getattr(getattr(model, "optimizer", None), "name", None)
-        return op_layers(op_names, (layer.name for layer in seam.all_layers(model)), optimizer=optimizer)
 
     def _xla_mode(self) -> str | None:
         return xla_mode_of(getattr(self._fit_model, "jit_compile", False) is True, self.engine.backend)

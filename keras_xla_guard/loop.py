@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any, Literal
 
-from keras_xla_guard._adapter import GuardAdapter
+from keras_xla_guard._adapter import GuardAdapter, model_op_layers
 from keras_xla_guard._checks import check_int
 from keras_xla_guard.errors import XlaGuardWarning
 from keras_xla_guard.runtime.config import DEFAULT_LOG_DIR, GuardConfig, config_args_doc
@@ -133,8 +133,10 @@ class XlaGuard(GuardAdapter):
             in, and a result `keras_xla_guard.compare` saved in `log_dir`
             counts as evidence only when it measured this model (same
             class and parameter count); one of another model is set aside
-            with an `XlaGuardWarning`. Defaults to `None`: a saved result
-            is quoted with the model it measured, unmatched.
+            with an `XlaGuardWarning`. Each op of a report's op table is
+            given its layer (`OpStat.layer`), as under the callback.
+            Defaults to `None`: a saved result is quoted with the model it
+            measured, unmatched, and ops have no layer.
 
     Raises:
         ValueError: If an argument is invalid.
@@ -343,7 +345,11 @@ class XlaGuard(GuardAdapter):
             )
         if not self._running:
             self._running = True
-            self._begin_engine_run(self._strategy, xla_mode=xla_mode_of(any(self._watched_jit)))
+            self._begin_engine_run(
+                self._strategy,
+                xla_mode=xla_mode_of(any(self._watched_jit)),
+                op_layers=model_op_layers(self._model) if self._model is not None else None,
+            )
             if self._inputs is not None:
                 self._inputs.use_observed()
         self._epoch = epoch

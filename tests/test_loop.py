@@ -421,7 +421,8 @@ def test_a_saved_compare_counts_only_for_the_model_given(tmp_path: Path, same: b
 
 @pytest.mark.slow
 def test_the_model_given_names_the_layer_of_an_op_without_an_xla_kernel(tmp_path: Path) -> None:
-    """With `model=`, JIT_COMPILE_BLOCKED names the Keras layer of an op XLA cannot compile, as the callback does."""
+    """With `model=`, JIT_COMPILE_BLOCKED names the Keras layer of an op XLA cannot compile, and the op
+    table gives each op its layer, as the callback does."""
     import keras
     import tensorflow as tf
 
@@ -432,8 +433,13 @@ def test_the_model_given_names_the_layer_of_an_op_without_an_xla_kernel(tmp_path
             return y
 
     model = _keras_mlp(PyFunctionLayer(name="py_layer"))
-    guard = XlaGuard(log_dir=tmp_path, profile_epochs=(0,), verbose=0, model=model)
+    guard = XlaGuard(log_dir=tmp_path, profile_epochs=(0,), verbose=0, model=model, top_k=100)
     _train(guard, _keras_step(model), epochs=1)
+    # And every op of the op table its layer (the loss' ops have none).
+    ops = guard.reports[0].top_non_xla_ops
+    assert {op.layer for op in ops if op.op_type == "EagerPyFunc"} == {"py_layer"}
+    assert {op.layer for op in ops if "MatMul" in op.op_type} == {"dense", "head"}
+    assert {op.layer for op in ops if op.op_name == "Add"} == {None}
     (note,) = [n for n in guard.reports[0].notes if n.startswith("JIT_COMPILE_BLOCKED")]
     assert note == (
         "JIT_COMPILE_BLOCKED: XLA is not requested: the watched train step is not a tf.function(jit_compile=True). "
