@@ -590,11 +590,18 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
                         "exposes; pass warm_up=<dataset or signatures>"
                     )
             # After the tap is installed: warm the function fit will run.
-            self.warm_up_report = _warm_up(
-                self._fit_model,
-                source,
-                train_function_for=lambda spec: seam.tracked_train_function(self._fit_model, spec),
-            )
+            self.engine.warm_up_begin()
+            report = None
+            try:
+                report = _warm_up(
+                    self._fit_model,
+                    source,
+                    train_function_for=lambda spec: seam.tracked_train_function(self._fit_model, spec),
+                )
+            finally:
+                # A failed warm-up still ends: later compilations are the steps' own.
+                self.engine.warm_up_end(*(() if report is None else (report.signatures, report.steps)))
+            self.warm_up_report = report
         except Exception as e:  # noqa: BLE001 - the guard must not break training
             warnings.warn(
                 f"keras-xla-guard: warm-up skipped: {type(e).__name__}: {e}", XlaGuardWarning, stacklevel=2

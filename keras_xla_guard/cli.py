@@ -119,6 +119,15 @@ def _count(text: str, minimum: int = 0) -> int:
     return value
 
 
+def _limit(text: str) -> tuple[str | None, int]:
+    from keras_xla_guard.output.run_summary import parse_limit
+
+    try:
+        return parse_limit(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -176,14 +185,34 @@ def _incomplete(run_dir: Path, seen: dict[Path, dict[str, Any]]) -> Any:
     return seen[log_dir].get(run_dir.name)
 
 
+def _run_files(args: argparse.Namespace, runs: list[_Run]) -> list[tuple[str, Any]]:
+    """`(path, RunData)` of the guard's run files for `args.path` and the log dirs of `runs`."""
+    from keras_xla_guard.output.runfile import find_run_files, read_run_file
+
+    dirs = [Path(args.path)] if Path(args.path).is_dir() else []
+    dirs += [r.run_dir.parent.parent.parent for r in runs if r.run_dir.parent.name == "profile"]
+    files: dict[Path, None] = {}
+    for directory in dirs:
+        files.update((f.resolve(), None) for f in find_run_files(directory))
+    return [(str(f), read_run_file(f)) for f in files]
+
+
 def _analyze_runs(args: argparse.Namespace) -> list[_Run]:
     import dataclasses
 
+    from keras_xla_guard.output.runfile import find_run_files
     from keras_xla_guard.trace.analysis import analyze_xspace, combine_reports
     from keras_xla_guard.trace.xplane import find_trace_files, host_of, open_xspace
 
     by_run: dict[Path, list[Path]] = {}
-    for f in find_trace_files(args.path, all_runs=args.all):
+    try:
+        found = find_trace_files(args.path, all_runs=args.all)
+    except TraceError:
+        # A run profiled nowhere still has its run file: its counts are what a gate reads.
+        if Path(args.path).is_dir() and find_run_files(args.path):
+            return []
+        raise
+    for f in found:
         by_run.setdefault(f.parent, []).append(f)
     runs = []
     seen: dict[Path, dict[str, Any]] = {}
@@ -219,49 +248,57 @@ def _analyze_runs(args: argparse.Namespace) -> list[_Run]:
     return runs
 
 
-def _violations(args: argparse.Namespace, runs: list[_Run]) -> list[dict[str, Any]]:
-    """Checks each measured run's combined report against the thresholds given.
+def _violations(
+    args: argparse.Namespace, runs: list[_Run], files: list[tuple[str, Any]]
+) -> list[dict[str, Any]]:
+    """Checks the runs against the thresholds given.
+
+    `--min-coverage` reads each measured window's combined report;
+    `--max-compilations` every compilation of the run, from the guard's
+    run files (`files`), else the profiled windows' own counts.
 
     Raises:
-        TraceError: If a threshold is given but no run was measured (every
-            window is incomplete): there is nothing to check it against.
+        TraceError: If a threshold is given but nothing was measured or
+            counted to check it against.
+        ValueError: If `--min-coverage` is given for a run whose XLA share
+            is 100% by construction (Keras on JAX).
     """
+    from keras_xla_guard.output.run_summary import by_construction, compilation_violations
+    from keras_xla_guard.output.runfile import RunData
+
     measured = [run for run in runs if run.combined.ok]
-    given = [
-        f"--{name.replace('_', '-')}"
-        for name in ("min_coverage", "max_compilations")
-        if getattr(args, name) is not None
-    ]
-    if given and not measured:
+    # The guard's run file says which backend took each window; a bare trace's report, if known.
+    constant = [run.run_dir.name for run in measured if by_construction(run.combined.to_dict())]
+    constant += [where for where, run in files if any(by_construction(r) for r in run.reports)]
+    if args.min_coverage is not None and constant:
+        raise ValueError(
+            f"--min-coverage cannot gate {constant[0]}: under Keras on JAX every step is one XLA "
+            "program, so its XLA share is 100% by construction; gate on --max-compilations instead"
+        )
+    needs_window = args.min_coverage is not None or (args.max_compilations and not files)
+    if needs_window and not measured:
+        given = "--min-coverage" if args.min_coverage is not None else "--max-compilations"
         why = "; ".join(f"{run.run_dir.name}: {run.combined.status}: {run.combined.reason}" for run in runs)
-        raise TraceError(f"no measured profiling window to check {' and '.join(given)} against ({why})")
+        raise TraceError(f"no measured profiling window to check {given} against ({why or 'no trace'})")
     found = []
-    for run in measured:
-        name, fraction = run.run_dir.name, run.combined.xla_time_fraction
-        compilations = run.combined.compilations
-        if args.min_coverage is not None and fraction < args.min_coverage:
-            found.append(
-                {
-                    "run": name,
-                    "check": "min_coverage",
-                    "threshold": args.min_coverage,
-                    "value": fraction,
-                    "message": "run {}: XLA share {} is below --min-coverage {}".format(
-                        name, *_distinct_percents(fraction, args.min_coverage)
-                    ),
-                }
-            )
-        if args.max_compilations is not None and compilations > args.max_compilations:
-            found.append(
-                {
-                    "run": name,
-                    "check": "max_compilations",
-                    "threshold": args.max_compilations,
-                    "value": compilations,
-                    "message": f"run {name}: {compilations} XLA compilations exceed "
-                    f"--max-compilations {args.max_compilations}",
-                }
-            )
+    if args.min_coverage is not None:
+        for run in measured:
+            name, fraction = run.run_dir.name, run.combined.xla_time_fraction
+            if fraction < args.min_coverage:
+                found.append(
+                    {
+                        "run": name,
+                        "check": "min_coverage",
+                        "threshold": args.min_coverage,
+                        "value": fraction,
+                        "message": "run {}: XLA share {} is below --min-coverage {}".format(
+                            name, *_distinct_percents(fraction, args.min_coverage)
+                        ),
+                    }
+                )
+    if args.max_compilations:
+        sections = files or [(f"run {r.run_dir.name}", RunData.of("", [r.combined])) for r in measured]
+        found += compilation_violations(sections, args.max_compilations)
     return found
 
 
@@ -274,18 +311,64 @@ def _distinct_percents(value: float, threshold: float) -> tuple[str, str]:
     return f"{value!r}", f"{threshold!r}"
 
 
+def _thresholds(args: argparse.Namespace) -> dict[str, Any]:
+    """The thresholds given: `max_compilations` (all functions) and `max_compilations_by_function`."""
+    limits = dict(args.max_compilations or ())
+    return {
+        "min_coverage": args.min_coverage,
+        "max_compilations": limits.pop(None, None),
+        "max_compilations_by_function": limits,
+    }
+
+
+def _sections(runs: list[_Run], files: list[tuple[str, Any]]) -> list[Any]:
+    """What the run's headline reads: its run files, else one section of the traces' reports."""
+    import dataclasses
+
+    from keras_xla_guard.output.runfile import RunData
+
+    if files:
+        return [run for _, run in files]
+    # The guard names its profile runs `<time>_epoch<N>`.
+    reports = []
+    for run in runs:
+        match = _GUARD_RUN_EPOCH.search(run.run_dir.name)
+        epoch = int(match.group(1)) if match else None
+        reports.append(dataclasses.replace(run.combined, epoch=epoch))
+    return [RunData.of("", reports)]
+
+
 def _report_document(
-    args: argparse.Namespace, runs: list[_Run], violations: list[dict[str, Any]]
+    args: argparse.Namespace,
+    runs: list[_Run],
+    files: list[tuple[str, Any]],
+    violations: list[dict[str, Any]],
 ) -> dict[str, Any]:
     """The `report --json` document (schema in docs/report-schema.md; keys only get added)."""
+    from keras_xla_guard.output.run_summary import run_compilations, run_headline
+
+    headline = run_headline(_sections(runs, files))
+    compilations = []
+    for where, run in files:
+        counted = run_compilations(run)
+        compilations.append(
+            {
+                "run_file": where,
+                "worker": run.name or None,
+                "source": counted.source,
+                "counts": dict(counted.counts),
+                "total": counted.total,
+                "seconds": dict(counted.seconds),
+                "epochs": list(counted.epochs),
+            }
+        )
     return {
         "schema_version": REPORT_SCHEMA_VERSION,
         "tool_version": __version__,
         "path": str(args.path),
-        "thresholds": {
-            "min_coverage": args.min_coverage,
-            "max_compilations": args.max_compilations,
-        },
+        "headline": {"level": headline.level, "sentence": headline.sentence},
+        "compilations": compilations,
+        "thresholds": _thresholds(args),
         "runs": [
             {
                 "run": run.run_dir.name,
@@ -332,71 +415,62 @@ _GUARD_RUN_EPOCH = re.compile(r"_epoch(\d+)$")
 def _write_html(
     args: argparse.Namespace,
     runs: list[_Run],
+    files: list[tuple[str, Any]],
     violations: list[dict[str, Any]],
     compare: dict[str, Any] | None,
 ) -> None:
     """`report --html`: the guard's run files when the log dir has them, else the traces."""
-    import dataclasses
-
     from keras_xla_guard.output.html import render_html
-    from keras_xla_guard.output.runfile import (
-        RunData,
-        find_compare,
-        find_run_files,
-        read_run_file,
-        write_page,
-    )
+    from keras_xla_guard.output.runfile import find_compare, write_page
 
     path = Path(args.path)
-    files = find_run_files(path) if path.is_dir() else []
     if compare is None and path.is_dir():
         compare = find_compare(path)
-    if files:
-        sections = [read_run_file(f) for f in files]
-    else:
-        # The guard names its profile runs `<time>_epoch<N>`.
-        reports = []
-        for run in runs:
-            match = _GUARD_RUN_EPOCH.search(run.run_dir.name)
-            epoch = int(match.group(1)) if match else None
-            reports.append(dataclasses.replace(run.combined, epoch=epoch))
-        sections = [RunData.of("", reports)]
     code = EXIT_THRESHOLD if violations else EXIT_OK
     if violations:
         reason = f"keras-xla-guard report exits {code}: " + "; ".join(v["message"] for v in violations)
     else:
-        given = [
-            f"--{name.replace('_', '-')} {value:g}"
-            for name, value in (
-                ("min_coverage", args.min_coverage),
-                ("max_compilations", args.max_compilations),
-            )
-            if value is not None
+        given = [f"--min-coverage {args.min_coverage:g}"] if args.min_coverage is not None else []
+        given += [
+            f"--max-compilations {n}" if f is None else f"--max-compilations {f}={n}"
+            for f, n in args.max_compilations or ()
         ]
         checked = f"checked {', '.join(given)}" if given else "no threshold given"
         reason = f"keras-xla-guard report exits {code}: no threshold violated ({checked})."
     write_page(
         args.html,
         render_html(
-            sections, exit_reason=reason, compare=compare, source=str(args.path), tool_version=__version__
+            _sections(runs, files),
+            exit_reason=reason,
+            compare=compare,
+            source=str(args.path),
+            tool_version=__version__,
         ),
     )
 
 
 def _run_report(args: argparse.Namespace) -> int:
     from keras_xla_guard.output.console import compile_lines
+    from keras_xla_guard.output.run_summary import run_compilations, run_headline
     from keras_xla_guard.output.table import coverage_table, printable
 
     compare = _read_compare(args.compare)
     runs = _analyze_runs(args)
-    violations = _violations(args, runs)
+    files = _run_files(args, runs)
+    violations = _violations(args, runs, files)
     if args.html is not None:
-        _write_html(args, runs, violations, compare)
+        _write_html(args, runs, files, violations, compare)
     if args.json:
-        _emit(*json.dumps(_report_document(args, runs, violations), indent=2, sort_keys=True).splitlines())
+        document = _report_document(args, runs, files, violations)
+        _emit(*json.dumps(document, indent=2, sort_keys=True).splitlines())
     else:
-        # Cells are escaped by the table itself: its newlines separate rows.
-        _emit(*coverage_table([(run.run_dir.name, run.hosts, run.combined) for run in runs]).splitlines())
+        headline = run_headline(_sections(runs, files))
+        _emit(f"run summary ({headline.level}): {headline.sentence}")
+        for where, run in files:
+            _emit(f"compilations of the whole run ({where}): {run_compilations(run).describe()}")
+        if runs:
+            # Cells are escaped by the table itself: its newlines separate rows.
+            _emit(*coverage_table([(run.run_dir.name, run.hosts, run.combined) for run in runs]).splitlines())
         for run in runs:
             if not run.combined.ok:
                 _emit(f"not measured ({run.run_dir.name}): {run.combined.status}: {run.combined.reason}")
@@ -490,9 +564,12 @@ def _add_report_parser(sub: Any) -> None:
     )
     report.add_argument(
         "--max-compilations",
-        type=_count,
-        metavar="N",
-        help="exit 1 if a run compiled more than N XLA programs",
+        type=_limit,
+        action="append",
+        metavar="N|FUNCTION=N",
+        help="exit 1 if the run compiled more than N XLA programs in all (train, test, predict "
+        "and warm_up; every epoch, from the guard's run file) or, with FUNCTION=N, more than N "
+        "of one function; repeat to give several",
     )
     report.add_argument(
         "--max-bytes",

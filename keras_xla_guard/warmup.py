@@ -420,6 +420,9 @@ def _warm_up(
         raise ValueError(
             f"`model` must be compiled (with a loss) before warm_up of its test step. Received: model={model!r}"
         )
+    if isinstance(shapes_or_dataset, (list, tuple)) and element_spec is None:
+        # Bare shapes of `x` take the dtypes of the model's inputs (token ids are int32, not floats).
+        shapes_or_dataset = [_typed_inputs(model, signature) for signature in shapes_or_dataset]
     if seam.keras_backend(model) == "jax":
         from keras_xla_guard._warmup_jax import warm_up_jax
 
@@ -506,6 +509,41 @@ def _warm_up(
         notes=tuple(notes),
         unrestored=tuple(unrestored),
     )
+
+
+def _typed_inputs(model: Any, signature: Any) -> Any:
+    """`signature` with each bare shape of its `x` as zeros of the model's input dtype.
+
+    `x` is the signature itself, or its first item when it is a tuple or
+    list `(x, y[, sample_weight])` of more than one. Keras 3 and tf_keras
+    models built from `Input`s name their dtypes in `model.inputs`: a dict
+    `x` is matched by input name, any other by position. Leaves the model
+    does not type, and `y`, keep the float default.
+    """
+    import numpy as np
+
+    inputs = list(getattr(model, "inputs", None) or ())
+    if not inputs:
+        return signature
+    has_targets = isinstance(signature, (tuple, list)) and len(signature) > 1 and not _is_shape(signature)
+    x = signature[0] if has_targets else signature
+
+    def dtype_of(tensor: Any) -> str:
+        return str(getattr(tensor.dtype, "name", tensor.dtype))
+
+    def zeros(shape: Any, tensor: Any) -> Any:
+        return np.zeros(tuple(shape), dtype_of(tensor)) if _is_shape(shape) and None not in shape else shape
+
+    if isinstance(x, dict):
+        by_name = {str(getattr(t, "name", "")).split(":")[0]: t for t in inputs}
+        typed: Any = {k: zeros(v, by_name[k]) if k in by_name else v for k, v in x.items()}
+    elif len(inputs) == 1:
+        typed = zeros(x, inputs[0])
+    elif isinstance(x, (tuple, list)) and not _is_shape(x) and len(x) == len(inputs):
+        typed = type(x)(zeros(v, t) for v, t in zip(x, inputs))
+    else:
+        return signature
+    return (typed, *signature[1:]) if has_targets else typed
 
 
 def _warn_at_caller(message: str) -> None:

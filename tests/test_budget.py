@@ -447,7 +447,7 @@ def test_warm_up_before_the_block_leaves_the_fits_compilations_uncertain():
 
 
 def test_a_guard_that_warms_up_inside_the_block_counts_each_warmed_signature_once():
-    """XlaGuardCallback(warm_up=True) inside the block: 5 compilations, each at the step that first runs it."""
+    """XlaGuardCallback(warm_up=True) inside the block: 5 compilations, each the warm-up's, none fit's."""
     model = _seq_model(True)
     guard = keras_xla_guard.XlaGuardCallback(
         profile_epochs=(), write_summaries=False, verbose=0, warm_up=True
@@ -455,7 +455,8 @@ def test_a_guard_that_warms_up_inside_the_block_counts_each_warmed_signature_onc
     with max_compilations(5) as budget:
         _fit(model, epochs=2, callbacks=[guard])
     assert len(guard.warm_up_report.signatures) == 5
-    assert [(c.function, c.epoch, c.step) for c in budget.compilations] == [("train", 0, s) for s in NEW_AT]
+    assert [(c.function, c.epoch, c.step) for c in budget.compilations] == [("warm_up", None, None)] * 5
+    assert [c.signature for c in budget.compilations] == list(guard.warm_up_report.signatures)
     assert budget.unknown is None
 
 

@@ -64,6 +64,13 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: Any) -> tuple[int, str, s
     return code, out, err
 
 
+def table(out: str) -> list[str]:
+    """The coverage table of `report`'s text: its lines after the run's headline (checked to lead)."""
+    lines = out.splitlines()
+    assert lines[0].startswith("run summary ("), lines[0]
+    return [line for line in lines[1:] if not line.startswith("compilations of the whole run (")]
+
+
 def report_json(capsys: pytest.CaptureFixture[str], *argv: Any) -> tuple[int, dict[str, Any]]:
     """Runs `report --json` in-process; returns (exit code, parsed document)."""
     code, out, err = run_cli(capsys, "report", *argv, "--json")
@@ -79,7 +86,7 @@ def test_table_shows_the_newest_run_by_default(capsys, log_dir, runs):
     """A log dir reports its newest run only, as one compact table row."""
     code, out, err = run_cli(capsys, "report", log_dir)
     assert (code, err) == (0, "")
-    lines = out.splitlines()
+    lines = table(out)
     assert lines[0].split()[:4] == ["run", "host", "XLA", "share"]
     assert len(lines) == 2
     assert lines[1].startswith(runs["jit"].name)
@@ -92,7 +99,7 @@ def test_all_reports_every_run_oldest_first(capsys, log_dir, runs):
     """--all gives one row per run, oldest first, with their own coverage."""
     code, out, _ = run_cli(capsys, "report", log_dir, "--all")
     assert code == 0
-    rows = out.splitlines()[1:]
+    rows = table(out)[1:]
     assert [r.split()[0] for r in rows] == [runs["plain"].name, runs["jit"].name]
     assert rows[0].split()[2] == "0.0%"
 
@@ -102,9 +109,23 @@ def test_json_schema_v1(capsys, log_dir, runs):
     """--json prints the documented schema: runs with hosts and combined, violations, ok."""
     code, doc = report_json(capsys, log_dir, "--all")
     assert code == 0
-    assert set(doc) == {"schema_version", "tool_version", "path", "thresholds", "runs", "violations", "ok"}
+    assert set(doc) == {
+        "schema_version",
+        "tool_version",
+        "path",
+        "headline",
+        "compilations",
+        "thresholds",
+        "runs",
+        "violations",
+        "ok",
+    }
     assert doc["schema_version"] == REPORT_SCHEMA_VERSION == 1
-    assert doc["thresholds"] == {"min_coverage": None, "max_compilations": None}
+    assert doc["thresholds"] == {
+        "min_coverage": None,
+        "max_compilations": None,
+        "max_compilations_by_function": {},
+    }
     assert (doc["violations"], doc["ok"]) == ([], True)
     assert [r["run"] for r in doc["runs"]] == [runs["plain"].name, runs["jit"].name]
     for run in doc["runs"]:
@@ -131,7 +152,7 @@ def test_several_hosts_give_a_row_each_and_a_combined_row(capsys, two_hosts):
     """A run with two host files: two host rows, then an 'all 2 hosts' row."""
     code, out, _ = run_cli(capsys, "report", two_hosts)
     assert code == 0
-    rows = out.splitlines()[1:]
+    rows = table(out)[1:]
     assert [r.split()[1] for r in rows] == ["worker-a", "worker-b", "all"]
     assert "all 2 hosts" in rows[2]
 
@@ -195,6 +216,7 @@ def test_max_compilations_is_inclusive(capsys, runs):
     assert violation["check"] == "max_compilations"
     assert (violation["threshold"], violation["value"]) == (n - 1, n)
     assert bad["thresholds"]["max_compilations"] == n - 1
+    assert bad["thresholds"]["max_compilations_by_function"] == {}
 
 
 @pytest.mark.slow
@@ -257,7 +279,7 @@ BAD_OPTIONS = {
     ),
     "negative compilations": (
         ["--max-compilations", "-1"],
-        f"{_ARG} --max-compilations: expected a non-negative integer, got '-1'",
+        f"{_ARG} --max-compilations: expected a non-negative integer or FUNCTION=N, got '-1'",
     ),
     "zero size cap": (
         ["--max-bytes", "0"],
@@ -471,7 +493,7 @@ def test_control_characters_in_trace_names_are_escaped(capsys, tmp_path):
     trace.write_bytes(space.SerializeToString())
     code, out, err = run_cli(capsys, "report", tmp_path)
     assert (code, err) == (0, "")
-    lines = out.splitlines()
+    lines = table(out)
     assert len(lines) == 2
     assert lines[1].endswith("Type\\x1b]0;pwned\\x07\\x1b[2J\\nforged  row (0.0 ms)")
     assert all(c.isprintable() for c in out.replace("\n", ""))
@@ -485,10 +507,10 @@ def test_control_characters_in_run_and_host_names_are_escaped(capsys, runs, tmp_
     shutil.copy(next(runs["jit"].glob("*.xplane.pb")), run / f"host{_HOSTILE}.xplane.pb")
     code, out, err = run_cli(capsys, "report", tmp_path, "--min-coverage", "1")
     assert (code, err) == (1, "")
-    assert out.splitlines()[1].startswith(
+    assert table(out)[1].startswith(
         "run\\x1b]0;pwned\\x07\\x1b[2J\\nforged  row  host\\x1b]0;pwned\\x07\\x1b[2J\\nforged  row  "
     )
-    assert out.count("\n") == 3  # header, row, FAILED line
+    assert out.count("\n") == 4  # headline, header, row, FAILED line
     assert "FAILED: run run\\x1b]0;pwned" in out
     code, out, err = run_cli(capsys, "report", tmp_path / f"missing{_HOSTILE}")
     assert (code, out) == (2, "")
@@ -525,7 +547,7 @@ def test_ascii_only_stdout_still_prints_a_valid_trace(runs, tmp_path, env, names
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == b""
-    assert proc.stdout.splitlines()[1].startswith(names)
+    assert proc.stdout.splitlines()[2].startswith(names)  # after the headline and the header
 
 
 @pytest.mark.slow
@@ -538,7 +560,7 @@ def test_log_dir_1100_levels_deep_is_searched(capsys, runs, deep_dir):
     shutil.copy(next(runs["jit"].glob("*.xplane.pb")), deep_dir / "host.xplane.pb")
     code, out, err = run_cli(capsys, "report", root)
     assert (code, err) == (0, "")
-    assert out.splitlines()[1].split()[:2] == ["a", "host"]
+    assert table(out)[1].split()[:2] == ["a", "host"]
 
 
 # ------------------------------------------------------------------- --html

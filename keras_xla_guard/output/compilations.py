@@ -1,15 +1,18 @@
-"""The text, Markdown and scalars of an epoch's counted compilations (JAX's `jax.monitoring`).
+"""The text, Markdown and scalars of an epoch's compilations.
 
-Each epoch of a run on JAX carries every compilation of the process with
-its function (train, test, predict, other), step, input signature and
-trace/lower/compile seconds (`runtime.compile_log.EpochCompilations`).
+Each epoch of a run carries every compilation with its function (train,
+test, predict, warm_up, other), step and input signature
+(`runtime.compile_log.EpochCompilations`): counted as they happened with
+trace/lower/compile seconds (JAX's `jax.monitoring`), or one per new input
+signature (TensorFlow), with compile seconds where a profiled window
+measured them.
 Here they become the console's lines and the per-function scalars
 (TensorBoard's `xla_guard/compilations` text is `output.tensorboard`'s); pure.
 """
 
 from __future__ import annotations
 
-from keras_xla_guard.runtime.compile_log import FUNCTIONS, OTHER, EpochCompilations
+from keras_xla_guard.runtime.compile_log import COUNTED, FUNCTIONS, OTHER, WARM_UP, EpochCompilations
 from keras_xla_guard.trace._text import format_ms
 
 __all__ = [
@@ -34,12 +37,22 @@ def unexplained_note(compiled: EpochCompilations) -> str | None:
     return UNEXPLAINED_NOTE.format(n=count) if count else None
 
 
+_ORDER = (*FUNCTIONS, WARM_UP, OTHER)
+SOURCE_WORDS = {COUNTED: "counted as they happened", "signatures": "one per new input signature"}
+
+
 def compilation_scalars(compiled: EpochCompilations) -> dict[str, float]:
-    """`{"train/compilations": 2, "train/compile_time_s": 1.9, ...}` for every function."""
+    """`{"train/compilations": 2, "train/compile_time_s": 1.9, ...}` for every function.
+
+    A function's `compile_time_s` is left out where a compilation of it was
+    not timed (TensorFlow outside a profiled window): never a fake 0.
+    """
     values: dict[str, float] = {}
-    for function in (*FUNCTIONS, OTHER):
+    for function in _ORDER:
         values[f"{function}/compilations"] = compiled.count(function)
-        values[f"{function}/compile_time_s"] = compiled.seconds(function)
+        seconds = compiled.seconds(function)
+        if seconds is not None:
+            values[f"{function}/compile_time_s"] = seconds
     return values
 
 
@@ -50,25 +63,31 @@ def _phases(seconds: float | None) -> str:
 def compilations_headline(compiled: EpochCompilations) -> str:
     """`"train 2 (1.90 s), test 1 (0.30 s)"`: count and seconds per function that compiled."""
     parts = []
-    for function in (*FUNCTIONS, OTHER):
+    for function in _ORDER:
         count = compiled.count(function)
         if count:
-            parts.append(f"{function} {count} ({compiled.seconds(function):.2f} s)")
+            seconds = compiled.seconds(function)
+            parts.append(f"{function} {count}" + ("" if seconds is None else f" ({seconds:.2f} s)"))
     return ", ".join(parts) if parts else "none"
 
 
 def compilations_lines(compiled: EpochCompilations) -> list[str]:
     """The console's lines: a headline per function, then each step function's compilation."""
-    lines = [
-        f"epoch {compiled.epoch} compilations (counted as they happened): {compilations_headline(compiled)}"
-    ]
+    source = SOURCE_WORDS.get(compiled.source, compiled.source)
+    lines = [f"epoch {compiled.epoch} compilations ({source}): {compilations_headline(compiled)}"]
     steps = [row for row in compiled.rows if row.function != OTHER]
     for row in steps[:_MAX_ROWS]:
         step = "-" if row.step is None else str(row.step)
         hit = "  cache hit" if row.cache_hit else ""
+        # Predicted rows have no trace or lower phase to show.
+        phases = (
+            f"  trace {_phases(row.trace_s):>9}  lower {_phases(row.lower_s):>9}"
+            if compiled.source == COUNTED
+            else ""
+        )
         lines.append(
-            f"  {row.function:<8} step {step:>4}  trace {_phases(row.trace_s):>9}  lower {_phases(row.lower_s):>9}"
-            f"  compile {format_ms(row.compile_s):>9}{hit}  {row.signature or ''}".rstrip()
+            f"  {row.function:<8} step {step:>4}{phases}  compile {_phases(row.compile_s):>9}{hit}"
+            f"  {row.signature or ''}".rstrip()
         )
     if len(steps) > _MAX_ROWS:
         lines.append(f"  ... {len(steps) - _MAX_ROWS} more")

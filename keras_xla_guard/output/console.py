@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import TextIO
 
 from keras_xla_guard.output.compilations import compilations_headline, compilations_lines
+from keras_xla_guard.output.run_summary import run_headline
+from keras_xla_guard.output.runfile import RunData
 from keras_xla_guard.runtime.compile_log import EpochCompilations
 from keras_xla_guard.runtime.sink import CallRecord, EpochRecord
 from keras_xla_guard.trace._text import compile_lines, format_report
 
-__all__ = ["ConsoleSink", "call_lines", "compile_lines", "format_report", "function_summary"]
+__all__ = ["ConsoleSink", "call_lines", "compile_lines", "format_report", "run_lines"]
 
 
 def _call_place(call: CallRecord) -> str:
@@ -55,54 +57,35 @@ def call_lines(call: CallRecord, max_explanations: int = 2) -> list[str]:
     return lines + counted
 
 
-def function_summary(train: Iterable[int | None], calls: Iterable[CallRecord]) -> str | None:
-    """One line: the XLA compilations the signatures predict per function.
+def run_lines(records: Mapping[int, EpochRecord]) -> list[str]:
+    """The run's headline (`run_summary.run_headline`) as the console's first lines.
 
     Args:
-        train: Each train epoch's `expected_compilations`.
-        calls: The test and predict calls.
+        records: The run's epoch records, keyed by epoch.
 
     Returns:
-        E.g. `"expected XLA compilations by function (one per new input
-        signature): train 2, test 3 (2 validations, 1 evaluate call),
-        predict 2 (1 predict call)"`; `None` when XLA compiles nothing or
-        no function has figures.
+        `["run summary (recompiles): The train function compiled 4 times ..."]`.
     """
-    parts = []
-    expected = [e for e in train if e is not None]
-    if expected:
-        parts.append(f"train {sum(expected)}")
-    for function in ("test", "predict"):
-        counted = [
-            c
-            for c in calls
-            if c.function == function
-            and c.signatures is not None
-            and c.signatures.expected_compilations is not None
-        ]
-        if not counted:
-            continue
-        total = sum(c.signatures.expected_compilations or 0 for c in counted if c.signatures is not None)
-        kinds: dict[str, int] = {}
-        for c in counted:
-            kinds[c.kind] = kinds.get(c.kind, 0) + 1
-        detail = ", ".join(
-            f"{n} {'validation' if k == 'validation' else k + ' call'}{'s' if n > 1 else ''}"
-            for k, n in kinds.items()
-        )
-        parts.append(f"{function} {total} ({detail})")
-    if not parts:
-        return None
-    return "expected XLA compilations by function (one per new input signature): " + ", ".join(parts)
+    ordered = [records[e] for e in sorted(records)]
+    run = RunData.of(
+        "",
+        [r.report for r in ordered if r.report is not None],
+        [r.signatures for r in ordered if r.signatures is not None],
+        [c for r in ordered for c in r.calls],
+        [r.compilations for r in ordered if r.compilations is not None],
+    )
+    headline = run_headline([run])
+    return [f"run summary ({headline.level}): {headline.sentence}"]
 
 
 class ConsoleSink:
     """The engine's `ReportSink` for the console: every report, once the run ends.
 
-    Printing at the end keeps the user's progress bar intact; each report
-    is one block of `format_report` text prefixed `keras-xla-guard: `,
-    followed by the epoch's validation, and, when the run had validations,
-    one line with the expected compilations of each function. An
+    Printing at the end keeps the user's progress bar intact. The run's
+    headline comes first (its worst finding over every epoch:
+    `run_summary.run_headline`), then each report as one block of
+    `format_report` text prefixed `keras-xla-guard: `, followed by the
+    epoch's validation and its compilations. An
     `evaluate` or `predict` call outside `fit` is printed when it ends.
 
     Args:
@@ -122,7 +105,10 @@ class ConsoleSink:
         self._print(call_lines(record))
 
     def close(self, records: Mapping[int, EpochRecord]) -> None:
-        """Prints every report of the run and its validations, by epoch, and every epoch that compiled something."""
+        """Prints the run's headline, then every report of the run, its validations and compilations, by epoch."""
+        if not records:
+            return
+        self._print(run_lines(records))
         for _, record in sorted(records.items()):
             if record.report is not None:
                 self._print([format_report(record.report, max_ops=self.max_ops)])
@@ -130,14 +116,6 @@ class ConsoleSink:
                 self._print(call_lines(call))
             if record.compilations is not None and record.compilations.rows:
                 self._print(compilations_lines(record.compilations))
-        calls = [c for r in records.values() for c in r.calls]
-        if calls:
-            summary = function_summary(
-                (r.signatures.expected_compilations for r in records.values() if r.signatures is not None),
-                calls,
-            )
-            if summary is not None:
-                self._print([summary])
 
     def _print(self, lines: list[str]) -> None:
         stream = self.stream or sys.stdout

@@ -25,15 +25,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from keras_xla_guard.errors import MissingDependencyError
+from keras_xla_guard.output.run_summary import run_headline
 from keras_xla_guard.output.runfile import RunData
 from keras_xla_guard.output.table import format_ms, printable
-from keras_xla_guard.runtime.config import GOOD_COVERAGE, LOW_COVERAGE
 from keras_xla_guard.trace.findings import NOISE_FLOOR, split_findings
 
 __all__ = [
     "escape",
     "render_html",
-    "verdict_of",
 ]
 
 _NEW_KINDS = ("first_signature", "new_signature")
@@ -66,37 +65,6 @@ def escape(text: Any) -> str:
     return html.escape(printable(str(text)), quote=True)
 
 
-def verdict_of(sections: Sequence[RunData]) -> tuple[str, str]:
-    """The page's headline: a level and one sentence, from the lowest coverage.
-
-    Args:
-        sections: The page's sections.
-
-    Returns:
-        `(level, sentence)`; level `"good"` (every measured window at least
-        90 % inside XLA), `"partial"` (at least 50 %), `"low"` or
-        `"none"` (nothing measured).
-    """
-    measured = [
-        (r["xla_time_fraction"], s.name, r) for s in sections for r in s.reports if r.get("status") == "ok"
-    ]
-    if not measured:
-        reasons = sorted({f"{r.get('status')}: {r.get('reason')}" for s in sections for r in s.reports})
-        why = "; ".join(reasons) if reasons else "no profiled window"
-        return "none", f"Nothing was measured ({why})."
-    fraction, worker, report = min(measured, key=lambda m: (m[0], m[1]))
-    where = _where(worker, report)
-    share = f"{100 * fraction:.1f}%"
-    if fraction >= GOOD_COVERAGE:
-        return "good", (
-            f"XLA ran {share} of op time in the lowest profiled window ({where}); "
-            f"every window is at {100 * GOOD_COVERAGE:.0f}% or more."
-        )
-    if fraction >= LOW_COVERAGE:
-        return "partial", f"XLA ran only {share} of op time in {where}; the rest ran as plain TF ops."
-    return "low", f"XLA ran only {share} of op time in {where}: most of the work ran outside XLA."
-
-
 def render_html(
     sections: Sequence[RunData],
     *,
@@ -113,7 +81,8 @@ def render_html(
         sections: One per worker (one for a single-worker run).
         exit_reason: How the run or the command ended, in one sentence.
         verdict: `(level, sentence)` for the top of the page. Defaults to
-            `None`: `verdict_of(sections)`.
+            `None`: the run's headline (`run_summary.run_headline`): its
+            worst finding over every epoch, recompilations first.
         compare: `CompareReport.to_dict()` of a `compare` run for the same
             model, if there is one. Defaults to `None`.
         title: The page title. Defaults to `"keras-xla-guard report"`.
@@ -129,7 +98,10 @@ def render_html(
         MissingDependencyError: If matplotlib is not installed.
     """
     plots = _Plots()
-    level, sentence = verdict if verdict is not None else verdict_of(sections)
+    if verdict is None:
+        headline = run_headline(sections)
+        verdict = (headline.level, headline.sentence)
+    level, sentence = verdict
     body = [
         f"<h1>{escape(title)}</h1>",
         f'<p class="source">{escape(source)}</p>' if source else "",
@@ -167,7 +139,7 @@ h3{margin-top:1.6rem}.source{color:#57606a;margin:0 0 1rem;word-break:break-all}
 .verdict{border-radius:6px;padding:.8rem 1.1rem;border-left:6px solid}
 .verdict p{margin:.2rem 0}.headline{font-size:1.2rem;font-weight:600}
 .good{background:#e8f5e9;border-color:#2e7d32}.partial{background:#fff8e1;border-color:#f9a825}
-.low,.none{background:#ffebee;border-color:#c62828}
+.low,.none,.recompiles{background:#ffebee;border-color:#c62828}
 table{border-collapse:collapse;margin:.6rem 0;font-size:.9rem}
 th,td{border:1px solid #d0d7de;padding:.25rem .55rem;text-align:left;vertical-align:top}
 th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
@@ -176,12 +148,6 @@ figure{margin:.6rem 0}figure svg{max-width:100%;height:auto}
 pre{background:#f6f8fa;padding:.6rem;overflow-x:auto;font-size:.85rem}
 .muted{color:#57606a}footer{margin-top:3rem;color:#57606a;font-size:.8rem}
 """
-
-
-def _where(worker: str, report: Mapping[str, Any]) -> str:
-    epoch = report.get("epoch")
-    place = f"epoch {epoch}" if epoch is not None else "the trace"
-    return f"{worker}, {place}" if worker else place
 
 
 def _label(report: Mapping[str, Any], index: int) -> str:

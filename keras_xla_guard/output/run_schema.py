@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from keras_xla_guard.errors import RunFileError
+from keras_xla_guard.runtime.compile_log import COUNTED, FUNCTIONS, OTHER, PREDICTED, WARM_UP
 from keras_xla_guard.trace.report import CoverageReport, MeasuredFigures
 
 __all__ = ["MAX_RUN_FILE_BYTES", "RUN_FILE", "RUN_FILE_VERSION", "check_compare", "check_run_file"]
@@ -28,9 +29,13 @@ RUN_FILE = "xla_guard_reports.json"
 # `version` key, and a report's `compile_time_s` became wall-clock (the sum
 # of its compile table's rows), the thread-summed figure moving to
 # `compile_thread_time_s`; 2 added `calls` (the test and predict functions'
-# calls) and each signature figure's `function`. A file without a version
-# is version 0; an older file reads with no calls.
-RUN_FILE_VERSION = 2
+# calls) and each signature figure's `function`; 3 records every epoch's
+# compilations on every backend (`compilations`, each epoch's `source`:
+# counted as they happened, or one per new input signature, whose
+# `compile_s` is `None` where no window timed it) and the `warm_up`
+# function's. A file without a version is version 0; an older file reads
+# with no calls, and its compilations (JAX's only) as counted.
+RUN_FILE_VERSION = 3
 # A run file holds a few kB per epoch; one this large is not one.
 MAX_RUN_FILE_BYTES = 256 << 20
 # Counts and steps beyond 2**53 have no exact JSON number, and durations
@@ -179,6 +184,17 @@ _PROGRAM = _object(
     required=("program", "runs", "time_s"),
     strict=True,
 )
+
+
+def _one_of(*allowed: str) -> _Check:
+    def one_of(value: Any, field: str) -> str:
+        if value not in allowed:
+            raise _fail(field, f"one of {list(allowed)}", value)
+        return str(value)
+
+    return one_of
+
+
 _STEP = _object(
     {
         "step": _int,
@@ -211,21 +227,24 @@ _COMPILE = _object(
 )
 _COMPILATION = _object(
     {
-        "function": _str,
+        "function": _one_of(*FUNCTIONS, WARM_UP, OTHER),
         "program": _str,
         "epoch": _optional(_int),
         "step": _optional(_int),
         "trace_s": _optional(_seconds),
         "lower_s": _optional(_seconds),
-        "compile_s": _seconds,
+        "compile_s": _optional(_seconds),
         "cache_hit": _bool,
         "signature": _optional(_str),
     },
-    required=("function", "program", "compile_s"),
+    required=("function", "program"),
     strict=True,
 )
-# An epoch's compilations as the backend counted them (JAX), optional in any version.
-_EPOCH_COMPILATIONS = _object({"epoch": _int, "rows": _list(_COMPILATION)}, required=("epoch", "rows"))
+# An epoch's compilations, optional in any version (before 3, JAX's counted ones only).
+_EPOCH_COMPILATIONS = _object(
+    {"epoch": _int, "source": _one_of(COUNTED, PREDICTED), "rows": _list(_COMPILATION)},
+    required=("epoch", "rows"),
+)
 _REPORT = _object(
     {
         "status": _str,
@@ -270,16 +289,6 @@ _REPORT = _object(
     },
     required=("status",),
 )
-_FUNCTIONS = ("train", "test", "predict")
-
-
-def _one_of(*allowed: str) -> _Check:
-    def one_of(value: Any, field: str) -> str:
-        if value not in allowed:
-            raise _fail(field, f"one of {list(allowed)}", value)
-        return str(value)
-
-    return one_of
 
 
 def _signature_figures(epoch: _Check) -> _Check:
@@ -298,7 +307,7 @@ def _signature_figures(epoch: _Check) -> _Check:
             "new": _list(
                 _object({"signature": _SIGNATURE, "step": _optional(_int)}, required=("signature",))
             ),
-            "function": _one_of(*_FUNCTIONS),
+            "function": _one_of(*FUNCTIONS),
         },
         required=("epoch", "steps", "distinct_signatures", "new_signatures", "compilations_so_far"),
     )

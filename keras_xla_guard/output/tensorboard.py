@@ -20,11 +20,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from keras_xla_guard.output.compilations import (
+    SOURCE_WORDS,
     compilation_scalars,
     compilations_headline,
     unexplained_note,
 )
-from keras_xla_guard.runtime.compile_log import EpochCompilations
+from keras_xla_guard.runtime.compile_log import COUNTED, EpochCompilations
 from keras_xla_guard.runtime.sink import CallRecord, EpochRecord
 from keras_xla_guard.signatures import EpochSignatures
 from keras_xla_guard.trace._text import format_ms
@@ -480,7 +481,8 @@ def compilations_markdown(compiled: EpochCompilations) -> str:
     Returns:
         Markdown for TensorBoard's text dashboard (`xla_guard/counted_compilations`).
     """
-    head = f"**Compilations (counted as they happened): {compilations_headline(compiled)}.**"
+    source = SOURCE_WORDS.get(compiled.source, compiled.source)
+    head = f"**Compilations ({source}): {compilations_headline(compiled)}.**"
     note = unexplained_note(compiled)
     if note is not None:
         head += f"\n\n- {escape_markdown(note)}"
@@ -495,7 +497,7 @@ def compilations_markdown(compiled: EpochCompilations) -> str:
             row.signature or "-",
             _phase_ms(row.trace_s),
             _phase_ms(row.lower_s),
-            format_ms(row.compile_s),
+            _phase_ms(row.compile_s),
             "yes" if row.cache_hit else "no",
         ]
         for i, row in enumerate(compiled.rows, 1)
@@ -657,7 +659,7 @@ def layout_proto(counted_compilations: bool = False) -> Any:
         )
 
     if counted_compilations:
-        functions = ("train", "test", "predict", "other")
+        functions = ("train", "test", "predict", "warm_up", "other")
         return layout_pb2.Layout(
             category=[
                 layout_pb2.Category(
@@ -882,7 +884,7 @@ class TensorBoardSink:
         (`xla_guard/compiles`) when the window was measured.
         """
         epoch, report = record.epoch, record.report
-        if record.compilations is not None:
+        if record.compilations is not None and record.compilations.source == COUNTED:
             self.writer.counted_compilations = True
         if report is not None:
             self.writer.write_report(report, step=epoch)
@@ -919,13 +921,11 @@ class TensorBoardSink:
         prefix = call.kind
         if call.compilations is not None:
             counted = EpochCompilations(step, call.compilations)
-            self.writer.write_scalars(
-                {
-                    f"{prefix}/compilations": counted.count(call.function),
-                    f"{prefix}/compile_time_s": counted.seconds(call.function),
-                },
-                step=step,
-            )
+            scalars = {f"{prefix}/compilations": float(counted.count(call.function))}
+            seconds = counted.seconds(call.function)
+            if seconds is not None:  # untimed (TensorFlow): left out, never a fake 0
+                scalars[f"{prefix}/compile_time_s"] = seconds
+            self.writer.write_scalars(scalars, step=step)
         stats = call.signatures
         if stats is not None:
             values = {f"{prefix}/{tag}": read(stats) for tag, read in SIGNATURE_TAGS.items()}

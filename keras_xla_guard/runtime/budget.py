@@ -72,7 +72,8 @@ class BudgetCompilation:
 
     Attributes:
         function: The Keras function compiled: `"train"` (also a custom
-            loop's watched step), `"test"` or `"predict"`.
+            loop's watched step), `"test"` or `"predict"`; `"warm_up"` for
+            a program `warm_up` compiled ahead of the first epoch.
         epoch: The epoch it happened in; `None` when not in an epoch.
         step: The step (of the epoch, or of the test or predict call) whose
             new input signature caused it, or, for a compilation the

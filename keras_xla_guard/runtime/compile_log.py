@@ -15,15 +15,38 @@ from __future__ import annotations
 import dataclasses
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["FUNCTIONS", "OTHER", "Compilation", "CompileLog", "EpochCompilations", "program_name"]
+if TYPE_CHECKING:
+    from keras_xla_guard.signatures.tracker import EpochSignatures
+    from keras_xla_guard.trace.compiles import CompileRecord
+
+__all__ = [
+    "COUNTED",
+    "FUNCTIONS",
+    "OTHER",
+    "PREDICTED",
+    "WARM_UP",
+    "Compilation",
+    "CompileLog",
+    "EpochCompilations",
+    "predicted_compilations",
+    "program_name",
+]
 
 # Keras' compiled functions, in the order outputs list them.
 FUNCTIONS = ("train", "test", "predict")
+# The model's programs compiled by `warm_up` before the first epoch: kept
+# apart from the train step's, which they spare.
+WARM_UP = "warm_up"
 OTHER = "other"
+# Where an epoch's compilations come from: counted as they happened (JAX's
+# `jax.monitoring`), or one per new input signature of a function compiled
+# with XLA (TensorFlow, which reports no compilation outside the profiler).
+COUNTED = "counted"
+PREDICTED = "signatures"
 _WRAPPED = re.compile(r"^(?:jit|pjit|pmap|xla_pmap)\((.*)\)$")
 
 
@@ -38,8 +61,10 @@ class Compilation:
     """One compiled program (or one loaded from the persistent cache).
 
     Attributes:
-        function: `"train"`, `"test"`, `"predict"`, or `"other"` for any
-            program that is not a Keras step (eager ops, user `jax.jit`s).
+        function: `"train"`, `"test"`, `"predict"`, `"warm_up"` (one of
+            them compiled by `warm_up` before the first epoch), or
+            `"other"` for any program that is not a Keras step (eager ops,
+            user `jax.jit`s).
         program: The compiled function's name, e.g. `"train_step"`.
         epoch: The epoch it happened in; `None` before the first one.
         step: The training step of the epoch it happened in, for the train
@@ -48,7 +73,9 @@ class Compilation:
             when no trace was reported for it (JAX reuses a trace).
         lower_s: Seconds lowering it to an XLA module; `None` when none was
             reported.
-        compile_s: Seconds in XLA's compiler (or loading from the cache).
+        compile_s: Seconds in XLA's compiler (or loading from the cache);
+            `None` when not measured (a compilation TensorFlow made outside
+            a profiled window).
         cache_hit: Whether the program came from the persistent cache.
         signature: The input signature that caused it, when known.
     """
@@ -59,13 +86,15 @@ class Compilation:
     step: int | None
     trace_s: float | None
     lower_s: float | None
-    compile_s: float
+    compile_s: float | None
     cache_hit: bool = False
     signature: str | None = None
 
     @property
-    def total_s(self) -> float:
-        """Trace, lower and compile seconds together."""
+    def total_s(self) -> float | None:
+        """Trace, lower and compile seconds together; `None` when the compile time was not measured."""
+        if self.compile_s is None:
+            return None
         return (self.trace_s or 0.0) + (self.lower_s or 0.0) + self.compile_s
 
     def to_dict(self) -> dict[str, Any]:
@@ -80,18 +109,26 @@ class EpochCompilations:
     Attributes:
         epoch: 0-based epoch index.
         rows: Every compilation of the epoch, in order.
+        source: `"counted"` (the backend reported each compilation as it
+            happened: JAX) or `"signatures"` (one per new input signature
+            of a function compiled with XLA: TensorFlow, where a
+            compilation a tensor's *value* keys is not seen).
     """
 
     epoch: int
     rows: tuple[Compilation, ...] = ()
+    source: str = COUNTED
 
     def count(self, function: str) -> int:
         """Compilations of `function` (`"train"`, ..., `"other"`) in the epoch, cache hits included."""
         return sum(1 for row in self.rows if row.function == function)
 
-    def seconds(self, function: str) -> float:
-        """Trace, lower and compile seconds of `function`'s compilations."""
-        return sum(row.total_s for row in self.rows if row.function == function)
+    def seconds(self, function: str) -> float | None:
+        """Trace, lower and compile seconds of `function`'s compilations; `None` if one was not measured."""
+        times = [row.total_s for row in self.rows if row.function == function]
+        if any(t is None for t in times):
+            return None
+        return sum(t for t in times if t is not None)
 
     @property
     def without_new_signature(self) -> tuple[Compilation, ...]:
@@ -107,11 +144,16 @@ class EpochCompilations:
     @property
     def counts(self) -> dict[str, int]:
         """Compilations per function, every function listed (`0` when it compiled nothing)."""
-        return {function: self.count(function) for function in (*FUNCTIONS, OTHER)}
+        return {function: self.count(function) for function in (*FUNCTIONS, WARM_UP, OTHER)}
 
     def to_dict(self) -> dict[str, Any]:
         """Returns the epoch's compilations as a JSON-serializable dict."""
-        return {"epoch": self.epoch, "counts": self.counts, "rows": [row.to_dict() for row in self.rows]}
+        return {
+            "epoch": self.epoch,
+            "source": self.source,
+            "counts": self.counts,
+            "rows": [row.to_dict() for row in self.rows],
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EpochCompilations:
@@ -121,7 +163,11 @@ class EpochCompilations:
             ValueError: If `data` is not such a dict.
         """
         try:
-            return cls(int(data["epoch"]), tuple(Compilation(**row) for row in data.get("rows", ())))
+            return cls(
+                int(data["epoch"]),
+                tuple(Compilation(**row) for row in data.get("rows", ())),
+                str(data.get("source", COUNTED)),
+            )
         except (KeyError, TypeError) as e:
             raise ValueError(f"not an EpochCompilations dict ({e}). Received: data={data!r}") from None
 
@@ -172,6 +218,7 @@ class CompileLog:
         self._rows: list[Compilation] = []
         self._call_step: int | None = None
         self._fresh: list[tuple[Compilation, int | None]] = []
+        self._warming = False
         # Compilations so far, the train step's and all: read every step (cheap).
         self.total = 0
 
@@ -183,6 +230,10 @@ class CompileLog:
     def at(self, epoch: int | None, step: int | None) -> None:
         """Training is now in `epoch`, at train `step` (`None`: between steps)."""
         self._epoch, self._step, self._call_step = epoch, step, None
+
+    def warming_up(self, on: bool) -> None:
+        """`warm_up` runs now (`on`) or no longer: the model's programs compiled meanwhile are `"warm_up"`'s."""
+        self._warming = on
 
     def at_call(self, step: int | None) -> None:
         """A test or predict call is now at its `step` (`None`: outside its steps)."""
@@ -223,11 +274,13 @@ class CompileLog:
             hit, pending.cache_hit = pending.cache_hit, False
             with self._lock:
                 function = self._programs.get(program, OTHER)
+                if self._warming and function != OTHER:
+                    function = WARM_UP
                 row = Compilation(
                     function=function,
                     program=program,
                     epoch=self._epoch,
-                    step=self._step if function == "train" else None,
+                    step=self._step if function == "train" else None,  # warm-up: before any step
                     trace_s=trace,
                     lower_s=lower,
                     compile_s=seconds,
@@ -252,5 +305,63 @@ class CompileLog:
         with self._lock:
             mine = [row for row in self._rows if row.epoch == epoch or row.epoch is None]
             self._rows = [row for row in self._rows if not (row.epoch == epoch or row.epoch is None)]
-        rows = tuple(dataclasses.replace(row, epoch=epoch) for row in mine)
+        # A warm-up's rows keep `None`: they came before any epoch.
+        rows = tuple(
+            row if row.function == WARM_UP else dataclasses.replace(row, epoch=epoch) for row in mine
+        )
         return EpochCompilations(epoch if epoch is not None else 0, rows)
+
+
+def predicted_compilations(
+    epoch: int, figures: Sequence[EpochSignatures], window: Sequence[CompileRecord] = ()
+) -> EpochCompilations | None:
+    """An epoch's compilations as its new input signatures predict them: one each.
+
+    TensorFlow reports no compilation outside the profiler, but a function
+    compiled with XLA (Keras' `jit_compile=True` step, traced with
+    `reduce_retracing`) compiles one program per concrete input signature
+    it had not run before, and the guard sees every signature. So each new
+    signature of the epoch's train steps, of its validation's test steps
+    (or of an `evaluate`/`predict` call), is one compilation at the step it
+    first came (checked against XLA's dump files in
+    tests/test_run_compilations.py). A compilation a tensor's *value* keys
+    is not seen (docs/budgets.md).
+
+    Args:
+        epoch: The epoch (or `0` for a call outside `fit`).
+        figures: The signature figures of the epoch's functions (the train
+            steps' and each test or predict call's).
+        window: The compile table of the epoch's profiled window (train
+            steps), its rows' signatures joined: a new signature found
+            there takes its program name, compile seconds and cache hit;
+            else the program is named after Keras' function
+            (`"train_function"`) and its time is `None`. Defaults to `()`.
+
+    Returns:
+        The compilations (`source="signatures"`), `None` when no function
+        of `figures` is compiled with XLA (nothing to predict).
+    """
+    xla = [f for f in figures if f.expected_compilations is not None]
+    if not xla:
+        return None
+    measured = {row.signature: row for row in window if row.signature is not None}
+    rows = []
+    for f in xla:
+        for signature, step in f.new:
+            found = measured.get(str(signature)) if f.function == "train" else None
+            rows.append(
+                Compilation(
+                    function=f.function,
+                    program=found.program if found is not None else f"{f.function}_function",
+                    epoch=epoch,
+                    step=step,
+                    trace_s=None,
+                    lower_s=None,
+                    compile_s=None
+                    if found is None
+                    else found.compile_s or (0.0 if found.cache_hit else None),
+                    cache_hit=found.cache_hit if found is not None else False,
+                    signature=str(signature),
+                )
+            )
+    return EpochCompilations(epoch, tuple(rows), PREDICTED)

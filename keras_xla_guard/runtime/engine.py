@@ -30,7 +30,13 @@ from keras_xla_guard._checks import check_int
 from keras_xla_guard.backend import Backend
 from keras_xla_guard.errors import ProfilerBusyError, RecompilationLimitError, XlaGuardWarning
 from keras_xla_guard.runtime import budget
-from keras_xla_guard.runtime.compile_log import Compilation, CompileLog, EpochCompilations
+from keras_xla_guard.runtime.compile_log import (
+    WARM_UP,
+    Compilation,
+    CompileLog,
+    EpochCompilations,
+    predicted_compilations,
+)
 from keras_xla_guard.runtime.config import (
     DEFAULT_LOG_DIR,
     DEFAULT_MAX_COMPILATIONS,
@@ -80,6 +86,7 @@ _NO_NEW_SIGNATURE = (
     'find out: jax.config.update("jax_explain_cache_misses", True) logs the argument that missed '
     "the cache"
 )
+_WARMED_NOTE = "warm_up compiled it ahead of the first epoch, so no batch of the run caused it"
 
 
 def xla_mode_of(jit_compile: bool, backend: Backend | None = None) -> str | None:
@@ -312,6 +319,8 @@ class XlaGuardEngine:
         }
         self._budget_rows: list[tuple[Compilation, int | None]] = []
         self._signed_through: dict[str, int] = {}
+        # What `warm_up` compiled before the first epoch, where no backend counts it (TensorFlow).
+        self._warmed: tuple[Compilation, ...] = ()
 
     @property
     def log_dir(self) -> Path:
@@ -629,14 +638,20 @@ class XlaGuardEngine:
     def _finish_call(self, function: str) -> CallRecord:
         """Publishes the open call of `function`; its `CallRecord`."""
         opened = self._open_calls.pop(function)
-        compiled = None
+        counted = None
         if opened.log is not None and opened.unwatch is not None:
             opened.unwatch()
-            compiled = tuple(dataclasses.replace(row, epoch=None) for row in opened.log.take(None).rows)
+            counted = opened.log.take(None)
         tracker = self._functions[function].tracker
         stats: EpochSignatures | None = tracker.end_epoch()
         if opened.unavailable is not None or (stats is not None and stats.steps == 0):
             stats = None
+        if counted is None and opened.epoch is None and stats is not None:
+            # The backend counts none (TensorFlow): one per new signature.
+            counted = predicted_compilations(0, [stats])
+        compiled = None
+        if counted is not None:
+            compiled = tuple(dataclasses.replace(row, epoch=None) for row in counted.rows)
         if stats is not None and tracker.xla:
             budget.report_epoch(self, function, stats)
         record = CallRecord(function, opened.call, opened.epoch, stats, opened.unavailable, compiled)
@@ -781,6 +796,47 @@ class XlaGuardEngine:
         self._ended = False
 
     @_never_raises
+    def warm_up_begin(self) -> None:
+        """`warm_up` starts compiling the model's steps, before the run's first epoch.
+
+        The model's programs compiled until `warm_up_end` are the
+        `"warm_up"` function's (never the train step's).
+        """
+        if self._compile_log is not None:
+            self._compile_log.warming_up(True)
+
+    @_never_raises
+    def warm_up_end(self, signatures: Sequence[Signature], steps: Sequence[str] = ("train",)) -> None:
+        """`warm_up` has compiled `steps` for `signatures` (`WarmUpReport`'s): none is new to the run.
+
+        Where the backend counts no compilation (TensorFlow), each warmed
+        signature of each step is one `"warm_up"` compilation of the first
+        epoch's record, as fit's new signatures are.
+
+        Args:
+            signatures: The signatures warmed, in order.
+            steps: The steps warmed. Defaults to `("train",)`.
+        """
+        if self._compile_log is not None:
+            self._compile_log.warming_up(False)
+        if "train" in steps:
+            self._tracker.seed(signatures)
+        if self._xla_mode is None or self._counting_log("train") is not None:
+            return
+        for step in steps:
+            for signature in signatures:
+                program = f"{step}_function"
+                self._warmed += (
+                    Compilation(WARM_UP, program, None, None, None, None, None, signature=str(signature)),
+                )
+                # The budgets open now count it too: fit will not, its signature is no new one.
+                note = _WARMED_NOTE
+                counted = budget.BudgetCompilation(
+                    WARM_UP, None, None, signature, None, program=program, note=note
+                )
+                budget.report_counted(self, counted, ())
+
+    @_never_raises
     def epoch_begin(self, epoch: int, steps: int | None = None) -> None:
         """Marks the start of an epoch.
 
@@ -801,6 +857,9 @@ class XlaGuardEngine:
         self._stop_window()
         with self._lock:
             self._epochs_open.begin(epoch)
+            if self._warmed:
+                self._epochs_open.warmed(epoch, self._warmed)
+                self._warmed = ()
         self._pending_epoch = None
         if self.schedule.profiles_epoch(epoch, first_epoch=self._first_epoch):
             self._pending_epoch = epoch
@@ -1352,7 +1411,7 @@ class XlaGuardEngine:
     ) -> None:
         """Counts one compilation the backend reported, with the new signature of its step if one came."""
         function = row.function
-        waiting = self._budget_signatures[function]
+        waiting = self._budget_signatures.get(function, {})
         match = None
         if step is not None:
             match = next(
@@ -1370,6 +1429,8 @@ class XlaGuardEngine:
             return
         if unavailable is not None:
             note = f"its input signature was not recorded ({unavailable}), so what changed is unknown"
+        elif function == WARM_UP:
+            note = _WARMED_NOTE
         elif step is None:
             note = (
                 f"it compiled outside the {function} function's steps (e.g. warm_up), so no batch "

@@ -13,7 +13,12 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from keras_xla_guard.runtime.compile_log import EpochCompilations
+from keras_xla_guard.runtime.compile_log import (
+    PREDICTED,
+    Compilation,
+    EpochCompilations,
+    predicted_compilations,
+)
 from keras_xla_guard.runtime.sink import CallRecord, EpochRecord
 from keras_xla_guard.signatures.tracker import EpochSignatures
 from keras_xla_guard.trace.compiles import attribute_compiles
@@ -36,6 +41,8 @@ class _Parts:
     compilations: EpochCompilations | None = None
     # Test or predict calls made inside the epoch (validation).
     calls: list[CallRecord] = dataclasses.field(default_factory=list)
+    # What `warm_up` compiled before this, the run's first epoch (predicted rows).
+    warm_up: tuple[Compilation, ...] = ()
 
 
 class EpochAssembly:
@@ -102,6 +109,10 @@ class EpochAssembly:
         parts.compilations = compilations
         return self._complete(epoch)
 
+    def warmed(self, epoch: int, rows: tuple[Compilation, ...]) -> None:
+        """Takes what `warm_up` compiled before `epoch`, the run's first (TensorFlow's predicted rows)."""
+        self._parts.setdefault(epoch, _Parts()).warm_up = rows
+
     def add_call(self, epoch: int, call: CallRecord) -> None:
         """Takes a test or predict call made inside `epoch` (its validation)."""
         self._parts.setdefault(epoch, _Parts()).calls.append(call)
@@ -137,12 +148,22 @@ class EpochAssembly:
                 report = dataclasses.replace(report, signatures_unavailable=parts.unavailable)
             if self._finish is not None:
                 report = self._finish(report)
+        compilations = parts.compilations
+        if compilations is None:
+            # The backend counted none (TensorFlow): one per new signature.
+            figures = [parts.signatures] if parts.signatures is not None else []
+            figures += [c.signatures for c in parts.calls if c.signatures is not None]
+            window = report.compile_table if report is not None and report.ok else ()
+            compilations = predicted_compilations(epoch, figures, window)
+            if parts.warm_up:
+                rows = parts.warm_up + (compilations.rows if compilations is not None else ())
+                compilations = EpochCompilations(epoch, rows, PREDICTED)
         if (
             report is None
             and parts.signatures is None
             and parts.unavailable is None
             and not parts.calls
-            and parts.compilations is None
+            and compilations is None
         ):
             return None
         return EpochRecord(
@@ -151,7 +172,7 @@ class EpochAssembly:
             parts.signatures,
             parts.unavailable,
             calls=tuple(parts.calls),
-            compilations=parts.compilations,
+            compilations=compilations,
         )
 
 

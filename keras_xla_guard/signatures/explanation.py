@@ -20,6 +20,7 @@ __all__ = [
     "NEW_SIGNATURE",
     "SHORT_LAST_BATCH",
     "STRUCTURE_CHANGED",
+    "WARM_UP_MISSED",
 ]
 
 STRUCTURE_CHANGED = "structure_changed"
@@ -29,6 +30,7 @@ FIRST_SIGNATURE = "first_signature"
 NEW_SIGNATURE = "new_signature"
 MORE_NEW_SIGNATURES = "more_new_signatures"
 BUCKETING_FIX = "bucketing_fix"
+WARM_UP_MISSED = "warm_up_missed"
 EXPLANATION_KINDS = (
     STRUCTURE_CHANGED,
     DIM_VARIED,
@@ -37,6 +39,7 @@ EXPLANATION_KINDS = (
     NEW_SIGNATURE,
     MORE_NEW_SIGNATURES,
     BUCKETING_FIX,
+    WARM_UP_MISSED,
 )
 
 
@@ -47,7 +50,10 @@ class Explanation:
     Attributes:
         kind: What was found: `"structure_changed"`, `"dim_varied"`,
             `"short_last_batch"`, `"first_signature"`, `"new_signature"`,
-            `"more_new_signatures"` or `"bucketing_fix"`.
+            `"more_new_signatures"`, `"bucketing_fix"` or
+            `"warm_up_missed"` (a new signature with the shapes of one
+            `warm_up` compiled, but other dtypes or structure: the warm-up
+            did not cover it).
         message: The finding in one line, with its numbers.
         severity: `"warning"` for a cause of extra compilations, `"info"`
             for context and the fix.

@@ -28,6 +28,7 @@ from keras_xla_guard.signatures.explanation import (
     NEW_SIGNATURE,
     SHORT_LAST_BATCH,
     STRUCTURE_CHANGED,
+    WARM_UP_MISSED,
     Explanation,
 )
 from keras_xla_guard.signatures.signature import (
@@ -183,6 +184,7 @@ class SignatureTracker:
         self._epoch_new: list[tuple[Signature, int | None]] = []
         self._epoch_steps = 0
         self._last: Signature | None = None
+        self._warmed: tuple[Signature, ...] = ()
 
     @property
     def total_signatures(self) -> int:
@@ -203,6 +205,22 @@ class SignatureTracker:
     def epoch_new_signatures(self) -> int:
         """Signatures first seen in the current epoch so far."""
         return len(self._epoch_new)
+
+    def seed(self, signatures: Sequence[Signature]) -> None:
+        """Takes the signatures `warm_up` compiled before the run's first step.
+
+        They count as seen (a step that brings one is no new signature:
+        its program is compiled), and a new signature with one's shapes
+        but other dtypes or structure is named as one the warm-up missed.
+
+        Args:
+            signatures: The warmed signatures (`WarmUpReport.signatures`).
+        """
+        for signature in signatures:
+            if signature not in self._stats:
+                self._stats[signature] = _SigStats(signature)
+                self._order.append(signature)
+        self._warmed += tuple(signatures)
 
     def begin_epoch(self, epoch: int | None) -> None:
         """Starts counting a new epoch (or a test or predict call).
@@ -420,6 +438,7 @@ class SignatureTracker:
             found.append(
                 Explanation(MORE_NEW_SIGNATURES, f"... and {hidden} more new signature(s) in this epoch")
             )
+        found += self._warm_up_missed()
         # The fix belongs to the epochs that compiled: an epoch of shapes
         # seen before repeats no "instead of N". Without XLA nothing compiles
         # per shape, and padding would only add work; the bucketing code
@@ -432,6 +451,26 @@ class SignatureTracker:
         )
         if fix is not None:
             found.append(fix)
+        return found
+
+    def _warm_up_missed(self) -> list[Explanation]:
+        """A finding per new signature whose shapes a warmed signature had, with other dtypes or paths."""
+        found = []
+        for sig, step in self._epoch_new:
+            warmed = next((w for w in self._warmed if w.shapes == sig.shapes), None)
+            if warmed is None:
+                continue
+            what = "dtypes" if warmed.paths == sig.paths else "structure"
+            found.append(
+                Explanation(
+                    WARM_UP_MISSED,
+                    f"warm_up compiled {warmed} but the step ran {sig} (other {what}): the warm-up did "
+                    f"not cover it and it compiled again; give warm_up the {what} the step gets (e.g. "
+                    "arrays or a batch of your data as the signature)",
+                    severity="warning",
+                    step=step,
+                )
+            )
         return found
 
     def _short_batch_cost(self, short_size: int) -> str:
@@ -498,7 +537,7 @@ class SignatureTracker:
         return Explanation(
             BUCKETING_FIX,
             f"fix: pad {what} to {len(bounds)} bucket length(s) "
-            f"{bounds} -> at most {len(bounds)} compilation(s) instead of {len(lengths)}",
+            f"({', '.join(map(str, bounds))}) -> at most {len(bounds)} compilation(s) instead of {len(lengths)}",
             input=ref.paths[leaf],
             dim=dim,
             values=tuple(bounds),

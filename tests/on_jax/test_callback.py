@@ -46,7 +46,7 @@ def test_compilations_are_counted_per_function_and_step_with_their_cause(guarded
     unexplained = [r for c in compiled.values() for r in c.without_new_signature]
     assert len(unexplained) == len(train) - 2
     assert [sum(c.counts[f] for c in compiled.values()) for f in ("test", "predict")] == [1, 0]
-    assert compiled[EPOCHS - 1].counts == {"train": 0, "test": 0, "predict": 0, "other": 0}
+    assert compiled[EPOCHS - 1].counts == {"train": 0, "test": 0, "predict": 0, "warm_up": 0, "other": 0}
     for row in train:
         assert row.lower_s > 0 and row.compile_s > 0 and not row.cache_hit
     assert all(row.trace_s > 0 for row in train if row.signature is not None)

@@ -8,7 +8,7 @@ import pytest
 from _html import HOSTILE_NAMES, hostile_page, read_page
 
 from keras_xla_guard.errors import MissingDependencyError
-from keras_xla_guard.output.html import escape, render_html, verdict_of
+from keras_xla_guard.output.html import escape, render_html
 from keras_xla_guard.output.runfile import RunData
 from keras_xla_guard.output.table import printable
 from keras_xla_guard.trace.report import CoverageReport
@@ -44,31 +44,6 @@ def test_hostile_names_stay_text_in_every_part_of_the_page() -> None:
 def test_escape_makes_control_characters_visible_and_markup_inert() -> None:
     """`escape` writes control characters as Python escapes, then HTML entities."""
     assert escape('<b a="1">\x1b\u202e') == "&lt;b a=&quot;1&quot;&gt;\\x1b\\u202e"
-
-
-@pytest.mark.parametrize(
-    ("fractions", "level", "start"),
-    [
-        (
-            (0.95, 0.9),
-            "good",
-            "XLA ran 90.0% of op time in the lowest profiled window (epoch 2); every window is at 90% or more.",
-        ),
-        ((0.95, 0.5), "partial", "XLA ran only 50.0% of op time in epoch 2;"),
-        ((0.2, 0.5), "low", "XLA ran only 20.0% of op time in epoch 1:"),
-    ],
-)
-def test_verdict_is_the_lowest_measured_window(fractions, level, start) -> None:
-    """The headline names the worst profiled window and its share; levels at 90 % and 50 %."""
-    reports = [CoverageReport(epoch=e, xla_time_fraction=f) for e, f in enumerate(fractions, 1)]
-    found = verdict_of([RunData.of("", reports)])
-    assert found[0] == level and found[1].startswith(start)
-
-
-def test_verdict_without_measurement_says_why() -> None:
-    """No ok report: level `none`, with each window's status and reason."""
-    section = RunData("", (CoverageReport(status="skipped", reason="empty dataset", epoch=1).to_dict(),))
-    assert verdict_of([section]) == ("none", "Nothing was measured (skipped: empty dataset).")
 
 
 def test_missing_matplotlib_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:

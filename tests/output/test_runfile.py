@@ -62,9 +62,9 @@ def test_writer_stamps_the_version_and_the_reader_gives_back_what_was_written(tm
     reports = read_run_file(V0).coverage_reports()
     path = save_run_file(tmp_path, reports, {}, worker="worker_1")
     assert path == tmp_path / RUN_FILE
-    assert json.loads(path.read_text())["version"] == RUN_FILE_VERSION == 2
+    assert json.loads(path.read_text())["version"] == RUN_FILE_VERSION == 3
     run = read_run_file(tmp_path)
-    assert (run.name, run.version, run.calls) == ("worker_1", 2, ())
+    assert (run.name, run.version, run.calls) == ("worker_1", 3, ())
     assert run.coverage_reports() == reports
     assert read_reports(tmp_path) == reports
     assert worker_coverage(tmp_path.parent)[1]["worker_1"].xla_time_fraction == reports[1].xla_time_fraction
@@ -78,8 +78,8 @@ def test_a_newer_version_is_refused_by_name(tmp_path):
     with pytest.raises(RunFileError) as caught:
         read_run_file(tmp_path / RUN_FILE)
     assert str(caught.value) == (
-        f"{str(tmp_path / RUN_FILE)!r} is not a readable run file: version: 3 is newer than this "
-        "keras-xla-guard reads (up to 2); read it with the version that wrote it"
+        f"{str(tmp_path / RUN_FILE)!r} is not a readable run file: version: 4 is newer than this "
+        "keras-xla-guard reads (up to 3); read it with the version that wrote it"
     )
 
 

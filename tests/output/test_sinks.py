@@ -5,12 +5,15 @@ from __future__ import annotations
 import io
 import json
 
+import numpy as np
+
 from keras_xla_guard import CoverageReport, GuardConfig
 from keras_xla_guard.output.console import ConsoleSink
 from keras_xla_guard.output.runfile import RUN_FILE, RunFileSink
 from keras_xla_guard.output.sinks import default_sinks
+from keras_xla_guard.runtime.compile_log import predicted_compilations
 from keras_xla_guard.runtime.sink import CallRecord, EpochRecord
-from keras_xla_guard.signatures import EpochSignatures
+from keras_xla_guard.signatures import EpochSignatures, Signature, SignatureTracker
 
 
 def test_default_sinks_follow_the_config(tmp_path):
@@ -50,7 +53,10 @@ def test_console_sink_prints_each_report_at_close_only():
     sink.write_epoch(EpochRecord(1, report))
     assert stream.getvalue() == ""
     sink.close({0: EpochRecord(0), 1: EpochRecord(1, report)})
-    assert stream.getvalue() == "keras-xla-guard: XLA coverage (epoch 1): skipped - busy\n"
+    assert stream.getvalue() == (
+        "keras-xla-guard: run summary (none): Nothing was measured (skipped: busy).\n"
+        "keras-xla-guard: XLA coverage (epoch 1): skipped - busy\n"
+    )
 
 
 def _stats(
@@ -70,13 +76,25 @@ def _stats(
     )
 
 
+def _observed(function: str, widths: list[int]) -> EpochSignatures:
+    """Real tracker figures of epoch 0 of `function` (XLA on): one step per width."""
+    tracker = SignatureTracker(xla=True, function=function)
+    tracker.begin_epoch(0)
+    for step, width in enumerate(widths):
+        tracker.observe(Signature.of(np.zeros((2, width))), step=step)
+    return tracker.end_epoch()
+
+
 def test_console_sink_prints_validations_under_their_epoch_and_a_line_per_function():
-    """close(): each validation after its epoch, then the expected compilations of each function."""
+    """close(): the run's headline first, then each validation after its epoch and the epoch's compilations."""
     stream = io.StringIO()
     sink = ConsoleSink(stream)
-    validation = CallRecord("test", 0, 0, _stats("test", 0, 2, 2, 2, 2, 2))
+    validation = CallRecord("test", 0, 0, _observed("test", [3, 4]))
+    train = _observed("train", [3, 4, 3, 4])
+    # As the engine's assembly joins them: one compilation per new signature of each function.
+    compiled = predicted_compilations(0, [train, validation.signatures])
     records = {
-        0: EpochRecord(0, signatures=_stats("train", 0, 4, 2, 2, 2, 2), calls=(validation,)),
+        0: EpochRecord(0, signatures=train, calls=(validation,), compilations=compiled),
         1: EpochRecord(
             1,
             signatures=_stats("train", 1, 4, 2, 0, 0, 2),
@@ -85,11 +103,17 @@ def test_console_sink_prints_validations_under_their_epoch_and_a_line_per_functi
     }
     sink.close(records)
     assert stream.getvalue().splitlines() == [
+        "keras-xla-guard: run summary (recompiles): The train function compiled 2 times in this run: "
+        "the input dim 1 varied across 2 values (3, 4). Fix: pad the input dim 1 to 1 bucket length(s) (4) -> at "
+        "most 1 compilation(s) instead of 2. "
+        "Compilations: train 2, test 2 (every epoch, one per new input signature).",
         "keras-xla-guard: validation in epoch 0: 2 steps, 2 input signature(s), 2 new, 2 expected XLA "
         "compilation(s), 2 for the test function so far",
+        "  the input dim 1 varied across 2 values (3, 4)",
+        "  first signature at step 0: input: float64[2,3]",
+        "keras-xla-guard: epoch 0 compilations (one per new input signature): train 2, test 2",
+        *(f"  {r.function:<8} step {r.step:>4}  compile {'-':>9}  {r.signature}" for r in compiled.rows),
         "keras-xla-guard: validation in epoch 1: input signatures unavailable (keras 9)",
-        "keras-xla-guard: expected XLA compilations by function (one per new input signature): train 2, "
-        "test 2 (1 validation)",
     ]
 
 

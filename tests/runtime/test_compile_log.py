@@ -43,7 +43,7 @@ def test_eager_programs_count_as_other_and_keep_no_step():
         ("other", "equal", None, None, 0.01),
         ("test", "test_step", None, None, None),
     ]
-    assert taken.counts == {"train": 0, "test": 1, "predict": 0, "other": 1}
+    assert taken.counts == {"train": 0, "test": 1, "predict": 0, "warm_up": 0, "other": 1}
     assert taken.seconds("other") == pytest.approx(0.03)
 
 
@@ -103,7 +103,8 @@ def test_epoch_compilations_round_trip_through_a_dict():
     """to_dict/from_dict give back an equal value; a malformed dict is a ValueError naming it."""
     value = EpochCompilations(2, (Compilation("test", "test_step", 2, None, 0.1, 0.2, 0.3, cache_hit=True),))
     assert EpochCompilations.from_dict(value.to_dict()) == value
-    assert value.to_dict()["counts"] == {"train": 0, "test": 1, "predict": 0, "other": 0}
+    assert value.to_dict()["counts"] == {"train": 0, "test": 1, "predict": 0, "warm_up": 0, "other": 0}
+    assert value.to_dict()["source"] == "counted"
     with pytest.raises(ValueError, match="not an EpochCompilations dict"):
         EpochCompilations.from_dict({"rows": []})
 

@@ -80,7 +80,14 @@ def test_unavailable_signatures_and_unprofiled_epochs():
     assert record.report.signatures_unavailable == "keras 9" == record.signatures_unavailable
     assert record.compile_table == ()
     assembly.begin(1)
-    assert assembly.end(1, _stats()) == EpochRecord(1, None, _stats(), None)
+    record = assembly.end(1, _stats())
+    assert (record.report, record.signatures, record.signatures_unavailable) == (None, _stats(), None)
+    # XLA on and no count from the backend: one compilation per new signature, at its step.
+    assert record.compilations.source == "signatures"
+    assert [(r.function, r.step, r.signature, r.compile_s) for r in record.compilations.rows] == [
+        ("train", 0, "input: float64[2,3]", None),
+        ("train", 2, "input: float64[2,4]", None),
+    ]
     assembly.begin(2)
     assert assembly.end(2, None) is None
 

@@ -524,8 +524,7 @@ def test_the_trackers_bucket_limits_shape_the_fix():
     lengths = (5, 7, 9, 11, 13)
     one = _epoch(SignatureTracker(xla=True, max_buckets=1), 0, [_tokens(n) for n in lengths]).explanations[-1]
     assert (
-        one.message
-        == "fix: pad input 'tokens' dim 1 to 1 bucket length(s) (13,) -> at most 1 compilation(s) "
+        one.message == "fix: pad input 'tokens' dim 1 to 1 bucket length(s) (13) -> at most 1 compilation(s) "
         "instead of 5"
     )
     # As many buckets as lengths once no padding is allowed: nothing to gain, no fix.
