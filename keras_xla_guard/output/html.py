@@ -135,16 +135,17 @@ _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;max-width:1100px;
 padding:1.5rem;color:#1f2328;line-height:1.45}
 h1{font-size:1.6rem;margin:0 0 .2rem}h2{margin-top:2.2rem;border-bottom:1px solid #d0d7de}
-h3{margin-top:1.6rem}.source{color:#57606a;margin:0 0 1rem;word-break:break-all}
+h3{margin-top:1.6rem}.source{color:#57606a;margin:0 0 1rem;overflow-wrap:anywhere}
 .verdict{border-radius:6px;padding:.8rem 1.1rem;border-left:6px solid}
 .verdict p{margin:.2rem 0}.headline{font-size:1.2rem;font-weight:600}
 .good{background:#e8f5e9;border-color:#2e7d32}.partial{background:#fff8e1;border-color:#f9a825}
 .low,.none,.recompiles{background:#ffebee;border-color:#c62828}
-table{border-collapse:collapse;margin:.6rem 0;font-size:.9rem}
+table{border-collapse:collapse;margin:.6rem 0;font-size:.9rem}.table-wrap{overflow-x:auto}
+td.name{min-width:12ch}
 th,td{border:1px solid #d0d7de;padding:.25rem .55rem;text-align:left;vertical-align:top}
 th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-td.name{word-break:break-all;font-family:ui-monospace,monospace;font-size:.85rem}
-figure{margin:.6rem 0}figure svg{max-width:100%;height:auto}
+td.name{overflow-wrap:anywhere;font-family:ui-monospace,monospace;font-size:.85rem}
+figure{margin:.6rem 0}figure svg{width:100%;height:auto}
 pre{background:#f6f8fa;padding:.6rem;overflow-x:auto;font-size:.85rem}
 .muted{color:#57606a}footer{margin-top:3rem;color:#57606a;font-size:.8rem}
 """
@@ -193,7 +194,9 @@ def _chart_label(op: Mapping[str, Any]) -> str:
 def _table(header: Sequence[str], rows: Sequence[str], cls: str = "") -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in header)
     attr = f' class="{cls}"' if cls else ""
-    return f"<table{attr}><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    # A narrow screen scrolls a wide table sideways instead of crushing its columns.
+    table = f"<table{attr}><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    return f'<div class="table-wrap">{table}</div>'
 
 
 def _workers_overview(sections: Sequence[RunData]) -> str:
@@ -232,10 +235,11 @@ def _section(section: RunData, index: int, plots: _Plots) -> str:
     parts.append(_quality(section))
     parts.append(_programs(section))
     parts.append(_top_ops(section, plots))
+    parts.append(_run_compilations(section))
     parts.append(_compilations(section, plots))
     parts.append(_functions(section))
-    parts.append(_compile_table(section))
-    parts.append(_counted_compilations(section))
+    # The run's compilations hold the windows' (their times joined); a page of bare traces has only these.
+    parts.append("" if section.compilations else _compile_table(section))
     parts.append(_signatures(section))
     parts.append("</section>")
     return "\n".join(parts)
@@ -286,15 +290,20 @@ def _jax_windows(section: RunData) -> str:
     )
 
 
-def _counted_compilations(section: RunData) -> str:
-    """Every compilation the backend counted (JAX), per epoch and function, with its phases."""
-    rows = []
+def _run_compilations(section: RunData) -> str:
+    """Every compilation of the run, per epoch and function, with its phases where they were timed."""
+    from keras_xla_guard.output.run_summary import run_compilations
+
+    rows, others = [], []
     for epoch in section.compilations:
         for n, c in enumerate(epoch.get("rows") or ()):
-            step = c.get("step")
+            if c.get("function") == "other":
+                others.append(str(c.get("program")))
+                continue
+            step, where = c.get("step"), "before epoch 0" if c.get("epoch") is None else str(epoch["epoch"])
             rows.append(
-                f'<tr class="counted" data-epoch="{int(epoch["epoch"])}" data-index="{n}">'
-                + _num("epoch", epoch["epoch"], str(epoch["epoch"]))
+                f'<tr class="counted" data-epoch="{int(epoch["epoch"])}" data-index="{n}" '
+                f'data-function="{escape(c.get("function"))}"><td>{escape(where)}</td>'
                 + f'<td class="name">{escape(c.get("function"))}</td><td class="name">{escape(c.get("program"))}</td>'
                 + _num("step", step, "-" if step is None else str(step))
                 + "".join(
@@ -306,10 +315,24 @@ def _counted_compilations(section: RunData) -> str:
             )
     if not rows:
         return ""
+    counted = run_compilations(section)
+    how = (
+        "as JAX reported each one (jax.monitoring), with its tracing, lowering and compiling time"
+        if counted.source == "counted"
+        else "one per new input signature of a function compiled with XLA (TensorFlow reports no "
+        "compilation outside its profiler), with the compile time where a profiled window measured it"
+    )
+    names = sorted(set(others), key=others.index)
+    other = (
+        f'<p class="muted" id="other-programs">Not listed: {len(others)} small program(s) Keras or your '
+        f"code compiled outside the model's steps ({escape(', '.join(names))}).</p>"
+        if others
+        else ""
+    )
     return (
-        "<h3>Compilations, counted as they happened</h3>"
-        '<p class="muted">Every compilation of the process in every epoch, as JAX reported it '
-        "(jax.monitoring), with its function and its tracing, lowering and compiling time.</p>"
+        "<h3>Every compilation of the run</h3>"
+        f'<p class="muted" id="run-compilations" data-total="{counted.total}">'
+        f"Every epoch's compilations, {escape(how)}.</p>"
         + _table(
             [
                 "epoch",
@@ -325,6 +348,7 @@ def _counted_compilations(section: RunData) -> str:
             rows,
             "counted",
         )
+        + other
     )
 
 
@@ -502,82 +526,126 @@ def _top_ops(section: RunData, plots: _Plots) -> str:
     )
 
 
-def _events(signatures: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], list[tuple[int, int]]]:
-    """Each new signature at the step it first ran (where it compiled), and the cumulative count's corners.
+def _events(section: RunData) -> tuple[list[dict[str, Any]], list[tuple[int, int]]]:
+    """Each compilation of the run at the step it happened, and the cumulative count's corners.
 
-    Every new signature of an epoch (`new`) is an event, so a compilation
-    sits at the step the compile table names; its message is the
-    signature's explanation when the tracker wrote one (the first few of an
-    epoch), else the signature itself. A run file without `new` (written
-    before it existed) gives the explained ones only.
+    The run's compilation rows (every function: a warm-up's at step 0, a
+    validation's at the end of its epoch's train steps) where the run file
+    has them; else each new signature of an epoch (`new`), a file from
+    before they existed. A train compilation's message is its signature's
+    explanation when the tracker wrote one (the first few of an epoch).
     """
+    explained = {
+        (stats["epoch"], f["step"]): f["message"]
+        for stats in section.signatures
+        for f in stats.get("explanations") or ()
+        if f.get("kind") in _NEW_KINDS and f.get("step") is not None
+    }
+    steps = {int(stats["epoch"]): int(stats.get("steps") or 0) for stats in section.signatures}
+    if section.compilations:
+        by_epoch = {
+            int(epoch["epoch"]): [
+                (r.get("function"), r.get("step"), r.get("signature"))
+                for r in epoch.get("rows") or ()
+                if r.get("function") != "other"
+            ]
+            for epoch in section.compilations
+        }
+    else:
+        by_epoch = {
+            int(stats["epoch"]): [
+                ("train", entry.get("step"), _format_signature(entry.get("signature") or {}))
+                for entry in stats.get("new") or ()
+            ]
+            for stats in section.signatures
+        }
     events: list[dict[str, Any]] = []
     curve = [(0, 0)]
     offset = 0
-    for stats in signatures:
-        explained = {
-            f["step"]: f["message"]
-            for f in stats.get("explanations") or ()
-            if f.get("kind") in _NEW_KINDS and f.get("step") is not None
-        }
-        if "new" in stats:
-            firsts = [(entry.get("step"), entry.get("signature") or {}) for entry in stats.get("new") or ()]
-        else:
-            firsts = [(step, {}) for step in explained]
-        for step, sig in firsts:
-            if step is None:
-                continue
-            message = explained.get(step) or f"new input signature {_format_signature(sig)}"
-            events.append(
-                {"epoch": stats["epoch"], "step": step, "global_step": offset + step, "message": message}
+    for epoch in sorted(set(by_epoch) | set(steps)):
+        length = steps.get(epoch, 0)
+        for function, step, signature in by_epoch.get(epoch, ()):
+            where = (
+                0
+                if function == "warm_up"
+                else offset + (step or 0)
+                if function == "train"
+                else offset + length
             )
-        offset += int(stats.get("steps") or 0)
-        curve.append((offset, int(stats.get("compilations_so_far") or 0)))
+            message = explained.get((epoch, step)) if function == "train" else None
+            what = f"{function} compiled" + (f" at step {step}" if step is not None else "")
+            if signature is None:
+                why = "before the first epoch" if function == "warm_up" else "with no new input signature"
+                message = message or f"{what} {why}"
+            events.append(
+                {
+                    "epoch": epoch,
+                    "function": function,
+                    "step": step,
+                    "global_step": where,
+                    "message": message or f"{what}: {signature or 'signature not recorded'}",
+                }
+            )
+        offset += length
+        curve.append((offset, len(events)))
     return events, curve
+
+
+def _findings(section: RunData) -> str:
+    """The epochs' findings (what varied, the fix), each once with the epochs it came in."""
+    found: dict[tuple[str, str, str], list[Any]] = {}
+    for stats in section.signatures:
+        for f in stats.get("explanations") or ():
+            if f.get("kind") not in _NEW_KINDS:
+                key = (str(f.get("kind")), str(f.get("message")), str(f.get("fix_code") or ""))
+                found.setdefault(key, []).append(stats["epoch"])
+    items = []
+    for (kind, message, code), epochs in found.items():
+        label = f"epoch{'s' if len(epochs) > 1 else ''} {', '.join(str(e) for e in epochs)}"
+        items.append(
+            f'<li data-kind="{escape(kind)}"><strong>{escape(label)}</strong>: {escape(message)}'
+            + (f"<pre>{html.escape(_visible_code(code))}</pre>" if code else "")
+            + "</li>"
+        )
+    return '<ul class="findings">' + "".join(items) + "</ul>" if items else ""
 
 
 def _compilations(section: RunData, plots: _Plots) -> str:
     heading = "<h3>Compilations over steps</h3>"
-    if not section.signatures:
+    if not section.signatures and not section.compilations:
         return heading + (
             '<p class="muted">No input-signature figures for this run (signature tracking was off, '
             "or the log dir holds no xla_guard_reports.json). Measured compilations per profiled "
             "window are in the coverage table above.</p>"
         )
-    events, curve = _events(section.signatures)
-    xla = any(s.get("expected_compilations") is not None for s in section.signatures)
-    figure = plots.timeline(curve, events, [s["epoch"] for s in section.signatures], xla)
+    events, curve = _events(section)
+    xla = bool(section.compilations) or any(
+        s.get("expected_compilations") is not None for s in section.signatures
+    )
+    epochs = sorted(
+        {int(s["epoch"]) for s in section.signatures} | {int(c["epoch"]) for c in section.compilations}
+    )
+    figure = plots.timeline(curve, events, epochs, xla)
     rows = [
-        f'<tr class="event" data-index="{n}">'
+        f'<tr class="event" data-index="{n}" data-function="{escape(e["function"])}">'
         + _num("global_step", e["global_step"], str(e["global_step"]))
         + _num("epoch", e["epoch"], str(e["epoch"]))
-        + _num("step", e["step"], str(e["step"]))
+        + f"<td>{escape(e['function'])}</td>"
+        + _num("step", e["step"], "-" if e["step"] is None else str(e["step"]))
         + f'<td class="name">{escape(e["message"])}</td></tr>'
         for n, e in enumerate(events, 1)
     ]
-    findings = []
-    for stats in section.signatures:
-        for f in stats.get("explanations") or ():
-            if f.get("kind") in _NEW_KINDS:
-                continue
-            code = f.get("fix_code") or ""
-            findings.append(
-                f'<li data-kind="{escape(f.get("kind"))}"><strong>epoch {escape(stats["epoch"])}</strong>: '
-                f"{escape(f.get('message'))}"
-                + (f"<pre>{html.escape(_visible_code(code))}</pre>" if code else "")
-                + "</li>"
-            )
     what = (
-        "each new input signature is one XLA compilation"
+        "each mark is one XLA compilation: a warm-up's at step 0, a validation's at the end of its epoch"
         if xla
         else "the step is not compiled with XLA, so new signatures cost no compilation"
     )
     return (
         heading
-        + f'<p class="muted">Input signatures seen over the run\'s steps ({what}).</p>'
+        + f'<p class="muted">Compilations over the run\'s training steps ({what}).</p>'
         + figure
-        + _table(["step (run)", "epoch", "step (epoch)", "new signature"], rows, "events")
-        + ('<ul class="findings">' + "".join(findings) + "</ul>" if findings else "")
+        + _table(["step (run)", "epoch", "function", "step", "what compiled"], rows, "events")
+        + _findings(section)
     )
 
 
@@ -695,11 +763,11 @@ def _visible_code(code: str) -> str:
 
 
 def _format_signature(sig: Mapping[str, Any]) -> str:
-    parts = []
-    for path, shape, dtype in zip(sig.get("paths") or (), sig.get("shapes") or (), sig.get("dtypes") or ()):
-        dims = "?" if shape is None else ", ".join("None" if d is None else str(d) for d in shape)
-        parts.append(f"{path}: {dtype}[{dims}]")
-    return "; ".join(parts) or "(no arrays)"
+    """A signature dict of the run file as every output writes signatures (`Signature.__str__`)."""
+    from keras_xla_guard.signatures.signature import Signature
+
+    shapes = tuple(None if shape is None else tuple(shape) for shape in sig.get("shapes") or ())
+    return str(Signature(tuple(sig.get("paths") or ()), shapes, tuple(sig.get("dtypes") or ())))
 
 
 def _signatures(section: RunData) -> str:
@@ -851,7 +919,8 @@ class _Plots:
             ax.set_xlim(-0.6, max(len(labels), 5) - 0.4)
             ax.set_ylim(0, 108)
             ax.set_ylabel("share of op time (%)")
-            ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+            # Above the axes, beside each other: the axes keep the figure's whole width.
+            ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.02), ncols=2, frameon=False, borderaxespad=0)
             return self._svg(fig, "coverage")
 
     def top_ops(self, labels: Sequence[str], seconds: Sequence[float]) -> str:
@@ -876,8 +945,8 @@ class _Plots:
             count, position = 0, 0
             corners = iter(curve[1:])
             pending = sorted(events, key=lambda e: e["global_step"])
-            # A step curve: +1 at each explained new signature, the epoch's
-            # exact total at its end (more new signatures than explained).
+            # A step curve: +1 at each compilation, the epoch's exact total
+            # at its end (an old run file explains only its first few).
             xs.append(0)
             ys.append(0)
             for end, total in corners:
@@ -897,7 +966,7 @@ class _Plots:
                     [m[1] for m in marks],
                     "o",
                     color=_PLAIN_COLOR,
-                    label="new signature",
+                    label="compilation",
                     gid="new-signatures",
                 )
                 for n, (x, y) in enumerate(marks, 1):

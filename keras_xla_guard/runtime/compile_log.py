@@ -67,8 +67,9 @@ class Compilation:
             user `jax.jit`s).
         program: The compiled function's name, e.g. `"train_step"`.
         epoch: The epoch it happened in; `None` before the first one.
-        step: The training step of the epoch it happened in, for the train
-            function; `None` otherwise.
+        step: The step it happened at: of the epoch for the train
+            function, of its call for the test or predict function
+            (a validation's, an `evaluate`'s); `None` otherwise.
         trace_s: Seconds tracing the Python function to a jaxpr; `None`
             when no trace was reported for it (JAX reuses a trace).
         lower_s: Seconds lowering it to an XLA module; `None` when none was
@@ -280,7 +281,12 @@ class CompileLog:
                     function=function,
                     program=program,
                     epoch=self._epoch,
-                    step=self._step if function == "train" else None,  # warm-up: before any step
+                    # A test or predict step of its call; a warm-up's: before any step.
+                    step=self._step
+                    if function == "train"
+                    else self._call_step
+                    if function != WARM_UP
+                    else None,
                     trace_s=trace,
                     lower_s=lower,
                     compile_s=seconds,

@@ -43,7 +43,7 @@ from keras_xla_guard.runtime.config import (
     ON_VIOLATION_CHOICES,
     GuardConfig,
 )
-from keras_xla_guard.runtime.epochs import EpochAssembly
+from keras_xla_guard.runtime.epochs import EpochAssembly, signed
 from keras_xla_guard.runtime.policy import CompilationPolicy
 from keras_xla_guard.runtime.profiler import ProfilerSession, SessionLostError, stop_stale_session
 from keras_xla_guard.runtime.sink import INCOMPLETE, CallRecord, EpochRecord, ReportSink
@@ -649,6 +649,8 @@ class XlaGuardEngine:
         if counted is None and opened.epoch is None and stats is not None:
             # The backend counts none (TensorFlow): one per new signature.
             counted = predicted_compilations(0, [stats])
+        elif counted is not None and stats is not None:
+            counted = signed(counted, [stats])
         compiled = None
         if counted is not None:
             compiled = tuple(dataclasses.replace(row, epoch=None) for row in counted.rows)
@@ -1325,7 +1327,7 @@ class XlaGuardEngine:
         compilations = None
         if self._compile_log is not None and self._unwatch is not None:
             self._check_compilations()
-            compilations = _with_signatures(self._compile_log.take(epoch), stats)
+            compilations = self._compile_log.take(epoch)
         with self._publish_lock:
             with self._lock:
                 if stats is not None:
@@ -1444,17 +1446,3 @@ class XlaGuardEngine:
             function, row.epoch, step, None, None, program=row.program, note=note, cache_hit=row.cache_hit
         )
         budget.report_counted(self, compilation, explanations)
-
-
-def _with_signatures(compilations: EpochCompilations, stats: EpochSignatures | None) -> EpochCompilations:
-    """The train function's compilations with the new input signature first seen at their step."""
-    if stats is None:
-        return compilations
-    at_step = {step: str(signature) for signature, step in stats.new if step is not None}
-    rows = tuple(
-        dataclasses.replace(row, signature=at_step.get(row.step))
-        if row.function == "train" and row.step in at_step
-        else row
-        for row in compilations.rows
-    )
-    return dataclasses.replace(compilations, rows=rows)

@@ -24,7 +24,7 @@ from keras_xla_guard.signatures.tracker import EpochSignatures
 from keras_xla_guard.trace.compiles import attribute_compiles
 from keras_xla_guard.trace.report import CoverageReport
 
-__all__ = ["EpochAssembly", "join_signatures"]
+__all__ = ["EpochAssembly", "join_signatures", "signed"]
 
 
 @dataclass
@@ -148,11 +148,13 @@ class EpochAssembly:
                 report = dataclasses.replace(report, signatures_unavailable=parts.unavailable)
             if self._finish is not None:
                 report = self._finish(report)
+        figures = [parts.signatures] if parts.signatures is not None else []
+        figures += [c.signatures for c in parts.calls if c.signatures is not None]
         compilations = parts.compilations
-        if compilations is None:
+        if compilations is not None:
+            compilations = signed(compilations, figures)
+        else:
             # The backend counted none (TensorFlow): one per new signature.
-            figures = [parts.signatures] if parts.signatures is not None else []
-            figures += [c.signatures for c in parts.calls if c.signatures is not None]
             window = report.compile_table if report is not None and report.ok else ()
             compilations = predicted_compilations(epoch, figures, window)
             if parts.warm_up:
@@ -207,3 +209,27 @@ def join_signatures(
         expected_compilations=stats.expected_compilations,
         signature_explanations=stats.explanations,
     )
+
+
+def signed(compilations: EpochCompilations, figures: list[EpochSignatures]) -> EpochCompilations:
+    """Counted compilations with the new input signature each function first saw at their step.
+
+    Args:
+        compilations: The epoch's compilations as the backend counted them.
+        figures: The signature figures of the epoch's train steps and of
+            its validation's test steps.
+
+    Returns:
+        The compilations, each train or test row at a step that brought a
+        new signature of its function carrying that signature.
+    """
+    at_step: dict[tuple[str, int | None], str] = {
+        (f.function, step): str(s) for f in figures for s, step in f.new if step is not None
+    }
+    rows = tuple(
+        dataclasses.replace(row, signature=at_step[(row.function, row.step)])
+        if row.signature is None and (row.function, row.step) in at_step
+        else row
+        for row in compilations.rows
+    )
+    return dataclasses.replace(compilations, rows=rows)

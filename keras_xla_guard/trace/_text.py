@@ -59,7 +59,7 @@ def format_report(report: CoverageReport, *, max_ops: int = 5, max_programs: int
     if report.status != "ok":
         return f"XLA coverage ({where}): {report.status} - {report.reason}"
     steps = f", {report.steps_profiled} steps" if report.steps_profiled is not None else ""
-    wall = f", {report.window_wall_s:.2f} s wall" if report.window_wall_s is not None else ""
+    wall = f", {format_ms(report.window_wall_s)} wall" if report.window_wall_s is not None else ""
     if report.backend == "jax":
         return "\n".join(_jax_lines(report, where + steps + wall))
     figures = report.measured()

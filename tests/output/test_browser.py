@@ -453,10 +453,12 @@ def test_page_written_at_train_end_shows_each_new_signature_on_the_timeline(seq_
         "return Array.from(document.querySelectorAll('table.events tbody tr')).map("
         "r => Array.from(r.cells).map(c => c.innerText))"
     )
-    assert rows[:3] == [[str(f.step), "0", str(f.step), f.message] for f in explained]
-    assert [row[:3] for row in rows[3:]] == [["4", "0", "4"], ["6", "0", "6"]]
-    assert [row[3] for row in rows[3:]] == [
-        f"new input signature x['tokens']: int32[8, {n}]; y: float32[8, 1]" for n in (11, 13)
+    assert rows[:3] == [[str(f.step), "0", "train", str(f.step), f.message] for f in explained]
+    assert [row[:4] for row in rows[3:]] == [["4", "0", "train", "4"], ["6", "0", "train", "6"]]
+    # The others in the notation every output writes signatures in.
+    assert [row[4] for row in rows[3:]] == [
+        f"train compiled at step {s}: x['tokens']: int32[8,{n}], y: float32[8,1]"
+        for s, n in ((4, 11), (6, 13))
     ]
     (timeline,) = [p for p in browser.execute_script(PLOTS_JS) if p[0] == "timeline"]
     assert timeline[1] > 300 and timeline[2] > 100
@@ -473,3 +475,34 @@ def test_page_written_at_train_end_shows_each_new_signature_on_the_timeline(seq_
         "css selector", "tr.epoch-signatures[data-epoch='1'] td[data-field='compilations_so_far']"
     )
     assert seen.get_attribute("data-value") == "5" == str(guard.signatures[1].compilations_so_far)
+
+
+LAYOUT_JS = """
+const main = document.body.getBoundingClientRect();
+const plots = Array.from(document.querySelectorAll('figure.plot')).map(f => {
+  const svg = f.querySelector('svg').getBoundingClientRect();
+  const legend = f.querySelector('g[id*="-legend_"]');
+  const axes = f.querySelector('g[id*="-axes_"] > g[id*="-patch_"]');
+  const inside = legend && axes ? [legend.getBoundingClientRect(), axes.getBoundingClientRect()] : null;
+  return [f.dataset.plot, svg.width, inside && inside[0].left >= inside[1].left - 1 &&
+          inside[0].right <= inside[1].right + 1];
+});
+const section = document.querySelector('section.worker').getBoundingClientRect();
+return [document.documentElement.scrollWidth, window.innerWidth, section.width, plots];
+"""
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_page_fits_the_window_at_desktop_and_phone_widths(seq_fit, browser, width) -> None:
+    """At 1280 and 390 px: nothing wider than the window (wide tables scroll in their own box), every
+    plot spans its section's width, and the coverage legend sits within the axes' width, not far beside."""
+    _, page = seq_fit
+    browser.set_window_size(width, 1000)
+    try:
+        _load_offline(browser, page)
+        scroll, inner, section, plots = browser.execute_script(LAYOUT_JS)
+    finally:
+        browser.set_window_size(1280, 1000)
+    assert scroll <= inner, (scroll, inner)
+    assert plots and all(abs(w - section) <= 2 for _, w, _ in plots), (section, plots)
+    assert [within for kind, _, within in plots if kind == "coverage"] == [True]

@@ -113,13 +113,20 @@ def test_timeline_puts_each_compilation_at_the_step_the_compile_table_names(tmp_
     page = read_page(guard.write_html(tmp_path / "page.html").read_text(encoding="utf-8"))
     events = [page.value("step", **{"class": "event", "data-index": n}) for n in range(1, 6)]
     assert events == compiled
-    rows = [page.value("step", **{"class": "compile", "data-report": 0, "data-index": n}) for n in range(5)]
+    # The run's compilation rows, each with the compile time the profiled window measured for it.
+    rows = [page.value("step", **{"class": "counted", "data-epoch": 0, "data-index": n}) for n in range(5)]
     assert rows == compiled
-    # Beyond the three explained ones, an event names its signature.
-    cells = [
-        text for cell, text in page.cells if cell.get("class") == "name" and "new input signature" in text
+    timed = [
+        page.value("compile_s", **{"class": "counted", "data-epoch": 0, "data-index": n}) for n in range(5)
     ]
-    assert cells == [f"new input signature x['tokens']: int32[8, {n}]; y: float32[8, 1]" for n in (11, 13)]
+    assert timed == [c.compile_s for c in guard.reports[0].compile_table if not c.cache_hit]
+    assert all(t > 0 for t in timed)
+    # Beyond the three explained ones, an event names its signature, as every output writes one.
+    cells = [text for cell, text in page.cells if cell.get("class") == "name" and "train compiled at" in text]
+    assert cells == [
+        f"train compiled at step {s}: x['tokens']: int32[8,{n}], y: float32[8,1]"
+        for s, n in ((4, 11), (6, 13))
+    ]
 
 
 def test_each_function_has_its_expected_compilations_and_each_call_its_row() -> None:
@@ -269,3 +276,30 @@ def test_the_timeline_counts_in_whole_numbers() -> None:
     chart = chart[: chart.index("</figure>")]
     ticks = [t for t in re.findall(r"<text[^>]*>([^<]*)</text>", chart) if re.fullmatch(r"[-\d.\u2212]+", t)]
     assert ticks and all(re.fullmatch(r"\u2212?\d+", t) for t in ticks), ticks
+
+
+def test_findings_that_repeat_across_epochs_show_once_with_their_epochs() -> None:
+    """The same finding in three epochs is one bullet naming epochs 0, 1, 2; signatures in one notation."""
+    from _html import read_page
+
+    from keras_xla_guard.runtime.compile_log import predicted_compilations
+    from keras_xla_guard.signatures import Signature, SignatureTracker
+
+    tracker = SignatureTracker(xla=True)
+    figures = []
+    for epoch in range(3):
+        tracker.begin_epoch(epoch)
+        for step, n in enumerate((4, 6, 8)):
+            tracker.observe(Signature(("x", "y"), ((8, n), (8, 1)), ("int32", "float32")), step=step)
+        figures.append(tracker.end_epoch())
+    compiled = [predicted_compilations(e, [f]) for e, f in enumerate(figures)]
+    text = render_html([RunData.of("", [], figures, (), compiled)], exit_reason="done")
+    varied = "input x dim 1 varied across 3 values (4, 6, 8)"
+    findings = text.split('<ul class="findings">', 1)[1].split("</ul>", 1)[0]
+    assert findings.count(varied) == 1
+    assert f"<strong>epochs 0, 1, 2</strong>: {varied}" in findings
+    page = read_page(text)
+    names = [t for cell, t in page.cells if cell.get("class") == "name" and "int32[" in t]
+    assert names and all("; " not in t and "[8, " not in t for t in names)
+    # Every compilation is on the timeline: one event row each.
+    assert text.count('<tr class="event"') == 3 == text.count('<tr class="counted"')

@@ -76,7 +76,7 @@ def _device_report() -> CoverageReport:
 
 
 _DEVICE_HEAD = """\
-XLA coverage (epoch 2, 10 steps, 1.50 s wall): 90.0% of op time ran inside XLA
+XLA coverage (epoch 2, 10 steps, 1500.0 ms wall): 90.0% of op time ran inside XLA
   XLA executables:        90.0 ms  (10 launches)
        80.0 ms  x10    program jit_step(1)
         6.0 ms  x3     program jit_b(2)  (command buffers: not per op)
@@ -184,7 +184,7 @@ def test_a_jax_window_leads_with_the_busy_share_over_its_steps():
         notes=("n",),
     )
     assert format_report(report) == (
-        "JAX window (epoch 0, 2 steps, 0.02 s wall): XLA programs kept the device 70.0% busy over its "
+        "JAX window (epoch 0, 2 steps, 20.0 ms wall): XLA programs kept the device 70.0% busy over its "
         "steps (host 5.00 ms between programs, compiles aside)\n"
         "  program launches:          3\n"
         "  XLA compilations:          1     (1.0 ms wall-clock)\n"
@@ -209,7 +209,7 @@ def test_a_jax_window_without_steps_measures_over_the_window_capped_at_its_wall(
     )
     thread = "(10.0 ms wall-clock, 0.0 ms summed over threads)"
     assert format_report(half).splitlines() == [
-        "JAX window (trace, 0.10 s wall): XLA programs kept the device 50.0% busy over the window "
+        "JAX window (trace, 100.0 ms wall): XLA programs kept the device 50.0% busy over the window "
         "(host 40.00 ms between programs, compiles aside)",
         "  program launches:          0",
         f"  XLA compilations:          0     {thread}",
@@ -218,7 +218,7 @@ def test_a_jax_window_without_steps_measures_over_the_window_capped_at_its_wall(
     ]
     over = CoverageReport(backend="jax", window_wall_s=0.1, xla_time_s=0.2, compile_time_s=0.01)
     assert format_report(over).splitlines()[0] == (
-        "JAX window (trace, 0.10 s wall): XLA programs kept the device 100.0% busy over the window "
+        "JAX window (trace, 100.0 ms wall): XLA programs kept the device 100.0% busy over the window "
         "(host 0.00 ms between programs, compiles aside)"
     )
     no_wall = CoverageReport(backend="jax", xla_time_s=0.05)
