@@ -197,6 +197,31 @@ def _run_files(args: argparse.Namespace, runs: list[_Run]) -> list[tuple[str, An
     return [(str(f), read_run_file(f)) for f in files]
 
 
+def _with_backends(runs: list[_Run], files: list[tuple[str, Any]]) -> list[_Run]:
+    """The runs, each report marked with the backend the guard's run file names for its window.
+
+    A trace alone does not say which framework wrote it; the run file does,
+    and under JAX the table then shows no XLA share (100% by construction).
+    """
+    import dataclasses
+
+    backends = {
+        Path(str(r["trace_path"])).parent.name: r["backend"]
+        for _, run in files
+        for r in run.reports
+        if r.get("trace_path") and r.get("backend")
+    }
+    marked = []
+    for run in runs:
+        backend = backends.get(run.run_dir.name)
+        if backend is None or not run.combined.ok:
+            marked.append(run)
+            continue
+        hosts = [dataclasses.replace(r, backend=backend) for r in run.hosts]
+        marked.append(_Run(run.run_dir, hosts, dataclasses.replace(run.combined, backend=backend)))
+    return marked
+
+
 def _analyze_runs(args: argparse.Namespace) -> list[_Run]:
     import dataclasses
 
@@ -457,6 +482,7 @@ def _run_report(args: argparse.Namespace) -> int:
     compare = _read_compare(args.compare)
     runs = _analyze_runs(args)
     files = _run_files(args, runs)
+    runs = _with_backends(runs, files)
     violations = _violations(args, runs, files)
     if args.html is not None:
         _write_html(args, runs, files, violations, compare)

@@ -20,7 +20,9 @@ def test_the_readme_sample_is_the_examples_own_output(tmp_path):
     """Every line the README shows is a line the example prints; timings may differ, nothing else."""
     out = run_script(REPO / "examples" / "variable_lengths.py", tmp_path / "logs").splitlines()
     sample = _readme_sample()
-    assert sample[0].startswith("keras-xla-guard: run summary (recompiles): The train function compiled 8 times")
+    assert sample[0].startswith(
+        "keras-xla-guard: run summary (recompiles): The train function compiled 8 times"
+    )
     timing = re.compile(r"\d+\.\d ms wall")
     for line in sample:
         assert any(timing.sub("", line) == timing.sub("", printed) for printed in out), line

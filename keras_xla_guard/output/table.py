@@ -117,7 +117,8 @@ def _row(run: str, host: str, report: CoverageReport) -> list[str]:
     return [
         run,
         host,
-        f"{figures.xla_time_fraction:.1%}",
+        # A share that is 100% by construction (every step one XLA program: JAX) is no figure.
+        "n/a (JAX)" if report.backend == "jax" else f"{figures.xla_time_fraction:.1%}",
         format_ms(figures.xla_time_s),
         format_ms(figures.non_xla_op_time_s),
         str(figures.xla_executions),
