@@ -124,12 +124,15 @@ class GuardAdapter:
 
     @property
     def compilations(self) -> dict[int, EpochCompilations]:
-        """Every epoch's compilations as the backend counted them, keyed by epoch.
+        """Every epoch's compilations, keyed by epoch, with no profiler needed.
 
-        Under JAX (`jax.monitoring`): every compilation of the process with
-        its function (train, test, predict, other), step, input signature
-        and trace/lower/compile seconds, every epoch, with no profiler.
-        Empty under TensorFlow (see `reports` and `signatures`).
+        Each with its function (train, test, predict, warm_up, other),
+        step and input signature: under JAX counted as they happened
+        (`jax.monitoring`, with trace/lower/compile seconds); under
+        TensorFlow one per new input signature of each function compiled
+        with XLA (compile seconds where a profiled window measured them).
+        The same count the run file, `report --max-compilations` and the
+        HTML page use.
         """
         return self.engine.compilations
 

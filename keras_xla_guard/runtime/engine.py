@@ -394,13 +394,14 @@ class XlaGuardEngine:
 
     @property
     def compilations(self) -> dict[int, EpochCompilations]:
-        """Every finished epoch's compilations as the backend counted them, keyed by epoch.
+        """Every finished epoch's compilations, keyed by epoch, profiled or not.
 
-        Exact and present for every epoch, profiled or not, where the
-        backend reports compilations as they happen (JAX's
-        `jax.monitoring`); empty on TensorFlow, whose compilations are
-        counted in profiled windows (`reports`) and predicted from input
-        signatures (`signatures`).
+        Counted as they happened where the backend reports them (JAX's
+        `jax.monitoring`, `source="counted"`); on TensorFlow, which reports
+        none outside its profiler, one per new input signature of each
+        function compiled with XLA (`source="signatures"`), with the compile
+        time a profiled window measured. The callback's `warm_up` rows
+        (`"warm_up"`) sit in the first epoch's.
         """
         with self._lock:
             return {e: r.compilations for e, r in sorted(self._records.items()) if r.compilations is not None}
