@@ -119,9 +119,10 @@ def test_fresh_hands_each_functions_compilation_once_with_its_functions_step():
     log.on_phase("compile", "jit(test_step)", 0.3)
     log.at(1, None)
     log.on_phase("compile", "jit(test_step)", 0.2)
+    # A test row's own step is its call's step too (a validation's row shows where it compiled).
     assert [(row.function, row.epoch, row.step, step) for row, step in log.fresh()] == [
         ("train", 0, 4, 4),
-        ("test", 0, None, 2),
+        ("test", 0, 2, 2),
         ("test", 1, None, None),
     ]
     assert log.fresh() == []
