@@ -99,6 +99,9 @@ def test_a_new_users_doctor_diagnoses_jax_says_why_keras_cannot_start_and_writes
         "JAX_JIT_ON",
         "JAX_CACHE_OFF",
     ]
+    # Lists hold each item once (devices, device checks, verdicts).
+    lists = [value for value in data.values() if isinstance(value, list)]
+    assert all(len({json.dumps(v, sort_keys=True) for v in items}) == len(items) for items in lists), lists
 
 
 def test_doctor_follows_the_users_backend_setting_without_writing(tmp_path):
