@@ -16,7 +16,7 @@ TensorFlow or Keras; the first use of a name that needs them does):
   (`DoctorReport`, `ExplainReport`, `Verdict`).
 - `Signature`, `SignatureTracker`, `EpochSignatures`, `recommend_buckets`,
   `bucketing_code`: input signatures and recompilation explanations;
-  `pad_to_buckets`: the tf.data fix.
+  `pad_to_buckets`: the padding fix (tf.data, or any examples: no TensorFlow needed).
 - `warm_up`, `WarmUpReport`, `CompileRecord`: compile cost ahead of time
   (compile the known shapes before `fit`; the per-window compile table).
 - `compare`, `CompareReport`, `ModeFigures`: is XLA worth it for this

@@ -31,6 +31,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from keras_xla_guard.errors import RecompilationLimitError
 from keras_xla_guard.runtime import budget
 
 __all__ = ["acquire", "release", "wrapped_classes"]
@@ -123,6 +124,12 @@ def _wrap(cls: type, name: str) -> Callable[[], None]:
             args, kwargs, guard = _with_guard(self, name, signature, args, kwargs)
             try:
                 return original(self, *args, **kwargs)
+            except RecompilationLimitError as stop:
+                # A budget stopped the call on purpose (fail_fast): its message is the
+                # whole story, and the ~20 frames from fit down to the budget (Keras'
+                # loop, the guard's feed) are machinery. pytest hides this frame too.
+                __tracebackhide__ = True
+                raise stop.with_traceback(None) from None  # a budget stopped it: the message says why
             finally:
                 if guard is not None:
                     # The guard outlives the call (a later call of the model reuses it), not the model.

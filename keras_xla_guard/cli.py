@@ -510,38 +510,29 @@ def _run_report(args: argparse.Namespace) -> int:
     return EXIT_THRESHOLD if violations else EXIT_OK
 
 
-def _doctor_backend(requested: str | None) -> str:
-    """The backend `doctor` diagnoses: the one asked for, else Keras' configured one.
-
-    Read as Keras reads it, without importing Keras (which would start the
-    backend): `KERAS_BACKEND`, else `"backend"` in `$KERAS_HOME/keras.json`
-    (`~/.keras/keras.json`); with neither, TensorFlow when it is installed,
-    else JAX when it is.
-    """
-    if requested is not None:
-        return requested
-    from keras_xla_guard.diagnose.doctor import keras_backend_setting
-
-    configured = keras_backend_setting()
-    if configured is not None:
-        return "jax" if configured == "jax" else "tensorflow"
-    if importlib.util.find_spec("tensorflow") is None and importlib.util.find_spec("jax") is not None:
-        return "jax"
-    return "tensorflow"
-
-
 def _run_doctor(args: argparse.Namespace) -> int:
-    if _doctor_backend(args.backend) == "jax":
-        if importlib.util.find_spec("jax") is None:
-            raise MissingDependencyError('doctor --backend jax needs JAX: pip install "keras-xla-guard[jax]"')
-        from keras_xla_guard.diagnose.doctor_jax import doctor_jax
+    from keras_xla_guard.diagnose.keras_env import doctor_backend, keras_config_untouched
 
-        report_jax = doctor_jax()
-        if args.json:
-            _emit(*json.dumps(report_jax.to_dict(), indent=2, sort_keys=True).splitlines())
-        else:
-            _emit(*str(report_jax).splitlines())
-        return EXIT_OK
+    backend = doctor_backend(args.backend)
+    # A first import of Keras or TensorFlow writes ~/.keras/keras.json; a diagnosis must not.
+    with keras_config_untouched():
+        report = _doctor_jax() if backend == "jax" else _doctor_tensorflow(args)
+    if args.json:
+        _emit(*json.dumps(report.to_dict(), indent=2, sort_keys=True).splitlines())
+    else:
+        _emit(*str(report).splitlines())
+    return EXIT_OK
+
+
+def _doctor_jax() -> Any:
+    if importlib.util.find_spec("jax") is None:
+        raise MissingDependencyError('doctor --backend jax needs JAX: pip install "keras-xla-guard[jax]"')
+    from keras_xla_guard.diagnose.doctor_jax import doctor_jax
+
+    return doctor_jax()
+
+
+def _doctor_tensorflow(args: argparse.Namespace) -> Any:
     _require_tensorflow("doctor")
     from keras_xla_guard.diagnose.doctor import doctor
 
@@ -553,14 +544,9 @@ def _run_doctor(args: argparse.Namespace) -> int:
             compare = find_compare(args.trace)
         except ValueError:
             compare = None
-    report = doctor(
+    return doctor(
         probe=not args.no_probe, probe_timeout=args.probe_timeout, trace=args.trace, compare=compare
     )
-    if args.json:
-        _emit(*json.dumps(report.to_dict(), indent=2, sort_keys=True).splitlines())
-    else:
-        _emit(*str(report).splitlines())
-    return EXIT_OK
 
 
 def _add_report_parser(sub: Any) -> None:

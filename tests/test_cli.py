@@ -653,17 +653,21 @@ def test_doctor_trace_that_is_missing_exits_2(capsys, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "argv, module",
+    "argv, module, also_missing",
     [
-        (("doctor", "--no-probe"), "tensorflow"),
+        # With JAX installed, doctor diagnoses JAX instead (tests/on_jax/test_doctor.py).
+        (("doctor", "--no-probe"), "tensorflow", ("jax",)),
         # Keras missing beside an installed TensorFlow: only where TensorFlow is.
-        pytest.param(("doctor", "--no-probe"), "keras", marks=pytest.mark.tf),
-        (("compare", "no_such_module:build", "--steps", "1"), "tensorflow"),
+        pytest.param(("doctor", "--no-probe"), "keras", (), marks=pytest.mark.tf),
+        (("compare", "no_such_module:build", "--steps", "1"), "tensorflow", ()),
     ],
 )
-def test_commands_that_run_tensorflow_exit_2_naming_the_extra_without_it(capsys, monkeypatch, argv, module):
+def test_commands_that_run_tensorflow_exit_2_naming_the_extra_without_it(
+    capsys, monkeypatch, argv, module, also_missing
+):
     """`doctor`/`compare` without TensorFlow or Keras: exit 2, one line naming the `cpu` extra, no traceback."""
-    monkeypatch.setitem(sys.modules, module, None)
+    for name in (module, *also_missing):
+        monkeypatch.setitem(sys.modules, name, None)
     code, out, err = run_cli(capsys, *argv)
     assert (code, out, err.count("\n")) == (2, "", 1)
     assert f"{module} is not installed" in err

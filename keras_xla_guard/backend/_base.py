@@ -58,13 +58,19 @@ class Backend(Protocol):
     - `watch_compiles(callback)`: `jax.monitoring`'s compile-phase events
       (TensorFlow has no such stream: `None`).
     - `name`, `version()`: `"jax"`, `"jax 0.10.2"`.
+    - `input_pipeline`: `"examples"`: the recompilation fix pads the
+      examples with `pad_to_buckets` (no TensorFlow), not with `tf.data`.
 
     Attributes:
         name: The Keras backend name this implements, as
             `keras.backend.backend()` spells it (`"tensorflow"`).
+        input_pipeline: What the guard's padding fix is written for
+            (`signatures.buckets.INPUT_PIPELINES`): `"tf.data"`, or
+            `"examples"` for a backend whose users may have no TensorFlow.
     """
 
     name: str
+    input_pipeline: str
 
     def version(self) -> str:
         """The framework and its version, e.g. `"tensorflow 2.21.0"`."""

@@ -83,6 +83,8 @@ class JaxBackend:
     """
 
     name = "jax"
+    # Without TensorFlow there is no tf.data: the padding fix is pad_to_buckets on the examples.
+    input_pipeline = "examples"
 
     def version(self) -> str:
         """`"jax 0.10.2"`: the JAX this process runs."""

@@ -35,6 +35,8 @@ class TensorFlowBackend:
     """
 
     name = "tensorflow"
+    # Its users batch with tf.data: the padding fix is a tf.data call.
+    input_pipeline = "tf.data"
 
     def version(self) -> str:
         """`"tensorflow 2.21.0"`: the TensorFlow this process runs."""

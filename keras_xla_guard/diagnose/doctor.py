@@ -19,37 +19,21 @@ With a trace, the compile-cost verdicts (`compile_cost.py`) are added.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import platform
-import shlex
 import sys
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from keras_xla_guard.backend.xla_cache import PersistentCache, persistent_cache, recommended_flags
-from keras_xla_guard.diagnose.advice import JitEvidence, blocked_verdict, switch_fix
+from keras_xla_guard.backend.xla_cache import persistent_cache
+from keras_xla_guard.diagnose import tf_rules
+from keras_xla_guard.diagnose.advice import JitEvidence, blocked_verdict
 from keras_xla_guard.diagnose.compile_cost import compile_cost_verdicts
-from keras_xla_guard.diagnose.probe import (
-    PROBE_MODULE,
-    ProbeResult,
-    ProbeRun,
-    finish_probe,
-    start_probe,
-)
-from keras_xla_guard.diagnose.verdict import (
-    EFFECTIVENESS,
-    ERROR,
-    INFO,
-    OK,
-    RUNTIME,
-    SWITCHES,
-    WARNING,
-    Verdict,
-)
+from keras_xla_guard.diagnose.keras_env import backend_unavailable_verdict, keras_facts
+from keras_xla_guard.diagnose.probe import ProbeResult, ProbeRun, finish_probe, start_probe
+from keras_xla_guard.diagnose.verdict import ERROR, WARNING, Verdict
 
 __all__ = [
     "DeviceCheck",
@@ -60,38 +44,6 @@ __all__ = [
 ]
 
 DEFAULT_PROBE_TIMEOUT_S = 120.0
-_CPU_FLAG = "--tf_xla_cpu_global_jit"
-_FIX_CPU_FLAG = (
-    # The user asked for auto-clustering, but XLA on a CPU is often slower: the fix makes the
-    # request effective only after saying how to check that it pays (advice.measure_first).
-    "# Whether auto-clustering pays on this CPU is not measured: measure it first\n"
-    "# (keras-xla-guard compare module:fn --modes plain autoclustering),\n"
-    "# or stop asking for it (tf.config.optimizer.set_jit(False)). To make it take effect,\n"
-    "# set the flag before TensorFlow is imported (first lines of your script):\n"
-    "import os\n"
-    'os.environ["TF_XLA_FLAGS"] = (os.environ.get("TF_XLA_FLAGS", "") + '
-    '" --tf_xla_cpu_global_jit").strip()\n'
-    "import tensorflow as tf\n"
-    "tf.config.optimizer.set_jit(True)\n"
-    "# or from the shell: export TF_XLA_FLAGS=--tf_xla_cpu_global_jit"
-)
-
-
-_FIX_XLA_DEVICES_FLAG = (
-    "# Whether XLA pays on this CPU is not measured: measure it first\n"
-    "# (keras-xla-guard compare module:fn --modes plain jit_compile), then ask for XLA\n"
-    "# per model rather than through this flag, which nothing else needs:\n"
-    "model.compile(optimizer, loss, jit_compile=False)  # True where compare measured that it pays\n"
-    "# and drop --tf_xla_enable_xla_devices from TF_XLA_FLAGS."
-)
-
-
-def _fix_jit_compile(evidence: JitEvidence) -> str:
-    """The fix of a finding that XLA is off: measured or hedged (`advice.switch_fix`)."""
-    fix = switch_fix(evidence)
-    if evidence.blockers or evidence.compare is not None:
-        return fix
-    return fix + "\n# for your own train step: @tf.function(jit_compile=True), measured the same way"
 
 
 @dataclass(frozen=True)
@@ -224,18 +176,9 @@ def parse_tf_xla_flags(value: str | None) -> tuple[str | None, bool]:
         name, _, arg = token.partition("=")
         if name == "--tf_xla_auto_jit":
             auto_jit = arg
-        elif name == _CPU_FLAG:
+        elif name == tf_rules.CPU_FLAG:
             cpu_global_jit = arg.lower() not in ("0", "false")
     return auto_jit, cpu_global_jit
-
-
-def _auto_jit_requested(auto_jit: str | None) -> bool:
-    if auto_jit is None:
-        return False
-    # `single-gpu(N)` requests auto-clustering on one GPU only.
-    if auto_jit.startswith("single-gpu"):
-        return True
-    return auto_jit.lstrip("-").isdigit() and int(auto_jit) > 0
 
 
 def _tf_cpu_global_jit() -> bool | None:
@@ -261,361 +204,6 @@ def _device_checks() -> tuple[DeviceCheck, ...]:
             ok, error = False, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         checks.append(DeviceCheck(device.name, device.device_type, ok, error))
     return tuple(checks)
-
-
-def keras_backend_setting() -> str | None:
-    """The backend Keras is configured with, read as Keras reads it, without importing Keras.
-
-    Returns:
-        `KERAS_BACKEND`, else `"backend"` in `$KERAS_HOME/keras.json`
-        (`~/.keras/keras.json`); `None` when neither sets one.
-    """
-    configured = os.environ.get("KERAS_BACKEND")
-    if configured is not None:
-        return configured
-    home = os.environ.get("KERAS_HOME") or os.path.join(os.path.expanduser("~"), ".keras")
-    try:
-        with open(os.path.join(home, "keras.json"), encoding="utf-8") as f:
-            backend = json.load(f).get("backend")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return backend if isinstance(backend, str) else None
-
-
-def _keras_facts(resolve: bool) -> tuple[str | None, str | None, bool | None]:
-    try:
-        import keras
-    except ImportError:
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            installed = version("keras")
-        except PackageNotFoundError:
-            return None, None, None
-        # Installed, but the backend it is configured with cannot start
-        # (KERAS_BACKEND=torch without torch): that backend is the finding.
-        return installed, keras_backend_setting(), None
-    backend = keras.backend.backend()
-    if backend != "tensorflow" or not resolve:
-        return keras.__version__, backend, None
-    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
-    model.compile(optimizer="sgd", loss="mse", jit_compile="auto")
-    return keras.__version__, backend, bool(model.jit_compile)
-
-
-def _runtime_verdicts(
-    checks: Sequence[DeviceCheck], cache_verdict: Verdict | None, explained: Sequence[str]
-) -> list[Verdict]:
-    """Per device OK or MISSING; devices whose failure `cache_verdict` explains get only it."""
-    verdicts = []
-    for check in checks:
-        if check.device in explained:
-            continue
-        if check.xla_ok:
-            verdicts.append(
-                Verdict(
-                    "XLA_BACKEND_OK",
-                    RUNTIME,
-                    OK,
-                    f"XLA compiled and ran a jit_compile=True function on {check.device}.",
-                )
-            )
-        else:
-            verdicts.append(
-                Verdict(
-                    "XLA_BACKEND_MISSING",
-                    RUNTIME,
-                    ERROR,
-                    f"XLA could not compile or run a jit_compile=True function on "
-                    f"{check.device}: {check.error}",
-                    "# The error above says why. If it names a missing XLA backend or kernel, this\n"
-                    "# TensorFlow build lacks one: install an official build of the same version\n"
-                    "# (keeps Keras, tf_keras and CUDA matched), e.g.:\n"
-                    "#   pip install tensorflow==<your version>  # tensorflow[and-cuda]==... on GPUs\n"
-                    "# If it names ptxas, libdevice, memory or the driver, fix that instead:\n"
-                    "# reinstalling TensorFlow does not.",
-                )
-            )
-    if cache_verdict is not None:
-        verdicts.append(cache_verdict)
-    return verdicts
-
-
-def _cache_write_error(directory: str) -> str:
-    """Why TensorFlow cannot write into `directory`, in TensorFlow's words; `""` when it can.
-
-    Creates the directory as TensorFlow's cache does, then writes and
-    removes one small file, through TensorFlow's own file system layer
-    (`tf.io.gfile`): remote paths (`gs://...`) behave, and an error reads
-    as it does when TensorFlow stores a compiled program there.
-    """
-    import tensorflow as tf
-
-    path = tf.io.gfile.join(directory, f".keras_xla_guard_doctor_{os.getpid()}.tmp")
-    try:
-        tf.io.gfile.makedirs(directory)
-        with tf.io.gfile.GFile(path, "wb") as f:
-            f.write(b"x")
-        tf.io.gfile.remove(path)
-    except tf.errors.OpError as e:
-        return f"{type(e).__name__}: {e.message}"
-    return ""
-
-
-def _cache_verdict(
-    cache: PersistentCache | None,
-    checks: Sequence[DeviceCheck],
-    probe: ProbeResult | None,
-    tf_xla_flags: str | None,
-) -> tuple[Verdict | None, tuple[str, ...]]:
-    """`XLA_CACHE_DIR_UNWRITABLE` when XLA failed here and the cache directory cannot be written.
-
-    Returns the verdict (or `None`) and the devices whose failed check it
-    explains.
-
-    TensorFlow (2.21, measured) writes every program it compiles into a
-    writable persistent cache and fails the compilation when it cannot;
-    with `--tf_xla_persistent_cache_read_only` it never writes, and a
-    missing or unwritable directory is no error. The directory is only
-    tried after a compilation here failed, so a healthy run leaves nothing
-    behind that TensorFlow itself would not have written.
-    """
-    if cache is None or cache.read_only:
-        return None, ()
-    # An empty device list means the cache serves every device type.
-    devices = tuple(
-        c.device
-        for c in checks
-        if not c.xla_ok and (not cache.device_types or c.device_type in cache.device_types)
-    )
-    failed = [f"jit_compile=True on {d}" for d in devices]
-    if probe is not None and not probe.ran and not probe.timed_out:
-        failed.append("the auto-clustering probe")
-    if not failed:
-        return None, ()
-    error = _cache_write_error(cache.directory)
-    if not error:
-        return None, ()
-    read_only = " ".join([*shlex.split(tf_xla_flags or ""), "--tf_xla_persistent_cache_read_only=true"])
-    verdict = Verdict(
-        "XLA_CACHE_DIR_UNWRITABLE",
-        RUNTIME,
-        ERROR,
-        f"TensorFlow's persistent compilation cache directory {cache.directory!r} "
-        f"(--tf_xla_persistent_cache_directory in TF_XLA_FLAGS) cannot be written: {error}. "
-        "TensorFlow stores every program it compiles there, so every XLA compilation "
-        f"fails in this process (failed here: {', '.join(failed)}).",
-        "# TensorFlow reads TF_XLA_FLAGS once, at start: set it before starting Python.\n"
-        "# Cache in a directory this user can write (TensorFlow creates it):\n"
-        f"{recommended_flags()}\n"
-        "# or only load the programs already stored there (nothing is ever written):\n"
-        f'export TF_XLA_FLAGS="{read_only}"',
-    )
-    return verdict, devices
-
-
-def _switch_verdicts(
-    *,
-    get_jit: str,
-    env_auto_jit: str | None,
-    env_cpu_global_jit: bool,
-    tf_cpu_global_jit: bool | None,
-    keras_backend: str | None,
-    keras_auto_jit_compile: bool | None,
-    in_strategy: bool,
-    has_accelerator: bool,
-    tf_xla_flags: str | None,
-    onednn_opts: str | None,
-    jit_fix: str,
-) -> list[Verdict]:
-    verdicts = []
-    requested = bool(get_jit) or _auto_jit_requested(env_auto_jit)
-    if requested:
-        how = (
-            f"tf.config.optimizer.get_jit() is {get_jit!r}"
-            if get_jit
-            else f"TF_XLA_FLAGS has --tf_xla_auto_jit={env_auto_jit}"
-        )
-        verdicts.append(Verdict("AUTOJIT_REQUESTED", SWITCHES, INFO, f"Auto-clustering is requested: {how}."))
-    else:
-        verdicts.append(
-            Verdict(
-                "XLA_NOT_REQUESTED",
-                SWITCHES,
-                WARNING,
-                "Auto-clustering is off (tf.config.optimizer.get_jit() is '' and TF_XLA_FLAGS "
-                "has no --tf_xla_auto_jit), so only functions and models compiled with "
-                "jit_compile=True run under XLA.",
-                jit_fix,
-            )
-        )
-    if env_cpu_global_jit and tf_cpu_global_jit is False:
-        verdicts.append(
-            Verdict(
-                "CPU_FLAG_SET_TOO_LATE",
-                SWITCHES,
-                ERROR,
-                f"TF_XLA_FLAGS={tf_xla_flags!r} contains --tf_xla_cpu_global_jit now, but "
-                "TensorFlow had already read its flags without it (it reads TF_XLA_FLAGS "
-                "once, on first use), so CPU auto-clustering stays off in this process.",
-                _FIX_CPU_FLAG,
-            )
-        )
-    if keras_backend is not None and keras_backend != "tensorflow":
-        verdicts.append(
-            Verdict(
-                "KERAS_BACKEND_NOT_TENSORFLOW",
-                SWITCHES,
-                WARNING,
-                f"Keras runs on backend={keras_backend!r}; TensorFlow's XLA switches do not apply.",
-                "# Select the TensorFlow backend before importing Keras:\n"
-                "import os\n"
-                'os.environ["KERAS_BACKEND"] = "tensorflow"\n'
-                "import keras",
-            )
-        )
-    if keras_auto_jit_compile is False:
-        why = []
-        if not has_accelerator:
-            why.append("this machine has no GPU/TPU")
-        if in_strategy:
-            why.append("a tf.distribute strategy is active")
-        reason = " and ".join(why) or "a layer does not support XLA or op determinism is on"
-        verdicts.append(
-            Verdict(
-                "JIT_COMPILE_AUTO_RESOLVES_FALSE",
-                SWITCHES,
-                WARNING,
-                f"Keras resolves model.compile(jit_compile='auto') to False here ({reason}), "
-                "so a default Keras model trains without XLA.",
-                jit_fix,
-            )
-        )
-    elif keras_auto_jit_compile:
-        verdicts.append(
-            Verdict(
-                "JIT_COMPILE_AUTO_RESOLVES_TRUE",
-                SWITCHES,
-                OK,
-                "Keras resolves model.compile(jit_compile='auto') to True here for models "
-                "whose layers all support XLA.",
-            )
-        )
-    if tf_xla_flags and "--tf_xla_enable_xla_devices" in tf_xla_flags:
-        if keras_auto_jit_compile and not has_accelerator:
-            # Measured (TF 2.21, Keras 3.15): Keras' "auto" asks whether any physical
-            # device is not a CPU, and the flag's XLA_CPU device is not.
-            verdicts.append(
-                Verdict(
-                    "XLA_DEVICES_FLAG_SWITCHES_KERAS_AUTO",
-                    SWITCHES,
-                    WARNING,
-                    "--tf_xla_enable_xla_devices makes TensorFlow list an XLA_CPU device, which Keras "
-                    "takes for an accelerator: on this machine without GPU/TPU it is why "
-                    "model.compile(jit_compile='auto'), the default, resolves to True, so every "
-                    "Keras model trains under XLA. jit_compile=True and auto-clustering do not need "
-                    "the flag.",
-                    _FIX_XLA_DEVICES_FLAG,
-                )
-            )
-        else:
-            verdicts.append(
-                Verdict(
-                    "XLA_DEVICES_FLAG_OBSOLETE",
-                    SWITCHES,
-                    INFO,
-                    "--tf_xla_enable_xla_devices only makes TensorFlow list XLA_CPU/XLA_GPU devices; "
-                    "jit_compile=True and auto-clustering compile with XLA without them, and here "
-                    "Keras' jit_compile='auto' does not depend on them either.",
-                )
-            )
-    verdicts.append(
-        Verdict(
-            "ONEDNN_UNRELATED",
-            SWITCHES,
-            INFO,
-            f"TF_ENABLE_ONEDNN_OPTS={onednn_opts if onednn_opts is not None else '(unset)'}: "
-            "oneDNN speeds up single CPU kernels; it neither enables, blocks nor silences XLA.",
-        )
-    )
-    return verdicts
-
-
-def _cpu_flag_missing(evidence: str) -> Verdict:
-    return Verdict(
-        "AUTOJIT_NOT_EFFECTIVE_CPU_FLAG_MISSING",
-        EFFECTIVENESS,
-        ERROR,
-        "Auto-clustering is requested but not effective on this CPU-only machine, "
-        "because --tf_xla_cpu_global_jit was not in TF_XLA_FLAGS when TensorFlow read "
-        f"its flags ({evidence}). TensorFlow prints nothing about this.",
-        _FIX_CPU_FLAG,
-    )
-
-
-def _effectiveness_verdicts(
-    probe: ProbeResult,
-    *,
-    requested: bool,
-    has_accelerator: bool,
-    tf_cpu_global_jit: bool | None,
-    cache_verdict: Verdict | None,
-    jit_fix: str,
-) -> list[Verdict]:
-    if not probe.ran and not probe.timed_out and cache_verdict is not None:
-        return [
-            Verdict(
-                "PROBE_FAILED",
-                EFFECTIVENESS,
-                WARNING,
-                "The auto-clustering probe did not produce a measurement: its XLA compilation "
-                f"failed on the persistent cache directory (XLA_CACHE_DIR_UNWRITABLE): {probe.error}",
-                cache_verdict.fix,
-            )
-        ]
-    if not probe.ran:
-        return [
-            Verdict(
-                "PROBE_FAILED",
-                EFFECTIVENESS,
-                WARNING,
-                f"The auto-clustering probe did not produce a measurement: {probe.error}",
-                f"{sys.executable} -m {PROBE_MODULE} --jit autoclustering",
-            )
-        ]
-    measured = (
-        f"measured: {probe.xla_time_fraction:.0%} of the probe's op time ran inside XLA "
-        f"({probe.xla_executions} XLA launches, {probe.compilations} compilations)"
-    )
-    if probe.ran_under_xla:
-        return [
-            Verdict(
-                "AUTOJIT_EFFECTIVE",
-                EFFECTIVENESS,
-                OK,
-                f"Auto-clustering is effective: {measured}.",
-            )
-        ]
-    if not requested:
-        return [
-            Verdict(
-                "AUTOJIT_OFF",
-                EFFECTIVENESS,
-                INFO,
-                f"As expected with auto-clustering off, no op of the probe ran under XLA; {measured}.",
-            )
-        ]
-    if not has_accelerator and not tf_cpu_global_jit:
-        return [_cpu_flag_missing(measured)]
-    return [
-        Verdict(
-            "AUTOJIT_NOT_EFFECTIVE",
-            EFFECTIVENESS,
-            ERROR,
-            f"Auto-clustering is requested but the probe did not run under XLA; {measured}.",
-            jit_fix,
-        )
-    ]
 
 
 def doctor(
@@ -706,9 +294,9 @@ def doctor(
         )
         return dataclasses.replace(report, verdicts=report.verdicts + tuple(compile_verdicts))
     finally:
-        if early_probe is not None and early_probe[0].poll() is None:
-            early_probe[0].kill()
-            early_probe[0].communicate()
+        if early_probe is not None and early_probe.proc.poll() is None:
+            early_probe.proc.kill()
+            early_probe.proc.communicate()
 
 
 def _doctor(
@@ -730,25 +318,26 @@ def _doctor(
     tf_xla_flags = os.environ.get("TF_XLA_FLAGS")
     env_auto_jit, env_cpu_global_jit = parse_tf_xla_flags(tf_xla_flags)
     tf_cpu_global_jit = _tf_cpu_global_jit()
-    keras_version, keras_backend, keras_auto = _keras_facts(resolve_keras)
+    keras = keras_facts(resolve_keras)
     in_strategy = bool(tf.distribute.has_strategy())
     onednn = os.environ.get("TF_ENABLE_ONEDNN_OPTS")
-    requested = bool(get_jit) or _auto_jit_requested(env_auto_jit)
+    requested = bool(get_jit) or tf_rules.auto_jit_requested(env_auto_jit)
     evidence = dataclasses.replace(
         evidence,
         autoclustering=requested,
         accelerator=has_accelerator,
         device="XLA_GPU_JIT" if has_accelerator else "XLA_CPU_JIT",
     )
-    jit_fix = _fix_jit_compile(evidence)
+    jit_fix = tf_rules.fix_jit_compile(evidence)
 
-    verdicts = _switch_verdicts(
+    verdicts = tf_rules.switch_verdicts(
         get_jit=get_jit,
         env_auto_jit=env_auto_jit,
         env_cpu_global_jit=env_cpu_global_jit,
         tf_cpu_global_jit=tf_cpu_global_jit,
-        keras_backend=keras_backend,
-        keras_auto_jit_compile=keras_auto,
+        # A Keras that cannot start runs on no backend: KERAS_BACKEND_UNAVAILABLE says so.
+        keras_backend=None if keras.error else keras.backend,
+        keras_auto_jit_compile=keras.auto_jit_compile,
         in_strategy=in_strategy,
         has_accelerator=has_accelerator,
         tf_xla_flags=tf_xla_flags,
@@ -763,10 +352,12 @@ def _doctor(
     if probe:
         run = early_probe or start_probe(get_jit, tf_cpu_global_jit)
         probe_result = finish_probe(run, probe_timeout)
-    cache_verdict, explained = _cache_verdict(persistent_cache(), checks, probe_result, tf_xla_flags)
-    verdicts = _runtime_verdicts(checks, cache_verdict, explained) + verdicts
+    cache_verdict, explained = tf_rules.cache_verdict(persistent_cache(), checks, probe_result, tf_xla_flags)
+    unavailable = backend_unavailable_verdict(keras, "tensorflow")
+    runtime = tf_rules.runtime_verdicts(checks, cache_verdict, explained)
+    verdicts = runtime + ([unavailable] if unavailable else []) + verdicts
     if probe_result is not None:
-        verdicts += _effectiveness_verdicts(
+        verdicts += tf_rules.effectiveness_verdicts(
             probe_result,
             requested=requested,
             has_accelerator=has_accelerator,
@@ -775,12 +366,12 @@ def _doctor(
             jit_fix=jit_fix,
         )
     elif requested and not has_accelerator and tf_cpu_global_jit is False:
-        verdicts.append(_cpu_flag_missing("predicted from the switches, the probe was skipped"))
+        verdicts.append(tf_rules.cpu_flag_missing("predicted from the switches, the probe was skipped"))
     return DoctorReport(
         python_version=platform.python_version(),
         tf_version=tf.__version__,
-        keras_version=keras_version,
-        keras_backend=keras_backend,
+        keras_version=keras.version,
+        keras_backend=keras.backend,
         physical_devices=tuple(f"{d.device_type}:{d.name}" for d in physical),
         device_checks=checks,
         get_jit=get_jit,
@@ -788,7 +379,7 @@ def _doctor(
         env_auto_jit=env_auto_jit,
         env_cpu_global_jit=env_cpu_global_jit,
         tf_cpu_global_jit=tf_cpu_global_jit,
-        keras_auto_jit_compile=keras_auto,
+        keras_auto_jit_compile=keras.auto_jit_compile,
         in_distribution_strategy=in_strategy,
         onednn_opts=onednn,
         probe=probe_result,
@@ -808,8 +399,9 @@ def format_doctor_report(report: DoctorReport) -> str:
     Returns:
         Multi-line text, no trailing newline.
     """
+    fails = ": cannot start here" if report.verdict("KERAS_BACKEND_UNAVAILABLE") else ""
     keras = (
-        f"{report.keras_version} (backend {report.keras_backend})"
+        f"{report.keras_version} (backend {report.keras_backend}{fails})"
         if report.keras_version
         else "not installed"
     )
@@ -823,7 +415,7 @@ def format_doctor_report(report: DoctorReport) -> str:
     ]
     for check in report.device_checks:
         state = "compiles and runs" if check.xla_ok else f"FAILS ({check.error})"
-        lines.append(f"  XLA on {check.device}: {state}")
+        lines.append(f"  XLA on {check.device}: {state} (a jit_compile=True function, in this process)")
     lines += [
         "switches:",
         f"  tf.config.optimizer.get_jit(): {report.get_jit or '(off)'}",
@@ -847,14 +439,14 @@ def format_doctor_report(report: DoctorReport) -> str:
                 lines.append(f"  plain TF ops: {', '.join(probe.plain_ops)}")
         else:
             lines.append(f"  probe failed: {probe.error}")
+        # The probe's own lines: TensorFlow's lines about this process' device
+        # checks go to this process' stderr, above the report.
         if probe.log_lines:
-            lines.append("  TensorFlow's XLA log lines:")
+            lines.append("  TensorFlow's XLA log lines in the probe process:")
         else:
-            level = os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0")
-            hidden = ""
-            if level not in ("", "0"):
-                hidden = f" (TF_CPP_MIN_LOG_LEVEL={level} hides its INFO lines)"
-            lines.append(f"  TensorFlow logged nothing about XLA{hidden}.")
+            level = probe.hidden_by_log_level
+            hidden = f" (TF_CPP_MIN_LOG_LEVEL={level} hid its INFO lines)" if level else ""
+            lines.append(f"  The probe process logged nothing about XLA{hidden}.")
         lines += [f"    {line}" for line in probe.log_lines]
     lines.append("verdicts:")
     # Several verdicts can share one fix (XLA_NOT_REQUESTED and

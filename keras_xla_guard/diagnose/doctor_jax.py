@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from keras_xla_guard.diagnose.keras_env import KerasFacts, backend_unavailable_verdict, keras_facts
 from keras_xla_guard.diagnose.verdict import ERROR, INFO, OK, RUNTIME, SWITCHES, WARNING, Verdict
 
 __all__ = ["JaxDoctorReport", "doctor_jax", "format_jax_doctor_report"]
@@ -102,7 +103,7 @@ def _device_checks(jax: Any) -> tuple[tuple[str, str | None], ...]:
     return tuple(checks)
 
 
-def _verdicts(report: JaxDoctorReport) -> list[Verdict]:
+def _verdicts(report: JaxDoctorReport, keras: KerasFacts) -> list[Verdict]:
     from keras_xla_guard.backend.jax_cache import recommended_setting
 
     found = []
@@ -115,14 +116,17 @@ def _verdicts(report: JaxDoctorReport) -> list[Verdict]:
             found.append(
                 Verdict("XLA_BACKEND_BROKEN", RUNTIME, ERROR, f"a jax.jit program fails on {device}: {error}")
             )
-    if report.keras_backend is not None and report.keras_backend != "jax":
+    unavailable = backend_unavailable_verdict(keras, "jax")
+    if unavailable is not None:
+        found.append(unavailable)
+    elif report.keras_backend is not None and report.keras_backend != "jax":
         found.append(
             Verdict(
                 "KERAS_NOT_ON_JAX",
                 SWITCHES,
                 INFO,
-                f"Keras runs on backend={report.keras_backend!r}; these are JAX's facts (run `doctor` "
-                "with KERAS_BACKEND=tensorflow for TensorFlow's XLA switches).",
+                f"Keras runs on backend={report.keras_backend!r} ({keras.source}); these are JAX's facts, "
+                "which Keras uses only with KERAS_BACKEND=jax.",
             )
         )
     if report.jit_disabled:
@@ -180,7 +184,7 @@ def _verdicts(report: JaxDoctorReport) -> list[Verdict]:
 
 
 def doctor_jax(check_devices: bool = True) -> JaxDoctorReport:
-    """Diagnoses compilation under JAX in this process (imports JAX, and Keras when installed).
+    """Diagnoses compilation under JAX in this process (imports JAX; Keras only in a child process).
 
     Args:
         check_devices: Compile and run a tiny `jax.jit` program on every
@@ -202,19 +206,16 @@ def doctor_jax(check_devices: bool = True) -> JaxDoctorReport:
 
     from keras_xla_guard.backend.jax_cache import jax_persistent_cache
 
-    try:
-        import keras
-
-        keras_version, keras_backend = keras.__version__, str(keras.backend.backend())
-    except ImportError:
-        keras_version = keras_backend = None
+    # Keras is not imported here unless it already is: importing it would
+    # start its configured backend and could write ~/.keras/keras.json.
+    keras = keras_facts()
     cache = jax_persistent_cache()
     report = JaxDoctorReport(
         python_version=platform.python_version(),
         jax_version=jax.__version__,
         jaxlib_version=jaxlib.__version__,
-        keras_version=keras_version,
-        keras_backend=keras_backend,
+        keras_version=keras.version,
+        keras_backend=keras.backend,
         default_backend=jax.default_backend(),
         devices=tuple(str(d) for d in jax.devices()),
         device_checks=_device_checks(jax) if check_devices else (),
@@ -228,7 +229,7 @@ def doctor_jax(check_devices: bool = True) -> JaxDoctorReport:
         verdicts=(),
     )
     return dataclasses.replace(
-        report, verdicts=tuple(_verdicts(report)), seconds=time.perf_counter() - started
+        report, verdicts=tuple(_verdicts(report, keras)), seconds=time.perf_counter() - started
     )
 
 
@@ -241,8 +242,9 @@ def format_jax_doctor_report(report: JaxDoctorReport) -> str:
     Returns:
         Multi-line text, no trailing newline.
     """
+    fails = ": cannot start here" if "KERAS_BACKEND_UNAVAILABLE" in report.codes else ""
     keras = (
-        f"{report.keras_version} (backend {report.keras_backend})"
+        f"{report.keras_version} (backend {report.keras_backend}{fails})"
         if report.keras_version
         else "not installed"
     )

@@ -22,15 +22,27 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["PROBE_MODULE", "ProbeResult", "ProbeRun", "finish_probe", "start_probe"]
 
 PROBE_MODULE = "keras_xla_guard.diagnose.probe"
 _LOG_PATTERN = re.compile(r"xla|cluster", re.IGNORECASE)
 _MAX_LOG_LINES = 20
-# A started probe: the child process and when it started (`time.perf_counter`).
-ProbeRun = tuple[subprocess.Popen[str], float]
+
+
+class ProbeRun(NamedTuple):
+    """A started probe.
+
+    Attributes:
+        proc: The child process.
+        started: When it started (`time.perf_counter()`).
+        log_level: `TF_CPP_MIN_LOG_LEVEL` in the environment it was given.
+    """
+
+    proc: subprocess.Popen[str]
+    started: float
+    log_level: str | None
 
 
 @dataclass(frozen=True)
@@ -44,7 +56,10 @@ class ProbeResult:
         xla_executions: XLA executable launches in the trace (`_XlaRun`).
         compilations: XLA compilations in the trace.
         plain_ops: Op types that ran as plain TF kernels, by self time.
-        log_lines: TensorFlow's own log lines about XLA from the child.
+        log_lines: TensorFlow's own log lines about XLA from the child,
+            each once.
+        hidden_by_log_level: The `TF_CPP_MIN_LOG_LEVEL` (1 or more) the
+            child started with, which hid its INFO lines; else `None`.
         seconds: Wall time of the child process.
         error: Why the probe failed; `""` when it ran.
         timed_out: Whether it failed by running out of time (the child
@@ -58,6 +73,7 @@ class ProbeResult:
     compilations: int = 0
     plain_ops: tuple[str, ...] = ()
     log_lines: tuple[str, ...] = ()
+    hidden_by_log_level: str | None = None
     seconds: float = 0.0
     error: str = ""
     timed_out: bool = False
@@ -71,8 +87,21 @@ class ProbeResult:
 
 
 def _filter_log(stderr: str) -> tuple[str, ...]:
-    lines = [line.strip() for line in stderr.splitlines() if _LOG_PATTERN.search(line)]
-    return tuple(lines[:_MAX_LOG_LINES])
+    # Each line once: the probe calls its step three times, and a line
+    # repeated word for word says nothing new.
+    lines = dict.fromkeys(line.strip() for line in stderr.splitlines() if _LOG_PATTERN.search(line))
+    return tuple(lines)[:_MAX_LOG_LINES]
+
+
+def _hidden_by(run: ProbeRun) -> str | None:
+    """The log level that hid the child's INFO lines: the one it started with, not this process' now.
+
+    TensorFlow's C++ log reads `TF_CPP_MIN_LOG_LEVEL` as it starts. Importing
+    JAX sets the variable to 1 when it is unset, and TensorFlow's import can
+    import JAX, so this process' variable may say 1 while TensorFlow here
+    still prints INFO lines (measured in tests/diagnose/test_doctor.py).
+    """
+    return None if run.log_level in (None, "", "0") else run.log_level
 
 
 def start_probe(get_jit: str, cpu_global_jit: bool | None) -> ProbeRun:
@@ -90,19 +119,14 @@ def start_probe(get_jit: str, cpu_global_jit: bool | None) -> ProbeRun:
             here, or `None` to leave it to the child's `TF_XLA_FLAGS`.
 
     Returns:
-        The running child and its start time, for `finish_probe`.
+        The running child, its start time and its log level, for `finish_probe`.
     """
     cmd = [sys.executable, "-m", PROBE_MODULE, "--jit", get_jit or "off"]
     if cpu_global_jit is not None:
         cmd += ["--cpu-global-jit", "1" if cpu_global_jit else "0"]
-    proc = subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=dict(os.environ),
-    )
-    return proc, time.perf_counter()
+    env = dict(os.environ)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return ProbeRun(proc, time.perf_counter(), env.get("TF_CPP_MIN_LOG_LEVEL"))
 
 
 def finish_probe(run: ProbeRun, timeout: float) -> ProbeResult:
@@ -117,7 +141,7 @@ def finish_probe(run: ProbeRun, timeout: float) -> ProbeResult:
         The measurement, or a `ProbeResult` with `ran=False` and the reason
         (the time limit, or the child's exit code and last stderr lines).
     """
-    proc, started = run
+    proc, started = run.proc, run.started
     remaining = max(timeout - (time.perf_counter() - started), 0.01)
     try:
         stdout, stderr = proc.communicate(timeout=remaining)
@@ -127,18 +151,21 @@ def finish_probe(run: ProbeRun, timeout: float) -> ProbeResult:
         return ProbeResult(
             ran=False,
             log_lines=_filter_log(stderr),
+            hidden_by_log_level=_hidden_by(run),
             seconds=time.perf_counter() - started,
             error=f"the probe process did not finish within {timeout:g} s",
             timed_out=True,
         )
     seconds = time.perf_counter() - started
     log_lines = _filter_log(stderr)
+    hidden = _hidden_by(run)
     result_line = next((line for line in reversed(stdout.splitlines()) if line.startswith("{")), None)
     if proc.returncode != 0 or result_line is None:
         tail = " | ".join(stderr.strip().splitlines()[-3:])
         return ProbeResult(
             ran=False,
             log_lines=log_lines,
+            hidden_by_log_level=hidden,
             seconds=seconds,
             error=f"the probe process exited with code {proc.returncode}: {tail}",
         )
@@ -151,6 +178,7 @@ def finish_probe(run: ProbeRun, timeout: float) -> ProbeResult:
         compilations=data["compilations"],
         plain_ops=tuple(data["plain_ops"]),
         log_lines=log_lines,
+        hidden_by_log_level=hidden,
         seconds=seconds,
     )
 
@@ -189,7 +217,8 @@ def _measure(jit: str, cpu_global_jit: str | None) -> int:
                 "xla_time_fraction": report.xla_time_fraction,
                 "xla_executions": report.xla_executions,
                 "compilations": report.compilations,
-                "plain_ops": [op.op_type for op in report.top_non_xla_ops],
+                # Op types, each once: the table has one row per op (two Muls, two rows).
+                "plain_ops": list(dict.fromkeys(op.op_type for op in report.top_non_xla_ops)),
             }
         ),
         flush=True,

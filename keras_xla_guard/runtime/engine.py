@@ -291,7 +291,7 @@ class XlaGuardEngine:
         self.stop_requested = False
         self._violation: str | None = None
         self._ended = False
-        self._tracker = SignatureTracker()
+        self._tracker = SignatureTracker(input_pipeline=self.backend.input_pipeline)
         self._train_program: Callable[[], Any] = _program_ref(None)
         self._functions: dict[str, _Function] = {}
         self._open_calls: dict[str, _OpenCall] = {}
@@ -564,7 +564,8 @@ class XlaGuardEngine:
         xla = xla_mode is not None
         if state is None or not state.serves(program, xla):
             state = self._functions[function] = _Function(
-                _program_ref(program), SignatureTracker(xla=xla, function=function)
+                _program_ref(program),
+                SignatureTracker(xla=xla, function=function, input_pipeline=self.backend.input_pipeline),
             )
         call = self._call_counts.get(function, 0)
         self._call_counts[function] = call + 1
@@ -784,7 +785,7 @@ class XlaGuardEngine:
             self._run_sinks = list(self._sinks)
         xla = xla_mode is not None
         if program is None or self._train_program() is not program or self._tracker.xla != xla:
-            self._tracker = SignatureTracker(xla=xla)
+            self._tracker = SignatureTracker(xla=xla, input_pipeline=self.backend.input_pipeline)
         self._train_program = _program_ref(program)
         self._op_layers = op_layers
         self._running = True

@@ -1,7 +1,7 @@
 """Input signatures: which concrete shapes a compiled step saw, and why.
 
 Pure Python (no TensorFlow, no Keras) except `data` (`pad_to_buckets`, the
-tf.data fix), which imports TensorFlow when called.
+padding fix), which imports Keras when called on examples outside tf.data.
 """
 
 from keras_xla_guard.signatures.buckets import (

@@ -1,7 +1,11 @@
-"""Bucket boundaries for a varying length, and the tf.data code that applies them.
+"""Bucket boundaries for a varying length, and the code that applies them.
 
 Pure Python: `recommend_buckets` picks the fewest padding-bounded buckets,
-`bucketing_code` writes the `tf.data` snippet a user can paste.
+`bucketing_code` writes the snippet a user can paste, for the input pipeline
+the backend's users have: `tf.data` on TensorFlow, or `pad_to_buckets` on
+the examples themselves (NumPy arrays, lists, a generator or a
+`keras.utils.PyDataset`), which needs no TensorFlow. The backend says which
+(`Backend.input_pipeline`); nothing here asks which backend runs.
 """
 
 from __future__ import annotations
@@ -10,10 +14,23 @@ from collections.abc import Mapping, Sequence
 
 from keras_xla_guard._checks import check_int, is_int
 
-__all__ = ["DEFAULT_MAX_BUCKETS", "DEFAULT_MAX_PADDING", "bucketing_code", "recommend_buckets"]
+__all__ = [
+    "DEFAULT_MAX_BUCKETS",
+    "DEFAULT_MAX_PADDING",
+    "EXAMPLES",
+    "INPUT_PIPELINES",
+    "TF_DATA",
+    "bucketing_code",
+    "recommend_buckets",
+    "short_batch_advice",
+]
 
 DEFAULT_MAX_BUCKETS = 4
 DEFAULT_MAX_PADDING = 0.15
+# The input pipelines a fix can be written for.
+TF_DATA = "tf.data"
+EXAMPLES = "examples"
+INPUT_PIPELINES = (TF_DATA, EXAMPLES)
 
 
 def recommend_buckets(
@@ -123,12 +140,15 @@ def bucketing_code(
     *,
     root_count: int = 2,
     together: Sequence[str] = (),
+    pipeline: str = TF_DATA,
 ) -> str:
-    """The tf.data code that pads one variable dimension to bucket lengths.
+    """The code that pads one variable dimension to bucket lengths.
 
-    The code applies to the *unbatched* dataset (one example per element):
-    it replaces the `batch`/`padded_batch` call, so batch dimension `dim`
-    of the batched input becomes dimension `dim - 1` of an element.
+    The code applies to the *unbatched* examples: on `tf.data` it replaces
+    the `batch`/`padded_batch` call, so batch dimension `dim` of the
+    batched input becomes dimension `dim - 1` of an element; on the
+    examples themselves it is a `pad_to_buckets` call, whose result `fit`
+    takes on any Keras 3 backend.
 
     Args:
         path: Display path of the input, e.g. `"x['tokens']"`.
@@ -142,12 +162,17 @@ def bucketing_code(
             bucketing pads every variable dimension of an element to the
             bucket length, so they are padded with it; the code says so.
             Defaults to `()`.
+        pipeline: `"tf.data"` (the `bucket_by_sequence_length` call, with
+            `pad_to_buckets` as the alternative) or `"examples"` (a
+            `pad_to_buckets` call on the examples, no TensorFlow). Defaults
+            to `"tf.data"`.
 
     Returns:
         Python source (several lines), ready to paste.
 
     Raises:
-        ValueError: If `dim` < 1, `boundaries` is empty or `batch_size` < 1.
+        ValueError: If `dim` < 1, `boundaries` is empty, `batch_size` < 1
+            or `pipeline` is not one of `INPUT_PIPELINES`.
 
     Example:
 
@@ -163,14 +188,38 @@ def bucketing_code(
         raise ValueError(f"`boundaries` must not be empty. Received: boundaries={boundaries!r}")
     if batch_size < 1:
         raise ValueError(f"`batch_size` must be >= 1. Received: batch_size={batch_size!r}")
+    if pipeline not in INPUT_PIPELINES:
+        raise ValueError(f"`pipeline` must be one of {INPUT_PIPELINES}. Received: pipeline={pipeline!r}")
     bounds = sorted(set(int(b) for b in boundaries))
+    padded = ", ".join([path, *together[:-1]]) + (f" and {together[-1]}" if together else "")
+    head = f"# Pad {padded} dim {dim} to {len(bounds)} bucket length(s) ({', '.join(map(str, bounds))}); full batches only."
+    dropped = (
+        f"# Drops each bucket's short last batch: up to {len(bounds) * (batch_size - 1)} examples an epoch"
+    )
+    keeps = "#   (drop_remainder=False keeps them, at one more shape per bucket)."
+    masking = "# Padding changes an unmasked model's outputs: mask it (Embedding(mask_zero=True), Masking)."
+    if pipeline == EXAMPLES:
+        return "\n".join(
+            [
+                head,
+                "# Give pad_to_buckets your examples, unbatched: NumPy arrays or lists (alone, or as",
+                "# (x, y) or a dict, one entry per example), a generator of examples, or your",
+                "# keras.utils.PyDataset. fit takes the keras.utils.PyDataset of padded batches it returns:",
+                "from keras_xla_guard import pad_to_buckets",
+                f"data = pad_to_buckets(data, {tuple(bounds)}, batch_size={batch_size})",
+                "# model.fit(data, ...)",
+                dropped,
+                keeps,
+                f"# An example longer than {bounds[-1]} raises ValueError: make {bounds[-1]} the longest your data has.",
+                masking,
+            ]
+        )
     access = _unbatched_access(path, root_count)
     args = _element_args(root_count)
     tf_bounds = [b + 1 for b in bounds]
-    padded = ", ".join([path, *together[:-1]]) + (f" and {together[-1]}" if together else "")
     return "\n".join(
         [
-            f"# Pad {padded} dim {dim} to {len(bounds)} bucket length(s) {tuple(bounds)}; full batches only.",
+            head,
             "# Replaces .batch()/.padded_batch() on the unbatched dataset:",
             "dataset = dataset.bucket_by_sequence_length(",
             f"    element_length_func=lambda {args}: tf.shape({access})[{dim - 1}],",
@@ -179,12 +228,28 @@ def bucketing_code(
             "    pad_to_bucket_boundary=True,  # pads to boundary - 1",
             "    drop_remainder=True,",
             ")",
-            f"# Drops each bucket's short last batch: up to {len(bounds) * (batch_size - 1)} examples an epoch",
-            "#   (drop_remainder=False keeps them, at one more shape per bucket).",
+            dropped,
+            keeps,
             f"# An element longer than {bounds[-1]} fails the pipeline: make {bounds[-1]} the longest your data has.",
-            "# Padding changes an unmasked model's outputs: mask it (Embedding(mask_zero=True), Masking).",
+            masking,
             "# or, with keras-xla-guard:",
             "# from keras_xla_guard import pad_to_buckets",
             f"# dataset = pad_to_buckets(dataset, {tuple(bounds)}, batch_size={batch_size})",
         ]
     )
+
+
+def short_batch_advice(pipeline: str, full_size: int) -> tuple[str, str]:
+    """How a pipeline drops a short last batch: the advice, and its name when advising against it.
+
+    Args:
+        pipeline: One of `INPUT_PIPELINES`.
+        full_size: The regular batch size.
+
+    Returns:
+        `(advice, name)`, e.g. `("batch with drop_remainder=True",
+        "drop_remainder=True")` on `tf.data`.
+    """
+    if pipeline == TF_DATA:
+        return "batch with drop_remainder=True", "drop_remainder=True"
+    return f"fit on the first len(x) // {full_size} * {full_size} examples", "dropping them"

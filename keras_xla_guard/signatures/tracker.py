@@ -4,7 +4,8 @@ Keras builds its train step with `reduce_retracing=True`, so the tf.function is
 traced once while XLA compiles again for every new batch shape at run time.
 The tracker counts the signatures of every step per epoch (each new one is one
 XLA compilation), says what varied, and recommends bucket boundaries together
-with the tf.data code that applies them. Pure Python (no TensorFlow, no Keras).
+with the code that applies them (tf.data, or `pad_to_buckets` on the
+examples). Pure Python (no TensorFlow, no Keras).
 """
 
 from __future__ import annotations
@@ -17,8 +18,11 @@ from typing import Any
 from keras_xla_guard.signatures.buckets import (
     DEFAULT_MAX_BUCKETS,
     DEFAULT_MAX_PADDING,
+    INPUT_PIPELINES,
+    TF_DATA,
     bucketing_code,
     recommend_buckets,
+    short_batch_advice,
 )
 from keras_xla_guard.signatures.explanation import (
     BUCKETING_FIX,
@@ -140,10 +144,15 @@ class SignatureTracker:
         function: The function whose steps are observed, one of
             `FUNCTIONS`; named in every `EpochSignatures`. Defaults to
             `"train"`.
+        input_pipeline: What the fixes are written for: `"tf.data"` or
+            `"examples"` (`pad_to_buckets` on the examples, NumPy
+            slicing; no TensorFlow), as the backend's
+            `Backend.input_pipeline` says. Defaults to `"tf.data"`.
 
     Raises:
-        ValueError: If `max_buckets` or `max_padding` is out of range, or
-            `function` is not one of `FUNCTIONS`.
+        ValueError: If `max_buckets` or `max_padding` is out of range,
+            `function` is not one of `FUNCTIONS` or `input_pipeline` not
+            one of `INPUT_PIPELINES`.
 
     Example:
 
@@ -167,11 +176,17 @@ class SignatureTracker:
         max_buckets: int = DEFAULT_MAX_BUCKETS,
         max_padding: float = DEFAULT_MAX_PADDING,
         function: str = "train",
+        input_pipeline: str = TF_DATA,
     ) -> None:
         recommend_buckets((), max_buckets=max_buckets, max_padding=max_padding)
         if function not in FUNCTIONS:
             raise ValueError(f"`function` must be one of {FUNCTIONS}. Received: function={function!r}")
+        if input_pipeline not in INPUT_PIPELINES:
+            raise ValueError(
+                f"`input_pipeline` must be one of {INPUT_PIPELINES}. Received: input_pipeline={input_pipeline!r}"
+            )
         self.function = function
+        self.input_pipeline = input_pipeline
         self.xla = bool(xla)
         self.max_buckets = max_buckets
         self.max_padding = max_padding
@@ -424,7 +439,7 @@ class SignatureTracker:
                 Explanation(
                     SHORT_LAST_BATCH,
                     f"short last batch: {input_name(last, leaf)} dim 0 was {short_size} "
-                    f"in the last batch only (other batches: {full_size}); {self._short_batch_cost(short_size)}",
+                    f"in the last batch only (other batches: {full_size}); {self._short_batch_cost(short_size, full_size)}",
                     severity="warning" if self.xla else "info",
                     input=last.paths[leaf],
                     dim=0,
@@ -473,18 +488,19 @@ class SignatureTracker:
             )
         return found
 
-    def _short_batch_cost(self, short_size: int) -> str:
+    def _short_batch_cost(self, short_size: int, full_size: int) -> str:
         """What a short last batch costs this function, and the fix where dropping it is harmless."""
         if not self.xla:
             return "without XLA it compiles nothing"
+        advice, dropping = short_batch_advice(self.input_pipeline, full_size)
         if self.function != "train":
             results = "metrics" if self.function == "test" else "predictions"
             return (
-                "it costs one extra compilation per run; drop_remainder=True would leave those "
+                f"it costs one extra compilation per run; {dropping} would leave those "
                 f"{short_size} examples out of the {results}, so keep it"
             )
         return (
-            "it costs one extra compilation per run - batch with drop_remainder=True (which leaves "
+            f"it costs one extra compilation per run - {advice} (which leaves "
             f"those {short_size} examples out of every epoch) or make the number of examples a multiple "
             "of the batch size"
         )
@@ -497,9 +513,10 @@ class SignatureTracker:
             return None
         leaf, dim = length_dims[0]
         ref = sigs[0]
-        # The tf.data code pads every variable dimension of every input to
-        # this one's bucket: right only when they all vary with it (tokens
-        # and their mask), else it pads one input to another's length.
+        # The fix (tf.data or pad_to_buckets) pads every variable dimension
+        # of every input to this one's bucket: right only when they all vary
+        # with it (tokens and their mask), else it pads one input to
+        # another's length.
         if any(
             s.shapes[leaf] is not None
             and s.shapes[other] is not None
@@ -548,6 +565,7 @@ class SignatureTracker:
                 batch,
                 root_count=root_count,
                 together=[ref.paths[other] for other, _ in together[1:]],
+                pipeline=self.input_pipeline,
             ),
         )
 

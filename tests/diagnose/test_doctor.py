@@ -6,6 +6,7 @@ process whose real profile is analyzed.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -187,21 +188,41 @@ def test_probe_that_times_out_is_a_verdict_not_an_error(clean_switches: None) ->
 
 @pytest.mark.slow
 def test_keras_configured_for_a_backend_that_cannot_start_is_named_not_called_missing(tmp_path: Path) -> None:
-    """KERAS_BACKEND=torch (torch installed or not): Keras' version and 'torch' are reported, with the verdict."""
+    """KERAS_BACKEND=torch without torch: Keras' version and 'torch' are reported, with KERAS_BACKEND_UNAVAILABLE.
+
+    Keras on another backend that starts (numpy) gets KERAS_BACKEND_NOT_TENSORFLOW instead; a Keras that
+    cannot start runs on no backend, so that verdict would contradict the first.
+    """
     from importlib.metadata import version
 
+    assert importlib.util.find_spec("torch") is None, "this test needs a venv without torch"
     env = dict(os.environ, KERAS_BACKEND="torch", KERAS_HOME=str(tmp_path))
     proc = _cli("doctor", "--json", "--no-probe", env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     data = json.loads(proc.stdout)
     assert (data["keras_version"], data["keras_backend"]) == (version("keras"), "torch")
-    (verdict,) = [v for v in data["verdicts"] if v["code"] == "KERAS_BACKEND_NOT_TENSORFLOW"]
-    assert verdict["message"] == "Keras runs on backend='torch'; TensorFlow's XLA switches do not apply."
-    # keras.json sets it the same way when the variable is unset.
+    verdicts = {v["code"]: v for v in data["verdicts"]}
+    assert "KERAS_BACKEND_NOT_TENSORFLOW" not in verdicts
+    assert verdicts["KERAS_BACKEND_UNAVAILABLE"]["message"] == (
+        f"Keras {version('keras')} cannot start here: it is set to the 'torch' backend (KERAS_BACKEND), "
+        "and importing Keras fails with ModuleNotFoundError: No module named 'torch'."
+    )
+    assert 'os.environ["KERAS_BACKEND"] = "tensorflow"' in verdicts["KERAS_BACKEND_UNAVAILABLE"]["fix"]
+    # keras.json sets it the same way when the variable is unset, and the message names the file.
     env.pop("KERAS_BACKEND")
     (tmp_path / "keras.json").write_text('{"backend": "torch"}')
     data = json.loads(_cli("doctor", "--json", "--no-probe", env=env).stdout)
     assert data["keras_backend"] == "torch"
+    (verdict,) = [v for v in data["verdicts"] if v["code"] == "KERAS_BACKEND_UNAVAILABLE"]
+    assert f"the 'torch' backend ({tmp_path / 'keras.json'})" in verdict["message"]
+    # A backend that starts: Keras runs on it, and TensorFlow's switches do not apply.
+    env["KERAS_BACKEND"] = "numpy"
+    data = json.loads(_cli("doctor", "--json", "--no-probe", env=env).stdout)
+    verdicts = {v["code"]: v for v in data["verdicts"]}
+    assert "KERAS_BACKEND_UNAVAILABLE" not in verdicts
+    assert verdicts["KERAS_BACKEND_NOT_TENSORFLOW"]["message"] == (
+        "Keras runs on backend='numpy'; TensorFlow's XLA switches do not apply."
+    )
 
 
 @pytest.mark.slow
@@ -229,7 +250,21 @@ def test_cli_doctor_json_with_cpu_flag_set_before_import() -> None:
     # connected cluster, so one cluster run per call.
     assert probe["xla_executions"] == 3
     assert any("Compiled cluster using XLA" in line for line in probe["log_lines"])
+    assert probe["hidden_by_log_level"] is None
     assert data["seconds"] > 0  # measured, not bounded: a wall-time bound would test the machine
+    assert_no_list_repeats(data)
+
+
+def assert_no_list_repeats(value: Any, where: str = "report") -> None:
+    """Every list in a doctor's JSON holds each item once (a repeat says nothing new)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            assert_no_list_repeats(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        keys = [json.dumps(item, sort_keys=True) for item in value]
+        assert len(keys) == len(set(keys)), f"{where} repeats an item: {value}"
+        for index, item in enumerate(value):
+            assert_no_list_repeats(item, f"{where}[{index}]")
 
 
 @pytest.mark.slow
@@ -287,9 +322,9 @@ def test_the_xla_devices_flag_is_blamed_for_keras_auto_only_on_a_machine_without
     keras_auto: bool | None, accelerator: bool, code: str
 ) -> None:
     """With a GPU/TPU Keras' "auto" is True without the flag; with "auto" False or no Keras 3, the flag changes nothing."""
-    from keras_xla_guard.diagnose.doctor import _switch_verdicts
+    from keras_xla_guard.diagnose.tf_rules import switch_verdicts
 
-    verdicts = _switch_verdicts(
+    verdicts = switch_verdicts(
         get_jit="",
         env_auto_jit=None,
         env_cpu_global_jit=False,
@@ -490,14 +525,54 @@ def test_doctor_text_shows_a_shared_fix_once(clean_switches: None) -> None:
 def test_a_probe_that_logged_nothing_says_when_the_log_level_hid_it(
     clean_switches: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """docs/diagnosis.md: with TF_CPP_MIN_LOG_LEVEL >= 1 TensorFlow hides its XLA lines, and doctor says so."""
-    import dataclasses
+    """docs/diagnosis.md: the level the probe process started with hid its lines, and doctor says so.
 
+    The hint follows the probe's own environment, not this process' variable later (which JAX's import
+    sets to 1 when it is unset).
+    """
     from keras_xla_guard.diagnose.doctor import format_doctor_report
 
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
     report = doctor(check_devices=False)
     assert report.probe is not None and report.probe.ran
-    quiet = dataclasses.replace(report, probe=dataclasses.replace(report.probe, log_lines=()))
-    for level, said in (("2", " (TF_CPP_MIN_LOG_LEVEL=2 hides its INFO lines)."), ("0", ".")):
-        monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", level)
-        assert f"  TensorFlow logged nothing about XLA{said}" in format_doctor_report(quiet).splitlines()
+    assert (report.probe.log_lines, report.probe.hidden_by_log_level) == ((), "2")
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "0")
+    text = format_doctor_report(report).splitlines()
+    assert "  The probe process logged nothing about XLA (TF_CPP_MIN_LOG_LEVEL=2 hid its INFO lines)." in text
+
+
+@pytest.mark.slow
+def test_doctor_never_contradicts_the_log_lines_it_shows_and_lists_each_op_once() -> None:
+    """TensorFlow's own line about doctor's device check sits above the report; the report agrees with it.
+
+    Measured with TF_CPP_MIN_LOG_LEVEL unset: importing TensorFlow imports JAX (TF Lite's util), which sets
+    the variable to 1, yet TensorFlow still prints "Compiled cluster using XLA!" for the device check. Doctor
+    once said "TensorFlow logged nothing about XLA (TF_CPP_MIN_LOG_LEVEL=1 hides its INFO lines)" below it,
+    and listed "Mul" twice among the probe's plain ops (the probe's step has two multiplications).
+    """
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "TF_XLA_FLAGS")}
+    proc = _cli("doctor", env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Compiled cluster using XLA!" in proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "  XLA on /device:CPU:0: compiles and runs (a jit_compile=True function, in this process)" in lines
+    assert "  The probe process logged nothing about XLA." in lines
+    assert not [
+        line
+        for line in lines
+        if "logged nothing" in line and line != "  The probe process logged nothing about XLA."
+    ]
+    (ops,) = [
+        line.removeprefix("  plain TF ops: ").split(", ")
+        for line in lines
+        if line.startswith("  plain TF ops:")
+    ]
+    assert ops.count("Mul") == 1 and len(ops) == len(set(ops)), ops
+    # And where its level hides them: no line from TensorFlow, and the report says why.
+    flags = f"--tf_xla_auto_jit=2 {_CPU_FLAG}"
+    proc = _cli("doctor", "--json", env=dict(env, TF_CPP_MIN_LOG_LEVEL="1", TF_XLA_FLAGS=flags))
+    assert "Compiled cluster using XLA!" not in proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["probe"]["ran_under_xla"] is True
+    assert (data["probe"]["log_lines"], data["probe"]["hidden_by_log_level"]) == ([], "1")
+    assert_no_list_repeats(data)
