@@ -762,7 +762,7 @@ def test_bad_run_file_exits_2_with_one_line_naming_the_file_and_the_field(
 )
 def test_a_failed_min_coverage_never_prints_the_share_equal_to_the_threshold(value, threshold, shown):
     """The FAILED line's two percentages get the fewest decimals (from 1) that tell them apart."""
-    from keras_xla_guard.cli import _distinct_percents
+    from keras_xla_guard.cli.report import _distinct_percents
 
     assert _distinct_percents(value, threshold) == shown
 

@@ -1,164 +1,29 @@
-"""The `keras-xla-guard` command line.
-
-Exit codes: 0 ok, 1 a threshold was violated, 2 bad input, usage or a
-missing optional dependency (one line on stderr naming what to install, no
-traceback). Everything printed has its non-printable
-characters escaped (trace names are arbitrary strings) and is encoded
-whatever the terminal's encoding (others become `\\xNN` escapes).
-"""
+"""`keras-xla-guard report`: the figures of traces and run files you already have, and the CI gate."""
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import re
-import sys
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
+from typing import Any, NamedTuple
 
 from keras_xla_guard._version import __version__
-from keras_xla_guard.errors import MissingDependencyError, TraceError, XlaGuardError
-from keras_xla_guard.output.table import printable
+from keras_xla_guard.cli._common import (
+    EXIT_OK,
+    EXIT_THRESHOLD,
+    byte_size_arg,
+    count_arg,
+    emit,
+    fraction_arg,
+    limit_arg,
+    path_arg,
+)
+from keras_xla_guard.errors import TraceError
 
-if TYPE_CHECKING:
-    from _typeshed import SupportsWrite
-
-__all__ = ["main"]
-
-EXIT_OK = 0
-EXIT_THRESHOLD = 1
-EXIT_BAD_INPUT = 2
-
-
-def _emit(*lines: str, file: SupportsWrite[str] | None = None) -> None:
-    """Prints each of `lines` on one line, safe for any terminal and encoding.
-
-    A newline inside a line is escaped like any other non-printable
-    character, so data cannot start a line of its own.
-    """
-    stream = sys.stdout if file is None else file
-    encoding = getattr(stream, "encoding", None) or "utf-8"
-    text = "".join(printable(line) + "\n" for line in lines)
-    # An ASCII-only stdout (LANG=C, PYTHONIOENCODING=ascii) must not turn a
-    # non-ASCII host or op name into an error.
-    stream.write(text.encode(encoding, "backslashreplace").decode(encoding))
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, but usage errors are one line on stderr and exit code 2.
-
-    Abbreviated options are refused: `--max-compilation 3` taken as
-    `--max-compilations 3` would change meaning the day another option
-    shares the prefix, in a CI gate's script.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("allow_abbrev", False)
-        super().__init__(*args, **kwargs)
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
-
-    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
-        # Usage errors quote the user's arguments, which may hold anything.
-        if message:
-            _emit(*message.rstrip("\n").split("\n"), file=sys.stderr if file is None else file)
-
+__all__ = ["REPORT_SCHEMA_VERSION", "add_parser"]
 
 REPORT_SCHEMA_VERSION = 1
-
-# The extra that installs each optional top-level module a command imports.
-# `report` needs none of them (its `--html` needs matplotlib); `doctor` and
-# `compare` run TensorFlow and Keras.
-_EXTRA_OF_MODULE = {"tensorflow": "cpu", "keras": "cpu", "matplotlib": "html"}
-_TF_EXTRA_HINT = "(or [gpu] on a GPU machine)"
-
-
-def _install_hint(module: str) -> str:
-    """`pip install` advice for a missing top-level module."""
-    extra = _EXTRA_OF_MODULE.get(module)
-    if extra is None:
-        return f"pip install {module}"
-    hint = f'pip install "keras-xla-guard[{extra}]"'
-    return f"{hint} {_TF_EXTRA_HINT}" if extra == "cpu" else hint
-
-
-def _require_tensorflow(command: str) -> None:
-    """Raises `MissingDependencyError` when `command` cannot import TensorFlow and Keras."""
-    for module in ("tensorflow", "keras"):
-        if importlib.util.find_spec(module) is None:
-            raise MissingDependencyError(
-                f"`keras-xla-guard {command}` runs TensorFlow and Keras, and {module} is not "
-                f"installed: {_install_hint(module)}."
-            )
-
-
-_BYTE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1, got {text!r}")
-    return value
-
-
-def _count(text: str, minimum: int = 0) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = minimum - 1
-    if value < minimum:
-        kind = "a positive" if minimum == 1 else "a non-negative"
-        raise argparse.ArgumentTypeError(f"expected {kind} integer, got {text!r}")
-    return value
-
-
-def _limit(text: str) -> tuple[str | None, int]:
-    from keras_xla_guard.output.run_summary import parse_limit
-
-    try:
-        return parse_limit(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0.0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
-    return value
-
-
-def _path(text: str) -> str:
-    if not text.strip():
-        raise argparse.ArgumentTypeError(
-            f"expected an .xplane.pb file, a profile run dir or a log dir, got {text!r}"
-        )
-    return text
-
-
-def _byte_size(text: str) -> int:
-    number, unit = text.strip(), ""
-    if number[-1:].upper() in _BYTE_UNITS:
-        number, unit = number[:-1], number[-1:].upper()
-    try:
-        value = int(number) * _BYTE_UNITS[unit]
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(
-            f"expected a positive size in bytes (suffix K, M or G allowed), got {text!r}"
-        )
-    return value
 
 
 class _Run(NamedTuple):
@@ -488,68 +353,29 @@ def _run_report(args: argparse.Namespace) -> int:
         _write_html(args, runs, files, violations, compare)
     if args.json:
         document = _report_document(args, runs, files, violations)
-        _emit(*json.dumps(document, indent=2, sort_keys=True).splitlines())
+        emit(*json.dumps(document, indent=2, sort_keys=True).splitlines())
     else:
         headline = run_headline(_sections(runs, files))
-        _emit(f"run summary ({headline.level}): {headline.sentence}")
+        emit(f"run summary ({headline.level}): {headline.sentence}")
         for where, run in files:
-            _emit(f"compilations of the whole run ({where}): {run_compilations(run).describe()}")
+            emit(f"compilations of the whole run ({where}): {run_compilations(run).describe()}")
         if runs:
             # Cells are escaped by the table itself: its newlines separate rows.
-            _emit(*coverage_table([(run.run_dir.name, run.hosts, run.combined) for run in runs]).splitlines())
+            emit(*coverage_table([(run.run_dir.name, run.hosts, run.combined) for run in runs]).splitlines())
         for run in runs:
             if not run.combined.ok:
-                _emit(f"not measured ({run.run_dir.name}): {run.combined.status}: {run.combined.reason}")
+                emit(f"not measured ({run.run_dir.name}): {run.combined.status}: {run.combined.reason}")
             if args.compiles:
                 for line in compile_lines(run.combined, max_rows=len(run.combined.compile_table)):
-                    _emit(printable(f"{run.run_dir.name}: {line.strip()}"))
+                    emit(printable(f"{run.run_dir.name}: {line.strip()}"))
             for note in run.combined.notes:
-                _emit(f"note ({run.run_dir.name}): {note}")
+                emit(f"note ({run.run_dir.name}): {note}")
         for violation in violations:
-            _emit(f"FAILED: {violation['message']}")
+            emit(f"FAILED: {violation['message']}")
     return EXIT_THRESHOLD if violations else EXIT_OK
 
 
-def _run_doctor(args: argparse.Namespace) -> int:
-    from keras_xla_guard.diagnose.keras_env import doctor_backend, keras_config_untouched
-
-    backend = doctor_backend(args.backend)
-    # A first import of Keras or TensorFlow writes ~/.keras/keras.json; a diagnosis must not.
-    with keras_config_untouched():
-        report = _doctor_jax() if backend == "jax" else _doctor_tensorflow(args)
-    if args.json:
-        _emit(*json.dumps(report.to_dict(), indent=2, sort_keys=True).splitlines())
-    else:
-        _emit(*str(report).splitlines())
-    return EXIT_OK
-
-
-def _doctor_jax() -> Any:
-    if importlib.util.find_spec("jax") is None:
-        raise MissingDependencyError('doctor --backend jax needs JAX: pip install "keras-xla-guard[jax]"')
-    from keras_xla_guard.diagnose.doctor_jax import doctor_jax
-
-    return doctor_jax()
-
-
-def _doctor_tensorflow(args: argparse.Namespace) -> Any:
-    _require_tensorflow("doctor")
-    from keras_xla_guard.diagnose.doctor import doctor
-
-    compare = None
-    if args.trace is not None and Path(args.trace).is_dir():
-        from keras_xla_guard.output.runfile import find_compare
-
-        try:
-            compare = find_compare(args.trace)
-        except ValueError:
-            compare = None
-    return doctor(
-        probe=not args.no_probe, probe_timeout=args.probe_timeout, trace=args.trace, compare=compare
-    )
-
-
-def _add_report_parser(sub: Any) -> None:
+def add_parser(sub: Any) -> None:
     from keras_xla_guard.trace.analysis import DEFAULT_TOP_K
     from keras_xla_guard.trace.xplane import DEFAULT_MAX_TRACE_BYTES
 
@@ -559,7 +385,7 @@ def _add_report_parser(sub: Any) -> None:
         description="Measure XLA coverage in existing TF profiler traces. Exit code 0: "
         "ok, 1: a threshold was violated, 2: bad input.",
     )
-    report.add_argument("path", type=_path, help="an .xplane.pb file, a profile run dir or a log dir")
+    report.add_argument("path", type=path_arg, help="an .xplane.pb file, a profile run dir or a log dir")
     report.add_argument(
         "--json",
         action="store_true",
@@ -570,13 +396,13 @@ def _add_report_parser(sub: Any) -> None:
     )
     report.add_argument(
         "--min-coverage",
-        type=_fraction,
+        type=fraction_arg,
         metavar="F",
         help="exit 1 if a run's XLA share of op time is below F (0..1)",
     )
     report.add_argument(
         "--max-compilations",
-        type=_limit,
+        type=limit_arg,
         action="append",
         metavar="N|FUNCTION=N",
         help="exit 1 if the run compiled more than N XLA programs in all (train, test, predict "
@@ -585,14 +411,14 @@ def _add_report_parser(sub: Any) -> None:
     )
     report.add_argument(
         "--max-bytes",
-        type=_byte_size,
+        type=byte_size_arg,
         default=DEFAULT_MAX_TRACE_BYTES,
         metavar="SIZE",
         help="refuse trace files larger than SIZE (bytes, or with suffix K, M, G; default: 1G)",
     )
     report.add_argument(
         "--top-k",
-        type=_count,
+        type=count_arg,
         default=DEFAULT_TOP_K,
         metavar="K",
         help=f"plain TF ops listed per report (default: {DEFAULT_TOP_K})",
@@ -615,184 +441,3 @@ def _add_report_parser(sub: Any) -> None:
         help="after the table, list every XLA compilation (program, step, wall-clock compile time)",
     )
     report.set_defaults(run=_run_report)
-
-
-COMPARE_SCHEMA_VERSION = 1
-
-
-def _positive(text: str) -> int:
-    return _count(text, minimum=1)
-
-
-def _run_compare(args: argparse.Namespace) -> int:
-    _require_tensorflow("compare")
-    from keras_xla_guard.comparison.processes import compare_in_processes
-
-    report = compare_in_processes(
-        args.target,
-        modes=args.modes,
-        steps=args.steps,
-        batch_size=args.batch_size,
-        planned_epochs=args.planned_epochs,
-        planned_steps_per_epoch=args.planned_steps_per_epoch,
-        log_dir=args.log_dir,
-        timeout_s=args.timeout,
-    )
-    if args.json:
-        doc = {
-            "schema_version": COMPARE_SCHEMA_VERSION,
-            "tool_version": __version__,
-            "target": args.target,
-            **report.to_dict(),
-        }
-        _emit(*json.dumps(doc, indent=2, sort_keys=True).splitlines())
-    else:
-        _emit(*str(report).splitlines())
-    return EXIT_OK
-
-
-def _add_compare_parser(sub: Any) -> None:
-    from keras_xla_guard.comparison.core import MODES
-    from keras_xla_guard.comparison.processes import DEFAULT_TIMEOUT_S
-    from keras_xla_guard.runtime.config import DEFAULT_LOG_DIR
-
-    compare = sub.add_parser(
-        "compare",
-        help="measure whether XLA pays for a model: train each mode, project the run",
-        description="Train clones of a model in each mode on the same batches (each mode in "
-        "its own fresh process), and say which mode makes the planned run shortest. Exit "
-        "code 0: ok, 2: bad input.",
-    )
-    compare.add_argument(
-        "target",
-        help="module_or_file:function returning (model, data); data "
-        "is what fit takes as x, or an (x, y) tuple of arrays",
-    )
-    compare.add_argument(
-        "--steps", type=_positive, default=50, metavar="N", help="batches each mode trains on (default: 50)"
-    )
-    compare.add_argument(
-        "--modes",
-        nargs="+",
-        choices=MODES,
-        default=["plain", "jit_compile"],
-        help="modes to compare, at least two (default: plain jit_compile)",
-    )
-    compare.add_argument(
-        "--batch-size", type=_positive, metavar="B", help="batch size for array data (default: 32)"
-    )
-    compare.add_argument(
-        "--planned-epochs", type=_positive, metavar="E", help="epochs of the run to project (default: 1)"
-    )
-    compare.add_argument(
-        "--planned-steps-per-epoch",
-        type=_positive,
-        metavar="S",
-        help="steps per epoch of that run (default: the data's length)",
-    )
-    compare.add_argument(
-        "--log-dir",
-        default=DEFAULT_LOG_DIR,
-        metavar="DIR",
-        help=f"the guard's log dir; results go under DIR/compare (default: {DEFAULT_LOG_DIR})",
-    )
-    compare.add_argument(
-        "--timeout",
-        type=_seconds,
-        default=DEFAULT_TIMEOUT_S,
-        metavar="SECONDS",
-        help=f"time limit of each mode's process (default: {DEFAULT_TIMEOUT_S:g})",
-    )
-    compare.add_argument(
-        "--json",
-        action="store_true",
-        help=f"print JSON (schema_version {COMPARE_SCHEMA_VERSION}, see docs/compare.md)",
-    )
-    compare.set_defaults(run=_run_compare)
-
-
-_COMMANDS = ("report", "doctor", "compare")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """Builds the argument parser (exposed for documentation and tests).
-
-    Returns:
-        The `keras-xla-guard` parser with its subcommands.
-    """
-    parser = _Parser(
-        prog="keras-xla-guard",
-        description="Measure whether XLA really runs your TensorFlow training.",
-    )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    # Not `required=True`: argparse would say "the following arguments are required: command".
-    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
-    _add_report_parser(sub)
-    doctor = sub.add_parser("doctor", help="diagnose whether and why XLA runs on this machine")
-    doctor.add_argument("--json", action="store_true", help="print the report as JSON")
-    doctor.add_argument("--no-probe", action="store_true", help="skip the measured auto-clustering probe")
-    doctor.add_argument(
-        "--probe-timeout",
-        type=_seconds,
-        default=120.0,
-        metavar="SECONDS",
-        help="time limit of the probe process (default: 120)",
-    )
-    doctor.add_argument(
-        "--trace",
-        metavar="PATH",
-        default=None,
-        help="a run's trace: recommend the persistent compilation cache when "
-        "compilation is a large share of it, name ops that block XLA, and "
-        "follow the compare result saved in that log dir",
-    )
-    doctor.add_argument(
-        "--backend",
-        choices=("tensorflow", "jax"),
-        default=None,
-        help="which framework to diagnose (default: the one Keras is configured with; "
-        "JAX when only JAX is installed)",
-    )
-    doctor.set_defaults(run=_run_doctor)
-    _add_compare_parser(sub)
-    return parser
-
-
-def _error(message: str) -> int:
-    """Prints `message` as one line on stderr; returns the bad-input exit code."""
-    # One line, whatever the message holds, so scripts can rely on it.
-    _emit(f"keras-xla-guard: error: {' '.join(message.split())}", file=sys.stderr)
-    return EXIT_BAD_INPUT
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Runs the command line.
-
-    Args:
-        argv: Arguments without the program name. Defaults to
-            `sys.argv[1:]`.
-
-    Returns:
-        The exit code.
-    """
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.error(
-            f"no command given; choose one of: {', '.join(_COMMANDS)} (keras-xla-guard --help describes them)"
-        )
-    try:
-        return int(args.run(args))
-    except ModuleNotFoundError as e:
-        if not e.name:
-            return _error(str(e))
-        # An optional dependency the command imports: exit 1 would tell a CI
-        # gate "threshold violated", and a traceback would bury the fix.
-        module = e.name.partition(".")[0]
-        return _error(f"{module} is not installed: {_install_hint(module)}.")
-    except (XlaGuardError, OSError, ValueError) as e:
-        return _error(str(e))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
