@@ -12,6 +12,7 @@ import keras
 
 from keras_xla_guard import backend as backends
 from keras_xla_guard._adapter import GuardAdapter, model_op_layers
+from keras_xla_guard._checks import check_bool
 from keras_xla_guard.backend import Backend
 from keras_xla_guard.diagnose.advice import JitEvidence
 from keras_xla_guard.diagnose.strategy import strategy_verdicts
@@ -154,7 +155,7 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
         self._inputs = SignatureFeed(self.engine)
         self._feeds = {function: SignatureFeed(self.engine, function) for function in ("test", "predict")}
         self._calling_peer = False
-        self._track_signatures = bool(track_signatures)
+        self._track_signatures = check_bool("track_signatures", track_signatures)
         self._explain = explain
         self.explain_report: Any = None
         self._warm_up = warm_up

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from keras_xla_guard._checks import check_int
+from keras_xla_guard._checks import check_bool, check_int
 
 __all__ = ["pad_to_buckets"]
 
@@ -83,8 +83,8 @@ def pad_to_buckets(
 
     Raises:
         ValueError: If `boundaries` is empty, unsorted or not positive, if
-            `batch_size` is not a positive int, or if no length can be
-            derived.
+            `batch_size` is not a positive int, `drop_remainder` not `True`
+            or `False`, or if no length can be derived.
 
     Example:
 
@@ -111,6 +111,7 @@ def pad_to_buckets(
     if list(boundaries) != sorted(set(boundaries)):
         raise ValueError(f"`boundaries` must be strictly increasing. Received: boundaries={boundaries!r}")
     check_int("batch_size", batch_size, minimum=1)
+    check_bool("drop_remainder", drop_remainder)
     if length_fn is None:
         length_fn = _default_length_fn(dataset.element_spec)
     # TensorFlow buckets by exclusive upper bounds and pads to bound - 1;
@@ -121,5 +122,5 @@ def pad_to_buckets(
         bucket_batch_sizes=[batch_size] * (len(boundaries) + 1),
         padding_values=padding_values,
         pad_to_bucket_boundary=True,
-        drop_remainder=bool(drop_remainder),
+        drop_remainder=drop_remainder,
     )
