@@ -62,9 +62,13 @@ class Backend(Protocol):
     Attributes:
         name: The Keras backend name this implements, as
             `keras.backend.backend()` spells it (`"tensorflow"`).
+        stop_call: The framework's own call that stops its profiler, as a
+            user would write it (`"tf.profiler.experimental.stop()"`), for
+            messages about a session someone else stopped.
     """
 
     name: str
+    stop_call: str
 
     def version(self) -> str:
         """The framework and its version, e.g. `"tensorflow 2.21.0"`."""

@@ -35,6 +35,7 @@ class TensorFlowBackend:
     """
 
     name = "tensorflow"
+    stop_call = "tf.profiler.experimental.stop()"
 
     def version(self) -> str:
         """`"tensorflow 2.21.0"`: the TensorFlow this process runs."""
