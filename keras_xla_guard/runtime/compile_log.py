@@ -17,9 +17,20 @@ import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["FUNCTIONS", "OTHER", "Compilation", "CompileLog", "EpochCompilations", "program_name"]
+if TYPE_CHECKING:
+    from keras_xla_guard.signatures.tracker import EpochSignatures
+
+__all__ = [
+    "FUNCTIONS",
+    "OTHER",
+    "Compilation",
+    "CompileLog",
+    "EpochCompilations",
+    "program_name",
+    "with_signatures",
+]
 
 # Keras' compiled functions, in the order outputs list them.
 FUNCTIONS = ("train", "test", "predict")
@@ -254,3 +265,34 @@ class CompileLog:
             self._rows = [row for row in self._rows if not (row.epoch == epoch or row.epoch is None)]
         rows = tuple(dataclasses.replace(row, epoch=epoch) for row in mine)
         return EpochCompilations(epoch if epoch is not None else 0, rows)
+
+
+def with_signatures(
+    compilations: EpochCompilations, stats: EpochSignatures | None, steps_per_call: int = 1
+) -> EpochCompilations:
+    """The train function's compilations, each with the new input signature of its step.
+
+    A compilation is logged at the first step of its call; with
+    `steps_per_call` > 1 the call's compilations take the call's new
+    signatures in order, each then at that signature's own step (a
+    compilation beyond them shares the last one's, as two programs compiled
+    for one step's batch do).
+    """
+    if stats is None:
+        return compilations
+    new = {step: str(signature) for signature, step in stats.new if step is not None}
+    used: set[int] = set()
+    rows = []
+    for row in compilations.rows:
+        steps = (
+            range(row.step, row.step + steps_per_call)
+            if row.function == "train" and row.step is not None
+            else ()
+        )
+        step = next((s for s in steps if s in new and s not in used), None)
+        step = step if step is not None else next((s for s in reversed(steps) if s in used), None)
+        if step is not None:
+            used.add(step)
+            row = dataclasses.replace(row, step=step, signature=new[step])
+        rows.append(row)
+    return dataclasses.replace(compilations, rows=tuple(rows))
