@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from keras_xla_guard._adapter import GuardAdapter, model_op_layers
 from keras_xla_guard._checks import check_int, check_model
+from keras_xla_guard._interrupts import InterruptGate
 from keras_xla_guard.errors import XlaGuardWarning
 from keras_xla_guard.runtime.config import DEFAULT_LOG_DIR, GuardConfig, config_args_doc
 from keras_xla_guard.runtime.engine import xla_mode_of
@@ -80,19 +81,34 @@ class _WatchedStep:
 
 
 class _EpochScope:
-    """Context manager returned by `XlaGuard.epoch`."""
+    """Context manager returned by `XlaGuard.epoch`.
+
+    Inside the block signals pass as usual; one that lands in `__exit__`
+    (or comes while it stops the profiler) waits until the epoch is ended or
+    its window stopped, then goes on up (`_interrupts.InterruptGate`).
+    """
 
     def __init__(self, guard: XlaGuard, epoch: int, steps: int | None) -> None:
         self._guard = guard
         self.epoch = epoch
         self.steps = steps
+        self._gate = InterruptGate(shield=[_EpochScope.__exit__.__code__], keep_first=False)
 
     def __enter__(self) -> _EpochScope:
-        self._guard._enter_epoch(self.epoch, self.steps)
+        self._gate.__enter__()
+        try:
+            self._guard._enter_epoch(self.epoch, self.steps)
+        except BaseException as e:
+            self._gate.__exit__(type(e), e, e.__traceback__)
+            raise
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
-        self._guard._exit_epoch(self.epoch, failed=exc is not None)
+        self._gate.hold()
+        try:
+            self._guard._exit_epoch(self.epoch, failed=exc is not None)
+        finally:
+            self._gate.__exit__(exc_type, exc, tb)
         # Never swallow the user's exception: it propagates as raised.
         return False
 
