@@ -1,4 +1,4 @@
-"""Real SIGINTs at random times during `warm_up`: does any trial leave the model changed?
+"""Real SIGINTs at random times during `warm_up`, or during guarded fits: is anything left behind?
 
 A child process builds a small jit-compiled model (Embedding,
 BatchNormalization, Dropout, Dense; Adam), trains it one step so every
@@ -30,7 +30,18 @@ the harness's own exception handler; `late` after `warm_up` returned;
 variables changed, the most variables changed in one trial and the
 `iterations` values seen (the snapshot's is 1).
 
-Usage: python benchmarks/stress_warmup_interrupt.py [--trials 120] [--double-every 4] [--seed 0] [--label TEXT]
+`--scenario fit` runs guarded fits instead (`benchmarks/_stress_fit.py`
+says what a trial is and what is checked after it): on the backend
+`KERAS_BACKEND` names, so with the JAX venv's Python and
+`KERAS_BACKEND=jax` it runs on Keras on JAX without TensorFlow. Its JSON
+counts leaked profilers, guard sessions left, trials that left a wrapper
+behind and unreadable run files, and where each KeyboardInterrupt was
+raised (`held`: by a guard that held it through its own work, the
+profiler's stop and export or its cleanup, and raised it after; `run`:
+anywhere else, at once; `late`: after the fit returned).
+
+Usage: python benchmarks/stress_warmup_interrupt.py [--scenario warmup|fit] [--trials 120]
+       [--double-every 4] [--seed 0] [--label TEXT]
 """
 
 from __future__ import annotations
@@ -181,10 +192,17 @@ def main() -> None:
     parser.add_argument("--double-every", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--label", default="", help="what code ran (e.g. a commit), echoed in the JSON")
+    parser.add_argument(
+        "--scenario", choices=("warmup", "fit"), default="warmup", help="what the signals interrupt"
+    )
     parser.add_argument("--child-from", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import _stress_fit
+
     if args.child_from is not None:
-        _child(args.child_from, args.trials, args.double_every, args.seed)
+        run = _stress_fit.child if args.scenario == "fit" else _child
+        run(args.child_from, args.trials, args.double_every, args.seed)
         return
 
     records: list[dict[str, Any]] = []
@@ -201,6 +219,8 @@ def main() -> None:
                 str(args.double_every),
                 "--seed",
                 str(args.seed),
+                "--scenario",
+                args.scenario,
                 "--child-from",
                 str(len(records)),
             ],
@@ -217,6 +237,9 @@ def main() -> None:
             sys.stderr.write(proc.stderr[-4000:])
             raise SystemExit(f"a child ran no trial (exit {proc.returncode})")
         records.extend(got)
+    if args.scenario == "fit":
+        print(json.dumps(_fit_result(args, records, children), indent=2))
+        return
     outcomes = {
         k: 0
         for k in (
@@ -266,6 +289,22 @@ def main() -> None:
             indent=2,
         )
     )
+
+
+def _fit_result(args: argparse.Namespace, records: list[dict[str, Any]], children: int) -> dict[str, Any]:
+    import _stress_fit
+
+    return {
+        "benchmark": "stress_warmup_interrupt",
+        "scenario": "fit",
+        "backend": os.environ.get("KERAS_BACKEND", "tensorflow"),
+        "label": args.label,
+        "trials": len(records),
+        "double_signal_trials": sum(r["signals"] == 2 for r in records),
+        "child_processes": children,
+        "signal_window_s": sorted({r["window_s"] for r in records}),
+        **_stress_fit.summary(records),
+    }
 
 
 if __name__ == "__main__":
