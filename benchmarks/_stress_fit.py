@@ -7,7 +7,7 @@ that profiles every epoch from its first step (so the profiler starts and
 stops three times a fit, and a random signal often lands in a stop or its
 export) and a validation set (so the test function is tapped too). Each
 trial sends one real SIGINT (`os.kill`), or two 0-20 ms apart, after a
-random delay drawn uniformly from 0 to the longest of three such fits.
+random delay drawn uniformly from 0 to the median duration of one such fit.
 
 After each trial it checks, as a user could:
 
@@ -19,7 +19,13 @@ After each trial it checks, as a user could:
   or a method of `keras.Model` wrapped beyond `fit`/`evaluate`/`predict`
   (which stay wrapped while `XlaGuardCallback` is imported);
 - `run_file`: the run file, if one was written, read by `report`'s reader,
-  and the status of each window in it.
+  and the status of each window in it;
+- `model_broken`: the model cannot predict any more. Keras' own state may
+  not survive a Ctrl-C, guard or no guard (on JAX a step donates the
+  state's buffers, and `evaluate` empties the variables while it runs,
+  with no `finally` to put them back): the next trial then starts from a
+  fresh model, so each trial counts only its own leaks. `--no-guard` runs
+  the same fits without a guard, to count how often Keras alone breaks.
 """
 
 from __future__ import annotations
@@ -121,8 +127,17 @@ def _run_file(log_dir: Path) -> dict[str, Any] | None:
     return {"readable": True, "statuses": sorted({str(r.get("status")) for r in data.reports})}
 
 
-def child(first: int, trials: int, double_every: int, seed: int) -> None:
-    """Runs trials `first`..`trials - 1`, one JSON line each."""
+def _usable(model: Any, x: Any) -> str | None:
+    """Why the model cannot predict any more, or `None` when it can."""
+    try:
+        model.predict(x[:BATCH], verbose=0)
+    except Exception as e:  # noqa: BLE001 - the reason is the record
+        return f"{type(e).__name__}: {str(e)[:160]}"
+    return None
+
+
+def child(first: int, trials: int, double_every: int, seed: int, guarded: bool = True) -> None:
+    """Runs trials `first`..`trials - 1`, one JSON line each (`guarded=False`: the same fits, no guard)."""
     import keras
     import numpy as np
 
@@ -133,27 +148,37 @@ def child(first: int, trials: int, double_every: int, seed: int) -> None:
     x = rng.standard_normal((EXAMPLES, FEATURES)).astype("float32")
     y = (x[:, :1] * 0.3).astype("float32")
     validation = (x[:64], y[:64])
-    model = _model()
-    # Compiled once, unguarded: each trial then fits a warm model.
-    model.fit(x, y, batch_size=BATCH, epochs=1, validation_data=validation, verbose=0)
-    model.predict(x[:BATCH], verbose=0)
-    own = {name: getattr(model, f"{name}_function") for name in ("train", "test", "predict")}
+
+    def fresh() -> tuple[Any, dict[str, Any]]:
+        model = _model()
+        # Compiled once, unguarded: each trial then fits a warm model.
+        model.fit(x, y, batch_size=BATCH, epochs=1, validation_data=validation, verbose=0)
+        model.predict(x[:BATCH], verbose=0)
+        return model, {name: getattr(model, f"{name}_function") for name in ("train", "test", "predict")}
+
+    model, own = fresh()
     scratch = Path(tempfile.mkdtemp(prefix="stress_fit_"))
     the_backend = backend.select(model)
 
     def guarded_fit(log_dir: Path) -> None:
         guard = XlaGuardCallback(log_dir=log_dir, profile_every=1, skip_steps=0, verbose=0)
         model.fit(
-            x, y, batch_size=BATCH, epochs=EPOCHS, validation_data=validation, callbacks=[guard], verbose=0
+            x,
+            y,
+            batch_size=BATCH,
+            epochs=EPOCHS,
+            validation_data=validation,
+            callbacks=[guard] if guarded else [],
+            verbose=0,
         )
 
     durations = []
-    for i in range(3):
+    for i in range(4):
         started = time.perf_counter()
         guarded_fit(scratch / f"timing{i}")
         durations.append(time.perf_counter() - started)
-    # The longest of the three: a signal can land anywhere in a fit, its last stop included.
-    window = max(durations)
+    # The median of the last three (the first pays one-time costs), as warm_up's scenario does.
+    window = sorted(durations[1:])[1]
     signal.signal(signal.SIGINT, _on_sigint)
     pid = os.getpid()
     for trial in range(first, trials):
@@ -165,17 +190,22 @@ def child(first: int, trials: int, double_every: int, seed: int) -> None:
         late = _Box.late
         log_dir = scratch / f"trial{trial}"
         error = None
-        for t in timers:
-            t.start()
-        _Box.inside = True
         try:
-            guarded_fit(log_dir)
-            outcome = "completed"
-        except KeyboardInterrupt as e:
-            outcome = _where(e)
-        except Exception as e:  # noqa: BLE001 - recorded: training itself broke
-            outcome, error = "error", f"{type(e).__name__}: {str(e)[:200]}"
-        _Box.inside = False
+            for t in timers:
+                t.start()
+            _Box.inside = True
+            try:
+                guarded_fit(log_dir)
+                outcome = "completed"
+            except KeyboardInterrupt as e:
+                outcome = _where(e)
+            except Exception as e:  # noqa: BLE001 - recorded: training itself broke
+                outcome, error = "error", f"{type(e).__name__}: {str(e)[:200]}"
+        except KeyboardInterrupt:
+            # A second signal hit the harness itself, handling the first: the trial still counts.
+            outcome = "harness"
+        finally:
+            _Box.inside = False
         for t in timers:
             t.join()
         time.sleep(0.05)
@@ -189,8 +219,14 @@ def child(first: int, trials: int, double_every: int, seed: int) -> None:
         # outside guarded calls); nothing else of keras.Model may be.
         extra = sorted(set(vars(keras.Model)) & {"train_on_batch", "test_on_batch", "predict_on_batch"})
         left += [f"keras.Model.{name} wrapped" for name in extra]
+        # Keras' own state may not survive an interrupt (on JAX: the state a step donated, or
+        # variables evaluate emptied); the next trial then starts from a fresh model.
+        broken = _usable(model, x)
+        if broken is not None:
+            model, own = fresh()
         record = {
             "trial": trial,
+            "model_broken": broken,
             "signals": len(delays),
             "outcome": outcome,
             "error": error,
@@ -213,7 +249,7 @@ def child(first: int, trials: int, double_every: int, seed: int) -> None:
 
 def summary(records: list[dict[str, Any]]) -> dict[str, Any]:
     """The scenario's JSON figures over every trial."""
-    outcomes: dict[str, int] = {k: 0 for k in ("completed", "held", "run", "late", "error")}
+    outcomes: dict[str, int] = {k: 0 for k in ("completed", "held", "run", "harness", "late", "error")}
     for r in records:
         outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
     files = [r["run_file"] for r in records if r["run_file"] is not None]
@@ -223,6 +259,8 @@ def summary(records: list[dict[str, Any]]) -> dict[str, Any]:
             statuses[status] = statuses.get(status, 0) + 1
     return {
         "outcomes": outcomes,
+        "trials_that_broke_the_model": sum(r["model_broken"] is not None for r in records),
+        "model_broken": sorted({r["model_broken"].split(":")[0] for r in records if r["model_broken"]}),
         "leaked_profilers": sum(r["leaked_profiler"] for r in records),
         "guard_sessions_left": sum(r["guard_session"] for r in records),
         "trials_with_leftover_wrappers": sum(bool(r["wrappers"]) for r in records),

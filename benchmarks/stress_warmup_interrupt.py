@@ -38,7 +38,9 @@ counts leaked profilers, guard sessions left, trials that left a wrapper
 behind and unreadable run files, and where each KeyboardInterrupt was
 raised (`held`: by a guard that held it through its own work, the
 profiler's stop and export or its cleanup, and raised it after; `run`:
-anywhere else, at once; `late`: after the fit returned).
+anywhere else, at once; `harness`: a second signal in the harness's own
+handling of the first; `late`: after the fit returned), and each child
+that stopped before its last trial, with its exit status.
 
 Usage: python benchmarks/stress_warmup_interrupt.py [--scenario warmup|fit] [--trials 120]
        [--double-every 4] [--seed 0] [--label TEXT]
@@ -195,17 +197,23 @@ def main() -> None:
     parser.add_argument(
         "--scenario", choices=("warmup", "fit"), default="warmup", help="what the signals interrupt"
     )
+    parser.add_argument(
+        "--no-guard", action="store_true", help="with --scenario fit: the same fits without a guard (control)"
+    )
     parser.add_argument("--child-from", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import _stress_fit
 
     if args.child_from is not None:
-        run = _stress_fit.child if args.scenario == "fit" else _child
-        run(args.child_from, args.trials, args.double_every, args.seed)
+        if args.scenario == "fit":
+            _stress_fit.child(args.child_from, args.trials, args.double_every, args.seed, not args.no_guard)
+        else:
+            _child(args.child_from, args.trials, args.double_every, args.seed)
         return
 
     records: list[dict[str, Any]] = []
+    exits: list[dict[str, Any]] = []
     children = 0
     while len(records) < args.trials:
         children += 1
@@ -221,6 +229,7 @@ def main() -> None:
                 str(args.seed),
                 "--scenario",
                 args.scenario,
+                *(["--no-guard"] if args.no_guard else []),
                 "--child-from",
                 str(len(records)),
             ],
@@ -236,9 +245,18 @@ def main() -> None:
         if not got:
             sys.stderr.write(proc.stderr[-4000:])
             raise SystemExit(f"a child ran no trial (exit {proc.returncode})")
+        if len(records) + len(got) < args.trials:
+            # A child that stopped early: why, from its exit status and last words.
+            exits.append(
+                {
+                    "after_trial": len(records) + len(got) - 1,
+                    "returncode": proc.returncode,
+                    "stderr_tail": proc.stderr.strip().splitlines()[-3:],
+                }
+            )
         records.extend(got)
     if args.scenario == "fit":
-        print(json.dumps(_fit_result(args, records, children), indent=2))
+        print(json.dumps({**_fit_result(args, records, children), "early_child_exits": exits}, indent=2))
         return
     outcomes = {
         k: 0
@@ -297,6 +315,7 @@ def _fit_result(args: argparse.Namespace, records: list[dict[str, Any]], childre
     return {
         "benchmark": "stress_warmup_interrupt",
         "scenario": "fit",
+        "guarded": not args.no_guard,
         "backend": os.environ.get("KERAS_BACKEND", "tensorflow"),
         "label": args.label,
         "trials": len(records),
