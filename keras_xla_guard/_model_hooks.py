@@ -81,6 +81,8 @@ class _Call:
         self.name = name
         self.error: BaseException | None = None
         self.exits: list[Callable[[BaseException | None], None]] = []
+        # Entered when a guard registers its exit, left after the exits ran.
+        self.gate: InterruptGate | None = None
 
 
 def acquire() -> None:
@@ -138,6 +140,10 @@ def on_exit(model: Any, name: str, callback: Callable[[BaseException | None], No
     """
     for call in reversed(getattr(_calls, "stack", ())):
         if call.model is model and call.name == name:
+            if call.gate is None:
+                # From now to the call's end signals pass at once, except in the wrapper's own
+                # frame, where one waits for the exits (a call with no guard pays none of this).
+                call.gate = InterruptGate(shield=_SHIELDED, keep_first=False).__enter__()
             call.exits.append(callback)
             return True
     with _lock:
@@ -213,24 +219,22 @@ def _wrap(cls: type, name: str) -> Callable[[], None]:
 
         @functools.wraps(original)
         def entry(self: Any, *args: Any, **kwargs: Any) -> Any:
-            # Signals pass as without the wrapper, except in this frame and its
-            # `finally`, which puts the guards' state back before one goes on up.
-            with InterruptGate(shield=_SHIELDED, keep_first=False) as gate:
-                call = _Call(self, name)
-                stack = _calls.__dict__.setdefault("stack", [])
-                stack.append(call)
-                guard = None
-                try:
-                    if budget.active_ledgers():
-                        args, kwargs, guard = _with_guard(self, name, signature, args, kwargs)
-                    gate.check()
-                    return original(self, *args, **kwargs)
-                except BaseException as e:
-                    call.error = e
-                    raise
-                finally:
-                    gate.hold()
-                    _end(call, stack, guard)
+            call = _Call(self, name)
+            stack = _calls.__dict__.setdefault("stack", [])
+            stack.append(call)
+            guard = None
+            try:
+                if budget.active_ledgers():
+                    args, kwargs, guard = _with_guard(self, name, signature, args, kwargs)
+                return original(self, *args, **kwargs)
+            except BaseException as e:
+                call.error = e
+                raise
+            finally:
+                # Once a guard registered (`on_exit`), a signal landing here was kept by its gate.
+                if call.gate is not None:
+                    call.gate.hold()
+                _end(call, stack, guard)
 
         # functools.wraps types it as a wrapper; it is this function, with this code.
         _SHIELDED.add(cast(FunctionType, entry).__code__)
@@ -249,17 +253,23 @@ def _wrap(cls: type, name: str) -> Callable[[], None]:
 
 
 def _end(call: _Call, stack: list[_Call], guard: Any) -> None:
-    """A call ended: its exits run, newest first (the guards' cleanup); never raises."""
+    """A call ended: its exits run, newest first (the guards' cleanup), then a signal kept meanwhile
+    goes on up (the call's own exception, if any, does not change)."""
     if call in stack:
         stack.remove(call)
-    for exit_ in reversed(call.exits):
-        try:
-            exit_(call.error)
-        except Exception:  # noqa: BLE001 - an exit must never replace the call's own outcome
-            pass
-    if guard is not None:
-        # The guard outlives the call (a later call of the model reuses it), not the model.
-        guard.set_model(None)
+    try:
+        for exit_ in reversed(call.exits):
+            try:
+                exit_(call.error)
+            except Exception:  # noqa: BLE001 - an exit must never replace the call's own outcome
+                pass
+        if guard is not None:
+            # The guard outlives the call (a later call of the model reuses it), not the model.
+            guard.set_model(None)
+    finally:
+        if call.gate is not None:
+            error = call.error
+            call.gate.__exit__(type(error) if error is not None else None, error, None)
 
 
 def _with_guard(
