@@ -252,8 +252,6 @@ def test_peak_memory_is_the_rss_rise_read_from_outside(compared):
         # loaded machine) has no growth: compare reports 0 then, never a negative.
         ours = max(0, compile_fit.peak_rss_at_end - before)
         assert abs(figures.peak_memory_bytes - ours) <= MEMORY_ABS_BYTES, mode
-        # The compile fit's growth is real: the jit_compile clone compiled three programs.
-        assert figures.peak_memory_bytes > 0, mode
 
 
 @pytest.mark.slow
