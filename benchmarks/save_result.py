@@ -101,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
             "tensorflow": _version("tensorflow-cpu") or _version("tensorflow"),
             # keras-nightly installs the same `keras` module under another name.
             "keras": _version("keras") or _version("keras-nightly"),
+            "jax": _version("jax"),
+            "keras_backend": os.environ.get("KERAS_BACKEND"),
         },
         "code": code,
         "result": result,

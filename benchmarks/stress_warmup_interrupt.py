@@ -1,4 +1,4 @@
-"""Real SIGINTs at random times during `warm_up`: does any trial leave the model changed?
+"""Real SIGINTs at random times during `warm_up`, or during guarded fits: is anything left behind?
 
 A child process builds a small jit-compiled model (Embedding,
 BatchNormalization, Dropout, Dense; Adam), trains it one step so every
@@ -30,7 +30,20 @@ the harness's own exception handler; `late` after `warm_up` returned;
 variables changed, the most variables changed in one trial and the
 `iterations` values seen (the snapshot's is 1).
 
-Usage: python benchmarks/stress_warmup_interrupt.py [--trials 120] [--double-every 4] [--seed 0] [--label TEXT]
+`--scenario fit` runs guarded fits instead (`benchmarks/_stress_fit.py`
+says what a trial is and what is checked after it): on the backend
+`KERAS_BACKEND` names, so with the JAX venv's Python and
+`KERAS_BACKEND=jax` it runs on Keras on JAX without TensorFlow. Its JSON
+counts leaked profilers, guard sessions left, trials that left a wrapper
+behind and unreadable run files, and where each KeyboardInterrupt was
+raised (`held`: by a guard that held it through its own work, the
+profiler's stop and export or its cleanup, and raised it after; `run`:
+anywhere else, at once; `harness`: a second signal in the harness's own
+handling of the first; `late`: after the fit returned), and each child
+that stopped before its last trial, with its exit status.
+
+Usage: python benchmarks/stress_warmup_interrupt.py [--scenario warmup|fit] [--trials 120]
+       [--double-every 4] [--seed 0] [--label TEXT]
 """
 
 from __future__ import annotations
@@ -181,13 +194,26 @@ def main() -> None:
     parser.add_argument("--double-every", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--label", default="", help="what code ran (e.g. a commit), echoed in the JSON")
+    parser.add_argument(
+        "--scenario", choices=("warmup", "fit"), default="warmup", help="what the signals interrupt"
+    )
+    parser.add_argument(
+        "--no-guard", action="store_true", help="with --scenario fit: the same fits without a guard (control)"
+    )
     parser.add_argument("--child-from", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import _stress_fit
+
     if args.child_from is not None:
-        _child(args.child_from, args.trials, args.double_every, args.seed)
+        if args.scenario == "fit":
+            _stress_fit.child(args.child_from, args.trials, args.double_every, args.seed, not args.no_guard)
+        else:
+            _child(args.child_from, args.trials, args.double_every, args.seed)
         return
 
     records: list[dict[str, Any]] = []
+    exits: list[dict[str, Any]] = []
     children = 0
     while len(records) < args.trials:
         children += 1
@@ -201,6 +227,9 @@ def main() -> None:
                 str(args.double_every),
                 "--seed",
                 str(args.seed),
+                "--scenario",
+                args.scenario,
+                *(["--no-guard"] if args.no_guard else []),
                 "--child-from",
                 str(len(records)),
             ],
@@ -216,7 +245,19 @@ def main() -> None:
         if not got:
             sys.stderr.write(proc.stderr[-4000:])
             raise SystemExit(f"a child ran no trial (exit {proc.returncode})")
+        if len(records) + len(got) < args.trials:
+            # A child that stopped early: why, from its exit status and last words.
+            exits.append(
+                {
+                    "after_trial": len(records) + len(got) - 1,
+                    "returncode": proc.returncode,
+                    "stderr_tail": proc.stderr.strip().splitlines()[-3:],
+                }
+            )
         records.extend(got)
+    if args.scenario == "fit":
+        print(json.dumps({**_fit_result(args, records, children), "early_child_exits": exits}, indent=2))
+        return
     outcomes = {
         k: 0
         for k in (
@@ -266,6 +307,23 @@ def main() -> None:
             indent=2,
         )
     )
+
+
+def _fit_result(args: argparse.Namespace, records: list[dict[str, Any]], children: int) -> dict[str, Any]:
+    import _stress_fit
+
+    return {
+        "benchmark": "stress_warmup_interrupt",
+        "scenario": "fit",
+        "guarded": not args.no_guard,
+        "backend": os.environ.get("KERAS_BACKEND", "tensorflow"),
+        "label": args.label,
+        "trials": len(records),
+        "double_signal_trials": sum(r["signals"] == 2 for r in records),
+        "child_processes": children,
+        "signal_window_s": sorted({r["window_s"] for r in records}),
+        **_stress_fit.summary(records),
+    }
 
 
 if __name__ == "__main__":

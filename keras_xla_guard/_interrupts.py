@@ -20,17 +20,28 @@ Python functions) for the length of a `with` block:
 - a signal that comes while a *shielded* function runs its own code (not a
   callee) is always kept, so that nothing can be raised between the start
   of a `finally` block and its `hold()` call.
+
+With `keep_first=False` the gate lets signals through at once until
+`hold()` (Ctrl-C stops the work as usual) and keeps only those that land in
+a shielded frame: the form that spans a whole `fit` call, whose `finally`
+then holds every signal while it puts the guard's state back. `held`
+runs one function with every signal held (the profiler's start and stop).
 """
 
 from __future__ import annotations
 
+import functools
 import signal
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import CodeType, FrameType, TracebackType
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
+
+__all__ = ["InterruptGate", "held"]
 
 _SIGNALS = ("SIGINT", "SIGTERM")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 class InterruptGate:
@@ -42,6 +53,10 @@ class InterruptGate:
         shield: Code objects of functions in whose own frames a signal is
             kept rather than passed on. Defaults to none (the gate's own
             methods are always shielded).
+        keep_first: Keep a first signal until the next `check()` (a safe
+            point). `False` passes every signal on at once until `hold()`,
+            except one landing in a shielded frame, which waits for the
+            next `check()` or the block's end. Defaults to `True`.
 
     Example:
 
@@ -58,7 +73,7 @@ class InterruptGate:
     ```
     """
 
-    def __init__(self, shield: Iterable[CodeType] = ()) -> None:
+    def __init__(self, shield: Iterable[CodeType] = (), *, keep_first: bool = True) -> None:
         own = (
             InterruptGate.hold,
             InterruptGate.check,
@@ -70,6 +85,8 @@ class InterruptGate:
         self._previous: dict[int, Any] = {}
         self._pending: list[tuple[int, FrameType | None]] = []
         self._holding = False
+        self._keep_first = keep_first
+        self._closed = False
 
     def __enter__(self) -> InterruptGate:
         if threading.current_thread() is not threading.main_thread():
@@ -99,13 +116,22 @@ class InterruptGate:
     ) -> None:
         self._holding = True
         for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
+            # A handler someone installed inside the block stays; it may call ours, which then forwards.
+            if signal.getsignal(signum) == self._on_signal:
+                signal.signal(signum, handler)
+        self._closed = True
         self._deliver(exc_type)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self._closed:
+            self._previous[signum](signum, frame)
+            return
         shielded = frame is not None and frame.f_code in self._shield
-        if self._holding or shielded or not self._pending:
+        if self._holding or shielded or (self._keep_first and not self._pending):
             self._pending.append((signum, frame))
+            return
+        if not self._keep_first:
+            self._previous[signum](signum, frame)
             return
         # A second signal before the next check(): passed on now, for both.
         self._pending.clear()
@@ -128,3 +154,21 @@ class InterruptGate:
             ):
                 continue
             handler(signum, frame)
+
+
+def held(function: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Runs `function` with SIGINT/SIGTERM held; one that came meanwhile is passed on after it returns.
+
+    For short steps that must not stop halfway (the profiler's start and
+    stop with the bookkeeping that records them): a `KeyboardInterrupt`
+    is raised once the step is done, from the caller's point of view as
+    if the signal came just after it.
+    """
+
+    @functools.wraps(function)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with InterruptGate() as gate:
+            gate.hold()
+            return function(*args, **kwargs)
+
+    return wrapper

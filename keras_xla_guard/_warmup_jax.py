@@ -82,9 +82,17 @@ def warm_up_jax(
     notes = []
     # As on TensorFlow: a predict step creates no variables of its own.
     trains = any(step != "predict" for step in steps)
+    # Keras' fit builds what is unbuilt from its first batch, drawing a shuffle; once built
+    # here it would not, and would shuffle differently: the next build draws anyway.
+    draws = keras3_jax.builds_from_a_batch(model) if trains else False
     reason = seam.build_for_training(model, batches[0]) if trains else None
     if reason is not None:
         notes.append(f"{seam.keras_version(model)}: could not build the model ahead ({reason})")
+    if draws is None or (draws and keras3_jax.keep_first_draw(model) is not None):
+        notes.append(
+            f"{seam.keras_version(model)}: the next fit may shuffle its batches differently than without "
+            "the warm-up (Keras' build step that draws the first shuffle is not where the guard knows it)"
+        )
     for step in steps:
         runs = [(b[0],) if step == "predict" and isinstance(b, tuple) else b for b in batches]
         reason = keras3_jax.run_on_copy(model, step, runs)

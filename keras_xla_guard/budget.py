@@ -118,6 +118,9 @@ class CompilationBudget:
         if self._entered:
             raise RuntimeError("A CompilationBudget is entered once; make a new one with max_compilations().")
         self._entered = True
+        # The guard the budget adds to each call (it registers itself with the hooks).
+        import keras_xla_guard.callback  # noqa: F401
+
         with InterruptGate() as gate:
             # A Ctrl-C here would leave Keras wrapped with no budget to unwrap it.
             gate.hold()

@@ -10,8 +10,11 @@ from typing import Any
 
 import keras
 
+from keras_xla_guard import _model_hooks
 from keras_xla_guard import backend as backends
 from keras_xla_guard._adapter import GuardAdapter, model_op_layers
+from keras_xla_guard._call_exits import CallExits
+from keras_xla_guard._checks import check_bool
 from keras_xla_guard.backend import Backend
 from keras_xla_guard.diagnose.advice import JitEvidence
 from keras_xla_guard.diagnose.strategy import strategy_verdicts
@@ -48,7 +51,7 @@ def check_backend(model: Any = None) -> Backend:
 
 
 @config_args_doc
-class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
+class XlaGuardCallback(CallExits, GuardAdapter, keras.callbacks.Callback):
     """Measures how much of `model.fit`'s op time really runs under XLA.
 
     The callback starts TensorFlow's profiler for a window of steps in the
@@ -154,7 +157,7 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
         self._inputs = SignatureFeed(self.engine)
         self._feeds = {function: SignatureFeed(self.engine, function) for function in ("test", "predict")}
         self._calling_peer = False
-        self._track_signatures = bool(track_signatures)
+        self._track_signatures = check_bool("track_signatures", track_signatures)
         self._explain = explain
         self.explain_report: Any = None
         self._warm_up = warm_up
@@ -177,6 +180,8 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
             self.on_train_batch_end = keras.callbacks.Callback.on_train_batch_end.__get__(self)  # type: ignore[method-assign]  # why: Keras skips its own no-op hook, so this instance takes it back
         self._calls_finished = 0
         self._last_begin: int | None = None
+        # The test and predict calls begun and not ended (by on_test_end / on_predict_end).
+        self._calls_open: set[str] = set()
 
     def observe(self, dataset: Any) -> Any:
         """Returns `dataset` with a `map` that records every batch's input signature.
@@ -416,6 +421,7 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
             op_layers=model_op_layers(self._fit_model),
         )
         self._track(self._attach_inputs, params.get("steps"))
+        _model_hooks.on_exit(self._fit_model, "fit", self._exit_fit)
         self.engine.set_programs(seam.compiled_programs(self._fit_model))
         if self._warm_up is not False and self._warm_up is not None:
             self._run_warm_up()
@@ -527,6 +533,7 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
         self.engine.call_begin(
             function, xla_mode=self._xla_mode(), program=seam.keras_function(self._fit_model, function)
         )
+        self._calls_open.add(function)
 
         def on_abort() -> None:
             # An exception leaving a validation leaves fit too.
@@ -536,6 +543,11 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
 
         self._track(feed.attach, self._fit_model, None, on_abort, feed=feed)
         feed.begin_epoch(self.engine.epoch if inside else None)
+        _model_hooks.on_exit(
+            self._fit_model,
+            "evaluate" if function == "test" else "predict",
+            lambda error: self._exit_call(function, inside),
+        )
 
     def _end_call(self, function: str) -> None:
         """A test or predict call ends: its figures go to the engine, Keras' function back."""
@@ -548,6 +560,7 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
             self._calling_peer = False
             return
         _calling.discard(self)
+        self._calls_open.discard(function)
         feed = self._feeds[function]
         self._track(feed.end_epoch, feed=feed)
         self._track(feed.detach, feed=feed)
@@ -607,6 +620,10 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
                 f"keras-xla-guard: warm-up skipped: {type(e).__name__}: {e}", XlaGuardWarning, stacklevel=2
             )
 
+    def _leave(self, inside: bool) -> None:
+        """This guard's fit (`inside`) or evaluate/predict call is over: another may guard the next."""
+        (_guarding if inside else _calling).discard(self)
+
     def _abort(self) -> None:
         """An exception is leaving `fit` (Keras calls no callback then): stop and put back.
 
@@ -635,7 +652,7 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
             return False
         warnings.warn(
             f"keras-xla-guard: the XlaGuardCallback with log_dir={self.log_dir!r} does nothing "
-            f"in this fit: the one with log_dir={peer.log_dir!r} already guards it (TensorFlow "
+            f"in this fit: the one with log_dir={peer.log_dir!r} already guards it (a process "
             "runs one profiler at a time). Pass one XlaGuardCallback to fit.",
             XlaGuardWarning,
             stacklevel=3,
@@ -667,6 +684,13 @@ class XlaGuardCallback(GuardAdapter, keras.callbacks.Callback):
             )
         if self.engine.stop_requested and self._fit_model is not None:
             self._fit_model.stop_training = True
+
+
+# Keras calls no callback when an exception leaves fit outside a step: the wrapped
+# fit/evaluate/predict call tells the guard instead (`_exit_fit`). Wrapped from now on, not
+# from a guard's creation: `model.fit(..., callbacks=[XlaGuardCallback()])` looks `fit` up
+# before it makes the guard.
+_model_hooks.register_guard(XlaGuardCallback)
 
 
 def _zeros_batch(model: Any) -> Any:

@@ -427,6 +427,9 @@ class ClusterSink:
         self.profile_workers = profile_workers
         self.base_dir = Path(log_dir)
         self.trace_dir = self.base_dir / info.name
+        # What a warning about a failed write names (`runtime/failures.py`).
+        self.directory = self.trace_dir
+        self.what = f"worker {info.name}'s run file and the cluster's summaries under {os.fspath(log_dir)!r}"
         self.write_summaries = write_summaries
         self.verbose = verbose
         self.top_k = top_k

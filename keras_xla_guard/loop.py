@@ -18,7 +18,8 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from keras_xla_guard._adapter import GuardAdapter, model_op_layers
-from keras_xla_guard._checks import check_int
+from keras_xla_guard._checks import check_int, check_model
+from keras_xla_guard._interrupts import InterruptGate
 from keras_xla_guard.errors import XlaGuardWarning
 from keras_xla_guard.runtime.config import DEFAULT_LOG_DIR, GuardConfig, config_args_doc
 from keras_xla_guard.runtime.engine import xla_mode_of
@@ -80,19 +81,34 @@ class _WatchedStep:
 
 
 class _EpochScope:
-    """Context manager returned by `XlaGuard.epoch`."""
+    """Context manager returned by `XlaGuard.epoch`.
+
+    Inside the block signals pass as usual; one that lands in `__exit__`
+    (or comes while it stops the profiler) waits until the epoch is ended or
+    its window stopped, then goes on up (`_interrupts.InterruptGate`).
+    """
 
     def __init__(self, guard: XlaGuard, epoch: int, steps: int | None) -> None:
         self._guard = guard
         self.epoch = epoch
         self.steps = steps
+        self._gate = InterruptGate(shield=[_EpochScope.__exit__.__code__], keep_first=False)
 
     def __enter__(self) -> _EpochScope:
-        self._guard._enter_epoch(self.epoch, self.steps)
+        self._gate.__enter__()
+        try:
+            self._guard._enter_epoch(self.epoch, self.steps)
+        except BaseException as e:
+            self._gate.__exit__(type(e), e, e.__traceback__)
+            raise
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
-        self._guard._exit_epoch(self.epoch, failed=exc is not None)
+        self._gate.hold()
+        try:
+            self._guard._exit_epoch(self.epoch, failed=exc is not None)
+        finally:
+            self._gate.__exit__(exc_type, exc, tb)
         # Never swallow the user's exception: it propagates as raised.
         return False
 
@@ -128,7 +144,8 @@ class XlaGuard(GuardAdapter):
             `guard.worker` then holds the worker's `WorkerInfo`. Defaults
             to `None`: the strategy whose `scope()` is active when the
             first epoch begins, else the cluster in `TF_CONFIG`.
-        model: The Keras model the loop trains, if it trains one. Its
+        model: The Keras model the loop trains, if it trains one: a built
+            `keras.Model` (or `tf_keras.Model`) instance. Its
             advice then names the layer each op without an XLA kernel sits
             in, and a result `keras_xla_guard.compare` saved in `log_dir`
             counts as evidence only when it measured this model (same
@@ -181,12 +198,7 @@ class XlaGuard(GuardAdapter):
             raise ValueError(
                 f"`strategy` must be a tf.distribute.Strategy or None. Received: strategy={strategy!r}"
             )
-        if model is not None and not (
-            callable(getattr(model, "count_params", None)) and hasattr(model, "layers")
-        ):
-            raise ValueError(
-                f"`model` must be the Keras model the loop trains, or None. Received: model={model!r}"
-            )
+        check_model("model", model)
         self._init_guard("XlaGuard", config, {"log_dir": log_dir, **fields}, notes=[self._jit_notes])
         # One flag per watched step: whether it runs compiled by XLA.
         self._watched_jit: list[bool] = []

@@ -15,7 +15,10 @@ marker or the fixture. docs/budgets.md.
   `compilations`.
 
 Only the test function's body is counted, not its fixtures' setup: a
-fixture that trains a model does so before the budget opens.
+fixture that trains a model does so before the budget opens. A marker with
+bad arguments (`max_compilations(-1)`, `fail_fast="no"`, a second
+positional) stops the session at collection, naming each test and the
+value, before any test runs.
 """
 
 from __future__ import annotations
@@ -25,7 +28,14 @@ from typing import Any
 
 import pytest
 
-__all__ = ["FIXTURE", "MARKER", "pytest_configure", "pytest_pyfunc_call", "xla_compilations"]
+__all__ = [
+    "FIXTURE",
+    "MARKER",
+    "pytest_collection_modifyitems",
+    "pytest_configure",
+    "pytest_pyfunc_call",
+    "xla_compilations",
+]
 
 MARKER = "max_compilations"
 FIXTURE = "xla_compilations"
@@ -39,6 +49,43 @@ def pytest_configure(config: pytest.Config) -> None:
         f"{MARKER}(limit, *, fail_fast=False): fail the test when its body causes more than `limit` "
         "XLA compilations, listing each with its reason (keras-xla-guard, docs/budgets.md)",
     )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Checks every `max_compilations` marker once collected: a bad one stops the session now.
+
+    Raises:
+        pytest.UsageError: Naming each test whose marker has bad arguments,
+            and why, before any test runs.
+    """
+    from keras_xla_guard._checks import check_bool, check_int
+
+    errors = []
+    for item in items:
+        marker = item.get_closest_marker(MARKER)
+        if marker is None:
+            continue
+        # The budget's own checks, without importing it (or a framework) at collection.
+        extra = sorted(set(marker.kwargs) - {"fail_fast"})
+        try:
+            if len(marker.args) != 1 or extra:
+                raise ValueError(
+                    "it takes one positional argument, the limit, and the keyword fail_fast only"
+                )
+            check_int("limit", marker.args[0], minimum=0, allow_none=True)
+            check_bool("fail_fast", marker.kwargs.get("fail_fast", False))
+        except ValueError as e:
+            errors.append(f"{item.nodeid}: @pytest.mark.{MARKER}{_call_text(marker)}: {e}")
+    if errors:
+        raise pytest.UsageError(
+            f"keras-xla-guard: bad {MARKER} marker(s); each takes (limit, *, fail_fast=False), limit an "
+            "integer >= 0 or None, fail_fast True or False:\n" + "\n".join(errors)
+        )
+
+
+def _call_text(marker: pytest.Mark) -> str:
+    args = [repr(a) for a in marker.args] + [f"{k}={v!r}" for k, v in marker.kwargs.items()]
+    return f"({', '.join(args)})"
 
 
 def _budget_of(item: pytest.Item) -> Any:

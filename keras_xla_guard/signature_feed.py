@@ -179,6 +179,11 @@ class SignatureFeed:
         self._drain(begin_step)
         self._interval = 1 if tap.distinct > known else min(2 * self._interval, DRAIN_EVERY)
 
+    def drain(self) -> None:
+        """Records every step begun so far (an epoch an exception left, which `end_epoch` will not check)."""
+        if self.tap is not None and self._last_begin >= 0:
+            self._drain(self._last_begin + self._spe)
+
     def end_epoch(self) -> None:
         """Records the epoch's remaining batches and checks none is missing.
 

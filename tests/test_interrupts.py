@@ -133,3 +133,69 @@ def test_gate_leaves_an_ignored_sigint_ignored():
     gate.check()
     assert reached == ["after the signal"]
     assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+
+
+def test_a_gate_that_keeps_no_first_signal_passes_it_at_once():
+    """keep_first=False: a SIGINT outside a shielded frame raises at once, as without a gate."""
+    reached = []
+    with pytest.raises(KeyboardInterrupt), InterruptGate(keep_first=False):
+        _send()
+        reached.append("after the signal")
+    assert reached == []
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def _shielded_once(log: list[str]) -> None:
+    os.kill(os.getpid(), signal.SIGINT)
+    total = 0
+    for i in range(100_000):  # the handler runs in this frame
+        total += i
+    log.append("shielded frame finished")
+
+
+def test_a_gate_that_keeps_no_first_signal_still_keeps_one_in_a_shielded_frame_until_check():
+    """keep_first=False with a shield (a wrapped fit's own frame): the signal waits for check()."""
+    log: list[str] = []
+    with (
+        pytest.raises(KeyboardInterrupt),
+        InterruptGate(shield=[_shielded_once.__code__], keep_first=False) as gate,
+    ):
+        _shielded_once(log)
+        log.append("after")
+        gate.check()
+        log.append("not reached")
+    assert log == ["shielded frame finished", "after"]
+
+
+def test_held_raises_a_signal_once_the_function_returned():
+    """held(f): a SIGINT inside f lets f finish, then raises once; the handler is Python's again."""
+    from keras_xla_guard._interrupts import held
+
+    done = []
+
+    @held
+    def stop_the_profiler() -> str:
+        _send()
+        _send()
+        done.append("stopped")
+        return "files"
+
+    with pytest.raises(KeyboardInterrupt) as raised:
+        stop_the_profiler()
+    assert done == ["stopped"]
+    assert raised.value.__context__ is None
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_handler_installed_inside_the_block_is_left_in_place():
+    """The gate puts back only its own handler: one the block installed stays, and ours then forwards."""
+    calls: list[int] = []
+    with InterruptGate(keep_first=False) as gate:
+        theirs = signal.signal(signal.SIGINT, lambda signum, frame: calls.append(signum))
+        assert theirs == gate._on_signal
+    assert signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    _send()
+    assert calls == [signal.SIGINT]
+    # Theirs chains to ours, which forwards to Python's once the gate is closed.
+    with pytest.raises(KeyboardInterrupt):
+        theirs(signal.SIGINT, None)

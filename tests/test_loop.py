@@ -181,6 +181,29 @@ def test_model_must_be_a_keras_model(tmp_path: Path, model: Any) -> None:
         XlaGuard(log_dir=tmp_path, model=model)
 
 
+def test_model_must_be_a_built_model_instance_not_its_class_or_a_look_alike(tmp_path: Path) -> None:
+    """keras.Sequential (the class), an object with `layers` and `count_params`, an unbuilt model: refused."""
+    import keras
+
+    class LooksLikeAModel:
+        layers: list[Any] = []
+
+        def count_params(self) -> int:
+            return 0
+
+    unbuilt = keras.Sequential([keras.layers.Dense(1)])
+    for model, said in [
+        (keras.Sequential, "must be a Keras model instance"),
+        (LooksLikeAModel(), "must be a Keras model instance"),
+        (unbuilt, "must be a built Keras model"),
+    ]:
+        with pytest.raises(ValueError, match=said) as caught:
+            XlaGuard(log_dir=tmp_path, model=model)
+        assert str(caught.value).endswith(f"Received: model={model!r}")
+    built = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    assert XlaGuard(log_dir=tmp_path, model=built)._model is built
+
+
 def test_strategy_must_be_a_tf_distribute_strategy(tmp_path: Path) -> None:
     """A `strategy` that is not a tf.distribute.Strategy raises ValueError quoting it."""
     with pytest.raises(ValueError, match=r"Received: strategy='mirrored'"):

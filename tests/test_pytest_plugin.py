@@ -56,13 +56,10 @@ _FITS = textwrap.dedent("""
 
 
     def test_unmarked_runs_without_a_budget():
+        from keras_xla_guard import _model_hooks
+
         _seq_model(True)
-        assert "fit" not in vars(keras.Model)
-
-
-    @pytest.mark.max_compilations(-1)
-    def test_bad_limit():
-        pass
+        assert _model_hooks._users == 0 and "train_on_batch" not in vars(keras.Model)
 
 
     @pytest.fixture
@@ -137,7 +134,7 @@ def test_the_marker_fails_a_test_over_budget_with_every_compilation_and_passes_o
     pytester.syspathinsert(REPO / "tests")
     pytester.makepyfile(test_fits=_FITS, test_scoped=_SCOPED)
     result = pytester.runpytest("-p", PLUGIN, "--strict-markers", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=8, failed=5)
+    result.assert_outcomes(passed=8, failed=4)
     outcomes = {
         "::".join(r.nodeid.split("::")[1:]): r.outcome
         for r in result.reprec.getreports("pytest_runtest_logreport")
@@ -153,7 +150,6 @@ def test_the_marker_fails_a_test_over_budget_with_every_compilation_and_passes_o
         "test_counts": "passed",
         "test_fixture_is_the_markers_budget": "passed",
         "test_unmarked_runs_without_a_budget": "passed",
-        "test_bad_limit": "failed",
         # Only the body is counted: the fixture's 5 compilations are not the test's.
         "test_a_fixtures_fit_is_not_counted": "passed",
         "test_the_fixture_counts_the_body_not_the_fixtures_set_up_after_it": "passed",
@@ -177,11 +173,64 @@ def test_the_marker_fails_a_test_over_budget_with_every_compilation_and_passes_o
     # The failure is the budget's verdict: the plugin's and the budget's own frames are not shown.
     assert "budget.check()" not in text and "pytest_pyfunc_call" not in text
     assert "XLA compilation 3 inside max_compilations(2) goes over it (fail_fast=True)" in text
-    assert "ValueError: `limit` must be an integer >= 0 or None. Received: limit=-1" in text
     assert (
         "E   keras_xla_guard.errors.CompilationsUnknownError: keras-xla-guard: max_compilations(0) could not "
         "count the XLA compilations inside it: "
     ) in text
+
+
+_BAD_MARKERS = textwrap.dedent("""
+    import pytest
+
+
+    def test_runs_first():
+        pass
+
+
+    @pytest.mark.max_compilations(-1)
+    def test_bad_limit():
+        pass
+
+
+    @pytest.mark.max_compilations(2, fail_fast="no")
+    def test_truthy_fail_fast():
+        pass
+
+
+    @pytest.mark.max_compilations(1, 2)
+    def test_two_limits():
+        pass
+
+
+    class TestScoped:
+        pytestmark = pytest.mark.max_compilations(limit=3)
+
+        def test_limit_as_a_keyword(self):
+            pass
+""")
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_bad_marker_stops_the_session_at_collection_naming_each_test(pytester, strict):
+    """Bad marker arguments fail at collection, before any test runs, with or without --strict-markers."""
+    pytester.makepyfile(test_markers=_BAD_MARKERS)
+    flags = ["--strict-markers"] if strict else []
+    result = pytester.runpytest_subprocess("-p", PLUGIN, "-p", "no:cacheprovider", *flags)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.assert_outcomes()
+    assert result.stderr.lines[-6:-1] == [
+        "ERROR: keras-xla-guard: bad max_compilations marker(s); each takes (limit, *, fail_fast=False), "
+        "limit an integer >= 0 or None, fail_fast True or False:",
+        "test_markers.py::test_bad_limit: @pytest.mark.max_compilations(-1): `limit` must be an integer >= 0 "
+        "or None. Received: limit=-1",
+        "test_markers.py::test_truthy_fail_fast: @pytest.mark.max_compilations(2, fail_fast='no'): "
+        "`fail_fast` must be True or False. Received: fail_fast='no'",
+        "test_markers.py::test_two_limits: @pytest.mark.max_compilations(1, 2): it takes one positional "
+        "argument, the limit, and the keyword fail_fast only",
+        "test_markers.py::TestScoped::test_limit_as_a_keyword: @pytest.mark.max_compilations(limit=3): it "
+        "takes one positional argument, the limit, and the keyword fail_fast only",
+    ]
+    assert "test_runs_first" not in result.stdout.str()
 
 
 def test_importing_the_plugin_imports_neither_tensorflow_nor_keras():

@@ -369,6 +369,22 @@ def test_warm_up_leaves_a_deterministic_fit_bit_identical(kind, tmp_path):
         ) == sorted(p.name for p in (tmp_path / "plain").iterdir() if p.name.startswith("cache"))
 
 
+@pytest.mark.parametrize("data", ["arrays", "py_dataset"])
+def test_a_fit_after_warm_up_on_shuffled_arrays_or_a_py_dataset_is_bit_identical(data):
+    """warm_up(model, signatures) before a seeded fit on shuffled NumPy arrays or a reshuffling
+    PyDataset: every array, the losses and NumPy's, Python's and Keras' generators as without it
+    (the same test as on JAX, tests/on_jax/test_warmup.py)."""
+    from _identity import seeded_fit
+
+    without, history, states = seeded_fit(False, data)
+    warmed, warmed_history, warmed_states = seeded_fit(True, data)
+    assert len(warmed) == len(without) == 19
+    for a, b in zip(warmed, without):
+        np.testing.assert_array_equal(a, b)
+    assert warmed_history == history
+    assert warmed_states == states
+
+
 def test_warm_up_does_not_read_a_pipeline_that_writes_files(tmp_path):
     """A snapshot pipeline is not read: one warning says why, the signature its element_spec fixes is
     warmed, nothing is written, and the fit stays bit-identical; with an unknown batch size nothing is warmed."""

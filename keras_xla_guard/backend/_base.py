@@ -67,10 +67,14 @@ class Backend(Protocol):
         input_pipeline: What the guard's padding fix is written for
             (`signatures.buckets.INPUT_PIPELINES`): `"tf.data"`, or
             `"examples"` for a backend whose users may have no TensorFlow.
+        stop_call: The framework's own call that stops its profiler, as a
+            user would write it (`"tf.profiler.experimental.stop()"`), for
+            messages about a session someone else stopped.
     """
 
     name: str
     input_pipeline: str
+    stop_call: str
 
     def version(self) -> str:
         """The framework and its version, e.g. `"tensorflow 2.21.0"`."""

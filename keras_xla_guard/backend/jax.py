@@ -85,6 +85,7 @@ class JaxBackend:
     name = "jax"
     # Without TensorFlow there is no tf.data: the padding fix is pad_to_buckets on the examples.
     input_pipeline = "examples"
+    stop_call = "jax.profiler.stop_trace()"
 
     def version(self) -> str:
         """`"jax 0.10.2"`: the JAX this process runs."""
@@ -117,6 +118,11 @@ class JaxBackend:
     def stop_trace(self) -> None:
         """Stops the session and writes its trace (`jax.profiler.stop_trace`).
 
+        When writing the trace fails (a full disk), JAX raises before it
+        forgets its session, and would refuse every later start: the
+        session is forgotten here instead (`seam.jax_internals.free_profiler`),
+        so the profiler is free again whatever the export did.
+
         Raises:
             ProfilerNotRunningError: If no session runs (JAX's
                 `RuntimeError("No profile started")`).
@@ -127,9 +133,28 @@ class JaxBackend:
         try:
             jax.profiler.stop_trace()
         except RuntimeError as e:
-            if "No profile started" not in str(e):
-                raise
-            raise ProfilerNotRunningError(f"no profiler session is running; JAX said: {e}") from None
+            if "No profile started" in str(e):
+                raise ProfilerNotRunningError(f"no profiler session is running; JAX said: {e}") from None
+            self._free_after_failed_stop()
+            raise
+        except BaseException:
+            self._free_after_failed_stop()
+            raise
+
+    def _free_after_failed_stop(self) -> None:
+        from keras_xla_guard.seam.jax_internals import free_profiler
+
+        reason = free_profiler()
+        if reason is not None:
+            import jax
+
+            _warn_once(
+                "free_profiler",
+                (
+                    f"jax {jax.__version__}: writing a trace failed and JAX's profiler could not be reset "
+                    f"({reason}); JAX refuses every later profiling window in this process"
+                ),
+            )
 
     def step_trace(self, step: int) -> AbstractContextManager[Any]:
         """`jax.profiler.StepTraceAnnotation("train", step_num=step)`, not yet entered.

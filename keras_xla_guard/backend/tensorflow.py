@@ -37,6 +37,7 @@ class TensorFlowBackend:
     name = "tensorflow"
     # Its users batch with tf.data: the padding fix is a tf.data call.
     input_pipeline = "tf.data"
+    stop_call = "tf.profiler.experimental.stop()"
 
     def version(self) -> str:
         """`"tensorflow 2.21.0"`: the TensorFlow this process runs."""

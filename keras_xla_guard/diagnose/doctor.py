@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from keras_xla_guard._checks import check_bool
 from keras_xla_guard.backend.xla_cache import persistent_cache
 from keras_xla_guard.diagnose import tf_rules
 from keras_xla_guard.diagnose.advice import JitEvidence, blocked_verdict
@@ -247,7 +248,8 @@ def doctor(
         A `DoctorReport`.
 
     Raises:
-        ValueError: If `probe_timeout` is not a positive number.
+        ValueError: If `probe_timeout` is not a positive number, or a flag
+            is not `True` or `False`.
 
     Example:
 
@@ -267,6 +269,8 @@ def doctor(
         raise ValueError(
             f"`probe_timeout` must be a positive number of seconds. Received: probe_timeout={probe_timeout!r}"
         )
+    for name, flag in (("probe", probe), ("check_devices", check_devices), ("resolve_keras", resolve_keras)):
+        check_bool(name, flag)
     compile_verdicts: list[Verdict] = []
     blockers: tuple[str, ...] = ()
     if trace is not None:

@@ -96,6 +96,8 @@ class ConsoleSink:
     def __init__(self, stream: TextIO | None = None, max_ops: int = 3) -> None:
         self.stream = stream
         self.max_ops = max_ops
+        # What a warning about a failed write names (`runtime/failures.py`).
+        self.what = "the console report"
 
     def write_epoch(self, record: EpochRecord) -> None:
         """Nothing until the run ends."""

@@ -182,8 +182,13 @@ def save_run_file(
     }
     if compilations:
         data["compilations"] = {str(e): _as_dict(c) for e, c in sorted(compilations.items())}
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(data, indent=1))
+        os.replace(tmp, path)
+    except BaseException:
+        # A full disk leaves no half-written file behind (the one in place stays whole).
+        tmp.unlink(missing_ok=True)
+        raise
     return path
 
 
@@ -358,6 +363,11 @@ class RunFileSink:
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory)
+        # What a warning about a failed write names (`runtime/failures.py`).
+        self.what = (
+            f"the run file {os.fspath(self.directory / RUN_FILE)!r} (read by `keras-xla-guard report` "
+            "and the HTML report)"
+        )
         self._reports: dict[int, CoverageReport | Mapping[str, Any]] = {}
         self._signatures: dict[int, EpochSignatures | Mapping[str, Any]] = {}
         self._calls: list[CallRecord | Mapping[str, Any]] = []

@@ -874,6 +874,9 @@ class TensorBoardSink:
 
     def __init__(self, log_dir: str | os.PathLike[str]) -> None:
         self.writer = SummaryWriter(log_dir)
+        self.directory = os.fspath(log_dir)
+        # What a warning about a failed write names (`runtime/failures.py`).
+        self.what = f"the TensorBoard summaries in {os.fspath(log_dir)!r}"
 
     def write_epoch(self, record: EpochRecord) -> None:
         """Writes an epoch's report, signature figures and compile table at its epoch.

@@ -28,7 +28,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from keras_xla_guard._checks import check_int
+from keras_xla_guard._checks import check_bool, check_int
 from keras_xla_guard.errors import RecompilationLimitError
 from keras_xla_guard.signatures.explanation import (
     BUCKETING_FIX,
@@ -218,7 +218,7 @@ class CompilationLedger:
     def __init__(self, limit: int | None = None, *, fail_fast: bool = False) -> None:
         check_int("limit", limit, minimum=0, allow_none=True)
         self.limit = limit
-        self.fail_fast = bool(fail_fast)
+        self.fail_fast = check_bool("fail_fast", fail_fast)
         self._lock = threading.Lock()
         self._compilations: list[BudgetCompilation] = []
         # (source, function, epoch) -> indices into _compilations, for report_epoch.

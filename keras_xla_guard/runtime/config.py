@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from keras_xla_guard._checks import check_int
+from keras_xla_guard._checks import check_bool, check_int
 from keras_xla_guard.runtime.schedule import DEFAULT_MAX_STEPS, DEFAULT_SKIP_STEPS, ProfileSchedule
 from keras_xla_guard.trace.analysis import DEFAULT_TOP_K
 from keras_xla_guard.trace.xplane import DEFAULT_MAX_TRACE_BYTES
@@ -224,6 +224,8 @@ class GuardConfig:
             self.profile_epochs, self.profile_every, self.skip_steps, self.max_steps
         )
         check_int("top_k", self.top_k, minimum=0)
+        check_bool("write_summaries", self.write_summaries)
+        check_bool("async_analysis", self.async_analysis)
         check_int("max_trace_bytes", self.max_trace_bytes, minimum=1)
         if self.verbose not in (0, 1, True, False):
             raise ValueError(f"`verbose` must be 0 or 1. Received: verbose={self.verbose!r}")
@@ -250,8 +252,6 @@ class GuardConfig:
         for name, value in (
             ("log_dir", Path(log_dir)),
             ("profile_epochs", epochs),
-            ("write_summaries", bool(self.write_summaries)),
-            ("async_analysis", bool(self.async_analysis)),
             ("verbose", int(self.verbose)),
             ("schedule", schedule),
         ):

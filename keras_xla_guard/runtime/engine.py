@@ -13,6 +13,7 @@ into one `EpochRecord` (`runtime/epochs.py`) and hands it to its
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import functools
 import os
@@ -27,9 +28,10 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from keras_xla_guard import backend as backends
 from keras_xla_guard._checks import check_int
+from keras_xla_guard._interrupts import held
 from keras_xla_guard.backend import Backend
 from keras_xla_guard.errors import ProfilerBusyError, RecompilationLimitError, XlaGuardWarning
-from keras_xla_guard.runtime import budget
+from keras_xla_guard.runtime import budget, failures
 from keras_xla_guard.runtime.compile_log import (
     WARM_UP,
     Compilation,
@@ -45,7 +47,7 @@ from keras_xla_guard.runtime.config import (
 )
 from keras_xla_guard.runtime.epochs import EpochAssembly, signed
 from keras_xla_guard.runtime.policy import CompilationPolicy
-from keras_xla_guard.runtime.profiler import ProfilerSession, SessionLostError, stop_stale_session
+from keras_xla_guard.runtime.profiler import ProfilerSession, stop_stale_session
 from keras_xla_guard.runtime.sink import INCOMPLETE, CallRecord, EpochRecord, ReportSink
 from keras_xla_guard.signatures.signature import Signature
 from keras_xla_guard.signatures.tracker import FUNCTIONS, EpochSignatures, SignatureTracker
@@ -126,7 +128,7 @@ def _never_raises(
             # The one deliberate exception: the user asked for on_violation="raise".
             raise
         except Exception as e:  # noqa: BLE001 - by design, see docstring
-            self._fail(f"{method.__name__}: {type(e).__name__}: {e}")
+            self._fail(method.__name__, e)
             return None
 
     return wrapper
@@ -298,6 +300,7 @@ class XlaGuardEngine:
         self._call_counts: dict[str, int] = {}
         self._calls: list[CallRecord] = []
         self._unavailable_warned: set[str] = set()
+        self._failures = failures.FailureLog()
         self._running = False
         self._in_epoch = False
         self._signature_stats: dict[int, EpochSignatures] = {}
@@ -652,7 +655,7 @@ class XlaGuardEngine:
             # The backend counts none (TensorFlow): one per new signature.
             counted = predicted_compilations(0, [stats])
         elif counted is not None and stats is not None:
-            counted = signed(counted, [stats])
+            counted = signed(counted, [stats], self._steps_per_call)
         compiled = None
         if counted is not None:
             compiled = tuple(dataclasses.replace(row, epoch=None) for row in counted.rows)
@@ -770,10 +773,12 @@ class XlaGuardEngine:
         # that is over; another guard's session is stopped only when stale.
         self.abort()
         stop_stale_session()
+        self._failures.reset()
         self._epochs = epochs
         self._first_epoch = None
         self._xla_mode = xla_mode
         self._steps_per_call = steps_per_call
+        self._epochs_open.steps_per_call = steps_per_call
         self._not_profiled = not_profiled
         self._skip_first_step = skip_first_step
         self._trace_dir = Path(trace_dir) if trace_dir is not None else self.log_dir
@@ -978,7 +983,7 @@ class XlaGuardEngine:
         try:
             self._stop_window()
         except Exception as e:  # noqa: BLE001 - see _never_raises
-            self._fail(f"train_end: {type(e).__name__}: {e}")
+            self._fail("train_end", e)
         self._pending_epoch = None
         self.wait(timeout)
         with self._publish_lock:
@@ -1004,18 +1009,24 @@ class XlaGuardEngine:
         self._in_epoch = False
         self._ended = True
 
+    @held
     def abort(self, error: BaseException | None = None) -> None:
-        """Stops the profiler at once (exception path); never raises.
+        """Stops the profiler at once (exception path), with signals held; never raises.
 
         A window still open did not complete: its epoch is published at
         once with an `incomplete` report naming the partial trace, which no
         output shows as a measurement (an exception leaving `fit` ends the
-        run without `train_end`, so nothing would publish it later).
+        run without `train_end`, so nothing would publish it later). A
+        budget's compilations that waited for the epoch's end are counted
+        (a `fail_fast` one does not raise: the run leaves with its own error).
 
         Args:
             error: Why training stopped inside the window. Defaults to
                 `None`: the exception being handled, if any.
         """
+        if self._unwatch is not None:
+            with contextlib.suppress(Exception):
+                self._budget_collect(final="train")
         self._unwatch_compiles()
         window, files = self._close_window()
         if window is None:
@@ -1025,8 +1036,9 @@ class XlaGuardEngine:
         except Exception:  # noqa: BLE001 - already on an error path
             pass
 
+    @held
     def _close_window(self) -> tuple[_Window | None, list[Path]]:
-        """Stops the profiler at once and forgets the window; never raises."""
+        """Stops the profiler at once and forgets the window (signals held meanwhile); never raises."""
         window, self._window = self._window, None
         files: list[Path] = []
         if window is not None:
@@ -1034,25 +1046,16 @@ class XlaGuardEngine:
                 if window.step_trace is not None:
                     window.step_trace.__exit__(None, None, None)
                 files = list(window.session.stop())
-            except Exception:  # noqa: BLE001 - already on an error path
+            except BaseException:  # noqa: BLE001 - already on an error path; a stop left unfinished is retried as stale
                 pass
         return window, files
 
     def _abandon(self, window: _Window, files: list[Path], error: BaseException | None) -> None:
         """Publishes the epoch of a window training left as `incomplete`."""
         steps = window.next_step - window.first_step
-        cause = ""
-        if error is not None:
-            # The first line says what; one ending in ":" only heads a trace.
-            first = next(iter(str(error).strip().splitlines()), "").strip()
-            said = f": {first[:200]}" if first and not first.endswith(":") else ""
-            cause = f" ({type(error).__name__}{said})"
         report = CoverageReport(
             status=INCOMPLETE,
-            reason=(
-                f"the profiling window did not complete: training stopped inside it, {steps} step(s) "
-                f"in{cause}; its partial trace is not a measurement"
-            ),
+            reason=failures.incomplete_reason(steps, error),
             epoch=window.epoch,
             steps_profiled=steps,
             window_wall_s=time.perf_counter() - window.started,
@@ -1079,16 +1082,19 @@ class XlaGuardEngine:
                 self._warn(f"a note on epoch {report.epoch} failed: {type(e).__name__}: {e}")
         return dataclasses.replace(report, notes=tuple(dict.fromkeys(notes)))
 
-    def _warn(self, message: str) -> None:
-        warnings.warn(f"keras-xla-guard: {message}", XlaGuardWarning, stacklevel=3)
+    def _warn(self, message: str, once: Any = None) -> None:
+        """Warns; with `once`, a key naming the failure, only the first time this run."""
+        if once is None or self._failures.first(once):
+            warnings.warn(f"keras-xla-guard: {message}", XlaGuardWarning, stacklevel=3)
 
-    def _fail(self, message: str) -> None:
+    def _fail(self, hook: str, error: Exception) -> None:
         epoch = self._window.epoch if self._window is not None else self._pending_epoch
         self._close_window()
         self._pending_epoch = None
-        self._warn(f"{message}. Training continues without this profiling window.")
+        reason, message = failures.hook_failure(hook, error, epoch, self._trace_dir)
+        self._warn(message, once=(hook, type(error)))
         if epoch is not None:
-            self._store(CoverageReport(status="failed", reason=message, epoch=epoch))
+            self._store(CoverageReport(status="failed", reason=reason, epoch=epoch))
 
     def _plan_run(self, first: int) -> None:
         """Fits the schedule to the run's first epoch and its `epochs`."""
@@ -1105,6 +1111,7 @@ class XlaGuardEngine:
                 f"this run does not train (it trains {runs}); they are not profiled."
             )
 
+    @held
     def _start_window(self, epoch: int, step: int) -> None:
         if self._not_profiled is not None:
             self._pending_epoch = None
@@ -1117,7 +1124,7 @@ class XlaGuardEngine:
             session.start()
         except ProfilerBusyError as e:
             self._pending_epoch = None
-            self._warn(f"epoch {epoch} is not profiled: {e}")
+            self._warn(f"epoch {epoch} is not profiled: {e}", once=("busy",))
             self._store(CoverageReport(status="skipped", reason=str(e), epoch=epoch, steps_profiled=0))
             return
         self._pending_epoch = None
@@ -1132,9 +1139,18 @@ class XlaGuardEngine:
         window.next_step = step + self._steps_per_call
 
     def _stop_window(self, next_step: int | None = None) -> None:
+        if self._window is not None:
+            self._stop_and_analyze(next_step)
+
+    @held
+    def _stop_and_analyze(self, next_step: int | None) -> None:
+        """Stops the window, signals held (raised after), and hands its trace to analysis.
+
+        A failed export reports the epoch failed; something other than an
+        `Exception` from the stop (left for a retry) reports it incomplete.
+        """
         window, self._window = self._window, None
-        if window is None:
-            return
+        assert window is not None
         if window.step_trace is not None:
             window.step_trace.__exit__(None, None, None)
         wall = time.perf_counter() - window.started
@@ -1144,22 +1160,16 @@ class XlaGuardEngine:
         try:
             files = window.session.stop()
         except Exception as e:  # noqa: BLE001 - see _never_raises
-            reason = (
-                str(e)
-                if isinstance(e, SessionLostError)
-                else (f"writing the trace failed: {type(e).__name__}: {e}")
+            reason, message, key = failures.trace_failure(window.epoch, e, self._trace_dir)
+            self._warn(message, once=key)
+            report = CoverageReport(
+                status="failed", reason=reason, epoch=window.epoch, steps_profiled=steps, window_wall_s=wall
             )
-            self._warn(f"epoch {window.epoch}: {reason}. Training continues without this profiling window.")
-            self._store(
-                CoverageReport(
-                    status="failed",
-                    reason=reason,
-                    epoch=window.epoch,
-                    steps_profiled=steps,
-                    window_wall_s=wall,
-                )
-            )
+            self._store(report)
             return
+        except BaseException as e:
+            self._abandon(window, [], e)
+            raise
         with self._lock:
             self._epochs_open.analyzing(window.epoch, (window.first_step, steps))
         job = functools.partial(self._analyze, window.epoch, files, steps, wall)
@@ -1215,7 +1225,9 @@ class XlaGuardEngine:
                     notes.extend(provider(report))
                 report = dataclasses.replace(report, notes=tuple(dict.fromkeys(notes)))
         except Exception as e:  # noqa: BLE001 - analysis must not break training
-            self._warn(f"analysis of epoch {epoch} failed: {type(e).__name__}: {e}")
+            self._warn(
+                f"analysis of epoch {epoch} failed: {type(e).__name__}: {e}", once=("analysis", type(e))
+            )
             self._store(
                 CoverageReport(
                     status="failed",
@@ -1287,11 +1299,11 @@ class XlaGuardEngine:
             self._warn(action.message)
 
     def _to_sink(self, sink: ReportSink, method: str, *args: Any) -> None:
-        """Calls one sink; its failure is a warning, never the run's or another sink's."""
+        """Calls one sink; its failure is a warning (once a run for each cause), never the run's or another sink's."""
         try:
             getattr(sink, method)(*args)
         except Exception as e:  # noqa: BLE001 - the figures themselves are fine
-            self._warn(f"{type(sink).__name__}.{method} failed: {type(e).__name__}: {e}")
+            self._warn(failures.sink_failure(sink, method, e), once=("sink", type(sink), type(e)))
 
     def _call_tracker(self, function: str) -> SignatureTracker:
         """The tracker of `function`'s open call."""

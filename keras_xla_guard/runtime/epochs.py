@@ -60,6 +60,8 @@ class EpochAssembly:
 
     def __init__(self, finish: Callable[[CoverageReport], CoverageReport] | None = None) -> None:
         self._finish = finish
+        # Keras' steps_per_execution of the run: a compilation is logged at its call's first step.
+        self.steps_per_call = 1
         self._parts: dict[int, _Parts] = {}
         self._held: dict[int, EpochRecord] = {}
 
@@ -152,7 +154,7 @@ class EpochAssembly:
         figures += [c.signatures for c in parts.calls if c.signatures is not None]
         compilations = parts.compilations
         if compilations is not None:
-            compilations = signed(compilations, figures)
+            compilations = signed(compilations, figures, self.steps_per_call)
         else:
             # The backend counted none (TensorFlow): one per new signature.
             window = report.compile_table if report is not None and report.ok else ()
@@ -211,25 +213,41 @@ def join_signatures(
     )
 
 
-def signed(compilations: EpochCompilations, figures: list[EpochSignatures]) -> EpochCompilations:
-    """Counted compilations with the new input signature each function first saw at their step.
+def signed(
+    compilations: EpochCompilations, figures: list[EpochSignatures], steps_per_call: int = 1
+) -> EpochCompilations:
+    """Counted compilations, each with the new input signature its function first saw at its step.
+
+    A compilation is logged at the first step of its call; with
+    `steps_per_call` > 1 (Keras' `steps_per_execution`) the call's
+    compilations take the call's new signatures in order, each then at
+    that signature's own step (a compilation beyond them shares the last
+    one's, as two programs compiled for one step's batch do).
 
     Args:
-        compilations: The epoch's compilations as the backend counted them.
+        compilations: The epoch's (or call's) compilations as the backend
+            counted them.
         figures: The signature figures of the epoch's train steps and of
-            its validation's test steps.
+            its validation's test steps (or of the call).
+        steps_per_call: Steps one call of a function runs. Defaults to `1`.
 
     Returns:
-        The compilations, each train or test row at a step that brought a
-        new signature of its function carrying that signature.
+        The compilations, each train or test row at a call that brought new
+        signatures of its function carrying one of them.
     """
-    at_step: dict[tuple[str, int | None], str] = {
-        (f.function, step): str(s) for f in figures for s, step in f.new if step is not None
-    }
-    rows = tuple(
-        dataclasses.replace(row, signature=at_step[(row.function, row.step)])
-        if row.signature is None and (row.function, row.step) in at_step
-        else row
-        for row in compilations.rows
-    )
-    return dataclasses.replace(compilations, rows=rows)
+    new = {(f.function, step): str(s) for f in figures for s, step in f.new if step is not None}
+    used: set[tuple[str, int]] = set()
+    rows = []
+    for row in compilations.rows:
+        keys = (
+            [(row.function, s) for s in range(row.step, row.step + steps_per_call)]
+            if row.signature is None and row.step is not None
+            else []
+        )
+        key = next((k for k in keys if k in new and k not in used), None)
+        key = key if key is not None else next((k for k in reversed(keys) if k in used), None)
+        if key is not None:
+            used.add(key)
+            row = dataclasses.replace(row, step=key[1], signature=new[key])
+        rows.append(row)
+    return dataclasses.replace(compilations, rows=tuple(rows))

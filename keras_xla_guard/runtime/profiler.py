@@ -18,6 +18,13 @@ started it) and the thread it started on:
 - a session someone else stopped before its owner did never reads as a
   measurement: the owner's `stop()` raises `SessionLostError`.
 
+The backend's stop (which writes the trace) runs on a helper thread that
+finishes it whatever the caller does: a signal is only ever handled on the
+main thread, so no `KeyboardInterrupt` can land inside the framework's own
+stop and leave its profiler half-stopped, and the caller waits at most
+`STOP_TIMEOUT_S` (a stop still running then goes on in the background and
+frees the profiler when it ends; meanwhile the session counts as running).
+
 Each session makes the backend write into a private staging directory and
 then moves the run into `<log_dir>/plugins/profile/` under a name no other
 run has. The profiler names runs by the second they start in, so two windows
@@ -44,7 +51,14 @@ from keras_xla_guard.trace.xplane import TRACE_SUFFIX
 if TYPE_CHECKING:
     from keras_xla_guard.backend import Backend
 
-__all__ = ["STAGING_DIR", "ProfilerSession", "SessionLostError", "stop_stale_session"]
+__all__ = [
+    "STAGING_DIR",
+    "STOP_TIMEOUT_S",
+    "ProfilerSession",
+    "SessionLostError",
+    "StopTimeoutError",
+    "stop_stale_session",
+]
 
 _lock = threading.Lock()
 _active: ProfilerSession | None = None
@@ -53,10 +67,17 @@ _active: ProfilerSession | None = None
 # shared parent: processes sharing a log dir would remove it under each
 # other's feet (one's last session ending while another creates its own).
 STAGING_DIR = ".xla_guard_staging"
+# Longest wait for the backend's stop: the export of a large trace takes seconds
+# (0.7 s of a 0.9 s window for a tiny JAX fit), a hung disk forever.
+STOP_TIMEOUT_S = 120.0
 
 
 class SessionLostError(XlaGuardError):
     """Our profiler session was stopped by someone else before we stopped it."""
+
+
+class StopTimeoutError(XlaGuardError):
+    """The backend's stop did not finish in time; it goes on in the background."""
 
 
 def _profile_root(log_dir: Path) -> Path:
@@ -116,6 +137,7 @@ class ProfilerSession:
         self._owner = None if owner is None else weakref.ref(owner)
         self._thread: threading.Thread | None = None
         self._stop_begun = False
+        self._stopper: _Stopper | None = None
         # Why someone other than the owner stopped this session, if they did.
         self._stopped_by: str | None = None
         self._staging = self.log_dir / f"{STAGING_DIR}-{run_name}-{uuid.uuid4().hex[:12]}"
@@ -171,12 +193,18 @@ class ProfilerSession:
             return "the guard that started it is gone"
         return None
 
-    def stop(self) -> list[Path]:
+    def stop(self, timeout: float | None = STOP_TIMEOUT_S) -> list[Path]:
         """Stops the profiler and returns the trace files it wrote.
 
-        If the backend's stop is interrupted (e.g. `KeyboardInterrupt`), the
-        session stays marked running, so a later `stop()` or
-        `stop_stale_session()` tries again.
+        The backend's stop runs on a helper thread (see the module
+        docstring), which frees the profiler even if the caller stops
+        waiting. If the backend's stop itself raises something other than
+        an `Exception`, the session stays marked running, so a later
+        `stop()` or `stop_stale_session()` tries again.
+
+        Args:
+            timeout: Seconds to wait for the backend's stop. Defaults to
+                `STOP_TIMEOUT_S`; `None` waits as long as it takes.
 
         Returns:
             The new `.xplane.pb` files (one per host), possibly empty if
@@ -187,8 +215,10 @@ class ProfilerSession:
                 profiler running now, if any, is left alone), including
                 `stop_stale_session()` before the window ended: its trace
                 does not cover the window.
+            StopTimeoutError: If the backend's stop took longer than
+                `timeout`; it finishes in the background.
             Exception: What the backend raised when writing the trace failed
-                (e.g. a full disk); the backend has ended the session then.
+                (e.g. a full disk); the backend's profiler is free then.
         """
         with _lock:
             if not self.running:
@@ -198,26 +228,18 @@ class ProfilerSession:
                         "ended, so its trace does not cover the window's steps"
                     )
                 return self.trace_files
-            # A trace already staged is our session's, written by someone
-            # else's stop() - unless our own earlier stop() wrote it and was
-            # interrupted before the backend forgot the session.
-            interrupted = self._stop_begun
-            if not interrupted and self._staged_runs():
-                raise self._lost()
-            self._stop_begun = True
-            try:
-                self.backend.stop_trace()
-            except ProfilerNotRunningError:
-                if not interrupted:
-                    raise self._lost() from None
-            except Exception:
-                # The backend drops its session when writing the trace fails.
-                self._forget()
-                self._discard_staging()
-                raise
-            self._forget()
-            self.trace_files = self._publish()
-            return self.trace_files
+            stopper = self._stopper
+            if stopper is None or stopper.finished:
+                # A trace already staged is our session's, written by someone
+                # else's stop() - unless our own earlier stop() wrote it and was
+                # interrupted before the backend forgot the session.
+                interrupted = self._stop_begun
+                if not interrupted and self._staged_runs():
+                    raise self._lost()
+                self._stop_begun = True
+                stopper = self._stopper = _Stopper(self, interrupted)
+                stopper.start()
+        return stopper.result(timeout)
 
     def _stop_for_another(self, why: str) -> None:
         """Stops a stale session on behalf of whoever needs the profiler.
@@ -234,7 +256,7 @@ class ProfilerSession:
         self._discard_staging()
         return SessionLostError(
             "the profiler session was stopped by someone else inside the window "
-            "(e.g. tf.profiler.experimental.stop() in another callback); the profiler "
+            f"(e.g. {self.backend.stop_call} in another callback); the profiler "
             "running now, if any, is not ours and was left alone"
         )
 
@@ -265,6 +287,54 @@ class ProfilerSession:
 
     def _discard_staging(self) -> None:
         shutil.rmtree(self._staging, ignore_errors=True)
+
+
+class _Stopper(threading.Thread):
+    """Runs one session's backend stop and publishes its trace, to the end, off the caller's thread."""
+
+    def __init__(self, session: ProfilerSession, interrupted: bool) -> None:
+        super().__init__(name=f"keras_xla_guard-stop-{session.run_name}", daemon=True)
+        self._session = session
+        self._interrupted = interrupted
+        self._files: list[Path] = []
+        self._error: BaseException | None = None
+        self.finished = False
+
+    def run(self) -> None:
+        session = self._session
+        try:
+            try:
+                session.backend.stop_trace()
+            except ProfilerNotRunningError:
+                if not self._interrupted:
+                    with _lock:
+                        raise session._lost() from None
+            except Exception:
+                # The backend's profiler is free again (each backend makes sure).
+                with _lock:
+                    session._forget()
+                session._discard_staging()
+                raise
+            with _lock:
+                session._forget()
+            self._files = session.trace_files = session._publish()
+        except BaseException as e:  # noqa: BLE001 - handed to the caller of stop()
+            self._error = e
+        finally:
+            self.finished = True
+
+    def result(self, timeout: float | None) -> list[Path]:
+        """Waits up to `timeout` seconds; the trace files, or what the stop raised."""
+        self.join(timeout)
+        if self.is_alive():
+            raise StopTimeoutError(
+                f"the profiler's stop did not finish within {timeout:g} s (writing the trace to "
+                f"{os.fspath(self._session.log_dir)!r}: a slow or hung disk?); it goes on in the "
+                "background and frees the profiler when it ends"
+            )
+        if self._error is not None:
+            raise self._error
+        return self._files
 
 
 def stop_stale_session() -> bool:

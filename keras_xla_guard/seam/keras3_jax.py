@@ -29,6 +29,14 @@ Private contacts, each verified on Keras 3.10.0 and 3.15.1 (docs/compatibility.m
   `_record_training_state_sharding_spec()` and clears with
   `_clear_jax_state_sharding()` (absent in later Keras): a warm-up outside
   `fit` does the same.
+- `Trainer._symbolic_build(iterator=...)` (`keras/src/trainers/trainer.py`),
+  which `fit` and `evaluate` call first: while a layer, the compiled
+  metrics (`_compile_metrics.built`) or the compiled loss
+  (`_compile_loss.built`) is unbuilt, it takes one batch from the epoch
+  iterator, and making that iterator draws a shuffle (`np.random.permutation`
+  for arrays, Python's `random` for a `PyDataset`). A warm-up that built
+  them would make `fit` skip that draw and shuffle differently:
+  `keep_first_draw` makes the next build take its batch as before.
 """
 
 from __future__ import annotations
@@ -45,6 +53,8 @@ __all__ = [
     "FLAVOUR",
     "FUNCTION_HOLDERS",
     "HOST_BATCHES",
+    "builds_from_a_batch",
+    "keep_first_draw",
     "probe",
     "programs",
     "recording_function",
@@ -207,4 +217,50 @@ def run_on_copy(model: Any, function: str, batches: list[Any]) -> str | None:
     finally:
         if recorded:
             model._clear_jax_state_sharding()
+    return None
+
+
+def builds_from_a_batch(model: Any) -> bool | None:
+    """Whether `model`'s next `fit`/`evaluate` takes a batch to build itself (Keras' own test), or `None`.
+
+    `None` when this Keras keeps no `_compile_metrics` / `_compile_loss`
+    (then whether it draws is unknown).
+    """
+    if not hasattr(model, "_compile_metrics") or not hasattr(model, "_compile_loss"):
+        return None
+    metrics, loss = model._compile_metrics, model._compile_loss
+    return (
+        not all(layer.built for layer in model._flatten_layers())
+        or (metrics is not None and not metrics.built)
+        or (loss is not None and not loss.built)
+    )
+
+
+def keep_first_draw(model: Any) -> str | None:
+    """Makes the model's next `_symbolic_build` take one batch, as it would have before a warm-up built it.
+
+    Installs a one-shot instance attribute over `Trainer._symbolic_build`:
+    on the next call with an iterator (the next `fit` or `evaluate`),
+    unless Keras would take a batch itself then (the model was compiled
+    again), it takes the first batch the way Keras' own build does, then
+    removes itself and calls Keras' method.
+
+    Returns:
+        `None` when installed; else why not (this Keras has no
+        `_symbolic_build` taking `iterator`).
+    """
+    build = getattr(type(model), "_symbolic_build", None)
+    if build is None or "iterator" not in inspect.signature(build).parameters:
+        return "this Keras has no Trainer._symbolic_build(iterator=...)"
+
+    def _symbolic_build(iterator: Any = None, data_batch: Any = None) -> Any:
+        vars(model).pop("_symbolic_build", None)
+        if iterator is not None and data_batch is None and builds_from_a_batch(model) is False:
+            for _, _, data in iterator:
+                if not isinstance(data, (list, tuple)):
+                    next(data)
+                break
+        return build(model, iterator=iterator, data_batch=data_batch)
+
+    model._symbolic_build = _symbolic_build
     return None

@@ -23,7 +23,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from keras_xla_guard._checks import check_int
+from keras_xla_guard._checks import check_bool, check_int
 
 __all__ = ["pad_to_buckets"]
 
@@ -132,7 +132,8 @@ def pad_to_buckets(
 
     Raises:
         ValueError: If `boundaries` is empty, unsorted or not positive, if
-            `batch_size` is not a positive int, if `data` is none of the
+            `batch_size` is not a positive int, `drop_remainder` not `True`
+            or `False`, if `data` is none of the
             types above, holds examples of different structures, or no full
             batch, if no length can be derived, or (except on tf.data) if
             an example is longer than the largest boundary.
@@ -160,6 +161,7 @@ def pad_to_buckets(
     if list(boundaries) != sorted(set(boundaries)):
         raise ValueError(f"`boundaries` must be strictly increasing. Received: boundaries={boundaries!r}")
     check_int("batch_size", batch_size, minimum=1)
+    check_bool("drop_remainder", drop_remainder)
     bounds = [int(b) for b in boundaries]
     if not _instance_of(data, "tensorflow", "data", "Dataset"):
         examples = _examples(data)
@@ -174,7 +176,7 @@ def pad_to_buckets(
         bucket_batch_sizes=[batch_size] * (len(bounds) + 1),
         padding_values=padding_values,
         pad_to_bucket_boundary=True,
-        drop_remainder=bool(drop_remainder),
+        drop_remainder=drop_remainder,
     )
 
 

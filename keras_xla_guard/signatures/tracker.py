@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from keras_xla_guard._checks import check_bool
 from keras_xla_guard.signatures.buckets import (
     DEFAULT_MAX_BUCKETS,
     DEFAULT_MAX_PADDING,
@@ -187,7 +188,7 @@ class SignatureTracker:
             )
         self.function = function
         self.input_pipeline = input_pipeline
-        self.xla = bool(xla)
+        self.xla = check_bool("xla", xla)
         self.max_buckets = max_buckets
         self.max_padding = max_padding
         self._stats: dict[Signature, _SigStats] = {}

@@ -97,3 +97,31 @@ def test_watch_compiles_reports_each_phase_until_unsubscribed():
     assert ("trace", "triple") in seen
     assert [(p, n) for p, n in seen if p != "trace"][-1] == ("compile", "jit(triple)")
     assert [p for p, _ in seen if p != "trace"] == ["lower", "compile"]
+
+
+def test_a_jax_whose_profiler_state_cannot_be_reset_is_named_once(monkeypatch):
+    """After a failed export the backend forgets JAX's session; where this JAX keeps it elsewhere, one
+    warning names the JAX version and what is lost (later windows are refused)."""
+    import types
+    import warnings
+
+    import jax
+    from jax._src import profiler
+
+    from keras_xla_guard.backend import jax as jax_backend
+    from keras_xla_guard.errors import XlaGuardWarning
+    from keras_xla_guard.seam.jax_internals import free_profiler
+
+    assert free_profiler() is None  # this JAX: reset (no session held)
+    monkeypatch.setattr(profiler, "_profile_state", types.SimpleNamespace(profile_session=None))
+    monkeypatch.setattr(jax_backend, "_warned", set())
+    assert free_profiler() == "jax._src.profiler has no _profile_state with a lock and reset()"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        get("jax")._free_after_failed_stop()
+        get("jax")._free_after_failed_stop()
+    assert [str(w.message) for w in caught if w.category is XlaGuardWarning] == [
+        f"keras-xla-guard: jax {jax.__version__}: writing a trace failed and JAX's profiler could not be "
+        "reset (jax._src.profiler has no _profile_state with a lock and reset()); JAX refuses every later "
+        "profiling window in this process"
+    ]

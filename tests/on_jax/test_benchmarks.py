@@ -20,3 +20,25 @@ def test_bench_jax_overhead_has_an_aa_control():
     assert set(doc["median_epoch_s"]) == {"bare", "guard", "bare_again"}
     assert doc["ratio"] == doc["median_epoch_s"]["guard"] / doc["median_epoch_s"]["bare"]
     assert doc["aa_ratio"] == doc["median_epoch_s"]["bare_again"] / doc["median_epoch_s"]["bare"]
+
+
+def test_stress_of_guarded_fits_runs_on_jax():
+    """stress_warmup_interrupt.py --scenario fit on Keras on JAX: 4 fits hit by real SIGINTs leave nothing."""
+    stdout = run_script(
+        BENCH / "stress_warmup_interrupt.py",
+        "--scenario",
+        "fit",
+        "--trials",
+        "4",
+        "--double-every",
+        "2",
+        timeout=600,
+    )
+    doc = json.loads(stdout)
+    assert (doc["scenario"], doc["backend"], doc["trials"]) == ("fit", "jax", 4)
+    assert sum(doc["outcomes"].values()) == 4 and doc["errors"] == [], doc
+    assert (doc["leaked_profilers"], doc["guard_sessions_left"], doc["trials_with_leftover_wrappers"]) == (
+        0,
+        0,
+        0,
+    ), doc

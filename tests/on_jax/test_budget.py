@@ -163,8 +163,10 @@ def test_fail_fast_raises_in_the_epoch_of_the_compilation_over_the_limit():
     message = str(info.value)
     assert "XLA compilation 2 inside max_compilations(1) goes over it (fail_fast=True)" in message
     # Counted once the step's batch is read: at the next step, or at the validation's end for the
-    # epoch's last train step (whose batch the guard reads at the epoch's end), so JAX may be one ahead.
-    assert len(budget.compilations) == 2 and compiled in (2, 3)
+    # epoch's last train step (whose batch the guard reads at the epoch's end), so JAX may be one
+    # ahead when the error is raised; the fit's exit counts that one too, so the list is what JAX
+    # compiled inside the block (it used to stop at 2 where JAX had compiled 3).
+    assert len(budget.compilations) == compiled and compiled in (2, 3)
     assert all(c.epoch == 0 for c in budget.compilations)
 
 
@@ -325,3 +327,46 @@ def test_programs_loaded_from_jaxs_persistent_cache_count_and_say_so(tmp_path):
     (cold_caused, cold_loaded), (warm_caused, warm_loaded) = loaded
     assert cold_caused == warm_caused == 2
     assert 1 <= cold_loaded <= 2 and warm_loaded == 2
+
+
+@pytest.mark.parametrize("steps_per_execution", [2, 3])
+def test_with_steps_per_execution_each_compilation_has_its_own_step_and_signature(
+    steps_per_execution, tmp_path
+):
+    """A budgeted, guarded fit whose calls run 2 or 3 steps: the 5 compilations of the sequence model
+    (new lengths at steps 0, 1, 2, 4, 6 by construction) are listed at those steps with their signatures,
+    not at their call's first step, in the budget and in the guard's compile table (which gave the
+    compilation at step 1 the signature of step 0 before), and jax.monitoring saw exactly 5 compile."""
+    import keras
+    from _fit_helpers import LENGTHS, _seq_batches, _seq_model
+
+    import keras_xla_guard
+
+    class Batches(keras.utils.PyDataset):
+        def __init__(self) -> None:
+            super().__init__()
+            self.batches = _seq_batches(LENGTHS)
+
+        def __len__(self) -> int:
+            return len(self.batches)
+
+        def __getitem__(self, index: int):
+            return self.batches[index]
+
+    model = _seq_model(True, steps_per_execution=steps_per_execution)
+    guard = keras_xla_guard.XlaGuardCallback(log_dir=tmp_path, profile_epochs=(), verbose=0)
+    with monitoring_oracle().counting() as oracle:
+        start = len(oracle.compiles)
+        with keras_xla_guard.max_compilations(None) as budget:
+            model.fit(Batches(), epochs=2, shuffle=False, verbose=0, callbacks=[guard])
+        compiled = oracle.compiles[start:].count("jit(train_step)")
+    expected = [
+        ("train", 0, step, f"x['tokens']: int32[8,{n}], y: float32[8,1]")
+        for step, n in ((0, 5), (1, 7), (2, 9), (4, 11), (6, 13))
+    ]
+    assert budget.unknown is None and budget.count == compiled == 5
+    assert [(c.function, c.epoch, c.step, str(c.signature)) for c in budget.compilations] == expected
+    assert all(c.note is None for c in budget.compilations)
+    rows = [r for r in guard.compilations[0].rows if r.function == "train"]
+    assert [(r.function, r.epoch, r.step, r.signature) for r in rows] == expected
+    assert [r for r in guard.compilations[1].rows if r.function == "train"] == []

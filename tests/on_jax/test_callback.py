@@ -168,3 +168,37 @@ def test_evaluate_and_predict_count_their_own_compilations_as_predicted(tmp_path
 def test_the_guard_keeps_keras_batch_end_dispatch_asynchronous(guarded):
     """Under JAX the guard is async_safe (Keras then never waits for a step's results for it); step ends come from the seam."""
     assert guarded.guard.async_safe is True
+
+
+def test_messages_about_the_profiler_name_jax_not_tensorflow(tmp_path):
+    """Under JAX a second guard in one fit, and a window whose session a callback stopped with
+    jax.profiler.stop_trace(), are told in JAX's words (both named TensorFlow before)."""
+    import warnings
+
+    import jax
+    import keras
+    from _jax_helpers import BATCH, make_data, make_model
+
+    from keras_xla_guard import XlaGuardCallback, XlaGuardWarning
+
+    class Restart(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            if batch == 1:
+                jax.profiler.stop_trace()
+                jax.profiler.start_trace(str(tmp_path / "user"))
+
+        def on_epoch_end(self, epoch, logs=None):
+            jax.profiler.stop_trace()
+
+    x, y = make_data()
+    first = XlaGuardCallback(log_dir=tmp_path / "a", profile_epochs=0, skip_steps=0, verbose=0)
+    second = XlaGuardCallback(log_dir=tmp_path / "b", profile_epochs=0, verbose=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        make_model().fit(x, y, batch_size=BATCH, epochs=1, callbacks=[first, second, Restart()], verbose=0)
+    messages = [str(w.message) for w in caught if issubclass(w.category, XlaGuardWarning)]
+    assert any("a process runs one profiler at a time" in m for m in messages), messages
+    (lost,) = [m for m in messages if "stopped by someone else" in m]
+    assert "(e.g. jax.profiler.stop_trace() in another callback)" in lost
+    assert all("TensorFlow" not in m and "tf.profiler" not in m for m in messages), messages
+    assert first.reports[0].status == "failed"

@@ -202,3 +202,42 @@ def test_a_session_whose_owner_is_gone_is_stale(tmp_path):
         assert stop_stale_session() is True
     assert not session.running
     assert profiler_is_free()
+
+
+def test_a_stop_that_hangs_is_waited_for_a_bounded_time_and_frees_the_profiler_when_it_ends(
+    tmp_path, monkeypatch
+):
+    """TF's stop blocked (a hung disk): stop(timeout) raises StopTimeoutError in time, the session counts
+    as running meanwhile (a second guard is refused), and when the stop ends the profiler is free and the
+    trace published."""
+    import time
+
+    import tensorflow as tf
+
+    from keras_xla_guard.runtime.profiler import StopTimeoutError
+
+    real_stop = tf.profiler.experimental.stop
+    disk = threading.Event()
+
+    def hung_stop(*args, **kwargs):
+        disk.wait(30)
+        return real_stop(*args, **kwargs)
+
+    monkeypatch.setattr(tf.profiler.experimental, "stop", hung_stop)
+    session = ProfilerSession(tmp_path / "a")
+    session.start()
+    _work()
+    started = time.perf_counter()
+    with pytest.raises(
+        StopTimeoutError, match=r"did not finish within 0.3 s .* frees the profiler when it ends"
+    ):
+        session.stop(timeout=0.3)
+    assert time.perf_counter() - started < 5
+    assert session.running and session.stale_reason() == "its stop was interrupted"
+    with pytest.raises(ProfilerBusyError):
+        ProfilerSession(tmp_path / "b").start()
+    disk.set()
+    (trace,) = session.stop(timeout=30)
+    assert trace.is_file() and trace.parent.parent == tmp_path / "a" / "plugins" / "profile"
+    assert not session.running
+    assert profiler_is_free()

@@ -952,10 +952,14 @@ def test_run_eagerly_fit_is_tracked(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_fit_interrupted_outside_a_step_does_not_stack_taps(tmp_path):
-    """A callback error leaves the tap installed; the next guarded fit unwraps it and puts Keras' back."""
+def test_a_fit_interrupted_outside_a_step_does_not_stack_taps(tmp_path, monkeypatch):
+    """A callback error outside a step: the tap is taken out as the error leaves fit (it used to stay
+    until the next guarded fit). Where fit is not wrapped (XlaGuardCallback first imported inside the
+    call's own arguments, after `model.fit` was looked up), it stays, and the next guarded fit unwraps
+    it: every step tracked, Keras' function put back."""
     import keras
 
+    from keras_xla_guard import XlaGuardCallback, _model_hooks  # noqa: F401 - the import wraps fit
     from keras_xla_guard.seam._recording import FunctionTap
 
     class Boom(keras.callbacks.Callback):
@@ -967,8 +971,17 @@ def test_a_fit_interrupted_outside_a_step_does_not_stack_taps(tmp_path):
     keras_function = model.train_function
     with pytest.raises(RuntimeError, match="user callback failed"):
         model.fit(_seq_dataset(LENGTHS), epochs=1, callbacks=[_guard(tmp_path / "a"), Boom()], verbose=0)
+    assert model.train_function is keras_function
+    monkeypatch.setattr(_model_hooks, "_holders", 0)
+    with _model_hooks._lock:
+        _model_hooks._sync()
+    with pytest.raises(RuntimeError, match="user callback failed"):
+        model.fit(_seq_dataset(LENGTHS), epochs=1, callbacks=[_guard(tmp_path / "b"), Boom()], verbose=0)
+    monkeypatch.undo()
+    with _model_hooks._lock:
+        _model_hooks._sync()
     assert isinstance(model.train_function, FunctionTap)
-    guard = _guard(tmp_path / "b")
+    guard = _guard(tmp_path / "c")
     model.fit(_seq_dataset(LENGTHS), epochs=1, callbacks=[guard], verbose=0)
     assert (guard.signatures[0].steps, guard.signatures[0].distinct_signatures) == (7, 5)
     assert model.train_function is keras_function
