@@ -186,12 +186,14 @@ class BudgetCompilation:
             if self.function != "train":
                 # Dropping would leave examples out of the metrics or predictions.
                 return (
-                    "use one batch size for every step, but keep every example: drop_remainder=True would "
-                    "leave a short last batch's examples out of the results"
+                    "use one batch size for every step, but keep every example: dropping the short last "
+                    "batch would leave its examples out of the results"
                 )
+            # Worded for any input: tf.data's drop_remainder is one way, a data size another.
             return (
-                "use one batch size for every step (e.g. batch with drop_remainder=True, which leaves a short "
-                "last batch's examples out of the epoch)"
+                "use one batch size for every step (e.g. drop the short last batch: a number of examples "
+                "that is a multiple of the batch size, or tf.data's drop_remainder=True; its examples are "
+                "then left out of the epoch)"
             )
         path, dim = next((p, d) for p, d in self.changed if d > 0)
         index = self.signature.paths.index(path)

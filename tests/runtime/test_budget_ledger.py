@@ -207,14 +207,15 @@ def test_without_a_computed_fix_the_message_says_what_to_keep_fixed(ledger):
     report_compilation(ENGINE, "train", tracker, odd, epoch=1, step=0)
     batch, structure = ledger.compilations[1:]
     assert batch.describe()[-1] == (
-        "  fix: use one batch size for every step (e.g. batch with drop_remainder=True, which leaves a short "
-        "last batch's examples out of the epoch)"
+        "  fix: use one batch size for every step (e.g. drop the short last batch: a number of examples "
+        "that is a multiple of the batch size, or tf.data's drop_remainder=True; its examples are then left "
+        "out of the epoch)"
     )
     # An evaluation or prediction must keep every example: no drop_remainder advice there.
     for function in ("test", "predict"):
         assert dataclasses.replace(batch, function=function).describe()[-1] == (
-            "  fix: use one batch size for every step, but keep every example: drop_remainder=True would "
-            "leave a short last batch's examples out of the results"
+            "  fix: use one batch size for every step, but keep every example: dropping the short last "
+            "batch would leave its examples out of the results"
         )
     assert structure.changed == () and structure.reasons == ()
     assert (
