@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,14 +47,35 @@ def xla_run_seconds(trace: str | Path) -> float:
     return span_seconds(trace, XLA_CPU_RUN)
 
 
-def xprof_op_rows(trace: str | Path) -> list[dict[str, Any]]:
-    """xprof's framework_op_stats rows for `trace` (times in microseconds)."""
+def xprof_tool(trace: str | Path, tool: str) -> Any:
+    """xprof's `tool` output for `trace`, parsed from JSON.
+
+    xprof caches the op stats of a profile directory in that directory
+    (`ALL_HOSTS.op_stats_v2.pb`) and answers any later trace there from the
+    cache: two traces converted in one directory get the first one's
+    tables. So each conversion reads a copy of `trace` in a directory of its
+    own.
+    """
     from xprof.convert import raw_to_tool_data
 
-    data, _ = raw_to_tool_data.xspace_to_tool_data([str(trace)], "framework_op_stats", {})
-    table = json.loads(data)[0]
+    with tempfile.TemporaryDirectory(prefix="xprof_") as folder:
+        copy = Path(folder) / Path(trace).name
+        shutil.copyfile(trace, copy)
+        data, _ = raw_to_tool_data.xspace_to_tool_data([str(copy)], tool, {})
+    return json.loads(data)
+
+
+def xprof_table(trace: str | Path, tool: str, index: int = 0) -> list[dict[str, Any]]:
+    """The rows of table `index` of xprof's `tool` (a DataTable list or one table) for `trace`."""
+    data = xprof_tool(trace, tool)
+    table = data[index] if isinstance(data, list) else data
     cols = [c["id"] for c in table["cols"]]
-    return [dict(zip(cols, [c["v"] for c in row["c"]])) for row in table["rows"]]
+    return [dict(zip(cols, [c.get("v") for c in row["c"]])) for row in table["rows"]]
+
+
+def xprof_op_rows(trace: str | Path) -> list[dict[str, Any]]:
+    """xprof's framework_op_stats rows for `trace` (times in microseconds)."""
+    return xprof_table(trace, "framework_op_stats")
 
 
 def xprof_device_lines(trace: str | Path) -> dict[str, list[tuple[str, float]]]:
@@ -61,10 +84,7 @@ def xprof_device_lines(trace: str | Path) -> dict[str, list[tuple[str, float]]]:
     These include the lines xprof derives when it loads a trace ("XLA
     Modules - from #<stream>", "Steps", ...), after it grouped the events.
     """
-    from xprof.convert import raw_to_tool_data
-
-    data, _ = raw_to_tool_data.xspace_to_tool_data([str(trace)], "trace_viewer", {})
-    events = json.loads(data)["traceEvents"]
+    events = xprof_tool(trace, "trace_viewer")["traceEvents"]
     processes = {
         e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"
     }

@@ -37,6 +37,7 @@ __all__ = [
     "COMPILE_COUNT_RE",
     "GUARD_SCOPE",
     "Category",
+    "async_kernel_op",
     "classify_name",
     "classify_name_and_op",
     "classify_op_type",
@@ -95,8 +96,15 @@ INPUT_OP_TYPES: Final = frozenset(
 )
 _DATASET_TYPE_RE: Final = re.compile(r"Dataset(V\d+)?$")
 
-# TF op names: `[A-Za-z0-9.][A-Za-z0-9_.\-/>]*`; op types are identifiers.
-_TF_OP_RE: Final = re.compile(r"^([A-Za-z0-9._][A-Za-z0-9_.\-/>]*):([A-Za-z_][A-Za-z0-9_]*)$")
+# TF op names: `[A-Za-z0-9.][A-Za-z0-9_.\-/>]*`, as xprof parses them
+# (`IsTfOpName` in `xla/tsl/profiler/utils/tf_op_utils.cc`); op types are
+# identifiers. A leading underscore marks a node TensorFlow made for itself:
+# graph partitioning's `_send_*`/`_recv_*` transfers (`_send_Const_0:_Send`),
+# which move data between devices or into a function call and compute
+# nothing. They are no op, as in xprof's op tables: their time goes to the
+# event around them.
+_TF_OP_RE: Final = re.compile(r"^([A-Za-z0-9.][A-Za-z0-9_.\-/>]*):([A-Za-z_][A-Za-z0-9_]*)$")
+_OP_NAME_RE: Final = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\-/>]*$")
 _XLA_EXEC_RE: Final = re.compile(
     r"^(?:\w*Executable::Execute\w*|ThunkExecutor::Execute|PjRt\w*::Execute\w*)$"
 )
@@ -180,6 +188,27 @@ def is_dispatch_only(op_type: str) -> bool:
         every all-reduce twice).
     """
     return _DISPATCH_ONLY_TYPE_RE.match(op_type) is not None
+
+
+def async_kernel_op(op_type: str, name: str) -> tuple[str, str] | None:
+    """The op an async kernel's start event (`ExecutorState::ProcessAsync::Start`) runs.
+
+    Args:
+        op_type: Its `kernel_type` stat, e.g. `"_Recv"`; `""` when absent.
+        name: Its `name` stat, the op's node name; `""` when absent.
+
+    Returns:
+        `(op_type, op_name)` (the name is the type when the event has no
+        name), or `None` when the event runs no op of its own: a
+        collective's hand-off (`is_dispatch_only`), or a node TensorFlow
+        made for itself, whose name is no TF op name (`_recv_x_0`, graph
+        partitioning's transfers; see `_TF_OP_RE`).
+    """
+    if not op_type or is_dispatch_only(op_type):
+        return None
+    if name and _OP_NAME_RE.match(name) is None:
+        return None
+    return op_type, name or op_type
 
 
 def is_guard_op(op_name: str) -> bool:

@@ -45,7 +45,9 @@ from keras_xla_guard.trace.classify import (
         ("TFE_Py_FastPathExecute_C", Category.EAGER),
         ("ExecutorState::ProcessAsync::Start", Category.ASYNC_KERNEL),
         ("StatefulPartitionedCall/adam/Add:AddV2", Category.KERNEL),
-        ("_send_range_0:_Send", Category.KERNEL),
+        # A node TF made for itself (leading underscore): no op, as in xprof (issue 56).
+        ("_send_range_0:_Send", Category.NONE),
+        ("range_0:_Send", Category.KERNEL),
         ("EagerPyFunc:EagerPyFunc", Category.KERNEL),
         ("cluster_0_1/xla_run:_XlaRun", Category.KERNEL),
         ("end: copy.1", Category.NONE),
@@ -203,3 +205,27 @@ def test_the_one_pattern_classify_name_gives_the_chain_of_patterns(name):
     executable with a suffix): the one alternation's category is the first separate pattern's."""
     assert classify_name(name) == _category_one_pattern_at_a_time(name)
     assert classify_name_and_op(name)[0] == classify_name(name)
+
+
+@pytest.mark.parametrize(
+    ("op_type", "name", "op"),
+    [
+        ("_Recv", "_recv_Placeholder/_0_0", None),
+        ("_HostRecv", "_recv_iterator_0", None),
+        ("CollectiveReduceV2", "Adam/CollectiveReduceV2", None),
+        ("", "dense/MatMul", None),
+        ("_Recv", "", ("_Recv", "_Recv")),
+        (
+            "StatefulPartitionedCall",
+            "StatefulPartitionedCall",
+            ("StatefulPartitionedCall", "StatefulPartitionedCall"),
+        ),
+        ("_MklMatMul", "dense/MatMul", ("_MklMatMul", "dense/MatMul")),
+    ],
+)
+def test_async_kernels_of_nodes_tf_made_for_itself_are_no_ops(op_type, name, op):
+    """An async kernel start is an op unless it only hands off a collective or its node's name is
+    no TF op name (graph partitioning's `_recv_*`), as xprof's `IsTfOpName` decides."""
+    from keras_xla_guard.trace.classify import async_kernel_op
+
+    assert async_kernel_op(op_type, name) == op
