@@ -72,6 +72,9 @@ NEW_FIELDS = (
     "steps",
     "trace_quality",
     "eager_op_time_s",
+    "xla_run_span_s",
+    "devices",
+    "totals",
 )
 
 

@@ -125,17 +125,20 @@ def test_a_report_that_measured_nothing_has_none_figures_in_python(status):
 
 @pytest.mark.parametrize("status", ["skipped", "failed"])
 def test_a_report_that_measured_nothing_has_empty_trace_tables(status):
-    """Programs, XLA ops, steps and trace-quality entries of a report that is not ok are empty, even when given."""
-    from keras_xla_guard.trace.report import ProgramStat, StepStat, TraceQuality
+    """Programs, devices, XLA ops and trace-quality entries of a report that is not ok are empty, its
+    steps unknown (`None`), even when given."""
+    from keras_xla_guard.trace.report import DeviceStat, ProgramStat, StepStat, TraceQuality
 
     tables = {
         "programs": (ProgramStat("m(1)", 2, 1.0),),
+        "devices": (DeviceStat("/device:GPU:0", None, 1.0, 1.5, 0.0, 1.0, 2, 0.0, 0.0),),
         "top_xla_ops": (OpStat("fusion", "m", 1.0, 2),),
         "steps": (StepStat(1, 1.0, 0.5, 0.5, 1),),
         "trace_quality": (TraceQuality("profiler_errors", "d", "c", "r"),),
     }
-    report = CoverageReport(status=status, reason="x", **tables)
-    assert {name: getattr(report, name) for name in tables} == dict.fromkeys(tables, ())
+    report = CoverageReport(status=status, reason="x", xla_run_span_s=1.5, **tables)
+    assert {name: getattr(report, name) for name in tables} == {**dict.fromkeys(tables, ()), "steps": None}
+    assert report.xla_run_span_s is None
     assert {name: getattr(CoverageReport(**tables), name) for name in tables} == tables
 
 
