@@ -339,12 +339,14 @@ class GpuTrace:
         self.host.event(self.python, name, start_us, dur_us)
 
     def tf_kernel(
-        self, stream: int, name: str, launch_us: float, start_us: float, dur_us: float, *, tf_op: str
+        self, stream: int, name: str, launch_us: float, start_us: float, dur_us: float, *, tf_op: str | None
     ) -> None:
-        """A kernel of a plain TF op (`tf_op` is `<op_name>:<OpType>`), launched inside its op's TraceMe under `layout="tf"`."""
-        if self.layout == "tf":
+        """A kernel of a plain TF op (`tf_op` is `<op_name>:<OpType>`), launched inside its op's TraceMe under
+        `layout="tf"`; with `tf_op=None` a kernel that ran under no annotation at all."""
+        if self.layout == "tf" and tf_op is not None:
             self.host.event(self.launcher, tf_op, launch_us - 0.1, 0.7)
         stats = self._launch("cuLaunchKernel", launch_us)
+        annotation = {} if tf_op is None else {"tf_op": tf_op}
         self.gpu.event(
             self._stream(stream, "Kernel"),
             name,
@@ -352,7 +354,7 @@ class GpuTrace:
             dur_us,
             **stats,
             kernel_details=KERNEL_DETAILS,
-            tf_op=tf_op,
+            **annotation,
         )
 
     def memcpy(
