@@ -379,7 +379,7 @@ def _coverage(section: RunData, plots: _Plots) -> str:
         head = f'<tr class="report" data-index="{i}"{epoch_attr}><td>{escape(label)}</td>'
         if r.get("status") != "ok":
             rows.append(
-                head + f'<td colspan="12">{escape(r.get("status"))}: {escape(r.get("reason"))}</td></tr>'
+                head + f'<td colspan="13">{escape(r.get("status"))}: {escape(r.get("reason"))}</td></tr>'
             )
             continue
         steps = r.get("steps_profiled")
@@ -397,6 +397,7 @@ def _coverage(section: RunData, plots: _Plots) -> str:
             )
             + _optional_ms("transfer_time_s", r.get("transfer_time_s"))
             + _optional_ms("collective_time_s", r.get("collective_time_s"))
+            + _optional_ms("xla_run_span_s", r.get("xla_run_span_s"))
             + _num("steps_profiled", steps, "-" if steps is None else str(steps))
             + f'<td class="name">{escape(", ".join(r.get("hosts") or ()))}</td></tr>'
         )
@@ -421,6 +422,7 @@ def _coverage(section: RunData, plots: _Plots) -> str:
                 "input pipeline",
                 "device transfers",
                 "collectives",
+                "XLA run spans",
                 "steps",
                 "hosts",
             ],

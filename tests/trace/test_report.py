@@ -223,6 +223,7 @@ def test_from_dict_of_an_empty_dict_is_the_default_report():
         ("steps", "step", "StepStat"),
         ("trace_quality", "entry", "TraceQuality"),
         ("programs", "program", "ProgramStat"),
+        ("devices", "device", "DeviceStat"),
         ("compile_table", "row", "CompileRecord"),
     ],
 )
@@ -235,3 +236,18 @@ def test_from_dict_names_the_malformed_table_and_quotes_the_data(key, what, cls)
         f"`{key}` holds a malformed {what} ({cls}.__init__() got an unexpected keyword argument 'bogus'). "
         f"Received: data={data!r}"
     )
+
+
+def test_unknown_steps_and_devices_survive_json():
+    """`steps` None (no marker) stays None through JSON, an empty list stays empty (a saved report
+    that measured no step), and devices come back equal."""
+    import json
+
+    from keras_xla_guard.trace.report import DeviceStat
+
+    device = DeviceStat("/device:GPU:1", "h", 0.5, 0.6, 0.1, 0.5 / 0.6, 3, 0.01, 0.0)
+    for steps in (None, ()):
+        report = CoverageReport(time_base="device", xla_run_span_s=0.6, devices=(device, device), steps=steps)
+        data = json.loads(json.dumps(report.to_dict()))
+        assert (data["steps"], data["totals"]) == (None if steps is None else [], "summed over 2 devices")
+        assert CoverageReport.from_dict(data) == report
