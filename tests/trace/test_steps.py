@@ -541,3 +541,28 @@ def test_a_stat_name_defined_twice_is_read_at_its_lowest_id_by_every_reader(tmp_
     for report in (analyze_xspace(space), analyze_trace(path)):
         assert [(s.step, s.launches) for s in report.steps] == [(3, 1), (4, 0)]
         assert [row.step for row in report.compile_table] == [4]
+
+
+def test_a_marker_inside_another_is_part_of_its_step(tmp_path):
+    """A `StepTraceAnnotation` inside the guard's `train` marker (both `_r` and `step_num`) is no step of
+    its own, as in xprof's grouping: one step holding the launch, parsed and streamed; a marker that only
+    overlaps another stays a step."""
+    space = build_space(
+        {
+            "python": [
+                ("train", 0, 100, {"_r": 1, "step_num": 5}),
+                ("train", 10, 50, {"_r": 1, "step_num": 9}),
+                ("CpuExecutable::ExecuteAsyncOnStream", 20, 10),
+                ("train", 200, 100, {"_r": 1, "step_num": 6}),
+            ],
+            "other": [("train", 250, 100, {"_r": 1, "step_num": 7})],
+        }
+    )
+    path = tmp_path / "nested.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    for report in (analyze_xspace(space), analyze_trace(path)):
+        assert [(s.step, s.launches, s.wall_s) for s in report.steps] == [
+            (5, 1, pytest.approx(100 * _US)),
+            (6, 0, pytest.approx(100 * _US)),
+            (7, 0, pytest.approx(100 * _US)),
+        ]
