@@ -310,17 +310,19 @@ def _read_streams(plane: Any, ids: _Ids, totals: DeviceTotals, source: str) -> _
     return seen
 
 
-def _read_event(
-    plane: Any,
-    ids: _Ids,
-    event: Any,
-    base: int,
-    stream: int,
-    seen: _PlaneEvents,
-    kernels: list[_Kernel],
-    totals: DeviceTotals,
-) -> None:
-    """Books one stream event: a transfer, a collective, an XLA kernel or a plain kernel."""
+class _Stats(NamedTuple):
+    """The stats of one stream event the scan reads."""
+
+    module: str
+    hlo_op: str
+    program: int
+    group: int | None
+    corr: int
+    transfer: bool
+    graph: bool
+
+
+def _event_stats(plane: Any, ids: _Ids, event: Any) -> _Stats:
     module, hlo_op, program, group, corr, transfer, graph = "", "", -1, None, -1, False, False
     for stat in event.stats:
         sid = stat.metadata_id
@@ -342,6 +344,22 @@ def _read_event(
             transfer = True
         elif sid in ids.graph:
             graph = _int_value(stat) != 0
+    return _Stats(module, hlo_op, program, group, corr, transfer, graph)
+
+
+def _read_event(
+    plane: Any,
+    ids: _Ids,
+    event: Any,
+    base: int,
+    stream: int,
+    seen: _PlaneEvents,
+    kernels: list[_Kernel],
+    totals: DeviceTotals,
+) -> None:
+    """Books one stream event: a transfer, a collective, an XLA kernel or a plain kernel."""
+    stats = _event_stats(plane, ids, event)
+    module, hlo_op, corr = stats.module, stats.hlo_op, stats.corr
     if corr >= 0:
         totals.correlations.add(corr)
     dur = event.duration_ps
@@ -349,8 +367,8 @@ def _read_event(
         return
     start = base + event.offset_ps
     name = _event_name(plane, event)
-    graph = graph or name.startswith(_GRAPH_EXEC_NAME)
-    if transfer or name.startswith(_TRANSFER_NAMES):
+    graph = stats.graph or name.startswith(_GRAPH_EXEC_NAME)
+    if stats.transfer or name.startswith(_TRANSFER_NAMES):
         seen.transfer_ps += dur
         if corr >= 0:
             totals.transfer_launches.append((corr, dur))
@@ -367,11 +385,11 @@ def _read_event(
     if module or hlo_op:
         # A kernel with an `hlo_op` but no module is XLA time of no run.
         seen.xla.append((start, start + dur))
-        _add(totals.xla_ops, _xla_op_key(plane, event, ids, hlo_op, graph, module, program), dur)
+        _add(totals.xla_ops, _xla_op_key(plane, event, ids, hlo_op, graph, module, stats.program), dur)
         if module:
-            kernels.append(_Kernel(start, start + dur, module, program, group, corr, graph))
+            kernels.append(_Kernel(start, start + dur, module, stats.program, stats.group, corr, graph))
             if graph:
-                totals.graph_programs.add(_program_label(module, program))
+                totals.graph_programs.add(_program_label(module, stats.program))
     elif not collective:
         seen.op_ps += dur
         _add(totals.ops, _op_key(plane, event, ids.tf_op), dur)

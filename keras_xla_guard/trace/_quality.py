@@ -201,25 +201,29 @@ def device_quality(
             )
         )
     if host is not None and host.launches:
-        missing = [at for corr, at in host.launches if corr not in device.correlations]
-        if missing:
-            last_seen = max((at for corr, at in host.launches if corr in device.correlations), default=-1)
-            late = sum(1 for at in missing if at > last_seen)
-            tail = (
-                f"; the window's last {late} launch(es) are among them: the device plane ends early"
-                if late
-                else ""
-            )
-            found.append(
-                TraceQuality(
-                    "device_events_missing",
-                    f"{len(missing)} of the host's {len(host.launches)} kernel, copy and graph launches have no "
-                    f"device event{tail}",
-                    _MISSING_COST,
-                    _MISSING_REMEDY,
-                )
-            )
+        found.extend(_missing(device, host))
     return found
+
+
+def _missing(device: DeviceTotals, host: HostLaunches) -> list[TraceQuality]:
+    """The `device_events_missing` entry when some host launches have no device event."""
+    missing = [at for corr, at in host.launches if corr not in device.correlations]
+    if not missing:
+        return []
+    last_seen = max((at for corr, at in host.launches if corr in device.correlations), default=-1)
+    late = sum(1 for at in missing if at > last_seen)
+    tail = (
+        f"; the window's last {late} launch(es) are among them: the device plane ends early" if late else ""
+    )
+    return [
+        TraceQuality(
+            "device_events_missing",
+            f"{len(missing)} of the host's {len(host.launches)} kernel, copy and graph launches have no "
+            f"device event{tail}",
+            _MISSING_COST,
+            _MISSING_REMEDY,
+        )
+    ]
 
 
 def space_quality(space: Any) -> list[TraceQuality]:
