@@ -451,8 +451,7 @@ def deep_dir(tmp_path: Path) -> Any:
 
 
 def test_control_characters_in_trace_names_are_escaped(capsys, tmp_path):
-    """A kernel type with terminal control sequences is printed escaped, on its own row (a node name
-    with them names no TF op: such a kernel is no op, as in xprof)."""
+    """A kernel name with terminal control sequences is printed escaped, on its own row."""
     from _xspace import build_space
 
     space = build_space(
@@ -462,7 +461,7 @@ def test_control_characters_in_trace_names_are_escaped(capsys, tmp_path):
                     "ExecutorState::ProcessAsync::Start",
                     0,
                     50,
-                    {"name": "op", "kernel_type": "Type" + _HOSTILE},
+                    {"name": "op" + _HOSTILE, "kernel_type": "Type" + _HOSTILE},
                 ),
             ]
         }

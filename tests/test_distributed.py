@@ -206,9 +206,9 @@ def test_mirrored_coverage_agrees_with_the_raw_trace_and_xprof(mirrored):
     # the top 10; analysed again with all of them), each as xprof's
     # framework_op_stats books it (5%: the per-op agreement with xprof pinned
     # in test_analysis). The cross-device transfers graph partitioning adds
-    # (`_recv_*`/`_send_*` nodes of type `_Recv`, `_HostRecv`, `_Send`: 3-5%
-    # of this op time in two runs) are no ops, in xprof (`IsTfOpName`) as in
-    # the package since issue 56: nothing may be missing from xprof.
+    # (`_Recv`, `_HostRecv`, `_Send`: 3-5% of this op time in two runs) are
+    # no ops, in xprof (underscore names, async starts) as in the package
+    # since issue 56: nothing may be missing from xprof.
     every = analyze_trace(trace, top_k=1000)
     assert every.non_xla_op_time_s == report["non_xla_op_time_s"]
     assert report["non_xla_op_time_s"] == pytest.approx(

@@ -158,24 +158,25 @@ def load_golden(corrected: bool = True) -> dict[str, Any]:
 
 
 def _no_partition_transfers(report: dict[str, Any]) -> None:
-    """Issue 56's correction: nodes TensorFlow made for itself are no plain ops.
+    """Issue 56's correction: graph partitioning's rendezvous transfers are no plain ops.
 
-    9c25e2f booked graph partitioning's `_send_*`/`_recv_*` kernels
+    9c25e2f booked the `_Send`/`_Recv` kernels graph partitioning adds
     (`_send_Const_0:_Send`, async `_Recv` starts named `_recv_x_0`) as plain
-    TF ops; their names are no TF op names, so xprof's op tables leave them
-    out (`IsTfOpName`, `xla/tsl/profiler/utils/tf_op_utils.cc`) and so does
-    the package now. In these traces they run inside `EagerLocalExecute`
+    TF ops; xprof's op tables leave them out (their names start with an
+    underscore, `IsTfOpName` in `xla/tsl/profiler/utils/tf_op_utils.cc`, or
+    they are async starts) and so does the package now. In these traces they
+    run inside `EagerLocalExecute`
     spans on the Python thread (a function call's arguments and constants),
     so their self time moves, to the picosecond, from `non_xla_op_time_s` to
     `eager_overhead_s`, the span around them; the share does not move (no
     XLA in these windows, or none of these rows).
     """
     ops = report["top_non_xla_ops"]
-    moved = [op for op in ops if op["op_name"].startswith("_")]
+    moved = [op for op in ops if op["op_type"] in ("_Send", "_Recv", "_HostSend", "_HostRecv")]
     if not moved:
         return
     ps = sum(round(op["self_time_s"] * 1e12) for op in moved)
-    report["top_non_xla_ops"] = [op for op in ops if not op["op_name"].startswith("_")]
+    report["top_non_xla_ops"] = [op for op in ops if op not in moved]
     report["non_xla_op_time_s"] = (round(report["non_xla_op_time_s"] * 1e12) - ps) * 1e-12
     report["eager_overhead_s"] = (round(report["eager_overhead_s"] * 1e12) + ps) * 1e-12
     xla = report["xla_time_s"]
