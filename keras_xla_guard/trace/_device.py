@@ -68,7 +68,7 @@ from typing import Any, NamedTuple
 
 from keras_xla_guard.trace._events import stat_str, stats_str
 from keras_xla_guard.trace._host_launches import HostLaunches
-from keras_xla_guard.trace.classify import split_tf_op
+from keras_xla_guard.trace.classify import GUARD_SCOPE, is_guard_op, split_tf_op
 from keras_xla_guard.trace.compile_wall import union_length
 from keras_xla_guard.trace.xplane import iter_lines, stat_index
 
@@ -117,6 +117,8 @@ class DeviceFigures(NamedTuple):
         op_ps: Time of its plain (non-XLA) kernels.
         transfer_ps: Time of its memory copies and memsets.
         collective_ps: Time of its collective kernels.
+        guard_ps: Of `op_ps`, the time of the guard's own ops (its
+            signature tap's kernels, `classify.GUARD_SCOPE`).
     """
 
     device: str
@@ -126,6 +128,7 @@ class DeviceFigures(NamedTuple):
     op_ps: int
     transfer_ps: int
     collective_ps: int
+    guard_ps: int = 0
 
 
 class DeviceTotals:
@@ -255,7 +258,7 @@ class _PlaneEvents:
         self.xla: list[Span] = []
         self.collectives: list[tuple[int, int, int]] = []
         self.compute: list[tuple[int, int, int]] = []
-        self.op_ps = self.transfer_ps = self.collective_ps = 0
+        self.op_ps = self.transfer_ps = self.collective_ps = self.guard_ps = 0
 
 
 def scan_device_plane(
@@ -278,14 +281,28 @@ def scan_device_plane(
             ps = sum(seen.modules)
             totals.add_plane(
                 DeviceFigures(
-                    plane.name, ps, ps, len(seen.modules), seen.op_ps, seen.transfer_ps, seen.collective_ps
+                    plane.name,
+                    ps,
+                    ps,
+                    len(seen.modules),
+                    seen.op_ps,
+                    seen.transfer_ps,
+                    seen.collective_ps,
+                    seen.guard_ps,
                 )
             )
         return
     spans, runs = _book_runs(seen.streams, launches, totals)
     totals.add_plane(
         DeviceFigures(
-            plane.name, union_length(seen.xla), spans, runs, seen.op_ps, seen.transfer_ps, seen.collective_ps
+            plane.name,
+            union_length(seen.xla),
+            spans,
+            runs,
+            seen.op_ps,
+            seen.transfer_ps,
+            seen.collective_ps,
+            seen.guard_ps,
         )
     )
 
@@ -392,7 +409,10 @@ def _read_event(
                 totals.graph_programs.add(_program_label(module, stats.program))
     elif not collective:
         seen.op_ps += dur
-        _add(totals.ops, _op_key(plane, event, ids.tf_op), dur)
+        key = _op_key(plane, event, ids.tf_op)
+        if GUARD_SCOPE in key[1] and is_guard_op(key[1]):
+            seen.guard_ps += dur
+        _add(totals.ops, key, dur)
 
 
 def _book_runs(

@@ -238,7 +238,8 @@ def _report_from_totals(
 
 def _device_stat(figures: DeviceFigures, host: str | None) -> DeviceStat:
     """One device plane's figures as the report shows them."""
-    xla, op = figures.xla_ps, figures.op_ps
+    # The guard's own ops are in neither side of the share, on each device as in the totals.
+    xla, op = figures.xla_ps, figures.op_ps - figures.guard_ps
     return DeviceStat(
         device=figures.device,
         host=host,

@@ -110,7 +110,8 @@ class DeviceStat:
         xla_run_span_s: Its XLA program runs' spans (first kernel's start
             to last kernel's end of each), summed: `xla_time_s` plus the
             idle gaps inside runs.
-        non_xla_op_time_s: Time of its plain (non-XLA) kernels.
+        non_xla_op_time_s: Time of its plain (non-XLA) kernels, the
+            guard's own ops left out as in the totals.
         xla_time_fraction: `xla / (xla + non_xla_op)` on this device; 0
             when it ran neither.
         launches: Its XLA program executions.
@@ -424,7 +425,7 @@ class CoverageReport:
         `None` for one device (or one host without devices). Every output
         shows it beside the totals.
         """
-        hosts = len({d.host for d in self.devices}) if self.devices else len(self.hosts)
+        hosts = max(len(set(self.hosts)), len({d.host for d in self.devices if d.host}))
         on = f" on {hosts} hosts" if hosts > 1 else ""
         if len(self.devices) > 1:
             return f"summed over {len(self.devices)} devices{on}"

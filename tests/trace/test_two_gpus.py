@@ -122,3 +122,25 @@ def test_one_host_trace_of_two_hosts_is_summed_over_hosts(tmp_path):
     a = CoverageReport(hosts=("a",), xla_time_s=1.0, non_xla_op_time_s=1.0, xla_time_fraction=0.5)
     b = CoverageReport(hosts=("b",), xla_time_s=1.0, non_xla_op_time_s=1.0, xla_time_fraction=0.5)
     assert (a.totals_label, combine_reports([a, b]).totals_label) == (None, "summed over 2 hosts")
+
+
+def test_the_guards_own_kernels_are_in_no_devices_share(tmp_path):
+    """A guard tap kernel on GPU:0 is guard time: out of that device's plain ops and share, as out of the
+    totals'; the devices' plain ops still add up to the report's."""
+    from _helpers import assert_consistent
+
+    def two_gpus(guard: bool):
+        trace = jit_fit(2)
+        second = trace.space.planes.add()
+        second.CopyFrom(trace.gpu.plane)
+        second.name, second.id = "/device:GPU:1", 2
+        if guard:
+            tap = "xla_guard_tap/ResourceScatterUpdate:ResourceScatterUpdate"
+            trace.tf_kernel(7, "scatter", 1, 500, 30, tf_op=tap)
+        return analyze_trace(trace.write(tmp_path / f"{guard}.xplane.pb"))
+
+    plain, guarded = two_gpus(False), two_gpus(True)
+    assert guarded.guard_op_time_s == pytest.approx(30e-6)
+    assert [d.non_xla_op_time_s for d in guarded.devices] == [d.non_xla_op_time_s for d in plain.devices]
+    assert [d.xla_time_fraction for d in guarded.devices] == [d.xla_time_fraction for d in plain.devices]
+    assert_consistent(guarded)
