@@ -19,7 +19,31 @@ No GPU is needed: the layout follows the writers' source.
   `cuMemcpyHtoDAsync_v2`, with `correlation_id` and `device_id`) land on
   the launching thread's line of `/host:CPU` (TF merges the CUPTI host
   plane into it before saving); the step marker is the guard's
-  `train` TraceMe with `step_num` and `_r=1`.
+  `train` TraceMe with `step_num` and `_r=1`. XLA's GPU executable runs
+  each program execution inside a TraceMe `<module>:XLA GPU module`
+  (`GpuExecutable::ExecuteAsyncOnStreamImpl`,
+  `xla/service/gpu/gpu_executable.cc`), which holds its driver calls.
+- TensorFlow 2.21's host layout of a `jit_compile=True` Keras step
+  (`layout="tf"`): the Python thread runs `EagerExecute` >
+  `EagerLocalExecute: __inference_*` > `EagerKernelExecute` >
+  `KernelAndDeviceFunc::Run` > `FunctionRun` (`id`, `_r=1`, `_pt=2`, `_p`;
+  `tensorflow/core/common_runtime/function.cc`, `_r` without `step_num`);
+  a `tf_Compute` thread runs `ExecutorState::Process` (`id`, `iter_num`,
+  `_ct=2`, `_c`; `tensorflow/core/common_runtime/executor.cc`) >
+  `ExecutorState::ProcessAsync::Start` (`name`, `kernel_type`) >
+  `PjRtStreamExecutorLoadedExecutable::Execute`
+  (`xla/pjrt/pjrt_stream_executor_client.cc`) > the module TraceMe > the
+  driver calls; TF's own GPU kernels are launched inside their
+  `<op_name>:<OpType>` TraceMe on the same thread. JAX
+  (`_gpu_shapes.py`): `layout="jax_se"`, the StreamExecutor client, whose
+  `PjitFunction(<fn>)` (jaxlib `pjit.cc`) >
+  `PjRtStreamExecutorLoadedExecutable::Execute` > `...::ExecuteHelper` >
+  the module TraceMe run on the Python thread, or `layout="jax_tfrt"`,
+  the TFRT GPU client, whose `TfrtGpuExecutable::ExecuteHelper` on the
+  Python thread hands the execution to a worker thread's `execute_fn`,
+  which holds the module TraceMe (`xla/pjrt/gpu/tfrt/tfrt_gpu_executable.cc`).
+  `layout="bare"` writes driver calls alone (a host tracer that recorded
+  no TraceMe).
 - CUDA graphs (XLA command buffers): a graph launch is one host event
   `cuGraphLaunch (CudaGraph:<id>)` (`CreateXEvent` appends the graph id to
   a CudaGraph driver callback's name) whose correlation id every kernel of
@@ -106,39 +130,112 @@ class _Plane:
                 stat.int64_value = int(value)
 
 
+LAYOUTS = ("tf", "jax_se", "jax_tfrt", "bare")
+TF_FUNCTION = "__inference_one_step_on_data_812"
+
+
 @dataclass
 class GpuTrace:
-    """A trace being built: a host thread and a GPU's streams.
+    """A trace being built: host threads and a GPU's streams.
 
     Attributes:
         with_steps: Whether `step` writes the guard's step marker.
         group_ids: Whether device events carry xprof's `group_id` (a trace
             saved after xprof grouped it).
+        layout: Whose host events: `"tf"`, `"jax_se"`, `"jax_tfrt"` or
+            `"bare"` (see the module docstring).
     """
 
     with_steps: bool = True
     group_ids: bool = False
+    layout: str = "tf"
     space: Any = field(init=False)
     host: _Plane = field(init=False)
     gpu: _Plane = field(init=False)
     _correlation: int = field(init=False, default=0)
     _step: int = field(init=False, default=0)
+    _context: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
+        assert self.layout in LAYOUTS, self.layout
         self.space = xplane_pb2().XSpace(hostnames=["gpu-host"])
         self.host = _Plane(self.space, "/host:CPU", 0)
         self.gpu = _Plane(self.space, "/device:GPU:0", 1)
         self.python = self.host.line(4242, "python")
+        # The thread whose driver calls launch the device work.
+        self.launcher = {
+            "tf": lambda: self.host.line(4243, "tf_Compute/4243"),
+            "jax_tfrt": lambda: self.host.line(4244, "tfrt_gpu_execute/4244"),
+        }.get(self.layout, lambda: self.python)()
 
-    def step(self, step: int, start_us: float, dur_us: float) -> None:
-        """Opens step `step` on the host (the marker, when `with_steps`)."""
+    def step(self, step: int, start_us: float, dur_us: float, function: str = "train_step") -> None:
+        """Opens step `step` on the host: the marker when `with_steps`, and the layout's call of the step.
+
+        Under `layout="tf"` the call is the eager chain to `FunctionRun`
+        (`_r=1`, no `step_num`), under JAX `PjitFunction(<function>)`, each
+        from 1 us into the step to 10 us before its end.
+        """
         self._step = step
         if self.with_steps:
             self.host.event(self.python, "train", start_us, dur_us, step_num=step, _r=1)
+        if self.layout == "tf":
+            self._context += 1
+            names = ("EagerExecute", f"EagerLocalExecute: {TF_FUNCTION}", "EagerKernelExecute")
+            for depth, name in enumerate((*names, "KernelAndDeviceFunc::Run")):
+                self.host.event(
+                    self.python, name, start_us + 1 + 0.1 * depth, max(dur_us - 11 - 0.2 * depth, 0.5)
+                )
+            self.host.event(
+                self.python,
+                "FunctionRun",
+                start_us + 1.5,
+                max(dur_us - 12, 0.1),
+                id=self._context,
+                _r=1,
+                _pt=2,
+                _p=self._context,
+            )
+        elif self.layout in ("jax_se", "jax_tfrt"):
+            self.host.event(self.python, f"PjitFunction({function})", start_us + 1, max(dur_us - 11, 0.1))
+
+    def execution(self, module: str, start_us: float, dur_us: float) -> None:
+        """One run of program `module`: its host events, the `<module>:XLA GPU module` TraceMe from
+        `start_us` for `dur_us` innermost, which must hold the run's driver calls."""
+        line = self.launcher
+        if self.layout == "tf":
+            self.host.event(
+                line,
+                "ExecutorState::Process",
+                start_us - 0.3,
+                dur_us + 0.6,
+                id=self._context,
+                iter_num=0,
+                _ct=2,
+                _c=self._context,
+            )
+            self.host.event(
+                line,
+                "ExecutorState::ProcessAsync::Start",
+                start_us - 0.2,
+                dur_us + 0.4,
+                name="StatefulPartitionedCall",
+                kernel_type="StatefulPartitionedCall",
+            )
+            self.host.event(line, "PjRtStreamExecutorLoadedExecutable::Execute", start_us - 0.1, dur_us + 0.2)
+        elif self.layout == "jax_se":
+            self.host.event(line, "PjRtStreamExecutorLoadedExecutable::Execute", start_us - 0.2, dur_us + 0.4)
+            self.host.event(
+                line, "PjRtStreamExecutorLoadedExecutable::ExecuteHelper", start_us - 0.1, dur_us + 0.2
+            )
+        elif self.layout == "jax_tfrt":
+            self.host.event(self.python, "TfrtGpuExecutable::ExecuteHelper", start_us - 0.5, 0.4)
+            self.host.event(line, "execute_fn", start_us - 0.1, dur_us + 0.2)
+        if self.layout != "bare":
+            self.host.event(line, f"{module}:XLA GPU module", start_us, dur_us)
 
     def _launch(self, name: str, at_us: float) -> dict[str, Any]:
         self._correlation += 1
-        self.host.event(self.python, name, at_us, 0.5, correlation_id=self._correlation, device_id=0)
+        self.host.event(self.launcher, name, at_us, 0.5, correlation_id=self._correlation, device_id=0)
         stats: dict[str, Any] = {"correlation_id": self._correlation, "context_id": "$$1"}
         if self.group_ids:
             stats["group_id"] = self._step
@@ -178,7 +275,7 @@ class GpuTrace:
         """The host's launch of CUDA graph `graph_id`; its stats go to each kernel of the run."""
         self._correlation += 1
         self.host.event(
-            self.python,
+            self.launcher,
             f"cuGraphLaunch (CudaGraph:{graph_id})",
             launch_us,
             0.5,
@@ -242,10 +339,14 @@ class GpuTrace:
         self.host.event(self.python, name, start_us, dur_us)
 
     def tf_kernel(
-        self, stream: int, name: str, launch_us: float, start_us: float, dur_us: float, *, tf_op: str
+        self, stream: int, name: str, launch_us: float, start_us: float, dur_us: float, *, tf_op: str | None
     ) -> None:
-        """A kernel of a plain TF op (`tf_op` is `<op_name>:<OpType>`)."""
+        """A kernel of a plain TF op (`tf_op` is `<op_name>:<OpType>`), launched inside its op's TraceMe under
+        `layout="tf"`; with `tf_op=None` a kernel that ran under no annotation at all."""
+        if self.layout == "tf" and tf_op is not None:
+            self.host.event(self.launcher, tf_op, launch_us - 0.1, 0.7)
         stats = self._launch("cuLaunchKernel", launch_us)
+        annotation = {} if tf_op is None else {"tf_op": tf_op}
         self.gpu.event(
             self._stream(stream, "Kernel"),
             name,
@@ -253,7 +354,7 @@ class GpuTrace:
             dur_us,
             **stats,
             kernel_details=KERNEL_DETAILS,
-            tf_op=tf_op,
+            **annotation,
         )
 
     def memcpy(
@@ -317,7 +418,16 @@ class GpuTrace:
             self.gpu.event(line, name, start, dur, group_id=group)
 
     def write(self, path: Path) -> Path:
-        """Writes the trace; returns `path`."""
+        """Writes the trace, each line's events sorted by start (longest first), as the profiler saves
+        them (`SortXSpace`, `xla/tsl/profiler/utils/xplane_utils.cc`); returns `path`."""
+        for plane in self.space.planes:
+            for line in plane.lines:
+                events = sorted(line.events, key=lambda e: (e.offset_ps, -e.duration_ps))
+                copies = [type(e)() for e in events]
+                for copy, event in zip(copies, events):
+                    copy.CopyFrom(event)
+                del line.events[:]
+                line.events.extend(copies)
         path.write_bytes(self.space.SerializeToString())
         return path
 
@@ -331,14 +441,16 @@ def jit_fit(steps: int = 6, **kwargs: Any) -> GpuTrace:
     """A `jit_compile=True` step per marker: batch copied in, one XLA program of 3 kernels,
     a plain TF kernel, a memset and the loss copied out.
 
-    Per step by construction: XLA run 3x40 us kernels 5 us apart (130 us),
-    plain op `BiasAdd` 25 us, transfers 30 + 4 + 8 = 42 us.
+    Per step by construction: one XLA run of 3x40 us kernels 5 us apart
+    (busy 120 us, span 130 us), plain op `BiasAdd` 25 us, transfers
+    30 + 4 + 8 = 42 us.
     """
     trace = GpuTrace(**kwargs)
     for step in range(steps):
         base = step * STEP_US
         trace.step(step, base, 900)
         trace.memcpy(1, "H2D", base + 5, base + 20, 30, tf_op="IteratorGetNext:IteratorGetNext")
+        trace.execution(MODULE, base + 9.5, 3.5)
         for k in range(3):
             trace.xla_kernel(
                 7,
@@ -403,6 +515,7 @@ def command_buffer_fit(steps: int = 6, *, graph_level: bool = False, annotated: 
         base = step * STEP_US
         trace.step(step, base, 900)
         trace.memcpy(1, "H2D", base + 5, base + 20, 30, tf_op="IteratorGetNext:IteratorGetNext")
+        trace.execution(MODULE, base + 9.5, 1.5)
         launch = trace.graph_launch(GRAPH_ID, base + 10)
         if graph_level:
             trace.graph_exec(launch, 7, base + 60, 130, graph_id=GRAPH_ID, **annotation)
@@ -448,6 +561,7 @@ def collective_fit(steps: int = 6) -> GpuTrace:
     for step in range(steps):
         base = step * STEP_US
         trace.step(step, base, 900)
+        trace.execution(MODULE, base + 9.5, 3.5)
         for k in range(3):
             trace.xla_kernel(
                 7,
@@ -500,6 +614,7 @@ def annotated_fit(steps: int = 6, *, detailed: bool) -> GpuTrace:
     for step in range(steps):
         base = step * STEP_US
         trace.step(step, base, 900)
+        trace.execution(MODULE, base + 9.5, 3.5)
         for k, (hlo_op, name, op_type) in enumerate(ops):
             keys: dict[str, Any] = {"prefix": "model", "name": name}
             if detailed:

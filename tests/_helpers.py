@@ -111,6 +111,9 @@ def assert_consistent(report: Any, *, steps: int | None = None, programs: int | 
     - a device transfer figure exactly when times are device times, and
       per-program figures only then: their runs and times at most the
       report's launches and XLA time;
+    - on device traces, the devices' figures add up to the totals, each
+      device's share is its own, the runs' span is at least the busy time,
+      and totals of several devices or hosts carry their label;
     - with `steps` and `programs` (XLA programs run per step) known:
       `xla_executions == steps * programs`.
 
@@ -146,6 +149,19 @@ def assert_consistent(report: Any, *, steps: int | None = None, programs: int | 
     assert sum(p.runs for p in report.programs) <= report.xla_executions
     assert sum(p.time_s for p in report.programs) <= report.xla_time_s * (1 + 1e-9) + 1e-12
     assert all(p.runs > 0 and p.time_s > 0 for p in report.programs)
+    # Device reports: each device's figures add up to the totals, its share is its own, and the runs'
+    # span holds the busy time (issue 56).
+    assert (report.xla_run_span_s is not None) == (report.time_base == "device")
+    if report.devices:
+        assert sum(d.xla_time_s for d in report.devices) == _approx(report.xla_time_s)
+        assert sum(d.non_xla_op_time_s for d in report.devices) == _approx(report.non_xla_op_time_s)
+        assert sum(d.launches for d in report.devices) == report.xla_executions
+        assert sum(d.transfer_time_s for d in report.devices) == _approx(report.transfer_time_s)
+        for d in report.devices:
+            total = d.xla_time_s + d.non_xla_op_time_s
+            assert d.xla_time_fraction == _approx(d.xla_time_s / total if total else 0.0)
+        assert report.xla_run_span_s >= report.xla_time_s * (1 - 1e-9)
+    assert (report.totals_label is not None) == (len(report.devices) > 1 or len(set(report.hosts)) > 1)
     if steps is not None and programs is not None:
         assert report.xla_executions == steps * programs
 

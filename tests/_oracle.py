@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,14 +47,35 @@ def xla_run_seconds(trace: str | Path) -> float:
     return span_seconds(trace, XLA_CPU_RUN)
 
 
-def xprof_op_rows(trace: str | Path) -> list[dict[str, Any]]:
-    """xprof's framework_op_stats rows for `trace` (times in microseconds)."""
+def xprof_tool(trace: str | Path, tool: str) -> Any:
+    """xprof's `tool` output for `trace`, parsed from JSON.
+
+    xprof caches the op stats of a profile directory in that directory
+    (`ALL_HOSTS.op_stats_v2.pb`) and answers any later trace there from the
+    cache: two traces converted in one directory get the first one's
+    tables. So each conversion reads a copy of `trace` in a directory of its
+    own.
+    """
     from xprof.convert import raw_to_tool_data
 
-    data, _ = raw_to_tool_data.xspace_to_tool_data([str(trace)], "framework_op_stats", {})
-    table = json.loads(data)[0]
+    with tempfile.TemporaryDirectory(prefix="xprof_") as folder:
+        copy = Path(folder) / Path(trace).name
+        shutil.copyfile(trace, copy)
+        data, _ = raw_to_tool_data.xspace_to_tool_data([str(copy)], tool, {})
+    return json.loads(data)
+
+
+def xprof_table(trace: str | Path, tool: str, index: int = 0) -> list[dict[str, Any]]:
+    """The rows of table `index` of xprof's `tool` (a DataTable list or one table) for `trace`."""
+    data = xprof_tool(trace, tool)
+    table = data[index] if isinstance(data, list) else data
     cols = [c["id"] for c in table["cols"]]
-    return [dict(zip(cols, [c["v"] for c in row["c"]])) for row in table["rows"]]
+    return [dict(zip(cols, [c.get("v") for c in row["c"]])) for row in table["rows"]]
+
+
+def xprof_op_rows(trace: str | Path) -> list[dict[str, Any]]:
+    """xprof's framework_op_stats rows for `trace` (times in microseconds)."""
+    return xprof_table(trace, "framework_op_stats")
 
 
 def xprof_device_lines(trace: str | Path) -> dict[str, list[tuple[str, float]]]:
@@ -61,10 +84,7 @@ def xprof_device_lines(trace: str | Path) -> dict[str, list[tuple[str, float]]]:
     These include the lines xprof derives when it loads a trace ("XLA
     Modules - from #<stream>", "Steps", ...), after it grouped the events.
     """
-    from xprof.convert import raw_to_tool_data
-
-    data, _ = raw_to_tool_data.xspace_to_tool_data([str(trace)], "trace_viewer", {})
-    events = json.loads(data)["traceEvents"]
+    events = xprof_tool(trace, "trace_viewer")["traceEvents"]
     processes = {
         e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"
     }
@@ -255,3 +275,171 @@ def raw_eager_ops(trace: str | Path) -> tuple[int, dict[str, int]]:
                     calls[types[e.metadata_id]] = calls.get(types[e.metadata_id], 0) + 1
                     end = e.offset_ps + e.duration_ps
     return total, calls
+
+
+# ----------------------------------------------------------------- GPU traces
+
+_TRANSFER_STATS = ("memcpy_details", "memset_details")
+_TRANSFER_NAMES = ("Memcpy", "Memset", "CopyDeviceToDevice", "CopyHostToDevice", "CopyDeviceToHost")
+
+
+def _device_events(space: Any) -> list[tuple[str, int, int, dict[str, Any], str]]:
+    """`(plane, start ps, end ps, stats by name, event name)` of every event on a device plane's stream lines."""
+    found = []
+    for plane in space.planes:
+        if not plane.name.startswith("/device:"):
+            continue
+        names = {i: m.name for i, m in plane.stat_metadata.items()}
+        events = {i: m.name for i, m in plane.event_metadata.items()}
+        for line in plane.lines:
+            if not line.name.startswith("Stream"):
+                continue
+            base = line.timestamp_ns * 1000
+            for e in line.events:
+                stats = {}
+                for s in e.stats:
+                    kind = s.WhichOneof("value")
+                    value = getattr(s, kind) if kind else None
+                    stats[names.get(s.metadata_id)] = names.get(value) if kind == "ref_value" else value
+                start = base + e.offset_ps
+                found.append((plane.name, start, start + e.duration_ps, stats, events.get(e.metadata_id, "")))
+    return found
+
+
+def _is_transfer(stats: dict[str, Any], name: str) -> bool:
+    return any(k in stats for k in _TRANSFER_STATS) or name.startswith(_TRANSFER_NAMES)
+
+
+def with_hlo_protos(trace: str | Path, out: str | Path) -> Path:
+    """Writes `trace` to `out` with an HLO module in its `/host:metadata` plane for every program its
+    device kernels name, as XLA's metadata collector writes them (`Hlo Proto` stat of the program's
+    event metadata, `xla/backends/profiler/cpu/metadata_collector.cc`): xprof's `hlo_stats` finds a
+    kernel's HLO op only there. A real trace has them already; a synthetic one gets a module whose
+    instructions are the kernels' `hlo_op` names (elementwise ops on one f32[8] value, enough for
+    xprof to build it). Programs the trace already describes are left as they are.
+    """
+    from tensorflow.compiler.xla import xla_data_pb2
+    from tensorflow.compiler.xla.service import hlo_pb2
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    space = xplane_pb2.XSpace()
+    space.ParseFromString(Path(trace).read_bytes())
+    programs: dict[tuple[str, int], set[str]] = {}
+    for _, _, _, stats, _ in _device_events(space):
+        if "hlo_module" in stats and "program_id" in stats:
+            op = str(stats.get("hlo_op") or "").rsplit("::", 1)[-1]
+            programs.setdefault((stats["hlo_module"], int(stats["program_id"])), set()).update({op} - {""})
+    meta = next((p for p in space.planes if p.name == "/host:metadata"), None)
+    if meta is None:
+        meta = space.planes.add(id=max(p.id for p in space.planes) + 1, name="/host:metadata")
+    stat_id = next((i for i, m in meta.stat_metadata.items() if m.name == "Hlo Proto"), None)
+    if stat_id is None:
+        stat_id = max(meta.stat_metadata, default=0) + 1
+        meta.stat_metadata[stat_id].id = stat_id
+        meta.stat_metadata[stat_id].name = "Hlo Proto"
+
+    def shape(s: Any) -> None:
+        s.element_type = xla_data_pb2.F32
+        s.dimensions.append(8)
+        s.is_dynamic_dimension.append(False)
+        s.layout.minor_to_major.append(0)
+
+    for (module, program), ops in programs.items():
+        if program in meta.event_metadata:
+            continue
+        proto = hlo_pb2.HloProto()
+        m = proto.hlo_module
+        m.name, m.id, m.entry_computation_name, m.entry_computation_id = module, program, "main", 1
+        comp = m.computations.add(name="main", id=1)
+        param = comp.instructions.add(name="p0", opcode="parameter", id=1, parameter_number=0)
+        shape(param.shape)
+        for i, op in enumerate(sorted(ops), start=2):
+            ins = comp.instructions.add(name=op, opcode="negate", id=i)
+            shape(ins.shape)
+            ins.operand_ids.append(i - 1)
+        comp.root_id = len(ops) + 1
+        shape(comp.program_shape.parameters.add())
+        shape(comp.program_shape.result)
+        comp.program_shape.parameter_names.append("p0")
+        m.host_program_shape.CopyFrom(comp.program_shape)
+        md = meta.event_metadata[program]
+        md.id, md.name = program, f"{module}({program})"
+        md.stats.add(metadata_id=stat_id, bytes_value=proto.SerializeToString())
+    Path(out).write_bytes(space.SerializeToString())
+    return Path(out)
+
+
+def xprof_xla_kernel_us(trace: str | Path) -> float:
+    """XLA kernel time as xprof's `hlo_stats` sums it (us): every row of an XLA program (program id
+    not 0), less the rows of HLO ops that ran as memory copies or memsets (the package's transfers)."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    space = xplane_pb2.XSpace()
+    space.ParseFromString(Path(trace).read_bytes())
+    copies = {
+        (str(int(stats["program_id"])), str(stats["hlo_op"]).rsplit("::", 1)[-1])
+        for _, _, _, stats, name in _device_events(space)
+        if _is_transfer(stats, name) and "hlo_op" in stats and "program_id" in stats
+    }
+    return sum(
+        row["total_time"]
+        for row in xprof_table(trace, "hlo_stats")
+        if row["program_id"] != "0" and (row["program_id"], row["hlo_op_name"]) not in copies
+    )
+
+
+def xprof_kernel_us(trace: str | Path) -> float:
+    """Every kernel's device time as xprof's `kernel_stats` sums it (us)."""
+    return sum(row["total_duration_us"] for row in xprof_table(trace, "kernel_stats"))
+
+
+def xprof_step_count(trace: str | Path) -> int:
+    """The steps xprof's step grouping makes (`group_events.cc`, `xplane_to_step_events.cc`): the groups
+    whose host events include a step marker, explicit (named `train...`, `test...` or `TraceContext`,
+    no `/`) or given a `step_name` by the grouping (a user-defined root event)."""
+    events = xprof_tool(trace, "trace_viewer")["traceEvents"]
+    hosts = {
+        e["pid"]
+        for e in events
+        if e.get("ph") == "M" and e.get("name") == "process_name" and e["args"]["name"].startswith("/host:")
+    }
+    return len(
+        {
+            e["args"]["group_id"]
+            for e in events
+            if e.get("ph") == "X"
+            and e.get("pid") in hosts
+            and "group_id" in e.get("args", {})
+            and (
+                "step_name" in e["args"]
+                or (re.match(r"^(train|test|TraceContext)", e["name"]) and "/" not in e["name"])
+            )
+        }
+    )
+
+
+def raw_xla_busy_us(trace: str | Path) -> dict[str, float]:
+    """Per device plane, the union of its XLA kernels' intervals (us), from the raw proto: events that
+    carry `hlo_module` or `hlo_op` (or ran in a CUDA graph) and are no copy or memset."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    space = xplane_pb2.XSpace()
+    space.ParseFromString(Path(trace).read_bytes())
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for plane, start, end, stats, name in _device_events(space):
+        xla = (
+            "hlo_module" in stats
+            or "hlo_op" in stats
+            or "cuda_graph_id" in stats
+            or "cuda_graph_exec_id" in stats
+        )
+        if xla and not _is_transfer(stats, name) and end > start:
+            spans.setdefault(plane, []).append((start, end))
+    busy = {}
+    for plane, found in spans.items():
+        total, reach = 0, -1
+        for start, end in sorted(found):
+            total += max(0, end - max(start, reach))
+            reach = max(reach, end)
+        busy[plane] = total * 1e-6
+    return busy

@@ -156,6 +156,12 @@ def _label(report: Mapping[str, Any], index: int) -> str:
     return f"epoch {epoch}" if epoch is not None else f"trace {index + 1}"
 
 
+def _window(report: Mapping[str, Any], index: int) -> str:
+    """A window's label in its coverage row, with what its totals add up when several devices or hosts."""
+    totals = report.get("totals")
+    return f"{_label(report, index)} ({totals})" if totals else _label(report, index)
+
+
 def _num(field: str, value: Any, text: str) -> str:
     """A table cell showing `text` whose exact value is `data-value` (JSON)."""
     return (
@@ -234,6 +240,7 @@ def _section(section: RunData, index: int, plots: _Plots) -> str:
     parts.append(_coverage(section, plots))
     parts.append(_quality(section))
     parts.append(_programs(section))
+    parts.append(_devices(section))
     parts.append(_top_ops(section, plots))
     parts.append(_run_compilations(section))
     parts.append(_compilations(section, plots))
@@ -252,7 +259,7 @@ def _jax_windows(section: RunData) -> str:
 
     rows = []
     for i, r in enumerate(section.reports):
-        label = _label(r, i)
+        label = _window(r, i)
         head = f'<tr class="report" data-index="{i}"><td>{escape(label)}</td>'
         if r.get("status") != "ok":
             rows.append(
@@ -357,12 +364,12 @@ def _coverage(section: RunData, plots: _Plots) -> str:
         return _jax_windows(section)
     rows = []
     for i, r in enumerate(section.reports):
-        label = _label(r, i)
+        label = _window(r, i)
         epoch_attr = "" if r.get("epoch") is None else f' data-epoch="{int(r["epoch"])}"'
         head = f'<tr class="report" data-index="{i}"{epoch_attr}><td>{escape(label)}</td>'
         if r.get("status") != "ok":
             rows.append(
-                head + f'<td colspan="12">{escape(r.get("status"))}: {escape(r.get("reason"))}</td></tr>'
+                head + f'<td colspan="13">{escape(r.get("status"))}: {escape(r.get("reason"))}</td></tr>'
             )
             continue
         steps = r.get("steps_profiled")
@@ -380,6 +387,7 @@ def _coverage(section: RunData, plots: _Plots) -> str:
             )
             + _optional_ms("transfer_time_s", r.get("transfer_time_s"))
             + _optional_ms("collective_time_s", r.get("collective_time_s"))
+            + _optional_ms("xla_run_span_s", r.get("xla_run_span_s"))
             + _num("steps_profiled", steps, "-" if steps is None else str(steps))
             + f'<td class="name">{escape(", ".join(r.get("hosts") or ()))}</td></tr>'
         )
@@ -404,6 +412,7 @@ def _coverage(section: RunData, plots: _Plots) -> str:
                 "input pipeline",
                 "device transfers",
                 "collectives",
+                "XLA run spans",
                 "steps",
                 "hosts",
             ],
@@ -436,11 +445,42 @@ def _programs(section: RunData) -> str:
         return ""
     return (
         "<h3>XLA programs on the device</h3>"
-        '<p class="muted">Device time of each XLA program\'s runs (first kernel to last kernel of each), '
-        "and whether the trace splits it per op (kernels inside CUDA graphs do not say which op they "
-        "ran).</p>"
+        '<p class="muted">Device time of each XLA program\'s runs (the busy time of their kernels, idle '
+        "gaps left out), and whether the trace splits it per op (kernels inside CUDA graphs do not say "
+        "which op they ran).</p>"
         + _table(["window", "program", "device time", "runs", "per op"], rows, "programs")
         + _xla_ops(section)
+    )
+
+
+def _devices(section: RunData) -> str:
+    """Each device's figures, for the windows whose totals add up several devices."""
+    rows = [
+        f'<tr class="device" data-report="{i}" data-device="{escape(d["device"])}">'
+        f"<td>{escape(_label(r, i))}</td>"
+        f'<td class="name">{escape((d.get("host") or "") + d["device"] if len({x.get("host") for x in r["devices"]}) > 1 else d["device"])}</td>'
+        + _num("xla_time_fraction", d["xla_time_fraction"], f"{100 * d['xla_time_fraction']:.1f}%")
+        + _num("xla_time_s", d["xla_time_s"], format_ms(d["xla_time_s"], 3))
+        + _optional_ms("xla_run_span_s", d.get("xla_run_span_s"))
+        + _num("non_xla_op_time_s", d["non_xla_op_time_s"], format_ms(d["non_xla_op_time_s"], 3))
+        + _num("launches", d["launches"], str(d["launches"]))
+        + _optional_ms("transfer_time_s", d.get("transfer_time_s"))
+        + "</tr>"
+        for i, r in enumerate(section.reports)
+        if r.get("status") == "ok" and len(r.get("devices") or ()) > 1
+        for d in r["devices"]
+    ]
+    if not rows:
+        return ""
+    return (
+        "<h3>Per device</h3>"
+        '<p class="muted">The totals above add up these devices; each device\'s XLA share is its own XLA '
+        "time (busy time of its XLA kernels) over its XLA and plain-op time.</p>"
+        + _table(
+            ["window", "device", "XLA share", "XLA time", "run span", "plain ops", "launches", "transfers"],
+            rows,
+            "devices",
+        )
     )
 
 

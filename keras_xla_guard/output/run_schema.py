@@ -207,6 +207,21 @@ _STEP = _object(
     required=("step", "wall_s", "busy_s", "idle_s", "launches"),
     strict=True,
 )
+_DEVICE = _object(
+    {
+        "device": _str,
+        "host": _optional(_str),
+        "xla_time_s": _seconds,
+        "xla_run_span_s": _seconds,
+        "non_xla_op_time_s": _seconds,
+        "xla_time_fraction": _fraction,
+        "launches": _int,
+        "transfer_time_s": _seconds,
+        "collective_time_s": _seconds,
+    },
+    required=("device", "xla_time_s", "non_xla_op_time_s", "xla_time_fraction", "launches"),
+    strict=True,
+)
 _QUALITY = _object(
     {"code": _str, "detail": _str, "cost": _str, "remedy": _str},
     required=("code", "detail", "cost", "remedy"),
@@ -264,9 +279,13 @@ _REPORT = _object(
         "compile_thread_time_s": _optional(_seconds),
         "transfer_time_s": _optional(_seconds),
         "collective_time_s": _optional(_seconds),
+        "xla_run_span_s": _optional(_seconds),
+        "devices": _list(_DEVICE),
+        "totals": _optional(_str),
         "programs": _list(_PROGRAM),
         "top_xla_ops": _list(_OP),
-        "steps": _list(_STEP),
+        # `null`: the trace held no step marker (steps unknown).
+        "steps": _optional(_list(_STEP)),
         "trace_quality": _list(_QUALITY),
         "compiled_modules": _strings,
         "top_non_xla_ops": _list(_OP),

@@ -34,6 +34,7 @@ from keras_xla_guard.trace.findings import NOISE_FLOOR, split_findings
 from keras_xla_guard.trace.report import CoverageReport
 
 __all__ = [
+    "DEVICE_TAG",
     "DEVICE_TAGS",
     "JAX_SKIPPED_TAGS",
     "LAYOUT_CATEGORY",
@@ -76,7 +77,12 @@ SCALAR_TAGS: dict[str, Any] = {
 DEVICE_TAGS: dict[str, Any] = {
     f"{PREFIX}/transfer_time_s": lambda r: r.transfer_time_s,
     f"{PREFIX}/collective_time_s": lambda r: r.collective_time_s,
+    f"{PREFIX}/xla_run_span_s": lambda r: r.xla_run_span_s,
 }
+# Each device's figures when a report sums several: `DEVICE_TAG.format(device=..., figure=...)`,
+# `device` the plane's name without its slash (`device:GPU:1`, `<host>/device:GPU:1` across hosts).
+DEVICE_TAG = PREFIX + "/device/{device}/{figure}"
+_DEVICE_FIGURES = ("xla_time_s", "xla_time_fraction", "launches", "transfer_time_s")
 # Each XLA program's device time: `PROGRAM_TAG.format(program=..., figure="time_s"|"runs")`.
 PROGRAM_TAG = PREFIX + "/program/{program}/{figure}"
 # Under JAX every step is one XLA program: the coverage tags would read 100%
@@ -212,10 +218,13 @@ def _jax_report_markdown(report: CoverageReport) -> str:
         else f"XLA programs ran**{steps}"
     )
     figures = report.measured()
+    totals = f" ({report.totals_label})" if report.totals_label else ""
     parts = [
-        f"**JAX window: {share}; {figures.xla_executions} program launches, {figures.compilations} "
+        f"**JAX window: {share}; {figures.xla_executions} program launches{totals}, {figures.compilations} "
         f"compilation(s), {figures.compile_time_s * 1e3:.1f} ms.",
     ]
+    if len(report.devices) > 1:
+        parts += ["", *_devices_markdown(report)]
     if report.steps:
         parts += [
             "",
@@ -245,8 +254,10 @@ def report_scalars(report: CoverageReport) -> dict[str, float]:
         report: An ok report.
 
     Returns:
-        `SCALAR_TAGS`' figures, `DEVICE_TAGS`' that are set, and each XLA
-        program's device time and runs (`PROGRAM_TAG`).
+        `SCALAR_TAGS`' figures, `DEVICE_TAGS`' that are set, each XLA
+        program's device time and runs (`PROGRAM_TAG`) and, when the
+        report sums several devices, each device's XLA time, share,
+        launches and transfers (`DEVICE_TAG`).
     """
     scalars = {tag: float(read(report)) for tag, read in SCALAR_TAGS.items()}
     scalars.update(
@@ -255,7 +266,49 @@ def report_scalars(report: CoverageReport) -> dict[str, float]:
     for p in report.programs:
         scalars[PROGRAM_TAG.format(program=p.program, figure="time_s")] = p.time_s
         scalars[PROGRAM_TAG.format(program=p.program, figure="runs")] = float(p.runs)
+    if len(report.devices) > 1:
+        for d, name in zip(report.devices, _device_names(report)):
+            for figure in _DEVICE_FIGURES:
+                scalars[DEVICE_TAG.format(device=name.lstrip("/"), figure=figure)] = float(getattr(d, figure))
     return scalars
+
+
+def _device_names(report: CoverageReport) -> list[str]:
+    """Each device's name, with its host where the devices come from several hosts."""
+    several = len({d.host for d in report.devices}) > 1
+    return [f"{d.host}{d.device}" if several and d.host else d.device for d in report.devices]
+
+
+def _devices_markdown(report: CoverageReport) -> list[str]:
+    """The per-device table of a report that sums several devices (empty for one)."""
+    if len(report.devices) < 2:
+        return []
+    return [
+        markdown_table(
+            [
+                "device",
+                "XLA share:",
+                "XLA time (ms):",
+                "run span (ms):",
+                "plain ops (ms):",
+                "launches:",
+                "transfers (ms):",
+            ],
+            (
+                [
+                    name,
+                    f"{100 * d.xla_time_fraction:.1f}%",
+                    f"{d.xla_time_s * 1e3:.3f}",
+                    f"{d.xla_run_span_s * 1e3:.3f}",
+                    f"{d.non_xla_op_time_s * 1e3:.3f}",
+                    d.launches,
+                    f"{d.transfer_time_s * 1e3:.3f}",
+                ]
+                for d, name in zip(report.devices, _device_names(report))
+            ),
+        ),
+        "",
+    ]
 
 
 def report_markdown(report: CoverageReport) -> str:
@@ -284,13 +337,20 @@ def report_markdown(report: CoverageReport) -> str:
         else f", {report.compile_thread_time_s * 1e3:.1f} ms summed over threads"
     )
     figures = report.measured()
+    totals = f", {report.totals_label}" if report.totals_label else ""
+    span = (
+        ""
+        if report.xla_run_span_s is None
+        else f"; XLA runs spanned {report.xla_run_span_s * 1e3:.2f} ms, idle gaps inside runs included"
+    )
     parts = [
         f"**XLA coverage: {100 * figures.xla_time_fraction:.1f}%** of op time{steps} ran inside "
         f"XLA executables ({figures.xla_time_s * 1e3:.2f} ms XLA, "
-        f"{figures.non_xla_op_time_s * 1e3:.2f} ms plain TF ops; "
+        f"{figures.non_xla_op_time_s * 1e3:.2f} ms plain TF ops{totals}; "
         f"{figures.compilations} compilation(s), {figures.compile_time_s * 1e3:.1f} ms wall-clock"
-        f"{thread}{transfers}).",
+        f"{thread}{transfers}{span}).",
         "",
+        *_devices_markdown(report),
     ]
     if report.collective_time_s:
         parts += [

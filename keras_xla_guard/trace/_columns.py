@@ -42,9 +42,9 @@ from keras_xla_guard.trace._events import (
 from keras_xla_guard.trace.classify import (
     CATEGORIES,
     Category,
+    async_kernel_op,
     classify_op_type,
     eager_op_type,
-    is_dispatch_only,
 )
 from keras_xla_guard.trace.compiles import CompileFacts, marker_module, step_event
 from keras_xla_guard.trace.steps import StepFacts, marker_of
@@ -217,11 +217,10 @@ class ColumnScan:
     def _async_op(self, event: Any) -> tuple[tuple[str, str], str] | None:
         """An async kernel start's op key and role, or `None` when it is not a kernel (see `_scan`)."""
         cache = self.cache
-        op_type = stats_str(self.plane, event, cache.type_id)
-        if not op_type or is_dispatch_only(op_type):
-            return None
-        name = stats_str(self.plane, event, cache.name_id) or op_type
-        return (op_type, name), classify_op_type(op_type)
+        op = async_kernel_op(
+            stats_str(self.plane, event, cache.type_id), stats_str(self.plane, event, cache.name_id)
+        )
+        return None if op is None else (op, classify_op_type(op[0]))
 
     def _entries(self, depth: Any, base: Any, hlo: Any, absorb: Any) -> None:
         """What the scan's stack entry of each event would hold, computed from the top level down.

@@ -1,11 +1,12 @@
-"""Accelerator planes: XLA program runs, plain TF kernels, transfers and collectives.
+"""Accelerator planes: XLA program runs, plain TF kernels, transfers and collectives, per device.
 
 A GPU plane (`/device:GPU:N`) as the profiler writes it has one line per
-CUDA stream, `Stream #<id>(<event types>)`, written by XLA's CUPTI
-collector (`xla/backends/profiler/gpu/cupti_collector.cc`). Each event is a
-kernel (`kernel_details` stat), a memory copy (`memcpy_details`) or a
-memset (`memset_details`); the annotation stack the kernel ran under adds
-`tf_op` (its outermost name) and the keys of its annotations: XLA's
+stream, `Stream #<id>(<event types>)`, written by XLA's CUPTI collector
+(`xla/backends/profiler/gpu/cupti_collector.cc`; ROCm's
+`rocm_collector.cc` writes the same). Each event is a kernel
+(`kernel_details` stat), a memory copy (`memcpy_details`) or a memset
+(`memset_details`); the annotation stack the kernel ran under adds `tf_op`
+(its outermost name) and the keys of its annotations: XLA's
 `XlaModule:#hlo_module=...,program_id=...#` and
 `Thunk:#name=...,hlo_op=...#` (with `--xla_gpu_trace_annotation_level=1`
 also `op_name`, `op_type`, `source_file`, `shape`;
@@ -16,30 +17,36 @@ is the one its graph was launched under; with CUPTI's graph-level tracing
 `CudaGraphExec:<id>` event with `cuda_graph_exec_id`
 (`xla/backends/profiler/gpu/cupti_buffer_events.cc`).
 
-XProf derives "XLA Modules" lines from those stats when it loads a trace
-(`GenerateDerivedTimeLines`, `xprof/utils/derived_timeline.cc`): on each
-stream, consecutive kernels (graph runs included) of one program
-(`hlo_module` and `program_id`) in one step group (`group_id`) become one
-module event, spanning the first kernel's start to the last one's end;
-memory copies and kernels of other code do not interrupt it. This module
-follows that rule, and then counts a program's runs on several streams
-that overlap in time (a collective on its own stream beside the compute)
-once, as the union of their spans, where xprof keeps one per stream:
+Per device plane:
 
-- XLA time is the sum of those runs, launches their count, and each
-  program's time its runs' sum.
+- XLA time is the device-busy time of XLA kernels: the union of their
+  intervals over the plane's streams, so kernels of concurrent streams
+  count once and the idle gaps inside a program run not at all. xprof's
+  `hlo_stats` sums the same kernels' device time (equal where streams do
+  not overlap).
+- Launches are program executions: a kernel belongs to the execution
+  whose host `XLA GPU module` event made its driver call
+  (`_host_launches`: correlation id -> launching host event). A kernel
+  the host does not tie to an execution (a trace without the host's
+  driver calls) is grouped as xprof derives its "XLA Modules" lines
+  (`GenerateDerivedTimeLines`, `xprof/utils/derived_timeline.cc`): on each
+  stream, consecutive kernels of one program (`hlo_module` and
+  `program_id`) in one step group make one run, and runs of one program
+  and step that overlap on several streams are one.
+- A run's span, its first kernel's start to its last kernel's end, is its
+  own figure (`xla_run_span_s`: busy time plus the gaps inside runs).
 - Step groups: a kernel's `group_id` stat where xprof already set one;
-  otherwise the step marker (a host event with the `_r` stat, or Keras'
-  `TraceContext`) whose span holds the host event that launched it (same
-  `correlation_id`); a kernel with neither takes the group of the XLA
-  kernel before it on its plane (as xprof's `ProcessUngroupedEvents` does
-  with the event before it).
+  else the host step marker whose span holds the driver call that
+  launched it (same `correlation_id`); a kernel with neither takes the
+  group of the XLA kernel before it on its plane (as xprof's
+  `ProcessUngroupedEvents` does with the event before it). A host
+  execution's runs take the group of their first kernel.
 - Memory copies and memsets are transfers, never ops, whatever annotation
   they ran under.
-- Collective kernels (NCCL's, and XLA's all-reduce, all-gather,
-  reduce-scatter, all-to-all, collective-permute, send and recv ops) are
-  their own figure: inside an XLA program they stay in its runs, outside
-  any program they are in neither XLA nor plain-op time.
+- Collective kernels (NCCL's and RCCL's, and XLA's all-reduce,
+  all-gather, reduce-scatter, all-to-all, collective-permute, send and
+  recv ops) are their own figure: inside an XLA program they stay XLA
+  time, outside any program they are in neither XLA nor plain-op time.
 - Kernels inside CUDA graphs count for the program their graph ran in,
   marked as not split per op; a graph with no program annotation is XLA
   time of the program `(command buffer)` (only XLA builds CUDA graphs in a
@@ -55,32 +62,23 @@ ways, so nothing is counted twice. Pure: no Keras, no TensorFlow.
 
 from __future__ import annotations
 
-import bisect
-import itertools
 import re
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from keras_xla_guard.trace._events import stat_str, stats_str
-from keras_xla_guard.trace.classify import split_tf_op
+from keras_xla_guard.trace._host_launches import HostLaunches
+from keras_xla_guard.trace.classify import GUARD_SCOPE, is_guard_op, split_tf_op
+from keras_xla_guard.trace.compile_wall import union_length
 from keras_xla_guard.trace.xplane import iter_lines, stat_index
 
-__all__ = ["COMMAND_BUFFER", "DeviceTotals", "HostLaunches", "host_launches", "scan_device_plane"]
+__all__ = ["COMMAND_BUFFER", "DeviceFigures", "DeviceTotals", "scan_device_plane"]
 
 _MODULE_LINE = "XLA Modules"
 # XProf >= 2.2x writes one derived module line per stream, "XLA Modules - from #<id>".
 _MODULE_LINE_PER_STREAM = "XLA Modules - from #"
 _TRANSFER_STATS = ("memcpy_details", "memset_details")
-_TRANSFER_NAMES = ("Memcpy", "Memset")
-# Step markers XProf groups by: any TraceMe with the `_r` (is root) stat,
-# and the legacy root Keras' TensorBoard callback writes.
-_ROOT_STAT = "_r"
-_LEGACY_ROOT = "TraceContext"
-# CUDA driver calls that put work on a device, as CUPTI's callbacks name
-# them on the host (`cuLaunchKernel`, `cuMemcpyHtoDAsync_v2`,
-# `cuMemsetD32Async`, `cuGraphLaunch (CudaGraph:7)`): each has a device
-# event with its correlation id unless the device's was lost.
-_LAUNCH_API = ("cuLaunch", "cuMemcpy", "cuMemset", "cuGraphLaunch")
+_TRANSFER_NAMES = ("Memcpy", "Memset", "CopyDeviceToDevice", "CopyHostToDevice", "CopyDeviceToHost")
 # The program a CUDA graph without an XLA module annotation is booked to.
 COMMAND_BUFFER = "(command buffer)"
 _GRAPH_EXEC_NAME = "CudaGraphExec:"
@@ -89,9 +87,10 @@ _COLLECTIVE_HLO = re.compile(
     r"^(?:all-reduce|all-gather|reduce-scatter|all-to-all|ragged-all-to-all|collective-permute"
     r"|collective-broadcast|send|recv)(?:-start|-done)?(?:\.\d+)?$"
 )
-# NCCL's kernels: `ncclDevKernel_AllReduce_Sum_f32_RING_LL`, `ncclKernel_...`.
+# NCCL's and RCCL's kernels: `ncclDevKernel_AllReduce_Sum_f32_RING_LL`, `ncclKernel_...`.
 _NCCL_KERNEL = re.compile(r"nccl", re.IGNORECASE)
 _HLO_SUFFIX = re.compile(r"\.\d+$")
+Span = tuple[int, int]
 
 
 class _Kernel(NamedTuple):
@@ -106,14 +105,42 @@ class _Kernel(NamedTuple):
     graph: bool
 
 
+class DeviceFigures(NamedTuple):
+    """One device plane's figures (picoseconds).
+
+    Attributes:
+        device: The plane's name, e.g. `"/device:GPU:0"`.
+        xla_ps: Device-busy time of its XLA kernels (union over streams).
+        span_ps: Its XLA runs' spans, first kernel's start to last
+            kernel's end of each, summed.
+        runs: Its XLA program runs (launches).
+        op_ps: Time of its plain (non-XLA) kernels.
+        transfer_ps: Time of its memory copies and memsets.
+        collective_ps: Time of its collective kernels.
+        guard_ps: Of `op_ps`, the time of the guard's own ops (its
+            signature tap's kernels, `classify.GUARD_SCOPE`).
+    """
+
+    device: str
+    xla_ps: int
+    span_ps: int
+    runs: int
+    op_ps: int
+    transfer_ps: int
+    collective_ps: int
+    guard_ps: int = 0
+
+
 class DeviceTotals:
-    """What the device planes of one trace hold (picoseconds).
+    """What the device planes of one trace hold (picoseconds), summed over planes and per plane.
 
     Attributes:
         active: Whether any plane had events on its stream or module lines.
-        xla_ps: Time of XLA program runs.
+        devices: Each plane with activity, in trace order (`DeviceFigures`).
+        xla_ps: Device-busy time of XLA kernels, each plane's union, summed.
+        span_ps: Spans of the XLA program runs, summed.
         runs: XLA program runs (launches).
-        programs: Program label -> [runs, ps].
+        programs: Program label -> [runs, busy ps].
         graph_programs: Labels of programs whose kernels ran inside CUDA
             graphs (command buffers), so not split per op.
         graph_ps: Device time of kernels that ran inside CUDA graphs.
@@ -128,20 +155,22 @@ class DeviceTotals:
         xla_ops: `(op_type, op_name)` -> [ps, count] of XLA kernels, named
             by the richest annotation they carry.
         xla_kernels: XLA kernels met on stream lines.
-        unmarked_kernels: XLA kernels on planes where no kernel could be
-            placed in a step (no `group_id`, no launch inside a step marker).
+        unattributed_kernels: XLA kernels whose launch the host planes do
+            not tie to a program execution (grouped into runs as xprof
+            derives them).
         correlations: Correlation ids of every device event.
-        step_runs: Index of a host step marker -> the (start, end) of each
-            program run the device ran for that step (runs of one program
-            on several streams merged), for runs placed in steps by host
-            markers.
+        step_busy: Index of a host step marker -> the intervals of the XLA
+            kernels of its runs, on every plane.
+        step_launches: Index of a host step marker -> its runs.
         transfer_launches: `(correlation id, ps)` of each copy and memset
             with a correlation id.
     """
 
     def __init__(self) -> None:
         self.active = False
+        self.devices: list[DeviceFigures] = []
         self.xla_ps = 0
+        self.span_ps = 0
         self.runs = 0
         self.programs: dict[str, list[int]] = {}
         self.graph_programs: set[str] = set()
@@ -155,110 +184,27 @@ class DeviceTotals:
         self.ops: dict[tuple[str, str], list[int]] = {}
         self.xla_ops: dict[tuple[str, str], list[int]] = {}
         self.xla_kernels = 0
-        self.unmarked_kernels = 0
+        self.unattributed_kernels = 0
         self.correlations: set[int] = set()
-        self.step_runs: dict[int, list[tuple[int, int]]] = {}
+        self.step_busy: dict[int, list[Span]] = {}
+        self.step_launches: dict[int, int] = {}
         self.transfer_launches: list[tuple[int, int]] = []
 
-    def add_op(self, key: tuple[str, str], ps: int) -> None:
-        """Books one plain kernel."""
-        self.op_ps += ps
-        _add(self.ops, key, ps)
-
-    def add_run(self, program: str, ps: int) -> None:
-        """Books one XLA program run."""
-        self.xla_ps += ps
-        self.runs += 1
-        rec = self.programs.setdefault(program, [0, 0])
-        rec[0] += 1
-        rec[1] += ps
+    def add_plane(self, figures: DeviceFigures) -> None:
+        """Adds one plane's figures to the totals (its ops and programs are added as they are met)."""
+        self.devices.append(figures)
+        self.xla_ps += figures.xla_ps
+        self.span_ps += figures.span_ps
+        self.runs += figures.runs
+        self.op_ps += figures.op_ps
+        self.transfer_ps += figures.transfer_ps
+        self.collective_ps += figures.collective_ps
 
 
 def _add(table: dict[tuple[str, str], list[int]], key: tuple[str, str], ps: int) -> None:
     rec = table.setdefault(key, [0, 0])
     rec[0] += ps
     rec[1] += 1
-
-
-class HostLaunches:
-    """The host planes' step markers and device work launches.
-
-    Attributes:
-        groups: CUPTI correlation id -> index (in `markers`) of the step
-            marker whose span holds the launch; launches outside every
-            marker are left out.
-        markers: `(start ps, end ps, step)` of each step marker, in time
-            order; `step` is its `step_num` stat, or its index when it has
-            none (Keras' `TraceContext`).
-        launches: `(correlation id, start ps)` of each driver call that
-            puts work on a device (kernel launches, copies, memsets, graph
-            launches).
-    """
-
-    def __init__(
-        self, groups: dict[int, int], markers: list[tuple[int, int, int]], launches: list[tuple[int, int]]
-    ) -> None:
-        self.groups = groups
-        self.markers = markers
-        self.launches = launches
-
-
-def host_launches(space: Any, source: str) -> HostLaunches:
-    """Reads the host planes' step markers and kernel launches.
-
-    Args:
-        space: The trace.
-        source: Name used in error messages.
-
-    Returns:
-        The markers' grouping of launches and the launches themselves.
-    """
-    found: list[tuple[int, int, int]] = []
-    launches: list[tuple[int, int]] = []
-    device_work: list[tuple[int, int]] = []
-    for plane in space.planes:
-        if not plane.name.startswith("/host:"):
-            continue
-        ids = stat_index(plane)
-        root_id, corr_id = ids.get(_ROOT_STAT, -1), ids.get("correlation_id", -1)
-        step_id = ids.get("step_num", -1)
-        legacy = {mid for mid, md in plane.event_metadata.items() if md.name == _LEGACY_ROOT}
-        if root_id < 0 and corr_id < 0 and not legacy:
-            continue
-        api = {mid for mid, md in plane.event_metadata.items() if md.name.startswith(_LAUNCH_API)}
-        for line in iter_lines(plane, source=source):
-            base = line.timestamp_ns * 1000
-            for event in line.events:
-                start = base + event.offset_ps
-                rooted, step = event.metadata_id in legacy, -1
-                for stat in event.stats:
-                    if stat.metadata_id == root_id:
-                        rooted = True
-                    elif stat.metadata_id == step_id:
-                        step = _int_value(stat)
-                    elif stat.metadata_id == corr_id:
-                        launches.append((_int_value(stat), start))
-                        if event.metadata_id in api:
-                            device_work.append(launches[-1])
-                if rooted:
-                    found.append((start, start + event.duration_ps, step))
-    markers = sorted(set(found))
-    markers = [(a, b, step if step >= 0 else i) for i, (a, b, step) in enumerate(markers)]
-    roots = [(a, b) for a, b, _ in markers]
-    starts = [start for start, _ in roots]
-    # reach[i]: the latest end among markers 0..i, so that the walk back
-    # below stops at once when no earlier marker can hold the launch.
-    reach = list(itertools.accumulate((end for _, end in roots), max))
-    group_of: dict[int, int] = {}
-    for corr, at in launches:
-        # The innermost marker holding the launch: the latest that started
-        # before it and has not ended.
-        i = bisect.bisect_right(starts, at) - 1
-        while i >= 0 and roots[i][1] < at and reach[i] >= at:
-            i -= 1
-        if i >= 0 and roots[i][1] >= at:
-            group_of[corr] = i
-    return HostLaunches(group_of, markers, device_work)
 
 
 def _int_value(stat: Any) -> int:
@@ -302,6 +248,19 @@ class _Ids(NamedTuple):
         )
 
 
+class _PlaneEvents:
+    """What one plane's stream lines hold, before its kernels are grouped into runs."""
+
+    def __init__(self) -> None:
+        self.modules: list[int] = []
+        self.streams: list[list[_Kernel]] = []
+        # Intervals of every XLA kernel (loose ones included), collectives and other kernels.
+        self.xla: list[Span] = []
+        self.collectives: list[tuple[int, int, int]] = []
+        self.compute: list[tuple[int, int, int]] = []
+        self.op_ps = self.transfer_ps = self.collective_ps = self.guard_ps = 0
+
+
 def scan_device_plane(
     plane: Any, totals: DeviceTotals, launches: Callable[[], HostLaunches], source: str
 ) -> None:
@@ -311,125 +270,237 @@ def scan_device_plane(
         plane: A `/device:` plane (parsed, or of `open_xspace`).
         totals: Where the plane's figures are added.
         launches: Gives the host's launches (`host_launches`); called only
-            when a kernel of an XLA program carries no `group_id`.
+            when an XLA kernel carries a correlation id.
         source: Name used in error messages.
     """
-    ids = _Ids.of(plane)
-    module_events: list[int] = []
-    loose_xla_ps = 0
-    # Per stream line, its XLA kernels in line order.
-    streams: list[list[_Kernel]] = []
-    # (start, end) of collective and of other kernels, and each one's stream.
-    collectives: list[tuple[int, int, int]] = []
-    compute: list[tuple[int, int, int]] = []
+    seen = _read_streams(plane, _Ids.of(plane), totals, source)
+    totals.collective_overlap_ps += _overlap(seen.collectives, seen.compute)
+    if not seen.streams and not seen.xla:
+        if seen.modules or seen.op_ps or seen.transfer_ps or seen.collective_ps:
+            # A plane read from its "XLA Modules" lines: one run per event.
+            ps = sum(seen.modules)
+            totals.add_plane(
+                DeviceFigures(
+                    plane.name,
+                    ps,
+                    ps,
+                    len(seen.modules),
+                    seen.op_ps,
+                    seen.transfer_ps,
+                    seen.collective_ps,
+                    seen.guard_ps,
+                )
+            )
+        return
+    spans, runs = _book_runs(seen.streams, launches, totals)
+    totals.add_plane(
+        DeviceFigures(
+            plane.name,
+            union_length(seen.xla),
+            spans,
+            runs,
+            seen.op_ps,
+            seen.transfer_ps,
+            seen.collective_ps,
+            seen.guard_ps,
+        )
+    )
+
+
+def _read_streams(plane: Any, ids: _Ids, totals: DeviceTotals, source: str) -> _PlaneEvents:
+    """Reads a plane's stream and module lines: its XLA kernels by stream, and books the rest."""
+    seen = _PlaneEvents()
     for stream, line in enumerate(iter_lines(plane, source=source)):
         if line.name == _MODULE_LINE or line.name.startswith(_MODULE_LINE_PER_STREAM):
-            if line.events:
-                totals.active = True
+            totals.active = totals.active or bool(line.events)
             # Instant or negative-length events carry no time (only edited
             # or damaged traces have the latter).
-            module_events.extend(e.duration_ps for e in line.events if e.duration_ps > 0)
-            continue
-        if not line.name.startswith("Stream"):
-            continue
-        base = line.timestamp_ns * 1000
-        kernels: list[_Kernel] = []
-        for event in line.events:
-            totals.active = True
-            dur = event.duration_ps
-            module, hlo_op, program, group, corr, transfer, graph = "", "", -1, None, -1, False, False
-            for stat in event.stats:
-                sid = stat.metadata_id
-                if sid == ids.module:
-                    module = stat_str(plane, stat)
-                elif sid == ids.hlo_op:
-                    hlo_op = stat_str(plane, stat)
-                elif sid == ids.program:
-                    program = _int_value(stat)
-                elif sid == ids.group:
-                    # xprof's groups are non-negative integers; negative
-                    # ones stand for host markers (`_resolve_groups`), so
-                    # any other value is no group at all.
-                    group = _int_value(stat)
-                    group = group if group >= 0 else None
-                elif sid == ids.corr:
-                    corr = _int_value(stat)
-                elif sid in ids.transfer:
-                    transfer = True
-                elif sid in ids.graph:
-                    graph = _int_value(stat) != 0
-            if corr >= 0:
-                totals.correlations.add(corr)
-            if dur <= 0:
-                continue
-            start = base + event.offset_ps
-            name = _event_name(plane, event)
-            graph = graph or name.startswith(_GRAPH_EXEC_NAME)
-            if transfer or name.startswith(_TRANSFER_NAMES):
-                totals.transfer_ps += dur
-                if corr >= 0:
-                    totals.transfer_launches.append((corr, dur))
-                continue
-            collective = bool(_NCCL_KERNEL.search(name) or _COLLECTIVE_HLO.match(hlo_op.rsplit("::", 1)[-1]))
-            if collective:
-                totals.collective_ps += dur
-                totals.collective_kernels += 1
-                collectives.append((start, start + dur, stream))
-            else:
-                compute.append((start, start + dur, stream))
-            if graph:
-                totals.graph_ps += dur
-                totals.graph_kernels += 1
-                module = module or COMMAND_BUFFER
-            if module:
-                kernels.append(_Kernel(start, start + dur, module, program, group, corr, graph))
-                _add(totals.xla_ops, _xla_op_key(plane, event, ids, hlo_op, graph, module, program), dur)
-            elif hlo_op:
-                # An XLA op outside any module annotation: XLA time, no run.
-                loose_xla_ps += dur
-                _add(totals.xla_ops, _xla_op_key(plane, event, ids, hlo_op, graph, module, program), dur)
-            elif not collective:
-                totals.add_op(_op_key(plane, event, ids.tf_op), dur)
-        if kernels:
-            streams.append(kernels)
-    totals.collective_overlap_ps += _overlap(collectives, compute)
-    if not streams and not loose_xla_ps:
-        totals.xla_ps += sum(module_events)
-        totals.runs += len(module_events)
+            seen.modules.extend(e.duration_ps for e in line.events if e.duration_ps > 0)
+        elif line.name.startswith("Stream"):
+            base = line.timestamp_ns * 1000
+            kernels: list[_Kernel] = []
+            for event in line.events:
+                totals.active = True
+                _read_event(plane, ids, event, base, stream, seen, kernels, totals)
+            if kernels:
+                seen.streams.append(kernels)
+    return seen
+
+
+class _Stats(NamedTuple):
+    """The stats of one stream event the scan reads."""
+
+    module: str
+    hlo_op: str
+    program: int
+    group: int | None
+    corr: int
+    transfer: bool
+    graph: bool
+
+
+def _event_stats(plane: Any, ids: _Ids, event: Any) -> _Stats:
+    module, hlo_op, program, group, corr, transfer, graph = "", "", -1, None, -1, False, False
+    for stat in event.stats:
+        sid = stat.metadata_id
+        if sid == ids.module:
+            module = stat_str(plane, stat)
+        elif sid == ids.hlo_op:
+            hlo_op = stat_str(plane, stat)
+        elif sid == ids.program:
+            program = _int_value(stat)
+        elif sid == ids.group:
+            # xprof's groups are non-negative integers; negative ones stand
+            # for host markers (`_resolve_groups`), so any other value is
+            # no group at all.
+            group = _int_value(stat)
+            group = group if group >= 0 else None
+        elif sid == ids.corr:
+            corr = _int_value(stat)
+        elif sid in ids.transfer:
+            transfer = True
+        elif sid in ids.graph:
+            graph = _int_value(stat) != 0
+    return _Stats(module, hlo_op, program, group, corr, transfer, graph)
+
+
+def _read_event(
+    plane: Any,
+    ids: _Ids,
+    event: Any,
+    base: int,
+    stream: int,
+    seen: _PlaneEvents,
+    kernels: list[_Kernel],
+    totals: DeviceTotals,
+) -> None:
+    """Books one stream event: a transfer, a collective, an XLA kernel or a plain kernel."""
+    stats = _event_stats(plane, ids, event)
+    module, hlo_op, corr = stats.module, stats.hlo_op, stats.corr
+    if corr >= 0:
+        totals.correlations.add(corr)
+    dur = event.duration_ps
+    if dur <= 0:
         return
-    totals.xla_ps += loose_xla_ps
-    groups = _resolve_groups(streams, launches)
-    xla_kernels = sum(len(k) for k in streams)
-    totals.xla_kernels += xla_kernels
-    if all(g is None for found in groups.values() for g in found):
-        totals.unmarked_kernels += xla_kernels
-    runs: dict[tuple[str, int | None], list[tuple[int, int]]] = {}
-    for kernels in streams:
-        run_key: tuple[str, int, int | None] | None = None
-        run_start = run_end = 0
-        for kernel, group in zip(kernels, groups[id(kernels)]):
-            if kernel.graph:
-                totals.graph_programs.add(_program_label(kernel.module, kernel.program))
-            key = (kernel.module, kernel.program, group)
-            if key == run_key:
-                run_end = max(run_end, kernel.end)
+    start = base + event.offset_ps
+    name = _event_name(plane, event)
+    graph = stats.graph or name.startswith(_GRAPH_EXEC_NAME)
+    if stats.transfer or name.startswith(_TRANSFER_NAMES):
+        seen.transfer_ps += dur
+        if corr >= 0:
+            totals.transfer_launches.append((corr, dur))
+        return
+    collective = bool(_NCCL_KERNEL.search(name) or _COLLECTIVE_HLO.match(hlo_op.rsplit("::", 1)[-1]))
+    if collective:
+        seen.collective_ps += dur
+        totals.collective_kernels += 1
+    (seen.collectives if collective else seen.compute).append((start, start + dur, stream))
+    if graph:
+        totals.graph_ps += dur
+        totals.graph_kernels += 1
+        module = module or COMMAND_BUFFER
+    if module or hlo_op:
+        # A kernel with an `hlo_op` but no module is XLA time of no run.
+        seen.xla.append((start, start + dur))
+        _add(totals.xla_ops, _xla_op_key(plane, event, ids, hlo_op, graph, module, stats.program), dur)
+        if module:
+            kernels.append(_Kernel(start, start + dur, module, stats.program, stats.group, corr, graph))
+            if graph:
+                totals.graph_programs.add(_program_label(module, stats.program))
+    elif not collective:
+        seen.op_ps += dur
+        key = _op_key(plane, event, ids.tf_op)
+        if GUARD_SCOPE in key[1] and is_guard_op(key[1]):
+            seen.guard_ps += dur
+        _add(totals.ops, key, dur)
+
+
+def _book_runs(
+    streams: list[list[_Kernel]], launches: Callable[[], HostLaunches], totals: DeviceTotals
+) -> tuple[int, int]:
+    """Groups a plane's XLA kernels into runs and books them; returns the runs' spans (ps) and count."""
+    # The host's launches name each kernel's execution and, without a group id, its step.
+    host = launches() if any(k.corr >= 0 for s in streams for k in s) else None
+    groups = _resolve_groups(streams, host.groups if host is not None else {})
+    executions = host.executions if host is not None else {}
+    # Host execution -> [program label, first kernel's start, its group, kernel intervals].
+    runs: dict[int, list[Any]] = {}
+    derived: list[list[tuple[_Kernel, int | None]]] = []
+    for kernels, found in zip(streams, groups):
+        totals.xla_kernels += len(kernels)
+        rest = []
+        for kernel, group in zip(kernels, found):
+            run = executions.get(kernel.corr) if kernel.corr >= 0 else None
+            if run is None:
+                rest.append((kernel, group))
                 continue
-            if run_key is not None:
-                runs.setdefault((_program_label(*run_key[:2]), run_key[2]), []).append((run_start, run_end))
-            run_key, run_start, run_end = key, kernel.start, kernel.end
-        if run_key is not None:
-            runs.setdefault((_program_label(*run_key[:2]), run_key[2]), []).append((run_start, run_end))
+            rec = runs.setdefault(
+                run, [_program_label(kernel.module, kernel.program), kernel.start, group, []]
+            )
+            if kernel.start < rec[1]:
+                rec[1:3] = [kernel.start, group]
+            rec[3].append((kernel.start, kernel.end))
+        if rest:
+            totals.unattributed_kernels += len(rest)
+            derived.append(rest)
+    found_runs = [(label, group, spans) for label, _, group, spans in runs.values()] + _derived_runs(derived)
+    span_total = 0
+    for label, group, spans in found_runs:
+        span_total += max(e for _, e in spans) - min(s for s, _ in spans)
+        rec = totals.programs.setdefault(label, [0, 0])
+        rec[0] += 1
+        rec[1] += union_length(spans)
+        if group is not None and group < 0:
+            # Host groups are -1 - marker index (see _resolve_groups).
+            step = -1 - group
+            totals.step_busy.setdefault(step, []).extend(spans)
+            totals.step_launches[step] = totals.step_launches.get(step, 0) + 1
+    return span_total, len(found_runs)
+
+
+def _derived_runs(
+    streams: list[list[tuple[_Kernel, int | None]]],
+) -> list[tuple[str, int | None, list[Span]]]:
+    """xprof's derived runs: consecutive kernels of one program and group on a stream, runs of one
+    program and group that overlap on several streams merged."""
+    runs: dict[tuple[str, int | None], list[list[Span]]] = {}
+    for kernels in streams:
+        key: tuple[str, int, int | None] | None = None
+        current: list[Span] = []
+        for kernel, group in kernels:
+            here = (kernel.module, kernel.program, group)
+            if here != key:
+                if key is not None:
+                    runs.setdefault((_program_label(*key[:2]), key[2]), []).append(current)
+                key, current = here, []
+            current.append((kernel.start, kernel.end))
+        if key is not None:
+            runs.setdefault((_program_label(*key[:2]), key[2]), []).append(current)
+    found = []
     for (label, group), spans in runs.items():
-        for start, end in _merged(spans):
-            totals.add_run(label, end - start)
-            if group is not None and group < 0:
-                # Host groups are -1 - marker index (see _resolve_groups).
-                totals.step_runs.setdefault(-1 - group, []).append((start, end))
+        for merged in _merged_runs(spans):
+            found.append((label, group, merged))
+    return found
 
 
-def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+def _merged_runs(runs: list[list[Span]]) -> list[list[Span]]:
     """A program's runs in one step, those that overlap in time (on several streams) made one."""
-    merged: list[tuple[int, int]] = []
+    merged: list[list[Span]] = []
+    end = -1
+    for run in sorted(runs, key=lambda r: min(s for s, _ in r)):
+        start, stop = min(s for s, _ in run), max(e for _, e in run)
+        if merged and start < end:
+            merged[-1].extend(run)
+            end = max(end, stop)
+        else:
+            merged.append(list(run))
+            end = stop
+    return merged
+
+
+def _merged(spans: list[Span]) -> list[Span]:
+    """Intervals, those that overlap made one."""
+    merged: list[Span] = []
     for start, end in sorted(spans):
         if merged and start < merged[-1][1]:
             merged[-1] = (merged[-1][0], max(merged[-1][1], end))
@@ -454,33 +525,31 @@ def _overlap(collectives: list[tuple[int, int, int]], compute: list[tuple[int, i
     return total
 
 
-def _resolve_groups(
-    streams: list[list[_Kernel]], launches: Callable[[], HostLaunches]
-) -> dict[int, list[int | None]]:
-    """Each kernel's step group: its own, its launch's, or the one before it on the plane."""
-    found: dict[int, list[int | None]] = {}
-    host: dict[int, int] | None = None
+def _resolve_groups(streams: list[list[_Kernel]], host: dict[int, int]) -> list[list[int | None]]:
+    """Each kernel's step group, per stream: its own, its launch's, or the one before it on the plane.
+
+    `host` maps a launch's correlation id to its step marker's index;
+    host groups are told apart from xprof's own (non-negative) ids by
+    sign: marker `i` is group `-1 - i`.
+    """
+    found: list[list[int | None]] = []
     timeline: list[tuple[int, int, int]] = []
-    for kernels in streams:
+    for s, kernels in enumerate(streams):
         own: list[int | None] = []
         for i, kernel in enumerate(kernels):
             group = kernel.group
             if group is None and kernel.corr >= 0:
-                if host is None:
-                    host = launches().groups
-                launch_group = host.get(kernel.corr)
-                # Host groups are told apart from xprof's own ids by sign.
-                group = None if launch_group is None else -1 - launch_group
+                marker = host.get(kernel.corr)
+                group = None if marker is None else -1 - marker
             own.append(group)
-            timeline.append((kernel.start, id(kernels), i))
-        found[id(kernels)] = own
+            timeline.append((kernel.start, s, i))
+        found.append(own)
     last: int | None = None
-    for _, key, i in sorted(timeline):
-        group = found[key][i]
-        if group is None:
-            found[key][i] = last
+    for _, s, i in sorted(timeline):
+        if found[s][i] is None:
+            found[s][i] = last
         else:
-            last = group
+            last = found[s][i]
     return found
 
 

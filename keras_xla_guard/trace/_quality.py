@@ -21,6 +21,12 @@ attribution for a diagnostic run. The facts come from the writers' source:
   CUPTI's own failures go to its `errors`.
 - Collectives: NCCL kernels and XLA's collective ops, asynchronous on
   their own stream unless `--xla_gpu_disable_async_collectives` lists them.
+- Steps: a step marker is a TraceMe with `_r` and `step_num` (the guard's
+  `train`, JAX's `StepTraceAnnotation`); TensorFlow's `FunctionRun` has
+  `_r` alone (`tensorflow/core/common_runtime/function.cc`).
+- Launches: XLA's GPU executable runs each program execution inside a
+  `<module>:XLA GPU module` TraceMe (`xla/service/gpu/gpu_executable.cc`),
+  whose driver calls carry the correlation ids of their device events.
 
 Pure: no Keras, no TensorFlow.
 """
@@ -31,11 +37,12 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from keras_xla_guard.trace._device import DeviceTotals, HostLaunches
+from keras_xla_guard.trace._device import DeviceTotals
+from keras_xla_guard.trace._host_launches import HostLaunches
 from keras_xla_guard.trace._text import format_ms
 from keras_xla_guard.trace.report import TraceQuality
 
-__all__ = ["COMMAND_BUFFERS_OFF_EVENT", "device_quality", "space_quality"]
+__all__ = ["COMMAND_BUFFERS_OFF_EVENT", "device_quality", "no_step_markers", "space_quality"]
 
 _PS = 1e-12
 # The host TraceMe XLA writes when it runs a command buffer op by op because
@@ -62,14 +69,30 @@ _COMMAND_BUFFERS_OFF_REMEDY = (
     "XLA_FLAGS=--xla_enable_command_buffers_during_profiling=true; to run unprofiled steps as profiled "
     "ones: XLA_FLAGS=--xla_gpu_enable_command_buffer="
 )
+_NO_STEPS_DETAIL = (
+    "the trace holds no step marker (a host event with both the _r and step_num stats); events with _r "
+    "alone, such as TensorFlow's FunctionRun around every function call, group one function's execution "
+    "and open no step"
+)
 _NO_STEPS_COST = (
-    "runs of one program separated only by plain kernels merge into one launch (xprof's rule), so "
-    "launches can read below steps x programs, and nothing is split per step"
+    "steps are unknown: the report has no per-step figures (steps is null) and invents none; the "
+    "window's totals do not depend on them"
 )
 _NO_STEPS_REMEDY = (
-    "profile through XlaGuardCallback or XlaGuard (they mark every step), or mark each step yourself: "
-    "tf.profiler.experimental.Trace('train', step_num=step, _r=1), on JAX "
-    "jax.profiler.StepTraceAnnotation('train', step_num=step)"
+    "Keras fit under XlaGuardCallback marks every step, and so does a custom loop's step wrapped by "
+    "XlaGuard.watch; or mark each step yourself: tf.profiler.experimental.Trace('train', step_num=step, "
+    "_r=1), on JAX jax.profiler.StepTraceAnnotation('train', step_num=step)"
+)
+_UNATTRIBUTED_COST = (
+    "their runs are told apart as xprof derives its 'XLA Modules' lines: consecutive kernels of one "
+    "program in one step make one run, so launches can read below the program executions (a program's "
+    "runs with only other kernels between them merge); XLA time does not depend on it"
+)
+_UNATTRIBUTED_REMEDY = (
+    "keep host tracing on (tf.profiler's ProfilerOptions(host_tracer_level=2), jax.profiler's default) "
+    "so that the trace holds the driver calls (cuLaunchKernel, hipModuleLaunchKernel) with their "
+    "correlation ids inside XLA's '<module>:XLA GPU module' host events; the ROCm profiler of older JAX "
+    "releases wrote no driver calls at all"
 )
 _COLLECTIVES_COST = (
     "collective time is its own figure (collective_time_s): inside an XLA program it is part of the "
@@ -111,8 +134,13 @@ def _listed(names: Sequence[str]) -> str:
     return shown + (f" and {len(names) - _MAX_LISTED} more" if len(names) > _MAX_LISTED else "")
 
 
+def no_step_markers() -> TraceQuality:
+    """The entry of a trace without step markers: its steps are unknown, and how to mark them."""
+    return TraceQuality("no_step_markers", _NO_STEPS_DETAIL, _NO_STEPS_COST, _NO_STEPS_REMEDY)
+
+
 def device_quality(
-    device: DeviceTotals, host: HostLaunches | None, commands_off_while_profiling: bool
+    device: DeviceTotals, host: HostLaunches | None, commands_off_while_profiling: bool, steps_known: bool
 ) -> list[TraceQuality]:
     """The conditions the device planes and their launches show.
 
@@ -122,6 +150,8 @@ def device_quality(
             correlation ids to match them against; else `None`.
         commands_off_while_profiling: Whether the host planes hold XLA's
             `COMMAND_BUFFERS_OFF_EVENT`.
+        steps_known: Whether the host planes hold a step marker; a
+            `no_step_markers` entry when not.
 
     Returns:
         Entries in a fixed order of codes.
@@ -147,14 +177,16 @@ def device_quality(
                 _COMMAND_BUFFERS_OFF_REMEDY,
             )
         )
-    if device.unmarked_kernels:
+    if not steps_known:
+        found.append(no_step_markers())
+    if device.unattributed_kernels:
         found.append(
             TraceQuality(
-                "no_step_markers",
-                f"{device.unmarked_kernels} XLA kernel(s) on device planes that no step marker places in a step "
-                "(no group_id stat, no launch inside a host step marker)",
-                _NO_STEPS_COST,
-                _NO_STEPS_REMEDY,
+                "launches_unattributed",
+                f"{device.unattributed_kernels} of {device.xla_kernels} XLA kernel(s) were launched by no driver "
+                "call the host planes place inside an XLA program execution (a '<module>:XLA GPU module' event)",
+                _UNATTRIBUTED_COST,
+                _UNATTRIBUTED_REMEDY,
             )
         )
     if device.collective_kernels:
@@ -169,25 +201,29 @@ def device_quality(
             )
         )
     if host is not None and host.launches:
-        missing = [at for corr, at in host.launches if corr not in device.correlations]
-        if missing:
-            last_seen = max((at for corr, at in host.launches if corr in device.correlations), default=-1)
-            late = sum(1 for at in missing if at > last_seen)
-            tail = (
-                f"; the window's last {late} launch(es) are among them: the device plane ends early"
-                if late
-                else ""
-            )
-            found.append(
-                TraceQuality(
-                    "device_events_missing",
-                    f"{len(missing)} of the host's {len(host.launches)} kernel, copy and graph launches have no "
-                    f"device event{tail}",
-                    _MISSING_COST,
-                    _MISSING_REMEDY,
-                )
-            )
+        found.extend(_missing(device, host))
     return found
+
+
+def _missing(device: DeviceTotals, host: HostLaunches) -> list[TraceQuality]:
+    """The `device_events_missing` entry when some host launches have no device event."""
+    missing = [at for corr, at in host.launches if corr not in device.correlations]
+    if not missing:
+        return []
+    last_seen = max((at for corr, at in host.launches if corr in device.correlations), default=-1)
+    late = sum(1 for at in missing if at > last_seen)
+    tail = (
+        f"; the window's last {late} launch(es) are among them: the device plane ends early" if late else ""
+    )
+    return [
+        TraceQuality(
+            "device_events_missing",
+            f"{len(missing)} of the host's {len(host.launches)} kernel, copy and graph launches have no "
+            f"device event{tail}",
+            _MISSING_COST,
+            _MISSING_REMEDY,
+        )
+    ]
 
 
 def space_quality(space: Any) -> list[TraceQuality]:

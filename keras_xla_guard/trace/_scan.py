@@ -45,9 +45,9 @@ from keras_xla_guard.trace._wire import EVENT_PADDING
 from keras_xla_guard.trace.classify import (
     CATEGORIES,
     Category,
+    async_kernel_op,
     classify_op_type,
     eager_op_type,
-    is_dispatch_only,
 )
 from keras_xla_guard.trace.steps import StepFacts, marker_of
 
@@ -775,10 +775,9 @@ def scan_events(
             # tables, which take only nested TF ops out of an op's self time.
             cat = NONE
         if cat == ASYNC_KERNEL:
-            op_type = stats_str(plane, x, type_id)
-            if op_type and not is_dispatch_only(op_type):
-                name = stats_str(plane, x, name_id) or op_type
-                rec = _kernel_record(dur, ((op_type, name), classify_op_type(op_type)), top[2], start)
+            op = async_kernel_op(stats_str(plane, x, type_id), stats_str(plane, x, name_id))
+            if op is not None:
+                rec = _kernel_record(dur, (op, classify_op_type(op[0])), top[2], start)
                 parent_owner[0] -= (end if end < top_end else top_end) - start
                 top = (end, rec, rec, 0, rec)
                 push(top)

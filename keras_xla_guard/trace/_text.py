@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 __all__ = [
     "JAX_COVERAGE_NOTE",
     "compile_lines",
+    "device_lines",
     "format_ms",
     "format_report",
     "jax_busy",
@@ -60,12 +61,14 @@ def format_report(report: CoverageReport, *, max_ops: int = 5, max_programs: int
         return f"XLA coverage ({where}): {report.status} - {report.reason}"
     steps = f", {report.steps_profiled} steps" if report.steps_profiled is not None else ""
     wall = f", {format_ms(report.window_wall_s)} wall" if report.window_wall_s is not None else ""
+    totals = f", {report.totals_label}" if report.totals_label else ""
     if report.backend == "jax":
-        return "\n".join(_jax_lines(report, where + steps + wall))
+        return "\n".join(_jax_lines(report, where + steps + wall + totals))
     figures = report.measured()
     lines = [
-        f"XLA coverage ({where}{steps}{wall}): {figures.xla_time_fraction:.1%} of op time ran inside XLA",
+        f"XLA coverage ({where}{steps}{wall}{totals}): {figures.xla_time_fraction:.1%} of op time ran inside XLA",
         f"  XLA executables:   {format_ms(figures.xla_time_s):>12}  ({figures.xla_executions} launches)",
+        *_span_lines(report),
         *_program_lines(report, max_programs),
         f"  plain TF ops:      {format_ms(figures.non_xla_op_time_s):>12}",
         f"  XLA compilations:  {figures.compilations:>9}     ({format_ms(figures.compile_time_s)} wall-clock"
@@ -87,6 +90,7 @@ def format_report(report: CoverageReport, *, max_ops: int = 5, max_programs: int
         )
     if report.time_base != "host":
         lines.append(f"  times measured on: {report.time_base}")
+    lines.extend(device_lines(report))
     if report.top_xla_ops:
         lines.append("  top ops inside XLA (device time):")
         for op in report.top_xla_ops[:max_programs]:
@@ -152,15 +156,17 @@ def jax_busy(report: CoverageReport) -> tuple[float, float] | None:
     Over the window's steps when the trace has step markers (each step's
     `busy_s`, the programs' spans on every thread, each moment once: on
     XLA:CPU a launch returns to Python before its program finishes on a
-    worker thread), else over the window. The host time is the rest less
-    the wall-clock compile time: Python, the input pipeline, dispatch.
-    `None` without a time to divide by.
+    worker thread), else over the window, where the XLA time summed over
+    several devices is their mean. The host time is the rest less the
+    wall-clock compile time: Python, the input pipeline, dispatch. `None`
+    without a time to divide by.
     """
     if report.steps:
         wall = sum(step.wall_s for step in report.steps)
         busy = sum(step.busy_s for step in report.steps)
     else:
-        wall, busy = report.window_wall_s or 0.0, min(report.xla_time_s or 0.0, report.window_wall_s or 0.0)
+        wall = report.window_wall_s or 0.0
+        busy = min((report.xla_time_s or 0.0) / max(1, len(report.devices)), wall)
     if not wall:
         return None
     return busy / wall, max(0.0, wall - busy - (report.compile_time_s or 0.0))
@@ -185,6 +191,8 @@ def _jax_lines(report: CoverageReport, where: str) -> list[str]:
     ]
     if report.transfer_time_s is not None:
         lines.append(f"  device transfers:  {format_ms(report.transfer_time_s):>12}")
+    lines.extend(_span_lines(report))
+    lines.extend(device_lines(report))
     lines.extend(step_lines(report))
     if report.distinct_signatures is not None:
         lines.append(
@@ -218,6 +226,43 @@ def quality_lines(report: CoverageReport) -> list[str]:
             f"      cost: {entry.cost}",
             f"      for a diagnostic run: {entry.remedy}",
         ]
+    return lines
+
+
+def _span_lines(report: CoverageReport) -> list[str]:
+    """The XLA runs' spans on the device, beside the busy time (device traces only)."""
+    if report.xla_run_span_s is None:
+        return []
+    return [
+        f"  XLA run spans:     {format_ms(report.xla_run_span_s):>12}  "
+        "(first to last kernel of each run, idle gaps included; not counted)"
+    ]
+
+
+def device_lines(report: CoverageReport, max_rows: int = 8) -> list[str]:
+    """Each device's figures, when the report's totals add up several devices.
+
+    Args:
+        report: The report whose `devices` to show.
+        max_rows: Devices listed before "... N more". Defaults to `8`.
+
+    Returns:
+        Indented lines; none for one device or a host trace.
+    """
+    if len(report.devices) < 2:
+        return []
+    lines = ["  per device:        XLA share    XLA time   run span   plain ops  launches   transfers"]
+    for d in report.devices[:max_rows]:
+        name = (
+            d.device if d.host is None or len({x.host for x in report.devices}) < 2 else f"{d.host}{d.device}"
+        )
+        lines.append(
+            f"    {name:<16} {d.xla_time_fraction:>8.1%} {format_ms(d.xla_time_s, 2):>11} "
+            f"{format_ms(d.xla_run_span_s, 2):>10} {format_ms(d.non_xla_op_time_s, 2):>11} {d.launches:>9} "
+            f"{format_ms(d.transfer_time_s, 2):>11}"
+        )
+    if len(report.devices) > max_rows:
+        lines.append(f"    ... {len(report.devices) - max_rows} more device(s)")
     return lines
 
 

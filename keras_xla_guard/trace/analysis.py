@@ -16,9 +16,15 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from keras_xla_guard._checks import check_int
-from keras_xla_guard.trace._device import DeviceTotals, HostLaunches, host_launches, scan_device_plane
+from keras_xla_guard.trace._device import DeviceFigures, DeviceTotals, scan_device_plane
 from keras_xla_guard.trace._events import PlaneCache
-from keras_xla_guard.trace._quality import COMMAND_BUFFERS_OFF_EVENT, device_quality, space_quality
+from keras_xla_guard.trace._host_launches import HostLaunches, host_launches
+from keras_xla_guard.trace._quality import (
+    COMMAND_BUFFERS_OFF_EVENT,
+    device_quality,
+    no_step_markers,
+    space_quality,
+)
 from keras_xla_guard.trace._reader import LazyPlane
 from keras_xla_guard.trace._scan import (
     Totals,
@@ -28,7 +34,14 @@ from keras_xla_guard.trace._scan import (
 )
 from keras_xla_guard.trace.classify import GUARD_SCOPE, Category, is_guard_op
 from keras_xla_guard.trace.compiles import CompileFacts, compile_records, read_compile_facts
-from keras_xla_guard.trace.report import CoverageReport, OpStat, ProgramStat, StepStat, TraceQuality
+from keras_xla_guard.trace.report import (
+    CoverageReport,
+    DeviceStat,
+    OpStat,
+    ProgramStat,
+    StepStat,
+    TraceQuality,
+)
 from keras_xla_guard.trace.steps import StepFacts, device_steps, host_steps, read_step_facts
 from keras_xla_guard.trace.xplane import (
     DEFAULT_MAX_TRACE_BYTES,
@@ -160,6 +173,7 @@ def _report_from_totals(
     quality: tuple[TraceQuality, ...] = (),
     eager_ops: Callable[[], Sequence[str]] = list,
     steps: int = 0,
+    host: str | None = None,
 ) -> CoverageReport:
     ps = totals.ps
     xla_ps = ps[Category.XLA] or ps[Category.XLA_WORKER]
@@ -204,6 +218,8 @@ def _report_from_totals(
         guard_op_time_s=guard_ps * _PS,
         transfer_time_s=totals.transfer_ps * _PS if time_base == "device" else None,
         collective_time_s=device.collective_ps * _PS if device is not None else None,
+        xla_run_span_s=device.span_ps * _PS if device is not None else None,
+        devices=() if device is None else tuple(_device_stat(d, host) for d in device.devices),
         programs=()
         if device is None
         else _by_time(
@@ -217,6 +233,23 @@ def _report_from_totals(
         else _top([(-(ps * _PS), t, n, count) for (t, n), (ps, count) in device.xla_ops.items()], top_k),
         trace_quality=quality,
         notes=tuple(notes),
+    )
+
+
+def _device_stat(figures: DeviceFigures, host: str | None) -> DeviceStat:
+    """One device plane's figures as the report shows them."""
+    # The guard's own ops are in neither side of the share, on each device as in the totals.
+    xla, op = figures.xla_ps, figures.op_ps - figures.guard_ps
+    return DeviceStat(
+        device=figures.device,
+        host=host,
+        xla_time_s=xla * _PS,
+        xla_run_span_s=figures.span_ps * _PS,
+        non_xla_op_time_s=op * _PS,
+        xla_time_fraction=xla / (xla + op) if xla + op else 0.0,
+        launches=figures.runs,
+        transfer_time_s=figures.transfer_ps * _PS,
+        collective_time_s=figures.collective_ps * _PS,
     )
 
 
@@ -238,14 +271,16 @@ def _by_time(programs: dict[str, tuple[int, float, bool]]) -> tuple[ProgramStat,
     )
 
 
-def _device_step_stats(device: DeviceTotals, host: HostLaunches) -> tuple[StepStat, ...]:
-    """Per step of a device trace: the device's runs and transfers of each host step marker."""
+def _device_step_stats(device: DeviceTotals, host: HostLaunches) -> tuple[StepStat, ...] | None:
+    """Per step of a device trace: the device's runs and transfers of each host step marker; `None` without one."""
+    if not host.markers:
+        return None
     transfers: dict[int, int] = {}
     for corr, ps in device.transfer_launches:
         group = host.groups.get(corr)
         if group is not None:
             transfers[group] = transfers.get(group, 0) + ps
-    return device_steps(host.markers, device.step_runs, transfers)
+    return device_steps(host.markers, device.step_busy, device.step_launches, transfers)
 
 
 def _commands_off_while_profiling(space: Any) -> bool:
@@ -353,23 +388,27 @@ def analyze_xspace(
             if facts.markers:
                 step_lines.setdefault(plane_name, set()).add(index)
     adopt_loose_launches(host_totals)
+    steps: tuple[StepStat, ...] | None
     if device.active:
         totals, base = _device_totals(device, host_totals), "device"
-        # Matching launches to device events needs the host's launches:
-        # read them only for planes whose events carry correlation ids.
+        steps = _device_step_stats(device, host_side())
+        # Matching launches to device events needs the host's launches.
         quality = device_quality(
-            device, host_side() if device.correlations else None, _commands_off_while_profiling(space)
+            device,
+            host_side() if device.correlations else None,
+            _commands_off_while_profiling(space),
+            steps_known=steps is not None,
         )
-        steps = _device_step_stats(device, host_side()) if device.step_runs else ()
     else:
-        totals, base, quality = host_totals, "host", []
+        totals, base = host_totals, "host"
         # A second pass, over the step markers' thread and, when it holds
         # markers, the threads that ran XLA work: the scan keeps no spans.
         steps = (
             host_steps(space, step_lines, xla_lines, host_totals.launches, source, known=step_facts)
             if step_lines
-            else ()
+            else None
         )
+        quality = [] if steps is not None else [no_step_markers()]
     report = _report_from_totals(
         totals,
         time_base=base,
@@ -380,7 +419,8 @@ def analyze_xspace(
         device=device if device.active else None,
         quality=tuple(quality + space_quality(space)),
         eager_ops=lambda: _eager_op_types(space),
-        steps=len(steps),
+        steps=len(steps or ()),
+        host=host,
     )
     report = dataclasses.replace(report, steps=steps)
     if not compiling:
@@ -430,6 +470,7 @@ def combine_reports(reports: Sequence[CoverageReport], *, top_k: int = DEFAULT_T
     walls = [r.window_wall_s for r in reports if r.window_wall_s is not None]
     transfers = [r.transfer_time_s for r in reports if r.transfer_time_s is not None]
     collectives = [r.collective_time_s for r in reports if r.collective_time_s is not None]
+    spans = [r.xla_run_span_s for r in reports if r.xla_run_span_s is not None]
     programs: dict[str, tuple[int, float, bool]] = {}
     for r in reports:
         for p in r.programs:
@@ -459,6 +500,8 @@ def combine_reports(reports: Sequence[CoverageReport], *, top_k: int = DEFAULT_T
         guard_op_time_s=_total([r.guard_op_time_s for r in reports]),
         transfer_time_s=sum(transfers) if transfers else None,
         collective_time_s=sum(collectives) if collectives else None,
+        xla_run_span_s=sum(spans) if spans else None,
+        devices=tuple(d for r in reports for d in r.devices),
         programs=_by_time(programs),
         trace_quality=tuple(dict.fromkeys(q for r in reports for q in r.trace_quality)),
         notes=tuple(dict.fromkeys(n for r in reports for n in r.notes)),

@@ -14,7 +14,9 @@ in `tests/trace/test_classify.py` and by the real-trace tests):
 * Plain TF op kernels: events named `<op_name>:<OpType>`, and
   `ExecutorState::ProcessAsync::Start` events carrying `name`/`kernel_type`
   (except collectives, whose start only hands the work to a collective
-  thread; their `<op_name>:<OpType>` event there is the execution).
+  thread; their `<op_name>:<OpType>` event there is the execution), but
+  not the rendezvous transfers graph partitioning adds (`_Send`, `_Recv`,
+  `_HostSend`, `_HostRecv`), which xprof lists as no op either.
 * Input pipeline: tf.data iterator events and iterator/optional kernels.
 * Tracing: `tf.function-graph_building` (Python tracing, constant folding).
 * Eager/Python overhead: `Eager*`, `TFE_*` and friends on the Python thread.
@@ -36,7 +38,9 @@ __all__ = [
     "CATEGORIES",
     "COMPILE_COUNT_RE",
     "GUARD_SCOPE",
+    "TRANSFER_OP_TYPES",
     "Category",
+    "async_kernel_op",
     "classify_name",
     "classify_name_and_op",
     "classify_op_type",
@@ -95,8 +99,17 @@ INPUT_OP_TYPES: Final = frozenset(
 )
 _DATASET_TYPE_RE: Final = re.compile(r"Dataset(V\d+)?$")
 
-# TF op names: `[A-Za-z0-9.][A-Za-z0-9_.\-/>]*`; op types are identifiers.
+# TF op names: `[A-Za-z0-9.][A-Za-z0-9_.\-/>]*` (and function-call nodes,
+# `__inference_f_12`); op types are identifiers.
 _TF_OP_RE: Final = re.compile(r"^([A-Za-z0-9._][A-Za-z0-9_.\-/>]*):([A-Za-z_][A-Za-z0-9_]*)$")
+# The rendezvous ops graph partitioning adds where a tensor crosses devices or
+# enters a function call (`_send_Const_0:_Send`, an async `_Recv` start named
+# `cond/output/_12/_30`): they move data and wait for it, and compute nothing.
+# They are no ops, as xprof's op tables have none of them (their names start
+# with an underscore, which `IsTfOpName` in `xla/tsl/profiler/utils/
+# tf_op_utils.cc` refuses, or they run as async starts, which xprof does not
+# read as ops); their time goes to the event around them.
+TRANSFER_OP_TYPES: Final = frozenset({"_Send", "_Recv", "_HostSend", "_HostRecv"})
 _XLA_EXEC_RE: Final = re.compile(
     r"^(?:\w*Executable::Execute\w*|ThunkExecutor::Execute|PjRt\w*::Execute\w*)$"
 )
@@ -182,6 +195,24 @@ def is_dispatch_only(op_type: str) -> bool:
     return _DISPATCH_ONLY_TYPE_RE.match(op_type) is not None
 
 
+def async_kernel_op(op_type: str, name: str) -> tuple[str, str] | None:
+    """The op an async kernel's start event (`ExecutorState::ProcessAsync::Start`) runs.
+
+    Args:
+        op_type: Its `kernel_type` stat, e.g. `"MatMul"`; `""` when absent.
+        name: Its `name` stat, the op's node name; `""` when absent.
+
+    Returns:
+        `(op_type, op_name)` (the name is the type when the event has no
+        name), or `None` when the event runs no op of its own: a
+        collective's hand-off (`is_dispatch_only`) or a rendezvous transfer
+        (`TRANSFER_OP_TYPES`).
+    """
+    if not op_type or is_dispatch_only(op_type) or op_type in TRANSFER_OP_TYPES:
+        return None
+    return op_type, name or op_type
+
+
 def is_guard_op(op_name: str) -> bool:
     """Whether a TF op was added by the guard's signature tap.
 
@@ -213,6 +244,8 @@ def classify_name(name: str) -> int:
         return Category.NONE
     # Every alternative is a named group: a match always names one.
     cat = _CATEGORY_OF[cast(str, m.lastgroup)]
+    if cat == Category.KERNEL and name.rsplit(":", 1)[1] in TRANSFER_OP_TYPES:
+        return Category.NONE
     if cat == Category.EAGER and name.startswith(_EAGER_EXECUTE):
         op_type = name[len(_EAGER_EXECUTE) :]
         if not op_type.startswith("__") and op_type not in _CALL_TYPES and classify_op_type(op_type) == "op":
@@ -238,6 +271,8 @@ def classify_name_and_op(name: str) -> tuple[int, tuple[str, str] | None]:
     """
     m = _TF_OP_RE.match(name)
     if m is not None and not _TRACING_RE.match(name):
+        if m.group(2) in TRANSFER_OP_TYPES:
+            return Category.NONE, None
         return Category.KERNEL, (m.group(1), m.group(2))
     return classify_name(name), None
 

@@ -12,7 +12,15 @@ from keras_xla_guard.trace.compiles import CompileRecord
 if TYPE_CHECKING:
     from keras_xla_guard.signatures.explanation import Explanation
 
-__all__ = ["CoverageReport", "MeasuredFigures", "OpStat", "ProgramStat", "StepStat", "TraceQuality"]
+__all__ = [
+    "CoverageReport",
+    "DeviceStat",
+    "MeasuredFigures",
+    "OpStat",
+    "ProgramStat",
+    "StepStat",
+    "TraceQuality",
+]
 
 # The figures a profiled window measures. A report that is not ok measured
 # none of them: they are `None` (`null` in JSON), not a 0 that reads like a
@@ -32,6 +40,7 @@ _MEASURED_FIELDS = (
     "guard_op_time_s",
     "transfer_time_s",
     "collective_time_s",
+    "xla_run_span_s",
 )
 
 
@@ -71,8 +80,8 @@ class ProgramStat:
         program: The program as xprof names its module events:
             `"<hlo_module>(<program_id>)"`, or the module alone.
         runs: Its runs (launches) in the window.
-        time_s: Device time of those runs (first kernel's start to last
-            kernel's end of each run), summed.
+        time_s: Device-busy time of those runs: each run's kernels, each
+            moment once, summed over the runs.
         per_op: `False` when some of its kernels ran inside CUDA graphs
             (XLA command buffers): their time is the program's, but the
             trace does not say which op inside the graph it went to.
@@ -89,6 +98,43 @@ class ProgramStat:
 
 
 @dataclass(frozen=True)
+class DeviceStat:
+    """One device's figures in a window, read from its plane of the trace.
+
+    Attributes:
+        device: The plane's name, e.g. `"/device:GPU:0"`.
+        host: The host whose trace holds the plane; `None` for a trace
+            analyzed on its own.
+        xla_time_s: Device-busy time of its XLA kernels: their union over
+            the device's streams (each moment once).
+        xla_run_span_s: Its XLA program runs' spans (first kernel's start
+            to last kernel's end of each), summed: `xla_time_s` plus the
+            idle gaps inside runs.
+        non_xla_op_time_s: Time of its plain (non-XLA) kernels, the
+            guard's own ops left out as in the totals.
+        xla_time_fraction: `xla / (xla + non_xla_op)` on this device; 0
+            when it ran neither.
+        launches: Its XLA program executions.
+        transfer_time_s: Time of its memory copies and memsets.
+        collective_time_s: Time of its collective kernels.
+    """
+
+    device: str
+    host: str | None
+    xla_time_s: float
+    xla_run_span_s: float
+    non_xla_op_time_s: float
+    xla_time_fraction: float
+    launches: int
+    transfer_time_s: float
+    collective_time_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the device's figures as a JSON-serializable dict."""
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
 class StepStat:
     """One step of a window: its time, how much of it XLA programs ran, and the gap.
 
@@ -97,8 +143,8 @@ class StepStat:
         wall_s: The step marker's span on the host.
         busy_s: Time XLA programs ran in it, each moment once: on host
             traces the union of the programs' spans over host threads, on
-            device traces the union of the step's program runs on the
-            device.
+            device traces the union of the XLA kernels of the step's
+            program runs, on every device.
         idle_s: `wall_s` less `busy_s` (never below 0): the host gap, when
             no program of the step ran.
         launches: Program launches that began in the step (host traces),
@@ -128,7 +174,9 @@ class TraceQuality:
             graphs: no per-op attribution),
             `"command_buffers_off_while_profiling"` (XLA ran its command
             buffers op by op because the profiler was on),
-            `"no_step_markers"` (device kernels not placed in steps),
+            `"no_step_markers"` (no step marker: steps unknown),
+            `"launches_unattributed"` (XLA kernels the host's launches tie
+            to no program execution),
             `"collectives"` (communication kernels beside compute),
             `"events_dropped"` (the profiler hit its event caps),
             `"device_events_missing"` (launches with no device event: the
@@ -189,9 +237,9 @@ class CoverageReport:
     docs/coverage.md), but for `compile_time_s`, which is wall-clock. A
     report that is not ok (`status` `"skipped"`, `"failed"` or
     `"incomplete"`) measured nothing: its trace figures, `xla_time_s`
-    through `collective_time_s` below, are `None` and its `programs`,
-    `top_xla_ops`, `steps` and `trace_quality` empty, whatever the
-    constructor got.
+    through `xla_run_span_s` below, and its `steps` are `None` and its
+    `programs`, `devices`, `top_xla_ops` and `trace_quality` empty,
+    whatever the constructor got.
 
     Attributes:
         status: `"ok"`, `"skipped"` (no trace taken, see `reason`),
@@ -208,11 +256,16 @@ class CoverageReport:
         trace_paths: The `.xplane.pb` file(s) the report was computed from.
         hosts: Host names of those files.
         time_base: `"host"` (CPU threads) or `"device"` (accelerator planes).
-        xla_time_s: Time inside XLA executables (launch included).
+        xla_time_s: Time inside XLA executables: on host traces the
+            launching kernels' thread time (launch included), on device
+            traces the device-busy time of XLA kernels (each device's union
+            over its streams, summed over devices).
         non_xla_op_time_s: Self time of plain TF op kernels outside XLA.
         xla_time_fraction: `xla / (xla + non_xla_op)`, in [0, 1]; 0 when no
             op time was recorded.
-        xla_executions: Number of XLA executable launches.
+        xla_executions: Number of XLA executable launches: program
+            executions (on device traces, the host's `XLA GPU module`
+            events whose launches ran kernels on a device, per device).
         compilations: Number of XLA programs compiled in the window.
         compile_time_s: Wall-clock time spent compiling them: the union,
             over host threads, of their compile events, so never more than
@@ -251,9 +304,18 @@ class CoverageReport:
             collective-permute): those an XLA program ran are part of its
             runs and of `xla_time_s`, the others are in neither side of
             the fraction. `None` when times are host times.
+        xla_run_span_s: The XLA program runs' spans on the device, first
+            kernel's start to last kernel's end of each, summed:
+            `xla_time_s` plus the idle gaps inside runs (never the share's
+            numerator). `None` when times are host times.
+        devices: Each device plane's figures (`DeviceStat`), in trace
+            order; the report's device figures are their sums (labelled
+            `totals_label` when there are several). Empty when times are
+            host times.
         programs: Each XLA program's runs and device time, longest first;
             when every XLA kernel named its program they add up to
-            `xla_executions` and `xla_time_s`. Empty when times are host
+            `xla_executions` and, where no two programs ran at once,
+            `xla_time_s`. Empty when times are host
             times (a device plane's "XLA Modules" lines, as TPU planes
             have them, are counted but not listed).
         top_xla_ops: Up to `top_k` ops inside XLA programs by device time
@@ -262,10 +324,13 @@ class CoverageReport:
             by the op's scope (`name` under the module's `prefix`), else
             by the HLO instruction; kernels inside CUDA graphs are one
             `(command buffer)` row per program.
-        steps: Per step marker of the window (the guard's, or JAX's
-            `StepTraceAnnotation`), in time order: wall time, the time XLA
-            programs ran, the gap between them, launches and transfers
-            (`StepStat`). Empty when the trace has no step marker.
+        steps: Per step marker of the window (the guard's, JAX's
+            `StepTraceAnnotation`, any event with `_r` and `step_num`), in
+            time order: wall time, the time XLA programs ran, the gap
+            between them, launches and transfers (`StepStat`). `None` when
+            the trace has no step marker: steps unknown, never invented
+            (a `no_step_markers` entry of `trace_quality` says how to mark
+            them).
         trace_quality: The conditions of the trace that limit what these
             figures can say (`TraceQuality`), each with its cost and the
             setting that restores attribution for a diagnostic run.
@@ -323,9 +388,11 @@ class CoverageReport:
     guard_op_time_s: float | None = 0.0
     transfer_time_s: float | None = None
     collective_time_s: float | None = None
+    xla_run_span_s: float | None = None
+    devices: tuple[DeviceStat, ...] = ()
     programs: tuple[ProgramStat, ...] = ()
     top_xla_ops: tuple[OpStat, ...] = ()
-    steps: tuple[StepStat, ...] = ()
+    steps: tuple[StepStat, ...] | None = None
     trace_quality: tuple[TraceQuality, ...] = ()
     notes: tuple[str, ...] = field(default=())
     distinct_signatures: int | None = None
@@ -342,13 +409,27 @@ class CoverageReport:
         if self.status != "ok":
             for name in _MEASURED_FIELDS:
                 object.__setattr__(self, name, None)
-            for name in ("programs", "top_xla_ops", "steps", "trace_quality"):
+            for name in ("programs", "devices", "top_xla_ops", "trace_quality"):
                 object.__setattr__(self, name, ())
+            object.__setattr__(self, "steps", None)
 
     @property
     def trace_path(self) -> str | None:
         """The first trace file of the report, or `None` if none was taken."""
         return self.trace_paths[0] if self.trace_paths else None
+
+    @property
+    def totals_label(self) -> str | None:
+        """What the report's totals add up, when more than one device or host: e.g. `"summed over 2 devices"`.
+
+        `None` for one device (or one host without devices). Every output
+        shows it beside the totals.
+        """
+        hosts = max(len(set(self.hosts)), len({d.host for d in self.devices if d.host}))
+        on = f" on {hosts} hosts" if hosts > 1 else ""
+        if len(self.devices) > 1:
+            return f"summed over {len(self.devices)} devices{on}"
+        return f"summed over {hosts} hosts" if hosts > 1 else None
 
     @property
     def ok(self) -> bool:
@@ -389,7 +470,8 @@ class CoverageReport:
         """Returns the report as a JSON-serializable dict.
 
         Tuples become lists, `top_non_xla_ops` a list of dicts, and
-        `trace_path` is included for convenience. A report that is not ok
+        `trace_path` and `totals` (`totals_label`) are included for
+        convenience. A report that is not ok
         has `None` trace figures, `null` here, while the signature figures,
         which do not come from the trace, keep their values.
         """
@@ -399,8 +481,10 @@ class CoverageReport:
         d["compiled_modules"] = list(self.compiled_modules)
         d["top_non_xla_ops"] = [op.to_dict() for op in self.top_non_xla_ops]
         d["programs"] = [p.to_dict() for p in self.programs]
+        d["devices"] = [device.to_dict() for device in self.devices]
+        d["totals"] = self.totals_label
         d["top_xla_ops"] = [op.to_dict() for op in self.top_xla_ops]
-        d["steps"] = [step.to_dict() for step in self.steps]
+        d["steps"] = None if self.steps is None else [step.to_dict() for step in self.steps]
         d["trace_quality"] = [q.to_dict() for q in self.trace_quality]
         d["notes"] = list(self.notes)
         d["signature_explanations"] = [e.to_dict() for e in self.signature_explanations]
@@ -417,14 +501,17 @@ class CoverageReport:
 
         Args:
             data: A dict as `to_dict()` returns it; keys that are not
-                fields (`trace_path`) are ignored.
+                fields (`trace_path`, `totals`) are ignored. A report saved
+                before steps could be unknown reads `"steps": []` as no
+                steps measured.
 
         Returns:
             An equal report.
 
         Raises:
             ValueError: If `data` is not a dict or its op tables, program
-                table, steps or trace quality entries are malformed.
+                table, devices, steps or trace quality entries are
+                malformed.
 
         Example:
 
@@ -451,9 +538,14 @@ class CoverageReport:
             except TypeError as e:
                 raise ValueError(f"`{key}` holds a malformed op ({e}). Received: data={data!r}") from None
         try:
-            values["steps"] = tuple(StepStat(**step) for step in values.get("steps", ()))
+            steps = values.get("steps")
+            values["steps"] = None if steps is None else tuple(StepStat(**step) for step in steps)
         except TypeError as e:
             raise ValueError(f"`steps` holds a malformed step ({e}). Received: data={data!r}") from None
+        try:
+            values["devices"] = tuple(DeviceStat(**device) for device in values.get("devices", ()))
+        except TypeError as e:
+            raise ValueError(f"`devices` holds a malformed device ({e}). Received: data={data!r}") from None
         try:
             values["trace_quality"] = tuple(TraceQuality(**q) for q in values.get("trace_quality", ()))
         except TypeError as e:

@@ -2,7 +2,12 @@
 
 A step is a step marker on a host thread: a TraceMe with the `_r` (root)
 stat and a `step_num` stat, as the guard writes them (`train`) and as JAX's
-`jax.profiler.StepTraceAnnotation` does. For each step:
+`jax.profiler.StepTraceAnnotation` does, that no other marker holds
+(`outermost`). An event with `_r` and no `step_num` is no step: TensorFlow
+writes `FunctionRun` so around every function call
+(`tensorflow/core/common_runtime/function.cc`), grouping one function's
+execution. A trace without a marker has no steps (`None`: unknown, never
+invented). For each step:
 
 - `wall_s`: the marker's span.
 - `busy_s`: the time XLA programs ran inside it, each moment once. On host
@@ -12,8 +17,8 @@ stat and a `step_num` stat, as the guard writes them (`train`) and as JAX's
   `CommonPjRtLoadedExecutable::ExecuteHelperOnSingleDevice`) and the
   program's work on other threads (JAX CPU runs a launched program on its
   `XLAPjRtCpuClient` thread as `ThunkExecutor::Execute`, after the Python
-  thread's launch returned). On device traces it is the union of the
-  step's program runs on the device (`_device`).
+  thread's launch returned). On device traces it is the union of the XLA
+  kernels of the step's program runs, on every device (`_device`).
 - `idle_s`: the rest of the step, when no program ran: the host gap
   (Python, the input pipeline, dispatch, compiling).
 - `launches`: program launches that began in the step (host), or the
@@ -42,6 +47,7 @@ __all__ = [
     "host_steps",
     "line_step_facts",
     "marker_of",
+    "outermost",
     "read_step_facts",
     "step_markers",
 ]
@@ -107,6 +113,32 @@ def marker_of(event: Any, root: int, step_id: int, start: int) -> Marker | None:
     return None
 
 
+def outermost(markers: Iterable[Marker]) -> list[Marker]:
+    """The step markers that no other marker holds, each once, in time order.
+
+    xprof's step grouping (`RootNeedsGrouping`,
+    `xla/tsl/profiler/utils/group_events.cc`) makes no step of a root event
+    inside another root of its level: a `StepTraceAnnotation` inside the
+    guard's `train` marker is part of that step, not a second one.
+
+    Args:
+        markers: `(start, end, step)` of step markers, in any order.
+
+    Returns:
+        The outermost ones, sorted by start.
+    """
+    kept: list[Marker] = []
+    reach = -1
+    for marker in sorted(set(markers), key=lambda m: (m[0], -m[1], m[2])):
+        # Sorted by start, the longest first: a marker ending by the furthest
+        # end so far lies inside the kept marker that reached it.
+        if marker[1] <= reach:
+            continue
+        kept.append(marker)
+        reach = marker[1]
+    return kept
+
+
 def _stat(
     markers: Iterable[Marker],
     busy: Mapping[int, list[tuple[int, int]]],
@@ -155,7 +187,7 @@ def host_steps(
     launch_starts: list[int],
     source: str = "<trace>",
     known: Mapping[str, Mapping[int, StepFacts]] | None = None,
-) -> tuple[StepStat, ...]:
+) -> tuple[StepStat, ...] | None:
     """Per step of a host-time trace: wall, busy, idle and launches.
 
     Args:
@@ -171,8 +203,8 @@ def host_steps(
             Defaults to `None`.
 
     Returns:
-        One `StepStat` per step marker, in time order; empty when the
-        trace has none.
+        One `StepStat` per step marker that no other marker holds, in time
+        order; `None` (steps unknown) when the trace has none.
     """
     known = known or {}
     markers: list[Marker] = []
@@ -182,13 +214,13 @@ def host_steps(
             markers.extend(facts.markers)
             spans.extend(facts.spans)
     if not markers:
-        return ()
+        return None
     for plane_name, wanted in xla_lines.items():
         rest = wanted - marker_lines.get(plane_name, set())
         if rest:
             for facts in _facts(space, plane_name, rest, known, source):
                 spans.extend(facts.spans)
-    markers.sort()
+    markers = outermost(markers)
     starts = [m[0] for m in markers]
     busy: dict[int, list[tuple[int, int]]] = {}
     for s, e in spans:
@@ -263,15 +295,19 @@ def _xla_ids(plane: Any) -> frozenset[int]:
 
 
 def device_steps(
-    markers: list[Marker], runs: Mapping[int, list[tuple[int, int]]], transfers: Mapping[int, int]
+    markers: list[Marker],
+    busy: Mapping[int, list[tuple[int, int]]],
+    launches: Mapping[int, int],
+    transfers: Mapping[int, int],
 ) -> tuple[StepStat, ...]:
     """Per step of a device-time trace, from the device's runs grouped by step marker.
 
     Args:
         markers: The host's step markers, in the order their indices
             (the runs' groups) refer to.
-        runs: Marker index -> the (start, end) of each program run of
-            that step on the device (runs on several streams merged).
+        busy: Marker index -> the (start, end) of each XLA kernel of that
+            step's runs, on every device.
+        launches: Marker index -> that step's runs.
         transfers: Marker index -> device time (ps) of the copies and
             memsets launched inside that marker.
 
@@ -281,7 +317,7 @@ def device_steps(
     order = sorted(range(len(markers)), key=lambda i: markers[i])
     return _stat(
         [markers[i] for i in order],
-        {k: runs[i] for k, i in enumerate(order) if i in runs},
-        {k: len(runs[i]) for k, i in enumerate(order) if i in runs},
+        {k: busy[i] for k, i in enumerate(order) if i in busy},
+        {k: launches[i] for k, i in enumerate(order) if i in launches},
         {k: transfers[i] for k, i in enumerate(order) if i in transfers},
     )

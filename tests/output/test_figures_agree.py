@@ -11,9 +11,11 @@ formats' rounding in the console and the page's shown text). The CLI's
 table is checked against its `--json` the same way.
 
 Reports: a real fit's (the `jit_fit` and `plain_fit` session fits: host
-times, no device figures) and a synthetic raw GPU trace's (device times,
+times, no device figures), a synthetic raw GPU trace's (device times,
 transfers, collectives, one program, ops inside XLA and two trace quality
-entries; `tests/_gpu_trace.py`).
+entries; `tests/_gpu_trace.py`) and a two-GPU trace's, whose totals are
+labelled as summed over its devices and whose per-device figures every
+output shows (`tests/_gpu_shapes.py`).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ FIGURES = {
     "input_pipeline_time_s": _MS,
     "transfer_time_s": _MS,
     "collective_time_s": _MS,
+    "xla_run_span_s": _MS,
 }
 # The console's line for each figure: a regex whose named group is the shown value.
 _CONSOLE = {
@@ -63,6 +66,7 @@ _CONSOLE = {
     "input_pipeline_time_s": r"  input pipeline: +(?P<v>[\d.]+ ms)",
     "transfer_time_s": r"  device transfers: +(?P<v>[\d.]+ ms)  \(memcpy/memset, not counted\)",
     "collective_time_s": r"  collectives: +(?P<v>[\d.]+ ms)  \(XLA time inside programs, not counted outside\)",
+    "xla_run_span_s": r"  XLA run spans: +(?P<v>[\d.]+ ms)  \(first to last kernel of each run",
 }
 _PROGRAM_LINE = re.compile(r"^ +(?P<time>[\d.]+ ms)  x(?P<runs>\d+) +program (?P<program>\S+)")
 _QUALITY_LINE = re.compile(r"^    (?P<code>[a-z_]+): (?P<detail>.+)$")
@@ -288,3 +292,58 @@ def test_real_fits_show_the_same_figures_everywhere(tmp_path, jit_fit, plain_fit
         stream = io.StringIO()
         ConsoleSink(stream=stream).close({e: EpochRecord(e, r) for e, r in reports.items()})
         assert_outputs_agree(reports, fit.log_dir, stream.getvalue())
+
+
+_DEVICE_LINE = re.compile(
+    r"^    (?P<device>\S+) +(?P<share>[\d.]+%) +(?P<xla>[\d.]+ ms) +(?P<span>[\d.]+ ms) +(?P<op>[\d.]+ ms) "
+    r"+(?P<launches>\d+) +(?P<transfers>[\d.]+ ms)$"
+)
+
+
+@pytest.mark.tf
+def test_a_two_gpu_reports_totals_and_devices_are_the_same_everywhere(tmp_path):
+    """Totals labelled "summed over 2 devices" and each device's XLA time, share, launches and transfers:
+    the same in the console, the run file's JSON, TensorBoard's text and scalars, and the HTML page."""
+    from _gpu_shapes import SHAPES
+
+    from keras_xla_guard.output.tensorboard import DEVICE_TAG
+
+    path = SHAPES["two_gpus"].build().write(tmp_path / "two.xplane.pb")
+    report = CoverageReport.from_dict({**analyze_trace(path).to_dict(), "epoch": 0, "steps_profiled": 6})
+    assert report.totals_label == "summed over 2 devices" and len(report.devices) == 2
+    log_dir = tmp_path / "logs"
+    console = _write_outputs({0: report}, log_dir)
+    assert_outputs_agree({0: report}, log_dir, console)
+    run = read_run_file(log_dir)
+    page = read_page(render_html([run], exit_reason="done"))
+    scalars, texts = _tensorboard(log_dir)
+    (saved,) = run.reports
+    assert saved["totals"] == "summed over 2 devices"
+    assert saved["devices"] == [d.to_dict() for d in report.devices]
+    assert "summed over 2 devices" in console.splitlines()[0]
+    assert "summed over 2 devices" in texts["xla_guard/report"][0]
+    assert any("epoch 0 (summed over 2 devices)" in text for _, text in page.cells)
+    shown = {m["device"]: m for m in map(_DEVICE_LINE.match, console.splitlines()) if m}
+    for d in report.devices:
+        line = shown[d.device]
+        assert (line["share"], line["xla"], line["launches"]) == (
+            f"{100 * d.xla_time_fraction:.1f}%",
+            format_ms(d.xla_time_s, 2),
+            str(d.launches),
+        )
+        # TensorBoard's per-device table: the device's row starts with its name.
+        share = f"{100 * d.xla_time_fraction:.1f}%".replace(".", "&#46;")
+        assert (
+            f"| {d.device} | {share} | {f'{d.xla_time_s * 1e3:.3f}'.replace('.', '&#46;')} |"
+            in (texts["xla_guard/report"][0])
+        )
+        for figure in ("xla_time_s", "xla_time_fraction", "launches", "transfer_time_s"):
+            tag = DEVICE_TAG.format(device=d.device.lstrip("/"), figure=figure)
+            assert math.isclose(scalars[tag][0], getattr(d, figure), rel_tol=1e-6, abs_tol=1e-12), tag
+            if figure != "xla_time_fraction":
+                assert page.value(figure, **{"data-device": d.device, "data-report": "0"}) == getattr(
+                    d, figure
+                )
+        assert page.value("xla_time_fraction", **{"data-device": d.device}) == d.xla_time_fraction
+    assert sum(d.xla_time_s for d in report.devices) == pytest.approx(report.xla_time_s, rel=1e-12)
+    assert sum(d.launches for d in report.devices) == report.xla_executions

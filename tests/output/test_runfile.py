@@ -256,6 +256,43 @@ BAD = {
         "reports['1'].steps[0].idle_s",
         "expected a number from 0 to 1e+09, got -0.1",
     ),
+    "device_with_an_extra_key": (
+        _edit(
+            "reports/1/devices",
+            [
+                {
+                    "device": "/device:GPU:0",
+                    "host": None,
+                    "xla_time_s": 0.1,
+                    "xla_run_span_s": 0.1,
+                    "non_xla_op_time_s": 0.0,
+                    "xla_time_fraction": 1.0,
+                    "launches": 1,
+                    "transfer_time_s": 0.0,
+                    "collective_time_s": 0.0,
+                    "busy": 1,
+                }
+            ],
+        ),
+        "reports['1'].devices[0].busy",
+        "not a field of this object",
+    ),
+    "device_share_above_one": (
+        _edit(
+            "reports/1/devices",
+            [
+                {
+                    "device": "/device:GPU:0",
+                    "xla_time_s": 0.1,
+                    "non_xla_op_time_s": 0.0,
+                    "xla_time_fraction": 2,
+                    "launches": 1,
+                }
+            ],
+        ),
+        "reports['1'].devices[0].xla_time_fraction",
+        "expected a number from 0 to 1, got 2",
+    ),
     "xla_op_without_count": (
         _edit("reports/1/top_xla_ops", [{"op_type": "fusion", "op_name": "f.1", "self_time_s": 0.1}]),
         "reports['1'].top_xla_ops[0].count",

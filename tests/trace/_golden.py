@@ -46,14 +46,15 @@ ORACLE = DATA / "golden_oracle.json"
 # integer picoseconds (float rounding only); xprof rounds its times to
 # nanoseconds and cuts ops at the window's edges (5%, as in test_analysis).
 RAW_REL, XPROF_REL = 1e-9, 0.05
-# Variants whose plain ops xprof books as the package does. Not the `mlp`
-# traces: xprof keeps 6 of their 8 steps and names their gradient kernels
-# otherwise (329 of 466 ops not found by name), nor `jit`, whose 8 plain ops
-# are 1-9 us each (xprof's self times differ by up to 6x at that scale), nor
-# `eager_loop`, which has no plain op kernel to compare.
-XPROF_OPS_VARIANTS = ("plain",)
-# Cross-device transfers, which xprof's framework_op_stats leaves out.
-TRANSFER_TYPES = ("_Send", "_Recv", "_HostSend", "_HostRecv")
+# Variants whose plain ops xprof books as the package does (each file
+# converted in a directory of its own: xprof caches its op stats per
+# directory, `ALL_HOSTS.op_stats_v2.pb`, and hands a second trace there the
+# first one's tables; that, not xprof's rules, once made the `mlp` traces
+# read 329 of 466 ops unmatched and 6 steps of 8). tests/trace/
+# test_xprof_differential.py compares every variant op by op and explains
+# the rest: `eager_loop` has no plain op kernel, and the edited `mlp_*`
+# variants move kernels where xprof reads them otherwise.
+XPROF_OPS_VARIANTS = ("jit", "mlp", "mlp_unsorted", "plain")
 TOP_K = 1000
 _PATH_FIELDS = ("trace_paths", "hosts", "trace_path")
 # Report fields added after 9c25e2f (the compile table; the device figures,
@@ -71,6 +72,9 @@ NEW_FIELDS = (
     "steps",
     "trace_quality",
     "eager_op_time_s",
+    "xla_run_span_s",
+    "devices",
+    "totals",
 )
 
 
@@ -144,9 +148,40 @@ def report_dict(report: Any) -> dict[str, Any]:
     return d
 
 
-def load_golden() -> dict[str, Any]:
-    """The golden reports, by variant name."""
-    return json.loads(gzip.decompress(GOLDEN.read_bytes()))
+def load_golden(corrected: bool = True) -> dict[str, Any]:
+    """The golden reports, by variant name, with the corrections issues made since (`corrected`)."""
+    golden = json.loads(gzip.decompress(GOLDEN.read_bytes()))
+    if corrected:
+        for report in golden.values():
+            _no_partition_transfers(report)
+    return golden
+
+
+def _no_partition_transfers(report: dict[str, Any]) -> None:
+    """Issue 56's correction: graph partitioning's rendezvous transfers are no plain ops.
+
+    9c25e2f booked the `_Send`/`_Recv` kernels graph partitioning adds
+    (`_send_Const_0:_Send`, async `_Recv` starts named `_recv_x_0`) as plain
+    TF ops; xprof's op tables leave them out (their names start with an
+    underscore, `IsTfOpName` in `xla/tsl/profiler/utils/tf_op_utils.cc`, or
+    they are async starts) and so does the package now. In these traces they
+    run inside `EagerLocalExecute`
+    spans on the Python thread (a function call's arguments and constants),
+    so their self time moves, to the picosecond, from `non_xla_op_time_s` to
+    `eager_overhead_s`, the span around them; the share does not move (no
+    XLA in these windows, or none of these rows).
+    """
+    ops = report["top_non_xla_ops"]
+    moved = [op for op in ops if op["op_type"] in ("_Send", "_Recv", "_HostSend", "_HostRecv")]
+    if not moved:
+        return
+    ps = sum(round(op["self_time_s"] * 1e12) for op in moved)
+    report["top_non_xla_ops"] = [op for op in ops if op not in moved]
+    report["non_xla_op_time_s"] = (round(report["non_xla_op_time_s"] * 1e12) - ps) * 1e-12
+    report["eager_overhead_s"] = (round(report["eager_overhead_s"] * 1e12) + ps) * 1e-12
+    xla = report["xla_time_s"]
+    total = xla + report["non_xla_op_time_s"]
+    report["xla_time_fraction"] = xla / total if total else 0.0
 
 
 def oracle(path: Path, golden: dict[str, Any], name: str) -> dict[str, dict[str, Any]]:
@@ -174,13 +209,8 @@ def oracle(path: Path, golden: dict[str, Any], name: str) -> dict[str, dict[str,
         rows = {(r["type"], r["operation"]): r for r in xprof_op_rows(path) if r["host_or_device"] == "Host"}
         ops = golden["top_non_xla_ops"]
         figures["non_xla_op_time_s"] = {
-            "value": sum(
-                rows[(op["op_type"], op["op_name"])]["total_self_time"] * 1e-6
-                if op["op_type"] not in TRANSFER_TYPES
-                else op["self_time_s"]
-                for op in ops
-            ),
-            "oracle": "xprof framework_op_stats (transfers at the package's value)",
+            "value": sum(rows[(op["op_type"], op["op_name"])]["total_self_time"] * 1e-6 for op in ops),
+            "oracle": "xprof framework_op_stats",
             "rel": XPROF_REL,
         }
     return figures

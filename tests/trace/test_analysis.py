@@ -819,6 +819,8 @@ def test_combining_real_host_reports_and_a_device_report_gives_each_figure_its_r
         "notes": ordered("notes"),
         "transfer_time_s": g.transfer_time_s,
         "collective_time_s": g.collective_time_s,
+        "xla_run_span_s": g.xla_run_span_s,
+        "devices": g.devices,
         "top_non_xla_ops": c.top_non_xla_ops,
         "top_xla_ops": c.top_xla_ops,
         "programs": c.programs,

@@ -45,7 +45,12 @@ from keras_xla_guard.trace.classify import (
         ("TFE_Py_FastPathExecute_C", Category.EAGER),
         ("ExecutorState::ProcessAsync::Start", Category.ASYNC_KERNEL),
         ("StatefulPartitionedCall/adam/Add:AddV2", Category.KERNEL),
-        ("_send_range_0:_Send", Category.KERNEL),
+        # Graph partitioning's rendezvous transfers: no ops, as in xprof (issue 56).
+        ("_send_range_0:_Send", Category.NONE),
+        ("cond/output/_12/_30:_Recv", Category.NONE),
+        ("_recv_x_0:_HostRecv", Category.NONE),
+        ("range_0:_SendIt", Category.KERNEL),
+        ("__inference_step_7:__inference_step_7", Category.KERNEL),
         ("EagerPyFunc:EagerPyFunc", Category.KERNEL),
         ("cluster_0_1/xla_run:_XlaRun", Category.KERNEL),
         ("end: copy.1", Category.NONE),
@@ -163,6 +168,8 @@ def _category_one_pattern_at_a_time(name: str) -> int:
         (c._EAGER_RE, Category.EAGER),
     ):
         if pattern.match(name):
+            if category == Category.KERNEL and name.rsplit(":", 1)[1] in c.TRANSFER_OP_TYPES:
+                return Category.NONE
             return category
     return Category.NONE
 
@@ -203,3 +210,24 @@ def test_the_one_pattern_classify_name_gives_the_chain_of_patterns(name):
     executable with a suffix): the one alternation's category is the first separate pattern's."""
     assert classify_name(name) == _category_one_pattern_at_a_time(name)
     assert classify_name_and_op(name)[0] == classify_name(name)
+
+
+@pytest.mark.parametrize(
+    ("op_type", "name", "op"),
+    [
+        ("_Recv", "_recv_Placeholder/_0_0", None),
+        ("_Recv", "cond/output/_12/_30", None),
+        ("_HostRecv", "_recv_iterator_0", None),
+        ("_Send", "", None),
+        ("CollectiveReduceV2", "Adam/CollectiveReduceV2", None),
+        ("", "dense/MatMul", None),
+        ("StatefulPartitionedCall", "", ("StatefulPartitionedCall", "StatefulPartitionedCall")),
+        ("_MklMatMul", "dense/MatMul", ("_MklMatMul", "dense/MatMul")),
+    ],
+)
+def test_async_rendezvous_transfers_and_collective_hand_offs_are_no_ops(op_type, name, op):
+    """An async kernel start is an op unless it only hands off a collective or is one of graph
+    partitioning's rendezvous transfers (`_Recv`, `_HostRecv`, `_Send`), which xprof lists as no op."""
+    from keras_xla_guard.trace.classify import async_kernel_op
+
+    assert async_kernel_op(op_type, name) == op

@@ -2,7 +2,10 @@
 read whole: zero and one-picosecond events, interned (reference) and
 `uint64` stats, transfers known by their stat alone, correlation id 0,
 loose XLA kernels, collectives by their HLO instruction, group id 0, runs
-touching across streams, and several planes adding into one total.
+touching across streams, kernels grouped by the host execution that
+launched them (idle gaps inside a run, plain kernels between runs,
+concurrent streams), and several planes adding into one total, each with
+its own figures.
 
 Times are picoseconds from a line timestamp of 5 ns (5,000 ps), so every
 start and end below is known by construction."""
@@ -15,7 +18,8 @@ import pytest
 from _gpu_trace import _Plane
 
 from keras_xla_guard.errors import TraceParseError
-from keras_xla_guard.trace._device import DeviceTotals, HostLaunches, scan_device_plane
+from keras_xla_guard.trace._device import DeviceFigures, DeviceTotals, scan_device_plane
+from keras_xla_guard.trace._host_launches import HostLaunches
 from keras_xla_guard.trace.xplane import open_xspace, xplane_pb2
 
 _BASE_NS = 5
@@ -57,7 +61,11 @@ class _Device:
 
 
 def _no_host() -> HostLaunches:
-    raise AssertionError("the host's launches were asked for, though every kernel has a group")
+    raise AssertionError("the host's launches were asked for, though no XLA kernel has a correlation id")
+
+
+def _empty_host() -> HostLaunches:
+    return HostLaunches({}, [], [], {})
 
 
 def _scan(*devices: _Device, launches=_no_host, source: str = "t") -> DeviceTotals:
@@ -78,6 +86,10 @@ def test_module_lines_alone_count_their_positive_runs_and_add_across_planes():
     two.event(two.line(2, "Stream #4(Kernel)"), "empty stream line has only this instant", 0, 0)
     totals = _scan(one, two)
     assert (totals.active, totals.xla_ps, totals.runs, totals.programs) == (True, 16, 3, {})
+    assert totals.devices == [
+        DeviceFigures("/device:GPU:0", 6, 6, 2, 0, 0, 0),
+        DeviceFigures("/device:GPU:1", 10, 10, 1, 0, 0, 0),
+    ]
 
 
 def test_a_stream_line_after_a_module_line_is_read_and_the_module_line_is_not():
@@ -97,7 +109,8 @@ def test_a_stream_line_after_a_module_line_is_read_and_the_module_line_is_not():
     )
     totals = _scan(device)
     assert (totals.xla_ps, totals.runs, totals.programs) == (40, 1, {"jit_step(3)": [1, 40]})
-    assert (totals.xla_kernels, totals.unmarked_kernels, totals.op_ps, totals.ops) == (1, 0, 0, {})
+    # No correlation id: no host execution names its run, xprof's grouping does.
+    assert (totals.xla_kernels, totals.unattributed_kernels, totals.op_ps, totals.ops) == (1, 1, 0, {})
 
 
 def test_interned_uint64_and_plain_stats_of_one_stream_line_are_booked_exactly():
@@ -126,15 +139,21 @@ def test_interned_uint64_and_plain_stats_of_one_stream_line_are_booked_exactly()
     )
     device.event(line, "Memset", 260, 10, ("correlation_id", "int", 9))
     device.event(line, "Memcpy without correlation", 280, 5)
-    totals = _scan(device)
+    totals = _scan(device, launches=_empty_host)
     assert (totals.active, totals.xla_ps, totals.runs) == (True, 100, 1)
     assert totals.programs == {"jit_step(5)": [1, 100]}
     assert totals.xla_ops == {("Dense", "model/dense"): [100, 1]}
     assert (totals.op_ps, totals.ops) == (1, {("MatMul", "dense/MatMul"): [1, 1]})
     assert (totals.transfer_ps, totals.transfer_launches) == (65, [(0, 50), (9, 10)])
     assert totals.correlations == {0, 7, 8, 9}
-    assert (totals.xla_kernels, totals.unmarked_kernels, totals.step_runs) == (1, 0, {})
+    assert (totals.xla_kernels, totals.unattributed_kernels, totals.step_busy, totals.step_launches) == (
+        1,
+        1,
+        {},
+        {},
+    )
     assert (totals.collective_ps, totals.collective_kernels, totals.collective_overlap_ps) == (0, 0, 0)
+    assert totals.devices == [DeviceFigures("/device:GPU:0", 100, 100, 1, 1, 65, 0)]
     assert (totals.graph_ps, totals.graph_kernels, totals.graph_programs) == (0, 0, set())
 
 
@@ -155,7 +174,9 @@ def test_loose_xla_kernels_add_up_and_are_named_by_their_interned_annotation():
     totals = _scan(device)
     assert (totals.xla_ps, totals.runs, totals.programs, totals.xla_kernels) == (50, 0, {}, 0)
     assert totals.xla_ops == {("fusion", "fusion.7"): [20, 1], ("Conv2D", "model/conv"): [30, 1]}
-    assert (totals.op_ps, totals.unmarked_kernels) == (0, 0)
+    assert (totals.op_ps, totals.unattributed_kernels) == (0, 0)
+    # XLA time of no run: busy 50 ps, no span.
+    assert totals.devices == [DeviceFigures("/device:GPU:0", 50, 0, 0, 0, 0, 0)]
 
 
 def test_a_collective_is_known_by_the_last_part_of_a_scoped_hlo_op():
@@ -224,12 +245,13 @@ def test_host_grouped_runs_land_in_their_markers_step_at_absolute_picoseconds():
 
     def launches() -> HostLaunches:
         asked.append(1)
-        return HostLaunches({0: 2, 5: 0}, [], [])
+        return HostLaunches({0: 2, 5: 0}, [], [], {})
 
     totals = _scan(device, launches=launches)
     assert asked == [1]
-    assert totals.step_runs == {2: [(_BASE, _BASE + 10)], 0: [(_BASE + 50, _BASE + 60)]}
-    assert (totals.runs, totals.xla_kernels, totals.unmarked_kernels) == (3, 3, 0)
+    assert totals.step_busy == {2: [(_BASE, _BASE + 10)], 0: [(_BASE + 50, _BASE + 60)]}
+    assert totals.step_launches == {2: 1, 0: 1}
+    assert (totals.runs, totals.xla_kernels, totals.unattributed_kernels) == (3, 3, 3)
 
 
 @pytest.mark.parametrize("group", [("group_id", "str", "7"), ("group_id", "int", -1)])
@@ -240,22 +262,61 @@ def test_a_group_id_that_is_no_xprof_group_is_no_group(group):
     line = device.line(1, "Stream #1(Kernel)")
     device.event(line, "a", 0, 10, ("hlo_module", "str", "jit_step"), ("hlo_op", "str", "fusion"), group)
     totals = _scan(device)
-    assert totals.step_runs == {}
-    assert (totals.runs, totals.xla_kernels, totals.unmarked_kernels) == (1, 1, 1)
+    assert (totals.step_busy, totals.step_launches) == ({}, {})
+    assert (totals.runs, totals.xla_kernels, totals.unattributed_kernels) == (1, 1, 1)
 
 
-def test_kernels_no_marker_holds_count_as_unmarked_on_every_plane():
-    """Two planes whose kernels no host marker holds: their XLA kernels add up, all unmarked."""
+def test_kernels_no_marker_or_execution_holds_are_grouped_as_xprof_derives_runs_on_every_plane():
+    """Two planes whose kernels no host marker or execution holds: one derived run per plane, busy
+    time the kernels' (10 ps each), span first start to last end."""
     first, second = _Device(), _Device(name="/device:GPU:1", pid=2)
     stats = (("hlo_module", "str", "jit_step"), ("hlo_op", "str", "fusion"), ("correlation_id", "int", 3))
     for device, n in ((first, 2), (second, 3)):
         line = device.line(1, "Stream #1(Kernel)")
         for i in range(n):
             device.event(line, "k", 100 * i, 10, *stats)
-    totals = _scan(first, second, launches=lambda: HostLaunches({}, [], []))
-    assert (totals.xla_kernels, totals.unmarked_kernels, totals.step_runs) == (5, 5, {})
+    totals = _scan(first, second, launches=_empty_host)
+    assert (totals.xla_kernels, totals.unattributed_kernels, totals.step_busy) == (5, 5, {})
     # One run per plane, first kernel's start to last one's end: [0, 110] and [0, 210].
-    assert (totals.runs, totals.xla_ps) == (2, 320)
+    assert (totals.runs, totals.xla_ps, totals.span_ps) == (2, 50, 320)
+    assert [(d.device, d.xla_ps, d.span_ps, d.runs) for d in totals.devices] == [
+        ("/device:GPU:0", 20, 110, 1),
+        ("/device:GPU:1", 30, 210, 1),
+    ]
+
+
+def test_kernels_are_grouped_by_the_host_execution_that_launched_them():
+    """Executions 0 and 1 of one program, a plain kernel between them: two runs (xprof's derived rule
+    would merge them, no group telling them apart); run 0 idles 30 ps between its kernels: busy 20 ps,
+    span 50 ps; run 1's kernels on two streams at once count each moment once."""
+    device = _Device()
+    main, side = device.line(1, "Stream #1(Kernel)"), device.line(2, "Stream #2(Kernel)")
+    stats = (("hlo_module", "str", "jit_step"), ("program_id", "int", 2), ("hlo_op", "str", "fusion"))
+    device.event(main, "a", 0, 10, *stats, ("correlation_id", "int", 1))
+    device.event(main, "b", 40, 10, *stats, ("correlation_id", "int", 2))
+    device.event(main, "plain", 60, 10, ("correlation_id", "int", 3))
+    device.event(main, "c", 100, 30, *stats, ("correlation_id", "int", 4))
+    device.event(side, "d", 110, 30, *stats, ("correlation_id", "int", 5))
+    host = HostLaunches({}, [], [], {1: 0, 2: 0, 4: 1, 5: 1})
+    totals = _scan(device, launches=lambda: host)
+    assert (totals.runs, totals.programs, totals.unattributed_kernels) == (2, {"jit_step(2)": [2, 60]}, 0)
+    # Busy: 10 + 10 + union([100, 130], [110, 140]) = 60; spans: 50 + 40 = 90.
+    assert totals.devices == [DeviceFigures("/device:GPU:0", 60, 90, 2, 10, 0, 0)]
+    assert (totals.xla_ps, totals.span_ps, totals.op_ps) == (60, 90, 10)
+
+
+def test_an_execution_takes_the_step_of_its_first_kernel():
+    """An execution whose launches straddle two markers is one run, in its first kernel's step, whose
+    busy time holds all of the run's kernels."""
+    device = _Device()
+    line = device.line(1, "Stream #1(Kernel)")
+    stats = (("hlo_module", "str", "m"), ("hlo_op", "str", "f"))
+    device.event(line, "late", 50, 10, *stats, ("correlation_id", "int", 2))
+    device.event(line, "early", 0, 10, *stats, ("correlation_id", "int", 1))
+    host = HostLaunches({1: 3, 2: 4}, [], [], {1: 7, 2: 7})
+    totals = _scan(device, launches=lambda: host)
+    assert totals.step_launches == {3: 1}
+    assert totals.step_busy == {3: [(_BASE + 50, _BASE + 60), (_BASE, _BASE + 10)]}
 
 
 def test_a_lazy_device_line_naming_undefined_metadata_names_the_source_in_its_error(tmp_path):

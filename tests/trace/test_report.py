@@ -125,17 +125,20 @@ def test_a_report_that_measured_nothing_has_none_figures_in_python(status):
 
 @pytest.mark.parametrize("status", ["skipped", "failed"])
 def test_a_report_that_measured_nothing_has_empty_trace_tables(status):
-    """Programs, XLA ops, steps and trace-quality entries of a report that is not ok are empty, even when given."""
-    from keras_xla_guard.trace.report import ProgramStat, StepStat, TraceQuality
+    """Programs, devices, XLA ops and trace-quality entries of a report that is not ok are empty, its
+    steps unknown (`None`), even when given."""
+    from keras_xla_guard.trace.report import DeviceStat, ProgramStat, StepStat, TraceQuality
 
     tables = {
         "programs": (ProgramStat("m(1)", 2, 1.0),),
+        "devices": (DeviceStat("/device:GPU:0", None, 1.0, 1.5, 0.0, 1.0, 2, 0.0, 0.0),),
         "top_xla_ops": (OpStat("fusion", "m", 1.0, 2),),
         "steps": (StepStat(1, 1.0, 0.5, 0.5, 1),),
         "trace_quality": (TraceQuality("profiler_errors", "d", "c", "r"),),
     }
-    report = CoverageReport(status=status, reason="x", **tables)
-    assert {name: getattr(report, name) for name in tables} == dict.fromkeys(tables, ())
+    report = CoverageReport(status=status, reason="x", xla_run_span_s=1.5, **tables)
+    assert {name: getattr(report, name) for name in tables} == {**dict.fromkeys(tables, ()), "steps": None}
+    assert report.xla_run_span_s is None
     assert {name: getattr(CoverageReport(**tables), name) for name in tables} == tables
 
 
@@ -220,6 +223,7 @@ def test_from_dict_of_an_empty_dict_is_the_default_report():
         ("steps", "step", "StepStat"),
         ("trace_quality", "entry", "TraceQuality"),
         ("programs", "program", "ProgramStat"),
+        ("devices", "device", "DeviceStat"),
         ("compile_table", "row", "CompileRecord"),
     ],
 )
@@ -232,3 +236,18 @@ def test_from_dict_names_the_malformed_table_and_quotes_the_data(key, what, cls)
         f"`{key}` holds a malformed {what} ({cls}.__init__() got an unexpected keyword argument 'bogus'). "
         f"Received: data={data!r}"
     )
+
+
+def test_unknown_steps_and_devices_survive_json():
+    """`steps` None (no marker) stays None through JSON, an empty list stays empty (a saved report
+    that measured no step), and devices come back equal."""
+    import json
+
+    from keras_xla_guard.trace.report import DeviceStat
+
+    device = DeviceStat("/device:GPU:1", "h", 0.5, 0.6, 0.1, 0.5 / 0.6, 3, 0.01, 0.0)
+    for steps in (None, ()):
+        report = CoverageReport(time_base="device", xla_run_span_s=0.6, devices=(device, device), steps=steps)
+        data = json.loads(json.dumps(report.to_dict()))
+        assert (data["steps"], data["totals"]) == (None if steps is None else [], "summed over 2 devices")
+        assert CoverageReport.from_dict(data) == report

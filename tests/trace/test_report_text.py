@@ -321,3 +321,37 @@ def test_jax_busy_without_steps_or_program_time_is_all_host_time():
     assert jax_busy(CoverageReport(window_wall_s=0.5, xla_time_s=0.0, compile_time_s=0.0)) == (0.0, 0.5)
     assert jax_busy(CoverageReport(window_wall_s=0.5, xla_time_s=0.25, compile_time_s=0.125)) == (0.5, 0.125)
     assert jax_busy(CoverageReport(window_wall_s=None, xla_time_s=0.25)) is None
+
+
+def test_a_jax_window_on_several_devices_is_busy_by_their_mean_and_says_what_it_sums():
+    """Two devices, 80 ms of XLA time over a 100 ms window, no steps: each device 40% busy on average
+    (not 80%), the totals labelled as summed over the two, each device listed."""
+    from keras_xla_guard.trace.report import DeviceStat
+
+    devices = tuple(
+        DeviceStat(f"/device:GPU:{i}", None, 0.04, 0.05, 0.0, 1.0, 3, 0.001, 0.0) for i in range(2)
+    )
+    report = CoverageReport(
+        backend="jax",
+        time_base="device",
+        window_wall_s=0.1,
+        xla_time_s=0.08,
+        xla_run_span_s=0.1,
+        transfer_time_s=0.002,
+        xla_executions=6,
+        devices=devices,
+        signatures_unavailable="off",
+    )
+    lines = format_report(report).splitlines()
+    assert lines[0] == (
+        "JAX window (trace, 100.0 ms wall, summed over 2 devices): XLA programs kept the device 40.0% busy "
+        "over the window (host 60.00 ms between programs, compiles aside)"
+    )
+    assert (
+        "  XLA run spans:         100.0 ms  (first to last kernel of each run, idle gaps included; not counted)"
+        in lines
+    )
+    assert [line for line in lines if line.startswith("    /device:GPU:")] == [
+        f"    /device:GPU:{i}      100.0%    40.00 ms   50.00 ms     0.00 ms         3     1.00 ms"
+        for i in range(2)
+    ]

@@ -184,7 +184,7 @@ def test_train_events_without_a_root_stat_date_compiles_whatever_the_threads_nam
     out = tmp_path / "edited.xplane.pb"
     _renamed_without_root(_stored(tmp_path, "tf220_async_launch"), out, name, reverse)
     edited = analyze_trace(out)
-    assert edited.steps == ()
+    assert edited.steps is None
     assert edited.compile_table == original.compile_table
     assert (
         analyze_xspace(xplane_pb2().XSpace.FromString(out.read_bytes())).compile_table
@@ -304,7 +304,7 @@ def test_tensorflow_compile_on_another_thread_takes_its_step_from_a_renamed_main
     }
     assert "train-cli" in holding and any(n.startswith("tf_Compute") for n in holding)
     report = analyze_trace(path)
-    assert report.steps == ()
+    assert report.steps is None
     assert [(row.program, row.step) for row in report.compile_table] == [("_lambda_", 0)]
     assert analyze_xspace(space).compile_table == report.compile_table
 
@@ -327,39 +327,47 @@ def test_a_program_span_across_two_steps_is_split_between_them():
 
 
 def test_markers_need_a_root_stat_and_a_step_number():
-    """Events named like markers without `_r` or `step_num` are no steps; no marker, no steps."""
+    """Events named like markers without `_r` or `step_num` are no steps (TensorFlow's `FunctionRun` has
+    `_r` alone); no marker: steps unknown (`None`, not an empty list) and an entry saying how to mark them."""
     space = build_space(
         {
             "python": [
                 ("train", 0, 100, {"step_num": 1}),
                 ("train", 100, 100, {"_r": 1}),
+                ("FunctionRun", 200, 100, {"_r": 1, "id": 4}),
                 ("CpuExecutable::ExecuteAsyncOnStream", 10, 20),
             ]
         }
     )
-    assert analyze_xspace(space).steps == ()
+    report = analyze_xspace(space)
+    assert report.steps is None
+    assert [q.code for q in report.trace_quality] == ["no_step_markers"]
+    assert report.to_dict()["steps"] is None
 
 
 def test_device_steps_are_the_runs_and_transfers_of_each_marker(tmp_path):
-    """Raw GPU trace: per step 900 us wall, one 130 us run, 42 us of transfers, 770 us idle."""
+    """Raw GPU trace: per step 900 us wall, one run of 3 kernels busy 120 us (its 130 us span holds two
+    5 us gaps, which are idle time), 42 us of transfers, 780 us idle."""
     report = analyze_trace(gpu_fit(6).write(tmp_path / "gpu.xplane.pb"))
     assert [(s.step, s.launches) for s in report.steps] == [(n, 1) for n in range(6)]
     for s in report.steps:
-        assert (s.wall_s, s.busy_s, s.idle_s) == pytest.approx((900 * _US, 130 * _US, 770 * _US))
+        assert (s.wall_s, s.busy_s, s.idle_s) == pytest.approx((900 * _US, 120 * _US, 780 * _US))
         assert s.transfer_s == pytest.approx(42 * _US)
 
 
 def test_device_steps_count_a_program_on_two_streams_once(tmp_path):
-    """The all-reduce beside the compute adds no launch and no busy time to its step."""
+    """The all-reduce beside the compute adds no launch and no busy time to its step: it fills the
+    compute kernels' gaps, so the step is busy for the run's whole 130 us."""
     report = analyze_trace(collective_fit(6).write(tmp_path / "nccl.xplane.pb"))
     assert [(s.launches, s.transfer_s) for s in report.steps] == [(1, 0.0)] * 6
     assert [s.busy_s for s in report.steps] == pytest.approx([130 * _US] * 6)
 
 
 def test_device_steps_need_host_markers(tmp_path):
-    """Steps known only from xprof's group ids (no host marker) give no per-step figures."""
+    """Steps known only from xprof's group ids (no host marker; TensorFlow's `FunctionRun` around each
+    call) give no per-step figures: steps unknown, never one per `FunctionRun`."""
     report = analyze_trace(gpu_fit(6, with_steps=False, group_ids=True).write(tmp_path / "g.xplane.pb"))
-    assert report.steps == ()
+    assert report.steps is None
     assert report.xla_executions == 6
 
 
@@ -376,9 +384,9 @@ def test_device_steps_come_out_in_time_order_with_their_own_runs_and_transfers()
     """Markers given out of time order: steps sorted by start, each with the runs and transfers of its index."""
     ps = 1_000_000_000  # 1 ms
     markers = [(2 * ps, 3 * ps, 7), (0, ps, 6)]
-    runs = {0: [(2 * ps, 2 * ps + ps // 2)], 1: [(0, ps // 4), (ps // 2, 3 * ps // 4)]}
+    busy = {0: [(2 * ps, 2 * ps + ps // 2)], 1: [(0, ps // 4), (ps // 2, 3 * ps // 4)]}
     transfers = {0: ps // 8}
-    assert device_steps(markers, runs, transfers) == (
+    assert device_steps(markers, busy, {0: 1, 1: 2}, transfers) == (
         StepStat(step=6, wall_s=1e-3, busy_s=0.5e-3, idle_s=0.5e-3, launches=2, transfer_s=0.0),
         StepStat(step=7, wall_s=1e-3, busy_s=0.5e-3, idle_s=0.5e-3, launches=1, transfer_s=ps // 8 * 1e-12),
     )
@@ -409,7 +417,7 @@ def test_a_step_number_is_an_integer_of_either_kind(kind, tmp_path):
     path.write_bytes(space.SerializeToString())
     for steps in (analyze_xspace(space).steps, analyze_trace(path).steps):
         if kind == "str_value":
-            assert steps == ()
+            assert steps is None
             continue
         assert [(s.step, s.launches, s.transfer_s) for s in steps] == [(3, 1, None), (4, 0, None)]
         assert [(s.wall_s, s.busy_s, s.idle_s) for s in steps] == [
@@ -423,7 +431,7 @@ def test_device_steps_keep_runs_past_the_marker_and_steps_without_runs():
     a step busy from first to last instant is idle 0; a step with no run is all idle."""
     ps = 1e-12
     markers = [(0, 100, 1), (200, 300, 2), (400, 500, 3)]
-    steps = device_steps(markers, {0: [(10, 150)], 1: [(200, 300)]}, {1: 7})
+    steps = device_steps(markers, {0: [(10, 150)], 1: [(200, 300)]}, {0: 1, 1: 1}, {1: 7})
     assert steps == (
         StepStat(step=1, wall_s=100 * ps, busy_s=140 * ps, idle_s=0.0, launches=1, transfer_s=0.0),
         StepStat(step=2, wall_s=100 * ps, busy_s=100 * ps, idle_s=0.0, launches=1, transfer_s=7 * ps),
@@ -533,3 +541,28 @@ def test_a_stat_name_defined_twice_is_read_at_its_lowest_id_by_every_reader(tmp_
     for report in (analyze_xspace(space), analyze_trace(path)):
         assert [(s.step, s.launches) for s in report.steps] == [(3, 1), (4, 0)]
         assert [row.step for row in report.compile_table] == [4]
+
+
+def test_a_marker_inside_another_is_part_of_its_step(tmp_path):
+    """A `StepTraceAnnotation` inside the guard's `train` marker (both `_r` and `step_num`) is no step of
+    its own, as in xprof's grouping: one step holding the launch, parsed and streamed; a marker that only
+    overlaps another stays a step."""
+    space = build_space(
+        {
+            "python": [
+                ("train", 0, 100, {"_r": 1, "step_num": 5}),
+                ("train", 10, 50, {"_r": 1, "step_num": 9}),
+                ("CpuExecutable::ExecuteAsyncOnStream", 20, 10),
+                ("train", 200, 100, {"_r": 1, "step_num": 6}),
+            ],
+            "other": [("train", 250, 100, {"_r": 1, "step_num": 7})],
+        }
+    )
+    path = tmp_path / "nested.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    for report in (analyze_xspace(space), analyze_trace(path)):
+        assert [(s.step, s.launches, s.wall_s) for s in report.steps] == [
+            (5, 1, pytest.approx(100 * _US)),
+            (6, 0, pytest.approx(100 * _US)),
+            (7, 0, pytest.approx(100 * _US)),
+        ]

@@ -72,10 +72,12 @@ def graph_trace(tmp_path_factory: pytest.TempPathFactory):
 
 
 def test_a_command_buffers_time_is_xla_time_of_its_program(graph_trace):
-    """Graph kernels: 6 runs of 130 us for the program, marked not per op; only BiasAdd is a plain op."""
+    """Graph kernels: 6 runs of the program, busy 120 us each (spans of 130 us), marked not per op; only
+    BiasAdd is a plain op."""
     _, report = graph_trace
     assert report.xla_executions == STEPS
-    assert report.xla_time_s == pytest.approx(STEPS * 130 * _US)
+    assert report.xla_time_s == pytest.approx(STEPS * 120 * _US)
+    assert report.xla_run_span_s == pytest.approx(STEPS * 130 * _US)
     (program,) = report.programs
     assert (program.program, program.runs, program.per_op) == (LABEL, STEPS, False)
     assert [(o.op_type, o.op_name) for o in report.top_non_xla_ops] == [("BiasAdd", "model/dense/BiasAdd")]
@@ -100,12 +102,12 @@ def test_command_buffers_are_a_trace_quality_entry_with_the_flag_that_restores_o
 
 @pytest.mark.tf
 def test_command_buffer_runs_match_xprofs_derived_modules(graph_trace):
-    """xprof derives the same runs from the graph kernels: launches equal, XLA time within 1%."""
+    """xprof derives the same runs from the graph kernels: launches equal, the runs' spans within 1%."""
     path, report = graph_trace
     modules = [e for events in _modules(xprof_device_lines(path)).values() for e in events]
     assert {name for name, _ in modules} == {LABEL}
     assert report.xla_executions == len(modules)
-    assert report.xla_time_s == pytest.approx(sum(d for _, d in modules) * _US, rel=0.01)
+    assert report.xla_run_span_s == pytest.approx(sum(d for _, d in modules) * _US, rel=0.01)
 
 
 @pytest.mark.tf
@@ -115,7 +117,12 @@ def test_graph_level_runs_count_like_xprofs(tmp_path):
     report = analyze_trace(path)
     modules = [e for events in _modules(xprof_device_lines(path)).values() for e in events]
     assert report.xla_executions == len(modules) == STEPS
-    assert report.xla_time_s == pytest.approx(sum(d for _, d in modules) * _US, rel=0.01)
+    # One event a run: busy for all of it, its span.
+    assert (
+        report.xla_time_s
+        == report.xla_run_span_s
+        == pytest.approx(sum(d for _, d in modules) * _US, rel=0.01)
+    )
     assert report.xla_time_s == pytest.approx(STEPS * 130 * _US)
     assert report.programs[0].per_op is False
     assert _codes(report) == ["command_buffers"]
@@ -126,9 +133,9 @@ def test_a_graph_without_xla_annotation_is_xla_time_never_a_plain_op(tmp_path):
     """A CUDA graph with no module annotation is booked to `(command buffer)`, not to plain TF ops."""
     report = analyze_trace(command_buffer_fit(STEPS, annotated=False).write(tmp_path / "bare.xplane.pb"))
     assert [(p.program, p.runs, p.per_op) for p in report.programs] == [("(command buffer)", STEPS, False)]
-    assert report.xla_time_s == pytest.approx(STEPS * 130 * _US)
+    assert report.xla_time_s == pytest.approx(STEPS * 120 * _US)
     assert [o.op_type for o in report.top_non_xla_ops] == ["BiasAdd"]
-    assert report.xla_time_fraction == pytest.approx(130 / (130 + 25))
+    assert report.xla_time_fraction == pytest.approx(120 / (120 + 25))
 
 
 def test_command_buffers_run_op_by_op_while_profiling_are_named(tmp_path):
@@ -151,25 +158,27 @@ def test_command_buffers_run_op_by_op_while_profiling_are_named(tmp_path):
 # ----------------------------------------------------------------- step markers
 
 
-@pytest.mark.tf
 def test_device_kernels_without_step_markers_are_an_entry(tmp_path):
-    """Without markers or group ids the runs merge as xprof merges them, and the report says why."""
-    path = jit_fit(STEPS, with_steps=False).write(tmp_path / "unmarked.xplane.pb")
-    report = analyze_trace(path)
-    modules = [e for events in _modules(xprof_device_lines(path)).values() for e in events]
-    assert report.xla_executions == len(modules)
+    """TensorFlow's `FunctionRun` (`_r`, no `step_num`) around each call is no step marker: steps are
+    unknown, an entry says how to mark them, and the launches are still the 6 program executions."""
+    report = analyze_trace(jit_fit(STEPS, with_steps=False).write(tmp_path / "unmarked.xplane.pb"))
+    assert report.steps is None
+    assert report.xla_executions == STEPS
+    assert report.xla_time_s == pytest.approx(STEPS * 120 * _US)
     assert _codes(report) == ["no_step_markers"]
-    assert report.trace_quality[0].detail.startswith(f"{3 * STEPS} XLA kernel(s)")
+    assert "FunctionRun" in report.trace_quality[0].detail
     assert "StepTraceAnnotation" in report.trace_quality[0].remedy
 
 
-def test_group_ids_or_markers_mean_no_entry(tmp_path):
-    """Steps known from the guard's markers, or from xprof's group ids, leave no `no_step_markers` entry."""
+def test_markers_mean_no_entry_and_group_ids_alone_make_no_steps(tmp_path):
+    """Steps known from the guard's markers leave no entry; xprof's group ids without a marker give
+    launches but no steps, so the entry stays."""
     marked = analyze_trace(jit_fit(STEPS).write(tmp_path / "marked.xplane.pb"))
     grouped = analyze_trace(
         jit_fit(STEPS, with_steps=False, group_ids=True).write(tmp_path / "grouped.xplane.pb")
     )
-    assert marked.trace_quality == grouped.trace_quality == ()
+    assert marked.trace_quality == ()
+    assert (_codes(grouped), grouped.steps) == (["no_step_markers"], None)
     assert marked.xla_executions == grouped.xla_executions == STEPS
 
 
@@ -267,7 +276,8 @@ def test_one_reason_in_two_warnings_counts_the_larger_number(counts, tmp_path):
 
 
 def test_a_device_plane_that_ends_early_is_an_entry(tmp_path):
-    """The last step's kernels after 5100 us have no device event: 5 launches missing, all at the end."""
+    """The last step's kernels after 5100 us have no device event: 5 launches missing, all at the end;
+    the last run keeps its one kernel (40 us) of the five steps' 120 us each."""
     trace = jit_fit(STEPS)
     trace.drop_device_events_after(5 * STEP_US + 100)
     report = analyze_trace(trace.write(tmp_path / "early.xplane.pb"))
@@ -276,7 +286,7 @@ def test_a_device_plane_that_ends_early_is_an_entry(tmp_path):
         f"5 of the host's {7 * STEPS} kernel, copy and graph launches have no device event; the window's "
         "last 5 launch(es) are among them: the device plane ends early"
     )
-    assert report.xla_time_s == pytest.approx(((STEPS - 1) * 130 + 40) * _US)
+    assert report.xla_time_s == pytest.approx(((STEPS - 1) * 120 + 40) * _US)
 
 
 def test_profiler_errors_are_an_entry(tmp_path):
@@ -354,17 +364,22 @@ def test_top_xla_ops_add_up_to_xprofs_xla_ops_line(tmp_path):
 
 
 @pytest.mark.parametrize("name", sorted(p.name.split(".")[0] for p in DATA.glob("*.xplane.pb.gz")))
-def test_stored_host_traces_have_no_device_figures_and_no_entries(tmp_path, name):
-    """The real CPU traces kept in data/: no collectives, programs, XLA ops or trace quality entries."""
+def test_stored_host_traces_have_no_device_figures_and_no_entries_but_unknown_steps(tmp_path, name):
+    """The real CPU traces kept in data/: no collectives, programs, devices or XLA ops; no trace quality
+    entry, but `no_step_markers` for those taken without step markers (steps unknown)."""
     path = tmp_path / f"{name}.xplane.pb"
     path.write_bytes(gzip.decompress((DATA / f"{name}.xplane.pb.gz").read_bytes()))
     report = analyze_trace(path)
-    assert (report.collective_time_s, report.programs, report.top_xla_ops, report.trace_quality) == (
+    assert (report.collective_time_s, report.programs, report.devices, report.top_xla_ops) == (
         None,
         (),
         (),
         (),
     )
+    assert report.xla_run_span_s is None
+    assert _codes(report) == ([] if report.steps else ["no_step_markers"])
+    marked = {"jax_cpu", "tf220_async_launch", "tf220_lost_split_launch"}
+    assert (report.steps is not None) == (name in marked)
 
 
 def test_a_clean_gpu_trace_has_no_entries(tmp_path):
@@ -474,6 +489,7 @@ def test_collectives_alone_on_the_device_overlap_nothing(tmp_path):
     """An all-reduce with no other stream computing beside it: 0 us of overlap; its own stream's kernels do not count."""
     trace = GpuTrace()
     trace.step(0, 0, 900)
+    trace.execution("m", 0.5, 3)
     trace.xla_kernel(12, NCCL_XLA, 1, 100, 50, module="m", program=1, hlo_op="all-reduce.1", tf_op="S:S")
     trace.xla_kernel(12, "fusion", 2, 160, 50, module="m", program=1, hlo_op="fusion.1", tf_op="S:S")
     trace.xla_kernel(7, "fusion", 3, 300, 50, module="m", program=1, hlo_op="fusion.2", tf_op="S:S")
@@ -481,14 +497,16 @@ def test_collectives_alone_on_the_device_overlap_nothing(tmp_path):
     assert report.trace_quality[0].detail == (
         "1 collective kernel(s) ran 0.050 ms on the device, 0.000 ms of it while other streams ran other kernels"
     )
-    # Stream 12's run (100-210 us) and stream 7's (300-350 us) do not overlap: two launches.
-    assert (report.xla_executions, report.xla_time_s) == (2, pytest.approx(160 * _US))
+    # One execution launched all three: one launch, busy 150 us, its span 100-350 us.
+    assert (report.xla_executions, report.xla_time_s) == (1, pytest.approx(150 * _US))
+    assert report.xla_run_span_s == pytest.approx(250 * _US)
 
 
 def test_collectives_over_several_compute_kernels_and_streams_count_each_moment_once(tmp_path):
     """An all-reduce 0-100 us beside kernels on two streams (10-30 and 20-50, 80-120): 60 us of overlap."""
     trace = GpuTrace()
     trace.step(0, 0, 900)
+    trace.execution("m", 0.5, 4)
     trace.xla_kernel(12, NCCL_XLA, 1, 0, 100, module="m", program=1, hlo_op="all-reduce-start", tf_op="S:S")
     trace.xla_kernel(7, "a", 2, 10, 20, module="m", program=1, hlo_op="fusion.1", tf_op="S:S")
     trace.xla_kernel(8, "b", 3, 20, 30, module="m", program=1, hlo_op="fusion.2", tf_op="S:S")

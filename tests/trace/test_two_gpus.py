@@ -1,17 +1,27 @@
 """A second GPU running the same kernels doubles every summed device figure:
-the per-plane totals add up across device planes, never overwrite.
+the per-plane totals add up across device planes, never overwrite, and each
+device keeps its own figures, the totals saying they add two.
 
 The traces are `tests/_gpu_trace.py`'s builders with their GPU plane copied
 as `/device:GPU:1`; the one-GPU report of the same builder is the oracle."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from _gpu_trace import collective_fit, command_buffer_fit, jit_fit
 
 from keras_xla_guard import analyze_trace
 
-_SUMMED = ("xla_time_s", "xla_executions", "non_xla_op_time_s", "transfer_time_s", "collective_time_s")
+_SUMMED = (
+    "xla_time_s",
+    "xla_run_span_s",
+    "xla_executions",
+    "non_xla_op_time_s",
+    "transfer_time_s",
+    "collective_time_s",
+)
 
 
 def _reports(make, tmp_path):
@@ -64,3 +74,73 @@ def test_two_gpus_count_twice_the_collective_and_graph_kernels_in_quality_entrie
         "36 kernel(s), 1.440 ms of device time, ran inside CUDA graphs (XLA command buffers) in "
         "a_inference_one_step_on_data_812__.37(37)"
     ]
+
+
+@pytest.mark.parametrize("make", [jit_fit, collective_fit, command_buffer_fit], ids=lambda f: f.__name__)
+def test_each_gpu_has_its_own_figures_and_the_totals_say_they_add_two(make, tmp_path):
+    """Per device: one GPU's XLA time, run span, plain ops, share, launches, transfers and collectives;
+    the totals are labelled "summed over 2 devices" and the overall share is the sums' share."""
+    one, two = _reports(make, tmp_path)
+    (single,) = one.devices
+    assert one.totals_label is None
+    assert [d.device for d in two.devices] == ["/device:GPU:0", "/device:GPU:1"]
+    for device in two.devices:
+        assert dataclasses.replace(device, device="/device:GPU:0", host="one") == single
+    assert single.xla_time_s == one.xla_time_s and single.launches == one.xla_executions
+    assert two.totals_label == "summed over 2 devices"
+    xla, op = sum(d.xla_time_s for d in two.devices), sum(d.non_xla_op_time_s for d in two.devices)
+    assert two.xla_time_fraction == pytest.approx(xla / (xla + op), rel=1e-12)
+    assert two.to_dict()["totals"] == "summed over 2 devices"
+
+
+def test_two_hosts_planes_in_one_session_are_each_devices_with_their_host(tmp_path):
+    """One run directory with a trace per host, each with a GPU: the combined report lists each device
+    with its host and labels its totals "summed over 2 devices on 2 hosts"."""
+    from keras_xla_guard import analyze_trace as analyze
+
+    run = tmp_path / "logs" / "plugins" / "profile" / "2026_01_01_00_00_00"
+    run.mkdir(parents=True)
+    for host in ("worker-a", "worker-b"):
+        jit_fit(6).write(run / f"{host}.xplane.pb")
+    one = analyze_trace(jit_fit(6).write(tmp_path / "one.xplane.pb"))
+    combined = analyze(tmp_path / "logs")
+    assert [(d.host, d.device) for d in combined.devices] == [
+        ("worker-a", "/device:GPU:0"),
+        ("worker-b", "/device:GPU:0"),
+    ]
+    assert combined.totals_label == "summed over 2 devices on 2 hosts"
+    assert combined.xla_time_s == pytest.approx(2 * one.xla_time_s, rel=1e-12)
+    assert combined.xla_run_span_s == pytest.approx(2 * one.xla_run_span_s, rel=1e-12)
+    assert "summed over 2 devices on 2 hosts" in str(combined).splitlines()[0]
+    assert "worker-a/device:GPU:0" in str(combined)
+
+
+def test_one_host_trace_of_two_hosts_is_summed_over_hosts(tmp_path):
+    """Host traces of two hosts combined: "summed over 2 hosts", no devices."""
+    from keras_xla_guard import CoverageReport, combine_reports
+
+    a = CoverageReport(hosts=("a",), xla_time_s=1.0, non_xla_op_time_s=1.0, xla_time_fraction=0.5)
+    b = CoverageReport(hosts=("b",), xla_time_s=1.0, non_xla_op_time_s=1.0, xla_time_fraction=0.5)
+    assert (a.totals_label, combine_reports([a, b]).totals_label) == (None, "summed over 2 hosts")
+
+
+def test_the_guards_own_kernels_are_in_no_devices_share(tmp_path):
+    """A guard tap kernel on GPU:0 is guard time: out of that device's plain ops and share, as out of the
+    totals'; the devices' plain ops still add up to the report's."""
+    from _helpers import assert_consistent
+
+    def two_gpus(guard: bool):
+        trace = jit_fit(2)
+        second = trace.space.planes.add()
+        second.CopyFrom(trace.gpu.plane)
+        second.name, second.id = "/device:GPU:1", 2
+        if guard:
+            tap = "xla_guard_tap/ResourceScatterUpdate:ResourceScatterUpdate"
+            trace.tf_kernel(7, "scatter", 1, 500, 30, tf_op=tap)
+        return analyze_trace(trace.write(tmp_path / f"{guard}.xplane.pb"))
+
+    plain, guarded = two_gpus(False), two_gpus(True)
+    assert guarded.guard_op_time_s == pytest.approx(30e-6)
+    assert [d.non_xla_op_time_s for d in guarded.devices] == [d.non_xla_op_time_s for d in plain.devices]
+    assert [d.xla_time_fraction for d in guarded.devices] == [d.xla_time_fraction for d in plain.devices]
+    assert_consistent(guarded)
