@@ -234,6 +234,8 @@ def _who(worker: str) -> str:
 def _where(worker: str, report: Mapping[str, Any]) -> str:
     epoch = report.get("epoch")
     place = f"epoch {epoch}" if epoch is not None else "the trace"
+    # A window of several devices or hosts says so wherever its figures show.
+    place += f" ({report['totals']})" if report.get("totals") else ""
     return f"{worker}, {place}" if worker else place
 
 
