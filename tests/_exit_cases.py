@@ -302,8 +302,11 @@ def test_a_budget_counts_every_compilation_of_a_fit_an_exception_ended(tmp_path)
                 callbacks=[hooks(("on_epoch_end", 0, RuntimeError("user callback failed"))), guard],
             )
         model.fit(Batches((5, 9, 11, 9)), epochs=1, shuffle=False, verbose=0, callbacks=[guard])
-    assert budget.count == 4 and budget.unknown is None
-    assert [(c.function, c.epoch, c.step, c.signature.shapes[0]) for c in budget.compilations] == [
+    # Each of the 4 new lengths is one compilation with its signature (Keras 3.10 on JAX 0.6 adds
+    # state-placement ones, counted too, with none).
+    caused = [c for c in budget.compilations if c.signature is not None]
+    assert len(caused) == 4 and budget.count == len(budget.compilations) and budget.unknown is None
+    assert [(c.function, c.epoch, c.step, c.signature.shapes[0]) for c in caused] == [
         ("train", 0, 0, (8, 5)),
         ("train", 0, 1, (8, 7)),
         ("train", 0, 1, (8, 9)),

@@ -221,8 +221,10 @@ def signed(
     A compilation is logged at the first step of its call; with
     `steps_per_call` > 1 (Keras' `steps_per_execution`) the call's
     compilations take the call's new signatures in order, each then at
-    that signature's own step (a compilation beyond them shares the last
-    one's, as two programs compiled for one step's batch do).
+    that signature's own step. A compilation beyond them keeps none: no
+    new batch shape caused it (Keras 3.10 on JAX 0.6 compiles the step
+    again when the model state arrives placed differently), as the
+    budgets list it.
 
     Args:
         compilations: The epoch's (or call's) compilations as the backend
@@ -245,7 +247,6 @@ def signed(
             else []
         )
         key = next((k for k in keys if k in new and k not in used), None)
-        key = key if key is not None else next((k for k in reversed(keys) if k in used), None)
         if key is not None:
             used.add(key)
             row = dataclasses.replace(row, step=key[1], signature=new[key])

@@ -256,7 +256,9 @@ def keep_first_draw(model: Any) -> str | None:
     def _symbolic_build(iterator: Any = None, data_batch: Any = None) -> Any:
         vars(model).pop("_symbolic_build", None)
         if iterator is not None and data_batch is None and builds_from_a_batch(model) is False:
-            for _, _, data in iterator:
+            # Keras 3.10 yields (step, data), later releases (begin_step, end_step, data).
+            for item in iterator:
+                data = item[-1]
                 if not isinstance(data, (list, tuple)):
                     next(data)
                 break

@@ -364,9 +364,12 @@ def test_with_steps_per_execution_each_compilation_has_its_own_step_and_signatur
         ("train", 0, step, f"x['tokens']: int32[8,{n}], y: float32[8,1]")
         for step, n in ((0, 5), (1, 7), (2, 9), (4, 11), (6, 13))
     ]
-    assert budget.unknown is None and budget.count == compiled == 5
-    assert [(c.function, c.epoch, c.step, str(c.signature)) for c in budget.compilations] == expected
-    assert all(c.note is None for c in budget.compilations)
-    rows = [r for r in guard.compilations[0].rows if r.function == "train"]
+    # Keras 3.10 on JAX 0.6 adds state-placement compilations with no new shape: listed without one.
+    assert budget.unknown is None and budget.count == compiled >= 5
+    caused = [c for c in budget.compilations if c.signature is not None]
+    assert [(c.function, c.epoch, c.step, str(c.signature)) for c in caused] == expected
+    assert all(c.note is None for c in caused)
+    assert all(c.note for c in budget.compilations if c.signature is None)
+    rows = [r for r in guard.compilations[0].rows if r.function == "train" and r.signature is not None]
     assert [(r.function, r.epoch, r.step, r.signature) for r in rows] == expected
-    assert [r for r in guard.compilations[1].rows if r.function == "train"] == []
+    assert [r for r in guard.compilations[1].rows if r.function == "train" and r.signature is not None] == []

@@ -32,13 +32,31 @@ def test_this_venv_has_no_tensorflow():
     assert importlib.util.find_spec("tensorflow") is None
 
 
+def _caused(guard: XlaGuardCallback, epoch: int | None = None) -> int:
+    """The train compilations a new batch shape caused (they carry its signature), in `epoch` or all.
+
+    Keras 3.10 on JAX 0.6 also compiles the train step at a fit's second step and each later epoch's
+    first with no new shape (the model state placed differently): the guard lists those without one.
+    """
+    return sum(
+        1
+        for e, c in guard.compilations.items()
+        for r in c.rows
+        if r.function == "train" and r.signature is not None and epoch in (None, e)
+    )
+
+
 def _train_compilations(model, data, epochs: int = 2) -> tuple[list[str], XlaGuardCallback]:
-    """`fit` under the guard; the train programs JAX compiled in it, by the test's own listener."""
+    """`fit` under the guard; the train programs JAX compiled in it, by the test's own listener.
+
+    The guard counts each of them: every call checks that first.
+    """
     guard = XlaGuardCallback(profile_epochs=(), verbose=0, write_summaries=False)
     with monitoring_oracle().counting() as oracle:
         start = len(oracle.compiles)
         model.fit(data, epochs=epochs, verbose=0, callbacks=[guard])
         compiled = [name for name in oracle.compiles[start:] if "train" in name]
+    assert len(compiled) == sum(c.count("train") for c in guard.compilations.values())
     return compiled, guard
 
 
@@ -50,9 +68,8 @@ def test_every_form_of_examples_is_padded_to_the_buckets_and_fit_compiles_one_pr
     assert len(padded) == 5  # 16 examples of length <= 7, 24 of 9..13: 2 + 3 full batches
     assert check_padding(padded) == PADDED_SHAPES
     compiled, guard = _train_compilations(sequence_model(kind), padded)
-    assert compiled == ["jit(train_step)"] * len(BOUNDS)
-    assert guard.compilations[0].count("train") == len(BOUNDS)
-    assert guard.compilations[1].count("train") == 0
+    assert set(compiled) == {"jit(train_step)"}
+    assert (_caused(guard, 0), _caused(guard, 1)) == (len(BOUNDS), 0)
 
 
 @pytest.mark.parametrize("data", [42, "tokens", None, 3.5, object()])
@@ -71,8 +88,8 @@ def test_the_guards_fix_on_jax_needs_no_tensorflow_and_runs_as_printed():
     """
     lengths = sorted(LENGTHS)
     user_data = batches_of_one_length(lengths)
-    compiled, guard = _train_compilations(sequence_model(), user_data, epochs=1)
-    assert len(compiled) == 5
+    _, guard = _train_compilations(sequence_model(), user_data, epochs=1)
+    assert _caused(guard) == 5
     (fix,) = [e for e in guard.signatures[0].explanations if e.kind == "bucketing_fix"]
     assert fix.values == (5, 9, 13)  # 8 examples of each length: padding within 15% needs 3 buckets
     assert "tf." not in fix.fix_code and "tensorflow" not in fix.fix_code
@@ -82,8 +99,8 @@ def test_the_guards_fix_on_jax_needs_no_tensorflow_and_runs_as_printed():
         scope = {"data": data}
         exec(fix.fix_code, scope)  # the printed fix, run as a user pastes it
         assert check_padding(scope["data"]) == [(BATCH, b) for b in fix.values]
-        compiled, _ = _train_compilations(sequence_model(), scope["data"])
-        assert len(compiled) == len(fix.values)
+        _, padded_guard = _train_compilations(sequence_model(), scope["data"])
+        assert _caused(padded_guard) == len(fix.values)
 
 
 def test_a_short_last_batch_on_jax_is_dropped_by_slicing_not_by_tf_data():

@@ -75,9 +75,11 @@ def _fit(log_dir: Path, **guard_kwargs) -> dict:
     for epoch in guard.compilations.values():
         for function, n in epoch.counts.items():
             counted[function] = counted.get(function, 0) + n
+    caused = [r for c in guard.compilations.values() for r in c.rows if r.function == "train" and r.signature]
     return {
         "oracle": {name: seen.count(f"jit({name})") for name in ("train_step", "test_step")},
         "guard": counted,
+        "caused": len(caused),
         "budget": budget.count,
         "console": console.getvalue(),
     }
@@ -97,28 +99,40 @@ def _report(capsys, *argv: object) -> tuple[int, str, str]:
 
 
 def test_the_guard_and_a_budget_count_what_jax_monitoring_saw(fitted):
-    """4 train and 2 test compilations: the test's own listener, the guard's rows and a budget agree."""
+    """The test's own listener, the guard's rows and a budget agree; 4 train compilations carry their signature.
+
+    Keras 3.10 on JAX 0.6 compiles the train step again at a fit's second step and at each later
+    epoch's first with no new batch shape (the model state placed differently): those have none.
+    """
     _, _, out = fitted
-    assert out["oracle"] == {"train_step": 4, "test_step": 2}
-    assert (out["guard"]["train"], out["guard"]["test"], out["guard"]["warm_up"]) == (4, 2, 0)
-    assert out["budget"] == 6
+    oracle = out["oracle"]
+    assert oracle["test_step"] == 2 and oracle["train_step"] >= 4
+    assert (out["guard"]["train"], out["guard"]["test"], out["guard"]["warm_up"]) == (
+        oracle["train_step"],
+        2,
+        0,
+    )
+    assert out["caused"] == 4
+    assert out["budget"] == oracle["train_step"] + oracle["test_step"]
 
 
 def test_the_run_file_and_the_cli_gate_count_every_epoch(fitted, capsys):
     """The run file's compilations and `report --max-compilations` are the oracle's, profiled or not."""
-    _, log_dir, _ = fitted
+    _, log_dir, out = fitted
+    train, total = out["oracle"]["train_step"], sum(out["oracle"].values())
     counted = run_compilations(read_run_file(log_dir))
     assert (counted.total, counted.counts["train"], counted.source, counted.epochs) == (
-        6,
-        4,
+        total,
+        train,
         "counted",
         (0, 1, 2),
     )
-    code, text, err = _report(capsys, log_dir, "--max-compilations", 5)
+    code, text, err = _report(capsys, log_dir, "--max-compilations", total - 1)
     assert (code, err) == (1, "")
-    assert f"{log_dir / 'xla_guard_reports.json'}: 6 XLA compilations exceed --max-compilations 5" in text
-    assert _report(capsys, log_dir, "--max-compilations", 6)[0] == 0
-    assert _report(capsys, log_dir, "--max-compilations", "train=3")[0] == 1
+    failed = f"{log_dir / 'xla_guard_reports.json'}: {total} XLA compilations exceed --max-compilations {total - 1}"
+    assert failed in text
+    assert _report(capsys, log_dir, "--max-compilations", total)[0] == 0
+    assert _report(capsys, log_dir, "--max-compilations", f"train={train - 1}")[0] == 1
 
 
 def test_min_coverage_is_refused_where_the_share_is_constant(fitted, capsys):
@@ -134,9 +148,9 @@ def test_min_coverage_is_refused_where_the_share_is_constant(fitted, capsys):
 
 
 def test_every_output_leads_with_the_recompilation(fitted, capsys, tmp_path):
-    """Console, CLI and HTML open with the 4 train compilations, never with a constant 100% share."""
+    """Console, CLI and HTML open with the train compilations, never with a constant 100% share."""
     _, log_dir, out = fitted
-    lead = "The train function compiled 4 times in this run"
+    lead = f"The train function compiled {out['oracle']['train_step']} times in this run"
     assert out["console"].startswith(f"keras-xla-guard: run summary (recompiles): {lead}")
     assert "100.0%" not in out["console"].splitlines()[0]
     profiled, text = fitted[0], _report(capsys, log_dir)[1]
@@ -149,19 +163,22 @@ def test_every_output_leads_with_the_recompilation(fitted, capsys, tmp_path):
     assert f'data-level="recompiles"><p class="headline">{escape(lead)}' in html
     counted = run_compilations(read_run_file(log_dir))
     # Every compilation of the model's functions is a row; Keras' small other programs one line.
-    assert html.count('<tr class="counted"') == counted.total == 6
+    assert html.count('<tr class="counted"') == counted.total == sum(out["oracle"].values())
     other = counted.counts["other"]  # none in a later fit of the process: Keras' helpers are compiled
     assert ("Not listed: " in html) == (other > 0)
     assert other == 0 or f"Not listed: {other} small program(s)" in html
 
 
 def test_a_warm_up_of_bare_shapes_types_the_int_input_and_spares_fit(tmp_path):
-    """warm_up of (8, n) shapes compiles int32 programs: 4 warm_up rows, 0 train compilations in fit."""
+    """warm_up of (8, n) shapes compiles int32 programs: warm_up rows, no train compilation a batch caused."""
     warm = [({"tokens": (8, n)}, (8, 1)) for n in sorted(set(TRAIN_LENGTHS))]
     out = _fit(tmp_path, profile_epochs=(), warm_up=warm)
-    assert out["oracle"] == {"train_step": 4, "test_step": 2}
-    assert (out["guard"]["train"], out["guard"]["warm_up"], out["guard"]["test"]) == (0, 4, 2)
+    guard, oracle = out["guard"], out["oracle"]
+    assert oracle["test_step"] == guard["test"] == 2
+    # Every train-step program the listener saw is a warm-up row or one no new batch shape caused.
+    assert guard["warm_up"] + guard["train"] == oracle["train_step"] and guard["warm_up"] >= 4
+    assert out["caused"] == 0
     data = json.loads((tmp_path / "xla_guard_reports.json").read_text())
     rows = [r for e in data["compilations"].values() for r in e["rows"] if r["function"] == "warm_up"]
-    assert [(r["epoch"], r["step"]) for r in rows] == [(None, None)] * 4
+    assert [(r["epoch"], r["step"]) for r in rows] == [(None, None)] * guard["warm_up"]
     assert "warm_up_missed" not in json.dumps(data)

@@ -50,7 +50,9 @@ def test_a_warmed_fit_compiles_no_program_for_the_warmed_signatures(tmp_path, un
     # The warmed signatures are no new ones in fit (their programs are compiled): warm_up's own rows.
     assert run.guard.signatures[0].new_signatures == 0
     warmed = [r for c in run.guard.compilations.values() for r in c.rows if r.function == "warm_up"]
-    assert [(r.epoch, r.step, r.program) for r in warmed] == [(None, None, "train_step")] * 2
+    assert len(warmed) >= 2 and {(r.epoch, r.step, r.program) for r in warmed} == {(None, None, "train_step")}
+    # With fit's own, the listener's count: Keras 3.10 on JAX 0.6 compiles each warmed shape twice.
+    assert len(train) + len(warmed) == run.oracle_compiles.count("jit(train_step)")
     for a, b in zip(run.weights, unguarded.weights):
         np.testing.assert_array_equal(a, b)
     assert len(run.history["loss"]) == EPOCHS
