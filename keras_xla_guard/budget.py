@@ -57,6 +57,7 @@ class CompilationBudget:
     def __init__(self, limit: int | None, *, fail_fast: bool = False) -> None:
         self._ledger = CompilationLedger(limit, fail_fast=fail_fast)
         self._entered = False
+        self._hooked = True
         self._open = False
 
     @property
@@ -118,13 +119,18 @@ class CompilationBudget:
         if self._entered:
             raise RuntimeError("A CompilationBudget is entered once; make a new one with max_compilations().")
         self._entered = True
-        # The guard the budget adds to each call (it registers itself with the hooks).
-        import keras_xla_guard.callback  # noqa: F401
-
+        try:
+            # The guard the budget adds to each call (it registers itself with the hooks).
+            import keras_xla_guard.callback  # noqa: F401
+        except ImportError:
+            # No Keras can run in this process (none installed, or its configured backend is
+            # missing: Keras on TensorFlow in a JAX-only venv): only watched custom-loop steps count.
+            self._hooked = False
         with InterruptGate() as gate:
             # A Ctrl-C here would leave Keras wrapped with no budget to unwrap it.
             gate.hold()
-            _model_hooks.acquire()
+            if self._hooked:
+                _model_hooks.acquire()
             enter_ledger(self._ledger)
             self._open = True
         return self
@@ -145,7 +151,8 @@ class CompilationBudget:
             if self._open:
                 self._open = False
                 leave_ledger(self._ledger)
-                _model_hooks.release()
+                if self._hooked:
+                    _model_hooks.release()
 
     def __repr__(self) -> str:
         counted = self.count if self.count is not None else "unknown"

@@ -15,8 +15,10 @@ import os
 import types
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal
 
+from keras_xla_guard import backend as backends
 from keras_xla_guard._adapter import GuardAdapter, model_op_layers
 from keras_xla_guard._checks import check_int, check_model
 from keras_xla_guard._interrupts import InterruptGate
@@ -25,7 +27,11 @@ from keras_xla_guard.runtime.config import DEFAULT_LOG_DIR, GuardConfig, config_
 from keras_xla_guard.runtime.engine import xla_mode_of
 from keras_xla_guard.trace.report import CoverageReport
 
-__all__ = ["XlaGuard"]
+__all__ = ["WatchedFunction", "XlaGuard"]
+
+# Epoch ends in a row at which a watched step held more compiled programs than before:
+# recompiles that pile up executables (google/flax#5548) rather than a few shapes.
+_GROWTH_EPOCHS = 3
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
@@ -40,23 +46,70 @@ def _positional_names(fn: Callable[..., Any]) -> tuple[str, ...]:
     return tuple(p.name for p in params if p.kind in _POSITIONAL)
 
 
+@dataclass(frozen=True)
+class WatchedFunction:
+    """What a run saw of one step `XlaGuard.watch` wrapped.
+
+    Attributes:
+        name: The step's name (`fn.__name__`).
+        calls: Calls inside `guard.epoch(...)` blocks.
+        compilations: Programs compiled during those calls, where the
+            backend counts them (JAX); `None` on TensorFlow.
+        executables: Compiled programs the step holds now (a `jax.jit`
+            function's cache); `None` where unknown.
+        reached_xla: Whether the step ran through XLA: it compiled a
+            program or holds one; `None` where the backend cannot tell.
+    """
+
+    name: str
+    calls: int
+    compilations: int | None
+    executables: int | None
+    reached_xla: bool | None
+
+
 class _WatchedStep:
     """A train step wrapped by `XlaGuard.watch`.
 
     Calls go straight to the wrapped callable after one Python-side step
     mark; attributes the wrapper does not define (`get_concrete_function`,
-    `experimental_get_tracing_count`, ... of a `tf.function`) are read from
-    the wrapped callable.
+    `experimental_get_tracing_count`, ... of a `tf.function`; `lower` of a
+    `jax.jit`) are read from the wrapped callable.
     """
 
-    def __init__(self, guard: XlaGuard, fn: Callable[..., Any]) -> None:
+    def __init__(self, guard: XlaGuard, fn: Callable[..., Any], probe: backends.StepProbe) -> None:
         functools.update_wrapper(self, fn, updated=())
         self._guard = guard
         self._names = _positional_names(fn)
+        self._name = str(getattr(fn, "__name__", None) or type(fn).__name__)
+        self._probe = probe
+        self._calls = 0
+        self._compiled = 0
+        # Compiled programs held at each epoch's end (the jit cache size), for the growth warning.
+        self._held: list[int] = []
+        self._growth_warned = False
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        self._guard._before_step(self, args, kwargs)
-        return self.__wrapped__(*args, **kwargs)
+        guard = self._guard
+        if guard._epoch is None:
+            return self.__wrapped__(*args, **kwargs)
+        before = guard._before_step(self, args, kwargs)
+        try:
+            return self.__wrapped__(*args, **kwargs)
+        finally:
+            guard._after_step(self, before)
+
+    def _read(self, pair: tuple[tuple[Any, ...], dict[str, Any]]) -> Any:
+        reader = self._probe.signature
+        assert reader is not None
+        return reader(*pair)
+
+    def summary(self, counted: bool) -> WatchedFunction:
+        """This step's `WatchedFunction`; `counted`: whether the backend counts compilations."""
+        held = self._probe.executables()
+        compiled = self._compiled if counted else None
+        reached = None if compiled is None else bool(compiled or held)
+        return WatchedFunction(self._name, self._calls, compiled, held, reached)
 
     def _inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """The call's arguments by parameter name, as signatures name them."""
@@ -72,7 +125,7 @@ class _WatchedStep:
         return types.MethodType(self, instance)
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
+        if name.startswith("__") or name in ("_guard", "_probe"):
             raise AttributeError(name)
         return getattr(self.__wrapped__, name)
 
@@ -192,16 +245,27 @@ class XlaGuard(GuardAdapter):
         config: GuardConfig | None = None,
         strategy: Any = None,
         model: Any = None,
+        backend: str | None = None,
         **fields: Any,
     ) -> None:
         if strategy is not None and not hasattr(strategy, "extended"):
             raise ValueError(
                 f"`strategy` must be a tf.distribute.Strategy or None. Received: strategy={strategy!r}"
             )
+        if backend is not None and backend not in backends.BACKENDS:
+            raise ValueError(
+                f"`backend` must be one of {list(backends.BACKENDS)} or None. Received: backend={backend!r}"
+            )
         check_model("model", model)
-        self._init_guard("XlaGuard", config, {"log_dir": log_dir, **fields}, notes=[self._jit_notes])
+        self._backend = backends.get(backend) if backend is not None else None
+        self._init_guard(
+            "XlaGuard", config, {"log_dir": log_dir, **fields}, notes=[self._jit_notes], backend=self._backend
+        )
         # One flag per watched step: whether it runs compiled by XLA.
         self._watched_jit: list[bool] = []
+        self._watched: list[_WatchedStep] = []
+        # Whether the backend of the last run counted its compilations (JAX).
+        self._counts_compiles = False
         self._running = False
         self._epoch: int | None = None
         self._step = 0
@@ -291,12 +355,23 @@ class XlaGuard(GuardAdapter):
             raise ValueError(
                 f"`jit_compile` must be True, False or None. Received: jit_compile={jit_compile!r}"
             )
-        if jit_compile is None:
-            from keras_xla_guard.seam.tf_internals import tf_function_jit_compile
+        if self._backend is None:
+            self._backend = backends.for_step(fn)
+        probe = self._backend.step_probe(fn, _positional_names(fn))
+        self._watched_jit.append(probe.jit_compile if jit_compile is None else jit_compile)
+        watched = _WatchedStep(self, fn, probe)
+        self._watched.append(watched)
+        return watched
 
-            jit_compile = tf_function_jit_compile(fn)
-        self._watched_jit.append(jit_compile)
-        return _WatchedStep(self, fn)
+    @property
+    def watched(self) -> tuple[WatchedFunction, ...]:
+        """What the run saw of each watched step, in the order they were watched.
+
+        A step that ran but `reached_xla` is `False` compiled nothing and
+        holds no compiled program: its calls ran outside XLA (a warning
+        says so when the run ends).
+        """
+        return tuple(w.summary(self._counts_compiles) for w in self._watched)
 
     def epoch(self, epoch: int, steps: int | None = None) -> _EpochScope:
         """Marks one epoch of the loop; use it as a context manager.
@@ -336,6 +411,7 @@ class XlaGuard(GuardAdapter):
             return
         self._running = False
         self._epoch = None
+        self._warn_never_compiled()
         self._end_engine_run(timeout)
 
     def __enter__(self) -> XlaGuard:
@@ -357,11 +433,17 @@ class XlaGuard(GuardAdapter):
             )
         if not self._running:
             self._running = True
+            if self._backend is not None:
+                self.engine.use_backend(self._backend)
+            for watched in self._watched:
+                watched._calls = watched._compiled = 0
+                watched._held.clear()
             self._begin_engine_run(
                 self._strategy,
-                xla_mode=xla_mode_of(any(self._watched_jit)),
+                xla_mode=xla_mode_of(any(self._watched_jit), self.engine.backend),
                 op_layers=model_op_layers(self._model) if self._model is not None else None,
             )
+            self._counts_compiles = self.engine.compilations_seen is not None
             if self._inputs is not None:
                 self._inputs.use_observed()
         self._epoch = epoch
@@ -378,16 +460,65 @@ class XlaGuard(GuardAdapter):
             if self._inputs is not None:
                 self._inputs.end_epoch()
             self.engine.epoch_end(epoch)
+            self._check_executables(epoch)
 
-    def _before_step(self, watched: _WatchedStep, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        if self._epoch is None:
-            return
+    def _before_step(
+        self, watched: _WatchedStep, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> int | None:
+        """Marks the step and reads its inputs; the run's compilations so far (`None`: not counted)."""
+        engine = self.engine
         step, self._step = self._step, self._step + 1
-        self.engine.step_begin(step)
+        engine.step_begin(step)
+        # Before the inputs: their signature then waits for the step's counted compilation.
+        engine.inside_step(True)
         if self._inputs is not None:
             self._inputs.step(step)
+        elif watched._probe.signature is None:
+            engine.observe_inputs(watched._inputs(args, kwargs), step=step)
         else:
-            self.engine.observe_inputs(watched._inputs(args, kwargs), step=step)
+            engine.observe_inputs((args, kwargs), step=step, read=watched._read)
+        return engine.compilations_seen
+
+    def _after_step(self, watched: _WatchedStep, before: int | None) -> None:
+        engine = self.engine
+        engine.inside_step(False)
+        watched._calls += 1
+        if before is not None:
+            watched._compiled += (engine.compilations_seen or 0) - before
+
+    def _check_executables(self, epoch: int) -> None:
+        """Warns once per step whose compiled programs grew at each of the last epochs' ends."""
+        for watched in self._watched:
+            held = watched._probe.executables()
+            if held is None or watched._calls == 0:
+                continue
+            watched._held.append(held)
+            last = watched._held[-(_GROWTH_EPOCHS + 1) :]
+            growing = len(last) == _GROWTH_EPOCHS + 1 and all(a < b for a, b in zip(last, last[1:]))
+            if growing and not watched._growth_warned:
+                watched._growth_warned = True
+                warnings.warn(
+                    f"keras-xla-guard: {watched._name} holds {held} compiled programs after epoch {epoch}, "
+                    f"more at each of the last {_GROWTH_EPOCHS} epochs' ends ({', '.join(map(str, last))}): "
+                    "every new input signature or static argument keeps one more executable alive, "
+                    "and their memory grows until the step is deleted. guard.compilations names the "
+                    "signatures; pad them to a few sizes or make the varying argument non-static.",
+                    XlaGuardWarning,
+                    stacklevel=4,
+                )
+
+    def _warn_never_compiled(self) -> None:
+        """Warns for each watched step that ran but never reached XLA (JAX, where compilations are counted)."""
+        for summary in self.watched:
+            if summary.reached_xla is False and summary.calls:
+                warnings.warn(
+                    f"keras-xla-guard: the watched step {summary.name} never reached XLA: its "
+                    f"{summary.calls} call(s) compiled no program and it holds none, so its work ran "
+                    "outside XLA (NumPy or Python). Its 0 compilations say nothing about recompilation; "
+                    "wrap the step in jax.jit to compile it.",
+                    XlaGuardWarning,
+                    stacklevel=4,
+                )
 
     def _saved_compare(self) -> Any:
         """The result `compare` saved in the log dir, unless it measured another model than `model`."""
@@ -423,8 +554,8 @@ class XlaGuard(GuardAdapter):
             return []
         if any(self._watched_jit) and self.engine.xla_mode == "jit_compile":
             return [
-                "the watched train step has jit_compile=True but no XLA execution was "
-                "recorded in this window; check the TensorFlow log for compilation errors"
+                "the watched train step runs compiled by XLA but no XLA execution was "
+                "recorded in this window; check the framework's log for compilation errors"
             ]
         from keras_xla_guard.diagnose.advice import (
             JitEvidence,

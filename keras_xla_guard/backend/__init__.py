@@ -19,14 +19,15 @@ framework until a method is called.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 import threading
 from typing import Any
 
-from keras_xla_guard.backend._base import Backend
+from keras_xla_guard.backend._base import Backend, StepProbe
 from keras_xla_guard.errors import BackendError
 
-__all__ = ["BACKENDS", "Backend", "get", "select"]
+__all__ = ["BACKENDS", "Backend", "StepProbe", "for_step", "get", "select"]
 
 # Backend name (as `keras.backend.backend()` spells it) -> module and class.
 _IMPLEMENTATIONS = {
@@ -110,3 +111,39 @@ def select(model: Any = None) -> Backend:
         f"backend={name!r} ({runs}); keras-xla-guard has backends {list(BACKENDS)}. Set "
         "KERAS_BACKEND=tensorflow or KERAS_BACKEND=jax before importing Keras to use it."
     )
+
+
+def for_step(fn: Any) -> Backend:
+    """The backend that runs a custom loop's step `fn` (`XlaGuard.watch`).
+
+    The backend whose compiled function `fn` is (a `tf.function`, a
+    `jax.jit`), looking through `functools.wraps` wrappers (`nnx.jit`);
+    for any other callable, the one framework this process has imported,
+    else the backend Keras is configured with, else TensorFlow when it is
+    installed, else JAX.
+
+    Args:
+        fn: The step.
+
+    Returns:
+        Its `Backend`.
+    """
+    seen = fn
+    for _ in range(8):
+        for name in _IMPLEMENTATIONS:
+            if get(name).owns(seen):
+                return get(name)
+        seen = getattr(seen, "__wrapped__", None)
+        if seen is None:
+            break
+    loaded = [name for name in _IMPLEMENTATIONS if name in sys.modules]
+    if len(loaded) == 1:
+        return get(loaded[0])
+    if "keras" in sys.modules:
+        from keras_xla_guard import seam
+
+        configured = seam.keras_backend(None)
+        if configured in _IMPLEMENTATIONS:
+            return get(configured)
+    installed = [name for name in _IMPLEMENTATIONS if importlib.util.find_spec(name) is not None]
+    return get(installed[0] if installed else "tensorflow")

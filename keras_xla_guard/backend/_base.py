@@ -14,11 +14,43 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
-from typing import Any, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from keras_xla_guard.backend.xla_cache import PersistentCache
 
-__all__ = ["Backend"]
+if TYPE_CHECKING:
+    from keras_xla_guard.signatures.signature import Signature
+
+__all__ = ["Backend", "StepProbe"]
+
+
+def _unknown() -> int | None:
+    return None
+
+
+@dataclass(frozen=True)
+class StepProbe:
+    """What a backend can tell about one custom-loop step `XlaGuard.watch` wraps.
+
+    Attributes:
+        jit_compile: Whether the step runs compiled by XLA (a
+            `tf.function(jit_compile=True)`; on JAX every array op does).
+        signature: Reads one call's input signature `(args, kwargs) ->
+            Signature` the way the framework keys its compiled programs
+            (JAX: pytree paths, weak types, static arguments, the function
+            object); `None`: the guard's generic walk over the arguments.
+        executables: The number of compiled programs the step holds now
+            (JAX's jit cache), `None` where unknown.
+        jitted: Whether the step itself is the framework's compiled
+            function (`jax.jit`, `tf.function`), not a Python callable
+            that may call one.
+    """
+
+    jit_compile: bool
+    signature: Callable[[tuple[Any, ...], dict[str, Any]], Signature] | None = None
+    executables: Callable[[], int | None] = _unknown
+    jitted: bool = False
 
 
 @runtime_checkable
@@ -136,6 +168,22 @@ class Backend(Protocol):
         Returns:
             The cache settings, or `None` when no cache is configured.
         """
+        ...
+
+    def step_probe(self, fn: Callable[..., Any], names: tuple[str, ...]) -> StepProbe:
+        """What this framework can tell about a custom loop's step `fn`.
+
+        Args:
+            fn: The step `XlaGuard.watch` wraps.
+            names: `fn`'s positional parameter names, to name the inputs.
+
+        Returns:
+            Its `StepProbe`.
+        """
+        ...
+
+    def owns(self, fn: Callable[..., Any]) -> bool:
+        """Whether `fn` is this framework's compiled function (a `tf.function`, a `jax.jit`)."""
         ...
 
     def watch_compiles(self, callback: Callable[[str, str, float], None]) -> Callable[[], None] | None:

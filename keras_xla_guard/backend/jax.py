@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 
+from keras_xla_guard.backend._base import StepProbe
 from keras_xla_guard.backend.jax_cache import JaxPersistentCache, jax_persistent_cache
 from keras_xla_guard.errors import ProfilerBusyError, ProfilerNotRunningError, XlaGuardWarning
 
@@ -192,3 +193,13 @@ class JaxBackend:
         from keras_xla_guard.backend import jax_compiles
 
         return jax_compiles.subscribe(callback)
+
+    def owns(self, fn: Callable[..., Any]) -> bool:
+        """Whether `fn` is a `jax.jit` function (its type is jaxlib's or JAX's)."""
+        return type(fn).__module__.split(".", 1)[0] in ("jax", "jaxlib")
+
+    def step_probe(self, fn: Callable[..., Any], names: tuple[str, ...]) -> StepProbe:
+        """The call key `jax.jit` compiles by, read from each call (see `backend.jax_steps`)."""
+        from keras_xla_guard.backend.jax_steps import step_probe
+
+        return step_probe(fn, names)

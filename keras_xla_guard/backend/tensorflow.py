@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 
+from keras_xla_guard.backend._base import StepProbe
 from keras_xla_guard.backend.xla_cache import PersistentCache, persistent_cache
 from keras_xla_guard.errors import ProfilerBusyError, ProfilerNotRunningError
 
@@ -108,3 +109,13 @@ class TensorFlowBackend:
     def watch_compiles(self, callback: Callable[[str, str, float], None]) -> Callable[[], None] | None:
         """`None`: TensorFlow reports compilations only in a profiler trace."""
         return None
+
+    def owns(self, fn: Callable[..., Any]) -> bool:
+        """Whether `fn` is a `tf.function` (its type is TensorFlow's)."""
+        return type(fn).__module__.split(".", 1)[0] == "tensorflow"
+
+    def step_probe(self, fn: Callable[..., Any], names: tuple[str, ...]) -> StepProbe:
+        """A `tf.function`'s `jit_compile`; signatures by the generic walk over the arguments."""
+        from keras_xla_guard.seam.tf_internals import tf_function_jit_compile
+
+        return StepProbe(jit_compile=tf_function_jit_compile(fn), jitted=self.owns(fn))

@@ -236,6 +236,15 @@ class CompileLog:
         """`warm_up` runs now (`on`) or no longer: the model's programs compiled meanwhile are `"warm_up"`'s."""
         self._warming = on
 
+    def inside(self, function: str | None) -> None:
+        """The calling thread is now inside a watched step of `function` (`None`: no longer).
+
+        A program compiled on this thread meanwhile that `programs` does
+        not name is `function`'s (a custom loop's step calls jitted code
+        of any name).
+        """
+        self._local.inside = function
+
     def at_call(self, step: int | None) -> None:
         """A test or predict call is now at its `step` (`None`: outside its steps)."""
         self._call_step = step
@@ -274,7 +283,7 @@ class CompileLog:
                 lower = pending.lower.pop(next(iter(pending.lower)))
             hit, pending.cache_hit = pending.cache_hit, False
             with self._lock:
-                function = self._programs.get(program, OTHER)
+                function = self._programs.get(program) or getattr(self._local, "inside", None) or OTHER
                 if self._warming and function != OTHER:
                     function = WARM_UP
                 row = Compilation(

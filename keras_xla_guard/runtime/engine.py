@@ -313,6 +313,9 @@ class XlaGuardEngine:
         self._compiles_checked = 0
         self._unwatch: Callable[[], None] | None = None
         self._programs: dict[str, str] = {}
+        # Whether an adapter reports its train steps' calls (`inside_step`): the compile
+        # log then tells the train function's programs whatever their names.
+        self._inside_steps = False
         # A compilation budget, where the backend counts its compilations (JAX):
         # each function's new input signatures waiting for their step's
         # compilation, the compilations waiting for their step's signature,
@@ -422,7 +425,49 @@ class XlaGuardEngine:
         if self._compile_log is not None:
             self._compile_log.set_programs(programs)
 
-    def observe_inputs(self, inputs: Any, step: int | None = None) -> None:
+    def use_backend(self, backend: Backend) -> None:
+        """Runs the next run on `backend` (a custom loop's step decides it when watched).
+
+        Args:
+            backend: The `Backend` whose profiler, step markers, cache and
+                compile stream the next run uses.
+
+        Raises:
+            RuntimeError: If a run is going on.
+        """
+        if self._running:
+            raise RuntimeError(f"the backend cannot change during a run. Received: backend={backend.name!r}")
+        if backend is self.backend:
+            return
+        self.backend = backend
+        self._policy = CompilationPolicy(
+            self.config.max_compilations, self.config.on_violation, megamorphic=backend.name == "tensorflow"
+        )
+        self._tracker = SignatureTracker(input_pipeline=backend.input_pipeline)
+        self._train_program = _program_ref(None)
+        self._persistent_cache = backend.persistent_cache()
+
+    @property
+    def compilations_seen(self) -> int | None:
+        """Compilations the backend reported in this run so far; `None` where it reports none (TensorFlow)."""
+        log = self._compile_log
+        return log.total if log is not None and self._unwatch is not None else None
+
+    def inside_step(self, inside: bool) -> None:
+        """The calling thread enters (`True`) or leaves a custom loop's watched train step.
+
+        Where the backend counts compilations, every program compiled on
+        this thread meanwhile is the train function's, whatever its name
+        (a `jax.jit` step, or jitted code a Python step calls).
+        """
+        log = self._compile_log
+        if log is not None:
+            self._inside_steps = True
+            log.inside("train" if inside else None)
+
+    def observe_inputs(
+        self, inputs: Any, step: int | None = None, *, read: Callable[[Any], Signature] | None = None
+    ) -> None:
         """Records the concrete input signature of one training step.
 
         Cheap (a walk over the structure reading `.shape` and `.dtype`) and
@@ -433,12 +478,15 @@ class XlaGuardEngine:
             inputs: The step's inputs: a nested structure of arrays or
                 tensors (e.g. the arguments of a compiled function).
             step: 0-based step index within the epoch, if known.
+            read: Reads the signature from `inputs` instead of
+                `Signature.of` (a backend's `StepProbe.signature`).
+                Defaults to `None`.
 
         Raises:
             RecompilationLimitError: See above.
         """
         try:
-            signature = Signature.of(inputs)
+            signature = Signature.of(inputs) if read is None else read(inputs)
         except Exception as e:  # noqa: BLE001 - the guard must not break training
             self._warn(f"reading the input signature failed: {type(e).__name__}: {e}")
             return
@@ -1354,7 +1402,7 @@ class XlaGuardEngine:
 
     def _counting_log(self, function: str) -> CompileLog | None:
         """The log counting `function`'s compilations as they happen (JAX); `None` where none does."""
-        if function not in self._programs.values():
+        if function not in self._programs.values() and not (function == "train" and self._inside_steps):
             return None
         opened = self._open_calls.get(function)
         if opened is not None and opened.log is not None:

@@ -7,7 +7,9 @@ verified on are listed in `docs/compatibility.md`.
 
 from __future__ import annotations
 
-__all__ = ["free_profiler"]
+from typing import Any
+
+__all__ = ["cache_size", "free_profiler", "jit_statics", "looks_jitted"]
 
 
 def free_profiler() -> str | None:
@@ -37,3 +39,46 @@ def free_profiler() -> str | None:
     with lock:
         state.reset()
     return None
+
+
+def jit_statics(fn: Any) -> tuple[tuple[int, ...], tuple[str, ...], Any] | None:
+    """A `jax.jit` function's static argument positions and names, and the function it wraps.
+
+    JAX keeps them in the private `PjitFunction._jit_info` (a `PjitInfo`
+    with `static_argnums`, `static_argnames`; jax 0.6.2 to 0.10.2) and the
+    wrapped function in `_fun`; nothing public gives the static arguments.
+
+    Args:
+        fn: Any callable.
+
+    Returns:
+        `(static_argnums, static_argnames, wrapped)`; `None` when `fn` is
+        not a `jax.jit` function, or this JAX keeps them elsewhere (then
+        `jit_internals_missing(fn)` says so).
+    """
+    info = getattr(fn, "_jit_info", None)
+    wrapped = getattr(fn, "_fun", None)
+    nums = getattr(info, "static_argnums", None)
+    names = getattr(info, "static_argnames", None)
+    if info is None or wrapped is None or nums is None or names is None:
+        return None
+    return tuple(int(n) for n in nums), tuple(str(n) for n in names), wrapped
+
+
+def looks_jitted(fn: Any) -> bool:
+    """Whether `fn` has the public face of a `jax.jit` function (`lower`, `trace`, `eval_shape`)."""
+    return all(callable(getattr(fn, name, None)) for name in ("lower", "eval_shape"))
+
+
+def cache_size(fn: Any) -> int | None:
+    """The number of compiled programs a `jax.jit` function holds (`PjitFunction._cache_size()`).
+
+    Private in every JAX since 0.4; `None` when `fn` has none.
+    """
+    size = getattr(fn, "_cache_size", None)
+    if not callable(size):
+        return None
+    try:
+        return int(size())
+    except Exception:  # noqa: BLE001 - a count the guard shows, never worth a failure
+        return None

@@ -12,7 +12,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Signature", "closest", "differences", "flatten_leaves", "input_name", "only_batch_shrunk"]
+__all__ = [
+    "FUNCTION_STATIC",
+    "WEAK",
+    "Signature",
+    "closest",
+    "differences",
+    "flatten_leaves",
+    "input_name",
+    "only_batch_shrunk",
+]
+
+# The `statics` entry naming which function object ran when it is not the first of its code
+# (a JAX step made anew keys new programs): `("function", "train_step object 2")`.
+FUNCTION_STATIC = "function"
+# The prefix of a weakly typed leaf's dtype name (`"weak float32"`), as JAX's avals print `~float32`.
+WEAK = "weak "
 
 Shape = tuple[int | None, ...] | None
 # A path step: a position, a string key or field name, or any other dict key tagged with its type.
@@ -187,7 +202,13 @@ class Signature:
             `"[0][1]"`.
         shapes: The leaves' shapes (tuples of ints or `None`); `None` for
             unknown rank.
-        dtypes: The leaves' dtype names, e.g. `"int32"`.
+        dtypes: The leaves' dtype names, e.g. `"int32"`; `"weak float32"`
+            for a JAX weakly typed value (a Python scalar).
+        statics: What else keys the compiled program besides the arrays,
+            as `(name, value)` pairs: a JAX step's static arguments
+            (`static_argnums`/`static_argnames`, by `repr`) and
+            `("function", ...)`, which function object ran. Empty for
+            Keras steps and TensorFlow functions.
 
     Example:
 
@@ -204,12 +225,13 @@ class Signature:
     paths: tuple[str, ...]
     shapes: tuple[Shape, ...]
     dtypes: tuple[str, ...]
+    statics: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         # Hashed once: a watched step looks its signature up several times
         # (the run's and the epoch's counts), each hash a walk of three
         # nested tuples.
-        object.__setattr__(self, "_hash", hash((self.paths, self.shapes, self.dtypes)))
+        object.__setattr__(self, "_hash", hash((self.paths, self.shapes, self.dtypes, self.statics)))
 
     def __hash__(self) -> int:
         return self._hash  # type: ignore[attr-defined]
@@ -217,7 +239,7 @@ class Signature:
     def __reduce__(self) -> tuple[Any, ...]:
         # Rebuilt through `__init__`, so an unpickled copy never carries a
         # hash of another process (string hashes differ between processes).
-        return (type(self), (self.paths, self.shapes, self.dtypes))
+        return (type(self), (self.paths, self.shapes, self.dtypes, self.statics))
 
     @classmethod
     def of(cls, structure: Any, *, root_names: Sequence[str] | None = None) -> Signature:
@@ -252,11 +274,12 @@ class Signature:
         )
 
     @property
-    def structure(self) -> tuple[tuple[str, str, int | None], ...]:
-        """Paths, dtypes and ranks: what must match for a dim-by-dim comparison."""
-        return tuple(
+    def structure(self) -> tuple[Any, ...]:
+        """Paths, dtypes, ranks and statics: what must match for a dim-by-dim comparison."""
+        leaves = tuple(
             (p, d, None if s is None else len(s)) for p, d, s in zip(self.paths, self.dtypes, self.shapes)
         )
+        return leaves + self.statics if self.statics else leaves
 
     def dynamic_dims(self) -> tuple[tuple[int, int], ...]:
         """`(leaf index, dim)` of every unknown (`None`) dimension of known rank."""
@@ -301,15 +324,20 @@ class Signature:
         return f"{self.paths[index]}: {_format_shape(self.dtypes[index], self.shapes[index])}"
 
     def __str__(self) -> str:
-        return ", ".join(self.describe_leaf(i) for i in range(len(self.paths))) or "(no arrays)"
+        parts = [self.describe_leaf(i) for i in range(len(self.paths))]
+        parts += [f"{name}={value}" for name, value in self.statics]
+        return ", ".join(parts) or "(no arrays)"
 
     def to_dict(self) -> dict[str, Any]:
-        """Returns the signature as a JSON-serializable dict."""
-        return {
+        """Returns the signature as a JSON-serializable dict (`statics` only when there are some)."""
+        out: dict[str, Any] = {
             "paths": list(self.paths),
             "shapes": [None if s is None else list(s) for s in self.shapes],
             "dtypes": list(self.dtypes),
         }
+        if self.statics:
+            out["statics"] = [list(pair) for pair in self.statics]
+        return out
 
 
 def input_name(sig: Signature, index: int) -> str:
@@ -324,17 +352,71 @@ def input_name(sig: Signature, index: int) -> str:
 
 
 def differences(new: Signature, old: Signature) -> list[str]:
-    if new.structure != old.structure:
-        return ["the input structure (paths, dtypes or ranks) changed"]
-    out = []
-    for i, (a, b) in enumerate(zip(new.shapes, old.shapes)):
-        if a == b or a is None or b is None:
+    """What differs between two signatures, one line per input, static or dimension.
+
+    Names the pytree keys added or removed, a dtype that changed (a weak
+    type: a Python scalar against a typed array), a rank, a static
+    argument's value, a function object created again, and each differing
+    dimension of equal-structured inputs.
+    """
+    out = _static_differences(new, old)
+    old_leaves = {p: i for i, p in enumerate(old.paths)}
+    new_paths = set(new.paths)
+    added = [p for p in new.paths if p not in old_leaves]
+    removed = [p for p in old.paths if p not in new_paths]
+    if added or removed:
+        change = "; ".join(
+            f"input(s) {verb} the structure: {', '.join(paths)}"
+            for verb, paths in (("added to", added), ("removed from", removed))
+            if paths
+        )
+        out.append(f"{change} (pass the same keys every call, e.g. create all state before the first step)")
+    for i, path in enumerate(new.paths):
+        j = old_leaves.get(path)
+        if j is None:
+            continue
+        a, b = new.shapes[i], old.shapes[j]
+        da, db = new.dtypes[i], old.dtypes[j]
+        if da != db:
+            out.append(f"{path}: dtype {db} -> {da}{_weak_note(da, db)}")
+        if a is None or b is None or a == b:
+            continue
+        if len(a) != len(b):
+            out.append(
+                f"{path}: rank {len(b)} -> {len(a)} ({_format_shape(db, b)} -> {_format_shape(da, a)})"
+            )
             continue
         dims = [f"dim {d}: {_dim(y)} -> {_dim(x)}" for d, (x, y) in enumerate(zip(a, b)) if x != y]
-        out.append(
-            f"{new.paths[i]}: {_format_shape(new.dtypes[i], a)} vs "
-            f"{_format_shape(old.dtypes[i], b)} ({', '.join(dims)})"
-        )
+        out.append(f"{path}: {_format_shape(da, a)} vs {_format_shape(db, b)} ({', '.join(dims)})")
+    return out
+
+
+def _weak_note(new: str, old: str) -> str:
+    if new.startswith(WEAK) == old.startswith(WEAK):
+        return ""
+    return (
+        " (weak type: a Python scalar is weakly typed, a NumPy or JAX scalar is not; pass the "
+        "same kind every call)"
+    )
+
+
+def _static_differences(new: Signature, old: Signature) -> list[str]:
+    old_statics = dict(old.statics)
+    out = []
+    for name, value in new.statics:
+        before = old_statics.get(name)
+        if name == FUNCTION_STATIC and before != value:
+            # The first object of a code carries no tag (backend/jax_steps.py).
+            first = f"{value.rsplit(' object ', 1)[0]} object 1"
+            out.append(
+                f"the step is a new function object ({before or first} -> {value}): each new "
+                "function object compiles anew; create the jitted step once, outside the loop"
+            )
+        elif before is not None and before != value and name != FUNCTION_STATIC:
+            out.append(
+                f"static argument {name}: {before} -> {value} (each value of a static argument compiles "
+                "once; pass a value that varies as an array argument)"
+            )
     return out
 
 
@@ -353,9 +435,13 @@ def only_batch_shrunk(short: Signature, full: Signature) -> bool:
 
 
 def _distance(a: Signature, b: Signature) -> int:
-    if a.structure != b.structure:
-        return 1 << 30
-    return sum(
+    statics = sum(x != y for x, y in zip(a.statics, b.statics)) + abs(len(a.statics) - len(b.statics))
+    if a.paths != b.paths or a.dtypes != b.dtypes:
+        # Another structure: the one sharing the most inputs is closest.
+        return (1 << 20) + len(set(a.paths) ^ set(b.paths)) + sum(x != y for x, y in zip(a.dtypes, b.dtypes))
+    if a.structure[: len(a.paths)] != b.structure[: len(b.paths)]:
+        return 1 << 20
+    return statics + sum(
         x != y
         for sa, sb in zip(a.shapes, b.shapes)
         if sa is not None and sb is not None

@@ -80,3 +80,26 @@ def test_numpy_is_refused_naming_keras_and_the_backends_it_has():
         assert f"keras {out['keras']} runs on backend='numpy'" in error
         assert "backends ['tensorflow', 'jax']" in error
         assert "KERAS_BACKEND=tensorflow or KERAS_BACKEND=jax" in error
+
+
+def test_a_tf_function_step_is_on_tensorflow_and_a_python_step_follows_the_process():
+    """`for_step`: the framework whose compiled function it is; else the one this process imported."""
+    import tensorflow as tf
+
+    from keras_xla_guard import backend
+
+    @tf.function(jit_compile=True)
+    def tf_step(x):
+        return x * 2
+
+    def python_step(x):
+        return x
+
+    assert backend.for_step(tf_step).name == "tensorflow"
+    probe = backend.for_step(tf_step).step_probe(tf_step, ("x",))
+    assert (probe.jit_compile, probe.jitted, probe.signature, probe.executables()) == (True, True, None, None)
+    # A plain Python step: the one framework imported, else Keras' backend (TensorFlow in this venv).
+    import keras
+
+    assert keras.backend.backend() == "tensorflow"
+    assert backend.for_step(python_step).name == "tensorflow"

@@ -260,7 +260,7 @@ def test_a_changed_structure_is_explained_in_full():
         "fix_code": "",
     }
     assert stats.explanations[-1].message == (
-        "new signature at step 1: the input structure (paths, dtypes or ranks) changed (closest earlier "
+        "new signature at step 1: x['tokens']: dtype int32 -> int64 (closest earlier "
         "signature: x['tokens']: int32[8,5], y: float32[8,1])"
     )
 

@@ -324,7 +324,7 @@ def test_structure_change_is_explained():
     stats = _epoch(SignatureTracker(xla=True), 0, [_sig(5), other])
     assert stats.explanations[0].kind == "structure_changed"
     assert stats.explanations[0].message.startswith("the input structure itself changed: 2 different")
-    assert "the input structure (paths, dtypes or ranks) changed" in stats.explanations[-1].message
+    assert "x['tokens']: dtype int32 -> int64" in stats.explanations[-1].message
 
 
 def _two_inputs(tokens: int, other: tuple[int, ...], name: str = "mask") -> Signature:
