@@ -33,6 +33,7 @@ from keras_xla_guard.errors import TraceParseError as TraceParseError
 from keras_xla_guard.errors import TraceTooLargeError as TraceTooLargeError
 from keras_xla_guard.errors import XlaGuardError as XlaGuardError
 from keras_xla_guard.errors import XlaGuardWarning as XlaGuardWarning
+from keras_xla_guard.loop import WatchedFunction as WatchedFunction
 from keras_xla_guard.loop import XlaGuard as XlaGuard
 from keras_xla_guard.runtime.compile_log import Compilation as Compilation
 from keras_xla_guard.runtime.compile_log import EpochCompilations as EpochCompilations

@@ -171,17 +171,21 @@ class XlaGuard(GuardAdapter):
     """Measures how much of a custom training loop's op time runs under XLA.
 
     The same guard as `XlaGuardCallback`, for loops that call their own
-    train step (typically a `tf.function(jit_compile=True)`) instead of
-    `model.fit`. Wrap the step with `watch()` and run each epoch inside
-    `with guard.epoch(epoch):`. In the selected epochs the guard starts
-    TensorFlow's profiler for a window of steps, marks every step for XProf,
+    train step (a `tf.function(jit_compile=True)`, or on JAX a `jax.jit`
+    step: Flax NNX's `nnx.jit`, Keras' `stateless_call` inside `jax.jit`)
+    instead of `model.fit`. Wrap the step with `watch()` and run each epoch
+    inside `with guard.epoch(epoch):`. In the selected epochs the guard
+    starts the framework's profiler for a window of steps, marks every step for XProf,
     analyzes the trace on a background thread and writes the same reports
     and TensorBoard output (`xla_guard/...` scalars, a Custom Scalars layout
     and a text table) as the callback. In every epoch, profiled or not, it
     records each step's concrete input signature (shapes and dtypes of the
     call's arguments), counts the XLA compilations they cause and explains
-    which input and dimension varied. Nothing inside the guard can break
-    training: its own failures become `XlaGuardWarning`s.
+    which input and dimension varied. On JAX the compilations are JAX's own
+    (`jax.monitoring`), and a signature is the key `jax.jit` compiles by:
+    pytree paths, weak types, static arguments and the function object
+    (docs/jax.md). Nothing inside the guard can break training: its own
+    failures become `XlaGuardWarning`s.
 
     Args:
         {config_args}
@@ -207,6 +211,10 @@ class XlaGuard(GuardAdapter):
             given its layer (`OpStat.layer`), as under the callback.
             Defaults to `None`: a saved result is quoted with the model it
             measured, unmatched, and ops have no layer.
+        backend: `"tensorflow"` or `"jax"`: the framework the watched steps
+            run on. Defaults to `None`: the one whose compiled function the
+            first watched step is (a `tf.function`, a `jax.jit`), else the
+            one framework the process imported, else Keras' backend.
 
     Raises:
         ValueError: If an argument is invalid.
@@ -316,9 +324,9 @@ class XlaGuard(GuardAdapter):
     def watch(self, fn: Callable[..., Any], jit_compile: bool | None = None) -> Callable[..., Any]:
         """Wraps a train step so that each call counts as one training step.
 
-        The wrapper marks the step for the profiler (a
-        `tf.profiler.experimental.Trace("train", step_num=..., _r=1)`
-        region, only inside a profiling window) and then calls `fn` with
+        The wrapper marks the step for the profiler (TensorFlow's
+        `Trace("train", step_num=..., _r=1)` region or JAX's
+        `StepTraceAnnotation`, only inside a profiling window) and then calls `fn` with
         the same arguments. It works in Python around the call: nothing is
         added to a compiled function, the return value and any exception
         pass through unchanged, and `fn`'s name, docstring and attributes
@@ -332,9 +340,12 @@ class XlaGuard(GuardAdapter):
         as XLA compilations (and `max_compilations` applies).
 
         Args:
-            fn: The train step: a `tf.function` or any callable.
+            fn: The train step: a `tf.function`, a `jax.jit` function, or
+                any callable (one that calls jitted code counts that code's
+                compilations on JAX).
             jit_compile: Whether `fn` runs compiled by XLA. Defaults to
-                `None`: read from a `tf.function`'s `jit_compile`; pass
+                `None`: read from a `tf.function`'s `jit_compile` (always
+                `True` on JAX, where every array op runs through XLA); pass
                 `True` for a Python step that calls a
                 `tf.function(jit_compile=True)` itself (e.g. through
                 `strategy.run`).
@@ -346,6 +357,14 @@ class XlaGuard(GuardAdapter):
         Raises:
             ValueError: If `fn` is not callable or `jit_compile` is not a
                 bool or `None`.
+
+        Example:
+
+        ```python
+        import jax
+
+        step = guard.watch(jax.jit(train_step))  # counts JAX's compilations per call
+        ```
         """
         if isinstance(fn, _WatchedStep) and fn._guard is self:
             return fn

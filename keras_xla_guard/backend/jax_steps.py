@@ -90,11 +90,13 @@ class _CallReader:
         nums, static_names, wrapped = statics if statics is not None else ((), (), fn)
         self._static_nums = frozenset(nums)
         self._static_names = frozenset(static_names)
-        self._names = names
+        self._names = tuple(names)
+        self._arg_names_by_count: dict[int, tuple[str, ...]] = {}
         tag = _object_tag(wrapped)
         self._function = ((FUNCTION_STATIC, tag),) if tag is not None else ()
         self._paths: dict[Any, tuple[str, ...]] = {}
         self._dtypes: dict[int, tuple[Any, str]] = {}
+        self._weak_types: dict[type, bool] = {}
         canonical = jax.dtypes.canonicalize_dtype
         # Python scalars are weakly typed, at JAX's default width (float32 unless x64 is on).
         self._scalars = {
@@ -105,27 +107,40 @@ class _CallReader:
         }
         self._canonical = canonical
 
+    def _arg_names(self, count: int) -> tuple[str, ...]:
+        names = self._arg_names_by_count.get(count)
+        if names is None:
+            names = self._names[:count] + tuple(f"args[{i}]" for i in range(len(self._names), count))
+            self._arg_names_by_count[count] = names
+        return names
+
     def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Signature:
-        names = list(self._names[: len(args)]) + [f"args[{i}]" for i in range(len(self._names), len(args))]
-        values: list[Any] = []
-        value_names: list[str] = []
+        names = self._arg_names(len(args))
         statics: list[tuple[str, str]] = []
-        for i, value in enumerate(args):
-            self._split(names[i], value, i in self._static_nums, values, value_names, statics)
-        for name in sorted(kwargs):
-            self._split(name, kwargs[name], name in self._static_names, values, value_names, statics)
+        if not kwargs and not self._static_nums:
+            # The usual call: positional arrays only, nothing static; no per-argument work.
+            values: Any = args
+            value_names: tuple[str, ...] = names
+        else:
+            values, split_names = [], []
+            for i, value in enumerate(args):
+                self._split(names[i], value, i in self._static_nums, values, split_names, statics)
+            for name in sorted(kwargs):
+                self._split(name, kwargs[name], name in self._static_names, values, split_names, statics)
+            value_names = tuple(split_names)
         leaves, treedef = self._jax.tree_util.tree_flatten(values)
-        key = (treedef, tuple(value_names))
+        key = (treedef, value_names)
         paths = self._paths.get(key)
         if paths is None:
             paths = self._paths_of(values, value_names, key)
-        shapes = []
-        dtypes = []
-        for leaf in leaves:
-            shape, dtype = self._leaf(leaf)
-            shapes.append(shape)
-            dtypes.append(dtype)
-        return Signature(paths, tuple(shapes), tuple(dtypes), tuple(statics) + self._function)
+        leaf = self._leaf
+        pairs = [leaf(x) for x in leaves]
+        return Signature(
+            paths,
+            tuple([pair[0] for pair in pairs]),
+            tuple([pair[1] for pair in pairs]),
+            tuple(statics) + self._function if statics else self._function,
+        )
 
     def _split(
         self,
@@ -145,7 +160,7 @@ class _CallReader:
             values.append(value)
             value_names.append(name)
 
-    def _paths_of(self, values: list[Any], value_names: list[str], key: Any) -> tuple[str, ...]:
+    def _paths_of(self, values: Any, value_names: Sequence[str], key: Any) -> tuple[str, ...]:
         tree = self._jax.tree_util
         with_path, _ = tree.tree_flatten_with_path(values)
         paths = tuple(_render(path, value_names, tree.keystr) for path, _ in with_path)
@@ -159,9 +174,10 @@ class _CallReader:
         scalar = self._scalars.get(kind)
         if scalar is not None:
             return (), scalar
-        dtype = getattr(leaf, "dtype", None)
-        shape = getattr(leaf, "shape", None)
-        if dtype is None or shape is None:
+        try:
+            dtype = leaf.dtype
+            shape = leaf.shape
+        except AttributeError:
             # JAX refuses such an argument itself; the type is what the user sees.
             return None, kind.__name__
         known = self._dtypes.get(id(dtype))
@@ -169,10 +185,12 @@ class _CallReader:
             known = (dtype, str(self._canonical(dtype)))
             if len(self._dtypes) < 64:
                 self._dtypes[id(dtype)] = known
-        name = known[1]
-        if getattr(leaf, "weak_type", False):
-            name = WEAK + name
-        return tuple(shape), name
+        # Only JAX's arrays have a weak type; whether a type has one is asked once.
+        weak = self._weak_types.get(kind)
+        if weak is None:
+            weak = self._weak_types[kind] = hasattr(leaf, "weak_type")
+        name = WEAK + known[1] if weak and leaf.weak_type else known[1]
+        return shape if type(shape) is tuple else tuple(shape), name
 
 
 def step_probe(fn: Callable[..., Any], names: tuple[str, ...]) -> StepProbe:

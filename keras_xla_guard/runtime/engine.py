@@ -531,6 +531,8 @@ class XlaGuardEngine:
                 error = self._budget_collect()
                 if error is not None:
                     raise error
+                # The policy looks at the counted compilations when they change (`step_begin`).
+                return
             if function != "train":
                 return
             self._check_compilations()

@@ -435,18 +435,21 @@ def only_batch_shrunk(short: Signature, full: Signature) -> bool:
 
 
 def _distance(a: Signature, b: Signature) -> int:
-    statics = sum(x != y for x, y in zip(a.statics, b.statics)) + abs(len(a.statics) - len(b.statics))
-    if a.paths != b.paths or a.dtypes != b.dtypes:
+    """How far apart two signatures are: other inputs first, then dtypes and ranks, then dims and statics."""
+    if a.paths != b.paths:
         # Another structure: the one sharing the most inputs is closest.
-        return (1 << 20) + len(set(a.paths) ^ set(b.paths)) + sum(x != y for x, y in zip(a.dtypes, b.dtypes))
-    if a.structure[: len(a.paths)] != b.structure[: len(b.paths)]:
-        return 1 << 20
-    return statics + sum(
-        x != y
-        for sa, sb in zip(a.shapes, b.shapes)
-        if sa is not None and sb is not None
-        for x, y in zip(sa, sb)
-    )
+        return (1 << 20) + len(set(a.paths) ^ set(b.paths))
+    far = sum(x != y for x, y in zip(a.dtypes, b.dtypes)) << 10
+    dims = 0
+    for sa, sb in zip(a.shapes, b.shapes):
+        if sa is None or sb is None:
+            continue
+        if len(sa) != len(sb):
+            far += 1 << 10
+            continue
+        dims += sum(x != y for x, y in zip(sa, sb) if x is not None and y is not None)
+    statics = len(set(a.statics) ^ set(b.statics))
+    return far + dims + statics
 
 
 def closest(signature: Signature, earlier: Sequence[Signature]) -> Signature | None:

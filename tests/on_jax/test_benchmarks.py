@@ -42,3 +42,19 @@ def test_stress_of_guarded_fits_runs_on_jax():
         0,
         0,
     ), doc
+
+
+def test_bench_jax_loop_has_an_aa_control_and_times_the_guards_own_call():
+    """A smoke run of the JAX custom-loop benchmark: three arms, the A/A ratio, the guard's cost per call."""
+    doc = json.loads(
+        run_script(BENCH / "bench_jax_loop.py", "--rounds", "1", "--batches", "4", "--width", "16")
+    )
+    assert doc["benchmark"] == "jax_custom_loop_watch_overhead" and doc["steps_per_epoch"] == 4
+    assert set(doc["epoch_ms_median"]) == {"watched", "bare", "bare_again"}
+    # The ratio is of the unrounded medians; the printed ones are rounded to 0.01 ms.
+    assert doc["ratio"] == pytest.approx(
+        doc["epoch_ms_median"]["watched"] / doc["epoch_ms_median"]["bare"], rel=0.05
+    )
+    # Everything was compiled before the measurement: the guard counted no compilation.
+    assert doc["compilations_counted"] == 0
+    assert isinstance(doc["guard_us_per_call"], float) and doc["noop_us_per_call"] > 0

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import os
+import re
+import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -20,6 +23,8 @@ from _jax_helpers import monitoring_oracle
 
 import keras_xla_guard
 from keras_xla_guard import RecompilationLimitError, XlaGuard, XlaGuardWarning
+
+pytest_plugins = ["pytester"]
 
 
 def _rows(guard: XlaGuard, function: str = "train") -> list[Any]:
@@ -375,3 +380,69 @@ def test_a_profiled_window_writes_the_jax_report_and_its_trace(tmp_path):
     assert (report.status, report.backend, report.steps_profiled) == ("ok", "jax", len(report.steps))
     assert report.xla_executions == sum(s.launches for s in report.steps) >= report.steps_profiled
     assert all(Path(p).is_file() for p in report.trace_paths)
+
+
+_PLUGIN_TESTS = """
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from keras_xla_guard import XlaGuard
+
+
+def _loop(tmp_path):
+    step_fn = jax.jit(lambda w, x: w - jnp.mean(x @ w))
+    with XlaGuard(log_dir=tmp_path, profile_epochs=(), verbose=0) as guard:
+        step = guard.watch(step_fn)
+        w = jnp.ones((8,))
+        with guard.epoch(0):
+            for n in (4, 8, 4, 16):
+                w = step(w, np.ones((n, 8), np.float32))
+
+
+@pytest.mark.max_compilations(3)
+def test_within(tmp_path):
+    _loop(tmp_path)
+
+
+@pytest.mark.max_compilations(2)
+def test_over(tmp_path):
+    _loop(tmp_path)
+
+
+def test_counts(xla_compilations, tmp_path):
+    _loop(tmp_path)
+    assert xla_compilations.count == 3
+    assert [c.step for c in xla_compilations.compilations] == [0, 1, 3]
+"""
+
+
+def test_the_pytest_markers_budget_counts_a_watched_jax_loop(pytester, monkeypatch):
+    """The plugin's marker and fixture on a `jax.jit` loop, Keras' backend unset (Keras cannot load here)."""
+    monkeypatch.delenv("KERAS_BACKEND", raising=False)
+    pytester.makepyfile(test_jax_loop=_PLUGIN_TESTS)
+    result = pytester.runpytest_subprocess("-p", "keras_xla_guard.pytest_plugin", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, failed=1)
+    text = result.stdout.str()
+    assert "3 XLA compilation(s) inside max_compilations(2), 1 more than it allows" in text
+    assert "3. train function, epoch 0, step 3: w: float32[8], x: float32[16,8]" in text
+
+
+def test_the_examples_output_is_what_the_docs_show(tmp_path):
+    """docs/jax.md's sample lines are lines examples/jax_custom_loop.py prints; timings aside."""
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [sys.executable, str(repo / "examples" / "jax_custom_loop.py"), str(tmp_path / "logs")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+        env={k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"},
+    )
+    text = (repo / "docs" / "jax.md").read_text(encoding="utf-8")
+    block = text.split("It prints, among the window's report (timings vary):", 1)[1].split("```\n", 2)[1]
+    timing = re.compile(r"\d+\.\d+ s compiling")
+    printed = [timing.sub("", line) for line in proc.stdout.splitlines()]
+    for line in block.splitlines():
+        assert timing.sub("", line) in printed, line
