@@ -266,6 +266,11 @@ test-jax-compat: $(COMPAT)/jax-oldest/.installed
 	@KERAS_BACKEND=jax $(COMPAT)/jax-oldest/bin/python -c "import jax, keras, tensorboard, numpy; print('== jax', jax.__version__, '| keras', keras.__version__, '| tensorboard', tensorboard.__version__, '| numpy', numpy.__version__)"
 	KERAS_BACKEND=jax $(COMPAT)/jax-oldest/bin/python -m pytest $(JAX_PYTEST_ARGS) tests/on_jax
 
+# The JAX custom loop's watched-step cost (docs/benchmarks.md#a-jax-custom-loop), saved.
+.PHONY: bench-jax
+bench-jax: $(JAX_VENV)/.installed
+	$(JAX_VENV)/bin/python benchmarks/save_result.py benchmarks/bench_jax_loop.py --rounds 31 --batches 400
+
 # Every benchmark, one JSON object each (several minutes; run on a quiet machine).
 bench: $(VENV)/.installed-test
 	$(PY) benchmarks/bench_overhead.py --no-signatures
