@@ -446,3 +446,22 @@ def test_the_examples_output_is_what_the_docs_show(tmp_path):
     printed = [timing.sub("", line) for line in proc.stdout.splitlines()]
     for line in block.splitlines():
         assert timing.sub("", line) in printed, line
+
+
+def test_the_ci_gate_reads_a_watched_loops_compilations_from_its_run_file(tmp_path, capsys):
+    """`report --max-compilations` on a custom loop's log dir: JAX's count, every epoch, no profiling needed."""
+    import jax.numpy as jnp
+
+    from keras_xla_guard.cli import main
+
+    step_fn = _step()
+    with XlaGuard(log_dir=tmp_path, profile_epochs=(), verbose=0) as guard:
+        step = guard.watch(step_fn)
+        w = jnp.ones((8,))
+        for epoch in range(2):
+            with guard.epoch(epoch):
+                w = step(w, np.ones((epoch + 3, 8), np.float32))
+    assert main(["report", str(tmp_path), "--max-compilations", "2"]) == 0
+    assert main(["report", str(tmp_path), "--max-compilations", "1"]) == 1
+    out = capsys.readouterr().out
+    assert "2 XLA compilations exceed --max-compilations 1 (counted: train 2 (every epoch" in out
