@@ -122,7 +122,8 @@ class _CallReader:
             values: Any = args
             value_names: tuple[str, ...] = names
         else:
-            values, split_names = [], []
+            values = []
+            split_names: list[str] = []
             for i, value in enumerate(args):
                 self._split(names[i], value, i in self._static_nums, values, split_names, statics)
             for name in sorted(kwargs):
