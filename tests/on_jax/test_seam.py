@@ -80,3 +80,26 @@ def test_host_tap_reads_runs_and_refuses_an_overflow():
     assert [(str(s), n) for s, n in tap.take(10)] == [("x: float64[1,5]", 1)]
     with pytest.raises(ValueError, match="capacity"):
         HostTap(capacity=0)
+
+
+def test_a_jit_functions_statics_wrapped_function_and_cache_are_read_where_jax_keeps_them():
+    """The private `PjitFunction` attributes `seam/jax_internals.py` reads, probed on this JAX."""
+    import functools
+
+    import jax
+
+    from keras_xla_guard.seam import jax_internals
+
+    def scaled(w, x, mode="a"):
+        return w * x.sum()
+
+    jitted = jax.jit(scaled, static_argnames=("mode",))
+    assert jax_internals.jit_statics(jitted) == ((2,), ("mode",), scaled)
+    assert jax_internals.looks_jitted(jitted) and not jax_internals.looks_jitted(scaled)
+    assert jax_internals.jit_statics(scaled) is None and jax_internals.cache_size(scaled) is None
+    assert jax_internals.cache_size(jitted) == 0
+    jitted(1.0, jax.numpy.ones(3), mode="a")
+    jitted(1.0, jax.numpy.ones(3), mode="b")
+    assert jax_internals.cache_size(jitted) == 2
+    partial = jax.jit(functools.partial(scaled, mode="b"))
+    assert jax_internals.jit_statics(partial)[:2] == ((), ())
