@@ -490,12 +490,17 @@ class XlaGuard(GuardAdapter):
         engine.step_begin(step)
         # Before the inputs: their signature then waits for the step's counted compilation.
         engine.inside_step(True)
-        if self._inputs is not None:
-            self._inputs.step(step)
-        elif watched._probe.signature is None:
-            engine.observe_inputs(watched._inputs(args, kwargs), step=step)
-        else:
-            engine.observe_inputs((args, kwargs), step=step, read=watched._read)
+        try:
+            if self._inputs is not None:
+                self._inputs.step(step)
+            elif watched._probe.signature is None:
+                engine.observe_inputs(watched._inputs(args, kwargs), step=step)
+            else:
+                engine.observe_inputs((args, kwargs), step=step, read=watched._read)
+        except BaseException:
+            # A budget's `RecompilationLimitError`: the step will not run.
+            engine.inside_step(False)
+            raise
         return engine.compilations_seen
 
     def _after_step(self, watched: _WatchedStep, before: int | None) -> None:

@@ -465,3 +465,23 @@ def test_the_ci_gate_reads_a_watched_loops_compilations_from_its_run_file(tmp_pa
     assert main(["report", str(tmp_path), "--max-compilations", "1"]) == 1
     out = capsys.readouterr().out
     assert "2 XLA compilations exceed --max-compilations 1 (counted: train 2 (every epoch" in out
+
+
+def test_after_a_fail_fast_budget_stops_a_step_later_compilations_are_not_the_steps(tmp_path):
+    """The step a fail_fast budget refuses leaves the thread outside any watched step."""
+    import jax.numpy as jnp
+
+    step_fn = _step()
+    with XlaGuard(log_dir=tmp_path, profile_epochs=(), verbose=0) as guard:
+        step = guard.watch(step_fn)
+        w = jnp.ones((8,))
+        with guard.epoch(0):
+            with pytest.raises(RecompilationLimitError, match="goes over it"):
+                with keras_xla_guard.max_compilations(1, fail_fast=True):
+                    for n in (4, 8, 16):
+                        w = step(w, np.ones((n, 8), np.float32))
+            jnp.sin(jnp.ones((7, 3)))  # an eager program outside any watched call
+    rows = guard.compilations[0].rows
+    assert [r.program for r in rows if r.function == "train"] == ["train_step", "train_step"]
+    eager = [r for r in rows if r.program != "train_step"]
+    assert "sin" in {r.program for r in eager} and {r.function for r in eager} == {"other"}
