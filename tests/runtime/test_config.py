@@ -115,7 +115,7 @@ def test_adapters_take_every_config_field_from_one_list(tmp_path):
 
     fields = [f.name for f in dataclasses.fields(GuardConfig) if f.init]
     for cls, own in (
-        (XlaGuard, ["config", "strategy", "model"]),
+        (XlaGuard, ["config", "strategy", "model", "backend"]),
         (XlaGuardCallback, ["explain", "track_signatures", "warm_up", "config"]),
     ):
         assert list(inspect.signature(cls).parameters) == fields + own
