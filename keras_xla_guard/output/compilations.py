@@ -7,7 +7,7 @@ trace/lower/compile seconds (JAX's `jax.monitoring`), or one per new input
 signature (TensorFlow), with compile seconds where a profiled window
 measured them.
 Here they become the console's lines and the per-function scalars
-(TensorBoard's `xla_guard/compilations` text is `output.tensorboard`'s); pure.
+(TensorBoard's `xla_guard/compilations` text is `output.tensorboard_markdown`'s); pure.
 """
 
 from __future__ import annotations
