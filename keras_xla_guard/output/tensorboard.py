@@ -19,6 +19,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from keras_xla_guard.output import tensorboard_metadata as metadata
 from keras_xla_guard.output.compilations import compilation_scalars
 from keras_xla_guard.output.tensorboard_markdown import (
     compilations_markdown,
@@ -28,20 +29,6 @@ from keras_xla_guard.output.tensorboard_markdown import (
     signatures_unavailable_markdown,
     workers_markdown,
     worst_worker,
-)
-from keras_xla_guard.output.tensorboard_metadata import (
-    DEVICE_FIGURES,
-    DEVICE_TAG,
-    DEVICE_TAGS,
-    JAX_SKIPPED_TAGS,
-    PREFIX,
-    PROGRAM_TAG,
-    SCALAR_TAGS,
-    SIGNATURE_TAGS,
-    WORKER_SIGNATURE_FIGURES,
-    WORKER_TAGS,
-    device_names,
-    layout_proto,
 )
 from keras_xla_guard.runtime.compile_log import COUNTED, EpochCompilations
 from keras_xla_guard.runtime.sink import CallRecord, EpochRecord
@@ -69,17 +56,23 @@ def report_scalars(report: CoverageReport) -> dict[str, float]:
         report sums several devices, each device's XLA time, share,
         launches and transfers (`DEVICE_TAG`).
     """
-    scalars = {tag: float(read(report)) for tag, read in SCALAR_TAGS.items()}
+    scalars = {tag: float(read(report)) for tag, read in metadata.SCALAR_TAGS.items()}
     scalars.update(
-        {tag: float(value) for tag, read in DEVICE_TAGS.items() if (value := read(report)) is not None}
+        {
+            tag: float(value)
+            for tag, read in metadata.DEVICE_TAGS.items()
+            if (value := read(report)) is not None
+        }
     )
     for p in report.programs:
-        scalars[PROGRAM_TAG.format(program=p.program, figure="time_s")] = p.time_s
-        scalars[PROGRAM_TAG.format(program=p.program, figure="runs")] = float(p.runs)
+        scalars[metadata.PROGRAM_TAG.format(program=p.program, figure="time_s")] = p.time_s
+        scalars[metadata.PROGRAM_TAG.format(program=p.program, figure="runs")] = float(p.runs)
     if len(report.devices) > 1:
-        for d, name in zip(report.devices, device_names(report)):
-            for figure in DEVICE_FIGURES:
-                scalars[DEVICE_TAG.format(device=name.lstrip("/"), figure=figure)] = float(getattr(d, figure))
+        for d, name in zip(report.devices, metadata.device_names(report)):
+            for figure in metadata.DEVICE_FIGURES:
+                scalars[metadata.DEVICE_TAG.format(device=name.lstrip("/"), figure=figure)] = float(
+                    getattr(d, figure)
+                )
     return scalars
 
 
@@ -104,14 +97,14 @@ def write_worker_summaries(
         top_k: Plain TF ops kept in the combined op table. Defaults to `10`.
     """
     combined = combine_reports(list(reports.values()), top_k=top_k)
-    scalars = {tag: read(combined) for tag, read in WORKER_TAGS.items()}
+    scalars = {tag: read(combined) for tag, read in metadata.WORKER_TAGS.items()}
     scalars["xla_executions"] = combined.xla_executions
     scalars["input_pipeline_time_s"] = combined.input_pipeline_time_s
     for name, report in reports.items():
-        for tag, read in WORKER_TAGS.items():
+        for tag, read in metadata.WORKER_TAGS.items():
             scalars[f"{name}/{tag}"] = read(report)
     scalars["worst_worker_xla_time_fraction"] = reports[worst_worker(reports)].xla_time_fraction
-    for figure in WORKER_SIGNATURE_FIGURES:
+    for figure in metadata.WORKER_SIGNATURE_FIGURES:
         seen = {n: getattr(r, figure) for n, r in reports.items() if getattr(r, figure) is not None}
         for name, value in seen.items():
             scalars[f"{name}/{figure}"] = value
@@ -137,13 +130,13 @@ def _layout_summary(layout: Any) -> Any:
     """
     import numpy as np
     from tensorboard.compat.proto import summary_pb2
-    from tensorboard.plugins.custom_scalar import metadata
+    from tensorboard.plugins.custom_scalar import metadata as custom_scalar
     from tensorboard.util import tensor_util
 
     summary = summary_pb2.Summary()
     summary.value.add(
-        tag=metadata.CONFIG_SUMMARY_TAG,
-        metadata=metadata.create_summary_metadata(),
+        tag=custom_scalar.CONFIG_SUMMARY_TAG,
+        metadata=custom_scalar.create_summary_metadata(),
         tensor=tensor_util.make_tensor_proto(layout.SerializeToString(), dtype=np.object_),
     )
     return summary
@@ -202,7 +195,7 @@ class SummaryWriter:
         with self._lock:
             if self._layout_written:
                 return
-            self._write(_layout_summary(layout_proto(self.counted_compilations)), step=0)
+            self._write(_layout_summary(metadata.layout_proto(self.counted_compilations)), step=0)
             self._layout_written = True
 
     def write_report(self, report: CoverageReport, step: int) -> None:
@@ -215,14 +208,10 @@ class SummaryWriter:
         from tensorboard.plugins.scalar.summary_v2 import scalar_pb
         from tensorboard.plugins.text.summary_v2 import text_pb
 
-        with self._lock:
-            self.write_layout()
-            if report.status == "ok":
-                for tag, value in report_scalars(report).items():
-                    if report.backend != "jax" or tag not in JAX_SKIPPED_TAGS:
-                        self._write(scalar_pb(tag, value), step)
-            self._write(text_pb(f"{PREFIX}/report", report_markdown(report)), step)
-            self._writer.flush()
+        scalars = report_scalars(report) if report.status == "ok" else {}
+        skipped = metadata.JAX_SKIPPED_TAGS if report.backend == "jax" else frozenset()
+        summaries = [scalar_pb(tag, value) for tag, value in scalars.items() if tag not in skipped]
+        self._write_all([*summaries, text_pb(f"{metadata.PREFIX}/report", report_markdown(report))], step)
 
     def write_scalars(self, values: dict[str, float], step: int) -> None:
         """Writes extra scalars (e.g. signature counts) under `xla_guard/`.
@@ -233,11 +222,9 @@ class SummaryWriter:
         """
         from tensorboard.plugins.scalar.summary_v2 import scalar_pb
 
-        with self._lock:
-            self.write_layout()
-            for name, value in values.items():
-                self._write(scalar_pb(f"{PREFIX}/{name}", float(value)), step)
-            self._writer.flush()
+        self._write_all(
+            [scalar_pb(f"{metadata.PREFIX}/{name}", float(value)) for name, value in values.items()], step
+        )
 
     def write_text(self, name: str, markdown: str, step: int) -> None:
         """Writes a Markdown text summary under `xla_guard/<name>`.
@@ -250,9 +237,14 @@ class SummaryWriter:
         """
         from tensorboard.plugins.text.summary_v2 import text_pb
 
+        self._write_all([text_pb(f"{metadata.PREFIX}/{name}", markdown)], step)
+
+    def _write_all(self, summaries: list[Any], step: int) -> None:
+        """Writes `summaries` at `step` after the layout, then flushes."""
         with self._lock:
             self.write_layout()
-            self._write(text_pb(f"{PREFIX}/{name}", markdown), step)
+            for summary in summaries:
+                self._write(summary, step)
             self._writer.flush()
 
     def close(self) -> None:
@@ -342,7 +334,7 @@ class TensorBoardSink:
     ) -> None:
         """Writes signature scalars and their explanation under `prefix`, or why there are none."""
         if stats is not None:
-            values = {f"{prefix}{tag}": read(stats) for tag, read in SIGNATURE_TAGS.items()}
+            values = {f"{prefix}{tag}": read(stats) for tag, read in metadata.SIGNATURE_TAGS.items()}
             self.writer.write_scalars(
                 {tag: value for tag, value in values.items() if value is not None}, step=step
             )

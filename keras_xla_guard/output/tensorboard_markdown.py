@@ -197,6 +197,11 @@ def _devices_markdown(report: CoverageReport) -> list[str]:
     ]
 
 
+def _ms_clause(seconds: float | None, template: str) -> str:
+    """`template` with the figure in ms; `""` for a figure the report has not got."""
+    return "" if seconds is None else template.format(seconds * 1e3)
+
+
 def report_markdown(report: CoverageReport) -> str:
     """Renders a report as Markdown: a headline and the top non-XLA ops.
 
@@ -211,24 +216,12 @@ def report_markdown(report: CoverageReport) -> str:
     if report.backend == "jax":
         return _jax_report_markdown(report)
     steps = f" over {report.steps_profiled} steps" if report.steps_profiled is not None else ""
-    transfers = (
-        ""
-        if report.transfer_time_s is None
-        else f"; {report.transfer_time_s * 1e3:.2f} ms device transfers, not counted"
-    )
+    transfers = _ms_clause(report.transfer_time_s, "; {:.2f} ms device transfers, not counted")
     # A report read back from a run file may lack the thread-summed time.
-    thread = (
-        ""
-        if report.compile_thread_time_s is None
-        else f", {report.compile_thread_time_s * 1e3:.1f} ms summed over threads"
-    )
+    thread = _ms_clause(report.compile_thread_time_s, ", {:.1f} ms summed over threads")
     figures = report.measured()
     totals = f", {report.totals_label}" if report.totals_label else ""
-    span = (
-        ""
-        if report.xla_run_span_s is None
-        else f"; XLA runs spanned {report.xla_run_span_s * 1e3:.2f} ms, idle gaps inside runs included"
-    )
+    span = _ms_clause(report.xla_run_span_s, "; XLA runs spanned {:.2f} ms, idle gaps inside runs included")
     parts = [
         f"**XLA coverage: {100 * figures.xla_time_fraction:.1f}%** of op time{steps} ran inside "
         f"XLA executables ({figures.xla_time_s * 1e3:.2f} ms XLA, "

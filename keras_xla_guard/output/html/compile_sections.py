@@ -232,12 +232,10 @@ def _functions(section: RunData) -> str:
     if not section.calls:
         return ""
     figures = [c.get("signatures") or {} for c in section.calls]
-    per_function = {"train": ("epoch", list(section.signatures))}
-    for function in ("test", "predict"):
-        per_function[function] = (
-            "call",
-            [s for c, s in zip(section.calls, figures) if c.get("function") == function],
-        )
+    per_function = {"train": ("epoch", list(section.signatures))} | {
+        f: ("call", [s for c, s in zip(section.calls, figures) if c.get("function") == f])
+        for f in ("test", "predict")
+    }
     totals = []
     for function, (unit, entries) in per_function.items():
         if not entries:
@@ -280,12 +278,12 @@ def _compile_table(section: RunData) -> str:
     rows = []
     for i, r in enumerate(section.reports):
         for n, c in enumerate(r.get("compile_table") or ()):
-            step, seconds = c.get("step"), c.get("compile_s")
+            seconds = c.get("compile_s")
             took = "cache hit" if c.get("cache_hit") else "-" if seconds is None else format_ms(seconds, 2)
             rows.append(
                 f'<tr class="compile" data-report="{i}" data-index="{n}" data-function="train">'
                 f"<td>{escape(label(r, i))}</td><td>train</td>"
-                + count_cell("step", step)
+                + count_cell("step", c.get("step"))
                 + f'<td class="name">{escape(c.get("program"))}</td>'
                 + num_cell("compile_s", seconds, took)
                 + f'<td class="name">{escape(c.get("signature") or "-")}</td></tr>'
@@ -295,11 +293,10 @@ def _compile_table(section: RunData) -> str:
         if stats.get("expected_compilations") is None:
             continue
         for n, entry in enumerate(stats.get("new") or ()):
-            step = entry.get("step")
             rows.append(
                 f'<tr class="compile" data-call="{i}" data-index="{n}" data-function="{escape(call.get("function"))}">'
                 f"<td>{escape(_call_label(call))}</td><td>{escape(call.get('function'))}</td>"
-                + count_cell("step", step)
+                + count_cell("step", entry.get("step"))
                 + '<td class="name">-</td>'
                 + num_cell("compile_s", None, "not profiled")
                 + f'<td class="name">{escape(format_signature(entry.get("signature") or {}))}</td></tr>'

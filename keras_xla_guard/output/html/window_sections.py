@@ -57,6 +57,18 @@ def _chart_label(op: Mapping[str, Any]) -> str:
     return f"{op['op_type']}  {layer}"
 
 
+def _window_head(report: Mapping[str, Any], index: int, columns: int, epoch: bool) -> str:
+    """A window's row up to its figures; a window without figures says why in `columns` cells, ended."""
+    attr = "" if not epoch or report.get("epoch") is None else f' data-epoch="{int(report["epoch"])}"'
+    head = f'<tr class="report" data-index="{index}"{attr}><td>{escape(window_label(report, index))}</td>'
+    if report.get("status") == "ok":
+        return head
+    return (
+        head
+        + f'<td colspan="{columns}">{escape(report.get("status"))}: {escape(report.get("reason"))}</td></tr>'
+    )
+
+
 def _jax_windows(section: RunData) -> str:
     """The profiled windows of a JAX run: the programs' share of each window, not a coverage."""
     from keras_xla_guard.trace._text import JAX_COVERAGE_NOTE, jax_busy
@@ -64,14 +76,11 @@ def _jax_windows(section: RunData) -> str:
 
     rows = []
     for i, r in enumerate(section.reports):
-        head = f'<tr class="report" data-index="{i}"><td>{escape(window_label(r, i))}</td>'
+        head = _window_head(r, i, 6, epoch=False)
         if r.get("status") != "ok":
-            rows.append(
-                head + f'<td colspan="6">{escape(r.get("status"))}: {escape(r.get("reason"))}</td></tr>'
-            )
+            rows.append(head)
             continue
         busy = jax_busy(CoverageReport.from_dict(dict(r)))
-        steps = r.get("steps_profiled")
         rows.append(
             head
             + num_cell(
@@ -81,7 +90,7 @@ def _jax_windows(section: RunData) -> str:
             + ms_cell("host_gap_s", None if busy is None else busy[1])
             + count_cell("xla_executions", r["xla_executions"])
             + count_cell("compilations", r["compilations"])
-            + count_cell("steps_profiled", steps)
+            + count_cell("steps_profiled", r.get("steps_profiled"))
             + "</tr>"
         )
     return (
@@ -102,14 +111,10 @@ def _coverage(section: RunData, plots: Plots) -> str:
         return _jax_windows(section)
     rows = []
     for i, r in enumerate(section.reports):
-        epoch_attr = "" if r.get("epoch") is None else f' data-epoch="{int(r["epoch"])}"'
-        head = f'<tr class="report" data-index="{i}"{epoch_attr}><td>{escape(window_label(r, i))}</td>'
+        head = _window_head(r, i, 13, epoch=True)
         if r.get("status") != "ok":
-            rows.append(
-                head + f'<td colspan="13">{escape(r.get("status"))}: {escape(r.get("reason"))}</td></tr>'
-            )
+            rows.append(head)
             continue
-        steps = r.get("steps_profiled")
         rows.append(
             head
             + percent_cell("xla_time_fraction", r["xla_time_fraction"])
@@ -123,7 +128,7 @@ def _coverage(section: RunData, plots: Plots) -> str:
             + ms_cell("transfer_time_s", r.get("transfer_time_s"))
             + ms_cell("collective_time_s", r.get("collective_time_s"))
             + ms_cell("xla_run_span_s", r.get("xla_run_span_s"))
-            + count_cell("steps_profiled", steps)
+            + count_cell("steps_profiled", r.get("steps_profiled"))
             + f'<td class="name">{escape(", ".join(r.get("hosts") or ()))}</td></tr>'
         )
     ok = [(i, r) for i, r in enumerate(section.reports) if r.get("status") == "ok"]
