@@ -11,11 +11,15 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from keras_xla_guard.output.compilations import SOURCE_WORDS, compilations_headline, unexplained_note
+from keras_xla_guard.output.compilations import (
+    SOURCE_WORDS,
+    compilations_headline,
+    phase_ms,
+    unexplained_note,
+)
 from keras_xla_guard.output.tensorboard_metadata import device_names
 from keras_xla_guard.runtime.compile_log import EpochCompilations
 from keras_xla_guard.signatures import EpochSignatures
-from keras_xla_guard.trace._text import format_ms
 from keras_xla_guard.trace.findings import NOISE_FLOOR, split_findings
 from keras_xla_guard.trace.report import CoverageReport
 
@@ -407,10 +411,6 @@ def signatures_unavailable_markdown(reason: str) -> str:
     )
 
 
-def _phase_ms(seconds: float | None) -> str:
-    return "-" if seconds is None else format_ms(seconds)
-
-
 def compilations_markdown(compiled: EpochCompilations) -> str:
     """An epoch's counted compilations as Markdown: the headline, then one row per compilation.
 
@@ -434,9 +434,9 @@ def compilations_markdown(compiled: EpochCompilations) -> str:
             row.program,
             "-" if row.step is None else row.step,
             row.signature or "-",
-            _phase_ms(row.trace_s),
-            _phase_ms(row.lower_s),
-            _phase_ms(row.compile_s),
+            phase_ms(row.trace_s),
+            phase_ms(row.lower_s),
+            phase_ms(row.compile_s),
             "yes" if row.cache_hit else "no",
         ]
         for i, row in enumerate(compiled.rows, 1)
