@@ -42,12 +42,8 @@ from typing import Any
 
 from keras_xla_guard.errors import XlaGuardWarning
 from keras_xla_guard.output.runfile import RUN_FILE, read_run_file, save_run_file, worker_run_files
-from keras_xla_guard.output.tensorboard import (
-    SummaryWriter,
-    unprofiled_markdown,
-    worst_worker,
-    write_worker_summaries,
-)
+from keras_xla_guard.output.tensorboard import SummaryWriter, write_worker_summaries
+from keras_xla_guard.output.tensorboard_markdown import unprofiled_markdown, worst_worker
 from keras_xla_guard.runtime.sink import INCOMPLETE, CallRecord, EpochRecord
 from keras_xla_guard.signatures.tracker import EpochSignatures
 from keras_xla_guard.trace.report import CoverageReport

@@ -113,7 +113,7 @@ def test_event_files_hold_scalars_per_epoch_and_the_text_table(plain_fit):
     assert value == pytest.approx(report.non_xla_op_time_s, rel=1e-6)
     (text,) = acc.Tensors("xla_guard/report")
     markdown = tensor_util.make_ndarray(text.tensor_proto).item().decode()
-    from keras_xla_guard.output.tensorboard import escape_markdown
+    from keras_xla_guard.output.tensorboard_markdown import escape_markdown
     from keras_xla_guard.trace.findings import split_findings
 
     rows = [ln for ln in markdown.splitlines() if ln.startswith("|")]

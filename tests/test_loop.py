@@ -599,7 +599,7 @@ def test_xprof_sees_the_marked_steps(jit_run: XlaGuard) -> None:
 @pytest.mark.slow
 def test_event_files_hold_guard_tags(jit_run: XlaGuard) -> None:
     """TensorBoard event files hold the same `xla_guard/*` tags as the callback's."""
-    from keras_xla_guard.output.tensorboard import SCALAR_TAGS
+    from keras_xla_guard.output.tensorboard_metadata import SCALAR_TAGS
 
     tags = _tensor_tags(jit_run.log_dir)
     assert set(SCALAR_TAGS) <= tags

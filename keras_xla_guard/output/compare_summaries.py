@@ -14,7 +14,8 @@ from pathlib import Path
 
 from keras_xla_guard.comparison.report import CompareReport
 from keras_xla_guard.output.runfile import COMPARE_FILE
-from keras_xla_guard.output.tensorboard import SummaryWriter, escape_markdown, markdown_table
+from keras_xla_guard.output.tensorboard import SummaryWriter
+from keras_xla_guard.output.tensorboard_markdown import escape_markdown, markdown_table
 from keras_xla_guard.trace.xplane import COMPARE_SUBDIR
 
 __all__ = ["COMPARE_SUBDIR", "write_summaries"]

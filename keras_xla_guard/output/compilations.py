@@ -7,7 +7,7 @@ trace/lower/compile seconds (JAX's `jax.monitoring`), or one per new input
 signature (TensorFlow), with compile seconds where a profiled window
 measured them.
 Here they become the console's lines and the per-function scalars
-(TensorBoard's `xla_guard/compilations` text is `output.tensorboard`'s); pure.
+(TensorBoard's `xla_guard/compilations` text is `output.tensorboard_markdown`'s); pure.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ __all__ = [
     "compilation_scalars",
     "compilations_headline",
     "compilations_lines",
+    "phase_ms",
     "unexplained_note",
 ]
 
@@ -56,7 +57,8 @@ def compilation_scalars(compiled: EpochCompilations) -> dict[str, float]:
     return values
 
 
-def _phases(seconds: float | None) -> str:
+def phase_ms(seconds: float | None) -> str:
+    """A compilation phase's time for a table cell; `-` for a phase that was not timed."""
     return "-" if seconds is None else format_ms(seconds)
 
 
@@ -81,12 +83,12 @@ def compilations_lines(compiled: EpochCompilations) -> list[str]:
         hit = "  cache hit" if row.cache_hit else ""
         # Predicted rows have no trace or lower phase to show.
         phases = (
-            f"  trace {_phases(row.trace_s):>9}  lower {_phases(row.lower_s):>9}"
+            f"  trace {phase_ms(row.trace_s):>9}  lower {phase_ms(row.lower_s):>9}"
             if compiled.source == COUNTED
             else ""
         )
         lines.append(
-            f"  {row.function:<8} step {step:>4}{phases}  compile {_phases(row.compile_s):>9}{hit}"
+            f"  {row.function:<8} step {step:>4}{phases}  compile {phase_ms(row.compile_s):>9}{hit}"
             f"  {row.signature or ''}".rstrip()
         )
     if len(steps) > _MAX_ROWS:

@@ -1,6 +1,6 @@
 """A guard's run as one HTML page: the page's parts taken from a live engine.
 
-`output/html.py` renders run data into a page; this module gathers that
+`output/html/` renders run data into a page; this module gathers that
 data from an `XlaGuardEngine` (its reports and signatures, or in a
 multi-worker run every worker's run file) with the sentence saying how the
 run ended, and writes the file. The callback and the loop guard call it

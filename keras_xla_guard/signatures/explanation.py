@@ -1,7 +1,7 @@
 """`Explanation`: one finding about an epoch's input signatures, as data.
 
 The tracker builds them; the console, TensorBoard and JSON each format them
-once (`output.console`, `output.tensorboard`, `to_dict`). Pure Python.
+once (`output.console`, `output.tensorboard_markdown`, `to_dict`). Pure Python.
 """
 
 from __future__ import annotations

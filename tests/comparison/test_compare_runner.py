@@ -298,7 +298,7 @@ def test_planned_run_counts_the_datas_signatures(compared):
 @pytest.mark.slow
 def test_tensorboard_holds_per_mode_scalars_and_the_verdict(compared):
     """<log_dir>/compare/<mode> holds the mode's scalars and per-step losses; <log_dir>/compare the verdict."""
-    from keras_xla_guard.output.tensorboard import escape_markdown
+    from keras_xla_guard.output.tensorboard_markdown import escape_markdown
 
     for mode, figures in compared.report.modes.items():
         events = _events(compared.log_dir / "compare" / mode)

@@ -6,13 +6,8 @@ import pytest
 from _jax_helpers import EPOCHS, PROFILED
 from tensorboard_server import HtmlTables, TensorBoardServer
 
-from keras_xla_guard.output.tensorboard import (
-    JAX_SKIPPED_TAGS,
-    SCALAR_TAGS,
-    compilations_markdown,
-    layout_proto,
-    report_markdown,
-)
+from keras_xla_guard.output.tensorboard_markdown import compilations_markdown, report_markdown
+from keras_xla_guard.output.tensorboard_metadata import JAX_SKIPPED_TAGS, SCALAR_TAGS, layout_proto
 
 pytestmark = pytest.mark.slow
 _FUNCTIONS = ("train", "test", "predict", "other")

@@ -58,7 +58,7 @@ def test_the_windows_compilations_equal_jax_monitorings(first_epoch):
 
 def test_the_report_says_why_coverage_is_not_its_headline(first_epoch):
     """A JAX window's text leads with the programs' share of the window and says once why no coverage."""
-    from keras_xla_guard.output.tensorboard import report_markdown
+    from keras_xla_guard.output.tensorboard_markdown import report_markdown
     from keras_xla_guard.trace._text import JAX_COVERAGE_NOTE
 
     report = first_epoch.guard.reports[0]

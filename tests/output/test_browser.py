@@ -28,7 +28,7 @@ from tensorboard_server import (
     guard_data_loaded,
 )
 
-from keras_xla_guard.output.tensorboard import layout_proto
+from keras_xla_guard.output.tensorboard_metadata import layout_proto
 from keras_xla_guard.trace.findings import split_findings
 
 pytestmark = pytest.mark.slow

@@ -206,7 +206,7 @@ def _assert_xla_ops_and_quality_agree(
     codes = [m["code"] for m in map(_QUALITY_LINE.match, console.splitlines()) if m]
     assert codes == [q.code for q in report.trace_quality]
     assert [a["data-code"] for tag, a in page.tags if tag == "li" and a.get("class") == "quality"] == codes
-    from keras_xla_guard.output.tensorboard import escape_markdown
+    from keras_xla_guard.output.tensorboard_markdown import escape_markdown
 
     for q in report.trace_quality:
         assert f"- **{escape_markdown(q.code)}**: {escape_markdown(q.detail)}." in markdown
@@ -306,7 +306,7 @@ def test_a_two_gpu_reports_totals_and_devices_are_the_same_everywhere(tmp_path):
     the same in the console, the run file's JSON, TensorBoard's text and scalars, and the HTML page."""
     from _gpu_shapes import SHAPES
 
-    from keras_xla_guard.output.tensorboard import DEVICE_TAG
+    from keras_xla_guard.output.tensorboard_metadata import DEVICE_TAG
 
     path = SHAPES["two_gpus"].build().write(tmp_path / "two.xplane.pb")
     report = CoverageReport.from_dict({**analyze_trace(path).to_dict(), "epoch": 0, "steps_profiled": 6})

@@ -65,7 +65,7 @@ def test_missing_matplotlib_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) 
 )
 def test_layer_column_drops_the_steps_call_wrappers(op_name, layer) -> None:
     """Without the Keras layer, an op's layer is its scope path less TensorFlow's call wrappers; `-` if none is left."""
-    from keras_xla_guard.output.html import _layer
+    from keras_xla_guard.output.html.window_sections import _layer
 
     assert _layer({"op_name": op_name, "layer": None}) == layer
     assert _layer({"op_name": op_name}) == layer

@@ -18,16 +18,18 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from tensorboard.plugin_util import markdown_to_safe_html
 
-from keras_xla_guard.output.tensorboard import (
-    DEVICE_TAGS,
-    LAYOUT_CATEGORY,
-    SCALAR_TAGS,
-    SummaryWriter,
+from keras_xla_guard.output.tensorboard import SummaryWriter
+from keras_xla_guard.output.tensorboard_markdown import (
     escape_markdown,
-    layout_proto,
     markdown_table,
     report_markdown,
     signatures_markdown,
+)
+from keras_xla_guard.output.tensorboard_metadata import (
+    DEVICE_TAGS,
+    LAYOUT_CATEGORY,
+    SCALAR_TAGS,
+    layout_proto,
 )
 from keras_xla_guard.trace.report import CoverageReport, OpStat
 

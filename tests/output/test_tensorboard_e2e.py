@@ -27,7 +27,8 @@ from tensorboard_server import (
     guard_data_loaded,
 )
 
-from keras_xla_guard.output.tensorboard import SCALAR_TAGS, layout_proto, report_markdown
+from keras_xla_guard.output.tensorboard_markdown import report_markdown
+from keras_xla_guard.output.tensorboard_metadata import SCALAR_TAGS, layout_proto
 from keras_xla_guard.trace.findings import split_findings
 
 # compat: the Profile tab's tests run with the oldest xprof declared too.

@@ -22,7 +22,7 @@ from _fit_helpers import (
 )
 
 from keras_xla_guard.errors import RecompilationLimitError, XlaGuardWarning
-from keras_xla_guard.output.tensorboard import escape_markdown
+from keras_xla_guard.output.tensorboard_markdown import escape_markdown
 from keras_xla_guard.runtime.engine import XlaGuardEngine
 from keras_xla_guard.signatures import (
     Signature,
