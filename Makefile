@@ -239,13 +239,16 @@ OLDEST_JAX_KERAS ?= 3.10.0
 # TensorBoard output is tensorboard's own writer, under numpy 2.
 OLDEST_TENSORBOARD ?= 2.17.1
 JAX_TEST_DEPS := "pytest>=7" "pytest-xdist>=3.5" "xprof>=2.24.1"
+# Flax NNX for tests/on_jax/test_nnx.py, in .venv-jax only: flax 0.12 needs jax >= 0.10,
+# newer than the compat venv's oldest declared jax.
+FLAX := "flax==0.12.8"
 JAX_PYTEST_ARGS ?= -q -p no:cacheprovider -n $(PYTEST_JOBS) --dist loadfile
 
 $(JAX_VENV)/.installed: setup.cfg pyproject.toml Makefile
 	rm -rf $(JAX_VENV)
 	$(PYTHON) -m venv $(JAX_VENV)
 	$(JAX_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(JAX_VENV)/bin/python -m pip install --quiet -e ".[jax,html]" $(JAX_TEST_DEPS)
+	$(JAX_VENV)/bin/python -m pip install --quiet -e ".[jax,html]" $(JAX_TEST_DEPS) $(FLAX)
 	touch $@
 
 $(COMPAT)/jax-oldest/.installed: setup.cfg pyproject.toml Makefile

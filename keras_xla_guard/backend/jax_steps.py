@@ -23,7 +23,7 @@ from typing import Any
 from keras_xla_guard.backend._base import StepProbe
 from keras_xla_guard.errors import XlaGuardWarning
 from keras_xla_guard.seam import jax_internals
-from keras_xla_guard.signatures.signature import FUNCTION_STATIC, WEAK, Signature
+from keras_xla_guard.signatures.signature import FUNCTION_STATIC, PYTREE_STATIC, WEAK, Signature
 
 __all__ = ["step_probe"]
 
@@ -94,7 +94,10 @@ class _CallReader:
         self._arg_names_by_count: dict[int, tuple[str, ...]] = {}
         tag = _object_tag(wrapped)
         self._function = ((FUNCTION_STATIC, tag),) if tag is not None else ()
-        self._paths: dict[Any, tuple[str, ...]] = {}
+        # Per (structure, argument names): the leaves' paths and the `pytree` static, if any.
+        self._paths: dict[Any, tuple[tuple[str, ...], tuple[tuple[str, str], ...]]] = {}
+        # Per leaf paths: each distinct structure seen with them, and its arguments' structures.
+        self._structures: dict[tuple[str, ...], list[tuple[Any, tuple[Any, ...]]]] = {}
         self._dtypes: dict[int, tuple[Any, str]] = {}
         self._weak_types: dict[type, bool] = {}
         canonical = jax.dtypes.canonicalize_dtype
@@ -131,16 +134,17 @@ class _CallReader:
             value_names = tuple(split_names)
         leaves, treedef = self._jax.tree_util.tree_flatten(values)
         key = (treedef, value_names)
-        paths = self._paths.get(key)
-        if paths is None:
-            paths = self._paths_of(values, value_names, key)
+        known = self._paths.get(key)
+        if known is None:
+            known = self._paths_of(values, value_names, key)
+        paths, structure = known
         leaf = self._leaf
         pairs = [leaf(x) for x in leaves]
         return Signature(
             paths,
             tuple([pair[0] for pair in pairs]),
             tuple([pair[1] for pair in pairs]),
-            tuple(statics) + self._function if statics else self._function,
+            tuple(statics) + structure + self._function if statics or structure else self._function,
         )
 
     def _split(
@@ -161,14 +165,36 @@ class _CallReader:
             values.append(value)
             value_names.append(name)
 
-    def _paths_of(self, values: Any, value_names: Sequence[str], key: Any) -> tuple[str, ...]:
+    def _paths_of(
+        self, values: Any, value_names: Sequence[str], key: Any
+    ) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+        """The leaves' paths of a structure seen first now, and its `pytree` static.
+
+        Two structures with the same leaves can still differ in their static
+        parts (a custom node's aux data: a Flax NNX optimizer made anew holds
+        new optax functions), and `jax.jit` compiles each anew: the second
+        and later such structures are named in `statics`, with the arguments
+        whose own structure differs from the first one's.
+        """
         tree = self._jax.tree_util
-        with_path, _ = tree.tree_flatten_with_path(values)
+        with_path, treedef = tree.tree_flatten_with_path(values)
         paths = tuple(_render(path, value_names, tree.keystr) for path, _ in with_path)
         if len(self._paths) >= _PATHS_MAX:
             self._paths.clear()
-        self._paths[key] = paths
-        return paths
+            self._structures.clear()
+        seen = self._structures.setdefault(paths, [])
+        ordinal = next((i for i, (known, _) in enumerate(seen, 1) if known == treedef), None)
+        per_argument = tuple(tree.tree_structure(value) for value in values)
+        if ordinal is None:
+            seen.append((treedef, per_argument))
+            ordinal = len(seen)
+        structure: tuple[tuple[str, str], ...] = ()
+        if ordinal > 1:
+            first = seen[0][1]
+            changed = [name for name, a, b in zip(value_names, per_argument, first) if a != b]
+            structure = ((PYTREE_STATIC, f"{', '.join(changed) or 'the arguments'} structure {ordinal}"),)
+        self._paths[key] = (paths, structure)
+        return paths, structure
 
     def _leaf(self, leaf: Any) -> tuple[tuple[int | None, ...] | None, str]:
         kind = type(leaf)
@@ -209,7 +235,9 @@ def step_probe(fn: Callable[..., Any], names: tuple[str, ...]) -> StepProbe:
     """
     jitted = jax_internals.looks_jitted(fn)
     global _statics_warned
-    if jitted and jax_internals.jit_statics(fn) is None and not _statics_warned:
+    # Only JAX's own jit function is expected to carry `_jit_info` (not e.g. `nnx.jit`'s wrapper).
+    own = type(fn).__module__.split(".", 1)[0] in ("jax", "jaxlib")
+    if own and jitted and jax_internals.jit_statics(fn) is None and not _statics_warned:
         import jax
 
         _statics_warned = True

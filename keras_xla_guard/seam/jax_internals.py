@@ -73,9 +73,13 @@ def looks_jitted(fn: Any) -> bool:
 def cache_size(fn: Any) -> int | None:
     """The number of compiled programs a `jax.jit` function holds (`PjitFunction._cache_size()`).
 
-    Private in every JAX since 0.4; `None` when `fn` has none.
+    Private in every JAX since 0.4. Flax NNX's `nnx.jit` keeps its
+    `jax.jit` function in `jitted_fn` (flax 0.12); that one's count is read.
+
+    Returns:
+        The count; `None` when `fn` has no such cache.
     """
-    size = getattr(fn, "_cache_size", None)
+    size = getattr(fn, "_cache_size", None) or getattr(getattr(fn, "jitted_fn", None), "_cache_size", None)
     if not callable(size):
         return None
     try:

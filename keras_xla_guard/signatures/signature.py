@@ -14,6 +14,7 @@ from typing import Any
 
 __all__ = [
     "FUNCTION_STATIC",
+    "PYTREE_STATIC",
     "WEAK",
     "Signature",
     "closest",
@@ -26,6 +27,9 @@ __all__ = [
 # The `statics` entry naming which function object ran when it is not the first of its code
 # (a JAX step made anew keys new programs): `("function", "train_step object 2")`.
 FUNCTION_STATIC = "function"
+# The `statics` entry naming a pytree structure with the same leaves as an earlier one but other
+# static parts (a custom node's aux data), when it is not the first: `("pytree", "opt structure 2")`.
+PYTREE_STATIC = "pytree"
 # The prefix of a weakly typed leaf's dtype name (`"weak float32"`), as JAX's avals print `~float32`.
 WEAK = "weak "
 
@@ -411,6 +415,13 @@ def _static_differences(new: Signature, old: Signature) -> list[str]:
             out.append(
                 f"the step is a new function object ({before or first} -> {value}): each new "
                 "function object compiles anew; create the jitted step once, outside the loop"
+            )
+        elif name == PYTREE_STATIC and before != value:
+            first = f"{value.rsplit(' structure ', 1)[0]} structure 1"
+            out.append(
+                f"the same arrays in another pytree structure ({before or first} -> {value}): its static "
+                "parts differ, e.g. a module or optimizer created again whose static fields compare by "
+                "identity; create it once, outside the loop"
             )
         elif before is not None and before != value and name != FUNCTION_STATIC:
             out.append(
