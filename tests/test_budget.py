@@ -474,9 +474,11 @@ def test_a_keras_the_signature_seam_does_not_fit_leaves_the_count_unknown(monkey
     """No flavour fits the installed Keras (a release the seam does not know): no count, an error naming it."""
     import keras
 
-    from keras_xla_guard import XlaGuardWarning, seam
+    from keras_xla_guard import XlaGuardWarning
+    from keras_xla_guard.seam import _detect
 
-    monkeypatch.setattr(seam, "flavour_of", lambda model: None)
+    # Where every part of the seam looks it up.
+    monkeypatch.setattr(_detect, "flavour_of", lambda model: None)
     with pytest.warns(XlaGuardWarning, match=f"keras {keras.__version__}"):
         with pytest.raises(CompilationsUnknownError) as raised:
             with max_compilations(5) as budget:

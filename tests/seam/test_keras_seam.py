@@ -193,9 +193,10 @@ def test_no_fitting_flavour_is_loud_and_unavailable(tmp_path, monkeypatch):
     """When no flavour fits the installed Keras: one warning, None figures, 'unavailable' text."""
     import keras
 
-    from keras_xla_guard import seam
+    from keras_xla_guard.seam import _detect
 
-    monkeypatch.setattr(seam, "flavour_of", lambda model: None)
+    # Where every part of the seam looks it up.
+    monkeypatch.setattr(_detect, "flavour_of", lambda model: None)
     model = _seq_model(jit_compile=True)
     guard = _guard(tmp_path, profile_epochs=0, skip_steps=0)
     with warnings.catch_warnings(record=True) as caught:
