@@ -12,19 +12,34 @@ with its values only when that fails: an op whose size or shape argument
 XLA must know at compile time but which comes from the batch's values (or
 a variable's) lowers only with the values, and TensorFlow then compiles the
 step once per value, so it is named too.
+
+This module lowers the step and turns what it found into verdicts (with
+`model_verdicts`, the model's own XLA switch); what the traced graph holds
+is read in `_step_ops`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from keras_xla_guard.diagnose._step_ops import (
+    PY_FUNC_TYPES,
+    ConstantInputOp,
+    DynamicDim,
+    UnsupportedOp,
+    blocker_names,
+    constant_inputs,
+    dynamic_dims,
+    is_string_op,
+    jit_device,
+    model_layer_names,
+    trace_blockers,
+    unsupported_ops,
+)
 from keras_xla_guard.diagnose.advice import JitEvidence, jit_off_verdict
-from keras_xla_guard.diagnose.scopes import owner_layer as _owner_layer
-from keras_xla_guard.diagnose.scopes import scopes_are_suffixed as _scopes_are_suffixed
 from keras_xla_guard.diagnose.verdict import ERROR, INFO, MODEL, OK, WARNING, Verdict
 
 __all__ = [
@@ -37,105 +52,6 @@ __all__ = [
     "model_verdicts",
     "trace_blockers",
 ]
-
-_UNSUPPORTED_RE = re.compile(
-    r"No registered '(?P<type>[^']+)' OpKernel for (?P<device>\S+) devices compatible with "
-    r"node \{\{node (?P<name>[^}]+)\}\}"
-)
-# TensorFlow's message when a shape argument depends on the computation's parameters.
-_CONSTANT_RE = re.compile(
-    r"Input (?P<input>\d+) to node `(?P<name>[^`]+)` with op (?P<type>\w+) must be a compile-time constant"
-)
-_FIX_CONSTANT = (
-    "# Give that argument a value XLA knows from shapes alone: a fixed maximum size with a\n"
-    "# mask over the unused part, or a size read from tf.shape(...). Otherwise move the op\n"
-    "# into the input pipeline (dataset.map), or keep this model off XLA:\n"
-    "model.compile(optimizer, loss, jit_compile=False)"
-)
-# Graph plumbing the XLA bridge handles itself rather than through kernels.
-_PLUMBING = frozenset({"Placeholder", "NoOp", "_Arg", "_Retval", "_DeviceArg", "_DeviceRetval"})
-_PY_FUNC_TYPES = frozenset({"EagerPyFunc", "PyFunc", "PyFuncStateless"})
-_STRING_TYPES = frozenset({"AsString", "RegexReplace", "RegexFullMatch", "Substr", "DecodeBase64"})
-_FIX_UNSUPPORTED = (
-    "Move this op out of the compiled step (e.g. into the tf.data pipeline or a "
-    "preprocessing step before fit), or replace it with an XLA-supported op"
-)
-_FIX_DYNAMIC = (
-    "Pad this dimension to a fixed length (or a few bucket lengths), e.g. "
-    "dataset.padded_batch(batch_size, padded_shapes=...) with a fixed size, so XLA "
-    "compiles once per shape instead of once per new length; mask the padding "
-    "(Embedding(mask_zero=True), Masking) so that it does not change the outputs"
-)
-
-
-@dataclass(frozen=True)
-class UnsupportedOp:
-    """An op XLA cannot compile on the target device.
-
-    Attributes:
-        op_type: The TF op type, e.g. `"EagerPyFunc"`.
-        op_name: The op's name in the traced step, e.g.
-            `"functional_1/my_layer_1/EagerPyFunc"`.
-        layer: Name of the Keras layer whose name scope holds the op;
-            `None` when no layer matches (e.g. the loss).
-        function: The traced function holding the op (a nested `while`
-            body, for example).
-    """
-
-    op_type: str
-    op_name: str
-    layer: str | None
-    function: str
-
-    def to_dict(self) -> dict[str, Any]:
-        """Returns the op as a JSON-serializable dict."""
-        return dataclasses.asdict(self)
-
-
-@dataclass(frozen=True)
-class ConstantInputOp:
-    """An op with an argument XLA must know at compile time that the data decides.
-
-    TensorFlow lowers such a step only with the argument's value folded in,
-    so under `jit_compile=True` it compiles the step again for every new
-    value: with a value computed from each batch, at nearly every step.
-
-    Attributes:
-        op_type: The TF op type, e.g. `"Fill"` (`tf.zeros` of a computed size).
-        op_name: The op's name in the traced step, e.g.
-            `"functional_1/my_layer_1/zeros"`.
-        layer: Name of the Keras layer whose name scope holds the op;
-            `None` when no layer matches.
-        input_index: Which of the op's inputs must be a constant.
-    """
-
-    op_type: str
-    op_name: str
-    layer: str | None
-    input_index: int
-
-    def to_dict(self) -> dict[str, Any]:
-        """Returns the op as a JSON-serializable dict."""
-        return dataclasses.asdict(self)
-
-
-@dataclass(frozen=True)
-class DynamicDim:
-    """An input dimension whose size is not fixed in the model's input spec.
-
-    Attributes:
-        input_name: The model input's name.
-        axis: The dimension's index (0 is the batch dimension).
-        sample_size: The size it has in the sample batch, if known.
-    """
-
-    input_name: str
-    axis: int
-    sample_size: int | None
-
-    def to_dict(self) -> dict[str, Any]:
-        """Returns the dimension as a JSON-serializable dict."""
-        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)
@@ -194,6 +110,24 @@ class ExplainReport:
             else f"explain: the train step does NOT compile with XLA on {self.jit_device}"
         )
         return "\n".join([head] + [f"  {v}" for v in self.verdicts])
+
+
+_FIX_CONSTANT = (
+    "# Give that argument a value XLA knows from shapes alone: a fixed maximum size with a\n"
+    "# mask over the unused part, or a size read from tf.shape(...). Otherwise move the op\n"
+    "# into the input pipeline (dataset.map), or keep this model off XLA:\n"
+    "model.compile(optimizer, loss, jit_compile=False)"
+)
+_FIX_UNSUPPORTED = (
+    "Move this op out of the compiled step (e.g. into the tf.data pipeline or a "
+    "preprocessing step before fit), or replace it with an XLA-supported op"
+)
+_FIX_DYNAMIC = (
+    "Pad this dimension to a fixed length (or a few bucket lengths), e.g. "
+    "dataset.padded_batch(batch_size, padded_shapes=...) with a fixed size, so XLA "
+    "compiles once per shape instead of once per new length; mask the padding "
+    "(Embedding(mask_zero=True), Masking) so that it does not change the outputs"
+)
 
 
 def model_verdicts(model: Any, evidence: JitEvidence | None = None) -> list[Verdict]:
@@ -262,16 +196,150 @@ def model_verdicts(model: Any, evidence: JitEvidence | None = None) -> list[Verd
     return verdicts
 
 
-def _all_layers(model: Any) -> list[Any]:
-    """The model and all its nested layers (Keras' own traversal when present)."""
+def _layers_without_jit(model: Any) -> tuple[str, ...]:
+    """The names of the model's layers that declare `supports_jit = False`."""
     from keras_xla_guard.seam import all_layers
 
-    return all_layers(model)
-
-
-def _layers_without_jit(model: Any) -> tuple[str, ...]:
-    layers = _all_layers(model)
+    layers = all_layers(model)
     return tuple(layer.name for layer in layers if getattr(layer, "supports_jit", True) is False)
+
+
+def _step_verdicts(
+    model: Any,
+    device: str,
+    error: str,
+    unsupported: tuple[UnsupportedOp, ...],
+    constants: tuple[ConstantInputOp, ...],
+    dynamic: tuple[DynamicDim, ...],
+    *,
+    loss_checked: bool,
+) -> list[Verdict]:
+    """The verdicts on one traced train step, after the model's own (`model_verdicts`).
+
+    Args:
+        model: The Keras model `explain` traced.
+        device: The XLA device it lowered for, e.g. `"XLA_CPU_JIT"`.
+        error: TensorFlow's error when the step did not lower; `""` when it did.
+        unsupported: Ops without an XLA kernel on `device`.
+        constants: Ops whose compile-time argument the data decides.
+        dynamic: Input dimensions that are `None` in the model's spec.
+        loss_checked: `False` when the sample had targets but the model no
+            compiled loss, so its outputs' sum stood in for the loss.
+
+    Returns:
+        The verdicts, in report order.
+    """
+    verdicts = model_verdicts(model, JitEvidence(blockers=blocker_names(unsupported), device=device))
+    if not loss_checked:
+        verdicts.append(
+            Verdict(
+                "LOSS_NOT_CHECKED",
+                MODEL,
+                INFO,
+                "The model has no compiled loss (its train_step computes one), so the sum of its outputs "
+                "stood in for the loss: the forward pass and its gradients were checked, the train_step's "
+                "own loss and update code was not.",
+            )
+        )
+    if not error:
+        verdicts.append(
+            Verdict(
+                "STEP_COMPILES",
+                MODEL,
+                OK,
+                f"The train step (forward, loss, gradients) lowers to HLO on {device}.",
+            )
+        )
+    for op in unsupported:
+        where = _where(op.layer)
+        verdicts.append(
+            Verdict(
+                "XLA_UNSUPPORTED_OP",
+                MODEL,
+                ERROR,
+                f"{op.op_type} op {op.op_name!r} in {where} has no XLA kernel on {device}.",
+                _fix_for(op.op_type),
+            )
+        )
+    for const in constants:
+        where = _where(const.layer)
+        verdicts.append(
+            Verdict(
+                "VALUE_DEPENDENT_COMPILE",
+                MODEL,
+                WARNING,
+                f"{const.op_type} op {const.op_name!r} in {where} takes a size or shape (input "
+                f"{const.input_index}) computed from the batch's values or a variable's: XLA must know "
+                "it at compile time, so with jit_compile=True TensorFlow compiles the train step again "
+                "for every new value (a value computed from each batch is new at nearly every step), "
+                "which neither warm_up nor the persistent compilation cache can serve.",
+                _FIX_CONSTANT,
+            )
+        )
+    if error and not unsupported:
+        verdicts.append(
+            Verdict(
+                "STEP_DOES_NOT_COMPILE",
+                MODEL,
+                ERROR,
+                f"The train step does not lower to HLO on {device}: {_first_line(error)}",
+                "# Often a shape that must be static (pad it) or data-dependent control "
+                "flow; see the error text above.",
+            )
+        )
+    for dim in dynamic:
+        seen = f" (this batch: {dim.sample_size})" if dim.sample_size is not None else ""
+        if dim.axis == 0:
+            verdicts.append(
+                Verdict(
+                    "DYNAMIC_BATCH_DIM",
+                    MODEL,
+                    INFO,
+                    f"Input {dim.input_name!r} has a dynamic batch dimension{seen}: with XLA, a "
+                    "short last batch makes it compile the train step once more.",
+                    "# Only for training data whose size is not a multiple of batch_size: it leaves\n"
+                    "# the short last batch's examples out of every epoch (never for evaluate or predict).\n"
+                    "# In place of your .batch(batch_size) call:\n"
+                    "dataset = dataset.batch(batch_size, drop_remainder=True)",
+                )
+            )
+        else:
+            verdicts.append(
+                Verdict(
+                    "DYNAMIC_INPUT_DIM",
+                    MODEL,
+                    WARNING,
+                    f"Input {dim.input_name!r} has a dynamic dimension at axis {dim.axis}{seen}: "
+                    "XLA compiles the step again for every new size.",
+                    _FIX_DYNAMIC + ".",
+                )
+            )
+    return verdicts
+
+
+def _where(layer: str | None) -> str:
+    """Where an op of the step sits, as a verdict says it: its Keras layer, or none."""
+    return f"layer {layer!r}" if layer else "no Keras layer (loss or step code)"
+
+
+def _fix_for(op_type: str) -> str:
+    """What to do about an op of `op_type` that has no XLA kernel."""
+    if op_type in PY_FUNC_TYPES:
+        return (
+            "Rewrite the Python function with TensorFlow ops, or run it in the input "
+            "pipeline (dataset.map) instead of inside the model. " + _FIX_UNSUPPORTED + "."
+        )
+    if is_string_op(op_type):
+        return (
+            "XLA has no string type: turn strings into numbers in the input pipeline "
+            "(e.g. keras.layers.StringLookup inside dataset.map). " + _FIX_UNSUPPORTED + "."
+        )
+    return _FIX_UNSUPPORTED + "."
+
+
+def _first_line(text: str) -> str:
+    """The first line of `text`, stripped; `""` for blank text."""
+    return text.strip().splitlines()[0] if text.strip() else ""
 
 
 def _unpack(sample_batch: Any) -> tuple[Any, Any, Any]:
@@ -284,59 +352,6 @@ def _unpack(sample_batch: Any) -> tuple[Any, Any, Any]:
         padded = tuple(sample_batch) + (None,) * (3 - len(sample_batch))
         return padded[0], padded[1], padded[2]
     return sample_batch, None, None
-
-
-def _jit_device() -> str:
-    import tensorflow as tf
-
-    return "XLA_GPU_JIT" if tf.config.list_logical_devices("GPU") else "XLA_CPU_JIT"
-
-
-def _has_xla_kernel(op_type: str, device: str, cache: dict[str, bool]) -> bool:
-    if op_type not in cache:
-        from keras_xla_guard.seam.tf_internals import registered_kernel_devices
-
-        cache[op_type] = device in registered_kernel_devices(op_type)
-    return cache[op_type]
-
-
-def _graph_nodes(concrete: Any) -> Iterable[tuple[str, str, str]]:
-    """(op type, op name, function name) of every op, nested functions included.
-
-    Nested functions (`while` bodies, branches, gradients) are traced under
-    the caller's name scope, so their op names keep the Keras layer scope.
-    """
-    graph = concrete.graph
-    for op in graph.get_operations():
-        yield op.type, op.name, graph.name
-    from keras_xla_guard.seam.tf_internals import function_library_nodes
-
-    yield from function_library_nodes(graph)
-
-
-def _unsupported_ops(
-    concrete: Any, error: str, device: str, layer_names: frozenset[str]
-) -> tuple[UnsupportedOp, ...]:
-    found: dict[tuple[str, str], UnsupportedOp] = {}
-    cache: dict[str, bool] = {}
-    nodes = list(_graph_nodes(concrete))
-    suffixed = _scopes_are_suffixed((name for _, name, _ in nodes), layer_names)
-    for op_type, op_name, function in nodes:
-        if op_type in _PLUMBING or (op_type, op_name) in found:
-            continue
-        if not _has_xla_kernel(op_type, device, cache):
-            found[(op_type, op_name)] = UnsupportedOp(
-                op_type, op_name, _owner_layer(op_name, layer_names, suffixed), function
-            )
-    # TensorFlow names the first op it rejects; keep it should the kernel
-    # registry not cover it (an op supported only in some configurations).
-    for m in _UNSUPPORTED_RE.finditer(error):
-        op_type, name = m.group("type"), m.group("name")
-        if (op_type, name) not in found:
-            found[(op_type, name)] = UnsupportedOp(
-                op_type, name, _owner_layer(name, layer_names, suffixed), concrete.graph.name
-            )
-    return tuple(found.values())
 
 
 def _lower(step: Any, args: Any) -> tuple[int, str]:
@@ -353,42 +368,6 @@ def _specs(tf: Any, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
         return tuple(tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), args))
     except (TypeError, ValueError, AttributeError):
         return None
-
-
-def _constant_inputs(
-    shapes_error: str, concrete: Any, layer_names: frozenset[str]
-) -> tuple[ConstantInputOp, ...]:
-    """The ops TensorFlow named as needing a compile-time constant when the step lowered from shapes alone."""
-    found = list(_CONSTANT_RE.finditer(shapes_error))
-    if not found:
-        return ()
-    suffixed = _scopes_are_suffixed((name for _, name, _ in _graph_nodes(concrete)), layer_names)
-    return tuple(
-        ConstantInputOp(
-            m.group("type"),
-            m.group("name"),
-            _owner_layer(m.group("name"), layer_names, suffixed),
-            int(m.group("input")),
-        )
-        for m in found
-    )
-
-
-def _dynamic_dims(model: Any, x: Any) -> tuple[DynamicDim, ...]:
-    import tensorflow as tf
-
-    inputs = getattr(model, "inputs", None) or []
-    samples = tf.nest.flatten(x)
-    dims = []
-    for i, spec in enumerate(inputs):
-        shape = tuple(spec.shape)
-        sample_shape = tuple(samples[i].shape) if len(inputs) == len(samples) else ()
-        name = str(getattr(spec, "name", None) or f"input_{i}")
-        for axis, size in enumerate(shape):
-            if size is None:
-                got = sample_shape[axis] if axis < len(sample_shape) else None
-                dims.append(DynamicDim(name, axis, None if got is None else int(got)))
-    return tuple(dims)
 
 
 def _surrogate_loss(tf: Any, outputs: Any, extra: Iterable[Any]) -> Any:
@@ -485,7 +464,7 @@ def explain(model: Any, sample_batch: Any) -> ExplainReport:
         return loss, [g for g in gradients if g is not None]
 
     step = tf.function(loss_and_gradients, jit_compile=True)
-    device = _jit_device()
+    device = jit_device()
     error = ""
     # Tracing errors (a sample that does not fit the model) propagate as they
     # are; only the lowering to HLO is the experiment.
@@ -497,101 +476,19 @@ def explain(model: Any, sample_batch: Any) -> ExplainReport:
     hlo_chars, shapes_error = _lower(step, specs) if specs is not None else (0, "")
     if specs is None or shapes_error:
         hlo_chars, error = _lower(step, args)
-    layer_names = frozenset(layer.name for layer in _all_layers(model))
+    layer_names = model_layer_names(model)
     unsupported: tuple[UnsupportedOp, ...] = ()
     constants: tuple[ConstantInputOp, ...] = ()
     if error:
-        unsupported = _unsupported_ops(concrete, error, device, layer_names)
+        unsupported = unsupported_ops(concrete, error, device, layer_names)
     elif shapes_error:
-        constants = _constant_inputs(shapes_error, concrete, layer_names)
-    dynamic = _dynamic_dims(model, x)
+        constants = constant_inputs(shapes_error, concrete, layer_names)
+    dynamic = dynamic_dims(model, x)
     blockers = _layers_without_jit(model)
 
-    verdicts = model_verdicts(model, JitEvidence(blockers=blocker_names(unsupported), device=device))
-    if y is not None and not compiled_loss:
-        verdicts.append(
-            Verdict(
-                "LOSS_NOT_CHECKED",
-                MODEL,
-                INFO,
-                "The model has no compiled loss (its train_step computes one), so the sum of its outputs "
-                "stood in for the loss: the forward pass and its gradients were checked, the train_step's "
-                "own loss and update code was not.",
-            )
-        )
-    if not error:
-        verdicts.append(
-            Verdict(
-                "STEP_COMPILES",
-                MODEL,
-                OK,
-                f"The train step (forward, loss, gradients) lowers to HLO on {device}.",
-            )
-        )
-    for op in unsupported:
-        where = _where(op.layer)
-        verdicts.append(
-            Verdict(
-                "XLA_UNSUPPORTED_OP",
-                MODEL,
-                ERROR,
-                f"{op.op_type} op {op.op_name!r} in {where} has no XLA kernel on {device}.",
-                _fix_for(op.op_type),
-            )
-        )
-    for const in constants:
-        where = _where(const.layer)
-        verdicts.append(
-            Verdict(
-                "VALUE_DEPENDENT_COMPILE",
-                MODEL,
-                WARNING,
-                f"{const.op_type} op {const.op_name!r} in {where} takes a size or shape (input "
-                f"{const.input_index}) computed from the batch's values or a variable's: XLA must know "
-                "it at compile time, so with jit_compile=True TensorFlow compiles the train step again "
-                "for every new value (a value computed from each batch is new at nearly every step), "
-                "which neither warm_up nor the persistent compilation cache can serve.",
-                _FIX_CONSTANT,
-            )
-        )
-    if error and not unsupported:
-        verdicts.append(
-            Verdict(
-                "STEP_DOES_NOT_COMPILE",
-                MODEL,
-                ERROR,
-                f"The train step does not lower to HLO on {device}: {_first_line(error)}",
-                "# Often a shape that must be static (pad it) or data-dependent control "
-                "flow; see the error text above.",
-            )
-        )
-    for dim in dynamic:
-        seen = f" (this batch: {dim.sample_size})" if dim.sample_size is not None else ""
-        if dim.axis == 0:
-            verdicts.append(
-                Verdict(
-                    "DYNAMIC_BATCH_DIM",
-                    MODEL,
-                    INFO,
-                    f"Input {dim.input_name!r} has a dynamic batch dimension{seen}: with XLA, a "
-                    "short last batch makes it compile the train step once more.",
-                    "# Only for training data whose size is not a multiple of batch_size: it leaves\n"
-                    "# the short last batch's examples out of every epoch (never for evaluate or predict).\n"
-                    "# In place of your .batch(batch_size) call:\n"
-                    "dataset = dataset.batch(batch_size, drop_remainder=True)",
-                )
-            )
-        else:
-            verdicts.append(
-                Verdict(
-                    "DYNAMIC_INPUT_DIM",
-                    MODEL,
-                    WARNING,
-                    f"Input {dim.input_name!r} has a dynamic dimension at axis {dim.axis}{seen}: "
-                    "XLA compiles the step again for every new size.",
-                    _FIX_DYNAMIC + ".",
-                )
-            )
+    verdicts = _step_verdicts(
+        model, device, error, unsupported, constants, dynamic, loss_checked=y is None or compiled_loss
+    )
     return ExplainReport(
         compilable=not error,
         jit_device=device,
@@ -604,77 +501,3 @@ def explain(model: Any, sample_batch: Any) -> ExplainReport:
         hlo_chars=hlo_chars,
         verdicts=tuple(verdicts),
     )
-
-
-def trace_blockers(report: Any, model: Any = None) -> tuple[UnsupportedOp, ...]:
-    """The ops a profiled window ran outside XLA that XLA cannot compile: blockers of `jit_compile=True`.
-
-    An op of the report's op table counts when its type has no XLA kernel
-    on this machine's XLA device and it is the step's own: it sits in one
-    of `model`'s layers (with a model), or it is a Python-function or
-    string op. The iterator and `Optional` plumbing around a step, which
-    has no XLA kernel either, never counts, nor do the kernels TensorFlow's
-    runtime rewrites ops into (`_MklMatMul`, `_FusedConv2D`).
-
-    Args:
-        report: A measured `CoverageReport`.
-        model: The Keras model the window trained, to name each op's
-            layer. Defaults to `None`.
-
-    Returns:
-        The blockers, each once, biggest self time first.
-    """
-    device = _jit_device()
-    cache: dict[str, bool] = {}
-    names = [op.op_name for op in report.top_non_xla_ops]
-    layer_names = frozenset(layer.name for layer in _all_layers(model)) if model is not None else frozenset()
-    suffixed = _scopes_are_suffixed(names, layer_names)
-    found: dict[str, UnsupportedOp] = {}
-    for op in report.top_non_xla_ops:
-        # `_MklMatMul`, `_FusedConv2D`, ...: kernels TensorFlow's runtime
-        # rewrote the user's op into, after XLA's chance to compile it.
-        if op.op_type in found or op.op_type.startswith("_") or _has_xla_kernel(op.op_type, device, cache):
-            continue
-        layer = _owner_layer(op.op_name, layer_names, suffixed) if layer_names else None
-        known = op.op_type in _PY_FUNC_TYPES or "String" in op.op_type or op.op_type in _STRING_TYPES
-        if layer is not None or known:
-            found[op.op_type] = UnsupportedOp(op.op_type, op.op_name, layer, "")
-    return tuple(found.values())
-
-
-def blocker_names(ops: Iterable[UnsupportedOp]) -> tuple[str, ...]:
-    """Each op without an XLA kernel as advice names it: its type and its layer (or its name).
-
-    Args:
-        ops: The ops, e.g. `ExplainReport.unsupported_ops`.
-
-    Returns:
-        E.g. `("EagerPyFunc in layer 'py_layer'",)`, each once, in order.
-    """
-    names = (
-        f"{op.op_type} in layer {op.layer!r}" if op.layer else f"{op.op_type} ({op.op_name!r})" for op in ops
-    )
-    return tuple(dict.fromkeys(names))
-
-
-def _where(layer: str | None) -> str:
-    """Where an op of the step sits, as a verdict says it: its Keras layer, or none."""
-    return f"layer {layer!r}" if layer else "no Keras layer (loss or step code)"
-
-
-def _fix_for(op_type: str) -> str:
-    if op_type in _PY_FUNC_TYPES:
-        return (
-            "Rewrite the Python function with TensorFlow ops, or run it in the input "
-            "pipeline (dataset.map) instead of inside the model. " + _FIX_UNSUPPORTED + "."
-        )
-    if "String" in op_type or op_type in _STRING_TYPES:
-        return (
-            "XLA has no string type: turn strings into numbers in the input pipeline "
-            "(e.g. keras.layers.StringLookup inside dataset.map). " + _FIX_UNSUPPORTED + "."
-        )
-    return _FIX_UNSUPPORTED + "."
-
-
-def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text.strip() else ""
