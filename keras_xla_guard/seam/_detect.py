@@ -3,7 +3,8 @@
 Read by every other part of the seam: `flavour_of` picks the flavour module
 (`keras3`, `tf_keras`, `keras3_jax`) by the Keras that built the model and
 the backend it runs on. The rest of the seam looks it up as
-`_detect.flavour_of`, so a test that patches it here changes every caller.
+`_detect.flavour_of`, so a test that patches it here reaches every use
+inside the seam (a patch of the face's `seam.flavour_of` would reach none).
 """
 
 from __future__ import annotations
